@@ -1,0 +1,3 @@
+from sparsify_tui.cli import main
+
+raise SystemExit(main())

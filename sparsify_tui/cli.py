@@ -1,0 +1,83 @@
+"""The ``sparsify-tui`` entry point.
+
+* ``sparsify-tui`` opens the TUI on the projects screen.
+* ``sparsify-tui MODEL.onnx`` creates (or reopens) a project for that model, then opens the TUI on it.
+* ``sparsify-tui COMMAND ...`` runs a headless command; see ``sparsify-tui --help``.
+
+User errors (:class:`sparsify_tui.errors.SparsifyError`) print one line on stderr and exit with code 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import sys
+from typing import Any, Optional, Sequence
+
+from sparsify_tui import __version__
+from sparsify_tui.commands import COMMAND_MODULES
+
+
+def print_json(data: Any) -> None:
+    """Print ``data`` as JSON on stdout (numpy scalars and paths are converted)."""
+
+    def default(o: Any) -> Any:
+        if hasattr(o, "item"):
+            return o.item()
+        if hasattr(o, "tolist"):
+            return o.tolist()
+        if hasattr(o, "to_dict"):
+            return o.to_dict()
+        return str(o)
+
+    json.dump(data, sys.stdout, indent=2, default=default)
+    sys.stdout.write("\n")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="sparsify-tui",
+        description="Analyze and optimize ONNX models on this server, in the terminal.",
+    )
+    parser.add_argument("--version", action="version", version=f"sparsify-tui {__version__}")
+    parser.add_argument("--no-mouse", action="store_true", help="disable mouse reporting (for chatty SSH links)")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name in COMMAND_MODULES:
+        module = importlib.import_module(f"sparsify_tui.commands.{name}")
+        module.register(sub)
+    return parser
+
+
+def _run_tui(model: Optional[str], no_mouse: bool) -> int:
+    from sparsify_tui.tui.app import run_app
+
+    return run_app(model=model, mouse=not no_mouse)
+
+
+def main(argv: Optional[Sequence[str]] = None) -> int:
+    from sparsify_tui.errors import SparsifyError
+
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser()
+    known = {a for a in parser._subparsers._group_actions[0].choices}  # type: ignore[union-attr]
+    # `sparsify-tui MODEL.onnx` (a path, not a command) opens the TUI on that model's project.
+    positional = [a for a in argv if not a.startswith("-")]
+    try:
+        if not positional or positional[0] not in known:
+            opts, rest = parser.parse_known_args([a for a in argv if a.startswith("-")])
+            if len(positional) > 1:
+                parser.error(f"unknown command {positional[0]!r}")
+            return _run_tui(positional[0] if positional else None, opts.no_mouse)
+        args = parser.parse_args(argv)
+        return int(args.handler(args) or 0)
+    except SparsifyError as err:
+        print(f"sparsify-tui: error: {err}", file=sys.stderr)
+        return err.exit_code
+    except KeyboardInterrupt:
+        print("sparsify-tui: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":  # pragma: no cover
+    raise SystemExit(main())
