@@ -8,7 +8,8 @@ line on stderr and exit code 2.
 
 # Order is the order shown in --help.
 COMMAND_MODULES = [
-    "projects",   # analyze, create, list, show, edit, delete, demo  (issue: foundation)
+    "analyze",    # analyze                                           (issue: foundation, analysis owner)
+    "projects",   # create, list, show, edit, delete, demo            (issue: foundation, store owner)
     "perf",       # profile perf                                      (issue: perf profiles)
     "loss",       # profile loss                                      (issue: loss profiles)
     "optimize",   # optimize, export                                  (issue: optimization)

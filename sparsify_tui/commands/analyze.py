@@ -1,0 +1,5 @@
+"""CLI commands: placeholder until its issue lands."""
+
+
+def register(sub) -> None:
+    pass
