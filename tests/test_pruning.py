@@ -1,0 +1,33 @@
+import numpy as np
+import pytest
+
+from sparsify_tui.profiling.pruning import magnitude_order, magnitude_prune, pruned_count
+
+
+@pytest.mark.parametrize("sparsity", [0.0, 0.2, 0.5, 0.85, 0.975, 1.0])
+def test_magnitude_prune_is_exact_to_the_weight_count(sparsity):
+    rng = np.random.default_rng(0)
+    w = rng.normal(size=(16, 8, 3, 3)).astype(np.float32)
+    out = magnitude_prune(w, sparsity)
+    assert out.shape == w.shape and out.dtype == w.dtype
+    assert int((out == 0).sum()) == round(sparsity * w.size)
+    # The kept weights are the largest ones and are unchanged.
+    kept = out != 0
+    if kept.any() and (~kept).any():
+        assert np.abs(w[kept]).min() >= np.abs(w[~kept]).max()
+    np.testing.assert_array_equal(out[kept], w[kept])
+    # The input is not modified.
+    assert (w == 0).sum() == 0
+
+
+def test_existing_zeros_count_toward_sparsity_and_order_is_reusable():
+    w = np.array([0.0, 3.0, -0.5, 0.0, 2.0, -4.0], dtype=np.float32)
+    order = magnitude_order(w)
+    out = magnitude_prune(w, 0.5, order)
+    np.testing.assert_array_equal(out, [0.0, 3.0, 0.0, 0.0, 2.0, -4.0])
+    assert pruned_count(6, 0.5) == 3
+
+
+def test_sparsity_out_of_range_is_rejected():
+    with pytest.raises(ValueError):
+        magnitude_prune(np.ones(4, np.float32), 1.5)
