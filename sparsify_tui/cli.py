@@ -46,6 +46,7 @@ def build_parser() -> argparse.ArgumentParser:
     for name in COMMAND_MODULES:
         module = importlib.import_module(f"sparsify_tui.commands.{name}")
         module.register(sub)
+    parser.set_defaults(command_names=frozenset(sub.choices))
     return parser
 
 
@@ -60,7 +61,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
 
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser()
-    known = {a for a in parser._subparsers._group_actions[0].choices}  # type: ignore[union-attr]
+    known = parser.get_default("command_names")
     # `sparsify-tui MODEL.onnx` (a path, not a command) opens the TUI on that model's project.
     positional = [a for a in argv if not a.startswith("-")]
     try:
