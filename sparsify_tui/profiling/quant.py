@@ -113,6 +113,25 @@ def _needs_external_data(src: Path) -> bool:
     return any(t.data_location == onnx.TensorProto.EXTERNAL for t in model.graph.initializer)
 
 
+def _upgrade_opset(src: Path, dst: Path) -> tuple:
+    """(path to quantize, warning or None): ``src`` itself when its default opset is >= 13, else a
+    version-converted copy at ``dst``; when conversion fails, ``src`` plus a warning (per-tensor then)."""
+    import onnx
+    from onnx import version_converter
+
+    model = onnx.load(str(src))
+    opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 13)
+    if opset >= 13:
+        return src, None
+    try:
+        conv = version_converter.convert_version(model, 13)
+        conv.ir_version = max(model.ir_version, 7)
+        onnx.save(conv, str(dst))
+        return dst, None
+    except Exception as err:
+        return src, f"opset {opset} could not be upgraded to 13 ({_first_line(err)}); per-tensor weights used"
+
+
 class _Reader:
     """A CalibrationDataReader over a list of feed dicts (only the model's input names are passed)."""
 
@@ -181,11 +200,18 @@ def quantize_int8(
     prog("pre-processing", 0.0)
     with tempfile.TemporaryDirectory(prefix="sparsify-quant-") as tmp:
         pre = Path(tmp) / "preprocessed.onnx"
-        warn = _preprocess(src, pre, large)
+        src_q = src
+        if per_channel and not large:
+            # Per-channel QDQ needs DequantizeLinear's `axis` (opset 13); older models are upgraded first.
+            src_q, warn = _upgrade_opset(src, Path(tmp) / "opset13.onnx")
+            if warn:
+                warnings.append(warn)
+                per_channel = False
+        warn = _preprocess(src_q, pre, large)
         pre_s = time.perf_counter() - t0
         if warn:
             warnings.append(warn)
-        source = pre if pre.is_file() else src
+        source = pre if pre.is_file() else src_q
         maybe_check(cancel)
         prog("calibrating", 0.4)
         try:
