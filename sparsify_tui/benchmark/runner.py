@@ -1,0 +1,459 @@
+"""Benchmarks: measured ms/batch of the baseline and optimized models across batch sizes and core counts.
+
+How a number is measured (DESIGN.md, Measuring):
+
+* every (model, batch size, core count) combination runs **in this process**, with **one live
+  session at a time** (created by :func:`sparsify_tui.profiling.session.make_session`: CPU EP,
+  ``ORT_ENABLE_ALL``, ``intra_op_num_threads = cores``, ``inter_op_num_threads = 1``);
+* for one (batch, cores) pair all models are measured back to back, so the speedup compares runs
+  taken moments apart on the same shared machine;
+* inputs are built once before timing (user sample data, or synthetic data with valid values), the
+  output names are fixed, and the loop only calls ``session.run`` between two
+  ``time.perf_counter_ns()`` reads, so the loop adds nothing measurable (see
+  ``benchmarks/benchmark_overhead.py``);
+* ``warmup`` untimed runs, then ``iterations`` timed runs.
+
+Statistics per combination (all in milliseconds per batch unless named otherwise):
+``median``, ``mean``, ``p90``, ``p99`` (``numpy.percentile``, linear interpolation), ``min``,
+``max``, ``std``; ``ms_per_item = median / batch_size``; ``items_per_second = 1000 * batch_size /
+median``; ``speedup = baseline median / model median`` at the same batch size and core count (the
+baseline is the first model, or the one labelled ``"baseline"``).
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import gc
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Optional, Sequence, Union
+
+import numpy as np
+
+from sparsify_tui.errors import SparsifyError
+from sparsify_tui.progress import CancelToken, ProgressFn
+
+BENCHMARKS_TABLE = "benchmarks"
+
+
+@dataclass
+class ModelSpec:
+    """One model in a benchmark: ``label`` ("baseline" or the optimization name), its path, and the
+    optimization record id (None for the baseline)."""
+
+    label: str
+    path: str
+    optimization: Optional[str] = None
+
+
+@dataclass
+class BenchmarkRun:
+    """Measured timings of one (model, batch size, core count) combination.
+
+    ``iterations_ms``: every timed run in ms per batch, in run order. Statistics in ms per batch.
+    ``speedup``: baseline median / this median at the same batch size and core count (1.0 for the baseline).
+    """
+
+    model: str
+    optimization: Optional[str]
+    batch_size: int
+    core_count: int
+    iterations_ms: list[float]
+    median_ms: float
+    mean_ms: float
+    p90_ms: float
+    p99_ms: float
+    min_ms: float
+    max_ms: float
+    std_ms: float
+    speedup: float = 1.0
+
+    @property
+    def ms_per_item(self) -> float:
+        """Median ms per batch divided by the batch size."""
+        return self.median_ms / self.batch_size
+
+    @property
+    def items_per_second(self) -> float:
+        """``1000 * batch_size / median_ms``."""
+        return 1000.0 * self.batch_size / self.median_ms if self.median_ms > 0 else float("inf")
+
+    @classmethod
+    def from_times(cls, model: str, optimization: Optional[str], batch_size: int, core_count: int,
+                   times_ms: Sequence[float]) -> "BenchmarkRun":
+        """Statistics of ``times_ms`` (ms per batch, one per timed run; at least one)."""
+        a = np.asarray(times_ms, dtype=np.float64)
+        if a.size == 0:
+            raise ValueError("no timed iterations")
+        return cls(
+            model=model, optimization=optimization, batch_size=int(batch_size), core_count=int(core_count),
+            iterations_ms=[float(x) for x in a],
+            median_ms=float(np.median(a)), mean_ms=float(a.mean()),
+            p90_ms=float(np.percentile(a, 90)), p99_ms=float(np.percentile(a, 99)),
+            min_ms=float(a.min()), max_ms=float(a.max()), std_ms=float(a.std()),
+        )
+
+    def to_dict(self) -> dict:
+        """One entry of ``results`` in the ``benchmark --json`` shape (plus extras)."""
+        return {
+            "model": self.model,
+            "optimization": self.optimization,
+            "batch_size": self.batch_size,
+            "core_count": self.core_count,
+            "latency_ms": {"median": self.median_ms, "mean": self.mean_ms, "p90": self.p90_ms, "p99": self.p99_ms,
+                           "min": self.min_ms, "max": self.max_ms, "std": self.std_ms},
+            "ms_per_item": self.ms_per_item,
+            "items_per_second": self.items_per_second,
+            "speedup": self.speedup,
+            "iterations_ms": self.iterations_ms,
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "BenchmarkRun":
+        lat = d["latency_ms"]
+        it = list(d.get("iterations_ms") or [])
+        return cls(
+            model=d["model"], optimization=d.get("optimization"), batch_size=int(d["batch_size"]),
+            core_count=int(d["core_count"]), iterations_ms=it,
+            median_ms=float(lat["median"]), mean_ms=float(lat["mean"]), p90_ms=float(lat["p90"]),
+            p99_ms=float(lat["p99"]), min_ms=float(lat.get("min", min(it) if it else lat["median"])),
+            max_ms=float(lat.get("max", max(it) if it else lat["median"])), std_ms=float(lat.get("std", 0.0)),
+            speedup=float(d.get("speedup", 1.0)),
+        )
+
+
+@dataclass
+class BenchmarkResult:
+    """A whole benchmark: settings and one :class:`BenchmarkRun` per (model, batch, cores)."""
+
+    models: list[ModelSpec]
+    batch_sizes: list[int]
+    core_counts: list[int]
+    warmup: int
+    iterations: int
+    dims: dict = field(default_factory=dict)
+    runs: list[BenchmarkRun] = field(default_factory=list)
+    name: str = "benchmark"
+    id: Optional[str] = None
+    created: str = ""
+    seconds: float = 0.0
+    data: Optional[str] = None
+    ort_version: str = ""
+
+    @property
+    def baseline_label(self) -> str:
+        labels = [m.label for m in self.models]
+        return "baseline" if "baseline" in labels else labels[0]
+
+    def run(self, model: str, batch_size: int, core_count: int) -> Optional[BenchmarkRun]:
+        """The run of ``model`` at that batch size and core count, or None."""
+        for r in self.runs:
+            if r.model == model and r.batch_size == batch_size and r.core_count == core_count:
+                return r
+        return None
+
+    def compute_speedups(self) -> None:
+        """Set every run's ``speedup = baseline median / run median`` at the same batch size and cores."""
+        base = self.baseline_label
+        for r in self.runs:
+            b = self.run(base, r.batch_size, r.core_count)
+            r.speedup = (b.median_ms / r.median_ms) if (b is not None and r.median_ms > 0) else float("nan")
+
+    def to_dict(self) -> dict:
+        """The ``sparsify-tui benchmark --json`` shape: ``{"benchmark": {...}, "results": [...]}``."""
+        return {
+            "benchmark": {
+                "id": self.id,
+                "name": self.name,
+                "created": self.created,
+                "models": [{"label": m.label, "optimization": m.optimization, "path": m.path} for m in self.models],
+                "baseline": self.baseline_label,
+                "batch_sizes": list(self.batch_sizes),
+                "core_counts": list(self.core_counts),
+                "warmup": self.warmup,
+                "iterations": self.iterations,
+                "dims": dict(self.dims),
+                "data": self.data,
+                "seconds": self.seconds,
+                "ort_version": self.ort_version,
+                "engine": "onnxruntime CPUExecutionProvider, ORT_ENABLE_ALL, intra_op=cores, inter_op=1",
+            },
+            "results": [r.to_dict() for r in self.runs],
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "BenchmarkResult":
+        b = d["benchmark"]
+        res = cls(
+            models=[ModelSpec(m["label"], m.get("path", ""), m.get("optimization")) for m in b.get("models", [])],
+            batch_sizes=[int(x) for x in b.get("batch_sizes", [])],
+            core_counts=[int(x) for x in b.get("core_counts", [])],
+            warmup=int(b.get("warmup", 0)), iterations=int(b.get("iterations", 0)),
+            dims=dict(b.get("dims") or {}), name=b.get("name", "benchmark"), id=b.get("id"),
+            created=b.get("created", ""), seconds=float(b.get("seconds", 0.0)), data=b.get("data"),
+            ort_version=b.get("ort_version", ""),
+        )
+        res.runs = [BenchmarkRun.from_dict(r) for r in d.get("results", [])]
+        return res
+
+
+# --------------------------------------------------------------------------------------------- inputs
+
+
+def build_feeds(model_path: Union[str, Path], batch_size: int, dims: Optional[dict] = None,
+                data: Optional[Union[str, Path]] = None, max_batches: int = 4) -> list[dict[str, np.ndarray]]:
+    """Input feeds for one batch size, built before timing: up to ``max_batches`` batches of the user's
+    sample data (``.npz``/``.npy``), else one batch of synthetic data with valid values
+    (``sparsify_tui.analysis.inputs``). Raises ``DimensionError``/``SampleDataError``."""
+    from sparsify_tui.analysis.inputs import input_specs, load_sample_data, synthetic_inputs
+
+    specs = input_specs(str(model_path), batch_size=batch_size, dims=dims or {})
+    if data:
+        batches = load_sample_data(str(data), specs, batch_size)
+        return [{k: np.ascontiguousarray(v) for k, v in b.items()} for b in batches[:max_batches]]
+    return [{k: np.ascontiguousarray(v) for k, v in synthetic_inputs(specs, seed=0).items()}]
+
+
+def time_session(session, feeds: Sequence[dict], *, warmup: int, iterations: int,
+                 cancel: Optional[CancelToken] = None) -> list[float]:
+    """Run ``session`` ``warmup`` times untimed, then ``iterations`` times timed; ms per run.
+
+    The loop is kept minimal: feeds pre-built (cycled when there are several), output names fixed,
+    the result list pre-allocated, ``time.perf_counter_ns`` around ``session.run`` only. A cancel
+    terminates the running ``session.run`` (RunOptions) and raises ``JobCanceled``.
+    """
+    out_names = [o.name for o in session.get_outputs()]
+    run_options = cancel.run_options() if cancel is not None else None
+    run = session.run
+    n = len(feeds)
+    for i in range(max(0, int(warmup))):
+        _guarded_run(run, out_names, feeds[i % n], run_options, cancel)
+    clock = time.perf_counter_ns
+    times_ns = [0] * int(iterations)
+    try:
+        if n == 1:
+            feed = feeds[0]
+            for i in range(int(iterations)):
+                t0 = clock()
+                run(out_names, feed, run_options)
+                times_ns[i] = clock() - t0
+        else:
+            for i in range(int(iterations)):
+                feed = feeds[i % n]
+                t0 = clock()
+                run(out_names, feed, run_options)
+                times_ns[i] = clock() - t0
+    except Exception:
+        if cancel is not None:
+            cancel.check()
+        raise
+    if cancel is not None:
+        cancel.check()
+    return [t / 1e6 for t in times_ns]
+
+
+def _guarded_run(run, out_names, feed, run_options, cancel):
+    try:
+        return run(out_names, feed, run_options)
+    except Exception:
+        if cancel is not None:
+            cancel.check()
+        raise
+
+
+def _normalize_models(models) -> list[ModelSpec]:
+    out = []
+    for m in models:
+        if isinstance(m, ModelSpec):
+            out.append(m)
+        elif isinstance(m, dict):
+            out.append(ModelSpec(m["label"], str(m["path"]), m.get("optimization")))
+        else:
+            label, path, *rest = m
+            out.append(ModelSpec(str(label), str(path), rest[0] if rest else None))
+    if not out:
+        raise SparsifyError("no models to benchmark: give the baseline and at least one model")
+    labels = [m.label for m in out]
+    if len(set(labels)) != len(labels):
+        raise SparsifyError(f"duplicate model labels {labels}: give every model a distinct name")
+    for m in out:
+        if not Path(m.path).is_file():
+            from sparsify_tui.errors import ModelError
+
+            raise ModelError(f"model file {m.path} does not exist: apply the optimization again")
+    return out
+
+
+def run_benchmark(
+    models,
+    *,
+    batch_sizes: Sequence[int],
+    core_counts: Sequence[int],
+    warmup: int = 5,
+    iterations: int = 30,
+    dims: Optional[dict] = None,
+    data: Optional[Union[str, Path]] = None,
+    name: str = "benchmark",
+    progress: Optional[ProgressFn] = None,
+    cancel: Optional[CancelToken] = None,
+) -> BenchmarkResult:
+    """Measure every (model, batch size, core count) combination; see the module docstring.
+
+    ``models``: list of ``(label, path)`` / ``(label, path, optimization_id)`` tuples or
+    :class:`ModelSpec`; the first (or the one labelled "baseline") is the baseline for speedups.
+    ``batch_sizes``/``core_counts``: positive ints. ``dims``: symbolic dims other than batch
+    (``{"x:2": 48}`` or ``{"seq": 128}``). ``data``: optional ``.npz``/``.npy`` sample data path.
+    Raises ``SparsifyError`` subclasses for bad input, ``JobCanceled`` on cancel.
+    """
+    import onnxruntime as ort
+
+    from sparsify_tui.profiling.session import make_session
+
+    specs = _normalize_models(models)
+    batch_sizes = [int(b) for b in batch_sizes]
+    core_counts = [int(c) for c in core_counts]
+    if not batch_sizes or min(batch_sizes) < 1:
+        raise SparsifyError(f"batch sizes {batch_sizes} invalid: give positive integers, e.g. --batch-sizes 1,8")
+    if not core_counts or min(core_counts) < 1:
+        raise SparsifyError(f"core counts {core_counts} invalid: give positive integers, e.g. --cores 1,2")
+    if int(iterations) < 1 or int(warmup) < 0:
+        raise SparsifyError("iterations must be >= 1 and warmup >= 0")
+    result = BenchmarkResult(
+        models=specs, batch_sizes=batch_sizes, core_counts=core_counts, warmup=int(warmup),
+        iterations=int(iterations), dims=dict(dims or {}), name=name, data=str(data) if data else None,
+        created=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"), ort_version=ort.__version__,
+    )
+    total = len(specs) * len(batch_sizes) * len(core_counts)
+    done = 0
+    t_start = time.perf_counter()
+    for bs in batch_sizes:
+        feeds_by_model: dict[str, list] = {}
+        for cores in core_counts:
+            for spec in specs:
+                if cancel is not None:
+                    cancel.check()
+                if progress is not None:
+                    progress(f"{spec.label} batch {bs} cores {cores}", done / total)
+                if spec.label not in feeds_by_model:
+                    feeds_by_model[spec.label] = build_feeds(spec.path, bs, dims, data)
+                session = make_session(spec.path, cores)
+                try:
+                    times = time_session(session, feeds_by_model[spec.label], warmup=warmup,
+                                         iterations=iterations, cancel=cancel)
+                finally:
+                    del session  # one live session at a time
+                    gc.collect()
+                result.runs.append(BenchmarkRun.from_times(spec.label, spec.optimization, bs, cores, times))
+                done += 1
+    result.compute_speedups()
+    result.seconds = time.perf_counter() - t_start
+    if progress is not None:
+        progress("done", 1.0)
+    return result
+
+
+# ------------------------------------------------------------------------------------ records, job
+
+
+def _ints(value, default: list[int]) -> list[int]:
+    if value in (None, "", []):
+        return list(default)
+    if isinstance(value, str):
+        value = [v for v in value.replace(" ", "").split(",") if v]
+    if isinstance(value, int):
+        value = [value]
+    try:
+        out = [int(v) for v in value]
+    except (TypeError, ValueError):
+        raise SparsifyError(f"{value!r} is not a list of whole numbers: write e.g. 1,8") from None
+    return out
+
+
+def benchmark_record(result: BenchmarkResult, args: dict) -> dict:
+    """The small record stored in the "benchmarks" table (the full result is the blob)."""
+    return {
+        "name": result.name,
+        "args": dict(args),
+        "models": [{"label": m.label, "optimization": m.optimization} for m in result.models],
+        "batch_sizes": result.batch_sizes,
+        "core_counts": result.core_counts,
+        "warmup": result.warmup,
+        "iterations": result.iterations,
+        "seconds": result.seconds,
+        "summary": [{"model": r.model, "batch_size": r.batch_size, "core_count": r.core_count,
+                     "median_ms": r.median_ms, "items_per_second": r.items_per_second, "speedup": r.speedup}
+                    for r in result.runs],
+    }
+
+
+def load_benchmark(ws, project_id: str, ref: str) -> BenchmarkResult:
+    """The stored :class:`BenchmarkResult` of benchmark record ``ref`` (id or name)."""
+    rec = ws.find_record(project_id, BENCHMARKS_TABLE, ref)
+    res = BenchmarkResult.from_dict(ws.read_blob(project_id, f"{BENCHMARKS_TABLE}/{rec['id']}.json"))
+    res.id = rec["id"]
+    return res
+
+
+def benchmark_project(ws, project_id: str, args: dict, *, progress: Optional[ProgressFn] = None,
+                      cancel: Optional[CancelToken] = None) -> tuple[dict, BenchmarkResult]:
+    """Run a project benchmark from job ``args`` and store it; returns ``(record, result)``.
+
+    ``args``: ``name`` (default "benchmark N"), ``optimizations`` (ids or names; each is applied first
+    when it has no up-to-date optimized file), ``batch_sizes`` / ``core_counts`` (default the project
+    setup), ``warmup`` (5), ``iterations`` (30), ``dims`` (default setup dims), ``data`` (sample file).
+    Progress: applying takes the first 30 % of the bar when anything must be applied.
+    """
+    from sparsify_tui.optimization.apply import ensure_applied, is_applied
+    from sparsify_tui.profiling.session import available_cores
+
+    project = ws.get_project(project_id)
+    setup = project.get("setup") or {}
+    refs = [str(r) for r in (args.get("optimizations") or [])]
+    batch_sizes = _ints(args.get("batch_sizes"), [int(setup.get("batch_size") or 1)])
+    core_counts = _ints(args.get("core_counts"), [int(setup.get("core_count") or available_cores())])
+    dims = args.get("dims") if args.get("dims") is not None else (setup.get("dims") or {})
+    name = args.get("name") or f"benchmark {len(ws.list_records(project_id, BENCHMARKS_TABLE)) + 1}"
+    prog = progress or (lambda s, f: None)
+    models: list[ModelSpec] = [ModelSpec("baseline", str(ws.model_path(project_id)), None)]
+    opts = [ws.find_record(project_id, "optimizations", r) for r in refs]
+    to_apply = [o for o in opts if not is_applied(ws, project_id, o)]
+    apply_share = 0.3 if to_apply else 0.0
+    for i, o in enumerate(opts):
+        if cancel is not None:
+            cancel.check()
+        lo = apply_share * i / max(1, len(opts))
+        span = apply_share / max(1, len(opts))
+        label = o.get("name") or o["id"]
+
+        def sub(step, frac, _lo=lo, _span=span, _label=label):
+            prog(f"applying {_label}: {step}", _lo + _span * frac)
+
+        o2, path = ensure_applied(ws, project_id, o["id"], progress=sub, cancel=cancel)
+        if any(m.label == label for m in models):
+            label = f"{label} ({o['id'][:6]})"
+        models.append(ModelSpec(label, str(path), o["id"]))
+
+    def bprog(step, frac):
+        prog(step, apply_share + (1 - apply_share) * frac)
+
+    result = run_benchmark(models, batch_sizes=batch_sizes, core_counts=core_counts,
+                           warmup=int(args.get("warmup", 5)), iterations=int(args.get("iterations", 30)),
+                           dims=dims, data=args.get("data"), name=name, progress=bprog, cancel=cancel)
+    stored_args = {"name": name, "optimizations": [o["id"] for o in opts], "batch_sizes": batch_sizes,
+                   "core_counts": core_counts, "warmup": result.warmup, "iterations": result.iterations}
+    if args.get("data"):
+        stored_args["data"] = str(args["data"])
+    rec = ws.add_record(project_id, BENCHMARKS_TABLE, benchmark_record(result, stored_args))
+    result.id = rec["id"]
+    result.created = rec.get("created", result.created)
+    ws.write_blob(project_id, f"{BENCHMARKS_TABLE}/{rec['id']}.json", result.to_dict())
+    return rec, result
+
+
+def run_job(ctx) -> dict:
+    """Job handler ``benchmark``: args ``{name, optimizations: [ids or names], batch_sizes, core_counts,
+    warmup, iterations}`` (+ optional ``dims``, ``data``). Stores a "benchmarks" record and the blob
+    ``benchmarks/<id>.json`` (= ``BenchmarkResult.to_dict()``); returns ``{benchmark, name, results}``."""
+    rec, result = benchmark_project(ctx.ws, ctx.project_id, ctx.args or {}, progress=ctx.progress, cancel=ctx.cancel)
+    return {"benchmark": rec["id"], "name": rec["name"], "results": len(result.runs)}

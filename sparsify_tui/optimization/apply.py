@@ -1,0 +1,674 @@
+"""One-shot apply: write the optimized ``.onnx`` of an optimization.
+
+Steps of :func:`apply_optimization`:
+
+1. Load the model (external data included).
+2. Prune every configured layer with :func:`sparsify_tui.profiling.pruning.magnitude_prune`: exactly
+   ``round(sparsity * n)`` of the smallest-|w| weights are set to zero. The weight is found by name as
+   an initializer or a ``Constant`` node output; when a layer's weight is computed from an initializer
+   through ``Transpose``/``Reshape``/``Identity``/``Cast``/``Squeeze``/``Unsqueeze``/``Flatten``, the
+   source initializer is pruned (those ops only move values, so the zero count carries over).
+3. When quantizing: INT8 with :func:`sparsify_tui.profiling.quant.quantize_int8` (the one INT8 path:
+   ``quant_pre_process``, static QDQ, per-channel, MinMax on the calibration batches), with the
+   excluded layers' nodes left in FP32. Rounding to INT8 could turn a small surviving weight into 0;
+   such weights are set to the nearest non-zero INT8 step (±1) so the written file keeps exactly the
+   configured sparsity.
+4. ``ir_version`` is lowered when needed so onnxruntime loads the file.
+5. Measure: the sparsity of every layer read back from the written file, and the output difference
+   against the baseline model on the calibration inputs (:func:`output_difference`).
+
+Pruning alone gives no speedup on onnxruntime (no sparse kernels); the gain is a smaller compressed
+file and, with INT8, the measured INT8 speedup. See the benchmark section for measured times.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import shutil
+import tempfile
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Optional, Sequence, Union
+
+import numpy as np
+
+from sparsify_tui.errors import ModelError, SparsifyError
+from sparsify_tui.progress import CancelToken, ProgressFn, maybe_check
+
+#: ops that only move/re-type weight values; a weight computed through them is pruned at its source.
+PASS_THROUGH_OPS = ("Transpose", "Reshape", "Identity", "Cast", "Squeeze", "Unsqueeze", "Flatten")
+#: models at or above this size are written with external data (protobuf's 2 GB limit).
+EXTERNAL_DATA_BYTES = 1_800_000_000
+#: newest IR version onnxruntime 1.31 loads is 13; models are written at <= 10 when their opsets allow.
+MAX_IR_VERSION = 10
+
+
+@dataclass
+class LayerApplied:
+    """One pruned layer, as measured in the written file.
+
+    ``weight_name``: the layer's weight (as configured); ``source_name``: the tensor actually pruned
+    (an initializer or Constant output; differs when the weight goes through Transpose/Reshape);
+    ``num_weights``; ``configured_sparsity``; ``pruned_weights`` = round(configured · n) (what the
+    pruning zeroed); ``zero_weights``: zeros counted in the written file; ``measured_sparsity`` =
+    zero_weights / num_weights (None when the weight could not be located in the written file).
+    """
+
+    weight_name: str
+    source_name: str
+    num_weights: int
+    configured_sparsity: float
+    pruned_weights: int
+    zero_weights: Optional[int] = None
+    measured_sparsity: Optional[float] = None
+    quantized: bool = False
+
+
+@dataclass
+class ApplyResult:
+    """Outcome of :func:`apply_optimization`.
+
+    ``out_path``: written model; ``file_size_bytes`` (+ its external data file, if any);
+    ``quantized``: INT8 QDQ written; ``excluded``: node ids kept FP32; ``layers``: per-layer
+    :class:`LayerApplied`; ``output_diff``: see :func:`output_difference`; ``seconds``: wall time (s);
+    ``quantization``: :class:`QuantizationResult.to_dict` or None; ``warnings``: non-fatal problems.
+    """
+
+    out_path: Path
+    quantized: bool
+    excluded: list
+    layers: list
+    output_diff: dict
+    seconds: float
+    file_size_bytes: int
+    baseline_size_bytes: int
+    ir_version: int
+    quantization: Optional[dict] = None
+    warnings: list = field(default_factory=list)
+
+    @property
+    def sparsities(self) -> dict:
+        """``{weight_name: measured sparsity}`` read back from the written file."""
+        return {l.weight_name: l.measured_sparsity for l in self.layers}
+
+    def to_dict(self) -> dict:
+        return {
+            "path": str(self.out_path),
+            "quantized": self.quantized,
+            "excluded": list(self.excluded),
+            "file_size_bytes": self.file_size_bytes,
+            "baseline_size_bytes": self.baseline_size_bytes,
+            "ir_version": self.ir_version,
+            "seconds": self.seconds,
+            "output_diff": dict(self.output_diff),
+            "layers": [asdict(l) for l in self.layers],
+            "quantization": self.quantization,
+            "warnings": list(self.warnings),
+        }
+
+
+# ----------------------------------------------------------------------------------------- weights
+
+
+def _producers(graph) -> dict:
+    return {o: n for n in graph.node for o in n.output}
+
+
+def _constant_value_attr(node):
+    for a in node.attribute:
+        if a.name == "value":
+            return a
+    return None
+
+
+def find_weight_source(model, weight_name: str) -> tuple[str, str]:
+    """Where the values of ``weight_name`` live in the main graph: ``(kind, tensor_name)`` with kind
+    ``"initializer"`` or ``"constant"``; follows :data:`PASS_THROUGH_OPS` back from a computed weight.
+    Raises ``ModelError`` when the weight is not a constant tensor of the model."""
+    g = model.graph
+    inits = {t.name for t in g.initializer}
+    prod = _producers(g)
+    name = weight_name
+    for _ in range(16):
+        if name in inits:
+            return "initializer", name
+        node = prod.get(name)
+        if node is None:
+            break
+        if node.op_type == "Constant" and _constant_value_attr(node) is not None:
+            return "constant", name
+        if node.op_type in PASS_THROUGH_OPS and node.input:
+            name = node.input[0]
+            continue
+        break
+    raise ModelError(f"weight {weight_name} is not an initializer of the model: check the optimization was made for this model")
+
+
+def _get_array(model, kind: str, name: str) -> np.ndarray:
+    from onnx import numpy_helper
+
+    if kind == "initializer":
+        for t in model.graph.initializer:
+            if t.name == name:
+                return numpy_helper.to_array(t)
+    else:
+        node = _producers(model.graph)[name]
+        return numpy_helper.to_array(_constant_value_attr(node).t)
+    raise KeyError(name)
+
+
+def _set_array(model, kind: str, name: str, arr: np.ndarray) -> None:
+    from onnx import numpy_helper
+
+    tensor = numpy_helper.from_array(arr, name)
+    if kind == "initializer":
+        for t in model.graph.initializer:
+            if t.name == name:
+                t.CopyFrom(tensor)
+                return
+    else:
+        node = _producers(model.graph)[name]
+        _constant_value_attr(node).t.CopyFrom(tensor)
+        return
+    raise KeyError(name)
+
+
+def _fix_ir_version(model) -> None:
+    """Lower ``ir_version`` to what onnxruntime loads (<= 10 unless the opsets need more)."""
+    import onnx.helper
+
+    if model.ir_version > MAX_IR_VERSION:
+        try:
+            need = onnx.helper.find_min_ir_version_for(list(model.opset_import), ignore_unknown=True)
+        except Exception:  # pragma: no cover - unknown opset table
+            need = MAX_IR_VERSION
+        model.ir_version = max(MAX_IR_VERSION, min(int(need), model.ir_version))
+
+
+def _save(model, path: Path, external: bool) -> None:
+    import onnx
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    data = path.with_name(path.name + ".data")
+    if data.exists():
+        data.unlink()
+    if external:
+        onnx.save_model(model, str(path), save_as_external_data=True, all_tensors_to_one_file=True,
+                        location=data.name, size_threshold=1024)
+    else:
+        onnx.save_model(model, str(path))
+
+
+def _load(path: Union[str, Path]):
+    try:
+        from sparsify_tui.analysis.loading import load_model
+    except ImportError:  # pragma: no cover - analysis not installed yet
+        import onnx
+
+        return onnx.load(str(path))
+    return load_model(path)
+
+
+def _has_external_data(path: Path) -> bool:
+    import onnx
+
+    m = onnx.load(str(path), load_external_data=False)
+    return any(t.data_location == onnx.TensorProto.EXTERNAL for t in m.graph.initializer)
+
+
+def file_size(path: Union[str, Path]) -> int:
+    """Bytes of the model file plus its ``<file>.data`` external data file when present."""
+    p = Path(path)
+    data = p.with_name(p.name + ".data")
+    return p.stat().st_size + (data.stat().st_size if data.exists() else 0)
+
+
+# ----------------------------------------------------------------------------------- measuring back
+
+
+def _dq_int8_source(model, name: str):
+    """If tensor ``name`` is produced by DequantizeLinear of a constant, that constant's (kind, name)."""
+    prod = _producers(model.graph)
+    node = prod.get(name)
+    if node is not None and node.op_type == "DequantizeLinear":
+        try:
+            return find_weight_source(model, node.input[0])
+        except ModelError:
+            return None
+    return None
+
+
+def locate_weight(model, weight_name: str, node_id: Optional[str] = None):
+    """Find a layer's weight values in a (possibly pre-processed and quantized) written model.
+
+    Returns ``(kind, tensor_name, quantized: bool)`` or None. Tries the weight by name, its
+    ``_quantized`` INT8 twin, then the layer node's weight input (by ``node_id``) through
+    DequantizeLinear / pass-through ops.
+    """
+    inits = {t.name for t in model.graph.initializer}
+    prod = _producers(model.graph)
+    consumers_w = [n for n in model.graph.node if weight_name in n.input]
+    # quantized: W -> QuantizeLinear? no: ORT stores W_quantized (int8) -> DequantizeLinear -> consumer
+    if weight_name + "_quantized" in inits:
+        return "initializer", weight_name + "_quantized", True
+    for n in consumers_w:
+        if n.op_type != "QuantizeLinear":
+            try:
+                kind, src = find_weight_source(model, weight_name)
+                return kind, src, False
+            except ModelError:
+                break
+    if weight_name in inits or (weight_name in prod and prod[weight_name].op_type == "Constant"):
+        kind, src = find_weight_source(model, weight_name)
+        return kind, src, False
+    if node_id:
+        for n in model.graph.node:
+            if (n.name or (n.output[0] if n.output else "")) == node_id and len(n.input) > 1:
+                w = n.input[1]
+                q = _dq_int8_source(model, w)
+                if q is not None:
+                    return q[0], q[1], True
+                try:
+                    kind, src = find_weight_source(model, w)
+                    return kind, src, False
+                except ModelError:
+                    return None
+    return None
+
+
+def _consumer_node_ids(model, weight_name: str) -> list[str]:
+    """Node ids (name or first output) of the nodes consuming ``weight_name`` (through pass-through ops)."""
+    g = model.graph
+    names = {weight_name}
+    frontier = [weight_name]
+    out = []
+    while frontier:
+        t = frontier.pop()
+        for n in g.node:
+            if t in n.input:
+                if n.op_type in PASS_THROUGH_OPS:
+                    for o in n.output:
+                        if o not in names:
+                            names.add(o)
+                            frontier.append(o)
+                else:
+                    out.append(n.name or n.output[0])
+    return out
+
+
+def measure_sparsities(model_path: Union[str, Path], layers: dict[str, Optional[str]]) -> dict[str, tuple]:
+    """Zero counts read back from a written model: ``{weight_name: (zeros, size)}`` or ``(None, None)``
+    when not found. ``layers``: ``{weight_name: node_id or None}``."""
+    model = _load(model_path)
+    out = {}
+    for w, node_id in layers.items():
+        loc = locate_weight(model, w, node_id)
+        if loc is None:
+            out[w] = (None, None)
+            continue
+        arr = _get_array(model, loc[0], loc[1])
+        out[w] = (int(arr.size - np.count_nonzero(arr)), int(arr.size))
+    return out
+
+
+# --------------------------------------------------------------------------------- output difference
+
+
+def output_difference(baseline_path, model_path, feeds: Sequence[dict], *, cancel: Optional[CancelToken] = None) -> dict:
+    """Compare the outputs of ``model_path`` against ``baseline_path`` on ``feeds`` (list of feed dicts).
+
+    Returns ``{"max_abs": float, "nmse": float, "top1_agreement": float|None, "samples": int,
+    "outputs": {name: {"max_abs", "nmse"}}}`` where, over all batches,
+    ``max_abs = max |y - y_base|`` and ``nmse = sum (y - y_base)^2 / sum y_base^2`` (normalized MSE;
+    0 = identical), and ``top1_agreement`` is the fraction of items whose argmax over the last axis
+    agrees, for classifier-like first outputs of shape ``[batch, classes>1]`` (else None).
+    One session is alive at a time.
+    """
+    from sparsify_tui.profiling.session import make_session
+
+    def run_all(path):
+        sess = make_session(str(path), None)
+        names = [o.name for o in sess.get_outputs()]
+        input_names = {i.name for i in sess.get_inputs()}
+        ro = cancel.run_options() if cancel is not None else None
+        res = []
+        for f in feeds:
+            maybe_check(cancel)
+            res.append(sess.run(names, {k: v for k, v in f.items() if k in input_names}, ro))
+        del sess
+        return names, res
+
+    names, base = run_all(baseline_path)
+    names2, new = run_all(model_path)
+    per = {}
+    tot_err = tot_ref = 0.0
+    max_abs = 0.0
+    agree = total = 0
+    for bi, (b_outs, n_outs) in enumerate(zip(base, new)):
+        for oi, name in enumerate(names):
+            a = np.asarray(b_outs[oi])
+            c = np.asarray(n_outs[names2.index(name)] if name in names2 else n_outs[oi])
+            if not np.issubdtype(a.dtype, np.number) or a.shape != c.shape:
+                continue
+            a64, c64 = a.astype(np.float64), c.astype(np.float64)
+            d = np.abs(a64 - c64)
+            m = float(d.max()) if d.size else 0.0
+            err, ref = float((d ** 2).sum()), float((a64 ** 2).sum())
+            p = per.setdefault(name, {"max_abs": 0.0, "_err": 0.0, "_ref": 0.0})
+            p["max_abs"] = max(p["max_abs"], m)
+            p["_err"] += err
+            p["_ref"] += ref
+            max_abs = max(max_abs, m)
+            tot_err += err
+            tot_ref += ref
+            if oi == 0 and a.ndim == 2 and a.shape[1] > 1:
+                agree += int((a.argmax(axis=1) == c.argmax(axis=1)).sum())
+                total += a.shape[0]
+    outputs = {k: {"max_abs": v["max_abs"], "nmse": (v["_err"] / v["_ref"]) if v["_ref"] > 0 else 0.0}
+               for k, v in per.items()}
+    return {
+        "max_abs": max_abs,
+        "nmse": (tot_err / tot_ref) if tot_ref > 0 else 0.0,
+        "top1_agreement": (agree / total) if total else None,
+        "samples": len(feeds),
+        "metric": "max |y - y_baseline|; nmse = sum((y - y_baseline)^2) / sum(y_baseline^2); top-1 agreement",
+        "outputs": outputs,
+    }
+
+
+# ------------------------------------------------------------------------------------------- apply
+
+
+def calibration_inputs(model_path, *, dims: Optional[dict] = None, data=None, samples: int = 16,
+                       batch_size: int = 1) -> list[dict]:
+    """Calibration feeds: up to ``samples`` batches of the user's sample data (``.npz``/``.npy``) when
+    given, else ``samples`` seeded synthetic batches with valid values. Raises ``DimensionError`` /
+    ``SampleDataError``."""
+    from sparsify_tui.analysis.inputs import input_specs, load_sample_data, synthetic_inputs
+
+    specs = input_specs(str(model_path), batch_size=batch_size, dims=dims or {})
+    if data:
+        return list(load_sample_data(str(data), specs, batch_size))[:samples]
+    return [synthetic_inputs(specs, seed=i) for i in range(samples)]
+
+
+def _fix_int8_zeros(qmodel, pruned: dict, sources: dict) -> int:
+    """Set INT8 weights that rounded to 0 but were non-zero after pruning to ±1; returns how many."""
+    fixed = 0
+    for w, arr in pruned.items():
+        loc = locate_weight(qmodel, w, sources[w][2])
+        if loc is None or not loc[2]:
+            continue
+        q = _get_array(qmodel, loc[0], loc[1])
+        if q.shape != arr.shape or q.dtype not in (np.int8, np.uint8):
+            continue
+        if q.dtype == np.uint8:  # asymmetric weights have a zero point; leave them
+            continue
+        bad = (q == 0) & (arr != 0)
+        n = int(bad.sum())
+        if n:
+            q = q.copy()
+            q[bad] = np.sign(arr[bad]).astype(np.int8)
+            _set_array(qmodel, loc[0], loc[1], q)
+            fixed += n
+    return fixed
+
+
+def apply_optimization(
+    model_path: Union[str, Path],
+    sparsities: dict,
+    *,
+    quantize: bool = False,
+    excluded: Sequence[str] = (),
+    out_path: Union[str, Path],
+    calibration: Optional[Sequence[dict]] = None,
+    dims: Optional[dict] = None,
+    data: Optional[Union[str, Path]] = None,
+    calibration_samples: int = 16,
+    measure_outputs: bool = True,
+    progress: Optional[ProgressFn] = None,
+    cancel: Optional[CancelToken] = None,
+) -> ApplyResult:
+    """Prune (and optionally INT8-quantize) ``model_path`` and write ``out_path``; see the module doc.
+
+    Args:
+        sparsities: ``{weight_name: sparsity in [0, 1]}``; 0 leaves a layer dense.
+        quantize: write a static INT8 QDQ model; ``excluded``: node ids kept FP32.
+        calibration: feed dicts for INT8 calibration and the output comparison; default
+            :func:`calibration_inputs` (``data`` sample file or synthetic with ``dims``,
+            ``calibration_samples`` batches of 1).
+        measure_outputs: compute ``output_diff`` (runs both models on the calibration feeds).
+
+    Returns: :class:`ApplyResult`. Raises ``ModelError`` (unknown weight, quantization failure),
+    ``DimensionError``/``SampleDataError`` (calibration inputs), ``JobCanceled``, ``ValueError``
+    (sparsity outside [0, 1]).
+    """
+    from sparsify_tui.profiling.pruning import magnitude_prune, pruned_count
+
+    t0 = time.perf_counter()
+    prog = progress or (lambda s, f: None)
+    src = Path(model_path)
+    out = Path(out_path)
+    if not src.is_file():
+        raise ModelError(f"model {src} does not exist: check the project's model path")
+    for w, s in sparsities.items():
+        if not 0.0 <= float(s) <= 1.0:
+            raise SparsifyError(f"sparsity {s} of {w} is outside [0, 1]: fix the optimization's layer sparsity")
+    prog("loading", 0.0)
+    external = _has_external_data(src) or src.stat().st_size >= EXTERNAL_DATA_BYTES
+    model = _load(src)
+    maybe_check(cancel)
+
+    prog("pruning", 0.1)
+    sources: dict[str, tuple] = {}
+    pruned: dict[str, np.ndarray] = {}
+    layers: list[LayerApplied] = []
+    done_sources: dict[str, str] = {}
+    warnings: list = []
+    for w, s in sparsities.items():
+        maybe_check(cancel)
+        kind, name = find_weight_source(model, w)
+        node_ids = _consumer_node_ids(model, w)
+        sources[w] = (kind, name, node_ids[0] if node_ids else None)
+        if name in done_sources:
+            warnings.append(f"{w} shares its weights with {done_sources[name]}; pruned once")
+        arr = _get_array(model, kind, name)
+        if not np.issubdtype(arr.dtype, np.floating):
+            raise ModelError(f"weight {w} is {arr.dtype}, not float: apply the optimization to the FP32 model")
+        new = magnitude_prune(arr, float(s)) if float(s) > 0 else arr
+        if float(s) > 0:
+            _set_array(model, kind, name, new)
+        done_sources[name] = w
+        pruned[w] = new
+        layers.append(LayerApplied(w, name, int(arr.size), float(s), pruned_count(arr.size, float(s))))
+    _fix_ir_version(model)
+
+    with tempfile.TemporaryDirectory(prefix="sparsify-apply-") as tmp:
+        if quantize:
+            from sparsify_tui.profiling.quant import quantize_int8
+
+            pruned_path = Path(tmp) / "pruned.onnx"
+            _save(model, pruned_path, external)
+            del model
+            if calibration is None:
+                prog("calibration inputs", 0.25)
+                calibration = calibration_inputs(src, dims=dims, data=data, samples=calibration_samples)
+            prog("quantizing", 0.3)
+
+            def qprog(step, frac):
+                prog(f"quantizing: {step}", 0.3 + 0.4 * frac)
+
+            qtmp = Path(tmp) / "int8.onnx"
+            qres = quantize_int8(pruned_path, qtmp, list(calibration), per_channel=True,
+                                 excluded_nodes=list(excluded), progress=qprog, cancel=cancel)
+            warnings.extend(qres.warnings)
+            qmodel = _load(qtmp)
+            fixed = _fix_int8_zeros(qmodel, pruned, sources)
+            if fixed:
+                warnings.append(f"{fixed} surviving weights rounded to INT8 zero were set to ±1 step to keep the sparsity exact")
+            _fix_ir_version(qmodel)
+            ir = qmodel.ir_version
+            _save(qmodel, out, external)
+            del qmodel
+            quant_info = qres.to_dict()
+            quant_info["out_path"] = str(out)
+        else:
+            ir = model.ir_version
+            _save(model, out, external)
+            del model
+            quant_info = None
+    maybe_check(cancel)
+
+    prog("measuring sparsity", 0.75)
+    measured = measure_sparsities(out, {l.weight_name: sources[l.weight_name][2] for l in layers})
+    for l in layers:
+        z, n = measured[l.weight_name]
+        if z is not None:
+            l.zero_weights = z
+            l.measured_sparsity = z / n if n else 0.0
+    if quantize:
+        qm = _load(out)
+        for l in layers:
+            loc = locate_weight(qm, l.weight_name, sources[l.weight_name][2])
+            l.quantized = bool(loc and loc[2])
+        del qm
+
+    diff: dict = {}
+    if measure_outputs:
+        prog("comparing outputs", 0.85)
+        if calibration is None:
+            calibration = calibration_inputs(src, dims=dims, data=data, samples=min(4, calibration_samples))
+        diff = output_difference(src, out, list(calibration), cancel=cancel)
+    prog("done", 1.0)
+    return ApplyResult(
+        out_path=out, quantized=bool(quantize), excluded=list(excluded), layers=layers, output_diff=diff,
+        seconds=time.perf_counter() - t0, file_size_bytes=file_size(out), baseline_size_bytes=file_size(src),
+        ir_version=int(ir), quantization=quant_info, warnings=warnings,
+    )
+
+
+# --------------------------------------------------------------------------- records, export, job
+
+
+def _layer_sparsities(opt: dict) -> dict:
+    """``{weight_name: sparsity}`` of an optimization record (``optimization.layer_sparsities``)."""
+    try:
+        from sparsify_tui.optimization import layer_sparsities
+    except ImportError:
+        layer_sparsities = None
+    if layer_sparsities is not None:
+        return dict(layer_sparsities(opt))
+    return {l["weight_name"]: float(l.get("sparsity") or 0.0) for l in opt.get("layers", [])}
+
+
+def _quant_settings(opt: dict) -> tuple[bool, list]:
+    q = opt.get("quantization") or {}
+    return bool(q.get("enabled")), [str(x) for x in (q.get("excluded") or [])]
+
+
+def optimization_fingerprint(opt: dict) -> str:
+    """A hash of what apply writes for ``opt`` (layer sparsities + quantization): an applied file
+    whose fingerprint differs from the record's current one is stale."""
+    quant, excluded = _quant_settings(opt)
+    payload = json.dumps({"s": {k: round(float(v), 6) for k, v in sorted(_layer_sparsities(opt).items())},
+                          "q": quant, "x": sorted(excluded)}, sort_keys=True)
+    return hashlib.sha256(payload.encode()).hexdigest()[:16]
+
+
+def optimized_path(ws, project_id: str, opt: dict) -> Path:
+    """``<project>/optimized/<optimization name>.onnx`` (name made filesystem-safe)."""
+    safe = re.sub(r"[^A-Za-z0-9._-]+", "_", str(opt.get("name") or opt["id"])).strip("._") or opt["id"]
+    return ws.project_dir(project_id) / "optimized" / f"{safe}.onnx"
+
+
+def is_applied(ws, project_id: str, opt: dict) -> bool:
+    """True when the optimization's applied file exists and matches its current settings."""
+    applied = opt.get("applied") or {}
+    return bool(applied.get("path")) and Path(applied["path"]).is_file() and \
+        applied.get("fingerprint") == optimization_fingerprint(opt)
+
+
+def export_model(src: Union[str, Path], dst: Union[str, Path]) -> Path:
+    """Copy a written model to ``dst`` (creating folders). A model with external data is re-saved so
+    its data file is ``<dst>.data`` next to it. Returns ``dst``."""
+    src, dst = Path(src), Path(dst)
+    if dst.suffix == "" or dst.is_dir():
+        dst = dst / src.name if dst.is_dir() else dst.with_suffix(".onnx")
+    if src.resolve() == dst.resolve():
+        return dst
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        if _has_external_data(src):
+            _save(_load(src), dst, True)
+        else:
+            shutil.copyfile(src, dst)
+    except OSError as err:
+        raise SparsifyError(f"cannot write {dst}: {err.strerror}; choose a writable path") from err
+    return dst
+
+
+def apply_record(ws, project_id: str, opt_ref: str, *, out_path=None, data=None,
+                 progress: Optional[ProgressFn] = None, cancel: Optional[CancelToken] = None) -> dict:
+    """Apply optimization ``opt_ref`` (id or name) of a project, store ``applied`` on its record and
+    optionally export to ``out_path``. Returns the ``applied`` dict:
+    ``{path, exported_to, fingerprint, quantized, excluded, sparsity: {weight_name: measured},
+    layers_exact: bool, output_diff, file_size_bytes, baseline_size_bytes, seconds, warnings, applied_at}``.
+    """
+    opt = ws.find_record(project_id, "optimizations", opt_ref)
+    project = ws.get_project(project_id)
+    setup = project.get("setup") or {}
+    quant, excluded = _quant_settings(opt)
+    out = optimized_path(ws, project_id, opt)
+    res = apply_optimization(
+        ws.model_path(project_id), _layer_sparsities(opt), quantize=quant, excluded=excluded, out_path=out,
+        dims=setup.get("dims") or {}, data=data or setup.get("data"), progress=progress, cancel=cancel,
+    )
+    import datetime as _dt
+
+    applied = {
+        "path": str(res.out_path),
+        "exported_to": None,
+        "fingerprint": optimization_fingerprint(opt),
+        "quantized": res.quantized,
+        "excluded": res.excluded,
+        "sparsity": {l.weight_name: l.measured_sparsity for l in res.layers},
+        "layers_exact": all(l.zero_weights is not None and abs(l.zero_weights - l.pruned_weights) <= 1
+                            for l in res.layers),
+        "output_diff": {k: v for k, v in res.output_diff.items() if k != "outputs"},
+        "file_size_bytes": res.file_size_bytes,
+        "baseline_size_bytes": res.baseline_size_bytes,
+        "ir_version": res.ir_version,
+        "seconds": res.seconds,
+        "warnings": res.warnings,
+        "applied_at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+    }
+    if out_path:
+        applied["exported_to"] = str(export_model(res.out_path, out_path))
+    ws.update_record(project_id, "optimizations", opt["id"], applied=applied)
+    return applied
+
+
+def ensure_applied(ws, project_id: str, opt_ref: str, *, progress=None, cancel=None) -> tuple[dict, Path]:
+    """The optimization record and its applied model path, applying it first when missing or stale."""
+    opt = ws.find_record(project_id, "optimizations", opt_ref)
+    if not is_applied(ws, project_id, opt):
+        apply_record(ws, project_id, opt["id"], progress=progress, cancel=cancel)
+        opt = ws.get_record(project_id, "optimizations", opt["id"])
+    return opt, Path(opt["applied"]["path"])
+
+
+def run_job(ctx) -> dict:
+    """Job handler ``apply``: args ``{optimization: id or name, out_path: optional export path, data:
+    optional sample data}``. Stores ``applied`` on the optimization record; returns a summary."""
+    args = ctx.args or {}
+    if not args.get("optimization"):
+        raise SparsifyError("apply needs an optimization: give its name or id")
+    applied = apply_record(ctx.ws, ctx.project_id, str(args["optimization"]), out_path=args.get("out_path"),
+                           data=args.get("data"), progress=ctx.progress, cancel=ctx.cancel)
+    opt = ctx.ws.find_record(ctx.project_id, "optimizations", str(args["optimization"]))
+    return {"optimization": opt["id"], "name": opt.get("name"), "path": applied["path"],
+            "exported_to": applied["exported_to"], "quantized": applied["quantized"],
+            "layers_exact": applied["layers_exact"], "output_diff": applied["output_diff"]}
