@@ -1,5 +1,149 @@
-"""CLI commands: placeholder until its issue lands."""
+"""CLI: ``sparsify-tui benchmark`` (measured baseline vs optimized) and ``sparsify-tui apply`` (write the
+optimized .onnx). Both run through :func:`sparsify_tui.jobs.run_here`, which takes the machine-wide
+measuring lock, so they queue behind other measuring jobs instead of corrupting their numbers."""
+
+from __future__ import annotations
+
+import sys
+import time
+
+
+def _progress_printer(quiet: bool):
+    """A ProgressFn printing ``step  NN%`` on stderr at most twice a second (nothing when quiet)."""
+    last = [0.0, ""]
+
+    def progress(step: str, fraction: float) -> None:
+        if quiet:
+            return
+        now = time.monotonic()
+        if step != last[1] or now - last[0] >= 0.5 or fraction >= 1.0:
+            last[0], last[1] = now, step
+            print(f"  {fraction * 100:5.1f}%  {step}", file=sys.stderr, flush=True)
+
+    return progress
+
+
+def _int_list(text: str) -> list[int]:
+    import argparse
+
+    try:
+        out = [int(v) for v in str(text).replace(" ", "").split(",") if v]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a comma-separated list of whole numbers (e.g. 1,8)")
+    if not out or min(out) < 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: give whole numbers >= 1 (e.g. 1,8)")
+    return out
+
+
+def _fmt_table(result) -> str:
+    rows = [("model", "batch", "cores", "median ms", "p90 ms", "p99 ms", "mean ms", "ms/item", "items/s", "speedup")]
+    for r in result.runs:
+        rows.append((r.model, str(r.batch_size), str(r.core_count), f"{r.median_ms:.3f}", f"{r.p90_ms:.3f}",
+                     f"{r.p99_ms:.3f}", f"{r.mean_ms:.3f}", f"{r.ms_per_item:.3f}", f"{r.items_per_second:.1f}",
+                     f"{r.speedup:.2f}x"))
+    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
+    lines = ["  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(row, widths))) for row in rows]
+    return "\n".join(lines)
+
+
+def cmd_benchmark(args) -> int:
+    from sparsify_tui.benchmark.runner import load_benchmark
+    from sparsify_tui.cli import print_json
+    from sparsify_tui.jobs import run_here
+    from sparsify_tui.store import Workspace
+
+    ws = Workspace()
+    project = ws.get_project(args.project)
+    job_args = {
+        "name": args.name,
+        "optimizations": list(args.optimization or []),
+        "batch_sizes": args.batch_sizes,
+        "core_counts": args.cores,
+        "warmup": args.warmup,
+        "iterations": args.iterations,
+    }
+    if args.dim:
+        from sparsify_tui.analysis.shapes import parse_dim_args
+
+        job_args["dims"] = {**(project.get("setup") or {}).get("dims", {}), **parse_dim_args(args.dim)}
+    if args.data:
+        job_args["data"] = args.data
+    summary = run_here(ws, project["id"], "benchmark", job_args, progress=_progress_printer(args.json))
+    result = load_benchmark(ws, project["id"], summary["benchmark"])
+    if args.json:
+        print_json(result.to_dict())
+    else:
+        print(f"benchmark {result.name!r} ({result.id}) on {project['name']}: warmup {result.warmup}, "
+              f"{result.iterations} timed runs per row; speedup = baseline median / model median")
+        print(_fmt_table(result))
+    return 0
+
+
+def cmd_apply(args) -> int:
+    from sparsify_tui.cli import print_json
+    from sparsify_tui.jobs import run_here
+    from sparsify_tui.store import Workspace
+
+    ws = Workspace()
+    project = ws.get_project(args.project)
+    opt = ws.find_record(project["id"], "optimizations", args.optimization)
+    job_args = {"optimization": opt["id"], "out_path": args.output}
+    if args.data:
+        job_args["data"] = args.data
+    run_here(ws, project["id"], "apply", job_args, progress=_progress_printer(args.json))
+    applied = ws.get_record(project["id"], "optimizations", opt["id"])["applied"]
+    if args.json:
+        print_json({"optimization": {"id": opt["id"], "name": opt.get("name")}, "applied": applied})
+    else:
+        d = applied.get("output_diff") or {}
+        top1 = d.get("top1_agreement")
+        print(f"wrote {applied['path']}" + (f"\nexported to {applied['exported_to']}" if applied.get("exported_to") else ""))
+        print(f"  quantized INT8: {'yes' if applied['quantized'] else 'no'}"
+              + (f" (FP32 kept: {', '.join(applied['excluded'])})" if applied['excluded'] else ""))
+        s = [v for v in applied["sparsity"].values() if v is not None]
+        print(f"  layers pruned: {len(s)}, every layer exact to the weight: {'yes' if applied['layers_exact'] else 'NO'}")
+        print(f"  size: {applied['file_size_bytes'] / 1e6:.2f} MB (baseline {applied['baseline_size_bytes'] / 1e6:.2f} MB)")
+        if d:
+            print(f"  output vs baseline on {d.get('samples')} calibration batches: max |diff| {d['max_abs']:.4g}, "
+                  f"normalized MSE {d['nmse']:.4g}" + (f", top-1 agreement {top1:.1%}" if top1 is not None else ""))
+        for w in applied.get("warnings") or []:
+            print(f"  note: {w}")
+    return 0
 
 
 def register(sub) -> None:
-    pass
+    p = sub.add_parser(
+        "benchmark",
+        help="measure baseline vs optimized models across batch sizes and core counts",
+        description="Measure ms/batch of the project's baseline model and its optimizations (applied first "
+                    "when needed) for every batch size x core count, one session at a time.",
+    )
+    p.add_argument("project", metavar="PROJECT", help="project id or name")
+    p.add_argument("--optimization", "-O", action="append", metavar="NAME",
+                   help="optimization name or id to compare with the baseline (repeatable)")
+    p.add_argument("--batch-sizes", type=_int_list, default=None, metavar="B1,B2",
+                   help="batch sizes, e.g. 1,8 (default: the project's batch size)")
+    p.add_argument("--cores", type=_int_list, default=None, metavar="C1,C2",
+                   help="core counts (intra-op threads), e.g. 1,2 (default: the project's core count)")
+    p.add_argument("--warmup", type=int, default=5, metavar="N", help="untimed runs before timing (default 5)")
+    p.add_argument("--iterations", type=int, default=30, metavar="N", help="timed runs per combination (default 30)")
+    p.add_argument("--name", default=None, help="benchmark name (default 'benchmark N')")
+    p.add_argument("--dim", action="append", metavar="NAME=VALUE",
+                   help="symbolic input dimension, e.g. x:2=48 or seq=128 (default: the project's)")
+    p.add_argument("--data", default=None, metavar="FILE", help="sample inputs (.npz keyed by input name, or .npy)")
+    p.add_argument("--json", action="store_true", help="print the result as JSON")
+    p.set_defaults(handler=cmd_benchmark)
+
+    a = sub.add_parser(
+        "apply",
+        help="write the optimized .onnx of an optimization (pruned, INT8 when it quantizes)",
+        description="One-shot apply: magnitude-prune every layer to its configured sparsity (exact to the "
+                    "weight), INT8-quantize when the optimization quantizes, write "
+                    "<project>/optimized/<name>.onnx and copy it to -o.",
+    )
+    a.add_argument("project", metavar="PROJECT", help="project id or name")
+    a.add_argument("optimization", metavar="OPTIMIZATION", help="optimization name or id")
+    a.add_argument("-o", "--output", default=None, metavar="OUT.onnx", help="also export the model to this path")
+    a.add_argument("--data", default=None, metavar="FILE", help="calibration inputs (.npz/.npy); default synthetic")
+    a.add_argument("--json", action="store_true", help="print the result as JSON")
+    a.set_defaults(handler=cmd_apply)
