@@ -1,0 +1,528 @@
+"""The node table: every node of a model (subgraphs included) with shapes, weights, params, MACs and FLOPs.
+
+What counts as a node's **params** (documented choice):
+
+* the elements of every constant tensor the node consumes as a *weight*: an initializer or a ``Constant``
+  node value of a float type (or int8/uint8 reaching the node through ``DequantizeLinear``), read directly
+  or through a chain of ``Transpose``/``Reshape``/``Identity``/``Cast``/``Squeeze``/``Unsqueeze``/
+  ``Flatten``/``DequantizeLinear`` nodes (those chain nodes themselves get 0 params);
+* integer tensors (shapes, indices, axes) and scalar constants (``x * 0.5``) are not params, except a
+  size-1 bias of a matrix op;
+* for Conv/Gemm/MatMul that is exactly weight + bias; for BatchNormalization its scale/bias/mean/var,
+  for Gather embeddings the table, for LSTM its W/R/B.
+
+``totals.params`` counts each distinct tensor once (a tied embedding shared by two nodes counts once), so
+it can be less than the sum of node params. ``zero_params`` are exact zeros in those tensors, read one
+tensor at a time (memory-mapped for external data), so a model of any size is never fully in memory.
+
+A node is a **prunable layer** when it is a Conv, Gemm or MatMul whose weight (input 1; for Gemm/MatMul
+input 0 when input 1 is not constant) is an *initializer*, directly or through the chain above. Its
+``weight_name`` is that initializer's name, which is what a recipe's ``params`` lists. Weights stored in
+``Constant`` nodes (e.g. inside silero's ``If`` branches) are counted as params but not prunable, because
+pruning rewrites initializers.
+
+**Subgraphs** (If/Loop/Scan bodies) are listed after their parent node with ``graph`` set to the subgraph
+path (``"If_0/then_branch"``). Totals of MACs/FLOPs count, for each ``If``, only its larger branch (only
+one runs), and a Loop/Scan body once (the trip count is data-dependent); nodes left out have
+``counted=False``.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Optional, Union
+
+import numpy as np
+import onnx
+from onnx import TensorProto
+
+from sparsify_tui.analysis.flops import MATRIX_OPS, OpShapes, count_macs_flops
+from sparsify_tui.analysis.loading import load_model, tensor_array
+from sparsify_tui.analysis.shapes import graph_inputs, infer_shapes, resolve_dims
+
+PRUNABLE_OPS = frozenset({"Conv", "Gemm", "MatMul"})
+#: ops a weight may pass through on its way from the initializer to the layer
+WEIGHT_CHAIN_OPS = frozenset({"Transpose", "Reshape", "Identity", "Cast", "Squeeze", "Unsqueeze", "Flatten",
+                              "DequantizeLinear"})
+_PARAM_DTYPES = {TensorProto.FLOAT, TensorProto.FLOAT16, TensorProto.BFLOAT16, TensorProto.DOUBLE}
+_QUANT_DTYPES = {TensorProto.INT8, TensorProto.UINT8}
+#: (weight input index, bias input index, may the weight be input 0)
+_WEIGHT_SLOTS = {
+    "Conv": (1, 2, False), "ConvTranspose": (1, 2, False), "ConvInteger": (1, None, False),
+    "Gemm": (1, 2, True), "MatMul": (1, None, True), "MatMulInteger": (1, None, True),
+    "QLinearConv": (3, 8, False), "QLinearMatMul": (3, None, False),
+}
+
+
+@dataclass
+class NodeInfo:
+    """One ONNX node with everything the profiles need.
+
+    Shapes are ``list[int]`` (concrete, batch included) or None when unknown. ``macs``/``flops`` are for
+    the whole batch (see :mod:`sparsify_tui.analysis.flops`). ``params``/``zero_params`` are element counts.
+    """
+
+    index: int
+    id: str
+    op_type: str
+    domain: str = ""
+    graph: str = ""
+    inputs: list = field(default_factory=list)
+    outputs: list = field(default_factory=list)
+    input_shapes: list = field(default_factory=list)
+    output_shapes: list = field(default_factory=list)
+    weight_name: Optional[str] = None
+    weight_shape: Optional[list] = None
+    bias_name: Optional[str] = None
+    bias_shape: Optional[list] = None
+    params: int = 0
+    zero_params: int = 0
+    prunable: bool = False
+    macs: int = 0
+    flops: int = 0
+    attrs: dict = field(default_factory=dict)
+    counted: bool = True
+    name: str = ""
+
+    @property
+    def sparsity(self) -> float:
+        """Fraction of this node's params that are exactly zero (0..1; 0 for nodes without params)."""
+        return self.zero_params / self.params if self.params else 0.0
+
+    def to_dict(self) -> dict:
+        """JSON-able dict (the node entry of ``analyze --json``)."""
+        d = asdict(self)
+        d["sparsity"] = self.sparsity
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "NodeInfo":
+        """Rebuild from :meth:`to_dict` output (unknown keys are ignored)."""
+        names = cls.__dataclass_fields__
+        return cls(**{k: v for k, v in d.items() if k in names})
+
+
+@dataclass
+class ModelAnalysis:
+    """The whole model: metadata, the node table (graph order, subgraph nodes after their parent) and totals.
+
+    ``totals`` keys: ``params``, ``prunable_params``, ``zero_params`` (element counts), ``macs``, ``flops``
+    (whole batch of ``batch_size`` items), ``nodes``, ``prunable_layers``.
+    """
+
+    path: Optional[str]
+    file_size_bytes: int
+    ir_version: int
+    opset: int
+    producer: str
+    inputs: list
+    outputs: list
+    batch_size: int
+    dims: dict
+    nodes: list
+    totals: dict
+    opsets: dict = field(default_factory=dict)
+    system: Optional[dict] = None
+    analysis_seconds: float = 0.0
+
+    def to_dict(self) -> dict:
+        """Exactly the ``sparsify-tui analyze --json`` document: ``{"model", "nodes", "totals", "system"}``."""
+        return {
+            "model": {
+                "path": self.path,
+                "file_size_bytes": self.file_size_bytes,
+                "ir_version": self.ir_version,
+                "opset": self.opset,
+                "opsets": dict(self.opsets),
+                "producer": self.producer,
+                "inputs": list(self.inputs),
+                "outputs": list(self.outputs),
+                "batch_size": self.batch_size,
+                "dims": dict(self.dims),
+                "analysis_seconds": self.analysis_seconds,
+            },
+            "nodes": [n.to_dict() for n in self.nodes],
+            "totals": dict(self.totals),
+            "system": self.system if self.system is not None else {},
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "ModelAnalysis":
+        """Rebuild from :meth:`to_dict` output (for example the stored ``analysis.json`` blob)."""
+        m = d.get("model", {})
+        return cls(
+            path=m.get("path"),
+            file_size_bytes=int(m.get("file_size_bytes", 0)),
+            ir_version=int(m.get("ir_version", 0)),
+            opset=int(m.get("opset", 0)),
+            producer=m.get("producer", ""),
+            inputs=list(m.get("inputs", [])),
+            outputs=list(m.get("outputs", [])),
+            batch_size=int(m.get("batch_size", 1)),
+            dims=dict(m.get("dims", {})),
+            nodes=[NodeInfo.from_dict(n) for n in d.get("nodes", [])],
+            totals=dict(d.get("totals", {})),
+            opsets=dict(m.get("opsets", {})),
+            system=d.get("system"),
+            analysis_seconds=float(m.get("analysis_seconds", 0.0)),
+        )
+
+    def node(self, node_id: str) -> NodeInfo:
+        """The node with this id (KeyError when absent)."""
+        for n in self.nodes:
+            if n.id == node_id:
+                return n
+        raise KeyError(node_id)
+
+
+def prunable_layers(analysis: ModelAnalysis) -> list[NodeInfo]:
+    """The prunable layers (Conv/Gemm/MatMul with an initializer weight), in graph order, one per weight name."""
+    seen, out = set(), []
+    for n in analysis.nodes:
+        if n.prunable and n.weight_name not in seen:
+            seen.add(n.weight_name)
+            out.append(n)
+    return out
+
+
+# ---------------------------------------------------------------------------------------------------------------
+
+
+def _attr_value(a: onnx.AttributeProto) -> Any:
+    t = a.type
+    A = onnx.AttributeProto
+    if t == A.INT:
+        return int(a.i)
+    if t == A.FLOAT:
+        return float(a.f)
+    if t == A.STRING:
+        return a.s.decode("utf-8", "replace")
+    if t == A.INTS:
+        return [int(x) for x in a.ints]
+    if t == A.FLOATS:
+        return [float(x) for x in a.floats]
+    if t == A.STRINGS:
+        return [s.decode("utf-8", "replace") for s in a.strings]
+    return None  # graphs and tensors are not copied
+
+
+def _dtype_name(elem_type: int) -> str:
+    try:
+        return onnx.helper.tensor_dtype_to_np_dtype(elem_type).name
+    except Exception:  # noqa: BLE001
+        return onnx.TensorProto.DataType.Name(elem_type).lower()
+
+
+def _io_list(vis, shapes: dict) -> list:
+    out = []
+    for vi in vis:
+        tt = vi.type.tensor_type
+        stored = [d.dim_param if d.HasField("dim_param") else (int(d.dim_value) if d.HasField("dim_value") else None)
+                  for d in tt.shape.dim] if tt.HasField("shape") else None
+        out.append({"name": vi.name, "dtype": _dtype_name(tt.elem_type), "shape": stored,
+                    "resolved_shape": shapes.get(vi.name)})
+    return out
+
+
+class _ConstTable:
+    """Constant tensors by name (initializers and Constant-node values of all graphs) and their zero counts."""
+
+    def __init__(self, base_dir: Optional[Path]):
+        self.tensors: dict[str, TensorProto] = {}
+        self.origin: dict[str, str] = {}  # "initializer" | "constant"
+        self.source: dict[str, tuple[str, bool]] = {}  # tensor name -> (const name, through DequantizeLinear)
+        self.base_dir = base_dir
+        self._zeros: dict[str, int] = {}
+
+    def add_graph(self, graph: onnx.GraphProto) -> None:
+        for t in graph.initializer:
+            self.tensors[t.name] = t
+            self.origin[t.name] = "initializer"
+            self.source[t.name] = (t.name, False)
+
+    def add_constant_node(self, node: onnx.NodeProto) -> None:
+        for a in node.attribute:
+            if a.name == "value" and a.type == onnx.AttributeProto.TENSOR and node.output:
+                name = node.output[0]
+                self.tensors[name] = a.t
+                self.origin[name] = "constant"
+                self.source[name] = (name, False)
+
+    def numel(self, name: str) -> int:
+        t = self.tensors[name]
+        return int(np.prod([int(d) for d in t.dims], dtype=np.int64)) if len(t.dims) else 1
+
+    def zeros(self, name: str) -> int:
+        """Exact zeros in one tensor, read lazily (memmap/frombuffer) and dropped right after."""
+        if name not in self._zeros:
+            arr = tensor_array(self.tensors[name], self.base_dir)
+            n = self.numel(name)
+            if arr.dtype == np.float16 or arr.dtype.itemsize == 2 and arr.dtype.kind == "V":
+                view = arr.view(np.uint16) & 0x7FFF
+                self._zeros[name] = int(n - np.count_nonzero(view))
+            else:
+                # chunked so a memmap of a huge tensor is paged through, not held
+                flat = arr.reshape(-1)
+                nz = 0
+                step = 1 << 24
+                for i in range(0, flat.size, step):
+                    nz += int(np.count_nonzero(flat[i:i + step]))
+                self._zeros[name] = int(n - nz)
+            del arr
+        return self._zeros[name]
+
+
+def _node_id(node: onnx.NodeProto, fallback: str) -> str:
+    return node.name or (node.output[0] if node.output and node.output[0] else fallback)
+
+
+def _walk(graph: onnx.GraphProto, path: str, consts: _ConstTable, out: list):
+    """Yield (graph_path, node, subgraph paths) in graph order, subgraph nodes after their parent."""
+    consts.add_graph(graph)
+    for i, node in enumerate(graph.node):
+        if node.op_type == "Constant":
+            consts.add_constant_node(node)
+        nid = _node_id(node, f"{node.op_type}_{i}")
+        subs = []
+        for a in node.attribute:
+            if a.type == onnx.AttributeProto.GRAPH:
+                subs.append((a.name, a.g))
+            elif a.type == onnx.AttributeProto.GRAPHS:
+                subs.extend((f"{a.name}[{k}]", g) for k, g in enumerate(a.graphs))
+        sub_paths = [(f"{path}/{nid}/{name}" if path else f"{nid}/{name}") for name, _ in subs]
+        out.append((path, node, nid, sub_paths))
+        for (name, g), sp in zip(subs, sub_paths):
+            _walk(g, sp, consts, out)
+
+
+def analyze_model(
+    path_or_model: Union[str, os.PathLike, onnx.ModelProto],
+    batch_size: int = 1,
+    dims: Optional[dict] = None,
+    *,
+    include_system: bool = True,
+    progress=None,
+    cancel=None,
+) -> ModelAnalysis:
+    """Analyze a model: shapes for ``batch_size`` items and the given ``dims``, then every node's weights,
+    params, zero params, prunable flag, MACs and FLOPs, and totals.
+
+    Args:
+        path_or_model: an ``.onnx`` path (external data is read lazily from its folder) or a ModelProto.
+        batch_size: items per batch used for the batch dims (MACs/FLOPs are per batch).
+        dims: values of other symbolic dims, by name or ``"input:axis"`` (see ``shapes.resolve_dims``).
+        include_system: add ``system_info()`` to the result (the ``system`` key of ``analyze --json``).
+        progress, cancel: optional ``ProgressFn`` / ``CancelToken``.
+
+    Raises:
+        ModelError: the file cannot be loaded (see ``loading.load_model``).
+        DimensionError: a symbolic dim has no value.
+    """
+    t0 = time.perf_counter()
+    dims = dict(dims or {})
+    if isinstance(path_or_model, onnx.ModelProto):
+        model, path, base_dir, size = path_or_model, None, None, path_or_model.ByteSize()
+    else:
+        path = Path(path_or_model)
+        model = load_model(path, load_external_data=False)
+        base_dir = path.parent
+        size = path.stat().st_size + _external_bytes(model, base_dir)
+    if progress:
+        progress("shape inference", 0.1)
+    resolve_dims(model, batch_size, dims)
+    shapes = infer_shapes(model, batch_size, dims)
+    if cancel:
+        cancel.check()
+    if progress:
+        progress("node table", 0.4)
+
+    consts = _ConstTable(base_dir)
+    walked: list = []
+    _walk(model.graph, "", consts, walked)
+
+    nodes: list[NodeInfo] = []
+    used_ids: set[str] = set()
+    param_tensors: set[str] = set()
+    prunable_weights: set[str] = set()
+    node_tensors: list[list[str]] = []
+    for index, (gpath, node, nid, _subs) in enumerate(walked):
+        if nid in used_ids:
+            k = 1
+            while f"{nid}#{k}" in used_ids:
+                k += 1
+            nid = f"{nid}#{k}"
+        used_ids.add(nid)
+        info, tensors = _node_info(index, gpath, node, nid, shapes, consts)
+        param_tensors.update(tensors)
+        node_tensors.append(tensors)
+        if info.prunable:
+            prunable_weights.add(info.weight_name)
+        nodes.append(info)
+        if cancel and index % 256 == 0:
+            cancel.check()
+    if progress:
+        progress("zero params", 0.7)
+    zero_total = 0
+    for name in param_tensors:
+        zero_total += consts.zeros(name)
+    for n, tensors in zip(nodes, node_tensors):
+        n.zero_params = sum(consts.zeros(t) for t in tensors)
+    _mark_counted(nodes, walked)
+
+    totals = {
+        "params": int(sum(consts.numel(t) for t in param_tensors)),
+        "prunable_params": int(sum(consts.numel(t) for t in prunable_weights)),
+        "zero_params": int(zero_total),
+        "macs": int(sum(n.macs for n in nodes if n.counted)),
+        "flops": int(sum(n.flops for n in nodes if n.counted)),
+        "nodes": len(nodes),
+        "prunable_layers": len(prunable_weights),
+    }
+    opsets = {(o.domain or "ai.onnx"): int(o.version) for o in model.opset_import}
+    system = None
+    if include_system:
+        from sparsify_tui.analysis.system import system_info
+
+        system = system_info().to_dict()
+    if progress:
+        progress("done", 1.0)
+    return ModelAnalysis(
+        path=str(path) if path is not None else None,
+        file_size_bytes=int(size),
+        ir_version=int(model.ir_version),
+        opset=int(opsets.get("ai.onnx", 0)),
+        producer=" ".join(x for x in (model.producer_name, model.producer_version) if x),
+        inputs=_io_list(graph_inputs(model), shapes),
+        outputs=_io_list(model.graph.output, shapes),
+        batch_size=int(batch_size),
+        dims=dims,
+        nodes=nodes,
+        totals=totals,
+        opsets=opsets,
+        system=system,
+        analysis_seconds=round(time.perf_counter() - t0, 3),
+    )
+
+
+def _external_bytes(model: onnx.ModelProto, base_dir: Path) -> int:
+    from sparsify_tui.analysis.loading import external_data_info
+
+    files = set()
+    for t in model.graph.initializer:
+        info = external_data_info(t)
+        if info is not None:
+            files.add(info["location"])
+    total = 0
+    for f in files:
+        try:
+            total += (base_dir / f).stat().st_size
+        except OSError:
+            pass
+    return total
+
+
+def _weight_source(name: str, consts: _ConstTable) -> Optional[tuple[str, bool]]:
+    return consts.source.get(name) if name else None
+
+
+def _node_info(index, gpath, node, nid, shapes, consts: _ConstTable) -> tuple[NodeInfo, list[str]]:
+    op = node.op_type
+    inputs = list(node.input)
+    outputs = list(node.output)
+    in_shapes = [(shapes.get(i) if i else "absent") for i in inputs]
+    out_shapes = [shapes.get(o) if o else None for o in outputs]
+    attrs = {a.name: v for a in node.attribute if (v := _attr_value(a)) is not None}
+    info = NodeInfo(index=index, id=nid, op_type=op, domain=node.domain, graph=gpath, inputs=inputs,
+                    outputs=outputs, input_shapes=[None if s == "absent" else s for s in in_shapes],
+                    output_shapes=out_shapes, attrs=attrs, name=node.name)
+    tensors: list[str] = []
+
+    # weight chains: Transpose(W) / Reshape(W) / DequantizeLinear(Wq) ... carry the source forward
+    if op in WEIGHT_CHAIN_OPS and inputs and inputs[0] in consts.source and outputs:
+        src, dq = consts.source[inputs[0]]
+        consts.source[outputs[0]] = (src, dq or op == "DequantizeLinear")
+        for o in outputs[:1]:
+            if shapes.get(o) is None and op in ("Identity", "Cast", "DequantizeLinear"):
+                shapes[o] = [int(d) for d in consts.tensors[src].dims]
+    else:
+        slots = _WEIGHT_SLOTS.get(op)
+        weight_idx = bias_idx = None
+        if slots:
+            w, b, may_swap = slots
+            if w < len(inputs) and inputs[w] in consts.source:
+                weight_idx = w
+            elif may_swap and inputs and inputs[0] in consts.source:
+                weight_idx = 0
+            if b is not None and b < len(inputs) and inputs[b] in consts.source:
+                bias_idx = b
+        for i, name in enumerate(inputs):
+            if not name or name not in consts.source:
+                continue
+            src, dq = consts.source[name]
+            t = consts.tensors[src]
+            ok_dtype = t.data_type in _PARAM_DTYPES or (dq and t.data_type in _QUANT_DTYPES) or (
+                i == weight_idx and t.data_type in _QUANT_DTYPES)
+            if not ok_dtype:
+                continue
+            if consts.numel(src) <= 1 and i not in (weight_idx, bias_idx):
+                continue
+            if src not in tensors:
+                tensors.append(src)
+        if weight_idx is not None:
+            src, _ = consts.source[inputs[weight_idx]]
+            info.weight_name = src
+            info.weight_shape = [int(d) for d in consts.tensors[src].dims]
+            info.prunable = (op in PRUNABLE_OPS and consts.origin[src] == "initializer"
+                             and consts.tensors[src].data_type in _PARAM_DTYPES)
+        if bias_idx is not None:
+            src, _ = consts.source[inputs[bias_idx]]
+            info.bias_name = src
+            info.bias_shape = [int(d) for d in consts.tensors[src].dims]
+    info.params = int(sum(consts.numel(t) for t in tensors))
+    info.macs, info.flops = count_macs_flops(OpShapes(op, in_shapes, out_shapes, attrs))
+    return info, tensors
+
+
+def _mark_counted(nodes: list[NodeInfo], walked: list) -> None:
+    """Keep only the larger branch of each If in the totals (nodes of the other branch: counted=False)."""
+    by_graph: dict[str, list[int]] = {}
+    for i, n in enumerate(nodes):
+        by_graph.setdefault(n.graph, []).append(i)
+    subs_of = {i: w[3] for i, w in enumerate(walked)}
+
+    def cost(gpath: str) -> int:
+        total = 0
+        for i in by_graph.get(gpath, []):
+            total += nodes[i].macs + nodes[i].flops
+            branches = subs_of[i]
+            if nodes[i].op_type == "If" and branches:
+                total += max(cost(b) for b in branches)
+            else:
+                total += sum(cost(b) for b in branches)
+        return total
+
+    def drop(gpath: str) -> None:
+        for i in by_graph.get(gpath, []):
+            nodes[i].counted = False
+            for b in subs_of[i]:
+                drop(b)
+
+    def visit(gpath: str) -> None:
+        for i in by_graph.get(gpath, []):
+            branches = subs_of[i]
+            if nodes[i].op_type == "If" and len(branches) > 1:
+                costs = [cost(b) for b in branches]
+                keep = branches[int(np.argmax(costs))]
+                for b in branches:
+                    if b == keep:
+                        visit(b)
+                    else:
+                        drop(b)
+            else:
+                for b in branches:
+                    visit(b)
+
+    visit("")

@@ -1,0 +1,440 @@
+"""Symbolic input dimensions and shape inference.
+
+A model input dim is *symbolic* when it has a ``dim_param`` (``"batch"``, ``"?"``,
+``"p2o.DynamicDimension.1"``), a ``dim_value <= 0`` (``-1`` in PaddleOCR exports, ``0`` in some
+exporters), or neither. Rules used by :func:`resolve_dims`:
+
+* axis 0 of an input, when symbolic, is the batch and gets ``batch_size`` (so does every other dim
+  with the same ``dim_param`` name, e.g. ``state: [2, batch, 128]``);
+* any other symbolic dim is looked up in ``dims`` by its ``"input:axis"`` key first, then by its
+  ``dim_param`` name (``"?"`` and empty names are anonymous: only the ``"input:axis"`` key works);
+* a dim with no value raises :class:`DimensionError` naming every missing dim, with ``--dim`` suggestions.
+  Nothing is ever silently set to 1.
+
+Shapes of every tensor then come from ``onnx.shape_inference.infer_shapes(data_prop=True)`` on a
+weight-free copy of the model with the input dims fixed, with onnxruntime's ``SymbolicShapeInference``
+as a fallback when onnx leaves tensors unknown (subgraphs, contrib ops).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Iterable, Optional
+
+import onnx
+from onnx import TensorProto
+
+from sparsify_tui.errors import DimensionError, ModelError
+
+_ANONYMOUS = {"", "?", "-1", "None", "none", "unk"}
+
+
+@dataclass(frozen=True)
+class SymbolicDim:
+    """One input dim without a fixed value.
+
+    ``input_name`` and ``axis`` locate it; ``name`` is its ``dim_param`` ("" when it has none).
+    """
+
+    input_name: str
+    axis: int
+    name: str
+
+    @property
+    def key(self) -> str:
+        """The ``"input:axis"`` address accepted by ``--dim`` (always unambiguous)."""
+        return f"{self.input_name}:{self.axis}"
+
+    @property
+    def is_batch(self) -> bool:
+        """True for axis 0: resolved from the batch size."""
+        return self.axis == 0
+
+    @property
+    def named(self) -> bool:
+        """True when the dim has a usable ``dim_param`` name (not ``?``/empty)."""
+        return self.name not in _ANONYMOUS
+
+
+def graph_inputs(model: onnx.ModelProto) -> list[onnx.ValueInfoProto]:
+    """The real inputs of the main graph (IR < 4 models also list initializers as inputs: those are dropped)."""
+    inits = {t.name for t in model.graph.initializer}
+    return [vi for vi in model.graph.input if vi.name not in inits]
+
+
+def _dim_value(dim) -> Optional[int]:
+    if dim.HasField("dim_value") and dim.dim_value > 0:
+        return int(dim.dim_value)
+    return None
+
+
+def _dim_name(dim) -> str:
+    return dim.dim_param if dim.HasField("dim_param") else ""
+
+
+def _check_has_shape(vi: onnx.ValueInfoProto) -> None:
+    t = vi.type
+    if t.HasField("tensor_type"):
+        if not t.tensor_type.HasField("shape"):
+            raise ModelError(
+                f"model input '{vi.name}' has no shape (not even its rank), so its size cannot be resolved: "
+                "re-export the model with input shapes (e.g. torch.onnx.export with input_names/dynamic_axes)"
+            )
+    elif t.HasField("sequence_type") or t.HasField("map_type") or t.HasField("optional_type"):
+        raise ModelError(
+            f"model input '{vi.name}' is a sequence/map/optional, which sparsify-tui cannot feed: "
+            "re-export the model with tensor inputs"
+        )
+
+
+def symbolic_dims(model: onnx.ModelProto) -> list[SymbolicDim]:
+    """Every input dim without a fixed value (``dim_param``, ``dim_value <= 0`` or missing), in input order.
+
+    Raises:
+        ModelError: an input has no shape at all (its rank is unknown), or is not a tensor.
+    """
+    out = []
+    for vi in graph_inputs(model):
+        _check_has_shape(vi)
+        for axis, dim in enumerate(vi.type.tensor_type.shape.dim):
+            if _dim_value(dim) is None:
+                out.append(SymbolicDim(vi.name, axis, _dim_name(dim)))
+    return out
+
+
+def parse_dim_args(args: Optional[Iterable[str]]) -> dict[str, int]:
+    """Parse ``--dim`` values: ``["x:2=48", "seq=128", "sr=16000"]`` -> ``{"x:2": 48, "seq": 128, "sr": 16000}``.
+
+    Raises:
+        DimensionError: an item is not ``NAME=INT`` (or the value is negative).
+    """
+    out: dict[str, int] = {}
+    for item in args or []:
+        for part in str(item).split(","):
+            part = part.strip()
+            if not part:
+                continue
+            name, sep, value = part.rpartition("=")
+            name = name.strip()
+            try:
+                number = int(value.strip())
+            except ValueError:
+                number = None
+            if not sep or not name or number is None or number < 0:
+                raise DimensionError(
+                    f"bad --dim value {part!r}: write NAME=VALUE with an integer value, e.g. --dim seq=128 or --dim x:2=48"
+                )
+            out[name] = number
+    return out
+
+
+def _suggest(vi_shape: list, sd: SymbolicDim) -> int:
+    """A sensible example value for a missing dim (used only in the error message)."""
+    rank = len(vi_shape)
+    lname = sd.name.lower()
+    if rank == 4 and sd.axis in (2, 3):
+        return 224
+    if any(k in lname for k in ("seq", "len", "token", "sentence")):
+        return 128
+    if rank == 3 and sd.axis == 2:
+        return 224
+    return 128
+
+
+def resolve_dims(
+    model: onnx.ModelProto, batch_size: int = 1, dims: Optional[dict[str, int]] = None
+) -> dict[tuple[str, int], int]:
+    """Values for every symbolic input dim, keyed by ``(input_name, axis)``.
+
+    Args:
+        model: the model (only its graph inputs are read).
+        batch_size: items per batch, used for axis 0 of each input whose axis 0 is symbolic, and for
+            every other dim sharing that dim's ``dim_param`` name.
+        dims: user values by ``"input:axis"`` key or by ``dim_param`` name (see module docstring).
+
+    Returns:
+        ``{(input, axis): value}`` for each symbolic dim.
+
+    Raises:
+        DimensionError: some dims have no value; the message lists all of them with ``--dim`` suggestions.
+        ModelError: an input has no shape.
+    """
+    dims = dict(dims or {})
+    if batch_size is None or int(batch_size) < 1:
+        raise DimensionError(f"batch size must be at least 1 (got {batch_size}): pass --batch-size 1 or more")
+    batch_size = int(batch_size)
+    sym = symbolic_dims(model)
+    batch_names = {sd.name for sd in sym if sd.axis == 0 and sd.named}
+    shapes = {vi.name: list(vi.type.tensor_type.shape.dim) for vi in graph_inputs(model)}
+    resolved: dict[tuple[str, int], int] = {}
+    missing: list[SymbolicDim] = []
+    for sd in sym:
+        if sd.key in dims:
+            value = dims[sd.key]
+        elif sd.named and sd.name in dims:
+            value = dims[sd.name]
+        elif sd.axis == 0 or (sd.named and sd.name in batch_names):
+            value = batch_size
+        else:
+            missing.append(sd)
+            continue
+        if int(value) < 1:
+            raise DimensionError(f"dim {sd.key} ({sd.name or 'unnamed'}) must be at least 1 (got {value}): pass a positive --dim value")
+        resolved[(sd.input_name, sd.axis)] = int(value)
+    if missing:
+        parts, hints, seen = [], [], set()
+        for sd in missing:
+            label = f"{sd.key}" + (f" ('{sd.name}')" if sd.name else "")
+            parts.append(label)
+            addr = sd.name if sd.named else sd.key
+            if addr in seen:
+                continue
+            seen.add(addr)
+            hints.append(f"--dim {addr}={_suggest(shapes[sd.input_name], sd)}")
+        raise DimensionError(
+            f"model input dims without a value: {', '.join(parts)}: give each with {' '.join(hints)} "
+            "(values are examples; use your real input size)"
+        )
+    return resolved
+
+
+def input_shapes(
+    model: onnx.ModelProto, batch_size: int = 1, dims: Optional[dict[str, int]] = None
+) -> dict[str, list[int]]:
+    """Concrete shape of every model input (``{name: [d0, d1, ...]}``) after :func:`resolve_dims`.
+
+    Raises:
+        DimensionError, ModelError: as :func:`resolve_dims`.
+    """
+    resolved = resolve_dims(model, batch_size, dims)
+    out = {}
+    for vi in graph_inputs(model):
+        shape = []
+        for axis, dim in enumerate(vi.type.tensor_type.shape.dim):
+            v = _dim_value(dim)
+            shape.append(v if v is not None else resolved[(vi.name, axis)])
+        out[vi.name] = shape
+    return out
+
+
+_KEEP_DATA_MAX_ELEMENTS = 4096
+
+
+def _light_tensor(t: TensorProto) -> TensorProto:
+    """A copy of an initializer for shape inference: small or integer tensors keep their data (shape values
+    for data propagation); big float weights keep only dtype and dims (as stub external data)."""
+    numel = 1
+    for d in t.dims:
+        numel *= int(d)
+    is_int = t.data_type in (TensorProto.INT64, TensorProto.INT32)
+    if t.data_location != TensorProto.EXTERNAL and (numel <= _KEEP_DATA_MAX_ELEMENTS or (is_int and numel <= 1 << 16)):
+        return t
+    stub = TensorProto(name=t.name, data_type=t.data_type, dims=list(t.dims))
+    stub.data_location = TensorProto.EXTERNAL
+    stub.external_data.add(key="location", value="__stub__")
+    return stub
+
+
+def skeleton_model(model: onnx.ModelProto, shapes: dict[str, list[int]]) -> onnx.ModelProto:
+    """A copy of ``model`` without big weight data and with the given concrete input shapes."""
+    light = onnx.ModelProto()
+    # never copy the weights: build field by field
+    for field in ("ir_version", "producer_name", "producer_version", "domain", "model_version"):
+        setattr(light, field, getattr(model, field))
+    light.opset_import.extend(model.opset_import)
+    light.functions.extend(model.functions)
+    g = light.graph
+    g.name = model.graph.name
+    g.node.extend(model.graph.node)  # subgraph weights are usually small Constant nodes
+    g.initializer.extend(_light_tensor(t) for t in model.graph.initializer)
+    g.sparse_initializer.extend(model.graph.sparse_initializer)
+    g.output.extend(model.graph.output)
+    inits = {t.name for t in model.graph.initializer}
+    for vi in model.graph.input:
+        new = g.input.add()
+        new.CopyFrom(vi)
+        if vi.name in inits or vi.name not in shapes:
+            continue
+        dims = new.type.tensor_type.shape.dim
+        for axis, value in enumerate(shapes[vi.name]):
+            dims[axis].Clear()
+            dims[axis].dim_value = int(value)
+    # drop stale value_info: it may carry symbolic dims that conflict with the fixed ones
+    return light
+
+
+def _shape_of(vi: onnx.ValueInfoProto) -> Optional[list[int]]:
+    t = vi.type
+    if not t.HasField("tensor_type") or not t.tensor_type.HasField("shape"):
+        return None
+    out = []
+    for d in t.tensor_type.shape.dim:
+        if d.HasField("dim_value") and d.dim_value >= 0:
+            out.append(int(d.dim_value))
+        else:
+            return None
+    return out
+
+
+def _collect(model: onnx.ModelProto) -> dict[str, Optional[list[int]]]:
+    from sparsify_tui.analysis.loading import iter_graphs
+
+    shapes: dict[str, Optional[list[int]]] = {}
+    for _, graph in iter_graphs(model.graph):
+        for vi in list(graph.input) + list(graph.value_info) + list(graph.output):
+            s = _shape_of(vi)
+            if s is not None or vi.name not in shapes:
+                shapes[vi.name] = s
+        for t in graph.initializer:
+            shapes[t.name] = [int(d) for d in t.dims]
+        for node in graph.node:
+            if node.op_type == "Constant" and node.output:
+                for a in node.attribute:
+                    if a.name == "value" and a.type == onnx.AttributeProto.TENSOR:
+                        shapes[node.output[0]] = [int(d) for d in a.t.dims]
+    return shapes
+
+
+def _unknown_outputs(model: onnx.ModelProto, shapes: dict) -> int:
+    from sparsify_tui.analysis.loading import iter_graphs
+
+    n = 0
+    for _, graph in iter_graphs(model.graph):
+        for node in graph.node:
+            for o in node.output:
+                if o and shapes.get(o) is None:
+                    n += 1
+    return n
+
+
+def infer_shapes(
+    model: onnx.ModelProto, batch_size: int = 1, dims: Optional[dict[str, int]] = None
+) -> dict[str, Optional[list[int]]]:
+    """Concrete shapes of every tensor in the model (main graph and subgraphs) for the given input dims.
+
+    Returns:
+        ``{tensor_name: [d0, d1, ...] or None}``; None when neither onnx nor onnxruntime's symbolic shape
+        inference could find a concrete shape (for example a data-dependent NonZero output).
+
+    Raises:
+        DimensionError: a symbolic input dim has no value (see :func:`resolve_dims`).
+        ModelError: an input has no shape, or shape inference finds the given dims inconsistent.
+    """
+    shapes_in = input_shapes(model, batch_size, dims)
+    light = skeleton_model(model, shapes_in)
+    try:
+        inferred = onnx.shape_inference.infer_shapes(light, check_type=False, strict_mode=False, data_prop=True)
+    except Exception as err:  # noqa: BLE001 - InferenceError for inconsistent dims
+        msg = str(err).splitlines()[0][:200]
+        raise ModelError(
+            f"shape inference failed with input shapes {shapes_in} ({msg}): check --batch-size and --dim values"
+        ) from None
+    shapes = _collect(inferred)
+    if _unknown_outputs(model, shapes) and _fold_constants(light, shapes):
+        try:
+            inferred = onnx.shape_inference.infer_shapes(light, check_type=False, strict_mode=False, data_prop=True)
+            shapes = _merge(_collect(inferred), shapes)
+        except Exception:  # noqa: BLE001 - keep the first pass
+            pass
+    if _unknown_outputs(model, shapes):
+        try:
+            shapes = _merge(shapes, _symbolic_infer(light))
+        except Exception:  # noqa: BLE001 - best effort fallback
+            pass
+    return shapes
+
+
+def _merge(a: dict, b: dict) -> dict:
+    out = dict(a)
+    for k, v in b.items():
+        if out.get(k) is None and v is not None:
+            out[k] = v
+    return out
+
+
+def _symbolic_infer(light: onnx.ModelProto) -> dict[str, Optional[list[int]]]:
+    """onnxruntime's SymbolicShapeInference (handles contrib ops and more data-dependent shapes)."""
+    import contextlib
+    import io
+
+    from onnxruntime.tools.symbolic_shape_infer import SymbolicShapeInference
+
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+        out = SymbolicShapeInference.infer_shapes(light, int_max=2**31 - 1, auto_merge=True, guess_output_rank=False)
+    return _collect(out) if out is not None else {}
+
+
+_NO_FOLD = {"If", "Loop", "Scan", "RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike",
+            "Multinomial", "Bernoulli", "Dropout"}
+_FOLD_MAX_ELEMENTS = 1 << 16
+
+
+def _fold_constants(light: onnx.ModelProto, shapes: dict) -> int:
+    """Replace nodes whose inputs are all small constants (or ``Shape`` of a tensor with a known shape) by
+    ``Constant`` nodes with their values, evaluated by ``onnx.reference.ReferenceEvaluator``, in the main
+    graph and subgraphs. Torch exports compute ``Pad`` pads and ``Reshape`` targets this way, which onnx's
+    data propagation does not follow. Returns how many nodes were folded.
+    """
+    import numpy as np
+    from onnx import numpy_helper
+    from onnx.reference import ReferenceEvaluator
+
+    from sparsify_tui.analysis.loading import iter_graphs
+
+    known: dict = {}
+    folded = 0
+    for _, graph in iter_graphs(light.graph):
+        for t in graph.initializer:
+            if t.data_location != TensorProto.EXTERNAL:
+                try:
+                    known[t.name] = numpy_helper.to_array(t)
+                except Exception:  # noqa: BLE001
+                    pass
+        new_nodes = []
+        for node in graph.node:
+            value = _try_fold(node, known, shapes, ReferenceEvaluator, np)
+            if value is None:
+                new_nodes.append(node)
+                continue
+            for name, arr in zip(node.output, value):
+                known[name] = arr
+                new_nodes.append(onnx.helper.make_node("Constant", [], [name], value=numpy_helper.from_array(arr, name)))
+            folded += 1
+        if folded:
+            del graph.node[:]
+            graph.node.extend(new_nodes)
+    return folded
+
+
+def _try_fold(node, known, shapes, evaluator, np):
+    if node.op_type in _NO_FOLD or node.domain not in ("", "ai.onnx"):
+        return None
+    if any(a.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS) for a in node.attribute):
+        return None
+    if node.op_type == "Constant":
+        for a in node.attribute:
+            if a.name == "value" and a.type == onnx.AttributeProto.TENSOR and node.output:
+                from onnx import numpy_helper
+
+                known[node.output[0]] = numpy_helper.to_array(a.t)
+        return None
+    if node.op_type == "Shape":
+        s = shapes.get(node.input[0]) if node.input else None
+        if s is None:
+            return None
+        attrs = {a.name: a.i for a in node.attribute}
+        start, end = attrs.get("start", 0), attrs.get("end", len(s))
+        return [np.array(s[start:end], dtype=np.int64)]
+    ins = [i for i in node.input if i]
+    if not ins or any(i not in known for i in ins):
+        return None
+    if sum(int(np.size(known[i])) for i in ins) > _FOLD_MAX_ELEMENTS:
+        return None
+    try:
+        feeds = {i: known[i] for i in ins}
+        out = evaluator(node).run(None, feeds)
+    except Exception:  # noqa: BLE001 - an op the reference cannot run: leave it
+        return None
+    if any(o is None or int(np.size(o)) > _FOLD_MAX_ELEMENTS for o in out):
+        return None
+    return [np.asarray(o) for o in out]

@@ -1,0 +1,141 @@
+"""System info: the cores this process may use, the CPU and its instruction sets, onnxruntime build.
+
+Instruction sets come from the ``flags`` line of ``/proc/cpuinfo`` (Linux). Physical cores are the
+distinct ``(physical id, core id)`` pairs of ``/proc/cpuinfo`` (falling back to
+``/sys/devices/system/cpu/cpu*/topology``); sockets are the distinct ``physical id`` values.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import sys
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Optional
+
+#: /proc/cpuinfo flag -> name shown to users, in display order.
+INSTRUCTION_FLAGS = {
+    "sse4_2": "SSE4.2",
+    "avx": "AVX",
+    "avx2": "AVX2",
+    "fma": "FMA",
+    "f16c": "F16C",
+    "avx512f": "AVX512F",
+    "avx512bw": "AVX512BW",
+    "avx512vl": "AVX512VL",
+    "avx512_vnni": "AVX512_VNNI",
+    "avx512_bf16": "AVX512_BF16",
+    "avx512_fp16": "AVX512_FP16",
+    "avx_vnni": "AVX_VNNI",
+    "amx_tile": "AMX_TILE",
+    "amx_int8": "AMX_INT8",
+    "amx_bf16": "AMX_BF16",
+    "asimd": "NEON",
+    "asimddp": "ARM_DOTPROD",
+    "sve": "SVE",
+    "i8mm": "I8MM",
+}
+
+
+@dataclass
+class SystemInfo:
+    """The machine as this process sees it.
+
+    ``available_cores``: CPUs in this process's affinity mask (what a session may use);
+    ``physical_cores``/``sockets``: hardware topology (None when unknown); ``instruction_sets``: SIMD
+    extensions relevant to onnxruntime speed (VNNI/AMX speed up INT8).
+    """
+
+    available_cores: int
+    physical_cores: Optional[int]
+    sockets: Optional[int]
+    cpu_model: str
+    instruction_sets: list = field(default_factory=list)
+    ort_version: str = ""
+    ort_providers: list = field(default_factory=list)
+    python_version: str = ""
+    logical_cores: Optional[int] = None
+    machine: str = ""
+
+    def to_dict(self) -> dict:
+        """JSON-able dict (the ``system`` key of ``analyze --json``)."""
+        return asdict(self)
+
+    @property
+    def vnni(self) -> bool:
+        """True when the CPU has an INT8 dot-product extension (AVX512_VNNI, AVX_VNNI or AMX_INT8)."""
+        return any(x in self.instruction_sets for x in ("AVX512_VNNI", "AVX_VNNI", "AMX_INT8"))
+
+
+def _read(path: str) -> str:
+    try:
+        return Path(path).read_text(errors="replace")
+    except OSError:
+        return ""
+
+
+def parse_cpuinfo(text: str) -> tuple[str, list[str], Optional[int], Optional[int]]:
+    """Parse ``/proc/cpuinfo`` text into ``(cpu_model, instruction_sets, physical_cores, sockets)``."""
+    model = ""
+    flags: set[str] = set()
+    cores: set[tuple[str, str]] = set()
+    sockets: set[str] = set()
+    phys = core = None
+    for line in text.splitlines() + [""]:
+        if not line.strip():
+            if phys is not None and core is not None:
+                cores.add((phys, core))
+            phys = core = None
+            continue
+        key, _, value = line.partition(":")
+        key, value = key.strip(), value.strip()
+        if key in ("model name", "Model Name", "cpu model") and not model:
+            model = value
+        elif key in ("flags", "Features"):
+            flags.update(value.split())
+        elif key == "physical id":
+            phys = value
+            sockets.add(value)
+        elif key == "core id":
+            core = value
+    sets = [name for flag, name in INSTRUCTION_FLAGS.items() if flag in flags]
+    return model, sets, (len(cores) or None), (len(sockets) or None)
+
+
+def _sys_topology() -> tuple[Optional[int], Optional[int]]:
+    cores, sockets = set(), set()
+    for d in Path("/sys/devices/system/cpu").glob("cpu[0-9]*/topology"):
+        pkg = _read(str(d / "physical_package_id")).strip()
+        core = _read(str(d / "core_id")).strip()
+        if pkg and core:
+            cores.add((pkg, core))
+            sockets.add(pkg)
+    return (len(cores) or None), (len(sockets) or None)
+
+
+def system_info() -> SystemInfo:
+    """Describe this machine: cores (available/physical/sockets), CPU model, instruction sets, onnxruntime."""
+    import onnxruntime as ort
+
+    try:
+        available = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # pragma: no cover - non-Linux
+        available = os.cpu_count() or 1
+    model, sets, physical, sockets = parse_cpuinfo(_read("/proc/cpuinfo"))
+    if physical is None or sockets is None:
+        p2, s2 = _sys_topology()
+        physical = physical or p2
+        sockets = sockets or s2
+    return SystemInfo(
+        available_cores=available,
+        physical_cores=physical,
+        sockets=sockets,
+        cpu_model=model or platform.processor() or platform.machine(),
+        instruction_sets=sets,
+        ort_version=ort.__version__,
+        ort_providers=list(ort.get_available_providers()),
+        python_version=platform.python_version() or sys.version.split()[0],
+        logical_cores=os.cpu_count(),
+        machine=platform.machine(),
+    )
