@@ -1,0 +1,571 @@
+"""Background jobs: each runs in its own detached OS process (DESIGN.md, Jobs).
+
+* :func:`submit` records a ``pending`` job in the workspace and starts
+  ``python -m sparsify_tui job run JOB_ID`` in a new session (``start_new_session=True``, stdin
+  ``/dev/null``, stdout+stderr appended to ``<workspace>/jobs/<id>.log``), so closing the TUI or
+  dropping the SSH session does not kill it.
+* The job process (:func:`run_job`) waits for the **machine-wide measuring lock** (an ``flock`` on
+  ``/tmp/sparsify-tui-measure.lock``, or ``$SPARSIFY_TUI_MEASURE_LOCK``) when the job measures: one
+  measuring job per machine, across workspaces and users. While it waits the job stays ``pending``
+  with ``queued_behind`` set to the id of the job holding the lock. Then it runs the handler of its
+  type (:mod:`sparsify_tui.jobs.registry`) with a :class:`JobContext`.
+* Progress (step, fraction, ETA) is written at most 4 times a second.
+* :func:`cancel` sets ``cancel_requested`` and sends SIGTERM; the job process turns both into
+  ``CancelToken.cancel()``, which also terminates running onnxruntime calls (``RunOptions``), so a
+  job stops within about a second.
+* :func:`refresh` marks a ``pending``/``running`` job whose process is gone (SIGKILL, OOM killer, a
+  native crash) as ``error`` with the tail of its log. It runs on every :func:`get_job` and
+  :func:`list_jobs`, so a job is never left ``running`` forever.
+* :func:`run_here` runs a job in the calling process (the headless CLI) with the same lock and
+  records.
+"""
+
+from __future__ import annotations
+
+import faulthandler
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+import traceback
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Dict, List, Optional
+
+from sparsify_tui.errors import JobCanceled, JobError, SparsifyError
+from sparsify_tui.progress import CancelToken, ProgressFn
+from sparsify_tui.store.workspace import Workspace, new_id, now_iso
+
+ACTIVE = ("pending", "running")
+FINAL = ("completed", "canceled", "error")
+MEASURE_LOCK_ENV = "SPARSIFY_TUI_MEASURE_LOCK"
+DEFAULT_MEASURE_LOCK = "/tmp/sparsify-tui-measure.lock"
+PROGRESS_INTERVAL_S = 0.25
+"""Minimum seconds between two progress writes (at most 4 per second)."""
+POLL_INTERVAL_S = 0.2
+"""How often a running job checks ``cancel_requested`` and a queued job retries the lock."""
+START_GRACE_S = 30.0
+"""A pending job with no pid after this many seconds is marked error (its process never started)."""
+TAIL_LINES = 20
+
+
+@dataclass
+class JobContext:
+    """What a job handler gets.
+
+    ``ws``: the workspace; ``job``: the job dict as it was when the handler started; ``project_id``;
+    ``args``: the job arguments (JSON dict); ``progress(step, fraction)``: rate-limited progress
+    writer (fraction of the whole job in [0, 1]); ``cancel``: a :class:`CancelToken` (call
+    ``cancel.check()`` between steps, pass ``cancel.run_options()`` to onnxruntime runs).
+    """
+
+    ws: Workspace
+    job: Dict[str, Any]
+    project_id: Optional[str]
+    args: Dict[str, Any]
+    progress: ProgressFn
+    cancel: CancelToken
+
+
+# ---------------------------------------------------------------------------- processes
+def _proc_start_time(pid: int) -> Optional[int]:
+    """Start time of a process in clock ticks since boot (Linux /proc), to tell a reused pid apart."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            data = fh.read().decode(errors="replace")
+        fields = data[data.rindex(")") + 2 :].split()
+        return int(fields[19])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def _pid_alive(pid: Optional[int], start: Optional[int] = None) -> bool:
+    """True when ``pid`` runs (not a zombie) and, if ``start`` is known, is the same process."""
+    if not pid:
+        return False
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    except OSError:
+        return False
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as fh:
+            data = fh.read().decode(errors="replace")
+        state = data[data.rindex(")") + 2 :].split()[0]
+        if state in ("Z", "X"):
+            return False
+    except (OSError, ValueError, IndexError):
+        return True
+    if start is not None:
+        now_start = _proc_start_time(int(pid))
+        if now_start is not None and now_start != start:
+            return False
+    return True
+
+
+def log_path(ws: Workspace, job_id: str) -> Path:
+    """``<workspace>/jobs/<job id>.log``: stdout and stderr of the job process."""
+    return ws.jobs_dir / f"{job_id}.log"
+
+
+def log_tail(ws: Workspace, job_id: str, lines: int = TAIL_LINES, max_chars: int = 4000) -> str:
+    """The last ``lines`` lines (at most ``max_chars`` characters) of a job's log, or ""."""
+    path = log_path(ws, job_id)
+    try:
+        with open(path, "rb") as fh:
+            fh.seek(0, os.SEEK_END)
+            size = fh.tell()
+            fh.seek(max(0, size - 64 * 1024))
+            text = fh.read().decode("utf-8", errors="replace")
+    except OSError:
+        return ""
+    tail = "\n".join(text.rstrip("\n").splitlines()[-lines:])
+    return tail[-max_chars:]
+
+
+def _child_env(ws: Workspace) -> Dict[str, str]:
+    import sparsify_tui
+
+    env = dict(os.environ)
+    env["SPARSIFY_TUI_HOME"] = str(ws.root)
+    pkg_parent = str(Path(sparsify_tui.__file__).resolve().parent.parent)
+    old = env.get("PYTHONPATH")
+    env["PYTHONPATH"] = pkg_parent + (os.pathsep + old if old else "")
+    env["PYTHONUNBUFFERED"] = "1"
+    return env
+
+
+# ---------------------------------------------------------------------------- public API
+def _new_job(ws: Workspace, project_id: Optional[str], job_type: str, args: Dict[str, Any], measuring: bool) -> Dict[str, Any]:
+    from sparsify_tui.jobs import registry
+
+    if job_type not in registry.JOB_TYPES:
+        raise JobError(f"unknown job type {job_type!r}: use one of {', '.join(sorted(registry.JOB_TYPES))}")
+    if project_id is not None:
+        project_id = ws.get_project(project_id)["id"]
+    try:
+        args = json.loads(json.dumps(dict(args or {})))
+    except (TypeError, ValueError) as err:
+        raise JobError(f"job arguments must be JSON values ({err}): pass strings, numbers, lists or dicts") from None
+    return {
+        "id": new_id(),
+        "project_id": project_id,
+        "type": job_type,
+        "args": args,
+        "measuring": bool(measuring),
+        "status": "pending",
+        "progress": {"step": "waiting to start", "fraction": 0.0, "eta_s": None},
+        "queued_behind": None,
+        "cancel_requested": False,
+        "error": None,
+        "stderr_tail": None,
+        "pid": None,
+        "pid_start": None,
+        "created": now_iso(),
+        "started": None,
+        "finished": None,
+        "result": None,
+    }
+
+
+def submit(ws: Workspace, project_id: Optional[str], job_type: str, args: Dict[str, Any], *, measuring: bool = True) -> Dict[str, Any]:
+    """Record a job and start its detached process; returns the job dict (status ``pending``).
+
+    ``project_id``: project id or name (or None for project-less diagnostic jobs); ``job_type``: a
+    key of :data:`sparsify_tui.jobs.registry.JOB_TYPES`; ``args``: JSON-able dict for the handler;
+    ``measuring``: the job times things, so it waits for the machine-wide measuring lock.
+    Raises :class:`JobError` for an unknown type or when the process cannot be started.
+    """
+    job = _new_job(ws, project_id, job_type, args, measuring)
+    ws.add_job(job)
+    ws.jobs_dir.mkdir(parents=True, exist_ok=True)
+    log = log_path(ws, job["id"])
+    try:
+        with open(log, "ab") as fh:
+            proc = subprocess.Popen(
+                [sys.executable, "-m", "sparsify_tui", "job", "run", job["id"]],
+                stdin=subprocess.DEVNULL,
+                stdout=fh,
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+                close_fds=True,
+                env=_child_env(ws),
+            )
+    except OSError as err:
+        ws.update_job(job["id"], status="error", error=f"could not start the job process: {err}", finished=now_iso())
+        raise JobError(f"could not start the job process ({err}): check that {sys.executable} runs") from None
+    start = _proc_start_time(proc.pid)
+    # Reap the child when it ends (no zombie) and record a death by signal right away.
+    threading.Thread(target=_reap, args=(ws, job["id"], proc), daemon=True, name=f"reap-{job['id']}").start()
+    return ws.modify_job(job["id"], lambda j: {"pid": proc.pid, "pid_start": start} if j.get("pid") is None else None)
+
+
+def _reap(ws: Workspace, job_id: str, proc: subprocess.Popen) -> None:
+    rc = proc.wait()
+    if rc is not None and rc != 0:
+        try:
+            _mark_if_dead(ws, job_id, returncode=rc)
+        except Exception:  # pragma: no cover - workspace gone
+            pass
+
+
+def _death_fields(ws: Workspace, job: Dict[str, Any], returncode: Optional[int]) -> Dict[str, Any]:
+    tail = log_tail(ws, job["id"])
+    if job.get("cancel_requested"):
+        return {"status": "canceled", "finished": now_iso(), "stderr_tail": tail or None}
+    if returncode is not None and returncode < 0:
+        try:
+            how = f"was killed by {signal.Signals(-returncode).name}"
+        except ValueError:
+            how = f"was killed by signal {-returncode}"
+    elif returncode is not None:
+        how = f"exited with code {returncode} without finishing"
+    else:
+        how = "vanished (killed, out of memory, or a native crash)"
+    lines = [ln.strip() for ln in tail.splitlines() if ln.strip()]
+    fatal = [ln for ln in lines if ln.startswith("Fatal Python error")]
+    last = (fatal or lines or [""])[-1]
+    msg = f"job process {job.get('pid')} {how}" + (f"; last log line: {last}" if last else "")
+    msg += f": see {log_path(ws, job['id'])}"
+    return {"status": "error", "error": msg, "stderr_tail": tail, "finished": now_iso()}
+
+
+def _mark_if_dead(ws: Workspace, job_id: str, returncode: Optional[int] = None) -> Dict[str, Any]:
+    def fn(job: Dict[str, Any]) -> Optional[Dict[str, Any]]:
+        if job.get("status") not in ACTIVE:
+            return None
+        pid = job.get("pid")
+        if pid is None:
+            if returncode is None:
+                from datetime import datetime
+
+                try:
+                    created = datetime.fromisoformat(job["created"].replace("Z", "+00:00")).timestamp()
+                except (KeyError, ValueError, AttributeError):
+                    created = 0.0
+                if time.time() - created < START_GRACE_S:
+                    return None
+            return _death_fields(ws, job, returncode)
+        if _pid_alive(pid, job.get("pid_start")):
+            return None
+        return _death_fields(ws, job, returncode)
+
+    return ws.modify_job(job_id, fn)
+
+
+def refresh(ws: Workspace) -> List[Dict[str, Any]]:
+    """Mark every pending/running job whose process is gone as ``error`` (with its log tail; or
+    ``canceled`` when a cancel was requested). Returns the jobs that changed."""
+    changed = []
+    for job in ws.list_jobs():
+        if job.get("status") in ACTIVE and not _pid_alive(job.get("pid"), job.get("pid_start")):
+            new = _mark_if_dead(ws, job["id"])
+            if new.get("status") != job.get("status"):
+                changed.append(new)
+    return changed
+
+
+def get_job(ws: Workspace, job_id: str) -> Dict[str, Any]:
+    """A job dict (fresh from disk, refreshed if its process vanished); :class:`RecordNotFound` if unknown."""
+    job = ws.get_job(job_id)
+    if job.get("status") in ACTIVE and not _pid_alive(job.get("pid"), job.get("pid_start")):
+        job = _mark_if_dead(ws, job_id)
+    return job
+
+
+def list_jobs(ws: Workspace, project_id: Optional[str] = None) -> List[Dict[str, Any]]:
+    """Jobs (oldest first), optionally of one project (id or name), after :func:`refresh`."""
+    if project_id is not None:
+        project_id = ws.get_project(project_id)["id"]
+    refresh(ws)
+    return ws.list_jobs(project_id)
+
+
+def cancel(ws: Workspace, job_id: str) -> Dict[str, Any]:
+    """Ask a job to stop: sets ``cancel_requested`` and sends SIGTERM to its process.
+
+    A job that has not started yet (no process) is marked ``canceled`` at once; a finished job is
+    left as is. Returns the job dict. The process marks itself ``canceled`` within about a second.
+    """
+
+    def fn(job: Dict[str, Any]) -> Optional[Dict[str, Any]]:
+        if job.get("status") not in ACTIVE:
+            return None
+        if job.get("pid") is None:
+            return {"cancel_requested": True, "status": "canceled", "finished": now_iso()}
+        return {"cancel_requested": True}
+
+    job = ws.modify_job(job_id, fn)
+    if job.get("status") in ACTIVE and job.get("pid") and _pid_alive(job["pid"], job.get("pid_start")):
+        try:
+            os.kill(int(job["pid"]), signal.SIGTERM)
+        except OSError:
+            pass
+    return get_job(ws, job_id)
+
+
+def wait(ws: Workspace, job_id: str, timeout_s: float = 60.0, poll_s: float = 0.1) -> Dict[str, Any]:
+    """Block until a job is no longer pending/running (or ``timeout_s`` passes); returns the job dict."""
+    end = time.monotonic() + timeout_s
+    while True:
+        job = get_job(ws, job_id)
+        if job.get("status") not in ACTIVE or time.monotonic() > end:
+            return job
+        time.sleep(poll_s)
+
+
+# ---------------------------------------------------------------------------- measuring lock
+def measure_lock_path() -> Path:
+    """The machine-wide measuring lock file: ``$SPARSIFY_TUI_MEASURE_LOCK`` or ``/tmp/sparsify-tui-measure.lock``."""
+    return Path(os.environ.get(MEASURE_LOCK_ENV) or DEFAULT_MEASURE_LOCK)
+
+
+class MeasureLock:
+    """Exclusive flock on :func:`measure_lock_path`; the holder writes its job id into the file."""
+
+    def __init__(self) -> None:
+        self.path = measure_lock_path()
+        self.fd: Optional[int] = None
+        self.writable = True
+
+    def _open(self) -> int:
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o666)
+            try:
+                os.fchmod(fd, 0o666)  # other users on this machine must be able to take it too
+            except OSError:
+                pass
+            return fd
+        except PermissionError:
+            self.writable = False
+            return os.open(self.path, os.O_RDONLY)
+
+    def try_acquire(self, holder: str) -> bool:
+        import fcntl
+
+        if self.fd is None:
+            self.fd = self._open()
+        try:
+            fcntl.flock(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            return False
+        if self.writable:
+            os.ftruncate(self.fd, 0)
+            os.pwrite(self.fd, holder.encode(), 0)
+        return True
+
+    def holder(self) -> Optional[str]:
+        """The job id written by the current holder, if any."""
+        try:
+            text = self.path.read_text().strip()
+        except OSError:
+            return None
+        return text.split()[0] if text else None
+
+    def release(self) -> None:
+        import fcntl
+
+        if self.fd is None:
+            return
+        try:
+            if self.writable:
+                os.ftruncate(self.fd, 0)
+            fcntl.flock(self.fd, fcntl.LOCK_UN)
+        finally:
+            os.close(self.fd)
+            self.fd = None
+
+
+def _wait_for_lock(ws: Workspace, job_id: str, lock: MeasureLock, token: CancelToken) -> None:
+    shown: Optional[str] = None
+    while not lock.try_acquire(f"{job_id} {os.getpid()} {ws.root}\n"):
+        holder = lock.holder() or "another measuring process"
+        if holder != shown:
+            ws.update_job(
+                job_id,
+                queued_behind=holder,
+                progress={"step": f"queued behind {holder}", "fraction": 0.0, "eta_s": None},
+            )
+            shown = holder
+        token.check()
+        time.sleep(POLL_INTERVAL_S)
+        token.check()
+
+
+# ---------------------------------------------------------------------------- execution
+class _Reporter:
+    """Rate-limited progress writer (≤ 1 write per :data:`PROGRESS_INTERVAL_S`) with an ETA."""
+
+    def __init__(self, ws: Workspace, job_id: str, extra: Optional[ProgressFn]) -> None:
+        self.ws, self.job_id, self.extra = ws, job_id, extra
+        self.lock = threading.Lock()
+        self.t0 = time.monotonic()
+        self.last_write = 0.0
+        self.pending: Optional[Dict[str, Any]] = None
+
+    def __call__(self, step: str, fraction: float) -> None:
+        if self.extra is not None:
+            self.extra(step, fraction)
+        try:
+            f = min(1.0, max(0.0, float(fraction)))
+        except (TypeError, ValueError):
+            f = 0.0
+        elapsed = time.monotonic() - self.t0
+        eta = round(elapsed * (1.0 - f) / f, 1) if f >= 0.01 else None
+        with self.lock:
+            self.pending = {"step": str(step), "fraction": round(f, 4), "eta_s": eta}
+        if time.monotonic() - self.last_write >= PROGRESS_INTERVAL_S:
+            self.flush()
+
+    def flush(self) -> None:
+        with self.lock:
+            pending, self.pending = self.pending, None
+            if pending is None:
+                return
+            self.last_write = time.monotonic()
+            self.ws.update_job(self.job_id, progress=pending)
+
+
+def _watch(ws: Workspace, job_id: str, token: CancelToken, reporter: _Reporter, stop: threading.Event) -> None:
+    """Background thread: turn ``cancel_requested`` into ``token.cancel()``; flush pending progress."""
+    while not stop.wait(POLL_INTERVAL_S):
+        try:
+            if not token.is_cancelled() and ws.get_job(job_id).get("cancel_requested"):
+                token.cancel()
+            if time.monotonic() - reporter.last_write >= PROGRESS_INTERVAL_S:
+                reporter.flush()
+        except Exception:  # pragma: no cover - keep watching
+            pass
+
+
+def _execute(ws: Workspace, job: Dict[str, Any], token: CancelToken, extra: Optional[ProgressFn]) -> Dict[str, Any]:
+    """Wait for the lock, run the handler, record the outcome. Returns the final job dict.
+
+    The exception (if any) is attached as ``job["_exc"]`` for :func:`run_here` to re-raise.
+    """
+    from sparsify_tui.jobs import registry
+
+    job_id = job["id"]
+    reporter = _Reporter(ws, job_id, extra)
+    stop = threading.Event()
+    watcher = threading.Thread(target=_watch, args=(ws, job_id, token, reporter, stop), daemon=True)
+    watcher.start()
+    lock = MeasureLock() if job.get("measuring") else None
+    exc: Optional[BaseException] = None
+    try:
+        try:
+            handler = registry.resolve(job["type"])
+            if lock is not None:
+                _wait_for_lock(ws, job_id, lock, token)
+            token.check()
+            reporter.t0 = time.monotonic()
+            job = ws.update_job(
+                job_id,
+                status="running",
+                started=now_iso(),
+                queued_behind=None,
+                progress={"step": "starting", "fraction": 0.0, "eta_s": None},
+            )
+            ctx = JobContext(ws=ws, job=job, project_id=job.get("project_id"), args=dict(job.get("args") or {}),
+                             progress=reporter, cancel=token)
+            result = handler(ctx)
+            result = json.loads(json.dumps(result if result is not None else {}, default=str))
+            stop.set()
+            with reporter.lock:
+                reporter.pending = None
+            final = {"status": "completed", "result": result,
+                     "progress": {"step": "done", "fraction": 1.0, "eta_s": 0.0}}
+        except JobCanceled as err:
+            exc = err
+            final = {"status": "canceled"}
+        except SparsifyError as err:
+            exc = err
+            final = {"status": "canceled"} if token.is_cancelled() else {"status": "error", "error": str(err)}
+        except BaseException as err:  # noqa: BLE001 - everything is recorded, then re-raised for run_here
+            exc = err
+            if token.is_cancelled() or isinstance(err, KeyboardInterrupt):
+                final = {"status": "canceled"}
+            else:
+                traceback.print_exc(file=sys.stderr)
+                sys.stderr.flush()
+                final = {"status": "error", "error": f"{type(err).__name__}: {err}"}
+    finally:
+        stop.set()
+        if lock is not None:
+            lock.release()
+    if final["status"] != "completed":
+        try:
+            reporter.flush()
+        except Exception:  # pragma: no cover
+            pass
+    if final["status"] == "error":
+        final["stderr_tail"] = log_tail(ws, job_id) or None
+    final["finished"] = now_iso()
+    job = ws.update_job(job_id, **final)
+    watcher.join(timeout=2)
+    if exc is not None:
+        job["_exc"] = exc
+    return job
+
+
+def run_job(job_id: str, ws: Optional[Workspace] = None) -> int:
+    """Entry point of a job process (``sparsify-tui job run JOB_ID``). Returns the exit code:
+    0 completed, 1 error, 3 canceled (and 0 when the job was no longer pending)."""
+    token = CancelToken()
+    signal.signal(signal.SIGTERM, lambda *_: token.cancel())
+    signal.signal(signal.SIGINT, lambda *_: token.cancel())
+    try:
+        signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    except (AttributeError, ValueError):  # pragma: no cover
+        pass
+    faulthandler.enable(all_threads=True)
+    ws = ws or Workspace()
+    me, start = os.getpid(), _proc_start_time(os.getpid())
+
+    def claim(job: Dict[str, Any]) -> Optional[Dict[str, Any]]:
+        if job.get("status") != "pending":
+            return None
+        return {"pid": me, "pid_start": start}
+
+    job = ws.modify_job(job_id, claim)
+    if job.get("status") != "pending" or job.get("pid") != me:
+        print(f"job {job_id} is {job.get('status')}: nothing to run", file=sys.stderr)
+        return 0
+    if job.get("cancel_requested"):
+        token.cancel()
+    job = _execute(ws, job, token, None)
+    job.pop("_exc", None)
+    return {"completed": 0, "canceled": 3}.get(job["status"], 1)
+
+
+def run_here(ws: Workspace, project_id: Optional[str], job_type: str, args: Dict[str, Any],
+             progress: Optional[ProgressFn] = None, *, measuring: bool = True) -> Dict[str, Any]:
+    """Run a job in this process (headless CLI): same job record, same machine-wide measuring lock.
+
+    ``progress`` additionally receives every progress call (unthrottled). SIGTERM (for example a
+    ``sparsify-tui job cancel`` from elsewhere) and Ctrl-C cancel it. Returns the handler's summary;
+    re-raises the handler's error (a :class:`SparsifyError` such as :class:`JobCanceled`, or a bug).
+    """
+    job = _new_job(ws, project_id, job_type, args, measuring)
+    job["pid"], job["pid_start"] = os.getpid(), _proc_start_time(os.getpid())
+    ws.add_job(job)
+    token = CancelToken()
+    old = None
+    if threading.current_thread() is threading.main_thread():
+        old = signal.signal(signal.SIGTERM, lambda *_: token.cancel())
+    try:
+        job = _execute(ws, job, token, progress)
+    finally:
+        if old is not None:
+            signal.signal(signal.SIGTERM, old)
+    exc = job.pop("_exc", None)
+    if exc is not None:
+        raise exc
+    return job.get("result") or {}
