@@ -5,7 +5,8 @@ A model input dim is *symbolic* when it has a ``dim_param`` (``"batch"``, ``"?"`
 exporters), or neither. Rules used by :func:`resolve_dims`:
 
 * axis 0 of an input, when symbolic, is the batch and gets ``batch_size`` (so does every other dim
-  with the same ``dim_param`` name, e.g. ``state: [2, batch, 128]``);
+  with the same ``dim_param`` name, e.g. ``state: [2, batch, 128]``). When axis 0 is fixed, the first
+  symbolic axis is the batch if it is anonymous (recurrent state ``[layers, ?, hidden]``, as in silero_vad);
 * any other symbolic dim is looked up in ``dims`` by its ``"input:axis"`` key first, then by its
   ``dim_param`` name (``"?"`` and empty names are anonymous: only the ``"input:axis"`` key works);
 * a dim with no value raises :class:`DimensionError` naming every missing dim, with ``--dim`` suggestions.
@@ -165,6 +166,11 @@ def resolve_dims(
     batch_size = int(batch_size)
     sym = symbolic_dims(model)
     batch_names = {sd.name for sd in sym if sd.axis == 0 and sd.named}
+    # inputs with a fixed axis 0 (recurrent states): their first anonymous symbolic axis is the batch
+    first_sym: dict[str, SymbolicDim] = {}
+    for sd in sym:
+        first_sym.setdefault(sd.input_name, sd)
+    state_batch = {sd.key for sd in first_sym.values() if sd.axis > 0 and not sd.named}
     shapes = {vi.name: list(vi.type.tensor_type.shape.dim) for vi in graph_inputs(model)}
     resolved: dict[tuple[str, int], int] = {}
     missing: list[SymbolicDim] = []
@@ -173,7 +179,7 @@ def resolve_dims(
             value = dims[sd.key]
         elif sd.named and sd.name in dims:
             value = dims[sd.name]
-        elif sd.axis == 0 or (sd.named and sd.name in batch_names):
+        elif sd.axis == 0 or (sd.named and sd.name in batch_names) or (sd.key in state_batch):
             value = batch_size
         else:
             missing.append(sd)
