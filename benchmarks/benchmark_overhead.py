@@ -1,0 +1,151 @@
+"""Benchmark overhead and measured INT8 speedups.
+
+1. **Overhead.** Our benchmark's median ms/batch (``sparsify_tui.benchmark.runner.run_benchmark``)
+   against a bare onnxruntime loop (``sess.run(None, feed)`` between two ``perf_counter`` reads) on
+   the same model, batch size, cores and session options, interleaved side by side over several
+   rounds (the order alternates each round). Ratio = ours / bare per round; the median ratio is
+   reported. Goal: within 3 % (0.97..1.03).
+2. **INT8 speedup.** FP32 vs INT8 (``profiling.quant.quantize_int8``: quant_pre_process, static QDQ,
+   per-channel, MinMax on 16 synthetic batches) through ``run_benchmark`` at batch 1 and 8, paired
+   in each round; median speedup over rounds. Models: mobilenet_v2 (../shared/models) and ResNet-50
+   (/work/built-models or ../built-models, built by shared/models/build_torch_models.py); absent
+   models are skipped.
+
+Run: ``cd /work/main && /work/venv/bin/python benchmarks/benchmark_overhead.py [--rounds 5]
+[--iterations 30] [--cores 2] [--skip-int8]``
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+
+from sparsify_tui.benchmark.runner import build_feeds, run_benchmark  # noqa: E402
+from sparsify_tui.profiling.session import make_session  # noqa: E402
+
+SHARED = ROOT.parent / "shared" / "models"
+BUILT = [Path("/work/built-models"), ROOT.parent / "built-models"]
+
+
+def find_model(name: str):
+    for d in [SHARED, *BUILT]:
+        p = d / name
+        if p.is_file():
+            return p
+    return None
+
+
+def bare_loop_median(path, feed, cores, warmup, iterations) -> float:
+    sess = make_session(str(path), cores)
+    for _ in range(warmup):
+        sess.run(None, feed)
+    ts = []
+    for _ in range(iterations):
+        t0 = time.perf_counter()
+        sess.run(None, feed)
+        ts.append((time.perf_counter() - t0) * 1000)
+    del sess
+    return statistics.median(ts)
+
+
+def ours_median(path, batch, cores, warmup, iterations, dims) -> float:
+    res = run_benchmark([("m", str(path))], batch_sizes=[batch], core_counts=[cores], warmup=warmup,
+                        iterations=iterations, dims=dims)
+    return res.runs[0].median_ms
+
+
+def overhead(label, path, batch, cores, rounds, warmup, iterations, dims):
+    feed = build_feeds(path, batch, dims)[0]
+    ratios, ours_all, bare_all = [], [], []
+    for r in range(rounds):
+        if r % 2 == 0:
+            o = ours_median(path, batch, cores, warmup, iterations, dims)
+            b = bare_loop_median(path, feed, cores, warmup, iterations)
+        else:
+            b = bare_loop_median(path, feed, cores, warmup, iterations)
+            o = ours_median(path, batch, cores, warmup, iterations, dims)
+        ratios.append(o / b)
+        ours_all.append(o)
+        bare_all.append(b)
+    med = statistics.median(ratios)
+    print(f"overhead  {label:<18} b{batch} c{cores}: ours {statistics.median(ours_all):8.3f} ms  bare "
+          f"{statistics.median(bare_all):8.3f} ms  ratio median {med:.4f}  (rounds: "
+          + " ".join(f"{x:.3f}" for x in ratios) + f")  {'OK' if abs(med - 1) <= 0.03 else 'OVER 3%'}",
+          flush=True)
+    return med
+
+
+def int8_speedup(label, path, cores, rounds, warmup, iterations):
+    from sparsify_tui.optimization.apply import calibration_inputs
+    from sparsify_tui.profiling.quant import quantize_int8
+
+    with tempfile.TemporaryDirectory() as tmp:
+        q = Path(tmp) / "int8.onnx"
+        t0 = time.perf_counter()
+        quantize_int8(path, q, calibration_inputs(path, samples=16))
+        qs = time.perf_counter() - t0
+        per_batch: dict[int, list] = {1: [], 8: []}
+        fp, i8 = {1: [], 8: []}, {1: [], 8: []}
+        for r in range(rounds):
+            models = [("fp32", str(path)), ("int8", str(q))]
+            if r % 2:
+                models = models[::-1]
+            res = run_benchmark(models, batch_sizes=[1, 8], core_counts=[cores], warmup=warmup,
+                                iterations=iterations)
+            for b in (1, 8):
+                f, i = res.run("fp32", b, cores).median_ms, res.run("int8", b, cores).median_ms
+                per_batch[b].append(f / i)
+                fp[b].append(f)
+                i8[b].append(i)
+        for b in (1, 8):
+            print(f"int8      {label:<18} b{b} c{cores}: FP32 {statistics.median(fp[b]):8.2f} ms  INT8 "
+                  f"{statistics.median(i8[b]):8.2f} ms  speedup median {statistics.median(per_batch[b]):.2f}x "
+                  f"(rounds: " + " ".join(f"{x:.2f}" for x in per_batch[b]) + f"; quantized in {qs:.1f} s)",
+                  flush=True)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--warmup", type=int, default=5)
+    ap.add_argument("--iterations", type=int, default=30)
+    ap.add_argument("--cores", type=int, default=2)
+    ap.add_argument("--skip-int8", action="store_true")
+    args = ap.parse_args()
+    import onnxruntime as ort
+
+    print(f"onnxruntime {ort.__version__}; cores {args.cores}; warmup {args.warmup}; iterations {args.iterations}; "
+          f"rounds {args.rounds}")
+    demo = ROOT / "sparsify_tui" / "demo" / "ppocr_cls.onnx"
+    cases = [("ppocr_cls (demo)", demo, {"x:2": 48, "x:3": 192}, [1, 8])]
+    for name, label in (("mobilenet_v2.onnx", "mobilenet_v2"), ("resnet50.onnx", "resnet50")):
+        p = find_model(name)
+        if p is None:
+            print(f"skip      {label}: {name} not found in {SHARED} or {BUILT[0]}")
+        else:
+            cases.append((label, p, {}, [1]))
+    ratios = []
+    for label, path, dims, batches in cases:
+        for b in batches:
+            ratios.append(overhead(label, path, b, args.cores, args.rounds, args.warmup, args.iterations, dims))
+    print(f"overhead  all cases: worst median ratio {max(ratios, key=lambda r: abs(r - 1)):.4f} (goal within 1.03)")
+    if not args.skip_int8:
+        for name, label in (("resnet50.onnx", "resnet50"), ("mobilenet_v2.onnx", "mobilenet_v2")):
+            p = find_model(name)
+            if p is None:
+                print(f"skip      int8 {label}: not found")
+                continue
+            int8_speedup(label, p, args.cores, max(3, args.rounds // 2 + 1), args.warmup, args.iterations)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
