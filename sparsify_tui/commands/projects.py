@@ -1,5 +1,236 @@
-"""CLI commands: placeholder until its issue lands."""
+"""CLI: ``sparsify-tui create|list|show|edit|delete|demo`` (projects in the workspace).
+
+The workspace is ``$SPARSIFY_TUI_HOME`` or ``~/.local/share/sparsify-tui``
+(see :class:`sparsify_tui.store.Workspace`).
+"""
+
+from __future__ import annotations
+
+DEMO_NAME = "demo"
+DEMO_DIMS = {"x:2": 48, "x:3": 192}
 
 
 def register(sub) -> None:
-    pass
+    c = sub.add_parser("create", help="create a project from an ONNX model (copied into the workspace)")
+    c.add_argument("model", metavar="MODEL", help="path of the .onnx file")
+    c.add_argument("--name", help="project name (default: the model file name without .onnx)")
+    c.add_argument("--description", default="", help="free text")
+    c.add_argument("--link", action="store_true",
+                   help="reference the model where it is instead of copying it (for huge files)")
+    c.add_argument("--batch-size", type=int, default=1, metavar="N", help="batch size for shapes (default 1)")
+    c.add_argument("--dim", action="extend", nargs="+", default=[], metavar="NAME=VALUE",
+                   help="value of a symbolic input dim, by dim name or INPUT:AXIS (repeatable)")
+    c.add_argument("--json", action="store_true", help="print the project as JSON")
+    c.set_defaults(handler=_create)
+
+    ls = sub.add_parser("list", help="list the projects")
+    ls.add_argument("--json", action="store_true", help="print JSON")
+    ls.set_defaults(handler=_list)
+
+    sh = sub.add_parser("show", help="show a project: settings, model, size on disk, record counts")
+    sh.add_argument("project", metavar="PROJECT", help="project id or name")
+    sh.add_argument("--json", action="store_true", help="print JSON")
+    sh.set_defaults(handler=_show)
+
+    e = sub.add_parser("edit", help="change a project's name, description or training settings")
+    e.add_argument("project", metavar="PROJECT", help="project id or name")
+    e.add_argument("--name")
+    e.add_argument("--description")
+    e.add_argument("--optimizer", help="SGD, Adam, AdamW or RMSprop")
+    e.add_argument("--epochs", type=int, metavar="N")
+    e.add_argument("--init-lr", type=float, metavar="LR", help="initial learning rate")
+    e.add_argument("--final-lr", type=float, metavar="LR", help="final learning rate")
+    e.add_argument("--json", action="store_true", help="print the project as JSON")
+    e.set_defaults(handler=_edit)
+
+    d = sub.add_parser("delete", help="delete a project and everything in its folder")
+    d.add_argument("project", metavar="PROJECT", help="project id or name")
+    d.add_argument("--yes", action="store_true", help="confirm the deletion")
+    d.add_argument("--json", action="store_true", help="print JSON")
+    d.set_defaults(handler=_delete)
+
+    m = sub.add_parser("demo", help="create (or reuse) the demo project from the bundled model and open it")
+    m.add_argument("--headless", action="store_true", help="do not open the TUI; print the project summary")
+    m.add_argument("--json", action="store_true", help="with --headless: print the summary as JSON")
+    m.set_defaults(handler=_demo)
+
+
+def _ws():
+    from sparsify_tui.store import Workspace
+
+    return Workspace()
+
+
+def _fmt_count(n) -> str:
+    if n is None:
+        return "?"
+    n = float(n)
+    for unit, div in (("G", 1e9), ("M", 1e6), ("k", 1e3)):
+        if abs(n) >= div:
+            return f"{n / div:.2f}{unit}"
+    return f"{n:.0f}"
+
+
+def _fmt_bytes(n: int) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if n < 1024 or unit == "TiB":
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n} B"  # pragma: no cover
+
+
+def summary(ws, project_ref: str) -> dict:
+    """The project dict plus ``path`` (its folder), ``size_bytes`` (on disk) and ``records`` (counts per table)."""
+    project = ws.get_project(project_ref)
+    pid = project["id"]
+    return {
+        **project,
+        "path": str(ws.project_dir(pid)),
+        "size_bytes": ws.project_size_bytes(pid),
+        "records": ws.count_records(pid),
+    }
+
+
+def _print_summary(s: dict) -> None:
+    m = s["model"]
+    t = s["training"]
+    st = s["setup"]
+    print(f"{s['name']} ({s['id']})" + (f": {s['description']}" if s.get("description") else ""))
+    print(f"  model     {m['file']}{' (linked: ' + m['path'] + ')' if m.get('linked') else ''}, "
+          f"opset {m.get('opset')}, sha256 {m['sha256'][:12]}")
+    print(f"            params {_fmt_count(m.get('params'))}, MACs {_fmt_count(m.get('macs'))}, "
+          f"FLOPs {_fmt_count(m.get('flops'))} at batch {st.get('batch_size')}")
+    dims = ", ".join(f"{k}={v}" for k, v in (st.get("dims") or {}).items())
+    print(f"  setup     batch {st.get('batch_size')}, {st.get('core_count')} cores" + (f", dims {dims}" if dims else ""))
+    print(f"  training  {t['optimizer']}, {t['epochs']} epochs, LR {t['init_lr']:g} -> {t['final_lr']:g}")
+    if "records" in s:
+        r = s["records"]
+        print(f"  records   {r['perf_profiles']} perf profiles, {r['loss_profiles']} loss profiles, "
+              f"{r['optimizations']} optimizations, {r['benchmarks']} benchmarks")
+        print(f"  folder    {s['path']} ({_fmt_bytes(s['size_bytes'])})")
+    print(f"  created   {s['created']}, modified {s['modified']}")
+
+
+def _create(args) -> int:
+    from sparsify_tui.analysis.shapes import parse_dim_args
+    from sparsify_tui.cli import print_json
+    from sparsify_tui.errors import ProjectError
+
+    if args.batch_size < 1:
+        raise ProjectError(f"--batch-size must be at least 1, not {args.batch_size}: pass --batch-size 1 or more")
+    dims = parse_dim_args(args.dim)
+    ws = _ws()
+    project = ws.create_project(args.model, args.name, args.description, link=args.link,
+                                batch_size=args.batch_size, dims=dims)
+    if args.json:
+        print_json(project)
+    else:
+        m = project["model"]
+        print(f"created project {project['name']} ({project['id']}) from {m['file']}: "
+              f"{_fmt_count(m.get('params'))} params, {_fmt_count(m.get('flops'))} FLOPs; "
+              f"open it with `sparsify-tui` or `sparsify-tui show {project['id']}`")
+    return 0
+
+
+def _list(args) -> int:
+    from sparsify_tui.cli import print_json
+
+    projects = _ws().list_projects()
+    if args.json:
+        print_json(projects)
+        return 0
+    if not projects:
+        print("no projects: create one with `sparsify-tui create MODEL.onnx --name NAME`")
+        return 0
+    width = max(len(p["name"]) for p in projects)
+    for p in projects:
+        print(f"{p['id']}  {p['name']:<{width}}  {p['model']['file']:<24} {_fmt_count(p['model'].get('params')):>8} params"
+              f"  modified {p['modified'][:19].replace('T', ' ')}")
+    return 0
+
+
+def _show(args) -> int:
+    from sparsify_tui.cli import print_json
+
+    s = summary(_ws(), args.project)
+    if args.json:
+        print_json(s)
+    else:
+        _print_summary(s)
+    return 0
+
+
+def _edit(args) -> int:
+    from sparsify_tui.cli import print_json
+
+    fields = {}
+    for key in ("name", "description", "optimizer", "epochs", "init_lr", "final_lr"):
+        value = getattr(args, key)
+        if value is not None:
+            fields[key] = value
+    ws = _ws()
+    pid = ws.get_project(args.project)["id"]
+    project = ws.update_project(pid, **fields) if fields else ws.get_project(pid)
+    if args.json:
+        print_json(project)
+    else:
+        t = project["training"]
+        print(f"{project['name']} ({project['id']}): {t['optimizer']}, {t['epochs']} epochs, "
+              f"LR {t['init_lr']:g} -> {t['final_lr']:g}" + ("" if fields else " (nothing changed)"))
+    return 0
+
+
+def _delete(args) -> int:
+    from sparsify_tui.cli import print_json
+    from sparsify_tui.errors import ProjectError
+
+    ws = _ws()
+    project = ws.get_project(args.project)
+    if not args.yes:
+        raise ProjectError(
+            f"refusing to delete project {project['name']} ({project['id']}) without confirmation: add --yes"
+        )
+    ws.delete_project(project["id"])
+    if args.json:
+        print_json({"deleted": project["id"], "name": project["name"]})
+    else:
+        print(f"deleted project {project['name']} ({project['id']})")
+    return 0
+
+
+def demo_model_path():
+    """Path of the bundled demo model (``sparsify_tui/demo/ppocr_cls.onnx``)."""
+    from pathlib import Path
+
+    import sparsify_tui.demo
+
+    return Path(sparsify_tui.demo.__file__).resolve().parent / "ppocr_cls.onnx"
+
+
+def ensure_demo_project(ws) -> dict:
+    """The project named "demo", created from the bundled model (dims x:2=48, x:3=192) if missing."""
+    from sparsify_tui.errors import RecordNotFound
+
+    try:
+        return ws.get_project(DEMO_NAME)
+    except RecordNotFound:
+        return ws.create_project(demo_model_path(), DEMO_NAME,
+                                 "PP-OCR text direction classifier (bundled demo model, Apache-2.0)",
+                                 dims=dict(DEMO_DIMS))
+
+
+def _demo(args) -> int:
+    from sparsify_tui.cli import print_json
+
+    ws = _ws()
+    project = ensure_demo_project(ws)
+    if args.headless:
+        s = summary(ws, project["id"])
+        if args.json:
+            print_json(s)
+        else:
+            _print_summary(s)
+        return 0
+    from sparsify_tui.tui.app import run_app
+
+    return run_app(project=project["id"], mouse=not getattr(args, "no_mouse", False))

@@ -1,0 +1,117 @@
+"""Project commands through the real CLI (`python -m sparsify_tui`) on a temp workspace."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+DIMS = ["--dim", "x:2=48", "x:3=192"]
+
+
+@pytest.fixture
+def cli(workspace_home):
+    env = dict(os.environ, SPARSIFY_TUI_HOME=str(workspace_home), PYTHONPATH=str(ROOT))
+
+    def run(*args, ok=True):
+        r = subprocess.run([sys.executable, "-m", "sparsify_tui", *map(str, args)], cwd=ROOT, env=env,
+                           capture_output=True, text=True, timeout=120)
+        if ok:
+            assert r.returncode == 0, r.stderr
+        return r
+
+    run.home = workspace_home
+    return run
+
+
+def _project_dirs(home: Path):
+    d = home / "projects"
+    return sorted(p.name for p in d.iterdir()) if d.exists() else []
+
+
+def test_create_list_show_edit_delete(cli, demo_model):
+    created = json.loads(cli("create", demo_model, "--name", "ocr", "--description", "text dir", *DIMS, "--json").stdout)
+    assert created["name"] == "ocr" and created["description"] == "text dir"
+    assert created["model"]["file"] == "ppocr_cls.onnx" and len(created["model"]["sha256"]) == 64
+    assert created["setup"]["dims"] == {"x:2": 48, "x:3": 192}
+    assert _project_dirs(cli.home) == [created["id"]]
+
+    listed = json.loads(cli("list", "--json").stdout)
+    assert [p["id"] for p in listed] == [created["id"]]
+
+    shown = json.loads(cli("show", "ocr", "--json").stdout)
+    assert shown["id"] == created["id"]
+    assert shown["size_bytes"] >= demo_model.stat().st_size
+    assert shown["records"] == {"perf_profiles": 0, "loss_profiles": 0, "optimizations": 0, "benchmarks": 0}
+
+    edited = json.loads(cli("edit", created["id"], "--name", "ocr2", "--optimizer", "Adam", "--epochs", "20",
+                            "--init-lr", "0.001", "--final-lr", "0.00001", "--json").stdout)
+    assert edited["name"] == "ocr2"
+    assert edited["training"] == {"optimizer": "Adam", "epochs": 20, "init_lr": 0.001, "final_lr": 0.00001}
+    assert json.loads(cli("show", "ocr2", "--json").stdout)["training"]["epochs"] == 20
+
+    refused = cli("delete", "ocr2", ok=False)
+    assert refused.returncode == 2 and "--yes" in refused.stderr
+    assert len(refused.stderr.strip().splitlines()) == 1
+    assert _project_dirs(cli.home) == [created["id"]]
+
+    cli("delete", "ocr2", "--yes")
+    assert json.loads(cli("list", "--json").stdout) == []
+    assert _project_dirs(cli.home) == []
+    missing = cli("show", "ocr2", ok=False)
+    assert missing.returncode == 2 and len(missing.stderr.strip().splitlines()) == 1
+
+
+def test_link_keeps_model_in_place(cli, demo_model):
+    p = json.loads(cli("create", demo_model, "--name", "big", "--link", *DIMS, "--json").stdout)
+    assert p["model"]["linked"] is True and p["model"]["path"] == str(demo_model.resolve())
+    shown = json.loads(cli("show", "big", "--json").stdout)
+    assert shown["size_bytes"] < demo_model.stat().st_size
+
+
+@pytest.mark.parametrize("kind", ["text", "empty", "missing", "directory", "truncated"])
+def test_bad_model_exits_2_with_one_line_and_leaves_no_project(cli, tmp_path, demo_model, kind):
+    path = tmp_path / "bad.onnx"
+    if kind == "text":
+        path.write_text("hello, not a model\n")
+    elif kind == "empty":
+        path.write_bytes(b"")
+    elif kind == "directory":
+        path.mkdir()
+    elif kind == "truncated":
+        path.write_bytes(demo_model.read_bytes()[:5000])
+    r = cli("create", path, "--name", "bad", "--json", ok=False)
+    assert r.returncode == 2
+    lines = r.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in r.stderr and "bad.onnx" in lines[0]
+    assert r.stdout == ""
+    assert _project_dirs(cli.home) == []
+    assert json.loads(cli("list", "--json").stdout) == []
+
+
+def test_missing_dim_is_a_one_line_error_and_no_project(cli, demo_model):
+    r = cli("create", demo_model, "--name", "nodims", ok=False)
+    assert r.returncode == 2 and "--dim" in r.stderr and len(r.stderr.strip().splitlines()) == 1
+    assert _project_dirs(cli.home) == []
+
+
+def test_duplicate_name_refused(cli, demo_model):
+    cli("create", demo_model, "--name", "one", *DIMS)
+    r = cli("create", demo_model, "--name", "one", *DIMS, ok=False)
+    assert r.returncode == 2 and "already exists" in r.stderr
+    assert len(json.loads(cli("list", "--json").stdout)) == 1
+
+
+def test_demo_headless_creates_then_reuses(cli):
+    first = json.loads(cli("demo", "--headless", "--json").stdout)
+    assert first["name"] == "demo" and first["model"]["file"] == "ppocr_cls.onnx"
+    assert first["setup"]["dims"] == {"x:2": 48, "x:3": 192}
+    assert first["model"]["flops"] > 0 and first["records"]["perf_profiles"] == 0
+    second = json.loads(cli("demo", "--headless", "--json").stdout)
+    assert second["id"] == first["id"]
+    assert len(json.loads(cli("list", "--json").stdout)) == 1
