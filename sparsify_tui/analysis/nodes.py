@@ -41,7 +41,7 @@ from onnx import TensorProto
 
 from sparsify_tui.analysis.flops import MATRIX_OPS, OpShapes, count_macs_flops
 from sparsify_tui.analysis.loading import load_model, tensor_array
-from sparsify_tui.analysis.shapes import graph_inputs, infer_shapes, resolve_dims
+from sparsify_tui.analysis.shapes import graph_inputs, infer_shapes_ex, resolve_dims
 
 PRUNABLE_OPS = frozenset({"Conv", "Gemm", "MatMul"})
 #: ops a weight may pass through on its way from the initializer to the layer
@@ -333,7 +333,7 @@ def analyze_model(
     if progress:
         progress("shape inference", 0.1)
     resolve_dims(model, batch_size, dims)
-    shapes = infer_shapes(model, batch_size, dims)
+    shapes, taken = infer_shapes_ex(model, batch_size, dims)
     if cancel:
         cancel.check()
     if progress:
@@ -370,7 +370,7 @@ def analyze_model(
         zero_total += consts.zeros(name)
     for n, tensors in zip(nodes, node_tensors):
         n.zero_params = sum(consts.zeros(t) for t in tensors)
-    _mark_counted(nodes, walked)
+    _mark_counted(nodes, walked, taken)
 
     totals = {
         "params": int(sum(consts.numel(t) for t in param_tensors)),
@@ -486,8 +486,10 @@ def _node_info(index, gpath, node, nid, shapes, consts: _ConstTable) -> tuple[No
     return info, tensors
 
 
-def _mark_counted(nodes: list[NodeInfo], walked: list) -> None:
-    """Keep only the larger branch of each If in the totals (nodes of the other branch: counted=False)."""
+def _mark_counted(nodes: list[NodeInfo], walked: list, taken: Optional[dict] = None) -> None:
+    """Keep one branch of each If in the totals: the one its (statically known) condition selects, else the
+    larger one. Nodes of the other branch get ``counted=False``."""
+    taken = taken or {}
     by_graph: dict[str, list[int]] = {}
     for i, n in enumerate(nodes):
         by_graph.setdefault(n.graph, []).append(i)
@@ -514,8 +516,9 @@ def _mark_counted(nodes: list[NodeInfo], walked: list) -> None:
         for i in by_graph.get(gpath, []):
             branches = subs_of[i]
             if nodes[i].op_type == "If" and len(branches) > 1:
-                costs = [cost(b) for b in branches]
-                keep = branches[int(np.argmax(costs))]
+                raw_id = walked[i][1].name or (walked[i][1].output[0] if walked[i][1].output else "")
+                chosen = [b for b in branches if b.endswith("/" + taken.get(raw_id, "?"))]
+                keep = chosen[0] if chosen else branches[int(np.argmax([cost(b) for b in branches]))]
                 for b in branches:
                     if b == keep:
                         visit(b)

@@ -319,15 +319,60 @@ def infer_shapes(
     """Concrete shapes of every tensor in the model (main graph and subgraphs) for the given input dims.
 
     Returns:
-        ``{tensor_name: [d0, d1, ...] or None}``; None when neither onnx nor onnxruntime's symbolic shape
-        inference could find a concrete shape (for example a data-dependent NonZero output).
+        ``{tensor_name: [d0, d1, ...] or None}``; None when no concrete shape could be inferred (for
+        example a data-dependent NonZero output).
 
     Raises:
         DimensionError: a symbolic input dim has no value (see :func:`resolve_dims`).
         ModelError: an input has no shape, or shape inference finds the given dims inconsistent.
     """
+    return infer_shapes_ex(model, batch_size, dims)[0]
+
+
+def infer_shapes_ex(
+    model: onnx.ModelProto, batch_size: int = 1, dims: Optional[dict[str, int]] = None
+) -> tuple[dict[str, Optional[list[int]]], dict[str, str]]:
+    """:func:`infer_shapes` plus the branch each ``If`` takes when its condition is known statically.
+
+    Passes: onnx ``infer_shapes(data_prop=True)`` on a weight-free copy with fixed input dims; then, while
+    tensors stay unknown, fold constant subexpressions (``onnx.reference``), treat scalar inputs given in
+    ``dims`` (``sr=16000``) as constants, inline ``If`` nodes whose condition became constant, and infer
+    again; finally onnxruntime's ``SymbolicShapeInference`` when importable.
+
+    Returns:
+        ``(shapes, taken)`` where ``taken`` maps an If node id (name or first output) to the branch
+        attribute (``"then_branch"``/``"else_branch"``) that runs.
+    """
+    dims = dict(dims or {})
     shapes_in = input_shapes(model, batch_size, dims)
     light = skeleton_model(model, shapes_in)
+    shapes = _run_onnx_inference(light, shapes_in)
+    taken: dict[str, str] = {}
+    known_inputs = {}
+    for vi in graph_inputs(model):
+        tt = vi.type.tensor_type
+        if vi.name in dims and tt.HasField("shape") and len(tt.shape.dim) == 0:
+            import numpy as np
+
+            known_inputs[vi.name] = np.array(dims[vi.name], dtype=onnx.helper.tensor_dtype_to_np_dtype(tt.elem_type))
+    for _ in range(6):
+        if not _unknown_outputs(model, shapes):
+            break
+        if not _fold_constants(light, shapes, known_inputs, taken):
+            break
+        try:
+            shapes = _merge(_run_onnx_inference(light, shapes_in), shapes)
+        except ModelError:
+            break
+    if _unknown_outputs(model, shapes):
+        try:
+            shapes = _merge(shapes, _symbolic_infer(light))
+        except Exception:  # noqa: BLE001 - optional fallback (needs sympy)
+            pass
+    return shapes, taken
+
+
+def _run_onnx_inference(light: onnx.ModelProto, shapes_in: dict) -> dict:
     try:
         inferred = onnx.shape_inference.infer_shapes(light, check_type=False, strict_mode=False, data_prop=True)
     except Exception as err:  # noqa: BLE001 - InferenceError for inconsistent dims
@@ -335,19 +380,7 @@ def infer_shapes(
         raise ModelError(
             f"shape inference failed with input shapes {shapes_in} ({msg}): check --batch-size and --dim values"
         ) from None
-    shapes = _collect(inferred)
-    if _unknown_outputs(model, shapes) and _fold_constants(light, shapes):
-        try:
-            inferred = onnx.shape_inference.infer_shapes(light, check_type=False, strict_mode=False, data_prop=True)
-            shapes = _merge(_collect(inferred), shapes)
-        except Exception:  # noqa: BLE001 - keep the first pass
-            pass
-    if _unknown_outputs(model, shapes):
-        try:
-            shapes = _merge(shapes, _symbolic_infer(light))
-        except Exception:  # noqa: BLE001 - best effort fallback
-            pass
-    return shapes
+    return _collect(inferred)
 
 
 def _merge(a: dict, b: dict) -> dict:
@@ -375,7 +408,8 @@ _NO_FOLD = {"If", "Loop", "Scan", "RandomNormal", "RandomUniform", "RandomNormal
 _FOLD_MAX_ELEMENTS = 1 << 16
 
 
-def _fold_constants(light: onnx.ModelProto, shapes: dict) -> int:
+def _fold_constants(light: onnx.ModelProto, shapes: dict, known_inputs: Optional[dict] = None,
+                    taken: Optional[dict] = None) -> int:
     """Replace nodes whose inputs are all small constants (or ``Shape`` of a tensor with a known shape) by
     ``Constant`` nodes with their values, evaluated by ``onnx.reference.ReferenceEvaluator``, in the main
     graph and subgraphs. Torch exports compute ``Pad`` pads and ``Reshape`` targets this way, which onnx's
@@ -387,7 +421,8 @@ def _fold_constants(light: onnx.ModelProto, shapes: dict) -> int:
 
     from sparsify_tui.analysis.loading import iter_graphs
 
-    known: dict = {}
+    known: dict = dict(known_inputs or {})
+    taken = {} if taken is None else taken
     folded = 0
     for _, graph in iter_graphs(light.graph):
         for t in graph.initializer:
@@ -397,7 +432,20 @@ def _fold_constants(light: onnx.ModelProto, shapes: dict) -> int:
                 except Exception:  # noqa: BLE001
                     pass
         new_nodes = []
+        changed = False
         for node in graph.node:
+            branch = _static_branch(node, known)
+            if branch is not None:
+                attr_name, sub = branch
+                taken[node.name or node.output[0]] = attr_name
+                graph.initializer.extend(sub.initializer)
+                new_nodes.extend(sub.node)
+                for src, dst in zip(sub.output, node.output):
+                    if dst:
+                        new_nodes.append(onnx.helper.make_node("Identity", [src.name], [dst]))
+                folded += 1
+                changed = True
+                continue
             value = _try_fold(node, known, shapes, ReferenceEvaluator, np)
             if value is None:
                 new_nodes.append(node)
@@ -406,10 +454,27 @@ def _fold_constants(light: onnx.ModelProto, shapes: dict) -> int:
                 known[name] = arr
                 new_nodes.append(onnx.helper.make_node("Constant", [], [name], value=numpy_helper.from_array(arr, name)))
             folded += 1
-        if folded:
+            changed = True
+        if changed:
             del graph.node[:]
             graph.node.extend(new_nodes)
     return folded
+
+
+def _static_branch(node, known) -> Optional[tuple[str, onnx.GraphProto]]:
+    """``(attribute name, branch graph)`` of an ``If`` whose condition is a known constant, else None."""
+    if node.op_type != "If" or not node.input or node.input[0] not in known:
+        return None
+    cond = known[node.input[0]]
+    try:
+        value = bool(cond.reshape(-1)[0])
+    except Exception:  # noqa: BLE001
+        return None
+    want = "then_branch" if value else "else_branch"
+    for a in node.attribute:
+        if a.name == want and a.type == onnx.AttributeProto.GRAPH:
+            return want, a.g
+    return None
 
 
 def _try_fold(node, known, shapes, evaluator, np):
