@@ -1,0 +1,552 @@
+"""Loss profiles: how much each prunable layer hurts the model when pruned (or quantized to INT8).
+
+Three methods, each giving per layer a sensitivity value at each sparsity level (higher = more harmful):
+
+* ``approximated`` (no run, always available as the "Approximated" profile): SparseML's architecture
+  heuristic ``features_per_params · shape_change_mult`` (``pruning_loss_sens_approx``: (input + output
+  activation volume) / weight params, times max(in/out, out/in) volume ratio), doubled for the first
+  layer and for depthwise/grouped convs, times the level curve ``s² / (1.05 − s)``, then scaled so the
+  largest value in the profile is 1. Unitless; only the ranking between layers means something.
+* ``magnitude`` (default; levels 0.00..0.99 step 0.01): SparseML's ``pruning_loss_sens_magnitude``. Sort
+  ``|w|`` ascending; at each level s the value is the mean ``|w|`` of the weights newly removed between the
+  previous level and s (indices ``round(s·n)``, clipped to n−1; when no new weight is removed, the next
+  single weight). Level 0 is the baseline 0. Because ``|w|`` is sorted, each layer's curve is
+  non-decreasing in s. The model value at s is the sum over layers. Unit: mean |w| removed.
+* ``one-shot`` (default levels 0, .2, .4, .6, .7, .8, .85, .9, .95, .99): prune only that layer by magnitude
+  (:func:`sparsify_tui.profiling.pruning.magnitude_prune`), run ``batches`` batches, compare with the dense
+  outputs (metric below). See :mod:`sparsify_tui.profiling.loss_oneshot` for how it stays fast.
+
+Metric of the one-shot method (``metric`` = None/"auto", "kl" or "nmse"), per float graph output, averaged
+over batches then over outputs: ``kl`` = KL(p_dense ‖ p_pruned) in nats, mean over rows, where p is the
+output itself when it already is a probability vector (rows in [0,1] summing to 1) and ``softmax`` over the
+last axis otherwise; ``nmse`` = Σ(y − ŷ)² / Σy². Auto picks ``kl`` for ``[batch, classes]`` outputs
+(2-D, ≥ 2 classes), ``nmse`` for everything else.
+
+INT8 sensitivity (``int8=True``), per layer: one-shot: the same metric when only that layer's weight is
+replaced by its INT8 quantize-dequantize (per-channel symmetric, scale = max|w|/127.5 per output channel,
+round-half-even, as ``quantize_static`` does for weights); activations are not quantized. Magnitude: the
+weight's quantization noise ``Σ(w − q(w))² / Σw²`` (= 1/SQNR, the linear form of
+``onnxruntime.quantization.qdq_loss_debug.compute_weight_error``'s SQNR). Approximated: none.
+
+Summary fields (all methods):
+
+* ``average_sensitivity``: mean over layers of (value at 0.95 − value at 0.0); values between measured
+  levels are linearly interpolated.
+* ``est_params_reduction``: the default optimization keeps the first layer and depthwise/grouped convs
+  dense and prunes every other layer to ``s = min(0.95, 0.85 · P_prunable / P_eligible)`` so the
+  average sparsity over all prunable params is 0.85 (capped 0.95); the value is removed params / total
+  params (already-zero weights are not counted as removed).
+* ``est_recovery`` (a heuristic, 0..1): ``1 − R/10`` with R the params-weighted mean over those eligible
+  layers of ``(v(s) − v(0)) / (v(s_max) − v(0))`` (each layer's damage at the default sparsity relative to
+  its damage at the highest level); gradual pruning with fine-tuning is assumed to win back 90 % of it.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Optional
+
+import numpy as np
+
+from sparsify_tui.errors import ModelError, RecordNotFound
+from sparsify_tui.progress import maybe_check
+from sparsify_tui.profiling.loss_layers import LayerRef, find_layers, initializer_size, iter_weights, load_model_proto
+from sparsify_tui.profiling.pruning import pruned_count
+
+METHODS = ("approximated", "magnitude", "one-shot")
+MAGNITUDE_LEVELS = tuple(round(i / 100, 2) for i in range(100))
+ONE_SHOT_LEVELS = (0.0, 0.2, 0.4, 0.6, 0.7, 0.8, 0.85, 0.9, 0.95, 0.99)
+APPROX_LEVELS = (0.0, 0.2, 0.4, 0.6, 0.7, 0.8, 0.85, 0.9, 0.95, 0.99)
+DEFAULT_AVG_SPARSITY = 0.85
+MAX_LAYER_SPARSITY = 0.95
+METRIC_DESCRIPTIONS = {
+    "approximated": "relative sensitivity from the architecture (unitless, max = 1)",
+    "magnitude": "mean |w| of the weights removed since the previous level",
+    "kl": "KL divergence of softmax outputs vs dense (nats)",
+    "nmse": "normalized MSE of outputs vs dense",
+    "kl+nmse": "KL divergence (class outputs) and normalized MSE (other outputs) vs dense, averaged",
+}
+
+
+def level_key(level: float) -> str:
+    """JSON key of a sparsity level: ``"0.0"``, ``"0.2"``, ``"0.85"``."""
+    return str(round(float(level), 6))
+
+
+@dataclass
+class LossLayer:
+    """One prunable layer's results. ``sensitivity`` maps :func:`level_key` → value (method's unit)."""
+
+    id: str
+    weight_name: str
+    op_type: str
+    params: int
+    prunable_params: int
+    sparsity: float
+    sensitivity: dict
+    int8_sensitivity: Optional[float] = None
+    depthwise: bool = False
+    first: bool = False
+
+    def value_at(self, level: float) -> float:
+        """Sensitivity at ``level``, linearly interpolated between measured levels (clamped at the ends)."""
+        pts = sorted((float(k), float(v)) for k, v in self.sensitivity.items() if v is not None)
+        if not pts:
+            return 0.0
+        xs, ys = zip(*pts)
+        return float(np.interp(float(level), xs, ys))
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+@dataclass
+class LossProfile:
+    """A whole loss profile. ``to_dict()`` is exactly the ``profile loss --json`` document."""
+
+    name: str
+    method: str
+    settings: dict
+    metric: str
+    levels: list
+    total_params: int
+    prunable_params: int
+    layers: list
+    model_path: Optional[str] = None
+    seconds: float = 0.0
+    extras: dict = field(default_factory=dict)
+
+    # -- summary -----------------------------------------------------------------------------------------
+    @property
+    def metric_description(self) -> str:
+        return METRIC_DESCRIPTIONS.get(self.metric, self.metric)
+
+    def baseline(self) -> float:
+        """Model value at sparsity 0 (sum over layers)."""
+        return float(sum(layer.value_at(0.0) for layer in self.layers))
+
+    def model_value(self, level: float) -> float:
+        """Model value at ``level``: the sum over layers (SparseML's model-level magnitude loss)."""
+        return float(sum(layer.value_at(level) for layer in self.layers))
+
+    def average_sensitivity(self) -> Optional[float]:
+        """Mean over layers of (value at 0.95 − value at 0.0); None without layers."""
+        if not self.layers:
+            return None
+        return float(np.mean([layer.value_at(0.95) - layer.value_at(0.0) for layer in self.layers]))
+
+    def default_layer_sparsity(self) -> float:
+        """Per-layer sparsity of the default optimization (module docstring), 0 when nothing is eligible."""
+        elig = sum(layer.prunable_params for layer in self.layers if _eligible(layer))
+        if not elig:
+            return 0.0
+        return min(MAX_LAYER_SPARSITY, DEFAULT_AVG_SPARSITY * self.prunable_params / elig)
+
+    def est_params_reduction(self) -> float:
+        """Removed params / total params at the default optimization (0..1)."""
+        s = self.default_layer_sparsity()
+        removed = 0
+        for layer in self.layers:
+            if _eligible(layer):
+                n = layer.prunable_params
+                removed += max(0, pruned_count(n, s) - int(round(layer.sparsity * n)))
+        return removed / self.total_params if self.total_params else 0.0
+
+    def est_recovery(self) -> Optional[float]:
+        """Heuristic recovery (0..1) at the default optimization (module docstring); None without data."""
+        s = self.default_layer_sparsity()
+        num = den = 0.0
+        for layer in self.layers:
+            if not _eligible(layer) or not layer.sensitivity:
+                continue
+            top = max(float(k) for k in layer.sensitivity)
+            v0, vmax = layer.value_at(0.0), layer.value_at(top)
+            r = (layer.value_at(s) - v0) / (vmax - v0) if vmax > v0 else 0.0
+            num += layer.prunable_params * min(1.0, max(0.0, r))
+            den += layer.prunable_params
+        if not den:
+            return None
+        return 1.0 - (num / den) / 10.0
+
+    def to_dict(self) -> dict:
+        return {
+            "profile": {
+                "name": self.name,
+                "method": self.method,
+                "settings": dict(self.settings),
+                "metric": self.metric,
+                "metric_description": self.metric_description,
+                "levels": [float(x) for x in self.levels],
+                "model_path": self.model_path,
+                "total_params": int(self.total_params),
+                "prunable_params": int(self.prunable_params),
+                "layer_count": len(self.layers),
+                "default_layer_sparsity": self.default_layer_sparsity(),
+                "est_params_reduction": self.est_params_reduction(),
+                "baseline": self.baseline(),
+                "average_sensitivity": self.average_sensitivity(),
+                "est_recovery": self.est_recovery(),
+                "seconds": float(self.seconds),
+                **({"extras": self.extras} if self.extras else {}),
+            },
+            "layers": [layer.to_dict() for layer in self.layers],
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "LossProfile":
+        p = d.get("profile", {})
+        names = LossLayer.__dataclass_fields__
+        return cls(
+            name=p.get("name", ""),
+            method=p.get("method", ""),
+            settings=dict(p.get("settings", {})),
+            metric=p.get("metric", ""),
+            levels=list(p.get("levels", [])),
+            total_params=int(p.get("total_params", 0)),
+            prunable_params=int(p.get("prunable_params", 0)),
+            layers=[LossLayer(**{k: v for k, v in x.items() if k in names}) for x in d.get("layers", [])],
+            model_path=p.get("model_path"),
+            seconds=float(p.get("seconds", 0.0)),
+            extras=dict(p.get("extras", {})),
+        )
+
+
+def _eligible(layer: LossLayer) -> bool:
+    return not layer.first and not layer.depthwise
+
+
+def _check_levels(levels) -> list:
+    out = sorted({round(float(x), 6) for x in levels})
+    if not out or out[0] < 0 or out[-1] >= 1:
+        raise ValueError(f"sparsity levels must be in [0, 1), got {list(levels)}")
+    return out
+
+
+def parse_levels(text: str) -> list:
+    """``"0.2,0.4,0.9"`` → ``[0.2, 0.4, 0.9]``. Raises ``SparsifyError`` (one line) on a bad list."""
+    from sparsify_tui.errors import SparsifyError
+
+    try:
+        vals = [float(x) for x in str(text).replace(" ", "").split(",") if x]
+        return _check_levels(vals)
+    except ValueError:
+        raise SparsifyError(f"bad --levels {text!r}: give comma-separated sparsities in [0, 1), e.g. 0.2,0.4,0.9")
+
+
+# -- magnitude -----------------------------------------------------------------------------------------------
+
+
+def magnitude_values(abs_sorted: np.ndarray, levels) -> dict:
+    """SparseML's magnitude sensitivity of one layer.
+
+    ``abs_sorted``: ``|w|`` flattened and sorted ascending (shape (n,)). ``levels``: ascending sparsities.
+    Returns ``{level_key: mean |w| removed since the previous level}`` (float). Uses one float64 cumulative
+    sum so each level costs O(1).
+    """
+    n = int(abs_sorted.size)
+    out = {}
+    if n == 0:
+        return {level_key(s): 0.0 for s in levels}
+    csum = np.empty(n + 1, dtype=np.float64)
+    csum[0] = 0.0
+    np.cumsum(abs_sorted, dtype=np.float64, out=csum[1:])
+    prev = 0
+    for s in levels:
+        idx = min(pruned_count(n, s), n - 1)
+        if s <= 1e-9:
+            out[level_key(s)] = 0.0
+            continue
+        if idx > prev:
+            out[level_key(s)] = float((csum[idx] - csum[prev]) / (idx - prev))
+            prev = idx
+        else:
+            out[level_key(s)] = float(abs_sorted[idx])
+            prev = idx + 1
+    return out
+
+
+def int8_weight_qdq(weight: np.ndarray, axis: int) -> np.ndarray:
+    """INT8 quantize-dequantize of a weight, per-channel symmetric on ``axis`` (as ``quantize_static``
+    per_channel: scale = max|w| / 127.5, zero point 0, values rounded half-to-even and clipped to
+    [-128, 127]). Same shape and dtype as ``weight``."""
+    w = np.asarray(weight, dtype=np.float32)
+    red = tuple(i for i in range(w.ndim) if i != axis)
+    absmax = np.max(np.abs(w), axis=red, keepdims=True) if w.ndim else np.abs(w)
+    scale = np.where(absmax > 0, absmax / 127.5, 1.0).astype(np.float32)
+    q = np.clip(np.rint(w / scale), -128, 127)
+    return (q * scale).astype(weight.dtype)
+
+
+def weight_int8_error(weight: np.ndarray, axis: int) -> float:
+    """``Σ(w − q(w))² / Σw²`` for the INT8 per-channel quantization of ``weight`` (1/SQNR, linear)."""
+    w = np.asarray(weight, dtype=np.float64)
+    den = float(np.sum(w * w))
+    if den == 0:
+        return 0.0
+    return float(np.sum((w - int8_weight_qdq(weight, axis).astype(np.float64)) ** 2) / den)
+
+
+def _layer_entry(model, ref: LayerRef, first: bool, sens: dict, zeros: int, int8=None) -> LossLayer:
+    n = ref.prunable_params
+    return LossLayer(
+        id=ref.node_id,
+        weight_name=ref.weight_name,
+        op_type=ref.op_type,
+        params=n + initializer_size(model, ref.bias_name),
+        prunable_params=n,
+        sparsity=zeros / n if n else 0.0,
+        sensitivity=sens,
+        int8_sensitivity=int8,
+        depthwise=ref.depthwise,
+        first=first,
+    )
+
+
+def _total_params(model) -> int:
+    return int(sum(int(np.prod(t.dims)) if t.dims else 1 for t in model.graph.initializer))
+
+
+def magnitude_profile(model_path, *, levels=None, int8=False, name="magnitude", progress=None, cancel=None) -> LossProfile:
+    """Weight-magnitude loss profile of the model at ``model_path`` (module docstring for the definition).
+
+    One sort and one cumulative sum per layer; weights are read one tensor at a time (external data is
+    memory-mapped). Raises ``ModelError`` for an unreadable model or one without prunable layers.
+    """
+    t0 = time.perf_counter()
+    levels = _check_levels(MAGNITUDE_LEVELS if levels is None else levels)
+    model = load_model_proto(model_path, load_external_data=False)
+    refs = find_layers(model)
+    if not refs:
+        raise ModelError(f"{Path(model_path).name} has no prunable layers (Conv/Gemm/MatMul with a weight initializer)")
+    out = []
+    for i, (ref, w) in enumerate(iter_weights(model, refs, Path(model_path).parent)):
+        maybe_check(cancel)
+        flat = np.abs(np.asarray(w, dtype=np.float32).reshape(-1))
+        flat.sort(kind="quicksort")
+        zeros = int(np.searchsorted(flat, 0.0, side="right"))
+        i8 = weight_int8_error(w, ref.channel_axis) if int8 else None
+        out.append(_layer_entry(model, ref, i == 0, magnitude_values(flat, levels), zeros, i8))
+        if progress:
+            progress("weight magnitudes", (i + 1) / len(refs))
+    return LossProfile(
+        name=name,
+        method="magnitude",
+        settings={"levels": levels, "int8": bool(int8)},
+        metric="magnitude",
+        levels=levels,
+        total_params=_total_params(model),
+        prunable_params=sum(x.prunable_params for x in out),
+        layers=out,
+        model_path=str(model_path),
+        seconds=time.perf_counter() - t0,
+    )
+
+
+# -- approximated --------------------------------------------------------------------------------------------
+
+
+def _approx_curve(s: float) -> float:
+    return s * s / (1.05 - s)
+
+
+def approximated_profile(analysis, *, name="Approximated", levels=APPROX_LEVELS) -> LossProfile:
+    """The architecture-only profile (module docstring) from a ``ModelAnalysis`` or its ``to_dict()``.
+
+    Never runs the model and never stores anything. Layers follow
+    :func:`sparsify_tui.analysis.nodes.prunable_layers` (main graph and subgraphs).
+    """
+    from sparsify_tui.analysis.nodes import ModelAnalysis, prunable_layers
+
+    if isinstance(analysis, dict):
+        analysis = ModelAnalysis.from_dict(analysis)
+    levels = _check_levels(levels)
+    nodes = prunable_layers(analysis)
+    bases = []
+    for i, n in enumerate(nodes):
+        wsize = int(np.prod(n.weight_shape)) if n.weight_shape else 0
+        ins = [s for s in (n.input_shapes[:1] or []) if s]
+        outs = [s for s in (n.output_shapes[:1] or []) if s]
+        vin = float(np.prod(ins[0])) if ins else 0.0
+        vout = float(np.prod(outs[0])) if outs else 0.0
+        base = (vin + vout) / wsize if wsize else 0.0
+        if vin and vout:
+            base *= max(vin / vout, vout / vin)
+        depthwise = n.op_type == "Conv" and int(n.attrs.get("group", 1) or 1) > 1
+        if i == 0 or depthwise:
+            base *= 2.0
+        bases.append((n, wsize, depthwise, base))
+    top = max((b for *_, b in bases), default=0.0) * _approx_curve(max(levels))
+    layers = []
+    for i, (n, wsize, depthwise, base) in enumerate(bases):
+        sens = {level_key(s): (base * _approx_curve(s) / top if top else 0.0) for s in levels}
+        layers.append(
+            LossLayer(
+                id=n.id,
+                weight_name=n.weight_name,
+                op_type=n.op_type,
+                params=int(n.params),
+                prunable_params=wsize,
+                sparsity=(n.zero_params / n.params) if n.params else 0.0,
+                sensitivity=sens,
+                int8_sensitivity=None,
+                depthwise=depthwise,
+                first=i == 0,
+            )
+        )
+    totals = analysis.totals or {}
+    return LossProfile(
+        name=name,
+        method="approximated",
+        settings={"levels": levels},
+        metric="approximated",
+        levels=levels,
+        total_params=int(totals.get("params", 0)),
+        prunable_params=sum(x.prunable_params for x in layers),
+        layers=layers,
+        model_path=analysis.path,
+    )
+
+
+# -- entry point ---------------------------------------------------------------------------------------------
+
+
+def profile_loss(
+    model_path,
+    *,
+    method: str = "magnitude",
+    levels=None,
+    data=None,
+    batches: int = 2,
+    batch_size: int = 1,
+    dims=None,
+    int8: bool = False,
+    metric: Optional[str] = None,
+    name: str = "baseline",
+    core_count: Optional[int] = None,
+    progress=None,
+    cancel=None,
+) -> LossProfile:
+    """Loss profile of the model at ``model_path`` with ``method`` (module docstring).
+
+    ``data``: an ``.npz``/``.npy`` sample-data path (one-shot only; synthetic data otherwise), split in
+    batches of ``batch_size``; ``batches``: how many batches are run per measurement; ``dims``: values of
+    symbolic input dims. Raises ``ModelError``, ``DimensionError``, ``SampleDataError`` (one line) and
+    ``JobCanceled`` when ``cancel`` is triggered. The model file is never modified.
+    """
+    if method not in METHODS:
+        from sparsify_tui.errors import SparsifyError
+
+        raise SparsifyError(f"unknown loss method {method!r}: use one of {', '.join(METHODS)}")
+    if metric not in (None, "auto", "kl", "nmse"):
+        from sparsify_tui.errors import SparsifyError
+
+        raise SparsifyError(f"unknown metric {metric!r}: use kl, nmse or auto")
+    if method == "magnitude":
+        prof = magnitude_profile(model_path, levels=levels, int8=int8, name=name, progress=progress, cancel=cancel)
+    elif method == "approximated":
+        from sparsify_tui.analysis import analyze_model
+
+        t0 = time.perf_counter()
+        prof = approximated_profile(
+            analyze_model(str(model_path), batch_size=batch_size, dims=dims or {}), name=name,
+            levels=APPROX_LEVELS if levels is None else levels,
+        )
+        prof.seconds = time.perf_counter() - t0
+    else:
+        from sparsify_tui.profiling.loss_oneshot import one_shot_profile
+
+        prof = one_shot_profile(
+            model_path, levels=ONE_SHOT_LEVELS if levels is None else _check_levels(levels), data=data,
+            batches=batches, batch_size=batch_size, dims=dims, int8=int8, metric=metric, name=name,
+            core_count=core_count, progress=progress, cancel=cancel,
+        )
+    prof.settings.update({"batch_size": batch_size, "dims": dict(dims or {})})
+    return prof
+
+
+# -- workspace ----------------------------------------------------------------------------------------------
+
+TABLE = "loss_profiles"
+
+
+def blob_key(record_id: str) -> str:
+    return f"loss_profiles/{record_id}.json"
+
+
+def run_job(ctx) -> dict:
+    """Job handler ``loss_profile``: args ``{name, method, levels, data, batches, int8, metric}`` (missing keys
+    take defaults; batch size, cores and dims from the project's setup). Stores a "loss_profiles" record
+    (summary fields) and the full :meth:`LossProfile.to_dict` in blob ``loss_profiles/<id>.json``.
+    Returns ``{"record_id", "name", "method", "seconds"}``."""
+    ws, pid, args = ctx.ws, ctx.project_id, dict(ctx.args or {})
+    project = ws.get_project(pid)
+    setup = project.get("setup") or {}
+    dims = dict(setup.get("dims") or {})
+    dims.update(args.get("dims") or {})
+    levels = args.get("levels")
+    if isinstance(levels, str):
+        levels = parse_levels(levels)
+    prof = profile_loss(
+        ws.model_path(pid),
+        method=args.get("method") or "magnitude",
+        levels=levels,
+        data=args.get("data"),
+        batches=int(args.get("batches") or 2),
+        batch_size=int(args.get("batch_size") or setup.get("batch_size") or 1),
+        dims=dims,
+        int8=bool(args.get("int8", False)),
+        metric=args.get("metric"),
+        name=args.get("name") or setup.get("loss_name") or "baseline",
+        core_count=args.get("core_count") or setup.get("core_count"),
+        progress=ctx.progress,
+        cancel=ctx.cancel,
+    )
+    return store_profile(ws, pid, prof, job_id=(ctx.job or {}).get("id"))
+
+
+def store_profile(ws, project_id: str, prof: LossProfile, job_id: Optional[str] = None) -> dict:
+    """Add the record + blob for ``prof``; returns the job summary dict."""
+    d = prof.to_dict()
+    p = d["profile"]
+    rec = ws.add_record(
+        project_id,
+        TABLE,
+        {
+            "name": prof.name,
+            "method": prof.method,
+            "metric": prof.metric,
+            "settings": p["settings"],
+            "layer_count": p["layer_count"],
+            "average_sensitivity": p["average_sensitivity"],
+            "est_params_reduction": p["est_params_reduction"],
+            "est_recovery": p["est_recovery"],
+            "seconds": p["seconds"],
+            "job_id": job_id,
+        },
+    )
+    ws.write_blob(project_id, blob_key(rec["id"]), d)
+    return {"record_id": rec["id"], "name": prof.name, "method": prof.method, "seconds": prof.seconds}
+
+
+def load_loss_profile(ws, project_id: str, ref: str) -> LossProfile:
+    """The stored profile ``ref`` (record id or name) of a project; ``"approximated"`` (any case) builds the
+    approximated profile from the stored analysis. Raises ``RecordNotFound``."""
+    if str(ref).lower() == "approximated":
+        return approximated_profile(ws.analysis_of(project_id))
+    rec = ws.find_record(project_id, TABLE, ref)
+    try:
+        d = ws.read_blob(project_id, blob_key(rec["id"]))
+    except (FileNotFoundError, KeyError):
+        raise RecordNotFound(f"loss profile {ref!r} has no stored result: rerun it") from None
+    if d is None:
+        raise RecordNotFound(f"loss profile {ref!r} has no stored result: rerun it")
+    prof = LossProfile.from_dict(d)
+    prof.extras.setdefault("record_id", rec["id"])
+    return prof
+
+
+def dumps(prof: LossProfile) -> str:  # pragma: no cover - debugging helper
+    return json.dumps(prof.to_dict(), indent=2, default=float)

@@ -1,0 +1,464 @@
+"""Fast one-shot pruning sensitivity: each layer pruned alone, outputs compared with the dense model.
+
+How it stays fast (measured in ``benchmarks/loss_profile.py``):
+
+1. **No session per measurement.** Pruned weights are fed at run time as *overridable initializers*
+   (the layer's weight is listed as a graph input while its initializer stays, IR ≥ 4), so a session
+   serves every level of every layer it covers.
+2. **No re-run of the part above the pruned layer.** A dense pass records the activations that feed
+   the pruned part of the graph. For a group of layers the session holds only the nodes downstream of
+   those layers (the union of their descendants); the activations entering that part are fed from the
+   dense pass. The first layer's group is (nearly) the whole network, a last layer's group a few nodes.
+3. **Groups chosen by cost.** Layers (in graph order) are split into contiguous groups by dynamic
+   programming on a cost model calibrated on this machine: session creation ≈ (dense session
+   creation time) × (share of nodes), run ≈ (dense run time) × (share of FLOPs) + a per-run overhead.
+   One group = one session for the whole profile (``strategy="single"``); one layer per group =
+   ``strategy="layer"``; ``"auto"`` (default) takes the cheapest split. Only one session is alive at a time.
+4. **Nothing run twice.** Level 0 (and any level that removes only weights that are already zero) equals
+   the dense model: its value is 0 without a run. The dense reference of each group is computed by the
+   group's own session, so the metric measures pruning, not kernel-rounding differences.
+
+Nothing is cached across profiles and the model file is never written: weights live in this process only.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import Optional
+
+import numpy as np
+
+from sparsify_tui.errors import ModelError, SparsifyError
+from sparsify_tui.progress import maybe_check
+from sparsify_tui.profiling.loss_layers import LayerRef, find_layers, load_model_proto
+from sparsify_tui.profiling.pruning import magnitude_order, magnitude_prune, pruned_count
+
+RUN_OVERHEAD_S = 0.0003  # python + feed binding per run, order of magnitude on this class of machine
+_FLOAT_TYPES = (np.float16, np.float32, np.float64)
+
+
+# -- metrics ---------------------------------------------------------------------------------------------
+
+
+def _softmax(x: np.ndarray) -> np.ndarray:
+    x = x.astype(np.float64)
+    x = x - x.max(axis=-1, keepdims=True)
+    e = np.exp(x)
+    return e / e.sum(axis=-1, keepdims=True)
+
+
+def is_probability(y: np.ndarray) -> bool:
+    """Rows (last axis) are in [0, 1] and sum to 1 (±1e-3): the output already is a distribution."""
+    if y.size == 0:
+        return False
+    return bool(np.all(y >= 0) and np.all(y <= 1) and np.allclose(y.sum(axis=-1), 1.0, atol=1e-3))
+
+
+def auto_metric(y: np.ndarray) -> str:
+    """``"kl"`` for class outputs (2-D ``[batch, classes]`` with ≥ 2 classes), ``"nmse"`` otherwise."""
+    return "kl" if y.ndim == 2 and y.shape[-1] >= 2 else "nmse"
+
+
+def kl_divergence(dense: np.ndarray, pruned: np.ndarray, probs: bool) -> float:
+    """Mean over rows of KL(p ‖ q) in nats, p from ``dense``, q from ``pruned`` (softmax over the last axis
+    unless ``probs``; probabilities are clipped to ≥ 1e-12)."""
+    if probs:
+        p = np.clip(dense.astype(np.float64), 1e-12, None)
+        q = np.clip(pruned.astype(np.float64), 1e-12, None)
+        p /= p.sum(axis=-1, keepdims=True)
+        q /= q.sum(axis=-1, keepdims=True)
+    else:
+        p, q = _softmax(dense), np.clip(_softmax(pruned), 1e-300, None)
+    kl = np.sum(p * (np.log(np.clip(p, 1e-300, None)) - np.log(q)), axis=-1)
+    return float(max(0.0, np.mean(kl)))
+
+
+def nmse(dense: np.ndarray, pruned: np.ndarray) -> float:
+    """``Σ(y − ŷ)² / Σy²`` (``Σ(y − ŷ)²`` when ``y`` is all zeros)."""
+    y = dense.astype(np.float64)
+    d = float(np.sum((pruned.astype(np.float64) - y) ** 2))
+    den = float(np.sum(y * y))
+    return d / den if den > 0 else d
+
+
+class OutputMetric:
+    """The per-output metric choice: ``kinds[name]`` in {"kl", "nmse"}, ``probs[name]`` for KL outputs."""
+
+    def __init__(self, names: list, dense: list, choice: Optional[str]):
+        self.names, self.kinds, self.probs = [], {}, {}
+        for name, y in zip(names, dense):
+            if not isinstance(y, np.ndarray) or y.dtype.type not in _FLOAT_TYPES:
+                continue
+            kind = auto_metric(y) if choice in (None, "auto") else choice
+            self.names.append(name)
+            self.kinds[name] = kind
+            self.probs[name] = kind == "kl" and is_probability(y)
+        if not self.names:
+            raise ModelError("the model has no float outputs to compare: one-shot sensitivity needs float outputs")
+
+    @property
+    def label(self) -> str:
+        kinds = sorted(set(self.kinds.values()))
+        return "+".join(kinds)
+
+    def value(self, dense: dict, pruned: dict) -> float:
+        """Mean over the float outputs (outputs missing from ``pruned`` are unchanged → 0)."""
+        vals = []
+        for name in self.names:
+            if name not in pruned:
+                vals.append(0.0)
+            elif self.kinds[name] == "kl":
+                vals.append(kl_divergence(dense[name], pruned[name], self.probs[name]))
+            else:
+                vals.append(nmse(dense[name], pruned[name]))
+        return float(np.mean(vals))
+
+
+# -- graph structure ---------------------------------------------------------------------------------------
+
+
+def _subgraph_refs(node) -> set:
+    """Outer-scope names used by the subgraphs (If/Loop/Scan bodies) of ``node``."""
+    import onnx
+
+    used, defined = set(), set()
+
+    def walk(g):
+        defined.update(x.name for x in g.input)
+        defined.update(x.name for x in g.initializer)
+        for n in g.node:
+            used.update(n.input)
+            defined.update(n.output)
+            for a in n.attribute:
+                if a.type == onnx.AttributeProto.GRAPH:
+                    walk(a.g)
+                elif a.type == onnx.AttributeProto.GRAPHS:
+                    for sg in a.graphs:
+                        walk(sg)
+
+    for a in node.attribute:
+        if a.type == onnx.AttributeProto.GRAPH:
+            walk(a.g)
+        elif a.type == onnx.AttributeProto.GRAPHS:
+            for sg in a.graphs:
+                walk(sg)
+    return used - defined - {""}
+
+
+class GraphIndex:
+    """Producer/consumer index of the main graph; ``descendants(i)`` as a boolean mask over nodes."""
+
+    def __init__(self, model):
+        g = model.graph
+        self.nodes = list(g.node)
+        self.init_names = {t.name for t in g.initializer}
+        self.input_names = [vi.name for vi in g.input if vi.name not in self.init_names]
+        self.output_names = [vi.name for vi in g.output]
+        self.node_inputs = [(set(n.input) | _subgraph_refs(n)) - {""} for n in self.nodes]
+        self.consumers: dict = {}
+        for i, ins in enumerate(self.node_inputs):
+            for name in ins:
+                self.consumers.setdefault(name, []).append(i)
+
+    def descendants(self, start: int) -> np.ndarray:
+        mask = np.zeros(len(self.nodes), dtype=bool)
+        stack = [start]
+        mask[start] = True
+        while stack:
+            i = stack.pop()
+            for out in self.nodes[i].output:
+                for c in self.consumers.get(out, ()):
+                    if not mask[c]:
+                        mask[c] = True
+                        stack.append(c)
+        return mask
+
+    def frontier(self, mask: np.ndarray) -> list:
+        """Non-initializer tensors used by the masked nodes and produced outside them (graph inputs included)."""
+        produced, used = set(), set()
+        for i in np.flatnonzero(mask):
+            produced.update(self.nodes[i].output)
+            used.update(self.node_inputs[i])
+        return sorted(used - produced - self.init_names)
+
+
+def node_costs(model_path, model, batch_size, dims) -> np.ndarray:
+    """FLOPs per main-graph node from :func:`sparsify_tui.analysis.analyze_model` (min 1 per node);
+    all ones when the analysis cannot align with the graph."""
+    n = len(model.graph.node)
+    try:
+        from sparsify_tui.analysis import analyze_model
+
+        a = analyze_model(str(model_path), batch_size=batch_size, dims=dims or {})
+        main = [x for x in a.nodes if not x.graph]
+        if len(main) == n:
+            return np.maximum(np.array([float(x.flops or 0) for x in main]), 1.0)
+    except SparsifyError:
+        raise
+    except Exception:  # noqa: BLE001 - the cost model is an optimization only
+        pass
+    return np.ones(n)
+
+
+def plan_groups(masks: list, costs: np.ndarray, runs_per_layer: int, ref_runs: int,
+                t_create: float, t_run: float) -> list:
+    """Split layers ``0..L-1`` (graph order) into contiguous groups minimizing the modeled time.
+
+    ``masks[l]``: descendants mask of layer l. Cost of a group = ``t_create · nodes share + (runs_per_layer ·
+    size + ref_runs) · (t_run · FLOPs share + RUN_OVERHEAD_S)``. Returns ``[(start, stop), ...]``.
+    """
+    L = len(masks)
+    total_cost, total_nodes = float(costs.sum()), float(len(costs))
+    best = [0.0] + [float("inf")] * L
+    back = [0] * (L + 1)
+    for i in range(L):
+        union = np.zeros_like(masks[0])
+        for j in range(i, L):
+            union |= masks[j]
+            share_n = union.sum() / total_nodes
+            share_f = float(costs[union].sum()) / total_cost
+            c = t_create * share_n + (runs_per_layer * (j - i + 1) + ref_runs) * (t_run * share_f + RUN_OVERHEAD_S)
+            if best[i] + c < best[j + 1]:
+                best[j + 1] = best[i] + c
+                back[j + 1] = i
+    groups, j = [], L
+    while j > 0:
+        groups.append((back[j], j))
+        j = back[j]
+    return groups[::-1]
+
+
+def _value_info(name: str, arr: np.ndarray):
+    import onnx
+
+    elem = onnx.helper.np_dtype_to_tensor_dtype(arr.dtype)
+    return onnx.helper.make_tensor_value_info(name, elem, list(arr.shape))
+
+
+def build_group_model(model, gi: GraphIndex, mask: np.ndarray, weights: list, sample: dict) -> bytes:
+    """Serialized sub-model: the masked nodes, their frontier tensors as inputs (typed from ``sample``),
+    ``weights`` as overridable initializers, and the graph outputs they produce."""
+    import onnx
+
+    nodes = [gi.nodes[i] for i in np.flatnonzero(mask)]
+    produced, used = set(), set()
+    for i in np.flatnonzero(mask):
+        produced.update(gi.nodes[i].output)
+        used.update(gi.node_inputs[i])
+    inits = [t for t in model.graph.initializer if t.name in used]
+    by_name = {t.name: t for t in inits}
+    inputs = [_value_info(n, sample[n]) for n in gi.frontier(mask)]
+    for w in weights:
+        t = by_name[w]
+        inputs.append(onnx.helper.make_tensor_value_info(w, t.data_type, list(t.dims)))
+    outs = [vi for vi in model.graph.output if vi.name in produced]
+    graph = onnx.helper.make_graph(nodes, "loss_group", inputs, outs, initializer=inits)
+    sub = onnx.helper.make_model(graph, opset_imports=list(model.opset_import))
+    sub.ir_version = max(4, min(int(model.ir_version), 10))
+    return sub.SerializeToString()
+
+
+# -- the profile -------------------------------------------------------------------------------------------
+
+
+def sample_batches(model_path, data, batches: int, batch_size: int, dims) -> list:
+    """``batches`` feed dicts: from ``data`` (``.npz``/``.npy``, via ``analysis.inputs.load_sample_data``,
+    at most ``batches`` of them) or synthetic (seeds 0..batches-1). Raises ``SampleDataError``/``DimensionError``."""
+    from sparsify_tui.analysis.inputs import input_specs, load_sample_data, synthetic_inputs
+
+    specs = input_specs(str(model_path), batch_size=batch_size, dims=dims or {})
+    if data:
+        return list(load_sample_data(data, specs, batch_size))[: max(1, int(batches))]
+    return [synthetic_inputs(specs, seed=i) for i in range(max(1, int(batches)))]
+
+
+def one_shot_profile(
+    model_path,
+    *,
+    levels,
+    data=None,
+    batches: int = 2,
+    batch_size: int = 1,
+    dims=None,
+    int8: bool = False,
+    metric: Optional[str] = None,
+    name: str = "one-shot",
+    core_count: Optional[int] = None,
+    strategy: str = "auto",
+    feeds: Optional[list] = None,
+    progress=None,
+    cancel=None,
+):
+    """One-shot loss profile (module docstring). ``feeds``: ready batches (overrides ``data``/synthetic).
+
+    ``strategy``: "auto" | "single" | "layer" (see module docstring). Returns a ``LossProfile`` whose
+    ``extras`` record the groups, sessions and runs. Raises ``ModelError``, ``SampleDataError``,
+    ``DimensionError``, ``JobCanceled``.
+    """
+    import onnx
+    from onnx import numpy_helper
+
+    from sparsify_tui.profiling.loss import LossProfile, _layer_entry, _total_params, int8_weight_qdq, level_key
+    from sparsify_tui.profiling.session import make_session
+
+    t0 = time.perf_counter()
+    step = progress or (lambda s, f: None)
+    model = load_model_proto(model_path, load_external_data=True)
+    refs: list[LayerRef] = find_layers(model)
+    if not refs:
+        raise ModelError(f"{Path(model_path).name} has no prunable layers (Conv/Gemm/MatMul with a weight initializer)")
+    batches_list = feeds if feeds is not None else sample_batches(model_path, data, batches, batch_size, dims)
+    nb = len(batches_list)
+    step("dense pass", 0.0)
+
+    # 1. plain session: dense outputs (metric choice) + calibration of the cost model
+    ts = time.perf_counter()
+    sess = make_session(model_path if isinstance(model_path, (str, Path)) else model.SerializeToString(), core_count)
+    t_create = time.perf_counter() - ts
+    out_names = [o.name for o in sess.get_outputs()]
+    ro = cancel.run_options() if cancel is not None else None
+    ts = time.perf_counter()
+    dense0 = sess.run(out_names, batches_list[0], ro)
+    t_run = time.perf_counter() - ts
+    if nb > 1:  # second timing, warm
+        ts = time.perf_counter()
+        sess.run(out_names, batches_list[0], ro)
+        t_run = min(t_run, time.perf_counter() - ts)
+    del sess
+    om = OutputMetric(out_names, dense0, metric)
+
+    # 2. which runs are needed, and the groups
+    gi = GraphIndex(model)
+    masks = [gi.descendants(r.node_index) for r in refs]
+    weights = {}
+    inits = {t.name: t for t in model.graph.initializer}
+    for r in refs:
+        weights[r.weight_name] = numpy_helper.to_array(inits[r.weight_name])
+    levels = list(levels)
+    run_levels = [s for s in levels if s > 1e-9]
+    runs_per_layer = (len(run_levels) + (1 if int8 else 0)) * nb
+    if strategy == "single":
+        groups = [(0, len(refs))]
+    elif strategy == "layer":
+        groups = [(i, i + 1) for i in range(len(refs))]
+    elif strategy == "auto":
+        costs = node_costs(model_path, model, batch_size, dims)
+        groups = plan_groups(masks, costs, runs_per_layer, nb, t_create, t_run)
+    else:
+        raise SparsifyError(f"unknown one-shot strategy {strategy!r}: use auto, single or layer")
+    group_masks = []
+    for a, b in groups:
+        m = np.zeros(len(gi.nodes), dtype=bool)
+        for k in range(a, b):
+            m |= masks[k]
+        group_masks.append(m)
+
+    # 3. dense pass recording every frontier activation
+    needed = sorted({n for m in group_masks for n in gi.frontier(m)} - set(gi.input_names))
+    dense_model = onnx.ModelProto()
+    dense_model.CopyFrom(model)
+    have = set(gi.output_names)
+    for n in needed:
+        if n not in have:
+            dense_model.graph.output.append(onnx.ValueInfoProto(name=n))
+    sess = make_session(dense_model.SerializeToString(), core_count)
+    del dense_model
+    cache = []
+    for feed in batches_list:
+        maybe_check(cancel)
+        vals = sess.run(needed, feed, ro) if needed else []
+        c = dict(feed)
+        c.update(zip(needed, vals))
+        cache.append(c)
+    del sess
+
+    # 4. groups: one session each, one run per (layer, level, batch)
+    total_runs = sum((b - a) * runs_per_layer + nb for a, b in groups)
+    done = 0
+    sens: dict = {}
+    int8_vals: dict = {}
+    zeros: dict = {}
+    n_sessions = 0
+    for (a, b), m in zip(groups, group_masks):
+        maybe_check(cancel)
+        gw = [refs[k].weight_name for k in range(a, b)]
+        front = gi.frontier(m)
+        sub = build_group_model(model, gi, m, gw, cache[0])
+        sess = make_session(sub, core_count)
+        del sub
+        n_sessions += 1
+        outs = [o.name for o in sess.get_outputs()]
+        gfeeds = [{k: c[k] for k in front} for c in cache]
+        refs_out = []
+        for f in gfeeds:
+            refs_out.append(dict(zip(outs, sess.run(outs, f, ro))))
+            done += 1
+        dense_all = [{n: r.get(n, None) for n in om.names} for r in refs_out]
+        for k in range(a, b):
+            ref = refs[k]
+            w = weights[ref.weight_name]
+            n = w.size
+            z = int(n - np.count_nonzero(w))
+            zeros[ref.weight_name] = z
+            order = magnitude_order(w)
+            vals = {}
+            for s in levels:
+                if s <= 1e-9 or pruned_count(n, s) <= z:
+                    vals[level_key(s)] = 0.0  # nothing but existing zeros removed: equals dense
+                    if s > 1e-9:
+                        done += nb
+                    continue
+                wp = magnitude_prune(w, s, order)
+                acc = []
+                for f, d in zip(gfeeds, dense_all):
+                    maybe_check(cancel)
+                    f[ref.weight_name] = wp
+                    got = dict(zip(outs, sess.run(outs, f, ro)))
+                    acc.append(om.value(d, got))
+                    done += 1
+                vals[level_key(s)] = float(np.mean(acc))
+                step(f"one-shot {ref.node_id}", done / total_runs)
+            if int8:
+                wq = int8_weight_qdq(w, ref.channel_axis)
+                acc = []
+                for f, d in zip(gfeeds, dense_all):
+                    f[ref.weight_name] = wq
+                    acc.append(om.value(d, dict(zip(outs, sess.run(outs, f, ro)))))
+                    done += 1
+                int8_vals[ref.weight_name] = float(np.mean(acc))
+            for f in gfeeds:
+                f.pop(ref.weight_name, None)
+            sens[ref.weight_name] = vals
+        del sess
+    step("one-shot", 1.0)
+
+    layers = [
+        _layer_entry(model, r, i == 0, sens[r.weight_name], zeros[r.weight_name], int8_vals.get(r.weight_name))
+        for i, r in enumerate(refs)
+    ]
+    return LossProfile(
+        name=name,
+        method="one-shot",
+        settings={
+            "levels": levels,
+            "batches": nb,
+            "data": str(data) if data else None,
+            "int8": bool(int8),
+            "metric": metric or "auto",
+            "strategy": strategy,
+        },
+        metric=om.label,
+        levels=levels,
+        total_params=_total_params(model),
+        prunable_params=sum(x.prunable_params for x in layers),
+        layers=layers,
+        model_path=str(model_path),
+        seconds=time.perf_counter() - t0,
+        extras={
+            "sessions": n_sessions + 2,
+            "groups": [[refs[a].node_id, refs[b - 1].node_id, b - a] for a, b in groups],
+            "runs": total_runs,
+            "output_metrics": dict(om.kinds),
+        },
+    )
