@@ -74,7 +74,28 @@ def test_link_keeps_model_in_place(cli, demo_model):
     assert shown["size_bytes"] < demo_model.stat().st_size
 
 
-@pytest.mark.parametrize("kind", ["text", "empty", "missing", "directory", "truncated"])
+def _tiny_model(path: Path, *, domain: str = "", external: bool = False) -> None:
+    import numpy as np
+    import onnx
+    from onnx import helper, numpy_helper
+
+    w = numpy_helper.from_array(np.ones((8, 8), np.float32), "W")
+    node = helper.make_node("MatMul", ["x", "W"], ["y"]) if not domain else \
+        helper.make_node("Mystery", ["x", "W"], ["y"], domain=domain)
+    graph = helper.make_graph([node], "g", [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, [1, 8])],
+                              [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, [1, 8])], [w])
+    opsets = [helper.make_opsetid("", 17)] + ([helper.make_opsetid(domain, 1)] if domain else [])
+    model = helper.make_model(graph, opset_imports=opsets)
+    model.ir_version = 8
+    if external:
+        onnx.save_model(model, path, save_as_external_data=True, location="bad.data", size_threshold=0)
+        (path.parent / "bad.data").unlink()
+    else:
+        onnx.save_model(model, path)
+
+
+@pytest.mark.parametrize("kind", ["text", "empty", "missing", "directory", "truncated", "unknown_domain",
+                                  "missing_external_data"])
 def test_bad_model_exits_2_with_one_line_and_leaves_no_project(cli, tmp_path, demo_model, kind):
     path = tmp_path / "bad.onnx"
     if kind == "text":
@@ -85,6 +106,10 @@ def test_bad_model_exits_2_with_one_line_and_leaves_no_project(cli, tmp_path, de
         path.mkdir()
     elif kind == "truncated":
         path.write_bytes(demo_model.read_bytes()[:5000])
+    elif kind == "unknown_domain":
+        _tiny_model(path, domain="com.example.unknown")
+    elif kind == "missing_external_data":
+        _tiny_model(path, external=True)
     r = cli("create", path, "--name", "bad", "--json", ok=False)
     assert r.returncode == 2
     lines = r.stderr.strip().splitlines()

@@ -1,0 +1,176 @@
+"""`JobProgress`: follows a background job (sparsify_tui.jobs) and shows its step, progress, ETA and status.
+
+The job runs in its own process; this widget only watches it. A one-shot thread worker reads the job
+from the workspace (never blocking the event loop), then reschedules itself with ``set_timer``, at most
+``1 / poll_interval_s`` times a second (4 Hz by default, never faster than 10 Hz), which is kind to slow
+SSH links. Key ``c`` cancels the job. When the job ends (completed, canceled or error) the widget posts
+:class:`JobProgress.Finished` and stops polling.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Dict, Optional
+
+from textual import work
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.message import Message
+from textual.widget import Widget
+from textual.widgets import Label, ProgressBar
+
+FINAL = ("completed", "canceled", "error")
+
+
+def job_status_text(job: Dict[str, Any]) -> str:
+    """One line for a job: ``timing · 42% · ETA 12 s``, ``queued behind ab12cd``, ``error: ...``."""
+    status = job.get("status")
+    prog = job.get("progress") or {}
+    if status == "pending":
+        if job.get("queued_behind"):
+            return f"queued behind {job['queued_behind']}"
+        return "cancel requested" if job.get("cancel_requested") else "starting"
+    if status == "running":
+        parts = [str(prog.get("step") or "running"), f"{100 * float(prog.get('fraction') or 0):.0f}%"]
+        if prog.get("eta_s") is not None:
+            parts.append(f"ETA {_fmt_eta(float(prog['eta_s']))}")
+        if job.get("cancel_requested"):
+            parts.append("cancel requested")
+        return " · ".join(parts)
+    if status == "error":
+        return f"error: {job.get('error') or 'unknown error'}"
+    return str(status or "unknown")
+
+
+def _fmt_eta(seconds: float) -> str:
+    seconds = max(0, int(round(seconds)))
+    if seconds < 60:
+        return f"{seconds} s"
+    if seconds < 3600:
+        return f"{seconds // 60} min {seconds % 60:02d} s"
+    return f"{seconds // 3600} h {seconds % 3600 // 60:02d} min"
+
+
+class JobProgress(Widget, can_focus=True):
+    """Shows one job: title, a ProgressBar, and a status line (step, %, ETA, "queued behind <id>", errors).
+
+    ``job_id``: the job to follow; ``workspace``: a :class:`sparsify_tui.store.Workspace` (default
+    ``app.workspace``, else the default workspace); ``poll_interval_s``: seconds between reads
+    (clamped to >= 0.1, so at most 10 Hz).
+    """
+
+    DEFAULT_CSS = """
+    JobProgress {
+        height: auto;
+        padding: 0 1;
+    }
+    JobProgress > #job-title { text-style: bold; }
+    JobProgress > #job-bar { width: 1fr; }
+    JobProgress.-error > #job-status { color: $error; }
+    JobProgress.-completed > #job-status { color: $success; }
+    """
+
+    BINDINGS = [
+        Binding("c", "cancel_job", "Cancel job", id="job.cancel",
+                tooltip="Cancel the running job (it stops within about a second)"),
+    ]
+
+    class Finished(Message):
+        """The followed job ended. ``job``: the final job dict; ``status``: completed, canceled or error."""
+
+        def __init__(self, widget: "JobProgress", job: Dict[str, Any]) -> None:
+            super().__init__()
+            self.widget = widget
+            self.job = job
+            self.job_id = job.get("id")
+            self.status = job.get("status")
+
+        @property
+        def control(self) -> "JobProgress":
+            return self.widget
+
+    def __init__(self, job_id: str, *, workspace: Any = None, poll_interval_s: float = 0.25,
+                 name: Optional[str] = None, id: Optional[str] = None, classes: Optional[str] = None) -> None:
+        super().__init__(name=name, id=id, classes=classes)
+        self.job_id = job_id
+        self.job: Optional[Dict[str, Any]] = None
+        self._workspace = workspace
+        self.poll_interval_s = max(0.1, float(poll_interval_s))
+        self._finished = False
+
+    @property
+    def workspace(self):
+        if self._workspace is None:
+            self._workspace = getattr(self.app, "workspace", None)
+            if self._workspace is None:
+                from sparsify_tui.store import Workspace
+
+                self._workspace = Workspace()
+        return self._workspace
+
+    def compose(self) -> ComposeResult:
+        yield Label(f"job {self.job_id}", id="job-title")
+        yield ProgressBar(total=100, show_eta=False, id="job-bar")
+        yield Label("loading…", id="job-status")
+
+    def on_mount(self) -> None:
+        self.workspace  # resolve on the event loop, not in the worker thread
+        self._poll()
+
+    def follow(self, job_id: str) -> None:
+        """Follow another job from now on."""
+        self.job_id, self.job, self._finished = job_id, None, False
+        self.remove_class("-error", "-completed")
+        self._poll()
+
+    @work(thread=True, exclusive=True, group="job-progress-poll", exit_on_error=False)
+    def _poll(self) -> None:
+        from sparsify_tui.errors import SparsifyError
+        from sparsify_tui.jobs import get_job
+
+        job_id = self.job_id
+        try:
+            job = get_job(self.workspace, job_id)
+        except SparsifyError as err:
+            job = {"id": job_id, "status": "error", "error": str(err), "progress": {}}
+        except Exception as err:  # unreadable workspace: show it, keep the app up
+            job = {"id": job_id, "status": "error", "error": f"{type(err).__name__}: {err}", "progress": {}}
+        try:
+            self.app.call_from_thread(self._show, job_id, job)
+        except Exception:  # app shutting down
+            pass
+
+    def _show(self, job_id: str, job: Dict[str, Any]) -> None:
+        if job_id != self.job_id or self._finished or not self.is_mounted:
+            return
+        self.job = job
+        self.query_one("#job-title", Label).update(f"{job.get('type') or 'job'} {job_id}")
+        bar = self.query_one("#job-bar", ProgressBar)
+        fraction = float((job.get("progress") or {}).get("fraction") or 0.0)
+        if job.get("status") == "completed":
+            fraction = 1.0
+        bar.update(total=100, progress=round(100 * fraction, 1))
+        self.query_one("#job-status", Label).update(job_status_text(job))
+        status = job.get("status")
+        if status in FINAL:
+            self._finished = True
+            self.set_class(status == "error", "-error")
+            self.set_class(status == "completed", "-completed")
+            self.post_message(self.Finished(self, job))
+        else:
+            self.set_timer(self.poll_interval_s, self._poll)
+
+    def action_cancel_job(self) -> None:
+        if self._finished:
+            self.notify("The job has already ended", severity="warning")
+            return
+        self.query_one("#job-status", Label).update("cancel requested…")
+        self._cancel()
+
+    @work(thread=True, group="job-progress-cancel", exit_on_error=False)
+    def _cancel(self) -> None:
+        from sparsify_tui.jobs import cancel
+
+        try:
+            cancel(self.workspace, self.job_id)
+        except Exception as err:
+            self.app.call_from_thread(self.notify, f"cancel failed: {err}", severity="error")
