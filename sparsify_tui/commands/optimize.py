@@ -1,5 +1,146 @@
-"""CLI commands: placeholder until its issue lands."""
+"""CLI: ``sparsify-tui optimize`` (create an optimization) and ``sparsify-tui export`` (recipe + code).
+
+    sparsify-tui optimize PROJECT --name NAME [--perf NAME|flops] [--loss NAME|approximated]
+                          [--sparsity 0.85] [--balance 0.5] [--quantize] [--override WEIGHT=S ...] [--json]
+    sparsify-tui export PROJECT OPTIMIZATION [-o recipe.yaml]
+                        [--code pytorch|pytorch-plain|keras|tensorflow [-O file.py]] [--json]
+"""
+
+from __future__ import annotations
+
+import sys
+
+FRAMEWORK_CHOICES = ["pytorch", "pytorch-plain", "keras", "tensorflow"]
 
 
 def register(sub) -> None:
-    pass
+    o = sub.add_parser("optimize", help="create an optimization (per-layer pruning + INT8) from a project's profiles")
+    o.add_argument("project", metavar="PROJECT", help="project id or name")
+    o.add_argument("--name", required=True, help="name of the new optimization")
+    o.add_argument("--perf", metavar="NAME", default=None,
+                   help="perf profile name or id, or 'flops' (default: newest perf profile, else FLOPS)")
+    o.add_argument("--loss", metavar="NAME", default=None,
+                   help="loss profile name or id, or 'approximated' (default: newest loss profile, else Approximated)")
+    o.add_argument("--sparsity", type=float, default=0.85, metavar="S",
+                   help="target params-weighted average sparsity (default 0.85)")
+    o.add_argument("--balance", type=float, default=0.5, metavar="B",
+                   help="0 = rank layers by time saved only, 1 = by loss sensitivity only (default 0.5)")
+    o.add_argument("--quantize", action="store_true", help="add the INT8 quantization modifier")
+    o.add_argument("--min-sparsity", type=float, default=None, metavar="S", help="filter: min layer sparsity (0.4)")
+    o.add_argument("--max-sparsity", type=float, default=None, metavar="S", help="per-layer cap (0.95)")
+    o.add_argument("--override", action="extend", nargs="+", default=[], metavar="WEIGHT=S",
+                   help="fix a layer's sparsity by weight name (repeatable)")
+    o.add_argument("--json", action="store_true", help="print the optimization as JSON")
+    o.set_defaults(handler=_optimize)
+
+    e = sub.add_parser("export", help="write an optimization's SparseML recipe (YAML) and integration code")
+    e.add_argument("project", metavar="PROJECT", help="project id or name")
+    e.add_argument("optimization", metavar="OPTIMIZATION", help="optimization name or id")
+    e.add_argument("-o", "--output", metavar="RECIPE.yaml", default=None,
+                   help="recipe path (default <project dir>/recipes/<name>.yaml)")
+    e.add_argument("--code", choices=FRAMEWORK_CHOICES, default=None,
+                   help="also write integration code for this framework")
+    e.add_argument("-O", "--code-output", metavar="FILE.py", default=None,
+                   help="code path (default next to the recipe: <name>_<framework>.py)")
+    e.add_argument("--json", action="store_true", help="print the written paths as JSON")
+    e.set_defaults(handler=_export)
+
+
+def _ws():
+    from sparsify_tui.store import Workspace
+
+    return Workspace()
+
+
+def summary(rec: dict) -> dict:
+    """The JSON printed by ``optimize --json``: the record without the per-layer curves."""
+    drop = {"time_curve", "loss_curve", "gain_curve"}
+    out = {k: v for k, v in rec.items() if k not in ("layers", "model")}
+    out["model"] = {k: v for k, v in (rec.get("model") or {}).items() if k != "perf_nodes"}
+    out["layers"] = [{k: v for k, v in l.items() if k not in drop} for l in rec.get("layers", [])]
+    return out
+
+
+def _fmt(x, spec=".2f", none="n/a"):
+    return none if x is None else format(x, spec)
+
+
+def _optimize(args) -> int:
+    from sparsify_tui.cli import print_json
+    from sparsify_tui.errors import ProjectError
+    from sparsify_tui.optimization import core
+
+    overrides = {}
+    for item in args.override:
+        if "=" not in item:
+            raise ProjectError(f"--override {item!r} is not WEIGHT=SPARSITY: e.g. --override conv1.weight=0.5")
+        k, v = item.rsplit("=", 1)
+        try:
+            overrides[k] = float(v)
+        except ValueError:
+            raise ProjectError(f"--override {item!r}: {v!r} is not a number") from None
+    ws = _ws()
+    project = ws.get_project(args.project)
+    extra = {k: v for k, v in (("min_sparsity", args.min_sparsity), ("max_sparsity", args.max_sparsity))
+             if v is not None}
+    rec = core.create_optimization(ws, project["id"], args.name, perf=args.perf, loss=args.loss,
+                                   sparsity=args.sparsity, balance=args.balance, quantize=args.quantize,
+                                   settings=extra, overrides=overrides)
+    if args.json:
+        print_json(summary(rec))
+        return 0
+    print(render_text(rec, project["name"]))
+    return 0
+
+
+def render_text(rec: dict, project_name: str) -> str:
+    """Human-readable summary of an optimization (CLI)."""
+    est, st = rec["estimates"], rec["settings"]
+    ep = rec["epochs"]
+    lines = [
+        f"optimization {rec['name']!r} ({rec['id']}) of project {project_name!r}",
+        f"  profiles: perf {rec['perf_profile_name']}, loss {rec['loss_profile_name']}",
+        f"  target sparsity {st['sparsity']:.2f}, achieved {est['avg_sparsity']:.3f} (params-weighted), "
+        f"balance {st['balance']:.2f}",
+        f"  quantization: {'INT8' if rec['quantization']['enabled'] else 'off'}"
+        + (f", {len(rec['quantization']['excluded'])} layers kept FP32" if rec['quantization']['enabled'] else ""),
+        f"  epochs: stabilize to {ep['pruning_start_epoch']}, prune to {ep['pruning_end_epoch']}, "
+        f"fine-tune to {ep['total_epochs']}, update every {ep['update_frequency']}",
+        "  estimates:",
+        f"    {est['sparse_runtime']}: {_fmt(est.get('sparse_ms'))} ms/batch, speedup "
+        f"{_fmt(est.get('sparse_speedup'))}x (est.)",
+        f"    onnxruntime: {_fmt(est.get('ort_ms'))} ms/batch, speedup {_fmt(est.get('ort_speedup'))}x "
+        f"(no gain from sparsity; INT8 {'measured' if est.get('int8_measured') else 'not measured'})",
+        f"    FLOPs reduction {_fmt(est.get('flops_reduction'))}x, params compression "
+        f"{_fmt(est.get('params_compression'))}x, est. recovery {_fmt(est.get('est_recovery'), '.2f')}",
+        "  layers (weight name, sparsity, note):",
+    ]
+    for l in rec["layers"]:
+        note = "override" if l.get("override") else (l.get("reason") or "")
+        lines.append(f"    {l['weight_name'][:48]:<48} {l['sparsity']:.3f}  {note}")
+    for w in rec.get("warnings") or []:
+        lines.append(f"  warning: {w}")
+    lines.append(f"next: sparsify-tui export {project_name!r} {rec['name']!r} --code pytorch-plain")
+    return "\n".join(lines)
+
+
+def _export(args) -> int:
+    from sparsify_tui.cli import print_json
+    from sparsify_tui.errors import ProjectError
+    from sparsify_tui.optimization.export import export_optimization
+
+    if args.code_output and not args.code:
+        raise ProjectError("-O/--code-output needs --code FRAMEWORK: e.g. --code pytorch-plain -O train_prune.py")
+    ws = _ws()
+    project = ws.get_project(args.project)
+    res = export_optimization(ws, project["id"], args.optimization, recipe_path=args.output,
+                              framework=args.code, code_path=args.code_output)
+    if args.json:
+        print_json(res)
+        return 0
+    print(f"recipe: {res['recipe_path']}  ({res['layers']} pruned layers, {len(res['modifiers'])} modifiers)")
+    if res["code_path"]:
+        print(f"code:   {res['code_path']}  ({res['framework']})")
+    for w in res["warnings"]:
+        print(f"warning: {w}", file=sys.stderr)
+    return 0

@@ -41,7 +41,7 @@ class Allocation:
 
     ``sparsities``: weight name -> sparsity (0..1) for every layer; ``reasons``: weight name -> why a layer
     is dense or fixed ("override", "first layer", "depthwise/grouped conv", "filter: min perf gain",
-    "filter: min recovery", "filter: min sparsity") or None; ``avg_sparsity``: params-weighted average over
+    "filter: min recovery", "dense: below min sparsity") or None; ``avg_sparsity``: params-weighted average over
     all prunable layers; ``max_reachable``: the highest average the constraints allow; ``warnings``.
     """
 
@@ -192,7 +192,7 @@ def allocate(layers: List[Dict], settings: Settings, overrides: Optional[Dict[st
         for r, i in enumerate(free):
             s_out[layers[i]["weight_name"]] = round(float(chosen[r]), 4)
             if chosen[r] == 0 and reasons[layers[i]["weight_name"]] is None:
-                reasons[layers[i]["weight_name"]] = "filter: min sparsity"
+                reasons[layers[i]["weight_name"]] = "dense: below min sparsity"
     elif target_sum > 1e-9:
         warnings.append(f"no layer is free to prune: every layer is excluded, filtered or overridden "
                         f"(average {max_reachable:.3f})")

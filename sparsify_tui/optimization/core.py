@@ -263,8 +263,13 @@ def approximated_loss(analysis: Dict[str, Any]) -> Optional[Dict[str, Any]]:
 
 
 def create_optimization(ws, project_id: str, name: str, perf: Optional[str] = None, loss: Optional[str] = None,
-                        sparsity: float = 0.85, balance: float = 0.5, quantize: bool = False) -> Dict[str, Any]:
+                        sparsity: float = 0.85, balance: float = 0.5, quantize: bool = False, *,
+                        settings: Optional[Dict[str, Any]] = None,
+                        overrides: Optional[Dict[str, float]] = None) -> Dict[str, Any]:
     """Create, evaluate and store an optimization for a project; returns the stored record (with ``id``).
+
+    ``settings``: extra :class:`Settings` fields (e.g. ``min_sparsity``); ``overrides``: weight name ->
+    sparsity fixed from the start. Nothing is stored when any of them is invalid.
 
     ``perf``: perf profile id or name, ``"flops"`` for the FLOPS profile, None = the newest completed perf
     profile, else FLOPS. ``loss``: loss profile id or name, ``"approximated"``, None = the newest
@@ -286,6 +291,10 @@ def create_optimization(ws, project_id: str, name: str, perf: Optional[str] = No
                              sparsity=sparsity, balance=balance, quantize=quantize, perf_ref=perf_ref,
                              perf_name=perf_name, loss_ref=loss_ref, loss_name=loss_name,
                              model_file=(project.get("model") or {}).get("file", ""))
+    if settings:
+        rec = change_settings(rec, **settings)
+    for w, s in (overrides or {}).items():
+        rec = override(rec, w, s)
     return ws.add_record(pid, TABLE, rec)
 
 
