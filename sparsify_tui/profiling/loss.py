@@ -92,10 +92,13 @@ class LossLayer:
     first: bool = False
 
     def value_at(self, level: float) -> float:
-        """Sensitivity at ``level``, linearly interpolated between measured levels (clamped at the ends)."""
+        """Sensitivity at ``level``, linearly interpolated between measured levels (0 at sparsity 0 when not
+        measured; clamped above the highest level)."""
         pts = sorted((float(k), float(v)) for k, v in self.sensitivity.items() if v is not None)
         if not pts:
             return 0.0
+        if pts[0][0] > 0.0:
+            pts.insert(0, (0.0, 0.0))  # sparsity 0 is the dense model: value 0 by definition
         xs, ys = zip(*pts)
         return float(np.interp(float(level), xs, ys))
 
