@@ -1,0 +1,364 @@
+"""The sparsify-tui Textual app: a projects list and five per-project sections.
+
+Layout: Header (open project) / section bar (1-6, clickable) / a ContentSwitcher holding the sections /
+Footer. The Projects section is always mounted; the five project sections are mounted lazily the first
+time they are shown for the open project (and removed when another project is opened).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+from functools import partial
+from pathlib import Path
+from typing import Any, Optional
+
+from textual import on, work
+from textual.app import App, ComposeResult
+from textual.binding import Binding
+from textual.command import DiscoveryHit, Hit, Hits, Provider
+from textual.reactive import reactive
+from textual.widget import Widget
+from textual.widgets import ContentSwitcher, Footer, Header, Static
+
+from sparsify_tui.tui import messages
+from sparsify_tui.tui.widgets.dialogs import ErrorDialog, error_message
+
+# (section id, label, short label for the section bar)
+SECTIONS = [
+    ("projects", "Projects", "Projects"),
+    ("perf", "Performance Profiles", "Perf"),
+    ("loss", "Loss Profiles", "Loss"),
+    ("optimization", "Optimization", "Optimize"),
+    ("benchmarks", "Benchmarks", "Bench"),
+    ("settings", "Settings", "Settings"),
+]
+SECTION_LABELS = {sid: label for sid, label, _ in SECTIONS}
+
+
+def section_class(section: str) -> type:
+    """The Widget class of a per-project section (imported lazily: sections are owned by several engineers)."""
+    if section == "perf":
+        from sparsify_tui.tui.screens.perf import PerfSection as cls
+    elif section == "loss":
+        from sparsify_tui.tui.screens.loss import LossSection as cls
+    elif section == "optimization":
+        from sparsify_tui.tui.screens.optimization import OptimizationSection as cls
+    elif section == "benchmarks":
+        from sparsify_tui.tui.screens.benchmarks import BenchmarksSection as cls
+    elif section == "settings":
+        from sparsify_tui.tui.screens.settings import SettingsSection as cls
+    else:
+        raise KeyError(section)
+    return cls
+
+
+class SectionBar(Static):
+    """One line: `1 Projects  2 Perf ...`, the current section highlighted; click to switch."""
+
+    DEFAULT_CSS = """
+    SectionBar { height: 1; background: $panel; color: $text-muted; }
+    """
+
+    def show(self, current: str, has_project: bool) -> None:
+        parts = []
+        for n, (sid, label, short) in enumerate(SECTIONS, start=1):
+            text = label if self.app.size.width >= 110 else short
+            if sid == current:
+                parts.append(f"[@click=app.show_section('{sid}')][reverse bold] {n} {text} [/][/]")
+            elif sid != "projects" and not has_project:
+                parts.append(f"[dim] {n} {text} [/]")
+            else:
+                parts.append(f"[@click=app.show_section('{sid}')] [b]{n}[/b] {text} [/]")
+        self.update("".join(parts))
+
+
+class SparsifyCommands(Provider):
+    """Command palette: sections, new project, open any project, help."""
+
+    def _commands(self) -> list[tuple[str, Any, str]]:
+        app: SparsifyApp = self.app  # type: ignore[assignment]
+        cmds: list[tuple[str, Any, str]] = []
+        for n, (sid, label, _short) in enumerate(SECTIONS, start=1):
+            cmds.append((f"Go to {label}", partial(app.action_show_section, sid), f"key {n}"))
+        cmds.append(("New project", app.action_new_project, "create a project from an .onnx model"))
+        cmds.append(("Help: keys", app.action_help, "every key binding (?)"))
+        for project in self._projects:
+            cmds.append((f"Open project {project['name']}", partial(app.open_project, project["id"]),
+                         project.get("model", {}).get("file", "")))
+        return cmds
+
+    async def startup(self) -> None:
+        app: SparsifyApp = self.app  # type: ignore[assignment]
+        try:
+            self._projects = await asyncio.to_thread(app.workspace.list_projects)
+        except Exception:  # the palette must open even if the workspace is unreadable
+            self._projects = []
+
+    async def discover(self) -> Hits:
+        for label, callback, help_text in self._commands():
+            yield DiscoveryHit(label, callback, help=help_text)
+
+    async def search(self, query: str) -> Hits:
+        matcher = self.matcher(query)
+        for label, callback, help_text in self._commands():
+            score = matcher.match(label)
+            if score > 0:
+                yield Hit(score, matcher.highlight(label), callback, help=help_text)
+
+
+class SparsifyApp(App[int]):
+    """sparsify-tui. `workspace`: the :class:`sparsify_tui.store.Workspace` every section reads and writes."""
+
+    CSS_PATH = "app.tcss"
+    TITLE = "sparsify-tui"
+    COMMANDS = App.COMMANDS | {SparsifyCommands}
+
+    BINDINGS = [
+        Binding("1", "show_section('projects')", "Projects", show=False, id="section.projects",
+                tooltip="Show the projects list"),
+        Binding("2", "show_section('perf')", "Perf", show=False, id="section.perf",
+                tooltip="Performance profiles of the open project (FLOPS and measured)"),
+        Binding("3", "show_section('loss')", "Loss", show=False, id="section.loss",
+                tooltip="Loss profiles of the open project"),
+        Binding("4", "show_section('optimization')", "Optimize", show=False, id="section.optimization",
+                tooltip="Optimizations (recipes) of the open project"),
+        Binding("5", "show_section('benchmarks')", "Bench", show=False, id="section.benchmarks",
+                tooltip="Benchmarks of the open project"),
+        Binding("6", "show_section('settings')", "Settings", show=False, id="section.settings",
+                tooltip="Settings of the open project"),
+        Binding("question_mark", "help", "Help", id="app.help", tooltip="List every key"),
+        Binding("q", "quit", "Quit", id="app.quit", tooltip="Quit sparsify-tui (jobs keep running)"),
+    ]
+
+    section: reactive[str] = reactive("projects", init=False)
+    project_id: reactive[Optional[str]] = reactive(None, init=False)
+
+    def __init__(self, *, model: Optional[str] = None, project: Optional[str] = None,
+                 workspace: Any = None, **kwargs) -> None:
+        super().__init__(**kwargs)
+        if workspace is None:
+            from sparsify_tui.store import Workspace
+
+            workspace = Workspace()
+        self.workspace = workspace
+        self._start_model = model
+        self._start_project = project
+        self._apply_user_keymap()
+
+    # -- layout ---------------------------------------------------------------------------
+    def compose(self) -> ComposeResult:
+        from sparsify_tui.tui.screens.projects import ProjectsSection
+
+        yield Header(show_clock=False, icon="◆")
+        yield SectionBar(id="section-bar")
+        with ContentSwitcher(initial="projects", id="sections"):
+            yield ProjectsSection(id="projects")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self._update_chrome()
+        if self._start_project:
+            self._open_start_project(self._start_project)
+        elif self._start_model:
+            self._open_model(self._start_model)
+        else:
+            self.call_after_refresh(self._focus_section, "projects")
+
+    def on_resize(self) -> None:
+        self._update_chrome()
+
+    def _update_chrome(self) -> None:
+        bar = self.query_one(SectionBar)
+        bar.show(self.section, self.project_id is not None)
+        name = self.project_name()
+        self.sub_title = f"project: {name}" if name else "no project open"
+
+    def project_name(self) -> Optional[str]:
+        if self.project_id is None:
+            return None
+        try:
+            return self.workspace.get_project(self.project_id)["name"]
+        except Exception:
+            return self.project_id
+
+    # -- keymap ---------------------------------------------------------------------------
+    def _apply_user_keymap(self) -> None:
+        """Remap keys from `$SPARSIFY_TUI_KEYMAP` or `<workspace>/keymap.json` ({binding id: "key,key"})."""
+        path = os.environ.get("SPARSIFY_TUI_KEYMAP") or str(Path(self.workspace.root) / "keymap.json")
+        try:
+            keymap = json.loads(Path(path).read_text())
+        except (OSError, ValueError):
+            return
+        if isinstance(keymap, dict):
+            self.set_keymap({str(k): str(v) for k, v in keymap.items()})
+
+    # -- sections -------------------------------------------------------------------------
+    def check_action(self, action: str, parameters: tuple) -> Optional[bool]:
+        if action == "show_section" and parameters and parameters[0] != "projects" and self.project_id is None:
+            return None  # shown greyed out; pressing it explains why
+        return True
+
+    def action_show_section(self, section: str) -> None:
+        """Show a section (1-6). Project sections need an open project."""
+        if section not in SECTION_LABELS:
+            return
+        if section != "projects" and self.project_id is None:
+            self.notify("Open a project first: select it in Projects (1) and press enter, or press n for a new one.",
+                        severity="warning", timeout=4)
+            section = "projects"
+        switcher = self.query_one("#sections", ContentSwitcher)
+        if section != "projects" and not switcher.query(f"#{section}"):
+            cls = section_class(section)
+            switcher.mount(cls(self.project_id, id=section))
+        switcher.current = section
+        self.section = section
+        self._update_chrome()
+        self.call_after_refresh(self._focus_section, section)
+
+    def _focus_section(self, section: str) -> None:
+        try:
+            widget = self.query_one(f"#sections > #{section}")
+        except Exception:
+            return
+        focus_default = getattr(widget, "focus_default", None)
+        if callable(focus_default):
+            focus_default()
+            return
+        for child in widget.query("*"):
+            if child.focusable:
+                child.focus()
+                return
+        self.set_focus(None)
+
+    def current_section_widget(self) -> Optional[Widget]:
+        try:
+            return self.query_one(f"#sections > #{self.section}")
+        except Exception:
+            return None
+
+    def open_project(self, project_id: str, section: str = "perf") -> None:
+        """Open a project (its sections are rebuilt) and show `section`."""
+        switcher = self.query_one("#sections", ContentSwitcher)
+        for sid, _label, _short in SECTIONS[1:]:
+            for old in switcher.query(f"#{sid}"):
+                old.remove()
+        self.project_id = project_id
+        self._update_chrome()
+        self.call_after_refresh(self.action_show_section, section)
+
+    def close_project(self) -> None:
+        switcher = self.query_one("#sections", ContentSwitcher)
+        switcher.current = "projects"
+        for sid, _label, _short in SECTIONS[1:]:
+            for old in switcher.query(f"#{sid}"):
+                old.remove()
+        self.project_id = None
+        self.section = "projects"
+        self._update_chrome()
+
+    @on(messages.OpenProject)
+    def _on_open_project(self, message: messages.OpenProject) -> None:
+        self.open_project(message.project_id, message.section)
+
+    @on(messages.ShowSection)
+    def _on_show_section(self, message: messages.ShowSection) -> None:
+        self.action_show_section(message.section)
+
+    @on(messages.ProjectsChanged)
+    def _on_projects_changed(self, message: messages.ProjectsChanged) -> None:
+        if message.deleted and message.project_id == self.project_id:
+            self.close_project()
+        self._update_chrome()
+        from sparsify_tui.tui.screens.projects import ProjectsSection
+
+        self.query_one(ProjectsSection).reload()
+        if message.deleted:
+            self.action_show_section("projects")
+
+    # -- actions --------------------------------------------------------------------------
+    def action_help(self) -> None:
+        from sparsify_tui.tui.screens.help import HelpScreen
+
+        if not isinstance(self.screen, HelpScreen):
+            self.push_screen(HelpScreen())
+
+    def action_new_project(self, model_path: str = "") -> None:
+        from sparsify_tui.tui.screens.new_project import NewProjectDialog
+
+        def done(project_id: Optional[str]) -> None:
+            from sparsify_tui.tui.screens.projects import ProjectsSection
+
+            self.query_one(ProjectsSection).reload()
+            if project_id:
+                self.open_project(project_id)
+
+        self.push_screen(NewProjectDialog(model_path=model_path), done)
+
+    def show_error(self, error: Any, title: str = "Error") -> None:
+        """Show an exception or message in the error dialog (the app stays up)."""
+        text = error if isinstance(error, str) else error_message(error)
+        self.push_screen(ErrorDialog(text, title=title))
+
+    # -- start-up helpers -----------------------------------------------------------------
+    def _open_start_project(self, ref: str) -> None:
+        try:
+            project = self.workspace.get_project(ref)
+        except Exception as err:  # noqa: BLE001 - shown to the user
+            self.show_error(err)
+            return
+        self.open_project(project["id"])
+
+    @work(thread=True, exclusive=True, exit_on_error=False, group="start", description="open model")
+    def _open_model(self, model: str) -> None:
+        """`sparsify-tui MODEL.onnx`: open the project of that model (same file or sha256), else create one."""
+        from sparsify_tui.errors import DimensionError
+
+        try:
+            project = find_project_for_model(self.workspace, model)
+            if project is None:
+                self.call_from_thread(self.notify, f"Creating a project for {model}…", timeout=3)
+                project = self.workspace.create_project(model)
+        except DimensionError:
+            # symbolic dims need values: let the user enter them in the new-project dialog
+            self.call_from_thread(self.action_new_project, str(model))
+            return
+        except Exception as err:  # noqa: BLE001 - shown to the user, the app stays up
+            self.call_from_thread(self.show_error, err)
+            return
+        self.call_from_thread(self.open_project, project["id"])
+
+
+def _sha256(path: Path) -> str:
+    import hashlib
+
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def find_project_for_model(workspace: Any, model: str) -> Optional[dict]:
+    """The project whose model has the same sha256 as this file, preferring one made from the same path
+    (None if none). The file is hashed only when some project's model has the same size."""
+    path = Path(model).expanduser()
+    if not path.is_file():
+        return None  # create_project raises the proper one-line ModelError
+    resolved = str(path.resolve())
+    size = path.stat().st_size
+    candidates = [p for p in workspace.list_projects() if p.get("model", {}).get("size_bytes") == size]
+    if not candidates:
+        return None
+    digest = _sha256(path)
+    same = [p for p in candidates if p["model"].get("sha256") == digest]
+    same.sort(key=lambda p: resolved not in (p["model"].get("source"), p["model"].get("path")))
+    return same[0] if same else None
+
+
+def run_app(model: Optional[str] = None, project: Optional[str] = None, mouse: bool = True) -> int:
+    """Run the TUI (blocking). `model`: an .onnx path to create-or-open; `project`: id or name to open."""
+    app = SparsifyApp(model=model, project=project)
+    app.run(mouse=mouse)
+    return int(app.return_code or 0)

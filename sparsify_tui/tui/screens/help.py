@@ -1,0 +1,127 @@
+"""Help screen: every key binding, generated from the Binding declarations of the app, its sections and
+widgets (plus any widget currently mounted), with the binding id used to remap it.
+
+Remap keys with a JSON file `{binding id: "key[,key]"}` at `$SPARSIFY_TUI_KEYMAP` or
+`<workspace>/keymap.json`.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Iterable
+
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Vertical
+from textual.screen import ModalScreen
+from textual.widgets import Static
+
+from sparsify_tui.tui.widgets.tables import Column, FilterableTable
+
+# (where, "module:Class") in the order shown
+KNOWN = [
+    ("Everywhere", "sparsify_tui.tui.app:SparsifyApp"),
+    ("Projects", "sparsify_tui.tui.screens.projects:ProjectsSection"),
+    ("New project", "sparsify_tui.tui.screens.new_project:NewProjectDialog"),
+    ("Performance", "sparsify_tui.tui.screens.perf:PerfSection"),
+    ("FLOPS profile", "sparsify_tui.tui.screens.perf:FlopsProfileView"),
+    ("Perf profile", "sparsify_tui.tui.screens.perf_profile:PerfProfileView"),
+    ("Loss", "sparsify_tui.tui.screens.loss:LossSection"),
+    ("Optimization", "sparsify_tui.tui.screens.optimization:OptimizationSection"),
+    ("Benchmarks", "sparsify_tui.tui.screens.benchmarks:BenchmarksSection"),
+    ("Settings", "sparsify_tui.tui.screens.settings:SettingsSection"),
+    ("Tables", "sparsify_tui.tui.widgets.tables:FilterableTable"),
+    ("Charts", "sparsify_tui.tui.widgets.charts:BarChart"),
+    ("Jobs", "sparsify_tui.tui.widgets.jobs:JobProgress"),
+    ("Dialogs", "sparsify_tui.tui.widgets.dialogs:ConfirmDialog"),
+]
+
+
+def _own_bindings(cls: type) -> list[Binding]:
+    """Bindings declared by `cls` and its sparsify-tui base classes (not Textual's built-in ones)."""
+    out: list[Binding] = []
+    for klass in reversed(cls.__mro__):
+        if not klass.__module__.startswith("sparsify_tui"):
+            continue
+        for b in klass.__dict__.get("BINDINGS", []):
+            if isinstance(b, tuple):
+                b = Binding(*b)
+            out.append(b)
+    return out
+
+
+def binding_rows(app) -> list[dict]:
+    """One row per (key, where): key display, description, where, binding id."""
+    classes: list[tuple[str, type]] = []
+    for where, ref in KNOWN:
+        module, _, name = ref.partition(":")
+        try:
+            classes.append((where, getattr(importlib.import_module(module), name)))
+        except Exception:  # a section not written yet
+            continue
+    seen = {cls for _w, cls in classes}
+    for node in _mounted(app):  # widgets added by feature engineers in their own modules
+        cls = type(node)
+        if cls not in seen and cls.__module__.startswith("sparsify_tui") and _own_bindings(cls):
+            seen.add(cls)
+            classes.append((cls.__name__, cls))
+    keymap = dict(getattr(app, "_keymap", {}) or {})
+    rows: list[dict] = []
+    for where, cls in classes:
+        for b in _own_bindings(cls):
+            keys = keymap.get(b.id, b.key) if b.id else b.key
+            display = ", ".join(_key_display(app, k.strip(), b) for k in keys.split(","))
+            rows.append({"_key": f"{where}/{b.id or b.key}", "key": display,
+                         "description": b.tooltip or b.description or b.action,
+                         "where": where, "id": b.id or ""})
+    rows.append({"_key": "palette", "key": "ctrl+p", "description": "Command palette (sections, projects, actions)",
+                 "where": "Everywhere", "id": "command_palette"})
+    return rows
+
+
+def _key_display(app, key: str, binding: Binding) -> str:
+    if binding.key_display and "," not in binding.key:
+        return binding.key_display
+    try:
+        return app.get_key_display(Binding(key, binding.action))
+    except Exception:
+        return key
+
+
+def _mounted(app) -> Iterable:
+    for screen in app.screen_stack:
+        yield from screen.query("*")
+
+
+class HelpScreen(ModalScreen[None]):
+    """Every key, filterable with `/`; `escape`, `q` or `?` closes."""
+
+    DEFAULT_CSS = """
+    HelpScreen { align: center middle; }
+    HelpScreen > Vertical { width: 100; max-width: 100%; height: 100%; border: thick $primary;
+                            background: $surface; padding: 0 1; }
+    HelpScreen .dialog-title { text-style: bold; }
+    """
+
+    BINDINGS = [
+        Binding("escape,q,question_mark", "close", "Close", id="help.close", tooltip="Close the help screen"),
+    ]
+
+    def compose(self) -> ComposeResult:
+        with Vertical():
+            yield Static("Keys — escape closes · / filters · keys shown for the focused widget are in the footer",
+                         classes="dialog-title")
+            yield FilterableTable([
+                Column("key", "Key", filter=True),
+                Column("description", "Does", filter=True),
+                Column("where", "Where", filter=True),
+                Column("id", "Binding id", filter=True),
+            ], id="help-table")
+
+    def on_mount(self) -> None:
+        table = self.query_one(FilterableTable)
+        table.set_rows(binding_rows(self.app))
+        table.focus()
+
+    def action_close(self) -> None:
+        self.dismiss(None)

@@ -1,0 +1,492 @@
+"""New Project dialog: model path (completion `→`, or `ctrl+b` file browser), name, description,
+Performance/Loss profile toggles and names, batch size, core count, values for the model's symbolic dims;
+RUN creates the project (and submits the enabled profile jobs, with live progress); COMPLETE opens it.
+
+Dismisses with the new project id, or None when canceled before RUN.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, Iterable, Optional
+
+from textual import on, work
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Grid, Horizontal, Vertical, VerticalScroll
+from textual.screen import ModalScreen
+from textual.suggester import Suggester
+from textual.widgets import Button, DirectoryTree, Input, Label, ProgressBar, Static, Switch
+from textual.worker import Worker, WorkerState
+
+from sparsify_tui.tui.widgets.dialogs import ErrorDialog, error_message
+
+JOB_TYPES = (("perf", "perf_profile", "Performance profile"), ("loss", "loss_profile", "Loss profile"))
+
+
+class PathSuggester(Suggester):
+    """Completes a filesystem path: directories (with a trailing `/`) and `.onnx` files."""
+
+    def __init__(self) -> None:
+        super().__init__(use_cache=False, case_sensitive=True)
+
+    async def get_suggestion(self, value: str) -> Optional[str]:
+        if not value:
+            return None
+        expanded = os.path.expanduser(value)
+        folder, prefix = os.path.split(expanded)
+        try:
+            entries = sorted(os.scandir(folder or "."), key=lambda e: e.name)
+        except OSError:
+            return None
+        for entry in entries:
+            if not entry.name.startswith(prefix) or entry.name == prefix:
+                continue
+            if entry.name.startswith(".") and not prefix.startswith("."):
+                continue
+            try:
+                is_dir = entry.is_dir()
+            except OSError:
+                continue
+            if is_dir or entry.name.lower().endswith(".onnx"):
+                completed = entry.name[len(prefix):] + ("/" if is_dir else "")
+                return value + completed
+        return None
+
+
+class OnnxTree(DirectoryTree):
+    """Directory tree showing folders (not hidden ones) and `.onnx` files only."""
+
+    def filter_paths(self, paths: Iterable[Path]) -> Iterable[Path]:
+        out = []
+        for p in paths:
+            if p.name.startswith("."):
+                continue
+            try:
+                if p.is_dir() or p.suffix.lower() == ".onnx":
+                    out.append(p)
+            except OSError:
+                continue
+        return out
+
+
+class FileBrowser(ModalScreen[Optional[str]]):
+    """Pick an .onnx file: arrows move, enter opens a folder or picks a file, `escape` cancels,
+    `backspace` goes to the parent folder."""
+
+    DEFAULT_CSS = """
+    FileBrowser { align: center middle; }
+    FileBrowser > Vertical { width: 90%; height: 90%; border: thick $primary; background: $surface; }
+    FileBrowser OnnxTree { height: 1fr; }
+    """
+
+    BINDINGS = [
+        Binding("escape", "cancel", "Cancel", id="browser.cancel", tooltip="Close the file browser"),
+        Binding("backspace", "parent", "Parent folder", id="browser.parent", tooltip="Show the parent folder"),
+    ]
+
+    def __init__(self, start: str) -> None:
+        super().__init__()
+        start_path = Path(os.path.expanduser(start or ".")).absolute()
+        while not start_path.is_dir() and start_path != start_path.parent:
+            start_path = start_path.parent
+        self.start = start_path
+
+    def compose(self) -> ComposeResult:
+        with Vertical():
+            yield Static(f"Pick an .onnx model in {self.start} (enter: open/pick, backspace: parent, escape: cancel)",
+                         id="browser-title", markup=False)
+            yield OnnxTree(self.start, id="tree")
+
+    def on_mount(self) -> None:
+        self.query_one(OnnxTree).focus()
+
+    def action_parent(self) -> None:
+        tree = self.query_one(OnnxTree)
+        parent = Path(tree.path).absolute().parent
+        tree.path = parent
+        self.query_one("#browser-title", Static).update(
+            f"Pick an .onnx model in {parent} (enter: open/pick, backspace: parent, escape: cancel)")
+
+    @on(DirectoryTree.FileSelected)
+    def _picked(self, event: DirectoryTree.FileSelected) -> None:
+        event.stop()
+        self.dismiss(str(event.path))
+
+    def action_cancel(self) -> None:
+        self.dismiss(None)
+
+
+def _suggest_dim(input_rank: int, axis: int, name: str) -> int:
+    lname = name.lower()
+    if any(k in lname for k in ("seq", "len", "token", "sentence")):
+        return 128
+    if input_rank == 4 and axis in (2, 3):
+        return 224
+    return 128
+
+
+def inspect_model(path: str) -> tuple[str, list[dict]]:
+    """(one-line model description, symbolic non-batch dims) for the dialog.
+
+    Each dim: {"key": dim name or "input:axis", "label", "suggestion": int}. Raises ModelError etc.
+    """
+    from sparsify_tui.analysis.loading import load_model
+    from sparsify_tui.analysis.shapes import graph_inputs, symbolic_dims
+
+    model = load_model(path, load_external_data=False)
+    ranks = {vi.name: len(vi.type.tensor_type.shape.dim) for vi in graph_inputs(model)}
+    dims: list[dict] = []
+    seen: set[str] = set()
+    for sd in symbolic_dims(model):
+        if sd.is_batch:
+            continue
+        key = sd.name if sd.named else sd.key
+        if key in seen:
+            continue
+        seen.add(key)
+        label = f"{sd.name} ({sd.key})" if sd.named else sd.key
+        dims.append({"key": key, "label": label,
+                     "suggestion": _suggest_dim(ranks.get(sd.input_name, 0), sd.axis, sd.name)})
+    inputs = []
+    for vi in graph_inputs(model):
+        shape = [d.dim_param or (str(d.dim_value) if d.dim_value > 0 else "?") for d in vi.type.tensor_type.shape.dim]
+        inputs.append(f"{vi.name}[{','.join(shape)}]")
+    size = Path(path).stat().st_size
+    desc = f"{len(model.graph.node)} nodes · {size / 1e6:.1f} MB · inputs " + " ".join(inputs)
+    return desc, dims
+
+
+def _int_field(text: str, what: str) -> int:
+    from sparsify_tui.errors import ProjectError
+
+    try:
+        value = int(text.strip())
+    except ValueError:
+        value = 0
+    if value <= 0:
+        raise ProjectError(f"{what} must be a whole number > 0, not {text!r}")
+    return value
+
+
+def job_type_available(job_type: str) -> bool:
+    """True when the job type is registered and its handler can be imported in this install."""
+    try:
+        from sparsify_tui.jobs import registry
+
+        registry.resolve(job_type)
+        return True
+    except Exception:
+        return False
+
+
+class NewProjectDialog(ModalScreen[Optional[str]]):
+    """Create a project: form → RUN (create + profile jobs with progress) → COMPLETE (open it)."""
+
+    DEFAULT_CSS = """
+    NewProjectDialog { align: center middle; }
+    """
+
+    BINDINGS = [
+        Binding("ctrl+r", "run", "RUN", id="new_project.run", tooltip="Create the project and start its profiles"),
+        Binding("ctrl+b", "browse", "Browse", id="new_project.browse", tooltip="Pick the model in a file browser"),
+        Binding("escape", "close", "Cancel/close", id="new_project.close",
+                tooltip="Close (before RUN nothing is created; after RUN the project is opened)"),
+    ]
+
+    def __init__(self, model_path: str = "") -> None:
+        super().__init__()
+        self.initial_path = model_path
+        self.dims: list[dict] = []
+        self.project: Optional[dict] = None
+        self.jobs: list[dict] = []
+        self._inspect_timer = None
+        self._creating = False
+
+    def compose(self) -> ComposeResult:
+        from sparsify_tui.profiling.session import available_cores
+
+        with Vertical(id="dialog"):
+            yield Static("New project", classes="dialog-title")
+            with VerticalScroll(id="form-scroll"):
+                with Grid(id="form", classes="form"):
+                    yield Label("Model (.onnx)")
+                    with Horizontal(classes="path-row"):
+                        yield Input(self.initial_path, placeholder="path/to/model.onnx  (→ completes)",
+                                    suggester=PathSuggester(), id="model_path", compact=True)
+                        yield Button("Browse", id="browse", compact=True)
+                    yield Label("")
+                    yield Static("", id="model-info", classes="hint")
+                    yield Label("Name")
+                    yield Input(placeholder="default: the model file name", id="name", compact=True)
+                    yield Label("Description")
+                    yield Input(id="description", compact=True)
+                    yield Label("Perf profile")
+                    with Horizontal(classes="toggle-row"):
+                        yield Switch(True, id="perf_enabled")
+                        yield Label("on", id="perf_state", classes="switch-state")
+                        yield Input("baseline", id="perf_name", compact=True)
+                    yield Label("Loss profile")
+                    with Horizontal(classes="toggle-row"):
+                        yield Switch(True, id="loss_enabled")
+                        yield Label("on", id="loss_state", classes="switch-state")
+                        yield Input("baseline", id="loss_name", compact=True)
+                    yield Label("Batch size")
+                    yield Input("1", id="batch_size", type="integer", compact=True)
+                    yield Label("Cores")
+                    yield Input(str(available_cores()), id="core_count", type="integer", compact=True)
+                yield Grid(id="dims-form", classes="form")
+                yield Vertical(id="progress-area")
+            with Horizontal(classes="buttons"):
+                yield Button("Cancel", id="cancel", compact=True)
+                yield Button("RUN (ctrl+r)", variant="primary", id="run", compact=True)
+                yield Button("COMPLETE", variant="success", id="complete", compact=True, disabled=True)
+
+    def on_mount(self) -> None:
+        self.query_one("#model_path", Input).focus()
+        self.query_one("#dims-form").display = False
+        if self.initial_path:
+            self._inspect(self.initial_path)
+
+    @on(Switch.Changed)
+    def _switch_changed(self, event: Switch.Changed) -> None:
+        # the state is also written as text: a Switch alone is only colour (invisible with NO_COLOR)
+        key = (event.switch.id or "").replace("_enabled", "")
+        self.query_one(f"#{key}_state", Label).update("on" if event.value else "off")
+        self.query_one(f"#{key}_name", Input).disabled = not event.value
+
+    # -- model path ----------------------------------------------------------------------
+    @on(Input.Changed, "#model_path")
+    def _path_changed(self, event: Input.Changed) -> None:
+        if self._inspect_timer is not None:
+            self._inspect_timer.stop()
+        value = event.value
+        self._inspect_timer = self.set_timer(0.4, lambda: self._inspect(value))
+
+    def _inspect(self, value: str) -> None:
+        path = os.path.expanduser(value.strip())
+        info = self.query_one("#model-info", Static)
+        if not path:
+            info.update("")
+            self._set_dims([])
+            return
+        if not os.path.isfile(path):
+            info.update("folder: pick an .onnx file in it" if os.path.isdir(path) else "no such file yet")
+            self._set_dims([])
+            return
+        info.update("reading the model…")
+        self._inspect_worker(path)
+
+    @work(thread=True, exclusive=True, exit_on_error=False, group="inspect", description="read model inputs")
+    def _inspect_worker(self, path: str) -> tuple[str, str, list[dict]]:
+        return path, *inspect_model(path)
+
+    def _set_dims(self, dims: list[dict]) -> None:
+        """Show one Input per symbolic (non-batch) dim, with a suggested value as placeholder."""
+        if [d["key"] for d in dims] == [d["key"] for d in self.dims]:
+            return
+        self.dims = dims
+        grid = self.query_one("#dims-form", Grid)
+        grid.remove_children()
+        grid.display = bool(dims)
+        widgets = []
+        for i, d in enumerate(dims):
+            widgets.append(Label(f"dim {d['label']}"))
+            widgets.append(Input(placeholder=f"required, e.g. {d['suggestion']}", id=f"dim-{i}",
+                                 type="integer", compact=True))
+        if widgets:
+            grid.mount(*widgets)
+
+    def dim_values(self) -> dict[str, int]:
+        out = {}
+        for i, d in enumerate(self.dims):
+            text = self.query_one(f"#dim-{i}", Input).value
+            if text.strip():
+                out[d["key"]] = _int_field(text, f"dim {d['label']}")
+        return out
+
+    def action_browse(self) -> None:
+        if self._creating or self.project:
+            return
+
+        def picked(path: Optional[str]) -> None:
+            if path:
+                inp = self.query_one("#model_path", Input)
+                inp.value = path
+                inp.cursor_position = len(path)
+                self._inspect(path)
+
+        self.app.push_screen(FileBrowser(self.query_one("#model_path", Input).value), picked)
+
+    # -- RUN -----------------------------------------------------------------------------
+    def form_values(self) -> dict:
+        """Validated form values (raises SparsifyError on a bad one)."""
+        from sparsify_tui.errors import ModelError
+
+        q = lambda wid: self.query_one(f"#{wid}", Input).value  # noqa: E731
+        path = os.path.expanduser(q("model_path").strip())
+        if not path:
+            raise ModelError("no model path given: type the path of an .onnx file or press ctrl+b to browse")
+        return {
+            "model_path": path,
+            "name": q("name").strip() or None,
+            "description": q("description"),
+            "batch_size": _int_field(q("batch_size"), "batch size"),
+            "dims": self.dim_values(),
+            "setup": {
+                "core_count": _int_field(q("core_count"), "core count"),
+                "perf_enabled": self.query_one("#perf_enabled", Switch).value,
+                "loss_enabled": self.query_one("#loss_enabled", Switch).value,
+                "perf_name": q("perf_name").strip() or "baseline",
+                "loss_name": q("loss_name").strip() or "baseline",
+            },
+        }
+
+    def action_run(self) -> None:
+        if self._creating or self.project is not None:
+            return
+        try:
+            values = self.form_values()
+        except Exception as err:  # noqa: BLE001 - shown to the user
+            self.app.push_screen(ErrorDialog(error_message(err)))
+            return
+        self._creating = True
+        self.query_one("#run", Button).disabled = True
+        area = self.query_one("#progress-area")
+        area.remove_children()
+        area.mount(Static("Creating the project…", id="create-step"), ProgressBar(total=1.0, id="create-bar",
+                                                                                  show_eta=False))
+        self._create(values)
+
+    def _progress(self, step: str, fraction: float) -> None:
+        try:
+            self.query_one("#create-step", Static).update(f"Creating the project: {step}")
+            self.query_one("#create-bar", ProgressBar).update(progress=fraction)
+        except Exception:
+            pass
+
+    @work(thread=True, exclusive=True, exit_on_error=False, group="create", description="create project")
+    def _create(self, values: dict) -> tuple[dict, list[dict], list[str]]:
+        from sparsify_tui import jobs
+
+        ws = self.app.workspace
+        setup = values["setup"]
+        project = ws.create_project(
+            values["model_path"], values["name"], values["description"], batch_size=values["batch_size"],
+            dims=values["dims"], setup=setup,
+            progress=lambda step, frac: self.app.call_from_thread(self._progress, step, frac))
+        submitted: list[dict] = []
+        notes: list[str] = []
+        for key, job_type, label in JOB_TYPES:
+            if not setup[f"{key}_enabled"]:
+                continue
+            if not job_type_available(job_type):
+                notes.append(f"{label}s are not available in this install yet; the setting is saved.")
+                continue
+            args = {"name": setup[f"{key}_name"], "batch_size": values["batch_size"],
+                    "core_count": setup["core_count"]}
+            try:
+                submitted.append(jobs.submit(ws, project["id"], job_type, args))
+            except Exception as err:  # noqa: BLE001 - the project exists; report and go on
+                notes.append(f"{label} could not start: {error_message(err)}")
+        return project, submitted, notes
+
+    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
+        worker = event.worker
+        if worker.name == "_inspect_worker":
+            if event.state == WorkerState.SUCCESS:
+                path, desc, dims = worker.result
+                if os.path.expanduser(self.query_one("#model_path", Input).value.strip()) == path:
+                    self.query_one("#model-info", Static).update(desc)
+                    self._set_dims(dims)
+            elif event.state == WorkerState.ERROR:
+                self.query_one("#model-info", Static).update(f"✗ {error_message(worker.error)}")
+                self._set_dims([])
+        elif worker.name == "_create":
+            if event.state == WorkerState.ERROR:
+                self._creating = False
+                self.query_one("#run", Button).disabled = False
+                self.query_one("#progress-area").remove_children()
+                self.app.push_screen(ErrorDialog(error_message(worker.error)))
+            elif event.state == WorkerState.SUCCESS:
+                self._created(*worker.result)
+
+    def _created(self, project: dict, submitted: list[dict], notes: list[str]) -> None:
+        self._creating = False
+        self.project = project
+        self.jobs = submitted
+        for widget in self.query("#form Input, #form Switch, #dims-form Input, #browse"):
+            widget.disabled = True
+        area = self.query_one("#progress-area")
+        area.remove_children()
+        lines = [f"✓ Project [b]{project['name']}[/b] created."]
+        lines += notes
+        if submitted:
+            lines.append("Profiles run in the background (they keep running if you close this or quit):")
+        area.mount(Static("\n".join(lines), id="created-info"))
+        progress_cls = _job_progress_class()
+        for job in submitted:
+            area.mount(progress_cls(job["id"]) if progress_cls else SimpleJobProgress(job["id"]))
+        complete = self.query_one("#complete", Button)
+        complete.disabled = False
+        complete.focus()
+        self.query_one("#cancel", Button).display = False
+        self.query_one("#run", Button).display = False
+
+    # -- buttons and close ---------------------------------------------------------------
+    @on(Button.Pressed)
+    def _button(self, event: Button.Pressed) -> None:
+        event.stop()
+        if event.button.id == "run":
+            self.action_run()
+        elif event.button.id == "browse":
+            self.action_browse()
+        elif event.button.id == "complete":
+            self.dismiss(self.project["id"] if self.project else None)
+        elif event.button.id == "cancel":
+            self.action_close()
+
+    def action_close(self) -> None:
+        if self._creating:
+            self.notify("The project is being created; wait for it to finish.", severity="warning")
+            return
+        self.dismiss(self.project["id"] if self.project else None)
+
+
+def _job_progress_class() -> Any:
+    """The store engineer's JobProgress widget (tui/widgets/jobs.py), if present."""
+    try:
+        from sparsify_tui.tui.widgets.jobs import JobProgress
+
+        return JobProgress
+    except Exception:
+        return None
+
+
+class SimpleJobProgress(Static):
+    """Fallback job progress line (used only when tui/widgets/jobs.py is missing): polls 2×/s."""
+
+    def __init__(self, job_id: str) -> None:
+        super().__init__(f"job {job_id}: pending")
+        self.job_id = job_id
+
+    def on_mount(self) -> None:
+        self._timer = self.set_interval(0.5, self._poll)
+
+    @work(thread=True, exclusive=True, exit_on_error=False, group="job-poll")
+    def _poll(self) -> Optional[dict]:
+        from sparsify_tui import jobs
+
+        return jobs.get_job(self.app.workspace, self.job_id)
+
+    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
+        if event.state != WorkerState.SUCCESS or not event.worker.result:
+            return
+        job = event.worker.result
+        prog = job.get("progress") or {}
+        frac = float(prog.get("fraction") or 0.0)
+        self.update(f"{job.get('type')} {job.get('args', {}).get('name', '')}: {job.get('status')} "
+                    f"{prog.get('step', '')} {frac * 100:.0f}%")
+        if job.get("status") in ("completed", "canceled", "error"):
+            self._timer.stop()

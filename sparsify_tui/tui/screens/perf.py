@@ -1,0 +1,309 @@
+"""Performance Profiles section: a list of profiles (FLOPS, always there, plus the measured ones) and the
+selected profile's view.
+
+The FLOPS profile view is computed from the graph (no run): Model Summary, Layer Summaries (FLOPs per op
+type) and Layer Results (every node in graph order, sortable, `/`-filterable) with a chart of the top
+layers. A measured profile is shown by `perf_profile.PerfProfileView(project_id, record_id)`.
+
+Hooks for the perf engineer (looked up on `sparsify_tui.tui.screens.perf_profile` with getattr, so they
+can be added without editing this file): `add_profile_action(section)`,
+`rerun_profile_action(section, record_id)`, `delete_profile_action(section, record_id)`.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from typing import Any, Optional
+
+from textual import on, work
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.widget import Widget
+from textual.widgets import OptionList, Static, TabbedContent, TabPane
+from textual.widgets.option_list import Option
+from textual.worker import Worker, WorkerState
+
+from sparsify_tui.tui.widgets.charts import BarChart
+from sparsify_tui.tui.widgets.tables import (Column, FilterableTable, format_count, format_percent,
+                                             format_shape)
+
+FLOPS_ID = "flops"
+TOP_N_CHOICES = (10, 20, 50, 0)  # 0 = all
+
+
+def _perf_profile_module():
+    from sparsify_tui.tui.screens import perf_profile
+
+    return perf_profile
+
+
+def node_rows(analysis: dict) -> list[dict]:
+    """Layer Results rows from an `analyze --json` dict: one per node in graph order."""
+    nodes = analysis.get("nodes") or []
+    total = float((analysis.get("totals") or {}).get("flops") or 0) or float(sum(n.get("flops") or 0 for n in nodes))
+    rows = []
+    for i, n in enumerate(nodes):
+        flops = n.get("flops") or 0
+        rows.append({
+            "_key": i,
+            "index": n.get("index", i),
+            "id": n.get("id", ""),
+            "op_type": n.get("op_type", ""),
+            "weight_name": n.get("weight_name") or "",
+            "output_shape": n.get("output_shapes"),
+            "params": n.get("params") or 0,
+            "macs": n.get("macs") or 0,
+            "flops": flops,
+            "share": (flops / total) if total else 0.0,
+        })
+    return rows
+
+
+def op_type_flops(analysis: dict) -> list[tuple[str, float]]:
+    """(op type, total FLOPs) sorted by FLOPs descending, op types with 0 FLOPs left out."""
+    sums: dict[str, float] = defaultdict(float)
+    for n in analysis.get("nodes") or []:
+        sums[n.get("op_type", "?")] += float(n.get("flops") or 0)
+    return sorted(((k, v) for k, v in sums.items() if v > 0), key=lambda kv: -kv[1])
+
+
+def model_summary_text(analysis: dict, project: Optional[dict] = None) -> str:
+    """Model Summary lines of the FLOPS profile (Rich markup)."""
+    totals = analysis.get("totals") or {}
+    model = analysis.get("model") or {}
+    nodes = analysis.get("nodes") or []
+    setup = (project or {}).get("setup") or {}
+    batch = model.get("batch_size", analysis.get("batch_size", setup.get("batch_size", 1)))
+    dims = model.get("dims", analysis.get("dims", setup.get("dims"))) or {}
+    dims_text = ", ".join(f"{k}={v}" for k, v in dims.items())
+    prunable = sum(1 for n in nodes if n.get("prunable"))
+    return "\n".join([
+        "[b]Model Summary[/b] · FLOPS profile (counted from the graph, no run)",
+        f"  FLOPs       [b]{format_count(totals.get('flops'))}[/b]  (2×MACs for Conv/Gemm/MatMul, 1 per output element for elementwise ops)",
+        f"  MACs        [b]{format_count(totals.get('macs'))}[/b]",
+        f"  Params      [b]{format_count(totals.get('params'))}[/b]  (prunable {format_count(totals.get('prunable_params'))})",
+        f"  Batch size  [b]{batch}[/b] (used for shapes)" + (f" · dims {dims_text}" if dims_text else ""),
+        f"  Nodes       {len(nodes)} ({prunable} prunable layers)",
+    ])
+
+
+class FlopsProfileView(Widget):
+    """The FLOPS profile: Model Summary + Layer Summaries, Layer Results, Top Layers (tabs)."""
+
+    BINDINGS = [
+        Binding("m", "tab('summary')", "Summary", id="flops.summary", tooltip="Model Summary and Layer Summaries"),
+        Binding("l", "tab('layers')", "Layers", id="flops.layers", tooltip="Layer Results table (every node)"),
+        Binding("g", "tab('top')", "Top layers", id="flops.top", tooltip="Chart of the layers with the most FLOPs"),
+        Binding("n", "cycle_top_n", "Top N", show=False, id="flops.top_n", tooltip="Top layers: 10, 20, 50 or all"),
+    ]
+
+    def __init__(self, project_id: str, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.project_id = project_id
+        self.analysis: dict = {}
+        self.top_n = 20
+
+    def compose(self) -> ComposeResult:
+        with TabbedContent(initial="summary"):
+            with TabPane("Summary", id="summary"):
+                with VerticalScroll():
+                    yield Static("Loading the model analysis…", id="model-summary")
+                    yield BarChart(title="Layer Summaries: FLOPs per op type", unit="FLOPs", id="op-chart")
+            with TabPane("Layer Results", id="layers"):
+                yield FilterableTable([
+                    Column("index", "#", numeric=True),
+                    Column("id", "Node id", filter=True),
+                    Column("op_type", "Op type", filter=True),
+                    Column("weight_name", "Weight", filter=True),
+                    Column("output_shape", "Output shape", fmt=format_shape),
+                    Column("params", "Params", numeric=True, fmt=format_count),
+                    Column("macs", "MACs", numeric=True, fmt=format_count),
+                    Column("flops", "FLOPs", numeric=True, fmt=format_count),
+                    Column("share", "% of total", numeric=True, fmt=format_percent),
+                ], id="layer-table")
+            with TabPane("Top Layers", id="top"):
+                with VerticalScroll():
+                    yield BarChart(title="Top layers by FLOPs", unit="FLOPs", id="top-chart")
+
+    def on_mount(self) -> None:
+        self._load()
+
+    def focus_default(self) -> None:
+        self.query_one(TabbedContent).query_one("Tabs").focus()
+
+    @work(thread=True, exclusive=True, exit_on_error=False, group="flops", description="read analysis")
+    def _load(self) -> tuple[dict, dict]:
+        ws = self.app.workspace
+        return ws.analysis_of(self.project_id), ws.get_project(self.project_id)
+
+    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
+        if event.state == WorkerState.ERROR:
+            self.query_one("#model-summary", Static).update("Could not read the model analysis.")
+            self.app.show_error(event.worker.error)
+        elif event.state == WorkerState.SUCCESS and event.worker.name == "_load":
+            self.show_analysis(*event.worker.result)
+
+    def show_analysis(self, analysis: dict, project: Optional[dict] = None) -> None:
+        self.analysis = analysis
+        self.query_one("#model-summary", Static).update(model_summary_text(analysis, project))
+        ops = op_type_flops(analysis)
+        self.query_one("#op-chart", BarChart).set_data([k for k, _ in ops], [v for _, v in ops])
+        self.query_one("#layer-table", FilterableTable).set_rows(node_rows(analysis))
+        self._show_top()
+
+    def _show_top(self) -> None:
+        rows = sorted((r for r in node_rows(self.analysis) if r["flops"] > 0), key=lambda r: -r["flops"])
+        if self.top_n:
+            rows = rows[: self.top_n]
+        title = f"Top {self.top_n} layers by FLOPs" if self.top_n else "All nodes by FLOPs"
+        self.query_one("#top-chart", BarChart).set_data(
+            [r["id"] for r in rows], [r["flops"] for r in rows], title=title + " (n: 10/20/50/all)")
+
+    def action_cycle_top_n(self) -> None:
+        i = TOP_N_CHOICES.index(self.top_n) if self.top_n in TOP_N_CHOICES else 0
+        self.top_n = TOP_N_CHOICES[(i + 1) % len(TOP_N_CHOICES)]
+        self._show_top()
+
+    def action_tab(self, tab: str) -> None:
+        tabs = self.query_one(TabbedContent)
+        tabs.active = tab
+        target = {"summary": "#op-chart", "layers": "#layer-table", "top": "#top-chart"}[tab]
+        widget = self.query_one(target)
+        if isinstance(widget, FilterableTable):
+            widget.focus()
+        else:
+            widget.query_one("VerticalScroll").focus()
+
+
+class PerfSection(Widget):
+    """Performance Profiles of one project: profile list on the left, the selected profile on the right."""
+
+    BINDINGS = [
+        Binding("a", "add_profile", "Add", id="perf.add", tooltip="Measure a new performance profile"),
+        Binding("r", "rerun_profile", "Rerun", id="perf.rerun", tooltip="Measure the selected profile again"),
+        Binding("delete", "delete_profile", "Delete", id="perf.delete", tooltip="Delete the selected profile"),
+        Binding("p", "focus_list", "Profiles", id="perf.list", tooltip="Move to the list of profiles"),
+    ]
+
+    POLL_SECONDS = 5.0
+
+    def __init__(self, project_id: str, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.project_id = project_id
+        self.selected: str = FLOPS_ID
+        self._records: list[dict] = []
+
+    def compose(self) -> ComposeResult:
+        with Horizontal():
+            with Vertical(id="profile-pane"):
+                yield Static("Profiles", classes="pane-title")
+                yield OptionList(Option("FLOPS", id=FLOPS_ID), id="profiles")
+            yield Vertical(FlopsProfileView(self.project_id, id="flops-view"), id="profile-view")
+
+    def on_mount(self) -> None:
+        self.reload_profiles()
+        self.set_interval(self.POLL_SECONDS, self._poll)
+
+    def focus_default(self) -> None:
+        self.query_one("#profiles", OptionList).focus()
+
+    def action_focus_list(self) -> None:
+        self.query_one("#profiles", OptionList).focus()
+
+    # -- profile list -----------------------------------------------------------------------
+    def reload_profiles(self) -> None:
+        """Re-read the measured profiles from the workspace (thread worker)."""
+        self._load_records()
+
+    def _poll(self) -> None:
+        # cheap: only while visible; picks up profiles finished by background jobs
+        if self.app.section == "perf" and self.is_mounted:
+            self._load_records()
+
+    @work(thread=True, exclusive=True, exit_on_error=False, group="perf-list", description="list perf profiles")
+    def _load_records(self) -> list[dict]:
+        return self.app.workspace.list_records(self.project_id, "perf_profiles")
+
+    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
+        if event.worker.name != "_load_records":
+            return
+        if event.state == WorkerState.ERROR:
+            self.app.show_error(event.worker.error)
+        elif event.state == WorkerState.SUCCESS:
+            self._show_records(event.worker.result)
+
+    def _show_records(self, records: list[dict]) -> None:
+        summary = [(r.get("id"), r.get("name"), r.get("batch_size"), r.get("core_count")) for r in records]
+        if summary == [(r.get("id"), r.get("name"), r.get("batch_size"), r.get("core_count")) for r in self._records]:
+            return  # nothing changed: no redraw
+        self._records = list(records)
+        options = self.query_one("#profiles", OptionList)
+        options.clear_options()
+        options.add_option(Option("FLOPS", id=FLOPS_ID))
+        for r in records:
+            label = str(r.get("name") or r.get("id"))
+            extra = []
+            if r.get("batch_size"):
+                extra.append(f"b{r['batch_size']}")
+            if r.get("core_count"):
+                extra.append(f"{r['core_count']}c")
+            options.add_option(Option(f"{label} ({', '.join(extra)})" if extra else label, id=str(r["id"])))
+        ids = [FLOPS_ID] + [str(r["id"]) for r in records]
+        if self.selected not in ids:
+            self.select_profile(FLOPS_ID)
+        options.highlighted = ids.index(self.selected)
+
+    @property
+    def records(self) -> list[dict]:
+        """The measured perf profile records shown in the list."""
+        return list(self._records)
+
+    @on(OptionList.OptionSelected, "#profiles")
+    def _option_selected(self, event: OptionList.OptionSelected) -> None:
+        event.stop()
+        self.select_profile(str(event.option.id))
+
+    def select_profile(self, profile_id: str) -> None:
+        """Show the FLOPS view (`"flops"`) or a measured profile (record id)."""
+        if profile_id == self.selected and self.query("#profile-view > *"):
+            return
+        self.selected = profile_id
+        view = self.query_one("#profile-view")
+        view.remove_children()
+        if profile_id == FLOPS_ID:
+            view.mount(FlopsProfileView(self.project_id, id="flops-view"))
+        else:
+            view.mount(_perf_profile_module().PerfProfileView(self.project_id, profile_id, id="measured-view"))
+
+    def selected_record_id(self) -> Optional[str]:
+        return None if self.selected == FLOPS_ID else self.selected
+
+    # -- hooks implemented in perf_profile.py ---------------------------------------------
+    def _hook(self, name: str):
+        return getattr(_perf_profile_module(), name, None)
+
+    def check_action(self, action: str, parameters: tuple) -> Optional[bool]:
+        hooks = {"add_profile": "add_profile_action", "rerun_profile": "rerun_profile_action",
+                 "delete_profile": "delete_profile_action"}
+        if action in hooks:
+            if self._hook(hooks[action]) is None:
+                return False
+            if action != "add_profile" and self.selected == FLOPS_ID:
+                return None  # the FLOPS profile cannot be rerun or deleted
+        return True
+
+    def action_add_profile(self) -> None:
+        hook = self._hook("add_profile_action")
+        if hook:
+            hook(self)
+
+    def action_rerun_profile(self) -> None:
+        hook = self._hook("rerun_profile_action")
+        if hook and self.selected != FLOPS_ID:
+            hook(self, self.selected)
+
+    def action_delete_profile(self) -> None:
+        hook = self._hook("delete_profile_action")
+        if hook and self.selected != FLOPS_ID:
+            hook(self, self.selected)

@@ -1,0 +1,160 @@
+"""Settings section: name, description, training settings (saved with `update_project`), the setup
+used for profiles, size on disk, and deleting the project."""
+
+from __future__ import annotations
+
+from textual import on, work
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Grid, Horizontal, VerticalScroll
+from textual.widget import Widget
+from textual.widgets import Button, Input, Label, Select, Static
+from textual.worker import Worker, WorkerState
+
+from sparsify_tui.tui import messages
+from sparsify_tui.tui.widgets.dialogs import ConfirmDialog
+from sparsify_tui.tui.widgets.tables import format_bytes, format_count, format_timestamp
+
+OPTIMIZERS = ("SGD", "Adam", "AdamW", "RMSprop")
+
+
+class SettingsSection(Widget):
+    """Edit the open project's settings. `ctrl+s` saves, `ctrl+d` deletes the project."""
+
+    BINDINGS = [
+        Binding("ctrl+s", "save", "Save", id="settings.save", tooltip="Save name, description and training settings"),
+        Binding("ctrl+d", "delete_project", "Delete project", id="settings.delete",
+                tooltip="Delete this project (asks first)"),
+    ]
+
+    def __init__(self, project_id: str, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.project_id = project_id
+
+    def compose(self) -> ComposeResult:
+        with VerticalScroll():
+            yield Static("Settings", classes="section-title")
+            with Grid(classes="form"):
+                yield Label("Name")
+                yield Input(id="name")
+                yield Label("Description")
+                yield Input(id="description", placeholder="what this project is for")
+                yield Label("Optimizer")
+                yield Select([(o, o) for o in OPTIMIZERS], id="optimizer", allow_blank=False, value="SGD")
+                yield Label("Epochs")
+                yield Input(id="epochs", type="integer")
+                yield Label("Initial LR")
+                yield Input(id="init_lr", type="number")
+                yield Label("Final LR")
+                yield Input(id="final_lr", type="number")
+            with Horizontal(classes="buttons"):
+                yield Button("Save (ctrl+s)", variant="primary", id="save")
+                yield Button("Delete project (ctrl+d)", variant="error", id="delete")
+            yield Static("", id="setup-info", classes="info")
+
+    def on_mount(self) -> None:
+        self._load()
+
+    def focus_default(self) -> None:
+        self.query_one("#name", Input).focus()
+
+    @work(thread=True, exclusive=True, exit_on_error=False, group="settings", description="read project")
+    def _load(self) -> tuple[dict, int | None]:
+        ws = self.app.workspace
+        project = ws.get_project(self.project_id)
+        try:
+            size = ws.project_size_bytes(self.project_id)
+        except Exception:
+            size = None
+        return project, size
+
+    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
+        worker = event.worker
+        if event.state == WorkerState.ERROR:
+            self.app.show_error(worker.error)
+        elif event.state != WorkerState.SUCCESS:
+            return
+        elif worker.name == "_load":
+            self._fill(*worker.result)
+        elif worker.name == "_save":
+            self._fill(*worker.result)
+            self.notify("Settings saved.", timeout=3)
+            self.post_message(messages.ProjectsChanged(self.project_id))
+        elif worker.name == "_delete":
+            self.notify("Project deleted.", timeout=3)
+            self.post_message(messages.ProjectsChanged(self.project_id, deleted=True))
+
+    def _fill(self, project: dict, size: int | None) -> None:
+        training = project.get("training") or {}
+        self.query_one("#name", Input).value = project.get("name", "")
+        self.query_one("#description", Input).value = project.get("description", "")
+        optimizer = training.get("optimizer", "SGD")
+        if optimizer in OPTIMIZERS:
+            self.query_one("#optimizer", Select).value = optimizer
+        self.query_one("#epochs", Input).value = str(training.get("epochs", ""))
+        self.query_one("#init_lr", Input).value = str(training.get("init_lr", ""))
+        self.query_one("#final_lr", Input).value = str(training.get("final_lr", ""))
+        setup = project.get("setup") or {}
+        model = project.get("model") or {}
+        dims = ", ".join(f"{k}={v}" for k, v in (setup.get("dims") or {}).items()) or "none"
+        lines = [
+            "[b]Setup[/b] (used for new profiles)",
+            f"  batch size {setup.get('batch_size', 1)} · cores {setup.get('core_count', '?')} · dims {dims}",
+            f"  perf profile {'on' if setup.get('perf_enabled', True) else 'off'} "
+            f"({setup.get('perf_name', 'baseline')}) · loss profile "
+            f"{'on' if setup.get('loss_enabled', True) else 'off'} ({setup.get('loss_name', 'baseline')})",
+            "[b]Model[/b]",
+            f"  {model.get('file', '?')} · {format_count(model.get('params'))} params · "
+            f"{format_count(model.get('flops'))} FLOPs · opset {model.get('opset', '?')}"
+            + (" · linked" if model.get("linked") else ""),
+            f"  sha256 {str(model.get('sha256', ''))[:16]}…",
+            "[b]Size on disk[/b]  " + (format_bytes(size) if size is not None else "?")
+            + ("  (linked model not counted)" if model.get("linked") else ""),
+            f"[b]Created[/b] {format_timestamp(project.get('created'))} · "
+            f"[b]modified[/b] {format_timestamp(project.get('modified'))}",
+        ]
+        self.query_one("#setup-info", Static).update("\n".join(lines))
+
+    def form_values(self) -> dict:
+        """The edited fields, as passed to `Workspace.update_project` (validation happens there)."""
+        return {
+            "name": self.query_one("#name", Input).value.strip(),
+            "description": self.query_one("#description", Input).value,
+            "optimizer": self.query_one("#optimizer", Select).value,
+            "epochs": self.query_one("#epochs", Input).value.strip(),
+            "init_lr": self.query_one("#init_lr", Input).value.strip(),
+            "final_lr": self.query_one("#final_lr", Input).value.strip(),
+        }
+
+    def action_save(self) -> None:
+        self._save(self.form_values())
+
+    @work(thread=True, exclusive=True, exit_on_error=False, group="settings", description="save settings")
+    def _save(self, fields: dict) -> tuple[dict, int | None]:
+        ws = self.app.workspace
+        project = ws.update_project(self.project_id, **fields)
+        return project, ws.project_size_bytes(self.project_id)
+
+    def action_delete_project(self) -> None:
+        name = self.query_one("#name", Input).value or self.project_id
+
+        def answered(yes: bool | None) -> None:
+            if yes:
+                self._delete()
+
+        self.app.push_screen(ConfirmDialog(
+            f"Delete project {name!r} with all its profiles, optimizations and benchmarks?"), answered)
+
+    @work(thread=True, exclusive=True, exit_on_error=False, group="settings-delete", description="delete project")
+    def _delete(self) -> None:
+        self.app.workspace.delete_project(self.project_id)
+
+    @on(Button.Pressed, "#save")
+    def _save_pressed(self, event: Button.Pressed) -> None:
+        event.stop()
+        self.action_save()
+
+    @on(Button.Pressed, "#delete")
+    def _delete_pressed(self, event: Button.Pressed) -> None:
+        event.stop()
+        self.action_delete_project()
