@@ -194,3 +194,19 @@ def test_job_cli_list_show_cancel(ws):
     assert jobs.wait(ws, job["id"], 10)["status"] == "canceled"
     r = _cli("job", "show", "nope", env=env)
     assert r.returncode == 2 and len(r.stderr.strip().splitlines()) == 1
+
+
+def test_job_survives_its_launcher_hanging_up(ws):
+    # the launcher (think: the TUI in an SSH session) submits a job, then its whole session gets SIGHUP
+    code = ("import sys, time; from sparsify_tui import jobs; from sparsify_tui.store import Workspace; "
+            "j = jobs.submit(Workspace(sys.argv[1]), None, 'sleep', {'steps': 4, 'step_s': 0.25}); "
+            "print(j['id'], flush=True); time.sleep(60)")
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    launcher = subprocess.Popen([sys.executable, "-c", code, str(ws.root)], stdout=subprocess.PIPE, text=True,
+                                env=env, start_new_session=True)
+    job_id = launcher.stdout.readline().strip()
+    wait_until(lambda: jobs.get_job(ws, job_id)["status"] == "running")
+    os.killpg(launcher.pid, signal.SIGHUP)
+    launcher.wait(TIMEOUT)
+    assert launcher.returncode == -signal.SIGHUP
+    assert jobs.wait(ws, job_id, TIMEOUT)["status"] == "completed"
