@@ -1,0 +1,574 @@
+"""Map onnxruntime's profiled kernels back to the original ONNX nodes.
+
+onnxruntime (``ORT_ENABLE_ALL``) does not run the graph the user gave it:
+
+* it folds and fuses nodes: Conv+BatchNormalization (the BN disappears into the Conv's weights),
+  Conv+Relu, Conv+Add(+Relu) (the Add becomes the NCHWc Conv's ``Sum`` input), MatMul+Add -> Gemm,
+  DequantizeLinear->Conv->QuantizeLinear -> QLinearConv in INT8 QDQ models, GELU/LayerNorm/attention
+  fusions...;
+* it renames the nodes it rewrites: the NCHWc transformer names a Conv after its *output tensor*
+  (``conv0``+``relu0`` writing ``r0`` runs as ``r0_nchwc``), the NHWC transformer appends
+  ``_token_<n>`` (``conv0`` -> ``conv0_token_1``), and intermediate tensors become ``reorder_token_<n>``;
+* it inserts layout conversions: ``ReorderInput``/``ReorderOutput`` (NCHWc) and ``Transpose`` (NHWC for
+  INT8 kernels).
+
+The profiler reports one ``<kernel name>_kernel_time`` event per executed kernel. To attribute, we save
+the optimized graph (``SessionOptions.optimized_model_filepath``) and match each optimized node
+("kernel") to original nodes:
+
+1. **Anchor**: the original node with the kernel's name; else with its name stripped of ``_nchwc`` /
+   ``_token_<n>`` / ``/MatMulAddFusion`` suffixes; else the producer of the original tensor named so;
+   else the producers of the kernel's output tensors (tensor names are mapped through layout
+   conversions, e.g. ``ReorderOutput(reorder_token_7) -> gap`` makes ``reorder_token_7`` mean ``gap``;
+   a tensor named like an original node means that node's output); else (unnamed kernels with new
+   tensor names, e.g. a HardSwish decomposed into HardSigmoid + QLinearMul) the first unmatched
+   original node of the same op type (``QLinear``/``Fused`` prefix removed) within 3 hops downstream of
+   the kernel's known input tensors. Unnamed nodes are profiled as ``<op>_<node index>``; they are
+   paired with the unnamed nodes of the saved graph by op type in execution order.
+2. **Post-ops** first: a non-layer node whose input tensor is read only by it and produced by a node
+   already matched joins that node's kernel (Conv -> BN -> Add -> Relu chains; a QuantizeLinear after a
+   QLinearConv). Then **pre-ops**: walking the *original* graph backwards from the anchor until the kernel's own (mapped)
+   input tensors, graph inputs/initializers, or nodes anchored by other kernels, collects the original
+   nodes the kernel covers (``bn1_nchwc`` anchored at BatchNormalization ``bn1`` covers Conv ``conv1``).
+   A node is only included when all consumers of its outputs are already in the region (a tensor
+   that is also read elsewhere, like a residual, is a kernel boundary).
+3. **Leftovers** (nodes that have no kernel and were not reached, e.g. a fused Add or Relu after the
+   Conv, an Identity, a QuantizeLinear folded into a QLinearConv) join the kernel of their input's
+   producer, preferring an input tensor that only this node consumes (a residual ``Add`` joins the
+   Conv whose output feeds only that Add, which is what onnxruntime fuses); else the kernel of their
+   consumer. Nodes that still have none were removed outright (constant folding, Identity elimination):
+   they get 0 ms.
+4. **Recipient**: a kernel's whole time goes to the Conv/ConvTranspose/Gemm/MatMul ("the layer") it
+   covers; when it covers several (e.g. a fused attention), the time is split in proportion to their
+   FLOPs (equally when FLOPs are unknown); when it covers none, to its anchor node. The other covered
+   nodes show 0 ms and ``fused_into`` = the recipient's node id.
+5. **Special rows**, never dropped: ``[layout conversion]`` (ReorderInput/ReorderOutput and inserted
+   Transposes), ``[quantize/dequantize]`` (INT8 only: standalone QuantizeLinear/DequantizeLinear kernels
+   that have no original node, e.g. quantizing the model input) and ``[unattributed]`` (kernels that
+   cannot be matched). By construction the node rows plus special rows add up to the sum of kernel times.
+
+INT8 QDQ models keep the original node names (verified: ``quantize_static`` names the Conv of node
+``conv0`` still ``conv0`` and adds ``<tensor>_QuantizeLinear``/``_DequantizeLinear`` nodes), so the INT8
+kernels are attributed in two steps: kernel -> node of the QDQ model (steps 1-4), then QDQ node ->
+original node by name, else by output tensor; Q/DQ nodes map to ``[quantize/dequantize]``.
+
+Control-flow kernels (If/Loop/Scan) include the time of the subgraph kernels they run; nested kernel
+events are subtracted from the enclosing one, so nothing is counted twice.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterable, Optional, Sequence, Union
+
+LAYOUT_ROW = "[layout conversion]"
+UNATTRIBUTED_ROW = "[unattributed]"
+QDQ_ROW = "[quantize/dequantize]"
+SPECIAL_ROWS = (LAYOUT_ROW, QDQ_ROW, UNATTRIBUTED_ROW)
+
+#: Op types that are "the layer" a fused kernel's time goes to.
+LAYER_OPS = {"Conv", "ConvTranspose", "Gemm", "MatMul", "QLinearConv", "QLinearMatMul", "ConvInteger",
+             "MatMulInteger", "FusedConv", "FusedGemm", "FusedMatMul", "QGemm"}
+_LAYOUT_OPS = {"ReorderInput", "ReorderOutput", "Transpose"}
+_QDQ_OPS = {"QuantizeLinear", "DequantizeLinear", "DynamicQuantizeLinear"}
+_SUFFIXES = re.compile(r"(_nchwc|_token_\d+|/MatMulAddFusion)$")
+
+
+@dataclass
+class GraphNode:
+    """A node reduced to what attribution needs. ``id`` = name, or first output (analysis' node id rule)."""
+
+    id: str
+    name: str
+    op_type: str
+    inputs: list
+    outputs: list
+    flops: int = 0
+
+
+def graph_nodes(model, *, with_initializers: bool = False):
+    """Flattened nodes of an ``onnx.ModelProto`` (main graph, then each subgraph after its parent node).
+
+    Returns ``list[GraphNode]``, or ``(nodes, initializer_names)`` with ``with_initializers=True``.
+    Node ids follow :mod:`sparsify_tui.analysis.nodes` (name, else first output, else ``<op>_<i>``).
+    """
+    import onnx
+
+    nodes: list = []
+    inits: set = set()
+
+    def walk(graph):
+        inits.update(t.name for t in graph.initializer)
+        for i, n in enumerate(graph.node):
+            nid = n.name or (n.output[0] if n.output and n.output[0] else f"{n.op_type}_{i}")
+            nodes.append(GraphNode(nid, n.name, n.op_type, [x for x in n.input], [x for x in n.output]))
+            for a in n.attribute:
+                if a.type == onnx.AttributeProto.GRAPH:
+                    walk(a.g)
+                elif a.type == onnx.AttributeProto.GRAPHS:
+                    for g in a.graphs:
+                        walk(g)
+
+    walk(model.graph)
+    return (nodes, inits) if with_initializers else nodes
+
+
+# --------------------------------------------------------------------------- trace parsing
+@dataclass
+class KernelTimes:
+    """Per-kernel times from an onnxruntime profile trace, averaged over the counted runs.
+
+    ``ms``: kernel key -> ms per run (exclusive of nested kernels); ``op_type``: key -> op;
+    ``order``: keys in first-execution order; ``runs``: number of runs averaged; ``run_ms``: mean
+    ``model_run`` duration (ms, includes framework overhead between kernels).
+    Keys are the optimized node names; a name that occurs k>1 times within one run (e.g. unnamed
+    nodes) gets keys ``name``, ``name#1``, ... in execution order.
+    """
+
+    ms: dict = field(default_factory=dict)
+    op_type: dict = field(default_factory=dict)
+    order: list = field(default_factory=list)
+    runs: int = 0
+    run_ms: float = 0.0
+
+    @property
+    def total_ms(self) -> float:
+        return float(sum(self.ms.values()))
+
+
+def parse_trace(trace: Union[str, Path, list, dict], skip_runs: int = 0) -> KernelTimes:
+    """Parse an onnxruntime profiling JSON (a list of Chrome-trace events, or ``{"traceEvents": [...]}``).
+
+    Node events are ``{"cat": "Node", "name": "<node>_kernel_time", "ts": µs, "dur": µs,
+    "args": {"op_name": ...}}``; runs are the ``{"cat": "Session", "name": "model_run"}`` events.
+    The first ``skip_runs`` runs (warm-up) are ignored. Times are converted to ms per run.
+    """
+    if isinstance(trace, (str, Path)):
+        with open(trace, "r", encoding="utf-8") as fh:
+            trace = json.load(fh)
+    events = trace.get("traceEvents", []) if isinstance(trace, dict) else trace
+    runs = sorted((int(e["ts"]), int(e["ts"]) + int(e.get("dur", 0))) for e in events
+                  if e.get("cat") == "Session" and e.get("name") == "model_run")
+    kernels = sorted((e for e in events if e.get("cat") == "Node" and str(e.get("name", "")).endswith("_kernel_time")),
+                     key=lambda e: (int(e["ts"]), -int(e.get("dur", 0))))
+    out = KernelTimes()
+    if not runs:  # no run markers: treat the whole trace as one run
+        runs = [(min((int(e["ts"]) for e in kernels), default=0), 1 << 62)]
+    counted = runs[skip_runs:]
+    if not counted:
+        return out
+    totals: dict = defaultdict(float)
+    ri = 0
+    for run_start, run_end in counted:
+        in_run = [e for e in kernels if run_start <= int(e["ts"]) <= run_end]
+        # exclusive time: subtract events nested inside an enclosing one (control-flow subgraphs)
+        excl = [float(e.get("dur", 0)) for e in in_run]
+        stack: list = []  # (end µs, index) of enclosing events
+        for i, e in enumerate(in_run):
+            ts, end = int(e["ts"]), int(e["ts"]) + int(e.get("dur", 0))
+            while stack and stack[-1][0] <= ts:
+                stack.pop()
+            if stack and end <= stack[-1][0]:
+                excl[stack[-1][1]] -= float(e.get("dur", 0))
+            stack.append((end, i))
+        seen: dict = defaultdict(int)
+        for e, us in zip(in_run, excl):
+            base = str(e["name"])[: -len("_kernel_time")]
+            k = seen[base]
+            seen[base] += 1
+            key = base if k == 0 else f"{base}#{k}"
+            if key not in out.op_type:
+                out.op_type[key] = (e.get("args") or {}).get("op_name", "")
+                out.order.append(key)
+            totals[key] += max(us, 0.0) / 1000.0
+        ri += 1
+    out.runs = ri
+    out.ms = {k: totals[k] / ri for k in out.order}
+    out.run_ms = sum((b - a) for a, b in counted) / 1000.0 / ri
+    return out
+
+
+# --------------------------------------------------------------------------- attribution
+@dataclass
+class Attribution:
+    """Result of :func:`attribute`: ms per run for each original node id and each special row.
+
+    ``node_ms``: node id -> ms (0 for nodes fused into another or removed); ``special_ms``: special row
+    -> ms; ``fused_into``: node id -> recipient node id (for covered nodes that got no time);
+    ``kernels``: node id -> optimized kernel names covering it; ``kernel_recipients``: kernel ->
+    list of (recipient id or special row, ms).
+    """
+
+    node_ms: dict = field(default_factory=dict)
+    special_ms: dict = field(default_factory=dict)
+    fused_into: dict = field(default_factory=dict)
+    kernels: dict = field(default_factory=dict)
+    kernel_recipients: dict = field(default_factory=dict)
+
+    @property
+    def total_ms(self) -> float:
+        return float(sum(self.node_ms.values()) + sum(self.special_ms.values()))
+
+
+def _strip(name: str) -> str:
+    prev = None
+    while prev != name:
+        prev, name = name, _SUFFIXES.sub("", name)
+    return name
+
+
+def _opt_keys(opt_nodes: Sequence[GraphNode]) -> list:
+    """Kernel keys for optimized nodes, matching :func:`parse_trace` (duplicates get ``#k``)."""
+    seen: dict = defaultdict(int)
+    keys = []
+    for n in opt_nodes:
+        k = seen[n.name]
+        seen[n.name] += 1
+        keys.append(n.name if k == 0 else f"{n.name}#{k}")
+    return keys
+
+
+def attribute(
+    original: Sequence,
+    optimized: Sequence[GraphNode],
+    kernel_ms: dict,
+    *,
+    optimized_initializers: Iterable[str] = (),
+    kernel_op_types: Optional[dict] = None,
+) -> Attribution:
+    """Attribute kernel times to original nodes (algorithm in the module docstring).
+
+    Args:
+        original: original nodes in graph order; objects with ``id, name, op_type, inputs, outputs``
+            and optionally ``flops`` (e.g. ``analysis.nodes.NodeInfo`` or :class:`GraphNode`).
+        optimized: nodes of the optimized model (:func:`graph_nodes` of the saved optimized model).
+        kernel_ms: kernel key -> ms per run (:attr:`KernelTimes.ms`).
+        optimized_initializers: initializer names of the optimized model (never treated as activations).
+        kernel_op_types: kernel key -> op type from the trace, for kernels missing from ``optimized``.
+
+    Returns: :class:`Attribution`; ``total_ms`` equals ``sum(kernel_ms.values())``.
+    """
+    orig = list(original)
+    n_orig = len(orig)
+    by_name = {n.name: i for i, n in enumerate(orig) if getattr(n, "name", "")}
+    by_id = {n.id: i for i, n in enumerate(orig)}
+    producer: dict = {}
+    consumers: dict = defaultdict(list)
+    for i, n in enumerate(orig):
+        for t in n.outputs:
+            if t and t not in producer:
+                producer[t] = i
+        for t in n.inputs:
+            if t:
+                consumers[t].append(i)
+    orig_tensors = set(producer) | set(consumers)
+    opt_inits = set(optimized_initializers)
+    keys = _opt_keys(optimized)
+    opt_by_key = dict(zip(keys, optimized))
+    # Unnamed optimized nodes are profiled as "<op>_<node index>": pair them with the unnamed nodes of
+    # the saved graph by op type, in execution order (both are topological orders of the same graph).
+    kops = kernel_op_types or {}
+    unnamed: dict = defaultdict(list)
+    for k, n in zip(keys, optimized):
+        if not n.name:
+            unnamed[n.op_type].append(n)
+    for key in kernel_ms:
+        if key not in opt_by_key and unnamed.get(kops.get(key, "")):
+            opt_by_key[key] = unnamed[kops[key]].pop(0)
+
+    # tensor-name equivalence: optimized tensor -> original tensor
+    equiv: dict = {t: t for n in optimized for t in list(n.outputs) + list(n.inputs) if t in orig_tensors}
+    # onnxruntime sometimes names a new tensor after the node that produced it (QDQ fusions)
+    for n in optimized:
+        for t in list(n.inputs) + list(n.outputs):
+            if t and t not in equiv and t in by_name and orig[by_name[t]].outputs:
+                equiv[t] = orig[by_name[t]].outputs[0]
+    for _ in range(3):
+        for n in optimized:
+            if n.op_type in _LAYOUT_OPS and n.inputs and n.outputs:
+                a, b = n.inputs[0], n.outputs[0]
+                if b in equiv and a not in equiv:
+                    equiv[a] = equiv[b]
+                elif a in equiv and b not in equiv:
+                    equiv[b] = equiv[a]
+            s = _strip(n.name)
+            if s in producer and len(n.outputs) == 1 and n.outputs[0] not in equiv:
+                equiv[n.outputs[0]] = s
+
+    def is_layout(n: GraphNode) -> bool:
+        if n.op_type in ("ReorderInput", "ReorderOutput"):
+            return True
+        if n.op_type == "Transpose":
+            i = by_name.get(n.name, by_name.get(_strip(n.name)))
+            return i is None or orig[i].op_type != "Transpose"
+        return False
+
+    def anchors(n: GraphNode) -> list:
+        for cand in (n.name, _strip(n.name)):
+            if cand and cand in by_name:
+                return [by_name[cand]]
+        s = _strip(n.name)
+        if s in producer:
+            return [producer[s]]
+        found = []
+        for t in n.outputs:
+            o = equiv.get(t)
+            if o in producer and producer[o] not in found:
+                found.append(producer[o])
+        return found
+
+    def base_op(op: str) -> str:
+        for pre in ("QLinear", "Fused", "Q"):
+            if op.startswith(pre) and op[len(pre):]:
+                return op[len(pre):]
+        return op
+
+    def downstream_anchor(n: GraphNode, taken: set) -> list:
+        """An untaken original node of the same (base) op type at most 3 hops after the kernel's inputs."""
+        want = base_op(n.op_type)
+        frontier = [equiv[t] for t in n.inputs if t in equiv]
+        seen: set = set()
+        for _ in range(3):
+            nxt = []
+            for t in frontier:
+                for c in consumers.get(t, ()):
+                    if c in seen:
+                        continue
+                    seen.add(c)
+                    if c not in taken and base_op(orig[c].op_type) == want:
+                        return [c]
+                    nxt.extend(orig[c].outputs)
+            frontier = nxt
+        return []
+
+    # 1. anchors
+    kernel_anchor: dict = {}
+    anchored: dict = {}
+    for key in kernel_ms:
+        n = opt_by_key.get(key)
+        if n is None or is_layout(n):
+            continue
+        a = anchors(n)
+        if a:
+            kernel_anchor[key] = a
+            for i in a:
+                anchored.setdefault(i, key)
+    for key in kernel_ms:  # kernels with neither a known name nor known outputs: by op type, downstream
+        n = opt_by_key.get(key)
+        if n is None or key in kernel_anchor or is_layout(n):
+            continue
+        a = downstream_anchor(n, set(anchored))
+        if a:
+            kernel_anchor[key] = a
+            anchored.setdefault(a[0], key)
+    owner: dict = {}  # orig index -> kernel key
+    for key, a in kernel_anchor.items():
+        for i in a:
+            owner.setdefault(i, key)
+    # 2a. post-ops: a non-layer node reading a tensor that only it consumes, produced by an owned node,
+    #     is fused after that node (Conv -> BN -> Add -> Relu chains, Q after QLinearConv)
+    for i, n in enumerate(orig):
+        if i in owner or n.op_type in LAYER_OPS:
+            continue
+        for t in n.inputs:
+            p = producer.get(t)
+            if p is not None and p in owner and len(consumers.get(t, ())) == 1:
+                owner[i] = owner[p]
+                break
+    # 2b. pre-ops: walk back from each anchor
+    for key, a in kernel_anchor.items():
+        n = opt_by_key[key]
+        stop = {equiv.get(t, t) for t in n.inputs if t and t not in opt_inits}
+        stack = [i for i in a if owner.get(i) == key]
+        while stack:
+            v = stack.pop()
+            for t in orig[v].inputs:
+                if not t or t in stop or t not in producer:
+                    continue
+                p = producer[t]
+                if p in owner:
+                    continue
+                # only nodes whose outputs stay inside the kernel can be fused into it
+                if any(c not in owner or owner[c] != key for o in orig[p].outputs for c in consumers.get(o, ())):
+                    continue
+                owner[p] = key
+                stack.append(p)
+    # 3. leftovers: join an input producer's kernel (prefer single-consumer tensors), else a consumer's
+    for _ in range(2):
+        changed = True
+        while changed:
+            changed = False
+            for i, n in enumerate(orig):
+                if i in owner:
+                    continue
+                best = None
+                for t in n.inputs:
+                    p = producer.get(t)
+                    if p is None or p not in owner:
+                        continue
+                    single = len(consumers.get(t, ())) == 1
+                    if best is None or (single and not best[1]):
+                        best = (owner[p], single)
+                if best:
+                    owner[i] = best[0]
+                    changed = True
+        for i in range(n_orig - 1, -1, -1):
+            if i in owner:
+                continue
+            for t in orig[i].outputs:
+                ks = [owner[c] for c in consumers.get(t, ()) if c in owner]
+                if ks:
+                    owner[i] = ks[0]
+                    break
+    # 4. recipients
+    groups: dict = defaultdict(list)
+    for i in sorted(owner):
+        groups[owner[i]].append(i)
+    res = Attribution(node_ms={n.id: 0.0 for n in orig}, special_ms={})
+    for i, key in owner.items():
+        res.kernels.setdefault(orig[i].id, []).append(key)
+
+    def add_special(row: str, key: str, ms: float) -> None:
+        res.special_ms[row] = res.special_ms.get(row, 0.0) + ms
+        res.kernel_recipients[key] = [(row, ms)]
+
+    for key, ms in kernel_ms.items():
+        ms = float(ms)
+        n = opt_by_key.get(key)
+        if n is not None and is_layout(n):
+            add_special(LAYOUT_ROW, key, ms)
+            continue
+        if n is None and (kernel_op_types or {}).get(key) in ("ReorderInput", "ReorderOutput"):
+            add_special(LAYOUT_ROW, key, ms)
+            continue
+        members = groups.get(key)
+        if not members:
+            add_special(UNATTRIBUTED_ROW, key, ms)
+            continue
+        layers = [i for i in members if orig[i].op_type in LAYER_OPS]
+        if layers:
+            fl = [max(int(getattr(orig[i], "flops", 0) or 0), 0) for i in layers]
+            tot = sum(fl)
+            shares = [f / tot for f in fl] if tot > 0 else [1.0 / len(layers)] * len(layers)
+            recips = list(zip(layers, shares))
+        else:
+            a = [i for i in kernel_anchor.get(key, []) if owner.get(i) == key] or members[-1:]
+            recips = [(a[0], 1.0)]
+        res.kernel_recipients[key] = []
+        for i, share in recips:
+            res.node_ms[orig[i].id] += ms * share
+            res.kernel_recipients[key].append((orig[i].id, ms * share))
+        rid = orig[recips[0][0]].id
+        for i in members:
+            if all(i != r for r, _ in recips):
+                res.fused_into.setdefault(orig[i].id, rid)
+    return res
+
+
+def attribute_int8(
+    original: Sequence,
+    qdq: Sequence[GraphNode],
+    optimized: Sequence[GraphNode],
+    kernel_ms: dict,
+    *,
+    optimized_initializers: Iterable[str] = (),
+    kernel_op_types: Optional[dict] = None,
+) -> Attribution:
+    """Two-step attribution of INT8 kernels: kernel -> QDQ-model node -> original node.
+
+    ``qdq``: nodes of the quantized (QDQ) model that was run. A QDQ node maps to the original node of the
+    same name, else to the producer of its first output in the original graph; QuantizeLinear /
+    DequantizeLinear nodes without an original go to ``[quantize/dequantize]``, anything else unmatched
+    to ``[unattributed]``. Special rows of step one carry over.
+    """
+    step = attribute(qdq, optimized, kernel_ms, optimized_initializers=optimized_initializers,
+                     kernel_op_types=kernel_op_types)
+    orig = list(original)
+    by_name = {n.name: n.id for n in orig if getattr(n, "name", "")}
+    by_id = {n.id for n in orig}
+    producer = {}
+    for n in orig:
+        for t in n.outputs:
+            producer.setdefault(t, n.id)
+    res = Attribution(node_ms={n.id: 0.0 for n in orig}, special_ms=dict(step.special_ms))
+    qdq_by_id = {n.id: n for n in qdq}
+    orig_by_id = {n.id: n for n in orig}
+    qdq_consumers: dict = defaultdict(list)
+    for n in qdq:
+        for t in n.inputs:
+            qdq_consumers[t].append(n)
+
+    def target(qid: str) -> str:
+        q = qdq_by_id.get(qid)
+        if q is not None and q.op_type in _QDQ_OPS and q.name not in by_name:
+            return QDQ_ROW
+        if q is not None and q.name and q.name in by_name:
+            return by_name[q.name]
+        if qid in by_id:
+            return qid
+        if q is not None:
+            for t in q.outputs:
+                if t in producer:
+                    hit = producer[t]
+                    if q.op_type in LAYER_OPS and orig_by_id[hit].op_type not in LAYER_OPS:
+                        # MatMul+Add fused into Gemm by pre-processing: the time belongs to the MatMul
+                        for u in orig_by_id[hit].inputs:
+                            p = producer.get(u)
+                            if p is not None and orig_by_id[p].op_type in LAYER_OPS:
+                                return p
+                    return hit
+            # a piece of a decomposed op (HardSwish -> HardSigmoid + Mul by pre-processing): the first
+            # node downstream (through Q/DQ, at most 4 hops) whose output is an original tensor
+            frontier, seen = list(q.outputs), set()
+            for _ in range(4):
+                nxt = []
+                for t in frontier:
+                    for c in qdq_consumers.get(t, ()):
+                        if c.id in seen:
+                            continue
+                        seen.add(c.id)
+                        for o in c.outputs:
+                            if o in producer and c.op_type not in _QDQ_OPS:
+                                return producer[o]
+                        nxt.extend(c.outputs)
+                frontier = nxt
+        return UNATTRIBUTED_ROW
+
+    for key, recips in step.kernel_recipients.items():
+        res.kernel_recipients[key] = []
+        for qid, ms in recips:
+            tid = qid if qid in SPECIAL_ROWS else target(qid)
+            if tid in SPECIAL_ROWS:
+                if qid not in SPECIAL_ROWS:
+                    res.special_ms[tid] = res.special_ms.get(tid, 0.0) + ms
+            else:
+                res.node_ms[tid] += ms
+            res.kernel_recipients[key].append((tid, ms))
+    for qid, ks in step.kernels.items():
+        tid = target(qid)
+        if tid not in SPECIAL_ROWS:
+            res.kernels.setdefault(tid, [])
+            res.kernels[tid].extend(k for k in ks if k not in res.kernels[tid])
+    for qid, rid in step.fused_into.items():
+        tid, rt = target(qid), target(rid)
+        if tid not in SPECIAL_ROWS and rt not in SPECIAL_ROWS and tid != rt and res.node_ms.get(tid, 0) == 0:
+            res.fused_into.setdefault(tid, rt)
+    # original nodes absent from the QDQ graph (BatchNormalization folded by pre-processing, Relu absorbed
+    # by QuantizeLinear): fused into the node that produces their input
+    prod_node = {}
+    for n in orig:
+        for t in n.outputs:
+            prod_node.setdefault(t, n.id)
+    for n in orig:
+        if n.id in res.kernels or n.id in res.fused_into:
+            continue
+        for t in n.inputs:
+            p = prod_node.get(t)
+            if p is not None and (p in res.kernels or p in res.fused_into):
+                res.fused_into[n.id] = res.fused_into.get(p, p)
+                break
+    return res
