@@ -17,10 +17,11 @@ Algorithm (a Lagrangian relaxation solved by bisection):
    The params-weighted average ``sum n_i s_i / N`` (over *all* prunable layers, dense ones included) is
    non-decreasing in ``lam``; bisection finds the ``lam`` where it crosses the target.
 5. At the crossing, the layers that jump are moved one at a time (largest gain per weight first) and the
-   last one takes the fractional value that lands on the target (or 0 / ``min_sparsity`` if the fraction
-   would fall below the filter). The result is within 0.005 of the target whenever the caps, filters,
-   exclusions and overrides allow the target at all; otherwise every free layer is at its cap (or 0) and a
-   warning says what is reachable.
+   last one takes the fractional value that lands on the target (0 or ``min_sparsity`` if the fraction
+   would fall into the forbidden gap). Any error left by that gap is spread over the pruned free layers:
+   lowered proportionally toward ``min_sparsity`` (overshoot) or raised toward their caps (undershoot).
+   The result is within 0.005 of the target whenever the caps, filters, exclusions and overrides allow
+   the target at all; otherwise every free layer is at its cap and a warning gives the reachable average.
 """
 
 from __future__ import annotations
@@ -189,6 +190,21 @@ def allocate(layers: List[Dict], settings: Settings, overrides: Optional[Dict[st
                     part = settings.min_sparsity if up < need else 0.0
                 chosen[r] = part
                 break
+            # The min-sparsity gap (0 or >= min) can leave an error: spread it over the pruned free layers,
+            # lowering them toward min_sparsity (overshoot) or raising them toward their caps (undershoot).
+            err = total(chosen) - target_sum
+            pruned = chosen > 0
+            cap_arr = np.array([caps[i] for i in free])
+            if err > 1e-6 * N:
+                room = float((n[free] * np.where(pruned, chosen - settings.min_sparsity, 0.0)).sum())
+                if room > 0:
+                    theta = min(1.0, err / room)
+                    chosen = np.where(pruned, chosen - theta * (chosen - settings.min_sparsity), chosen)
+            elif err < -1e-6 * N:
+                room = float((n[free] * np.where(pruned, cap_arr - chosen, 0.0)).sum())
+                if room > 0:
+                    theta = min(1.0, -err / room)
+                    chosen = np.where(pruned, chosen + theta * (cap_arr - chosen), chosen)
         for r, i in enumerate(free):
             s_out[layers[i]["weight_name"]] = round(float(chosen[r]), 4)
             if chosen[r] == 0 and reasons[layers[i]["weight_name"]] is None:

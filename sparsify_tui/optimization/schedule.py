@@ -71,14 +71,14 @@ def gmp_sparsity(epoch: float, init_sparsity: float, final_sparsity: float, star
 
 def default_lr_modifiers(training: Dict[str, Any], epochs: Dict[str, float]) -> List[Dict[str, Any]]:
     """Default LR modifiers: set ``init_lr`` at epoch 0 (held through pruning), then an exponential decay
-    to ``final_lr`` over the fine-tuning epochs (``gamma = (final/init) ** (1/fine_tune_epochs)``)."""
+    to ``final_lr`` over the fine-tuning epochs (``gamma = (final/init) ** (1/floor(fine_tune_epochs))``)."""
     init_lr = float(training.get("init_lr") or 0.01)
     final_lr = float(training.get("final_lr") or init_lr * 0.01)
     start = epochs["pruning_end_epoch"]
     end = epochs["total_epochs"]
     mods: List[Dict[str, Any]] = [{"type": "set", "start_epoch": 0.0, "learning_rate": init_lr}]
     if end > start and final_lr != init_lr:
-        gamma = (final_lr / init_lr) ** (1.0 / max(1.0, end - start))
+        gamma = (final_lr / init_lr) ** (1.0 / max(1.0, math.floor(end - start)))  # whole-epoch steps
         mods.append({"type": "exponential", "start_epoch": start, "end_epoch": end, "init_lr": init_lr,
                      "gamma": round(gamma, 6)})
     return mods
