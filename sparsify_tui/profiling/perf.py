@@ -1,0 +1,625 @@
+"""Performance profiles measured with onnxruntime (issue 3; DESIGN.md "Measuring").
+
+How a profile is measured (:func:`profile_performance`):
+
+1. **Inputs**: user sample data (``.npz``/``.npy``) validated against the model inputs before any run,
+   or valid synthetic data (``analysis.inputs``: normal floats, ids below the vocabulary size of the
+   consuming Gather, masks of ones, scalars/symbolic dims from ``dims``).
+2. **Latency** from *unprofiled* runs of one session (``profiling.session.make_session``:
+   ORT_ENABLE_ALL, intra-op threads = core count, inter-op 1): ``warmup`` runs, then ``iterations``
+   timed runs (``time.perf_counter`` around ``session.run``); median, p90, mean and min ms per batch;
+   items/s = 1000 · batch_size / median ms.
+3. **Per-node time** from a *separate* profiled session (``enable_profiling``) that also saves its
+   optimized graph: one warm-up run (ignored) + ``profiled_runs`` runs; each kernel's ``dur`` (µs) is
+   averaged per run and attributed to the original nodes (:mod:`sparsify_tui.profiling.attribution`:
+   fused and renamed kernels mapped back, ``[layout conversion]`` / ``[unattributed]`` rows).
+   Profiling adds a few µs per kernel, so node times are for *shares*, latency comes from step 2.
+4. **Pruned estimates** per node (:mod:`sparsify_tui.profiling.perf_estimate`). **onnxruntime itself
+   gains nothing from unstructured sparsity**; these are estimates for a sparse-kernel runtime
+   (DeepSparse-class) calibrated on measured speedups, never FLOPs-proportional.
+5. **INT8, measured**: :func:`sparsify_tui.profiling.quant.quantize_int8` (static QDQ, per-channel,
+   calibrated on the profile's inputs), then steps 2-3 on the INT8 model. A quantization or INT8 run
+   failure is recorded as ``int8: {"error": reason}`` and the profile still completes.
+
+One live session at a time: each session is deleted before the next is created.
+"""
+
+from __future__ import annotations
+
+import gc
+import math
+import os
+import shutil
+import statistics
+import tempfile
+import time
+from dataclasses import asdict, dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Optional, Union
+
+import numpy as np
+
+from sparsify_tui.errors import JobCanceled, ModelError, SparsifyError
+from sparsify_tui.profiling import perf_estimate as est
+from sparsify_tui.progress import CancelToken, ProgressFn, maybe_check
+
+TABLE = "perf_profiles"
+#: Calibration batches used for INT8 (calibration.md used 16).
+INT8_CALIBRATION_BATCHES = 16
+
+
+@dataclass
+class NodePerf:
+    """One row of a perf profile: an original ONNX node (graph order) or a special row.
+
+    ``time_ms``: measured ms per batch attributed to this node (profiled pass; 0 when fused into
+    another node, see ``fused_into``); ``share``: fraction of the sum of all rows; ``flops``: per batch;
+    ``gflops_per_s``: flops / time (None when time is 0); ``est_pruned_ms``: *estimated* ms at each
+    sparsity level (keys "0.4" ... "0.99"); ``int8_time_ms``: measured ms in the INT8 model (None when
+    no INT8 profile). Special rows have ids ``[layout conversion]``, ``[quantize/dequantize]``,
+    ``[unattributed]`` and ``index`` after the last node.
+    """
+
+    index: int
+    id: str
+    op_type: str
+    weight_name: Optional[str] = None
+    time_ms: float = 0.0
+    share: float = 0.0
+    flops: int = 0
+    gflops_per_s: Optional[float] = None
+    est_pruned_ms: dict = field(default_factory=dict)
+    int8_time_ms: Optional[float] = None
+    prunable: bool = False
+    depthwise: bool = False
+    graph: str = ""
+    fused_into: Optional[str] = None
+    kernels: list = field(default_factory=list)
+    int8_kernels: list = field(default_factory=list)
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "NodePerf":
+        names = cls.__dataclass_fields__
+        return cls(**{k: v for k, v in d.items() if k in names})
+
+
+@dataclass
+class PerfProfile:
+    """A measured performance profile. ``to_dict()`` is the ``profile perf --json`` document.
+
+    Units: ``latency_ms`` ms per batch (median, p90, mean, min over unprofiled runs);
+    ``items_per_second`` = 1000 · batch_size / median; ``int8``: ``{"latency_ms", "items_per_second",
+    "speedup", "quantize_seconds", ...}`` or ``{"error": reason}`` or ``{"enabled": False}``.
+    """
+
+    name: str
+    batch_size: int
+    core_count: int
+    instruction_sets: list
+    latency_ms: dict
+    items_per_second: float
+    int8: dict
+    nodes: list
+    model: str = ""
+    ort_version: str = ""
+    settings: dict = field(default_factory=dict)
+    warmup: int = 5
+    iterations: int = 30
+    inputs: dict = field(default_factory=dict)
+    profiled: dict = field(default_factory=dict)
+    pruned_estimate: dict = field(default_factory=dict)
+    dims: dict = field(default_factory=dict)
+    created: str = ""
+    seconds: float = 0.0
+    seconds_without_int8: float = 0.0
+    status: str = "completed"
+
+    def to_dict(self) -> dict:
+        prof = {
+            "name": self.name,
+            "batch_size": self.batch_size,
+            "core_count": self.core_count,
+            "instruction_sets": list(self.instruction_sets),
+            "latency_ms": dict(self.latency_ms),
+            "items_per_second": self.items_per_second,
+            "int8": dict(self.int8),
+            "model": self.model,
+            "ort_version": self.ort_version,
+            "settings": dict(self.settings),
+            "warmup": self.warmup,
+            "iterations": self.iterations,
+            "inputs": dict(self.inputs),
+            "profiled": dict(self.profiled),
+            "pruned_estimate": dict(self.pruned_estimate),
+            "dims": dict(self.dims),
+            "created": self.created,
+            "seconds": self.seconds,
+            "seconds_without_int8": self.seconds_without_int8,
+            "status": self.status,
+        }
+        return {"profile": prof, "nodes": [asdict(n) for n in self.nodes]}
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "PerfProfile":
+        p = dict(d.get("profile", {}))
+        names = cls.__dataclass_fields__
+        kw = {k: v for k, v in p.items() if k in names and k != "nodes"}
+        kw["nodes"] = [NodePerf.from_dict(n) for n in d.get("nodes", [])]
+        for k, default in (("instruction_sets", []), ("latency_ms", {}), ("int8", {}), ("items_per_second", 0.0),
+                           ("name", ""), ("batch_size", 1), ("core_count", 1)):
+            kw.setdefault(k, default)
+        return cls(**kw)
+
+    # convenience views -------------------------------------------------------------
+    @property
+    def total_node_ms(self) -> float:
+        """Sum of all rows (profiled kernel time per batch)."""
+        return float(sum(n.time_ms for n in self.nodes))
+
+    def estimated_ms(self, level: str) -> Optional[float]:
+        """Estimated whole-model ms per batch at sparsity ``level`` (e.g. "0.9"), scaled to the median."""
+        lv = (self.pruned_estimate.get("levels") or {}).get(str(level))
+        return lv.get("ms") if lv else None
+
+    def op_type_totals(self, key: str = "baseline") -> dict:
+        """ms per op type: ``key`` "baseline", "int8", or a level ("0.9") for estimated pruned ms."""
+        out: dict = {}
+        for n in self.nodes:
+            if key == "baseline":
+                v = n.time_ms
+            elif key == "int8":
+                v = n.int8_time_ms
+            else:
+                v = n.est_pruned_ms.get(str(key))
+            if v is None:
+                continue
+            op = n.op_type if not n.id.startswith("[") else n.id
+            out[op] = out.get(op, 0.0) + float(v)
+        return out
+
+
+# ------------------------------------------------------------------------------------------- timing
+def latency_stats(times_ms: list) -> dict:
+    """``{"median", "p90", "mean", "min"}`` in ms of a list of run times (p90: nearest-rank)."""
+    if not times_ms:
+        return {"median": None, "p90": None, "mean": None, "min": None}
+    xs = sorted(float(t) for t in times_ms)
+    k = max(0, math.ceil(0.9 * len(xs)) - 1)
+    return {"median": statistics.median(xs), "p90": xs[k], "mean": statistics.fmean(xs), "min": xs[0]}
+
+
+def _run(sess, feed, cancel: Optional[CancelToken]):
+    ro = cancel.run_options() if cancel is not None else None
+    try:
+        return sess.run(None, feed, ro)
+    except Exception as err:
+        if cancel is not None and cancel.is_cancelled():
+            raise JobCanceled("job canceled by the user") from err
+        raise
+
+
+def _timed_runs(sess, feeds: list, warmup: int, iterations: int, cancel, progress, step: str,
+                f0: float, f1: float) -> list:
+    """Warm-up then timed runs (ms each); progress goes from f0 to f1."""
+    total = max(1, warmup + iterations)
+    times = []
+    for i in range(warmup + iterations):
+        maybe_check(cancel)
+        feed = feeds[i % len(feeds)]
+        t0 = time.perf_counter()
+        _run(sess, feed, cancel)
+        dt = (time.perf_counter() - t0) * 1000.0
+        if i >= warmup:
+            times.append(dt)
+        if progress:
+            progress(step, f0 + (f1 - f0) * (i + 1) / total)
+    return times
+
+
+def profiled_runs_for(iterations: int) -> int:
+    """Runs in the profiled pass (after one ignored warm-up run): a third of the timed iterations, 3..20."""
+    return max(3, min(20, int(iterations) // 3))
+
+
+@dataclass
+class _Measured:
+    latency: dict
+    times_ms: list
+    kernels: Any  # attribution.KernelTimes
+    opt_nodes: list
+    opt_inits: set
+    session_seconds: float
+
+
+def _measure(model_path: str, feeds: list, cores: int, warmup: int, iterations: int, tmp: Path, tag: str,
+             cancel, progress, f0: float, f1: float) -> _Measured:
+    """Unprofiled timing session, then a profiled session that saves its optimized graph."""
+    import onnx
+
+    from sparsify_tui.profiling import attribution as attr
+    from sparsify_tui.profiling.session import make_session
+
+    fm = f0 + (f1 - f0) * 0.7
+    label = "INT8 " if tag == "int8" else ""
+    t0 = time.perf_counter()
+    sess = make_session(model_path, cores)
+    s_sec = time.perf_counter() - t0
+    try:
+        times = _timed_runs(sess, feeds, warmup, iterations, cancel, progress, f"{label}timing", f0, fm)
+    finally:
+        del sess
+        gc.collect()
+    maybe_check(cancel)
+    opt_path = tmp / f"{tag}_optimized.onnx"
+    n_prof = profiled_runs_for(iterations)
+    sess = make_session(model_path, cores, profiling=True, profile_prefix=str(tmp / f"{tag}_trace"),
+                        optimized_model_path=str(opt_path))
+    trace = None
+    try:
+        _timed_runs(sess, feeds, 1, n_prof, cancel, progress, f"{label}profiled pass", fm, f1)
+    finally:
+        trace = sess.end_profiling()
+        del sess
+        gc.collect()
+    kernels = attr.parse_trace(trace, skip_runs=1)
+    try:
+        os.unlink(trace)
+    except OSError:
+        pass
+    opt_model = onnx.load(str(opt_path), load_external_data=False)
+    opt_nodes, opt_inits = attr.graph_nodes(opt_model, with_initializers=True)
+    del opt_model
+    return _Measured(latency_stats(times), times, kernels, opt_nodes, opt_inits, s_sec)
+
+
+def _first_line(err: BaseException) -> str:
+    lines = str(err).strip().splitlines()
+    return (lines[0] if lines else type(err).__name__)[:300]
+
+
+def _resolve_cores(core_count: Optional[int]) -> int:
+    from sparsify_tui.profiling.session import available_cores
+
+    avail = available_cores()
+    if core_count is None or int(core_count) <= 0:
+        return avail
+    if int(core_count) > avail:
+        raise SparsifyError(f"--cores {core_count} is more than the {avail} cores this process may use: "
+                            f"give a value from 1 to {avail}")
+    return int(core_count)
+
+
+def profile_performance(
+    model_path: Union[str, Path],
+    *,
+    batch_size: int = 1,
+    core_count: Optional[int] = None,
+    dims: Optional[dict] = None,
+    warmup: int = 5,
+    iterations: int = 30,
+    data: Optional[Union[str, Path]] = None,
+    int8: bool = True,
+    name: str = "baseline",
+    analysis: Any = None,
+    progress: Optional[ProgressFn] = None,
+    cancel: Optional[CancelToken] = None,
+) -> PerfProfile:
+    """Measure a performance profile of ``model_path`` on this machine (method in the module docstring).
+
+    Args:
+        model_path: ``.onnx`` file (external data next to it).
+        batch_size: items per batch (>= 1); all times are ms per batch.
+        core_count: intra-op threads (None/0: every core this process may use).
+        dims: symbolic dims / scalar input values (``{"seq": 128, "x:2": 48, "sr": 16000}``).
+        warmup, iterations: unprofiled warm-up and timed runs (the profiled pass adds 1 + iterations//3,
+            3..20, runs).
+        data: sample data ``.npz``/``.npy`` (validated first; batches are cycled), else synthetic inputs.
+        int8: also quantize (static QDQ) and measure the INT8 model.
+        name: profile name.
+        analysis: a precomputed ``analysis.nodes.ModelAnalysis`` for the same batch size and dims.
+        progress, cancel: see :mod:`sparsify_tui.progress`; every ``session.run`` gets
+            ``cancel.run_options()``.
+
+    Returns: :class:`PerfProfile`.
+
+    Raises:
+        ModelError / DimensionError: the model cannot be loaded or a dim is missing.
+        SampleDataError: sample data does not match the inputs (before any run).
+        JobCanceled: on cancel.
+        SparsifyError: bad batch size / iterations / core count.
+    """
+    import onnxruntime as ort
+
+    from sparsify_tui.analysis import inputs as ainputs
+    from sparsify_tui.profiling import attribution as attr
+
+    t_start = time.perf_counter()
+    prog = progress or (lambda s, f: None)
+    batch_size, warmup, iterations = int(batch_size), int(warmup), int(iterations)
+    if batch_size < 1:
+        raise SparsifyError(f"batch size {batch_size} is invalid: give a batch size of 1 or more")
+    if iterations < 1 or warmup < 0:
+        raise SparsifyError("iterations must be >= 1 and warm-up >= 0: fix --iterations / --warmup")
+    cores = _resolve_cores(core_count)
+    path = Path(model_path)
+    if not path.is_file():
+        raise ModelError(f"{path} does not exist or is not a file: check the model path")
+    dims = dict(dims or {})
+    maybe_check(cancel)
+    prog("preparing inputs", 0.0)
+    specs = ainputs.input_specs(str(path), batch_size=batch_size, dims=dims)
+    if data:
+        feeds = ainputs.load_sample_data(str(data), specs, batch_size)
+        source = {"source": "sample data", "path": str(data), "batches": len(feeds)}
+    else:
+        feeds = [ainputs.synthetic_inputs(specs, seed=0, values=dims)]
+        source = {"source": "synthetic", "batches": 1}
+    source["shapes"] = {k: list(np.asarray(v).shape) for k, v in feeds[0].items()}
+    source["dtypes"] = {k: str(np.asarray(v).dtype) for k, v in feeds[0].items()}
+
+    share_int8 = 0.45 if int8 else 0.0
+    f_fp32 = 1.0 - share_int8
+    tmp = Path(tempfile.mkdtemp(prefix="sparsify-perf-"))
+    try:
+        fp = _measure(str(path), feeds, cores, warmup, iterations, tmp, "fp32", cancel, prog, 0.02, f_fp32 * 0.9)
+        maybe_check(cancel)
+        prog("attributing", f_fp32 * 0.92)
+        if analysis is None:
+            from sparsify_tui.analysis.nodes import analyze_model
+
+            analysis = analyze_model(str(path), batch_size=batch_size, dims=dims, include_system=False)
+        orig = list(analysis.nodes)
+        fa = attr.attribute(orig, fp.opt_nodes, fp.kernels.ms, optimized_initializers=fp.opt_inits,
+                            kernel_op_types=fp.kernels.op_type)
+        t_fp32_done = time.perf_counter()
+        int8_info: dict = {"enabled": False}
+        ia = None
+        if int8:
+            int8_info, ia = _int8_pass(path, orig, feeds, cores, warmup, iterations, tmp, fp.latency, batch_size,
+                                       cancel, prog, f_fp32, 1.0)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    prog("finishing", 1.0)
+
+    nodes, dw_share = _build_rows(orig, fa, ia)
+    kernel_total = sum(n.time_ms for n in nodes)
+    for n in nodes:
+        n.share = n.time_ms / kernel_total if kernel_total > 0 else 0.0
+    median = fp.latency["median"]
+    ips = 1000.0 * batch_size / median if median else 0.0
+    system = _system()
+    t_end = time.perf_counter()
+    prof = PerfProfile(
+        name=name,
+        batch_size=batch_size,
+        core_count=cores,
+        instruction_sets=list(system.get("instruction_sets", [])),
+        latency_ms=fp.latency,
+        items_per_second=ips,
+        int8=int8_info,
+        nodes=nodes,
+        model=str(path),
+        ort_version=ort.__version__,
+        settings={
+            "provider": "CPUExecutionProvider",
+            "graph_optimization_level": "ORT_ENABLE_ALL",
+            "intra_op_num_threads": cores,
+            "inter_op_num_threads": 1,
+            "execution_mode": "ORT_SEQUENTIAL",
+            "cpu_model": system.get("cpu_model", ""),
+            "available_cores": system.get("available_cores"),
+            "profiled_runs": profiled_runs_for(iterations),
+        },
+        warmup=warmup,
+        iterations=iterations,
+        inputs=source,
+        profiled={
+            "kernel_total_ms": kernel_total,
+            "run_ms": fp.kernels.run_ms,
+            "runs": fp.kernels.runs,
+            "kernels": len(fp.kernels.ms),
+            "session_seconds": fp.session_seconds,
+            "times_ms": fp.times_ms,
+        },
+        dims=dims,
+        created=datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        seconds=t_end - t_start,
+        seconds_without_int8=t_fp32_done - t_start,
+    )
+    prof.pruned_estimate = _model_estimates(nodes, median, dw_share)
+    return prof
+
+
+def _system() -> dict:
+    try:
+        from sparsify_tui.analysis.system import system_info
+
+        return system_info().to_dict()
+    except Exception:  # system info is best effort; the measurement is what matters
+        return {}
+
+
+def _int8_pass(path: Path, orig: list, feeds: list, cores: int, warmup: int, iterations: int, tmp: Path,
+               fp_latency: dict, batch_size: int, cancel, prog, f0: float, f1: float):
+    """Quantize + measure INT8. Returns (int8 info dict, Attribution or None). Never raises except cancel."""
+    import onnx
+
+    from sparsify_tui.profiling import attribution as attr
+    from sparsify_tui.profiling.quant import quantize_int8
+
+    q_path = tmp / "int8.onnx"
+    fq = f0 + (f1 - f0) * 0.35
+
+    def qprog(step, frac):
+        prog(f"INT8 {step}", f0 + (fq - f0) * frac)
+
+    try:
+        q = quantize_int8(str(path), str(q_path), feeds[:INT8_CALIBRATION_BATCHES], progress=qprog, cancel=cancel)
+    except JobCanceled:
+        raise
+    except SparsifyError as err:
+        return {"enabled": True, "error": str(err)}, None
+    except Exception as err:  # quantization bugs in onnxruntime must not lose the FP32 profile
+        return {"enabled": True, "error": f"INT8 quantization failed: {_first_line(err)}"}, None
+    maybe_check(cancel)
+    try:
+        m = _measure(str(q_path), feeds, cores, warmup, iterations, tmp, "int8", cancel, prog, fq, f1)
+        qdq_nodes = attr.graph_nodes(onnx.load(str(q_path), load_external_data=False))
+        ia = attr.attribute_int8(orig, qdq_nodes, m.opt_nodes, m.kernels.ms, optimized_initializers=m.opt_inits,
+                                 kernel_op_types=m.kernels.op_type)
+    except JobCanceled:
+        raise
+    except Exception as err:
+        if cancel is not None and cancel.is_cancelled():
+            raise JobCanceled("job canceled by the user") from err
+        return {"enabled": True, "error": f"the INT8 model failed to run in onnxruntime: {_first_line(err)}",
+                "quantize_seconds": q.seconds}, None
+    med = m.latency["median"]
+    info = {
+        "enabled": True,
+        "error": None,
+        "latency_ms": m.latency,
+        "items_per_second": 1000.0 * batch_size / med if med else 0.0,
+        "speedup": (fp_latency["median"] / med) if med else None,
+        "quantize_seconds": q.seconds,
+        "method": "onnxruntime.quantization quantize_static: QDQ, per-channel, MinMax, QInt8 weights, "
+                  "QUInt8 activations, after quant_pre_process",
+        "calibration_batches": min(len(feeds), INT8_CALIBRATION_BATCHES),
+        "warnings": list(q.warnings),
+        "profiled": {"kernel_total_ms": m.kernels.total_ms, "run_ms": m.kernels.run_ms, "runs": m.kernels.runs,
+                     "kernels": len(m.kernels.ms)},
+    }
+    return info, ia
+
+
+def _build_rows(orig: list, fa, ia) -> tuple:
+    """(rows in graph order + special rows, depthwise share of prunable time)."""
+    from sparsify_tui.profiling import attribution as attr
+
+    rows = []
+    dw_time = sum(fa.node_ms.get(n.id, 0.0) for n in orig
+                  if n.prunable and est.is_depthwise(n.op_type, getattr(n, "attrs", None)))
+    pr_time = sum(fa.node_ms.get(n.id, 0.0) for n in orig if n.prunable)
+    dw_share = dw_time / pr_time if pr_time > 0 else 0.0
+    for n in orig:
+        t = float(fa.node_ms.get(n.id, 0.0))
+        flops = int(getattr(n, "flops", 0) or 0)
+        dw = est.is_depthwise(n.op_type, getattr(n, "attrs", None))
+        rows.append(NodePerf(
+            index=int(n.index), id=n.id, op_type=n.op_type, weight_name=getattr(n, "weight_name", None),
+            time_ms=t, flops=flops,
+            gflops_per_s=(flops / (t * 1e-3) / 1e9) if t > 0 and flops else None,
+            est_pruned_ms=est.estimate_node_ms(t, bool(n.prunable), dw_share),
+            int8_time_ms=(float(ia.node_ms.get(n.id, 0.0)) if ia is not None else None),
+            prunable=bool(n.prunable), depthwise=dw, graph=getattr(n, "graph", ""),
+            fused_into=fa.fused_into.get(n.id), kernels=list(fa.kernels.get(n.id, [])),
+            int8_kernels=list(ia.kernels.get(n.id, [])) if ia is not None else [],
+        ))
+    idx = len(orig)
+    for row in attr.SPECIAL_ROWS:
+        t = float(fa.special_ms.get(row, 0.0))
+        ti = float(ia.special_ms.get(row, 0.0)) if ia is not None else None
+        if row not in fa.special_ms and (ia is None or row not in ia.special_ms):
+            continue
+        rows.append(NodePerf(index=idx, id=row, op_type=row.strip("[]"), time_ms=t,
+                             est_pruned_ms=est.estimate_node_ms(t, False, 0.0), int8_time_ms=ti))
+        idx += 1
+    return rows, dw_share
+
+
+def _model_estimates(nodes: list, median_ms: Optional[float], dw_share: float) -> dict:
+    """Whole-model estimated ms/batch and speedup per level (sum of node estimates scaled to the median)."""
+    base = sum(n.time_ms for n in nodes)
+    levels = {}
+    for key in est.LEVEL_KEYS:
+        tot = sum(n.est_pruned_ms.get(key, n.time_ms) for n in nodes)
+        ratio = tot / base if base > 0 else 1.0
+        levels[key] = {"ms": (median_ms * ratio) if median_ms else None,
+                       "speedup": (1.0 / ratio) if ratio > 0 else None}
+    return {
+        "runtime": est.RUNTIME,
+        "note": est.NOTE,
+        "formula": est.FORMULA,
+        "onnxruntime_speedup": 1.0,
+        "depthwise_share": dw_share,
+        "levels": levels,
+    }
+
+
+# ------------------------------------------------------------------------------------------- jobs + store
+def _job_settings(ws, project_id: str, args: dict) -> dict:
+    proj = ws.get_project(project_id)
+    setup = proj.get("setup") or {}
+    dims = args.get("dims")
+    if dims is None:
+        dims = setup.get("dims") or {}
+    return {
+        "name": args.get("name") or setup.get("perf_name") or "baseline",
+        "batch_size": int(args.get("batch_size") or setup.get("batch_size") or 1),
+        "core_count": int(args.get("core_count") or setup.get("core_count") or 0) or None,
+        "warmup": int(args["warmup"]) if args.get("warmup") is not None else 5,
+        "iterations": int(args["iterations"]) if args.get("iterations") is not None else 30,
+        "data": args.get("data") or None,
+        "int8": bool(args.get("int8", True)),
+        "dims": {str(k): int(v) for k, v in dict(dims).items()},
+    }
+
+
+def record_summary(prof: PerfProfile) -> dict:
+    """The small record fields stored in the ``perf_profiles`` table."""
+    i8 = prof.int8 or {}
+    return {
+        "name": prof.name,
+        "batch_size": prof.batch_size,
+        "core_count": prof.core_count,
+        "latency_ms": prof.latency_ms.get("median"),
+        "p90_ms": prof.latency_ms.get("p90"),
+        "items_per_second": prof.items_per_second,
+        "int8_ms": (i8.get("latency_ms") or {}).get("median") if i8.get("enabled") and not i8.get("error") else None,
+        "int8_error": i8.get("error"),
+        "warmup": prof.warmup,
+        "iterations": prof.iterations,
+        "dims": prof.dims,
+        "status": prof.status,
+    }
+
+
+def run_job(ctx) -> dict:
+    """Job handler for ``perf_profile`` (args: ``{name, batch_size, core_count, warmup, iterations, data,
+    int8, dims}``; missing keys default from the project's ``setup``; ``record_id`` reruns that record).
+
+    Stores a ``perf_profiles`` record (summary fields) and the full profile in blob
+    ``perf_profiles/<id>.json``. A rerun replaces the record's data and blob. Returns the summary
+    with ``record_id``.
+    """
+    ws, pid, args = ctx.ws, ctx.project_id, dict(ctx.args or {})
+    s = _job_settings(ws, pid, args)
+    model = ws.model_path(pid)
+    analysis = None
+    prof = profile_performance(model, batch_size=s["batch_size"], core_count=s["core_count"], dims=s["dims"],
+                               warmup=s["warmup"], iterations=s["iterations"], data=s["data"], int8=s["int8"],
+                               name=s["name"], analysis=analysis, progress=ctx.progress, cancel=ctx.cancel)
+    summary = record_summary(prof)
+    summary["job_id"] = (ctx.job or {}).get("id")
+    rid = args.get("record_id")
+    if rid:
+        ws.update_record(pid, TABLE, rid, **summary)
+    else:
+        rid = ws.add_record(pid, TABLE, summary)["id"]
+    ws.write_blob(pid, f"{TABLE}/{rid}.json", prof.to_dict())
+    return {"record_id": rid, **summary}
+
+
+def load_perf_profile(ws, project_id: str, ref: str) -> PerfProfile:
+    """The stored profile of record ``ref`` (id or name). Raises ``RecordNotFound``."""
+    from sparsify_tui.errors import RecordNotFound
+
+    rec = ws.find_record(project_id, TABLE, ref)
+    try:
+        blob = ws.read_blob(project_id, f"{TABLE}/{rec['id']}.json")
+    except (FileNotFoundError, OSError) as err:
+        raise RecordNotFound(f"perf profile {ref!r} has no stored result: rerun it") from err
+    if not blob:
+        raise RecordNotFound(f"perf profile {ref!r} has no stored result: rerun it")
+    return PerfProfile.from_dict(blob)
