@@ -1,5 +1,158 @@
-"""CLI commands: placeholder until its issue lands."""
+"""CLI: ``sparsify-tui profile perf PROJECT_OR_MODEL`` (performance profiles, issue 3).
+
+A model path runs :func:`sparsify_tui.profiling.perf.profile_performance` in this process without a
+workspace. A project (id or name) runs a ``perf_profile`` job through :func:`sparsify_tui.jobs.run_here`
+(machine-wide measuring lock, stored record + blob). ``--json`` prints exactly ``PerfProfile.to_dict()``
+on stdout; progress goes to stderr (rate-limited), so stdout stays pure JSON.
+
+:func:`profile_group` creates (once) and returns the sub-parsers of the ``profile`` command group,
+shared with ``profile loss`` (``sparsify_tui.commands.loss`` imports it from here).
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+
+
+def profile_group(sub):
+    """The ``profile`` command's sub-parsers, created on first call and reused after.
+
+    Stored both on ``sub`` (attribute ``_profile_group``) and on the ``profile`` parser
+    (``_profile_sub``, the attribute the loss command's fallback looks for).
+    """
+    existing = getattr(sub, "_profile_group", None)
+    if existing is not None:
+        return existing
+    parser = sub.choices.get("profile")
+    if parser is None:
+        parser = sub.add_parser("profile", help="performance and loss profiles",
+                                description="Measure performance (perf) or loss-sensitivity (loss) profiles.")
+        parser.set_defaults(handler=lambda args: (parser.print_help(), 2)[1])
+        parser._profile_sub = parser.add_subparsers(dest="profile_kind", metavar="KIND")
+    sub._profile_group = parser._profile_sub
+    return parser._profile_sub
 
 
 def register(sub) -> None:
-    pass
+    prof = profile_group(sub)
+    p = prof.add_parser(
+        "perf",
+        help="measure a performance profile (per-layer times, INT8, pruned estimates)",
+        description="Measure how fast each layer of a model runs on this machine with onnxruntime: latency "
+                    "(median, p90, mean, min ms per batch), items/s, per-node times attributed to the original "
+                    "ONNX nodes, measured INT8, and estimated pruned times (estimates for a sparse-kernel "
+                    "runtime; onnxruntime itself gains nothing from unstructured sparsity).",
+    )
+    p.add_argument("target", metavar="PROJECT_OR_MODEL", help="project id or name, or a path to an .onnx model")
+    p.add_argument("--name", default=None, help="profile name (default: the project's setup name, or 'baseline')")
+    p.add_argument("--batch-size", type=int, default=None, help="items per batch (default: project setup, or 1)")
+    p.add_argument("--cores", type=int, default=None, help="cores / intra-op threads (default: project setup, or all)")
+    p.add_argument("--warmup", type=int, default=5, help="unprofiled warm-up runs (default 5)")
+    p.add_argument("--iterations", type=int, default=30, help="unprofiled timed runs (default 30)")
+    p.add_argument("--data", default=None, metavar="FILE.npz", help="sample data (.npz by input name, or .npy)")
+    p.add_argument("--dim", action="append", default=[], metavar="NAME=VALUE",
+                   help="value of a symbolic dim or scalar input (repeatable): seq=128, x:2=48, sr=16000")
+    p.add_argument("--no-int8", action="store_true", help="skip the measured INT8 profile")
+    p.add_argument("--json", action="store_true", help="print the profile as JSON on stdout")
+    p.add_argument("--quiet", action="store_true", help="no progress on stderr")
+    p.set_defaults(handler=cmd_profile_perf)
+
+
+def _progress_printer(quiet: bool):
+    """A ProgressFn printing ``NN.N%  step`` on stderr at most twice a second (nothing when quiet)."""
+    last = [0.0, ""]
+
+    def progress(step: str, fraction: float) -> None:
+        if quiet:
+            return
+        now = time.monotonic()
+        if step != last[1] or now - last[0] >= 0.5 or fraction >= 1.0:
+            last[0], last[1] = now, step
+            print(f"  {fraction * 100:5.1f}%  {step}", file=sys.stderr, flush=True)
+
+    return progress
+
+
+def _looks_like_model(target: str) -> bool:
+    p = Path(target)
+    return p.suffix.lower() == ".onnx" or p.is_file() or p.is_dir() or "/" in target
+
+
+def cmd_profile_perf(args) -> int:
+    from sparsify_tui.analysis.shapes import parse_dim_args
+    from sparsify_tui.cli import print_json
+    from sparsify_tui.errors import SparsifyError
+
+    dims = parse_dim_args(args.dim) if args.dim else None
+    progress = _progress_printer(args.quiet)
+    if args.batch_size is not None and args.batch_size < 1:
+        raise SparsifyError(f"--batch-size {args.batch_size} is invalid: give 1 or more")
+    if args.iterations < 1 or args.warmup < 0:
+        raise SparsifyError("--iterations must be >= 1 and --warmup >= 0")
+    if args.data and not Path(args.data).is_file():
+        raise SparsifyError(f"sample data {args.data} does not exist: check the --data path")
+    if _looks_like_model(args.target):
+        from sparsify_tui.profiling.perf import profile_performance
+
+        prof = profile_performance(
+            args.target, batch_size=args.batch_size or 1, core_count=args.cores, dims=dims,
+            warmup=args.warmup, iterations=args.iterations, data=args.data, int8=not args.no_int8,
+            name=args.name or "baseline", progress=progress,
+        )
+    else:
+        from sparsify_tui.jobs import run_here
+        from sparsify_tui.profiling.perf import load_perf_profile
+        from sparsify_tui.store import Workspace
+
+        ws = Workspace()
+        project = ws.get_project(args.target)
+        job_args = {"name": args.name, "batch_size": args.batch_size, "core_count": args.cores,
+                    "warmup": args.warmup, "iterations": args.iterations,
+                    "data": str(Path(args.data).resolve()) if args.data else None,
+                    "int8": not args.no_int8, "dims": dims}
+        job_args = {k: v for k, v in job_args.items() if v is not None}
+        summary = run_here(ws, project["id"], "perf_profile", job_args, progress=progress)
+        prof = load_perf_profile(ws, project["id"], summary["record_id"])
+        if not args.json:
+            print(f"stored as perf profile {summary['record_id']} in project {project['name']!r}", file=sys.stderr)
+    if args.json:
+        print_json(prof.to_dict())
+    else:
+        print(format_profile(prof))
+    return 0
+
+
+def format_profile(prof, top: int = 15) -> str:
+    """Human-readable summary: model latency, INT8, estimates, and the ``top`` slowest nodes."""
+    p = prof.to_dict()["profile"]
+    lat = p["latency_ms"]
+    lines = [
+        f"perf profile {p['name']!r}: batch {p['batch_size']}, {p['core_count']} cores, onnxruntime {p['ort_version']}",
+        f"  instruction sets: {', '.join(p['instruction_sets']) or 'unknown'}",
+        f"  latency ms/batch: median {lat['median']:.3f}  p90 {lat['p90']:.3f}  mean {lat['mean']:.3f}  "
+        f"min {lat['min']:.3f}   items/s {p['items_per_second']:.1f}",
+    ]
+    i8 = p["int8"]
+    if i8.get("error"):
+        lines.append(f"  INT8 (measured): failed: {i8['error']}")
+    elif i8.get("enabled"):
+        lines.append(f"  INT8 (measured): median {i8['latency_ms']['median']:.3f} ms/batch, "
+                     f"{i8['items_per_second']:.1f} items/s, speedup {i8['speedup']:.2f}x")
+    pe = p["pruned_estimate"]
+    lv = pe.get("levels", {})
+    est = "  ".join(f"{k}: {v['speedup']:.2f}x" for k, v in lv.items() if v.get("speedup"))
+    lines.append(f"  est. pruned speedup ({pe.get('runtime')}): {est}")
+    lines.append(f"  note: {pe.get('note')}")
+    lines.append("")
+    rows = [("node id", "op", "ms", "share", "GFLOP/s", "est. 0.9 ms", "INT8 ms")]
+    for n in sorted(prof.nodes, key=lambda n: -n.time_ms)[:top]:
+        rows.append((n.id[-48:], n.op_type, f"{n.time_ms:.3f}", f"{n.share * 100:.1f}%",
+                     f"{n.gflops_per_s:.1f}" if n.gflops_per_s else "-",
+                     f"{n.est_pruned_ms.get('0.9', n.time_ms):.3f}",
+                     f"{n.int8_time_ms:.3f}" if n.int8_time_ms is not None else "-"))
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    for r in rows:
+        lines.append("  " + "  ".join(c.ljust(w) if i < 2 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths))))
+    return "\n".join(lines)
