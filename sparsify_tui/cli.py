@@ -78,6 +78,13 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     except KeyboardInterrupt:
         print("sparsify-tui: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:
+        # `sparsify-tui list --json | head`: the reader went away; exit quietly like other CLI tools.
+        import os
+
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 141
 
 
 if __name__ == "__main__":  # pragma: no cover
