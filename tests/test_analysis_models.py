@@ -193,3 +193,53 @@ def test_conv_output_shapes_agree_with_onnxruntime():
         assert list(out.shape) == n.output_shapes[0]
         # MACs = numel(output) * Cin/group * kH * kW, recomputed from the weight of the model
         assert n.macs == out.size * int(np.prod(n.weight_shape[1:]))
+
+
+def test_model_over_2gb_loads_without_reading_its_weights(tmp_path, monkeypatch):
+    """A 2.1 GB external weight (a sparse file: no disk used) is analyzed from its structure alone."""
+    k, n = 32768, 16400  # 2.15 GB of float32, more than protobuf's 2 GB limit
+    w = TensorProto(name="W", data_type=TensorProto.FLOAT, dims=[k, n], data_location=TensorProto.EXTERNAL)
+    for key, value in (("location", "w.bin"), ("offset", "0"), ("length", str(k * n * 4))):
+        w.external_data.add(key=key, value=value)
+    with open(tmp_path / "w.bin", "wb") as fh:
+        fh.truncate(k * n * 4)
+    graph = helper.make_graph([helper.make_node("MatMul", ["x", "W"], ["y"])], "g",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["b", k])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], [w])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    onnx.save(model, tmp_path / "big.onnx")
+    monkeypatch.setattr(onnx, "load_external_data_for_model", lambda *a, **k: pytest.fail("bulk load"))
+    a = analyze_model(tmp_path / "big.onnx", include_system=False, count_zeros=False)
+    assert a.totals["params"] == k * n and a.totals["zero_params"] == 0
+    assert a.nodes[0].macs == k * n and a.nodes[0].prunable
+    assert a.file_size_bytes > 2**31
+
+
+def test_zero_counting_streams_external_data_in_chunks(tmp_path, monkeypatch):
+    path = external_model(tmp_path, zeros_rows=100)
+    model = load_model(path, load_external_data=False)
+    w = next(t for t in model.graph.initializer if t.name == "W")
+    reads = []
+    real_open = open
+
+    class Spy:
+        def __init__(self, fh):
+            self.fh = fh
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            self.fh.close()
+
+        def seek(self, n):
+            return self.fh.seek(n)
+
+        def readinto(self, buf):
+            reads.append(len(buf))
+            return self.fh.readinto(buf)
+
+    monkeypatch.setattr("builtins.open", lambda *a, **k: Spy(real_open(*a, **k)))
+    assert loading.count_zeros(w, path.parent, chunk_bytes=4096) == 100 * 128
+    assert len(reads) == 256 * 128 * 4 // 4096 and max(reads) == 4096  # never the whole tensor at once

@@ -329,6 +329,51 @@ def tensor_array(tensor: TensorProto, base_dir: Optional[PathLike] = None) -> np
     return onnx.numpy_helper.to_array(tensor)
 
 
+def count_zeros(tensor: TensorProto, base_dir: Optional[PathLike] = None, chunk_bytes: int = 1 << 25) -> int:
+    """Number of elements exactly equal to zero in one tensor (``-0.0`` counts as zero).
+
+    External data is streamed from its file in ``chunk_bytes`` pieces through one reusable buffer, so a
+    multi-GB tensor costs ~32 MB of memory; raw data is viewed in place.
+
+    Raises:
+        ModelError: the external file is missing or too short.
+    """
+    dtype = np.dtype(onnx.helper.tensor_dtype_to_np_dtype(tensor.data_type))
+    info = external_data_info(tensor)
+    count = int(np.prod([int(d) for d in tensor.dims], dtype=np.int64)) if len(tensor.dims) else 1
+    if info is None or base_dir is None:
+        arr = tensor_array(tensor, base_dir)
+        return int(arr.size - _nonzero(arr.reshape(-1)))
+    file = Path(base_dir) / info["location"]
+    itemsize = dtype.itemsize
+    per_chunk = max(1, chunk_bytes // itemsize)
+    buf = np.empty(per_chunk, dtype=dtype)
+    nonzero = 0
+    try:
+        with open(file, "rb") as fh:
+            fh.seek(info["offset"])
+            left = count
+            while left:
+                n = min(left, per_chunk)
+                view = buf[:n]
+                got = fh.readinto(memoryview(view).cast("B"))
+                if got != n * itemsize:
+                    raise ModelError(f"external data '{info['location']}' ends inside tensor '{tensor.name}': "
+                                     "re-copy it next to the .onnx file")
+                nonzero += _nonzero(view)
+                left -= n
+    except OSError as err:
+        raise ModelError(f"external data '{info['location']}' for tensor '{tensor.name}' cannot be read "
+                         f"({err.strerror}): re-copy it next to the .onnx file") from None
+    return int(count - nonzero)
+
+
+def _nonzero(flat: np.ndarray) -> int:
+    if flat.dtype == np.float16 or (flat.dtype.kind == "V" and flat.dtype.itemsize == 2):  # float16 / bfloat16
+        return int(np.count_nonzero(flat.view(np.uint16) & 0x7FFF))
+    return int(np.count_nonzero(flat))
+
+
 _RAW_VIEW_TYPES = {
     TensorProto.FLOAT, TensorProto.DOUBLE, TensorProto.FLOAT16, TensorProto.INT8, TensorProto.UINT8,
     TensorProto.INT16, TensorProto.UINT16, TensorProto.INT32, TensorProto.UINT32, TensorProto.INT64,

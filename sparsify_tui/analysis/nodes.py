@@ -13,7 +13,7 @@ What counts as a node's **params** (documented choice):
 
 ``totals.params`` counts each distinct tensor once (a tied embedding shared by two nodes counts once), so
 it can be less than the sum of node params. ``zero_params`` are exact zeros in those tensors, read one
-tensor at a time (memory-mapped for external data), so a model of any size is never fully in memory.
+tensor at a time (streamed in 32 MB chunks for external data), so a model of any size is never fully in memory.
 
 A node is a **prunable layer** when it is a Conv, Gemm or MatMul whose weight (input 1; for Gemm/MatMul
 input 0 when input 1 is not constant) is an *initializer*, directly or through the chain above. Its
@@ -40,7 +40,7 @@ import onnx
 from onnx import TensorProto
 
 from sparsify_tui.analysis.flops import MATRIX_OPS, OpShapes, count_macs_flops
-from sparsify_tui.analysis.loading import load_model, tensor_array
+from sparsify_tui.analysis.loading import count_zeros, load_model
 from sparsify_tui.analysis.shapes import graph_inputs, infer_shapes_ex, resolve_dims
 
 PRUNABLE_OPS = frozenset({"Conv", "Gemm", "MatMul"})
@@ -256,22 +256,9 @@ class _ConstTable:
         return int(np.prod([int(d) for d in t.dims], dtype=np.int64)) if len(t.dims) else 1
 
     def zeros(self, name: str) -> int:
-        """Exact zeros in one tensor, read lazily (memmap/frombuffer) and dropped right after."""
+        """Exact zeros in one tensor, read lazily (streamed or viewed in place) and dropped right after."""
         if name not in self._zeros:
-            arr = tensor_array(self.tensors[name], self.base_dir)
-            n = self.numel(name)
-            if arr.dtype == np.float16 or arr.dtype.itemsize == 2 and arr.dtype.kind == "V":
-                view = arr.view(np.uint16) & 0x7FFF
-                self._zeros[name] = int(n - np.count_nonzero(view))
-            else:
-                # chunked so a memmap of a huge tensor is paged through, not held
-                flat = arr.reshape(-1)
-                nz = 0
-                step = 1 << 24
-                for i in range(0, flat.size, step):
-                    nz += int(np.count_nonzero(flat[i:i + step]))
-                self._zeros[name] = int(n - nz)
-            del arr
+            self._zeros[name] = count_zeros(self.tensors[name], self.base_dir)
         return self._zeros[name]
 
 
@@ -304,6 +291,7 @@ def analyze_model(
     dims: Optional[dict] = None,
     *,
     include_system: bool = True,
+    count_zeros: bool = True,
     progress=None,
     cancel=None,
 ) -> ModelAnalysis:
@@ -315,6 +303,8 @@ def analyze_model(
         batch_size: items per batch used for the batch dims (MACs/FLOPs are per batch).
         dims: values of other symbolic dims, by name or ``"input:axis"`` (see ``shapes.resolve_dims``).
         include_system: add ``system_info()`` to the result (the ``system`` key of ``analyze --json``).
+        count_zeros: read every weight once to count exact zeros (``zero_params``). False skips the read
+            (zero_params = 0), for a quick look at a very large model.
         progress, cancel: optional ``ProgressFn`` / ``CancelToken``.
 
     Raises:
@@ -366,10 +356,15 @@ def analyze_model(
     if progress:
         progress("zero params", 0.7)
     zero_total = 0
-    for name in param_tensors:
-        zero_total += consts.zeros(name)
-    for n, tensors in zip(nodes, node_tensors):
-        n.zero_params = sum(consts.zeros(t) for t in tensors)
+    if count_zeros:
+        for k, name in enumerate(sorted(param_tensors)):
+            zero_total += consts.zeros(name)
+            if cancel:
+                cancel.check()
+            if progress and k % 64 == 0:
+                progress("zero params", 0.7 + 0.3 * k / max(1, len(param_tensors)))
+        for n, tensors in zip(nodes, node_tensors):
+            n.zero_params = sum(consts.zeros(t) for t in tensors)
     _mark_counted(nodes, walked, taken)
 
     totals = {

@@ -25,6 +25,8 @@ def register(sub) -> None:
         metavar="NAME=VALUE",
         help="value of a symbolic input dim, by name (seq=128) or input:axis (x:2=48); also scalar inputs (sr=16000)",
     )
+    p.add_argument("--no-zero-count", action="store_true",
+                   help="skip reading the weights to count zeros (zero_params = 0): faster on very large models")
     p.add_argument("--top", type=int, default=10, metavar="K", help="nodes listed in the human summary (default 10)")
     p.add_argument("--json", action="store_true", help="print the full analysis as JSON")
     p.set_defaults(handler=run)
@@ -47,7 +49,7 @@ def run(args) -> int:
     if args.batch_size < 1:
         raise DimensionError(f"--batch-size must be at least 1 (got {args.batch_size}): pass --batch-size 1 or more")
     dims = parse_dim_args(args.dim)
-    analysis = analyze_model(args.model, batch_size=args.batch_size, dims=dims)
+    analysis = analyze_model(args.model, batch_size=args.batch_size, dims=dims, count_zeros=not args.no_zero_count)
     if args.json:
         print_json(analysis.to_dict())
         return 0
