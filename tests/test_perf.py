@@ -1,0 +1,282 @@
+"""Performance profiles: attribution of fused kernels, JSON shape, sample data errors, INT8, cancel, jobs.
+
+Models are tiny and built here (ir_version 8); runs use few iterations. No timing assertions.
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+
+from conftest import shared_model
+from sparsify_tui.cli import main
+from sparsify_tui.errors import JobCanceled, ModelError
+from sparsify_tui.profiling import attribution as attr
+from sparsify_tui.profiling import perf_estimate as est
+from sparsify_tui.profiling.perf import PerfProfile, profile_performance
+from sparsify_tui.progress import CancelToken
+
+LAYER_OPS = ("Conv", "Gemm", "MatMul")
+
+
+def _f32(rng, *shape, scale=0.1):
+    return (rng.standard_normal(shape) * scale).astype(np.float32)
+
+
+def build_resnet_like(path, blocks=3, channels=16, hw=24):
+    """Conv+Relu stem, then `blocks` residual blocks Conv -> BatchNormalization -> Add(skip) -> Relu, then
+    GlobalAveragePool -> Flatten -> Gemm. onnxruntime folds the BNs, fuses Add+Relu into the Convs and
+    renames them (``bn1_nchwc``): every Conv must still get time."""
+    rng = np.random.default_rng(0)
+    C = channels
+    inits = [numpy_helper.from_array(_f32(rng, C, 3, 3, 3), "w0")]
+    nodes = [helper.make_node("Conv", ["x", "w0"], ["c0"], name="conv0", pads=[1, 1, 1, 1]),
+             helper.make_node("Relu", ["c0"], ["r0"], name="relu0")]
+    prev = "r0"
+    for i in range(1, blocks + 1):
+        inits += [numpy_helper.from_array(_f32(rng, C, C, 3, 3), f"w{i}"),
+                  numpy_helper.from_array((rng.random(C) + 0.5).astype(np.float32), f"g{i}"),
+                  numpy_helper.from_array(_f32(rng, C), f"b{i}"),
+                  numpy_helper.from_array(_f32(rng, C), f"m{i}"),
+                  numpy_helper.from_array((rng.random(C) + 0.5).astype(np.float32), f"v{i}")]
+        nodes += [helper.make_node("Conv", [prev, f"w{i}"], [f"c{i}"], name=f"conv{i}", pads=[1, 1, 1, 1]),
+                  helper.make_node("BatchNormalization", [f"c{i}", f"g{i}", f"b{i}", f"m{i}", f"v{i}"], [f"bn{i}"],
+                                   name=f"bn{i}"),
+                  helper.make_node("Add", [f"bn{i}", prev], [f"a{i}"], name=f"add{i}"),
+                  helper.make_node("Relu", [f"a{i}"], [f"y{i}"], name=f"relu{i}")]
+        prev = f"y{i}"
+    inits += [numpy_helper.from_array(_f32(rng, C, 10), "fcw"), numpy_helper.from_array(np.zeros(10, np.float32), "fcb")]
+    nodes += [helper.make_node("GlobalAveragePool", [prev], ["gap"], name="gap"),
+              helper.make_node("Flatten", ["gap"], ["flat"], name="flatten"),
+              helper.make_node("Gemm", ["flat", "fcw", "fcb"], ["out"], name="fc")]
+    g = helper.make_graph(nodes, "resnet_like", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 3, hw, hw])],
+                          [helper.make_tensor_value_info("out", TensorProto.FLOAT, ["N", 10])], inits)
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    m.ir_version = 8
+    onnx.save(m, str(path))
+    return path
+
+
+def build_matmul_model(path):
+    """x[N,32] -> MatMul(W) -> Add(b) -> Relu -> MatMul(W2): a MatMul+Add that onnxruntime turns into Gemm."""
+    rng = np.random.default_rng(1)
+    inits = [numpy_helper.from_array(_f32(rng, 32, 64), "W"), numpy_helper.from_array(_f32(rng, 64), "b"),
+             numpy_helper.from_array(_f32(rng, 64, 8), "W2")]
+    nodes = [helper.make_node("MatMul", ["x", "W"], ["h"], name="mm1"),
+             helper.make_node("Add", ["h", "b"], ["hb"], name="bias1"),
+             helper.make_node("Relu", ["hb"], ["hr"], name="act1"),
+             helper.make_node("MatMul", ["hr", "W2"], ["y"], name="mm2")]
+    g = helper.make_graph(nodes, "mlp", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 32])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 8])], inits)
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    m.ir_version = 8
+    onnx.save(m, str(path))
+    return path
+
+
+@pytest.fixture(scope="module")
+def resnet_like(tmp_path_factory):
+    return build_resnet_like(tmp_path_factory.mktemp("perf") / "resnet_like.onnx")
+
+
+@pytest.fixture(scope="module")
+def resnet_profile(resnet_like):
+    """One profile with INT8, shared by the tests that only read it."""
+    return profile_performance(resnet_like, batch_size=2, core_count=1, warmup=1, iterations=3, int8=True)
+
+
+def _rows(prof):
+    return {n.id: n for n in prof.nodes}
+
+
+# --------------------------------------------------------------------------------------- attribution
+def test_every_conv_of_fused_chains_gets_time_and_totals_add_up(resnet_profile):
+    rows = _rows(resnet_profile)
+    convs = [f"conv{i}" for i in range(4)]
+    for c in convs:
+        assert rows[c].time_ms > 0, c
+    # onnxruntime really renamed the fused convs (otherwise this test proves nothing)
+    assert any(k != c for c in convs for k in rows[c].kernels)
+    # BN, Add and Relu were fused: no time of their own, attributed to the conv they were fused into
+    for i in range(1, 4):
+        for nid in (f"bn{i}", f"add{i}", f"relu{i}"):
+            assert rows[nid].time_ms == 0
+            assert rows[nid].fused_into == f"conv{i}", (nid, rows[nid].fused_into)
+    total = sum(n.time_ms for n in resnet_profile.nodes)
+    assert total == pytest.approx(resnet_profile.profiled["kernel_total_ms"], rel=1e-9)
+    assert sum(n.share for n in resnet_profile.nodes) == pytest.approx(1.0)
+    # layout conversion has its own row, never dropped
+    assert any(n.id == attr.LAYOUT_ROW for n in resnet_profile.nodes) or all(
+        "nchwc" not in k for n in resnet_profile.nodes for k in n.kernels)
+
+
+def test_int8_profile_measured_and_mapped_back(resnet_profile):
+    i8 = resnet_profile.int8
+    assert i8["enabled"] and not i8.get("error"), i8
+    assert i8["latency_ms"]["median"] > 0 and i8["speedup"] > 0
+    rows = _rows(resnet_profile)
+    for c in ("conv0", "conv1", "conv2", "conv3", "fc"):
+        assert rows[c].int8_time_ms > 0, c  # QLinearConv/QGemm kernels map back to the original nodes
+    int8_total = sum(n.int8_time_ms or 0 for n in resnet_profile.nodes)
+    assert int8_total == pytest.approx(i8["profiled"]["kernel_total_ms"], rel=1e-9)
+
+
+def test_matmul_add_fused_to_gemm_keeps_time_on_matmul(tmp_path):
+    prof = profile_performance(build_matmul_model(tmp_path / "mlp.onnx"), warmup=1, iterations=3, int8=False)
+    rows = _rows(prof)
+    assert rows["mm1"].time_ms > 0 and rows["mm2"].time_ms > 0
+    assert rows["bias1"].time_ms == 0 and rows["bias1"].fused_into == "mm1"
+
+
+def test_parse_trace_skips_warmup_and_subtracts_nested_kernels():
+    ev = []
+    for r, t0 in enumerate((0, 1000, 2000)):
+        ev.append({"cat": "Session", "name": "model_run", "ts": t0, "dur": 900})
+        ev.append({"cat": "Node", "name": "conv_kernel_time", "ts": t0 + 10, "dur": 100 * (r + 1), "args": {"op_name": "Conv"}})
+        ev.append({"cat": "Node", "name": "if0_kernel_time", "ts": t0 + 200, "dur": 500, "args": {"op_name": "If"}})
+        ev.append({"cat": "Node", "name": "inner_kernel_time", "ts": t0 + 250, "dur": 300, "args": {"op_name": "MatMul"}})
+    kt = attr.parse_trace(ev, skip_runs=1)
+    assert kt.runs == 2
+    assert kt.ms["conv"] == pytest.approx((0.2 + 0.3) / 2)
+    assert kt.ms["if0"] == pytest.approx(0.2)  # 500 µs minus the nested 300 µs
+    assert kt.ms["inner"] == pytest.approx(0.3)
+    assert kt.total_ms == pytest.approx(sum(kt.ms.values()))
+
+
+# --------------------------------------------------------------------------------------- CLI JSON
+def test_cli_json_shape_on_a_model_path(resnet_like, capsys):
+    rc = main(["profile", "perf", str(resnet_like), "--batch-size", "2", "--cores", "1", "--warmup", "1",
+               "--iterations", "3", "--no-int8", "--json"])
+    out = capsys.readouterr().out
+    assert rc == 0
+    d = json.loads(out)  # stdout is pure JSON (progress went to stderr)
+    p = d["profile"]
+    for key in ("name", "batch_size", "core_count", "instruction_sets", "latency_ms", "items_per_second", "int8"):
+        assert key in p
+    assert set(p["latency_ms"]) == {"median", "p90", "mean", "min"}
+    assert p["items_per_second"] == pytest.approx(1000 * 2 / p["latency_ms"]["median"])
+    assert p["latency_ms"]["min"] <= p["latency_ms"]["median"] <= p["latency_ms"]["p90"]
+    assert sum(n["share"] for n in d["nodes"]) == pytest.approx(1.0, abs=1e-6)
+    ids = {n["id"] for n in d["nodes"]}
+    model = onnx.load(str(resnet_like))
+    for node in model.graph.node:
+        if node.op_type in LAYER_OPS:
+            assert node.name in ids
+    for n in d["nodes"]:
+        for key in ("id", "op_type", "weight_name", "time_ms", "share", "flops", "gflops_per_s", "est_pruned_ms",
+                    "int8_time_ms"):
+            assert key in n
+        assert list(n["est_pruned_ms"]) == list(est.LEVEL_KEYS)
+    assert p["int8"] == {"enabled": False}
+    pe = p["pruned_estimate"]
+    assert "onnxruntime" in pe["note"] and pe["runtime"] and pe["onnxruntime_speedup"] == 1.0
+    assert PerfProfile.from_dict(d).to_dict() == d  # round trip
+
+
+def test_cli_sample_data_errors_exit_2_before_running(resnet_like, tmp_path, capsys):
+    bad_shape = tmp_path / "bad_shape.npz"
+    np.savez(bad_shape, x=np.zeros((4, 3, 10, 10), np.float32))
+    bad_name = tmp_path / "bad_name.npz"
+    np.savez(bad_name, images=np.zeros((4, 3, 24, 24), np.float32))
+    bad_dtype = tmp_path / "bad_dtype.npy"
+    np.save(bad_dtype, np.array([["a"] * 24] * 3))
+    for f in (bad_shape, bad_name, bad_dtype):
+        rc = main(["profile", "perf", str(resnet_like), "--iterations", "2", "--no-int8", "--data", str(f), "--json"])
+        cap = capsys.readouterr()
+        assert rc == 2, f
+        err = [line for line in cap.err.splitlines() if "error" in line]
+        assert len(err) == 1 and "timing" not in cap.err, cap.err  # one line, and no run was started
+        assert cap.out == ""
+
+
+def test_sample_data_is_used_when_valid(resnet_like, tmp_path):
+    good = tmp_path / "good.npz"
+    np.savez(good, x=np.random.default_rng(0).standard_normal((4, 3, 24, 24)).astype(np.float32))
+    prof = profile_performance(resnet_like, batch_size=2, warmup=0, iterations=2, data=good, int8=False)
+    assert prof.inputs["source"] == "sample data" and prof.inputs["batches"] == 2
+
+
+# --------------------------------------------------------------------------------------- INT8 failure, cancel
+def test_quantization_failure_is_recorded_and_profile_completes(resnet_like, monkeypatch):
+    import sparsify_tui.profiling.quant as quant
+
+    def boom(*a, **k):
+        raise ModelError("INT8 quantization of resnet_like.onnx failed: ValueError: unsupported op")
+
+    monkeypatch.setattr(quant, "quantize_int8", boom)
+    prof = profile_performance(resnet_like, warmup=0, iterations=2, int8=True)
+    assert "unsupported op" in prof.int8["error"]
+    assert prof.latency_ms["median"] > 0 and all(n.int8_time_ms is None for n in prof.nodes)
+
+
+def test_cancel_stops_the_profile(resnet_like):
+    token = CancelToken()
+
+    def progress(step, frac):
+        if step == "timing":
+            token.cancel()
+
+    with pytest.raises(JobCanceled):
+        profile_performance(resnet_like, warmup=2, iterations=50, int8=False, progress=progress, cancel=token)
+    token2 = CancelToken()
+    token2.cancel()
+    with pytest.raises(JobCanceled):
+        profile_performance(resnet_like, iterations=2, int8=False, cancel=token2)
+
+
+# --------------------------------------------------------------------------------------- estimates
+def test_pruned_estimates_are_calibrated_not_flops():
+    for a in (0.0, 0.5, 1.0):
+        prev = 1.0
+        for s in est.LEVELS:
+            f = est.layer_speedup(s, a)
+            assert f >= 1.0 and f >= prev - 1e-12
+            prev = f
+    assert est.layer_speedup(0.99) == est.layer_speedup(0.98)  # no extrapolation beyond calibration
+    assert est.layer_speedup(0.7) == 1.0  # below the measured levels nothing is claimed
+    # the layer factors reproduce the measured whole-model speedups (p = 0.95)
+    for s, want_r, want_m in ((0.9, 1.04, 1.06), (0.95, 1.42, 1.10), (0.98, 1.76, 1.19)):
+        for a, want in ((0.0, want_r), (1.0, want_m)):
+            f = est.layer_speedup(s, 0.35 * a / est.depthwise_weight(0.35) if a else 0.0)
+            assert 1 / (0.05 + 0.95 / f) == pytest.approx(want, rel=1e-6)
+    # FLOPs-proportional would be 20x at 0.95; we stay within the calibration
+    assert est.layer_speedup(0.95) < 2.0
+
+
+# --------------------------------------------------------------------------------------- job + store
+def test_job_stores_record_and_blob_and_rerun_replaces(resnet_like, workspace_home):
+    from sparsify_tui.jobs import run_here
+    from sparsify_tui.profiling.perf import load_perf_profile
+    from sparsify_tui.store import Workspace
+
+    ws = Workspace()
+    proj = ws.create_project(resnet_like, name="rl", batch_size=1)
+    summary = run_here(ws, proj["id"], "perf_profile", {"name": "fast", "warmup": 0, "iterations": 2, "int8": False})
+    rid = summary["record_id"]
+    rec = ws.get_record(proj["id"], "perf_profiles", rid)
+    assert rec["name"] == "fast" and rec["batch_size"] == 1 and rec["latency_ms"] > 0 and rec["status"] == "completed"
+    prof = load_perf_profile(ws, proj["id"], "fast")
+    assert prof.name == "fast" and _rows(prof)["conv1"].time_ms > 0
+    summary2 = run_here(ws, proj["id"], "perf_profile",
+                        {"name": "fast", "record_id": rid, "batch_size": 2, "warmup": 0, "iterations": 2, "int8": False})
+    assert summary2["record_id"] == rid
+    assert len(ws.list_records(proj["id"], "perf_profiles")) == 1
+    assert load_perf_profile(ws, proj["id"], rid).batch_size == 2
+
+
+# --------------------------------------------------------------------------------------- real model
+def test_mobilenet_v2_quick_profile():
+    path = shared_model("mobilenet_v2.onnx")
+    prof = profile_performance(path, warmup=1, iterations=3, int8=True)
+    convs = [n for n in prof.nodes if n.op_type in LAYER_OPS]
+    assert len(convs) >= 50
+    assert all(n.time_ms > 0 for n in convs)
+    assert not prof.int8.get("error"), prof.int8
+    assert all(n.int8_time_ms > 0 for n in convs)
+    assert sum(n.share for n in prof.nodes) == pytest.approx(1.0)
+    unattributed = sum(n.time_ms for n in prof.nodes if n.id == attr.UNATTRIBUTED_ROW)
+    assert unattributed < 0.02 * prof.total_node_ms
