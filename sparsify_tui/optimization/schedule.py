@@ -143,3 +143,57 @@ def lr_at(epoch: float, modifiers: List[Dict[str, Any]], default_lr: Optional[fl
         else:
             lr = init * gamma ** math.floor(e - start + 1e-9)
     return lr
+
+
+def format_lr_modifiers(modifiers: List[Dict[str, Any]]) -> str:
+    """One line per LR modifier, the text form the TUI edits (see :func:`parse_lr_modifiers`)."""
+    lines = []
+    for m in modifiers:
+        if m["type"] == "set":
+            lines.append(f"set {m.get('start_epoch', 0):g} lr={m['learning_rate']:g}")
+            continue
+        end = float(m.get("end_epoch", -1))
+        rng = f"{m.get('start_epoch', 0):g}-{end:g}" if end >= 0 else f"{m.get('start_epoch', 0):g}-end"
+        extra = ""
+        if m["type"] == "step":
+            extra = f" step={m['step_size']:g}"
+        elif m["type"] == "multistep":
+            extra = " milestones=" + ",".join(f"{x:g}" for x in m.get("milestones", []))
+        lines.append(f"{m['type']} {rng} lr={m['init_lr']:g}{extra} gamma={m['gamma']:g}")
+    return "\n".join(lines)
+
+
+def parse_lr_modifiers(text: str) -> List[Dict[str, Any]]:
+    """Parse the text form, one modifier per line (``#`` comments and blank lines ignored)::
+
+        set 0 lr=0.01
+        step 10-50 lr=0.01 step=5 gamma=0.5
+        multistep 10-end lr=0.01 milestones=20,30 gamma=0.1
+        exponential 34-59 lr=0.01 gamma=0.85
+
+    Raises ``ValueError`` naming the bad line.
+    """
+    out = []
+    for no, raw in enumerate(text.splitlines(), 1):
+        line = raw.split("#", 1)[0].strip()
+        if not line:
+            continue
+        parts = line.split()
+        try:
+            kind = {"exp": "exponential", "multi": "multistep", "multi-step": "multistep"}.get(parts[0], parts[0])
+            kv = dict(p.split("=", 1) for p in parts[2:])
+            if kind == "set":
+                mod: Dict[str, Any] = {"type": "set", "start_epoch": float(parts[1]), "learning_rate": float(kv["lr"])}
+            else:
+                start, _, end = parts[1].partition("-")
+                mod = {"type": kind, "start_epoch": float(start),
+                       "end_epoch": -1.0 if end in ("", "end") else float(end),
+                       "init_lr": float(kv["lr"]), "gamma": float(kv.get("gamma", 0.1))}
+                if kind == "step":
+                    mod["step_size"] = float(kv.get("step", kv.get("step_size", 1)))
+                if kind == "multistep":
+                    mod["milestones"] = [float(x) for x in kv.get("milestones", "").split(",") if x]
+            out.append(validate_lr_modifier(mod))
+        except (IndexError, KeyError, ValueError) as err:
+            raise ValueError(f"line {no} {raw.strip()!r}: {err}; e.g. 'step 10-50 lr=0.01 step=5 gamma=0.5'") from None
+    return out

@@ -1,31 +1,583 @@
-"""Optimization section (placeholder; owned by the optimization engineer (issue 5)).
+"""Optimization section: per-layer pruning + INT8 configurations, their estimates, and export.
 
-Section interface (see /work/CONTRACT.md): a Textual `Widget` constructed as
-`OptimizationSection(project_id)` and mounted by `sparsify_tui.tui.app.SparsifyApp` for the open project.
-Inside, use `self.app.workspace` (a `sparsify_tui.store.Workspace`) for data, jobs via
-`sparsify_tui.jobs`, reusable widgets from `sparsify_tui.tui.widgets` (`BarChart`, `LineChart`,
-`FilterableTable`, `ErrorDialog`, `ConfirmDialog`), long core calls in
-`@work(thread=True, exclusive=True, exit_on_error=False)` workers, and every `Binding` with `id=`
-and a description (the help screen lists them). The section receives focus when shown.
+Left: the project's optimizations (`n` new, `c` copy as a new version, `delete`). Right, for the selected
+one, tabs:
+
+* **Pruning**: average sparsity, balance, pruning epochs and update frequency inputs (enter applies and
+  re-evaluates; per-layer overrides are kept), estimate tabs (summary, performance, FLOPs, params) and a
+  per-layer sparsity bar chart.
+* **Layers**: the per-layer editor table (sparsity, recoverability, estimated speedup, estimated and
+  baseline time, loss and perf sensitivity). `enter` edits the row's sparsity, `+`/`-` step it by 0.05,
+  `x` releases the override.
+* **Quant**: the INT8 quantization modifier (on/off, layers kept FP32, ordered by INT8 sensitivity).
+* **LR**: the learning-rate schedule chart and its modifiers as editable text (`ctrl+s` applies).
+* **Training**: the project's training settings and the epoch plan.
+
+`e` opens the Export dialog (recipe path, framework, preview, write). Estimates are labelled as such and
+name their runtime: onnxruntime gets no speedup from unstructured sparsity.
 """
 
 from __future__ import annotations
 
+from typing import Any, Optional
+
+from rich.markup import escape
+from textual import on, work
 from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.widget import Widget
-from textual.widgets import Static
+from textual.widgets import (
+    Checkbox, Input, Label, OptionList, SelectionList, Static, TabbedContent, TabPane, TextArea,
+)
+from textual.widgets.option_list import Option
+from textual.worker import Worker, WorkerState
+
+from sparsify_tui.tui.widgets.charts import BarChart, LineChart
+from sparsify_tui.tui.widgets.tables import Column, FilterableTable
+
+TABLE = "optimizations"
+STEP = 0.05
+
+
+def _f(x: Any, spec: str = ".2f", none: str = "n/a") -> str:
+    return none if x is None else format(x, spec)
+
+
+def _count(x: Any) -> str:
+    if x is None:
+        return "n/a"
+    x = float(x)
+    for unit, div in (("G", 1e9), ("M", 1e6), ("k", 1e3)):
+        if abs(x) >= div:
+            return f"{x / div:.2f}{unit}"
+    return f"{x:.0f}"
+
+
+def header_text(rec: dict) -> str:
+    est, st = rec.get("estimates") or {}, rec.get("settings") or {}
+    return (f"[b]{escape(rec['name'])}[/b] · perf {escape(str(rec.get('perf_profile_name')))} · "
+            f"loss {escape(str(rec.get('loss_profile_name')))}\n"
+            f"sparsity {est.get('avg_sparsity', 0):.3f}/{st.get('sparsity', 0):.2f} · "
+            f"est. {_f(est.get('sparse_speedup'))}× sparse CPU, {_f(est.get('ort_speedup'))}× ORT")
+
+
+def estimate_texts(rec: dict) -> dict[str, str]:
+    """Texts of the Summary / Performance / FLOPs / Params estimate tabs."""
+    est, st = rec.get("estimates") or {}, rec.get("settings") or {}
+    layers = rec.get("layers") or []
+    pruned = sum(1 for l in layers if l.get("sparsity"))
+    warn = "".join(f"\n[b yellow]warning:[/] {escape(w)}" for w in rec.get("warnings") or [])
+    q = rec.get("quantization") or {}
+    summary = (f"Pruned layers {pruned} of {len(layers)}, overrides {len(rec.get('overrides') or {})}\n"
+               f"Avg sparsity {est.get('avg_sparsity', 0):.3f} (params-weighted; target {st.get('sparsity', 0):.2f})\n"
+               f"Est. recovery {_f(est.get('est_recovery'))} (heuristic from the loss profile)\n"
+               f"Quantization {'INT8, ' + str(len(q.get('excluded') or [])) + ' layers FP32' if q.get('enabled') else 'off'}"
+               + warn)
+    units = "ms" if est.get("baseline_ms") is not None else "relative"
+    perf = (f"[b]Estimates[/b] ({escape(est.get('time_units', ''))})\n"
+            f"Baseline {_f(est.get('baseline_ms'), '.3f')} ms/batch (measured)\n"
+            f"Sparse-kernel CPU runtime: {_f(est.get('sparse_ms'), '.3f')} {units if est.get('sparse_ms') else ''} "
+            f"· {_f(est.get('sparse_speedup'))}× (est.)\n"
+            f"onnxruntime: {_f(est.get('ort_ms'), '.3f')} · {_f(est.get('ort_speedup'))}× (est.; "
+            f"no gain from sparsity, INT8 {'measured' if est.get('int8_measured') else 'not measured'})")
+    flops = (f"FLOPs baseline {_count(est.get('flops'))}\nFLOPs pruned {_count(est.get('flops_pruned'))}\n"
+             f"Reduction {_f(est.get('flops_reduction'))}× (est.)")
+    params = (f"Params {_count(est.get('params'))}, nonzero after pruning {_count(est.get('params_nonzero'))}\n"
+              f"Compression {_f(est.get('params_compression'))}× (est.)\n"
+              f"Size {_f(est.get('size_mb_fp32'), '.2f')} MB FP32 → ~{_f(est.get('est_size_mb'), '.2f')} MB "
+              f"nonzero weights{' INT8' if q.get('enabled') else ''}")
+    return {"summary": summary, "performance": perf, "flops": flops, "params": params}
+
+
+def layer_rows(rec: dict) -> list[dict]:
+    """Rows of the per-layer editor table."""
+    rows = []
+    for i, l in enumerate(rec.get("layers") or []):
+        note = "override" if l.get("override") else (l.get("reason") or "")
+        rows.append({
+            "_key": l["weight_name"], "index": i, "layer": l["weight_name"], "op": l.get("op_type"),
+            "sparsity": float(l.get("sparsity") or 0.0), "recoverability": l.get("recoverability"),
+            "speedup": l.get("est_speedup"), "est_ms": l.get("est_ms"), "base_ms": l.get("time_curve", [None])[0],
+            "loss": l.get("loss_sensitivity"), "perf": l.get("perf_sensitivity"), "note": note,
+        })
+    return rows
+
+
+def training_text(rec: dict) -> str:
+    t, ep, q = rec.get("training") or {}, rec.get("epochs") or {}, rec.get("quantization") or {}
+    lines = [
+        "[b]Training settings[/b] (project settings, section 6)",
+        f"Optimizer {t.get('optimizer', '?')} · epochs {t.get('epochs', '?')} · LR {t.get('init_lr', '?')} → "
+        f"{t.get('final_lr', '?')}",
+        "",
+        "[b]Recipe epochs[/b]",
+        f"Stabilization 0 → {ep.get('pruning_start_epoch')} ({ep.get('stabilization_epochs')} epochs)",
+        f"Pruning {ep.get('pruning_start_epoch')} → {ep.get('pruning_end_epoch')} "
+        f"({ep.get('pruning_epochs')} epochs, GMP cubic, update every {ep.get('update_frequency')}, "
+        f"init sparsity {ep.get('init_sparsity')})",
+        f"Fine-tuning {ep.get('pruning_end_epoch')} → {ep.get('total_epochs')} ({ep.get('fine_tune_epochs')} epochs)",
+    ]
+    if q.get("enabled"):
+        lines.append(f"INT8 QAT from {q.get('start_epoch')} (observers off at "
+                     f"{q.get('disable_quantization_observer_epoch')})")
+    lines.append(f"Total {ep.get('total_epochs')} epochs")
+    return "\n".join(lines)
+
+
+def lr_series(rec: dict, points: int = 120) -> tuple[list[float], list[float]]:
+    from sparsify_tui.optimization.schedule import lr_at
+
+    total = float((rec.get("epochs") or {}).get("total_epochs") or 1)
+    xs = [total * i / (points - 1) for i in range(points)]
+    init = (rec.get("training") or {}).get("init_lr")
+    ys = [lr_at(x, rec.get("lr_modifiers") or [], init) or 0.0 for x in xs]
+    return xs, ys
+
+
+LAYER_COLUMNS = [
+    Column("layer", "Layer", filter=True, width=24),
+    Column("sparsity", "Sparsity", numeric=True, fmt=lambda v: f"{v:.3f}"),
+    Column("recoverability", "Recov.", numeric=True, fmt=lambda v: _f(v)),
+    Column("speedup", "Speedup*", numeric=True, fmt=lambda v: _f(v) + "×" if v else ""),
+    Column("est_ms", "Est. t*", numeric=True, fmt=lambda v: _f(v, ".4g")),
+    Column("base_ms", "Base t", numeric=True, fmt=lambda v: _f(v, ".4g")),
+    Column("loss", "Loss sens", numeric=True, fmt=lambda v: _f(v, ".3f")),
+    Column("perf", "Perf sens", numeric=True, fmt=lambda v: _f(v, ".3f")),
+    Column("op", "Op", filter=True),
+    Column("note", "Note", filter=True),
+]
 
 
 class OptimizationSection(Widget):
-    """Optimization for one project (coming soon)."""
+    """Optimizations of one project: list, create, edit, estimates, export."""
 
     DEFAULT_CSS = """
-    OptimizationSection { height: 1fr; padding: 1 2; }
+    OptimizationSection { height: 1fr; }
+    OptimizationSection #opt-left { width: 22; border-right: solid $primary-darken-2; }
+    OptimizationSection #opt-left .title { text-style: bold; height: 1; padding: 0 1; }
+    OptimizationSection #opt-list { height: 1fr; border: none; }
+    OptimizationSection #opt-left .hint { color: $text-muted; height: auto; padding: 0 1; }
+    OptimizationSection #opt-main { width: 1fr; }
+    OptimizationSection #opt-header { height: 2; padding: 0 1; }
+    OptimizationSection #opt-empty { padding: 1 2; color: $text-muted; }
+    OptimizationSection #opt-tabs { height: 1fr; }
+    OptimizationSection TabPane { padding: 0; }
+    OptimizationSection .inputs { height: 3; }
+    OptimizationSection .inputs Label { padding: 1 0 0 1; width: auto; }
+    OptimizationSection .inputs Input { width: 10; }
+    OptimizationSection #est-tabs { height: auto; }
+    OptimizationSection #est-tabs Static { height: auto; padding: 0 1; }
+    OptimizationSection #layer-hint, OptimizationSection .hint { color: $text-muted; height: auto; padding: 0 1; }
+    OptimizationSection #q-excluded { height: auto; max-height: 14; }
+    OptimizationSection #lr-text { height: 7; }
+    OptimizationSection #training-text { padding: 0 1; height: auto; }
     """
+
+    BINDINGS = [
+        Binding("n", "new", "New", id="optimization.new", tooltip="Create an optimization from the profiles"),
+        Binding("e", "export", "Export", id="optimization.export",
+                tooltip="Export the recipe (.yaml) and integration code"),
+        Binding("c", "copy", "Copy", id="optimization.copy", tooltip="Copy the optimization as a new version"),
+        Binding("delete", "delete", "Delete", id="optimization.delete", tooltip="Delete the selected optimization"),
+        Binding("plus,equals_sign", "step(1)", "+0.05", id="optimization.layer_up",
+                tooltip="Raise the selected layer's sparsity by 0.05 (kept as an override)"),
+        Binding("minus", "step(-1)", "-0.05", id="optimization.layer_down",
+                tooltip="Lower the selected layer's sparsity by 0.05 (kept as an override)"),
+        Binding("x", "release", "Auto", show=False, id="optimization.layer_release",
+                tooltip="Release the selected layer's override (back to the automatic value)"),
+        Binding("ctrl+s", "apply_lr", "Apply LR", show=False, id="optimization.apply_lr",
+                tooltip="Apply the edited learning-rate modifiers"),
+        Binding("l", "focus_list", "List", show=False, id="optimization.list",
+                tooltip="Move to the optimization list"),
+    ]
 
     def __init__(self, project_id: str, **kwargs) -> None:
         super().__init__(**kwargs)
         self.project_id = project_id
+        self.records: list[dict] = []
+        self.rec: Optional[dict] = None
+        self._select_after: Optional[str] = None
+        self._quiet = False
 
+    # ---------------------------------------------------------------------------------- layout
     def compose(self) -> ComposeResult:
-        yield Static("Optimization: coming soon.", classes="placeholder")
+        with Horizontal():
+            with Vertical(id="opt-left"):
+                yield Static("Optimizations", classes="title")
+                yield OptionList(id="opt-list")
+                yield Static("n new · c copy\ne export · del", classes="hint")
+            with Vertical(id="opt-main"):
+                yield Static("", id="opt-header")
+                yield Static("No optimization yet. Press [b]n[/b] to create one from the perf profile "
+                             "(or FLOPS) and the loss profile (or Approximated).", id="opt-empty")
+                with TabbedContent(id="opt-tabs"):
+                    with TabPane("Pruning", id="tab-pruning"):
+                        with VerticalScroll():
+                            with Horizontal(classes="inputs"):
+                                yield Label("Sparsity")
+                                yield Input(id="in-sparsity")
+                                yield Label("Balance")
+                                yield Input(id="in-balance")
+                            with Horizontal(classes="inputs"):
+                                yield Label("Prune ep.")
+                                yield Input(id="in-start")
+                                yield Input(id="in-end")
+                                yield Label("Update")
+                                yield Input(id="in-update")
+                            yield Static("enter applies · balance 0 = time saved, 1 = loss", classes="hint")
+                            with TabbedContent(id="est-tabs"):
+                                with TabPane("Summary", id="est-summary"):
+                                    yield Static("", id="est-summary-text")
+                                with TabPane("Perf", id="est-performance"):
+                                    yield Static("", id="est-performance-text")
+                                with TabPane("FLOPs", id="est-flops"):
+                                    yield Static("", id="est-flops-text")
+                                with TabPane("Params", id="est-params"):
+                                    yield Static("", id="est-params-text")
+                            yield BarChart(title="Sparsity per layer", unit="", x_label="sparsity",
+                                           modes=("values",), id="sparsity-chart")
+                    with TabPane("Layers", id="tab-layers"):
+                        yield Static("enter edit · +/- 0.05 · x auto · * estimates", id="layer-hint")
+                        yield FilterableTable(LAYER_COLUMNS, id="layer-table")
+                    with TabPane("Quant", id="tab-quant"):
+                        with VerticalScroll():
+                            yield Checkbox("INT8 quantization modifier", id="q-enabled")
+                            yield Static("", id="q-info", classes="hint")
+                            yield SelectionList(id="q-excluded")
+                    with TabPane("LR", id="tab-lr"):
+                        with VerticalScroll():
+                            yield LineChart(title="Learning rate", x_label="epoch", y_label="LR", height=9,
+                                            id="lr-chart")
+                            yield Static("modifiers (set/step/multistep/exponential); ctrl+s applies", classes="hint")
+                            yield TextArea("", id="lr-text")
+                    with TabPane("Training", id="tab-training"):
+                        with VerticalScroll():
+                            yield Static("", id="training-text")
+
+    def on_mount(self) -> None:
+        self._show_main(False)
+        self.load_records()
+
+    def _show_main(self, has: bool) -> None:
+        self.query_one("#opt-tabs").display = has
+        self.query_one("#opt-header").display = has
+        self.query_one("#opt-empty").display = not has
+
+    @property
+    def ws(self):
+        return self.app.workspace
+
+    # ---------------------------------------------------------------------------------- workers
+    @work(thread=True, exclusive=True, exit_on_error=False, group="opt-load", description="list optimizations")
+    def load_records(self) -> list[dict]:
+        return self.ws.list_records(self.project_id, TABLE)
+
+    @work(thread=True, exclusive=True, exit_on_error=False, group="opt-action", description="optimization")
+    def run_action(self, fn, *args, **kwargs) -> dict:
+        return fn(*args, **kwargs)
+
+    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
+        w = event.worker
+        if w.group not in ("opt-load", "opt-action", "opt-dialog"):
+            return
+        if event.state == WorkerState.ERROR:
+            self.app.show_error(w.error)
+            return
+        if event.state != WorkerState.SUCCESS:
+            return
+        if w.group == "opt-load":
+            self.records = sorted(w.result, key=lambda r: str(r.get("created") or ""))
+            self._fill_list()
+        elif w.group == "opt-dialog":
+            w.result()
+        else:
+            result = w.result
+            if isinstance(result, dict) and result.get("id"):
+                self._select_after = result["id"]
+                self.rec = result
+                self.render_record()
+            self.load_records()
+
+    # ---------------------------------------------------------------------------------- list
+    def _fill_list(self) -> None:
+        ol = self.query_one("#opt-list", OptionList)
+        ol.clear_options()
+        for r in self.records:
+            est = r.get("estimates") or {}
+            ol.add_option(Option(f"{escape(r['name'])}\n  {est.get('avg_sparsity', 0):.2f} sp"
+                                 f"{' · INT8' if (r.get('quantization') or {}).get('enabled') else ''}", id=r["id"]))
+        if not self.records:
+            self.rec = None
+            self._show_main(False)
+            return
+        want = self._select_after or (self.rec or {}).get("id") or self.records[-1]["id"]
+        idx = next((i for i, r in enumerate(self.records) if r["id"] == want), len(self.records) - 1)
+        self._select_after = None
+        ol.highlighted = idx
+        self.rec = self.records[idx]
+        self.render_record()
+
+    @on(OptionList.OptionHighlighted, "#opt-list")
+    def _highlighted(self, event: OptionList.OptionHighlighted) -> None:
+        rec = next((r for r in self.records if r["id"] == event.option.id), None)
+        if rec is not None and (self.rec is None or rec["id"] != self.rec.get("id")):
+            self.rec = rec
+            self.render_record()
+
+    # ---------------------------------------------------------------------------------- render
+    def render_record(self) -> None:
+        rec = self.rec
+        if rec is None:
+            self._show_main(False)
+            return
+        if not all(k in rec for k in ("settings", "epochs", "estimates", "quantization")):
+            self._show_main(False)
+            self.query_one("#opt-empty", Static).update(
+                f"{escape(str(rec.get('name')))}: this record has no optimizer settings (made by another "
+                f"tool). Press [b]n[/b] to create an optimization.")
+            return
+        self._show_main(True)
+        self._quiet = True
+        try:
+            self.query_one("#opt-header", Static).update(header_text(rec))
+            st, ep = rec["settings"], rec["epochs"]
+            for wid, val in (("#in-sparsity", f"{st['sparsity']:.2f}"), ("#in-balance", f"{st['balance']:.2f}"),
+                             ("#in-start", f"{ep['pruning_start_epoch']:g}"),
+                             ("#in-end", f"{ep['pruning_end_epoch']:g}"), ("#in-update", f"{ep['update_frequency']:g}")):
+                inp = self.query_one(wid, Input)
+                if not inp.has_focus:
+                    inp.value = val
+            for key, text in estimate_texts(rec).items():
+                self.query_one(f"#est-{key}-text", Static).update(text)
+            layers = rec["layers"]
+            self.query_one("#sparsity-chart", BarChart).set_data(
+                [l["weight_name"] for l in layers], [float(l.get("sparsity") or 0) for l in layers],
+                title=f"Sparsity per layer ({len(layers)} layers)")
+            table = self.query_one("#layer-table", FilterableTable)
+            cursor = table.data_table.cursor_row if table.is_mounted else 0
+            table.set_rows(layer_rows(rec))
+            if table.is_mounted and cursor is not None and 0 <= cursor < table.data_table.row_count:
+                table.data_table.move_cursor(row=cursor)
+            q = rec["quantization"]
+            self.query_one("#q-enabled", Checkbox).value = bool(q.get("enabled"))
+            self.query_one("#q-info", Static).update(
+                f"Checked layers stay FP32 (default: INT8-sensitivity outliers). QAT from epoch "
+                f"{q.get('start_epoch')}. Apply (section 5) quantizes with onnxruntime (static QDQ).")
+            sl = self.query_one("#q-excluded", SelectionList)
+            sl.clear_options()
+            excluded = set(q.get("excluded") or [])
+            order = sorted(layers, key=lambda l: -(l.get("int8_sensitivity") or 0))
+            sl.add_options([(f"{l['weight_name'][:40]}  {_f(l.get('int8_sensitivity'), '.3g', '-')}",
+                             l["node_id"], l["node_id"] in excluded) for l in order])
+            from sparsify_tui.optimization.schedule import format_lr_modifiers
+
+            xs, ys = lr_series(rec)
+            self.query_one("#lr-chart", LineChart).set_series({"lr": (xs, ys)})
+            ta = self.query_one("#lr-text", TextArea)
+            if not ta.has_focus:
+                ta.load_text(format_lr_modifiers(rec.get("lr_modifiers") or []))
+            self.query_one("#training-text", Static).update(training_text(rec))
+        finally:
+            self.call_after_refresh(self._unquiet)
+
+    def _unquiet(self) -> None:
+        self._quiet = False
+
+    @on(TabbedContent.TabActivated, "#opt-tabs")
+    def _tab_changed(self) -> None:
+        self.refresh_bindings()
+
+    # ---------------------------------------------------------------------------------- edits
+    def _core(self):
+        from sparsify_tui.optimization import core
+
+        return core
+
+    @on(Input.Submitted, "#in-sparsity, #in-balance")
+    def _settings_submitted(self) -> None:
+        if self.rec is None:
+            return
+        try:
+            sp = float(self.query_one("#in-sparsity", Input).value)
+            bal = float(self.query_one("#in-balance", Input).value)
+        except ValueError:
+            self.app.show_error(ValueError("sparsity and balance must be numbers between 0 and 1"))
+            return
+        self.run_action(self._core().reevaluate, self.ws, self.project_id, self.rec["id"], sparsity=sp, balance=bal)
+
+    @on(Input.Submitted, "#in-start, #in-end, #in-update")
+    def _epochs_submitted(self) -> None:
+        if self.rec is None:
+            return
+        try:
+            ep = {"pruning_start_epoch": float(self.query_one("#in-start", Input).value),
+                  "pruning_end_epoch": float(self.query_one("#in-end", Input).value),
+                  "update_frequency": float(self.query_one("#in-update", Input).value)}
+        except ValueError:
+            self.app.show_error(ValueError("epochs and update frequency must be numbers"))
+            return
+        self.run_action(self._core().update_schedule, self.ws, self.project_id, self.rec["id"], epochs=ep)
+
+    @on(Checkbox.Changed, "#q-enabled")
+    def _quant_toggled(self, event: Checkbox.Changed) -> None:
+        if self._quiet or self.rec is None or bool(self.rec["quantization"].get("enabled")) == event.value:
+            return
+        self.run_action(self._core().update_schedule, self.ws, self.project_id, self.rec["id"],
+                        quantization={"enabled": event.value})
+
+    @on(SelectionList.SelectedChanged, "#q-excluded")
+    def _excluded_changed(self, event: SelectionList.SelectedChanged) -> None:
+        if self._quiet or self.rec is None:
+            return
+        selected = list(event.selection_list.selected)
+        if set(selected) == set(self.rec["quantization"].get("excluded") or []):
+            return
+        self.run_action(self._core().update_schedule, self.ws, self.project_id, self.rec["id"],
+                        quantization={"excluded": selected})
+
+    def action_apply_lr(self) -> None:
+        if self.rec is None:
+            return
+        from sparsify_tui.errors import ProjectError
+        from sparsify_tui.optimization.schedule import parse_lr_modifiers
+
+        try:
+            mods = parse_lr_modifiers(self.query_one("#lr-text", TextArea).text)
+        except ValueError as err:
+            self.app.show_error(ProjectError(f"learning-rate modifiers: {err}"))
+            return
+        self.query_one("#lr-chart").focus()
+        self.run_action(self._core().update_schedule, self.ws, self.project_id, self.rec["id"], lr_modifiers=mods)
+
+    def _current_layer(self) -> Optional[dict]:
+        if self.rec is None:
+            return None
+        row = self.query_one("#layer-table", FilterableTable).current_row()
+        if row is None:
+            return None
+        return next((l for l in self.rec["layers"] if l["weight_name"] == row["layer"]), None)
+
+    def _layers_active(self) -> bool:
+        return self.query_one("#opt-tabs", TabbedContent).active == "tab-layers"
+
+    def action_step(self, direction: int) -> None:
+        layer = self._current_layer() if self._layers_active() else None
+        if layer is None:
+            return
+        new = round(min(0.99, max(0.0, float(layer.get("sparsity") or 0) + direction * STEP)), 4)
+        self.run_action(self._core().set_override, self.ws, self.project_id, self.rec["id"], layer["weight_name"], new)
+
+    def action_release(self) -> None:
+        layer = self._current_layer() if self._layers_active() else None
+        if layer is None:
+            return
+        self.run_action(self._core().set_override, self.ws, self.project_id, self.rec["id"], layer["weight_name"], None)
+
+    @on(FilterableTable.RowChosen, "#layer-table")
+    def _row_chosen(self, event: FilterableTable.RowChosen) -> None:
+        from sparsify_tui.tui.screens.optimization_dialogs import SparsityDialog
+
+        layer = next((l for l in (self.rec or {}).get("layers", []) if l["weight_name"] == event.row["layer"]), None)
+        if layer is None:
+            return
+
+        def done(text: Optional[str]) -> None:
+            if text is None or self.rec is None:
+                return
+            value = float(text) if text else None
+            self.run_action(self._core().set_override, self.ws, self.project_id, self.rec["id"],
+                            layer["weight_name"], value)
+
+        self.app.push_screen(SparsityDialog(layer["weight_name"], float(layer.get("sparsity") or 0)), done)
+
+    # ---------------------------------------------------------------------------------- actions
+    def action_focus_list(self) -> None:
+        self.query_one("#opt-list").focus()
+
+    def action_new(self) -> None:
+        self._open_create()
+
+    @work(thread=True, exclusive=True, exit_on_error=False, group="opt-dialog", description="profiles")
+    def _open_create(self):
+        perf = [r for r in self.ws.list_records(self.project_id, "perf_profiles")
+                if r.get("status", "completed") == "completed"]
+        loss = [r for r in self.ws.list_records(self.project_id, "loss_profiles")
+                if r.get("status", "completed") == "completed"]
+        perf.sort(key=lambda r: str(r.get("created") or ""), reverse=True)
+        loss.sort(key=lambda r: str(r.get("created") or ""), reverse=True)
+        perf_opts = [(f"{r.get('name', r['id'])} (measured)", r["id"]) for r in perf] + [("FLOPS (time ∝ FLOPs)", "flops")]
+        loss_opts = [(f"{r.get('name', r['id'])} ({r.get('method', 'measured')})", r["id"]) for r in loss] + \
+            [("Approximated", "approximated")]
+        names = {r.get("name") for r in self.ws.list_records(self.project_id, TABLE)}
+        k = 1
+        while f"opt{k}" in names:
+            k += 1
+        return lambda: self._show_create(perf_opts, loss_opts, f"opt{k}")
+
+    def _show_create(self, perf_opts, loss_opts, name) -> None:
+        from sparsify_tui.tui.screens.optimization_dialogs import CreateOptimizationDialog
+
+        def done(values: Optional[dict]) -> None:
+            if values:
+                self.run_action(self._core().create_optimization, self.ws, self.project_id, values["name"],
+                                perf=values["perf"], loss=values["loss"], sparsity=values["sparsity"],
+                                balance=values["balance"], quantize=values["quantize"])
+
+        self.app.push_screen(CreateOptimizationDialog(perf_opts, loss_opts, name), done)
+
+    def action_copy(self) -> None:
+        if self.rec is not None:
+            self.run_action(self._core().copy_optimization, self.ws, self.project_id, self.rec["id"])
+
+    def action_delete(self) -> None:
+        if self.rec is None:
+            return
+        from sparsify_tui.tui.widgets.dialogs import ConfirmDialog
+
+        rec = self.rec
+
+        def done(ok: Optional[bool]) -> None:
+            if ok:
+                self.rec = None
+                self.run_action(self._delete, rec["id"])
+
+        self.app.push_screen(ConfirmDialog(f"Delete optimization {rec['name']!r}?"), done)
+
+    def _delete(self, rec_id: str) -> dict:
+        self._core().delete_optimization(self.ws, self.project_id, rec_id)
+        return {}
+
+    def action_export(self) -> None:
+        if self.rec is None:
+            self.app.notify("Create an optimization first (n).", severity="warning")
+            return
+        from pathlib import Path
+
+        from sparsify_tui.optimization.export import default_recipe_path, render_export, write_export
+        from sparsify_tui.tui.screens.optimization_dialogs import ExportDialog
+
+        rec_id = self.rec["id"]
+        ws, pid = self.ws, self.project_id
+        default = str(default_recipe_path(ws, pid, self.rec["name"]))
+
+        def _fresh():
+            project = ws.get_project(pid)
+            return ws.get_record(pid, TABLE, rec_id), project.get("name", "")
+
+        def render(path: str, fw: str) -> dict:
+            rec, pname = _fresh()
+            return render_export(rec, recipe_path=Path(path).expanduser(), framework=fw or None, project_name=pname)
+
+        def write(path: str, fw: str) -> dict:
+            rec, pname = _fresh()
+            return write_export(rec, recipe_path=Path(path), framework=fw or None, project_name=pname)
+
+        self.app.push_screen(ExportDialog(default, render, write))
+
+    def check_action(self, action: str, parameters: tuple) -> Optional[bool]:
+        if action in ("export", "copy", "delete") and self.rec is None:
+            return None
+        if action in ("step", "release") and not (self.rec is not None and self._layers_active()):
+            return False
+        return True

@@ -1,0 +1,297 @@
+"""Dialogs of the Optimization section: create, export, edit one layer's sparsity. All fit 80x24."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Callable, Optional
+
+from textual import on, work
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical
+from textual.screen import ModalScreen
+from textual.widgets import Button, Checkbox, Input, Label, Select, Static, TabbedContent, TabPane, TextArea
+from textual.worker import Worker, WorkerState
+
+FRAMEWORK_OPTIONS = [
+    ("PyTorch + SparseML", "pytorch"),
+    ("plain PyTorch (no SparseML)", "pytorch-plain"),
+    ("Keras (tfmot)", "keras"),
+    ("TensorFlow (custom loop)", "tensorflow"),
+    ("recipe only", ""),
+]
+
+_DIALOG_CSS = """
+{name} {{ align: center middle; }}
+{name} > Vertical {{
+    width: 78; max-width: 100%; height: auto; max-height: 100%;
+    border: thick $primary; background: $surface; padding: 0 1;
+}}
+{name} .dialog-title {{ text-style: bold; height: 1; }}
+{name} .row {{ height: 3; }}
+{name} .row Label {{ width: 10; padding: 1 0 0 0; }}
+{name} .buttons {{ height: 3; align: right middle; }}
+{name} .hint {{ color: $text-muted; height: auto; }}
+{name} .msg {{ height: auto; max-height: 4; }}
+"""
+
+
+def _float(text: str, name: str, lo: float = 0.0, hi: float = 1.0) -> float:
+    try:
+        v = float(text)
+    except ValueError:
+        raise ValueError(f"{name} must be a number between {lo} and {hi}") from None
+    if not lo <= v <= hi:
+        raise ValueError(f"{name} must be between {lo} and {hi}")
+    return v
+
+
+class CreateOptimizationDialog(ModalScreen[Optional[dict]]):
+    """Name, perf profile (or FLOPS), loss profile (or Approximated), sparsity, balance, quantize.
+
+    Dismisses with ``{"name", "perf", "loss", "sparsity", "balance", "quantize"}`` or None.
+    """
+
+    DEFAULT_CSS = _DIALOG_CSS.format(name="CreateOptimizationDialog") + """
+    CreateOptimizationDialog .row Input { width: 1fr; }
+    CreateOptimizationDialog .row Select { width: 1fr; }
+    CreateOptimizationDialog #create-sparsity, CreateOptimizationDialog #create-balance { width: 12; }
+    CreateOptimizationDialog Checkbox { width: auto; }
+    """
+    BINDINGS = [Binding("escape", "cancel", "Cancel", id="optimization.create.cancel", tooltip="Close without creating")]
+
+    def __init__(self, perf_options: list[tuple[str, str]], loss_options: list[tuple[str, str]],
+                 default_name: str = "optimization") -> None:
+        super().__init__()
+        self.perf_options = perf_options
+        self.loss_options = loss_options
+        self.default_name = default_name
+
+    def compose(self) -> ComposeResult:
+        with Vertical():
+            yield Static("New optimization", classes="dialog-title")
+            with Horizontal(classes="row"):
+                yield Label("Name")
+                yield Input(self.default_name, id="create-name")
+            with Horizontal(classes="row"):
+                yield Label("Perf")
+                yield Select(self.perf_options, value=self.perf_options[0][1], allow_blank=False, id="create-perf")
+            with Horizontal(classes="row"):
+                yield Label("Loss")
+                yield Select(self.loss_options, value=self.loss_options[0][1], allow_blank=False, id="create-loss")
+            with Horizontal(classes="row"):
+                yield Label("Sparsity")
+                yield Input("0.85", id="create-sparsity")
+                yield Label(" Balance")
+                yield Input("0.5", id="create-balance")
+                yield Checkbox("INT8", id="create-quantize")
+            yield Static("balance: 0 = by time saved, 1 = by loss only", classes="hint")
+            yield Static("", classes="msg", id="create-msg")
+            with Horizontal(classes="buttons"):
+                yield Button("Create", variant="primary", id="create-ok")
+                yield Button("Cancel", id="create-cancel")
+
+    def on_mount(self) -> None:
+        self.query_one("#create-name", Input).focus()
+
+    def action_cancel(self) -> None:
+        self.dismiss(None)
+
+    def _submit(self) -> None:
+        try:
+            name = self.query_one("#create-name", Input).value.strip()
+            if not name:
+                raise ValueError("give the optimization a name")
+            values = {
+                "name": name,
+                "perf": self.query_one("#create-perf", Select).value,
+                "loss": self.query_one("#create-loss", Select).value,
+                "sparsity": _float(self.query_one("#create-sparsity", Input).value, "sparsity"),
+                "balance": _float(self.query_one("#create-balance", Input).value, "balance"),
+                "quantize": self.query_one("#create-quantize", Checkbox).value,
+            }
+        except ValueError as err:
+            self.query_one("#create-msg", Static).update(f"[b red]{err}[/]")
+            return
+        self.dismiss(values)
+
+    @on(Input.Submitted)
+    def _input_submitted(self) -> None:
+        self._submit()
+
+    @on(Button.Pressed)
+    def _pressed(self, event: Button.Pressed) -> None:
+        if event.button.id == "create-ok":
+            self._submit()
+        else:
+            self.dismiss(None)
+
+
+class SparsityDialog(ModalScreen[Optional[str]]):
+    """Edit one layer's sparsity: a number 0..0.99, or empty to release the override.
+
+    Dismisses with the text typed ("" = release) or None when cancelled."""
+
+    DEFAULT_CSS = _DIALOG_CSS.format(name="SparsityDialog") + """
+    SparsityDialog > Vertical { width: 60; }
+    SparsityDialog .row Input { width: 1fr; }
+    """
+    BINDINGS = [Binding("escape", "cancel", "Cancel", id="optimization.sparsity.cancel", tooltip="Close without change")]
+
+    def __init__(self, layer: str, current: float) -> None:
+        super().__init__()
+        self.layer = layer
+        self.current = current
+
+    def compose(self) -> ComposeResult:
+        with Vertical():
+            yield Static(f"Sparsity of {self.layer}", classes="dialog-title", markup=False)
+            with Horizontal(classes="row"):
+                yield Label("Sparsity")
+                yield Input(f"{self.current:.3f}", id="sparsity-value")
+            yield Static("0 to 0.99; kept when the optimization is re-evaluated. Empty: back to auto.",
+                         classes="hint")
+            yield Static("", classes="msg", id="sparsity-msg")
+
+    def on_mount(self) -> None:
+        self.query_one(Input).focus()
+
+    def action_cancel(self) -> None:
+        self.dismiss(None)
+
+    @on(Input.Submitted)
+    def _submitted(self, event: Input.Submitted) -> None:
+        text = event.value.strip()
+        if text:
+            try:
+                _float(text, "sparsity", 0.0, 0.99)
+            except ValueError as err:
+                self.query_one("#sparsity-msg", Static).update(f"[b red]{err}[/]")
+                return
+        self.dismiss(text)
+
+
+class ExportDialog(ModalScreen[Optional[dict]]):
+    """Export: recipe path (default ``<project>/recipes/<name>.yaml``), framework, preview, write.
+
+    ``render(recipe_path, framework) -> {"recipe", "code", "warnings"}`` and
+    ``write(recipe_path, framework) -> result dict`` are core callables (run in workers).
+    Dismisses with the write result (``recipe_path``, ``code_path``...) or None.
+    """
+
+    DEFAULT_CSS = _DIALOG_CSS.format(name="ExportDialog") + """
+    ExportDialog > Vertical { height: 100%; }
+    ExportDialog .row Input { width: 1fr; }
+    ExportDialog .row Select { width: 1fr; }
+    ExportDialog TabbedContent { height: 1fr; }
+    ExportDialog TextArea { height: 1fr; }
+    """
+    BINDINGS = [
+        Binding("escape", "cancel", "Close", id="optimization.export.cancel", tooltip="Close the export dialog"),
+        Binding("ctrl+s", "write", "Write files", id="optimization.export.write", tooltip="Write the recipe and code"),
+    ]
+
+    def __init__(self, default_path: str, render: Callable[[str, str], dict],
+                 write: Callable[[str, str], dict], framework: str = "pytorch-plain") -> None:
+        super().__init__()
+        self.default_path = default_path
+        self._render_fn = render
+        self._write_fn = write
+        self.framework = framework
+        self.result: Optional[dict] = None
+
+    def compose(self) -> ComposeResult:
+        with Vertical():
+            yield Static("Export recipe and code", classes="dialog-title")
+            with Horizontal(classes="row"):
+                yield Label("Recipe")
+                yield Input(self.default_path, id="export-path")
+            with Horizontal(classes="row"):
+                yield Label("Code")
+                yield Select(FRAMEWORK_OPTIONS, value=self.framework, allow_blank=False, id="export-framework")
+            with TabbedContent(id="export-preview"):
+                with TabPane("recipe.yaml", id="preview-recipe"):
+                    yield TextArea("", language="yaml", read_only=True, id="export-yaml")
+                with TabPane("code", id="preview-code"):
+                    yield TextArea("", language="python", read_only=True, id="export-code")
+            yield Static("", classes="msg", id="export-msg")
+            with Horizontal(classes="buttons"):
+                yield Button("Write", variant="primary", id="export-write")
+                yield Button("Close", id="export-close")
+
+    def on_mount(self) -> None:
+        self.query_one("#export-path", Input).focus()
+        self._refresh_preview()
+
+    def _values(self) -> tuple[str, str]:
+        path = self.query_one("#export-path", Input).value.strip() or self.default_path
+        fw = self.query_one("#export-framework", Select).value
+        return path, (fw if isinstance(fw, str) else "")
+
+    def _refresh_preview(self) -> None:
+        path, fw = self._values()
+        self._preview(path, fw)
+
+    @work(thread=True, exclusive=True, exit_on_error=False, group="export-preview")
+    def _preview(self, path: str, fw: str) -> dict:
+        return self._render_fn(path, fw)
+
+    @work(thread=True, exclusive=True, exit_on_error=False, group="export-write")
+    def _do_write(self, path: str, fw: str) -> dict:
+        return self._write_fn(path, fw)
+
+    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
+        w = event.worker
+        if w.group not in ("export-preview", "export-write"):
+            return
+        msg = self.query_one("#export-msg", Static)
+        if event.state == WorkerState.ERROR:
+            msg.update(f"[b red]{_escape(str(w.error))}[/]")
+            return
+        if event.state != WorkerState.SUCCESS:
+            return
+        if w.group == "export-preview":
+            out = w.result
+            self.query_one("#export-yaml", TextArea).load_text(out["recipe"])
+            self.query_one("#export-code", TextArea).load_text(out["code"] or "# recipe only: no code")
+            warn = out.get("warnings") or []
+            msg.update(("[b yellow]warning:[/] " + _escape(warn[0])) if warn else "")
+        else:
+            self.result = w.result
+            paths = [w.result["recipe_path"]] + ([w.result["code_path"]] if w.result.get("code_path") else [])
+            msg.update("[b green]written:[/] " + _escape("  ".join(paths)))
+            self.app.notify("Exported " + "  ".join(paths), title="Export", timeout=8)
+
+    @on(Select.Changed, "#export-framework")
+    def _fw_changed(self) -> None:
+        self._refresh_preview()
+
+    @on(Input.Submitted, "#export-path")
+    def _path_submitted(self) -> None:
+        self._refresh_preview()
+
+    def action_write(self) -> None:
+        path, fw = self._values()
+        self._do_write(path, fw)
+
+    def action_cancel(self) -> None:
+        self.dismiss(self.result)
+
+    @on(Button.Pressed)
+    def _pressed(self, event: Button.Pressed) -> None:
+        if event.button.id == "export-write":
+            self.action_write()
+        else:
+            self.dismiss(self.result)
+
+
+def _escape(text: str) -> str:
+    from rich.markup import escape
+
+    return escape(text)
+
+
+def default_export_path(ws: Any, project_id: str, name: str) -> str:
+    from sparsify_tui.optimization.export import default_recipe_path
+
+    return str(Path(default_recipe_path(ws, project_id, name)))
