@@ -1,31 +1,469 @@
-"""Benchmarks section (placeholder; owned by the benchmark engineer (issue 6)).
+"""Benchmarks section: measured ms/batch of the baseline and optimized models.
 
-Section interface (see /work/CONTRACT.md): a Textual `Widget` constructed as
-`BenchmarksSection(project_id)` and mounted by `sparsify_tui.tui.app.SparsifyApp` for the open project.
-Inside, use `self.app.workspace` (a `sparsify_tui.store.Workspace`) for data, jobs via
-`sparsify_tui.jobs`, reusable widgets from `sparsify_tui.tui.widgets` (`BarChart`, `LineChart`,
-`FilterableTable`, `ErrorDialog`, `ConfirmDialog`), long core calls in
-`@work(thread=True, exclusive=True, exit_on_error=False)` workers, and every `Binding` with `id=`
-and a description (the help screen lists them). The section receives focus when shown.
+Left: benchmark cards, newest first (`r` rerun, `delete` delete), running jobs under them. Right: the
+selected benchmark: per-iteration line chart, batch-size scaling, core scaling, baseline-vs-optimized
+bars and a table of every number. `n` creates a benchmark (a background ``benchmark`` job), `a`
+applies an optimization and exports its optimized .onnx (an ``apply`` job), `c` cycles the
+(batch size, cores) combination the charts show.
+
+What the numbers are: each (model, batch, cores) is timed in the job process with one live session
+(onnxruntime CPU, ORT_ENABLE_ALL, intra-op threads = cores): warm-up runs, then timed runs;
+median/mean/p90/p99 ms per batch; items/s = 1000·batch/median; speedup = baseline median / model
+median at the same batch size and cores.
 """
 
 from __future__ import annotations
 
+from typing import Any, Optional
+
+from textual import on, work
 from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.widget import Widget
-from textual.widgets import Static
+from textual.widgets import OptionList, Static, TabbedContent, TabPane
+from textual.widgets.option_list import Option
+from textual.worker import Worker, WorkerState
+
+from sparsify_tui.tui.widgets.charts import BarChart, LineChart
+from sparsify_tui.tui.widgets.jobs import JobProgress
+from sparsify_tui.tui.widgets.tables import Column, FilterableTable
+
+TABLE = "benchmarks"
+JOB_TYPES = ("benchmark", "apply")
+ACTIVE_STATES = ("pending", "running")
+
+
+# ------------------------------------------------------------------------------------ pure helpers
+
+
+def _fmt_list(values) -> str:
+    return ",".join(str(v) for v in values or [])
+
+
+def card_text(rec: dict) -> str:
+    """Three-line card text of a benchmark record (Rich markup escaped by the caller's Option)."""
+    created = str(rec.get("created") or "")[5:16].replace("T", " ")
+    models = rec.get("models") or []
+    best = [s.get("speedup") for s in rec.get("summary") or [] if s.get("model") != "baseline"
+            and isinstance(s.get("speedup"), (int, float))]
+    best_text = f" best {max(best):.2f}×" if best else ""
+    return (f"{rec.get('name') or rec['id']}\n"
+            f"  {created} · {len(models)} model{'s' if len(models) != 1 else ''}\n"
+            f"  b{_fmt_list(rec.get('batch_sizes'))} c{_fmt_list(rec.get('core_counts'))}{best_text}")
+
+
+def sort_newest_first(records: list[dict]) -> list[dict]:
+    return sorted(records, key=lambda r: (str(r.get("created") or ""), str(r.get("id"))), reverse=True)
+
+
+def combos(result) -> list[tuple[int, int]]:
+    """Every (batch size, cores) combination of a result, in measuring order."""
+    return [(b, c) for b in result.batch_sizes for c in result.core_counts]
+
+
+def iteration_series(result, batch: int, cores: int) -> dict:
+    """``{model: (run numbers 1..n, ms per run)}`` at one combination."""
+    out = {}
+    for m in result.models:
+        r = result.run(m.label, batch, cores)
+        if r is not None:
+            out[m.label] = (list(range(1, len(r.iterations_ms) + 1)), list(r.iterations_ms))
+    return out
+
+
+def batch_scaling(result, cores: int) -> dict:
+    """``{model: (batch sizes, items/s)}`` at ``cores``."""
+    out = {}
+    for m in result.models:
+        pts = [(b, result.run(m.label, b, cores)) for b in result.batch_sizes]
+        pts = [(b, r.items_per_second) for b, r in pts if r is not None]
+        if pts:
+            out[m.label] = ([p[0] for p in pts], [p[1] for p in pts])
+    return out
+
+
+def core_scaling(result, batch: int) -> dict:
+    """``{model: (core counts, median ms per batch)}`` at ``batch``."""
+    out = {}
+    for m in result.models:
+        pts = [(c, result.run(m.label, batch, c)) for c in result.core_counts]
+        pts = [(c, r.median_ms) for c, r in pts if r is not None]
+        if pts:
+            out[m.label] = ([p[0] for p in pts], [p[1] for p in pts])
+    return out
+
+
+def comparison_bars(result, batch: int, cores: int) -> tuple[list[str], list[float]]:
+    """Bars of median ms per batch of every model at one combination (labels: model names)."""
+    labels, values = [], []
+    for m in result.models:
+        r = result.run(m.label, batch, cores)
+        if r is not None:
+            labels.append(shorten_label(m.label))
+            values.append(r.median_ms)
+    return labels, values
+
+
+def speedup_text(result, batch: int, cores: int) -> str:
+    """``speedup vs baseline (b1 c2): opt 2.50×, ...`` at one combination."""
+    parts = [f"{m.label} {r.speedup:.2f}×" for m in result.models
+             if m.label != result.baseline_label and (r := result.run(m.label, batch, cores)) is not None]
+    return f"speedup vs baseline (b{batch} c{cores}): " + (", ".join(parts) if parts else "no optimized model")
+
+
+def shorten_label(label: str, limit: int = 12) -> str:
+    return label if len(label) <= limit else label[: limit - 1] + "…"
+
+
+def table_rows(result) -> list[dict]:
+    """One row per (model, batch, cores) with every number."""
+    rows = []
+    for i, r in enumerate(result.runs):
+        rows.append({"_key": i, "model": r.model, "batch": r.batch_size, "cores": r.core_count,
+                     "median": r.median_ms, "mean": r.mean_ms, "p90": r.p90_ms, "p99": r.p99_ms,
+                     "min": r.min_ms, "max": r.max_ms, "ms_item": r.ms_per_item, "ips": r.items_per_second,
+                     "speedup": r.speedup})
+    return rows
+
+
+def header_text(result, combo: Optional[tuple[int, int]]) -> str:
+    models = ", ".join(m.label for m in result.models)
+    combo_text = f"charts at batch {combo[0]}, {combo[1]} core{'s' if combo[1] != 1 else ''} (c: next)" if combo else ""
+    return (f"[b]{result.name}[/b]  {result.created[:16].replace('T', ' ')} · warm-up {result.warmup}, "
+            f"{result.iterations} timed runs · {models}\n{combo_text}")
+
+
+def _ms(v: Any) -> str:
+    return "" if v is None else f"{v:.3f}"
+
+
+TABLE_COLUMNS = [
+    Column("model", "Model", filter=True),
+    Column("batch", "Batch", numeric=True),
+    Column("cores", "Cores", numeric=True),
+    Column("median", "Median ms", numeric=True, fmt=_ms),
+    Column("mean", "Mean ms", numeric=True, fmt=_ms),
+    Column("p90", "p90 ms", numeric=True, fmt=_ms),
+    Column("p99", "p99 ms", numeric=True, fmt=_ms),
+    Column("ms_item", "ms/item", numeric=True, fmt=_ms),
+    Column("ips", "Items/s", numeric=True, fmt=lambda v: f"{v:.1f}"),
+    Column("speedup", "Speedup", numeric=True, fmt=lambda v: f"{v:.2f}×"),
+    Column("min", "Min ms", numeric=True, fmt=_ms),
+    Column("max", "Max ms", numeric=True, fmt=_ms),
+]
+
+
+# ---------------------------------------------------------------------------------------- widgets
 
 
 class BenchmarksSection(Widget):
-    """Benchmarks for one project (coming soon)."""
+    """Benchmarks of one project (see the module docstring)."""
 
     DEFAULT_CSS = """
-    BenchmarksSection { height: 1fr; padding: 1 2; }
+    BenchmarksSection { height: 1fr; }
+    BenchmarksSection #bench-left { width: 30; height: 1fr; border-right: solid $panel-lighten-2; }
+    BenchmarksSection #bench-left .pane-title { text-style: bold; height: 1; padding: 0 1; }
+    BenchmarksSection #bench-list { height: 1fr; border: none; }
+    BenchmarksSection #bench-jobs { height: auto; max-height: 6; }
+    BenchmarksSection #bench-jobs > * { height: auto; }
+    BenchmarksSection #bench-right { width: 1fr; height: 1fr; }
+    BenchmarksSection #bench-header { height: auto; padding: 0 1; }
+    BenchmarksSection #compare-speedup { height: auto; padding: 0 1; text-style: bold; }
+    BenchmarksSection #bench-empty { padding: 1 2; color: $text-muted; }
+    BenchmarksSection TabbedContent { height: 1fr; }
+    BenchmarksSection TabPane { padding: 0; }
+    BenchmarksSection LineChart PlotextPlot { height: 14; }
     """
+
+    BINDINGS = [
+        Binding("n", "new_benchmark", "New", id="benchmarks.new",
+                tooltip="Create a benchmark: models, batch sizes, core counts, iterations"),
+        Binding("r", "rerun", "Rerun", id="benchmarks.rerun", tooltip="Run the selected benchmark again"),
+        Binding("delete", "delete", "Delete", id="benchmarks.delete", tooltip="Delete the selected benchmark"),
+        Binding("a", "apply", "Apply/export", id="benchmarks.apply",
+                tooltip="Write an optimization's optimized .onnx (pruned, INT8 if set) and export it to a path"),
+        Binding("c", "next_combo", "Batch/cores", id="benchmarks.combo",
+                tooltip="Show the charts at the next (batch size, cores) combination"),
+        Binding("b", "focus_list", "List", show=False, id="benchmarks.list", tooltip="Move to the benchmark cards"),
+    ]
 
     def __init__(self, project_id: str, **kwargs) -> None:
         super().__init__(**kwargs)
         self.project_id = project_id
+        self.records: list[dict] = []
+        self.selected_id: Optional[str] = None
+        self.result = None
+        self.combo_index = 0
+        self.jobs: dict[str, Widget] = {}
+        self._records_sig: tuple = ()
 
+    # -- layout ----------------------------------------------------------------------------
     def compose(self) -> ComposeResult:
-        yield Static("Benchmarks: coming soon.", classes="placeholder")
+        with Horizontal():
+            with Vertical(id="bench-left"):
+                yield Static("Benchmarks, newest first", classes="pane-title")
+                yield OptionList(id="bench-list")
+                yield Vertical(id="bench-jobs")
+            with Vertical(id="bench-right"):
+                yield Static("No benchmarks yet. Press n to measure the baseline against your optimizations "
+                             "over batch sizes and core counts, or a to apply and export an optimized .onnx.",
+                             id="bench-empty")
+                yield Static("", id="bench-header")
+                with TabbedContent(initial="iter", id="bench-tabs"):
+                    with TabPane("Iterations", id="iter"):
+                        yield LineChart(title="ms per batch of every timed run", x_label="run",
+                                        y_label="ms/batch", id="iter-chart")
+                    with TabPane("Batch", id="batch"):
+                        yield LineChart(title="items/s by batch size", x_label="batch size",
+                                        y_label="items/s", id="batch-chart")
+                    with TabPane("Cores", id="cores"):
+                        yield LineChart(title="median ms/batch by core count", x_label="cores",
+                                        y_label="ms/batch", id="cores-chart")
+                    with TabPane("Compare", id="compare"):
+                        with VerticalScroll():
+                            yield Static("", id="compare-speedup")
+                            yield BarChart(title="median ms/batch", unit="ms",
+                                           modes=("values", "log"), id="compare-chart")
+                    with TabPane("Table", id="table"):
+                        yield FilterableTable(TABLE_COLUMNS, id="bench-table")
+
+    def on_mount(self) -> None:
+        self._show_selected(None)
+        self.reload()
+
+    def focus_default(self) -> None:
+        lists = self.query("#bench-list")
+        if lists:
+            lists.first().focus()
+        else:  # asked before compose finished
+            self.call_after_refresh(self.focus_default)
+
+    def action_focus_list(self) -> None:
+        self.focus_default()
+
+    # -- data ------------------------------------------------------------------------------
+    def reload(self) -> None:
+        self._load_records()
+
+    @work(thread=True, exclusive=True, exit_on_error=False, group="bench-list", description="list benchmarks")
+    def _load_records(self) -> tuple[list[dict], list[dict]]:
+        from sparsify_tui import jobs
+
+        ws = self.app.workspace
+        recs = ws.list_records(self.project_id, TABLE)
+        active = [j for j in jobs.list_jobs(ws, self.project_id)
+                  if j.get("type") in JOB_TYPES and j.get("status") in ACTIVE_STATES]
+        return recs, active
+
+    @work(thread=True, exclusive=True, exit_on_error=False, group="bench-load", description="read benchmark")
+    def _load_result(self, record_id: str):
+        from sparsify_tui.benchmark.runner import load_benchmark
+
+        return load_benchmark(self.app.workspace, self.project_id, record_id)
+
+    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
+        worker = event.worker
+        if worker.group not in ("bench-list", "bench-load", "bench-action"):
+            return
+        if event.state == WorkerState.ERROR:
+            self.app.show_error(worker.error)
+            return
+        if event.state != WorkerState.SUCCESS:
+            return
+        if worker.name == "_load_records":
+            recs, active = worker.result
+            for job in active:
+                self._track_job(job)
+            self._show_records(recs)
+        elif worker.name == "_load_result":
+            self.result = worker.result
+            self.combo_index = 0
+            self._render_result()
+        elif worker.name == "_submit":
+            job = worker.result
+            self._track_job(job)
+            self.notify(f"{job['type']} job started; it keeps running if you quit.", timeout=3)
+        elif worker.name == "_delete":
+            self.selected_id = None
+            self.reload()
+
+    def _show_records(self, recs: list[dict]) -> None:
+        recs = sort_newest_first(recs)
+        sig = tuple((r["id"], r.get("modified")) for r in recs)
+        if sig == self._records_sig:
+            return
+        self._records_sig = sig
+        self.records = recs
+        lst = self.query_one("#bench-list", OptionList)
+        lst.clear_options()
+        from rich.text import Text
+
+        lst.add_options([Option(Text(card_text(r)), id=r["id"]) for r in recs])
+        if not recs:
+            self._show_selected(None)
+            return
+        ids = [r["id"] for r in recs]
+        sel = self.selected_id if self.selected_id in ids else ids[0]
+        lst.highlighted = ids.index(sel)
+        if sel != self.selected_id or self.result is None:
+            self._select(sel)
+
+    def _select(self, record_id: str) -> None:
+        self.selected_id = record_id
+        self._show_selected(record_id)
+        self._load_result(record_id)
+
+    def _show_selected(self, record_id: Optional[str]) -> None:
+        has = record_id is not None
+        self.query_one("#bench-empty").display = not has
+        self.query_one("#bench-header").display = has
+        self.query_one("#bench-tabs").display = has
+
+    @on(OptionList.OptionHighlighted, "#bench-list")
+    def _highlighted(self, event: OptionList.OptionHighlighted) -> None:
+        if event.option.id and event.option.id != self.selected_id:
+            self._select(event.option.id)
+
+    @on(OptionList.OptionSelected, "#bench-list")
+    def _chosen(self, event: OptionList.OptionSelected) -> None:
+        self.query_one("#bench-tabs", TabbedContent).query_one("Tabs").focus()
+
+    @property
+    def combo(self) -> Optional[tuple[int, int]]:
+        if self.result is None:
+            return None
+        cs = combos(self.result)
+        return cs[self.combo_index % len(cs)] if cs else None
+
+    def _render_result(self) -> None:
+        res = self.result
+        if res is None:
+            return
+        combo = self.combo
+        self.query_one("#bench-header", Static).update(header_text(res, combo))
+        if combo:
+            b, c = combo
+            self.query_one("#iter-chart", LineChart).set_series(
+                iteration_series(res, b, c), title=f"ms/batch of each timed run (b{b}, c{c})")
+            self.query_one("#batch-chart", LineChart).set_series(
+                batch_scaling(res, c), title=f"items/s by batch size (c{c})")
+            self.query_one("#cores-chart", LineChart).set_series(
+                core_scaling(res, b), title=f"median ms/batch by cores (b{b})")
+            labels, values = comparison_bars(res, b, c)
+            self.query_one("#compare-chart", BarChart).set_data(
+                labels, values, title=f"median ms/batch, b{b} c{c}")
+            self.query_one("#compare-speedup", Static).update(speedup_text(res, b, c))
+        self.query_one("#bench-table", FilterableTable).set_rows(table_rows(res))
+
+    def action_next_combo(self) -> None:
+        if self.result is None:
+            return
+        self.combo_index = (self.combo_index + 1) % max(1, len(combos(self.result)))
+        self._render_result()
+
+    # -- jobs ------------------------------------------------------------------------------
+    def _track_job(self, job: dict) -> None:
+        if job["id"] in self.jobs:
+            return
+        # lines of finished jobs make room for the new one
+        for jid, w in list(self.jobs.items()):
+            if getattr(w, "_finished", False):
+                w.remove()
+                del self.jobs[jid]
+        widget = JobProgress(job["id"])
+        self.jobs[job["id"]] = widget
+        self.query_one("#bench-jobs").mount(widget)
+
+    @on(JobProgress.Finished)
+    def _finished(self, event: JobProgress.Finished) -> None:
+        if event.job_id in self.jobs:
+            self._job_finished(event.job)
+
+    def _job_finished(self, job: dict) -> None:
+        status = job.get("status")
+        if job.get("type") == "benchmark":
+            if status == "completed":
+                self.selected_id = (job.get("result") or {}).get("benchmark") or self.selected_id
+                self.result = None
+                self._records_sig = ()
+                self.notify("Benchmark finished.", timeout=3)
+            self.reload()
+        elif job.get("type") == "apply" and status == "completed":
+            res = job.get("result") or {}
+            where = res.get("exported_to") or res.get("path")
+            self.notify(f"Optimized model written: {where}", timeout=8)
+        if status == "error":
+            self.app.show_error(f"{job.get('type')} job failed: {job.get('error') or 'see sparsify-tui job log'}")
+
+    @work(thread=True, exclusive=False, exit_on_error=False, group="bench-action", description="submit job")
+    def _submit(self, job_type: str, args: dict) -> dict:
+        from sparsify_tui import jobs
+
+        return jobs.submit(self.app.workspace, self.project_id, job_type, args)
+
+    @work(thread=True, exclusive=False, exit_on_error=False, group="bench-action", description="delete")
+    def _delete(self, record_id: str) -> None:
+        self.app.workspace.delete_record(self.project_id, TABLE, record_id)
+
+    # -- actions ---------------------------------------------------------------------------
+    def _optimizations(self) -> list[dict]:
+        return self.app.workspace.list_records(self.project_id, "optimizations")
+
+    def action_new_benchmark(self) -> None:
+        from sparsify_tui.profiling.session import available_cores
+        from sparsify_tui.tui.screens.benchmarks_dialogs import BenchmarkDialog
+
+        ws = self.app.workspace
+        setup = ws.get_project(self.project_id).get("setup") or {}
+        cores = int(setup.get("core_count") or available_cores())
+        batch = int(setup.get("batch_size") or 1)
+        dialog = BenchmarkDialog(
+            self._optimizations(), name=f"benchmark {len(self.records) + 1}",
+            batch_sizes=_fmt_list(sorted({1, batch})), core_counts=_fmt_list(sorted({1, cores})))
+        self.app.push_screen(dialog, self._dialog_done)
+
+    def _dialog_done(self, args: Optional[dict]) -> None:
+        if args:
+            self._submit("benchmark", args)
+
+    def _selected_record(self) -> Optional[dict]:
+        return next((r for r in self.records if r["id"] == self.selected_id), None)
+
+    def action_rerun(self) -> None:
+        rec = self._selected_record()
+        if rec is None:
+            self.notify("No benchmark selected.", severity="warning")
+            return
+        args = dict(rec.get("args") or {})
+        args.setdefault("name", rec.get("name"))
+        self._submit("benchmark", args)
+
+    def action_delete(self) -> None:
+        rec = self._selected_record()
+        if rec is None:
+            self.notify("No benchmark selected.", severity="warning")
+            return
+        from sparsify_tui.tui.widgets.dialogs import ConfirmDialog
+
+        def done(ok: Optional[bool]) -> None:
+            if ok:
+                self._delete(rec["id"])
+
+        self.app.push_screen(ConfirmDialog(f"Delete benchmark {rec.get('name')!r} and its results?"), done)
+
+    def action_apply(self) -> None:
+        from sparsify_tui.optimization.apply import is_applied, optimized_path
+        from sparsify_tui.tui.screens.benchmarks_dialogs import ApplyDialog
+
+        ws = self.app.workspace
+        opts = self._optimizations()
+        paths = {o["id"]: str(optimized_path(ws, self.project_id, o)) for o in opts}
+        state = {o["id"]: ("applied" if is_applied(ws, self.project_id, o) else
+                           "stale" if o.get("applied") else "not applied") for o in opts}
+
+        def done(args: Optional[dict]) -> None:
+            if args:
+                self._submit("apply", args)
+
+        self.app.push_screen(ApplyDialog(opts, paths, state), done)

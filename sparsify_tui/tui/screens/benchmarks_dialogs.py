@@ -1,0 +1,247 @@
+"""Dialogs of the Benchmarks section: create a benchmark, apply/export an optimized .onnx."""
+
+from __future__ import annotations
+
+from typing import Any, Optional
+
+from textual import on
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical
+from textual.screen import ModalScreen
+from textual.widgets import Button, Input, Label, OptionList, SelectionList, Static
+from textual.widgets.option_list import Option
+
+
+def parse_int_list(text: str, what: str) -> list[int]:
+    """``"1, 8"`` -> ``[1, 8]``; raises ValueError with a one-line message naming ``what``."""
+    try:
+        out = [int(v) for v in str(text).replace(" ", "").split(",") if v]
+    except ValueError:
+        raise ValueError(f"{what}: {text!r} is not a comma-separated list of whole numbers (e.g. 1,8)") from None
+    if not out or min(out) < 1:
+        raise ValueError(f"{what}: give whole numbers >= 1 (e.g. 1,8)")
+    return out
+
+
+_DIALOG_CSS = """
+{cls} {{ align: center middle; }}
+{cls} > Vertical {{
+    width: 72; max-width: 98%; height: auto; max-height: 100%;
+    border: thick $accent; background: $surface; padding: 0 1;
+}}
+{cls} .dialog-title {{ text-style: bold; padding-bottom: 1; }}
+{cls} .row {{ height: 1; margin-bottom: 1; }}
+{cls} .row Label {{ width: 16; }}
+{cls} .row Input {{ width: 1fr; }}
+{cls} .hint {{ color: $text-muted; }}
+{cls} .dialog-error {{ color: $error; height: auto; }}
+{cls} .buttons {{ height: auto; align: right middle; }}
+{cls} .buttons Button {{ margin-left: 1; }}
+"""
+
+
+class BenchmarkDialog(ModalScreen[Optional[dict]]):
+    """Create a benchmark: models (baseline always, plus the chosen optimizations), batch sizes, core
+    counts, warm-up and iterations. Dismisses with the ``benchmark`` job args, or None."""
+
+    DEFAULT_CSS = _DIALOG_CSS.format(cls="BenchmarkDialog") + """
+    BenchmarkDialog SelectionList { height: auto; max-height: 6; margin-bottom: 1; }
+    """
+
+    BINDINGS = [
+        Binding("escape", "close", "Cancel", id="benchmarks.dialog.cancel", tooltip="Close without running"),
+        Binding("ctrl+r", "run", "Run", id="benchmarks.dialog.run", tooltip="Start the benchmark job"),
+    ]
+
+    def __init__(self, optimizations: list[dict], *, name: str = "benchmark", batch_sizes: str = "1",
+                 core_counts: str = "1", warmup: int = 5, iterations: int = 30,
+                 selected: Optional[list[str]] = None) -> None:
+        super().__init__()
+        self.optimizations = optimizations
+        self.defaults = dict(name=name, batch_sizes=batch_sizes, core_counts=core_counts, warmup=warmup,
+                             iterations=iterations)
+        self.selected = set(selected if selected is not None else [o["id"] for o in optimizations])
+
+    def compose(self) -> ComposeResult:
+        d = self.defaults
+        with Vertical():
+            yield Static("New benchmark: baseline vs optimizations, measured on this machine", classes="dialog-title")
+            with Horizontal(classes="row"):
+                yield Label("Name")
+                yield Input(d["name"], id="name", compact=True)
+            yield Static("Models: baseline (always) +" + ("" if self.optimizations else
+                         " no optimizations yet (create one in Optimize, 4)"), classes="hint")
+            if self.optimizations:
+                yield SelectionList[str](
+                    *[(o.get("name") or o["id"], o["id"], o["id"] in self.selected) for o in self.optimizations],
+                    id="models")
+            with Horizontal(classes="row"):
+                yield Label("Batch sizes")
+                yield Input(d["batch_sizes"], placeholder="e.g. 1,8", id="batch_sizes", compact=True)
+            with Horizontal(classes="row"):
+                yield Label("Core counts")
+                yield Input(d["core_counts"], placeholder="e.g. 1,2", id="core_counts", compact=True)
+            with Horizontal(classes="row"):
+                yield Label("Warm-up runs")
+                yield Input(str(d["warmup"]), id="warmup", type="integer", compact=True)
+            with Horizontal(classes="row"):
+                yield Label("Timed runs")
+                yield Input(str(d["iterations"]), id="iterations", type="integer", compact=True)
+            yield Static("", id="error", classes="dialog-error")
+            with Horizontal(classes="buttons"):
+                yield Button("Run", variant="primary", id="run")
+                yield Button("Cancel", id="cancel")
+
+    def on_mount(self) -> None:
+        self.query_one("#name", Input).focus()
+
+    def values(self) -> dict:
+        """The job args from the form; raises ValueError with a one-line message."""
+        name = self.query_one("#name", Input).value.strip() or self.defaults["name"]
+        opts = list(self.query_one("#models", SelectionList).selected) if self.optimizations else []
+        batch = parse_int_list(self.query_one("#batch_sizes", Input).value, "Batch sizes")
+        cores = parse_int_list(self.query_one("#core_counts", Input).value, "Core counts")
+        try:
+            warmup = int(self.query_one("#warmup", Input).value or 0)
+            iterations = int(self.query_one("#iterations", Input).value or 0)
+        except ValueError:
+            raise ValueError("Warm-up and timed runs must be whole numbers") from None
+        if warmup < 0 or iterations < 1:
+            raise ValueError("Warm-up must be >= 0 and timed runs >= 1")
+        return {"name": name, "optimizations": opts, "batch_sizes": batch, "core_counts": cores,
+                "warmup": warmup, "iterations": iterations}
+
+    def action_run(self) -> None:
+        try:
+            args = self.values()
+        except ValueError as err:
+            self.query_one("#error", Static).update(str(err))
+            return
+        self.dismiss(args)
+
+    def action_close(self) -> None:
+        self.dismiss(None)
+
+    @on(Input.Submitted)
+    def _submitted(self, event: Input.Submitted) -> None:
+        event.stop()
+        self.action_run()
+
+    @on(Button.Pressed)
+    def _button(self, event: Button.Pressed) -> None:
+        event.stop()
+        if event.button.id == "run":
+            self.action_run()
+        else:
+            self.action_close()
+
+
+class ApplyDialog(ModalScreen[Optional[dict]]):
+    """Apply an optimization and export the optimized .onnx: choose the optimization and the path.
+    Dismisses with ``{"optimization": id, "out_path": path or None}`` (None = only the project copy)."""
+
+    DEFAULT_CSS = _DIALOG_CSS.format(cls="ApplyDialog") + """
+    ApplyDialog OptionList { height: auto; max-height: 7; margin-bottom: 1; }
+    """
+
+    BINDINGS = [
+        Binding("escape", "close", "Cancel", id="benchmarks.apply.cancel", tooltip="Close without applying"),
+    ]
+
+    def __init__(self, optimizations: list[dict], default_paths: dict[str, str],
+                 applied: Optional[dict[str, Any]] = None) -> None:
+        super().__init__()
+        self.optimizations = optimizations
+        self.default_paths = default_paths
+        self.applied = applied or {}
+        self._auto_path = True
+
+    def compose(self) -> ComposeResult:
+        with Vertical():
+            yield Static("Apply and export the optimized .onnx (pruned exactly; INT8 when the optimization "
+                         "quantizes)", classes="dialog-title")
+            if not self.optimizations:
+                yield Static("No optimizations yet: create one in Optimize (4) first.", classes="hint")
+            else:
+                yield OptionList(*[Option(self._label(o), id=o["id"]) for o in self.optimizations], id="opts")
+            with Horizontal(classes="row"):
+                yield Label("Export to")
+                yield Input("", placeholder="path of the .onnx to write", id="out_path", compact=True)
+            yield Static("", id="status", classes="hint")
+            yield Static("", id="error", classes="dialog-error")
+            with Horizontal(classes="buttons"):
+                yield Button("Apply", variant="primary", id="apply", disabled=not self.optimizations)
+                yield Button("Cancel", id="cancel")
+
+    def _label(self, o: dict) -> str:
+        q = (o.get("quantization") or {}).get("enabled")
+        state = self.applied.get(o["id"])
+        return f"{o.get('name') or o['id']}  ({'INT8, ' if q else ''}{state or 'not applied'})"
+
+    def on_mount(self) -> None:
+        if self.optimizations:
+            opts = self.query_one("#opts", OptionList)
+            opts.highlighted = 0
+            opts.focus()
+            self._show(self.optimizations[0]["id"])
+
+    def _show(self, opt_id: str) -> None:
+        if self._auto_path:
+            self.query_one("#out_path", Input).value = self.default_paths.get(opt_id, "")
+            self._auto_path = True
+        self.query_one("#status", Static).update(
+            "The project copy is always written to <project>/optimized/; a different path also exports it.")
+
+    @on(OptionList.OptionHighlighted, "#opts")
+    def _highlighted(self, event: OptionList.OptionHighlighted) -> None:
+        if event.option.id:
+            self._show(event.option.id)
+
+    @on(OptionList.OptionSelected, "#opts")
+    def _selected(self, event: OptionList.OptionSelected) -> None:
+        self.query_one("#out_path", Input).focus()
+
+    @on(Input.Changed, "#out_path")
+    def _edited(self, event: Input.Changed) -> None:
+        opts = self.query("#opts")
+        if opts and opts.first().highlighted is not None:
+            oid = self.optimizations[opts.first().highlighted]["id"]
+            self._auto_path = event.value == self.default_paths.get(oid, "")
+
+    def current(self) -> Optional[dict]:
+        if not self.optimizations:
+            return None
+        idx = self.query_one("#opts", OptionList).highlighted or 0
+        oid = self.optimizations[idx]["id"]
+        path = self.query_one("#out_path", Input).value.strip()
+        if not path:
+            raise ValueError("Give the path of the .onnx to write")
+        if not path.endswith(".onnx"):
+            raise ValueError("The export path must end in .onnx")
+        return {"optimization": oid, "out_path": None if path == self.default_paths.get(oid) else path}
+
+    def action_apply(self) -> None:
+        try:
+            result = self.current()
+        except ValueError as err:
+            self.query_one("#error", Static).update(str(err))
+            return
+        if result is not None:
+            self.dismiss(result)
+
+    def action_close(self) -> None:
+        self.dismiss(None)
+
+    @on(Input.Submitted, "#out_path")
+    def _submitted(self, event: Input.Submitted) -> None:
+        event.stop()
+        self.action_apply()
+
+    @on(Button.Pressed)
+    def _button(self, event: Button.Pressed) -> None:
+        event.stop()
+        if event.button.id == "apply":
+            self.action_apply()
+        else:
+            self.action_close()

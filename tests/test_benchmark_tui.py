@@ -1,0 +1,237 @@
+"""Benchmarks section through Pilot: cards newest first, views of a seeded stored result, create dialog
+submitting a real benchmark job, rerun, delete, apply/export dialog; snapshots at 80x24."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from pathlib import Path
+
+import onnx
+import pytest
+
+from sparsify_tui.benchmark.runner import BenchmarkResult, BenchmarkRun, ModelSpec
+
+DEMO_DIMS = {"x:2": 48, "x:3": 192}
+
+
+def seeded_result(name: str, created: str, scale: float = 1.0) -> BenchmarkResult:
+    """A deterministic stored result: baseline and "opt one" at batch 1,4 × cores 1,2, 6 runs each."""
+    res = BenchmarkResult(models=[ModelSpec("baseline", "base.onnx"), ModelSpec("opt one", "opt.onnx", "opt1")],
+                          batch_sizes=[1, 4], core_counts=[1, 2], warmup=2, iterations=6, name=name,
+                          created=created, ort_version="1.31.1")
+    for b in (1, 4):
+        for c in (1, 2):
+            for model, base in (("baseline", 2.0), ("opt one", 0.8)):
+                med = base * scale * (0.3 + 0.7 * b) / (1 + 0.8 * (c - 1))
+                times = [med * f for f in (1.3, 1.02, 0.99, 1.0, 1.01, 0.98)]
+                res.runs.append(BenchmarkRun.from_times(model, None if model == "baseline" else "opt1", b, c, times))
+    res.compute_speedups()
+    return res
+
+
+def seed(ws, demo_model):
+    from sparsify_tui.benchmark.runner import benchmark_record
+
+    project = ws.create_project(str(demo_model), name="demo", dims=DEMO_DIMS)
+    pid = project["id"]
+    m = onnx.load(str(demo_model))
+    convs = [n for n in m.graph.node if n.op_type == "Conv"]
+    opt = ws.add_record(pid, "optimizations", {
+        "id": "opt1", "name": "opt one", "perf_profile": "flops", "loss_profile": "approximated",
+        "layers": [{"weight_name": convs[1].input[1], "node_id": convs[1].name, "sparsity": 0.5, "override": False}],
+        "quantization": {"enabled": False, "excluded": []}})
+    for i, (name, created, scale) in enumerate((("older run", "2026-01-01T10:00:00+00:00", 1.5),
+                                                 ("newest run", "2026-01-02T10:00:00+00:00", 1.0))):
+        res = seeded_result(name, created, scale)
+        rec = ws.add_record(pid, "benchmarks", {
+            "id": f"bench{i}", "created": created,
+            **benchmark_record(res, {"name": name, "optimizations": ["opt1"], "batch_sizes": [1],
+                                     "core_counts": [1], "warmup": 0, "iterations": 2})})
+        res.id = rec["id"]
+        ws.write_blob(pid, f"benchmarks/{rec['id']}.json", res.to_dict())
+    return pid, opt
+
+
+def make_app(ws, pid):
+    from sparsify_tui.tui.app import SparsifyApp
+
+    return SparsifyApp(project=pid, workspace=ws)
+
+
+async def open_section(pilot):
+    await pilot.pause()
+    await pilot.press("5")
+    end = time.monotonic() + 30
+    while time.monotonic() < end:
+        await pilot.pause(0.05)
+        sec = pilot.app.query("BenchmarksSection")
+        if sec and sec.first().result is not None:
+            return sec.first()
+    raise AssertionError("benchmarks section did not load")
+
+
+async def wait_for(pilot, cond, timeout=60.0):
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        await pilot.pause(0.1)
+        if cond():
+            return
+    raise AssertionError("timed out")
+
+
+def test_cards_views_and_table(workspace_home, demo_model):
+    from sparsify_tui.store import Workspace
+    from sparsify_tui.tui.widgets.tables import FilterableTable
+
+    ws = Workspace()
+    pid, _ = seed(ws, demo_model)
+
+    async def run():
+        app = make_app(ws, pid)
+        async with app.run_test(size=(80, 24)) as pilot:
+            sec = await open_section(pilot)
+            # newest first, the newest selected
+            ids = [o.id for o in sec.query_one("#bench-list").options]
+            assert ids == ["bench1", "bench0"] and sec.selected_id == "bench1"
+            assert sec.result.name == "newest run"
+            assert sec.combo == (1, 1)
+            iter_chart = sec.query_one("#iter-chart")
+            assert set(iter_chart.series) == {"baseline", "opt one"} and len(iter_chart.series["baseline"][1]) == 6
+            await pilot.press("c")
+            assert sec.combo == (1, 2)
+            batch = sec.query_one("#batch-chart").series
+            assert batch["baseline"][0] == [1.0, 4.0]
+            cores = sec.query_one("#cores-chart").series
+            assert cores["opt one"][0] == [1.0, 2.0]
+            bars = sec.query_one("#compare-chart")
+            assert bars.labels == ["baseline", "opt one"]
+            assert "opt one 2.50×" in str(sec.query_one("#compare-speedup").render())
+            assert bars.values == [sec.result.run(m, 1, 2).median_ms for m in ("baseline", "opt one")]
+            rows = sec.query_one("#bench-table", FilterableTable).all_rows
+            assert len(rows) == 8
+            r = next(x for x in rows if x["model"] == "opt one" and x["batch"] == 4 and x["cores"] == 2)
+            base = next(x for x in rows if x["model"] == "baseline" and x["batch"] == 4 and x["cores"] == 2)
+            assert r["speedup"] == pytest.approx(base["median"] / r["median"])
+            # selecting the older card shows its result
+            sec.query_one("#bench-list").focus()
+            await pilot.press("down")
+            await wait_for(pilot, lambda: sec.result is not None and sec.result.name == "older run", 10)
+
+    asyncio.run(run())
+
+
+def test_create_dialog_runs_benchmark_job_then_rerun_and_delete(workspace_home, demo_model):
+    from sparsify_tui.store import Workspace
+
+    ws = Workspace()
+    pid, _ = seed(ws, demo_model)
+
+    async def run():
+        app = make_app(ws, pid)
+        async with app.run_test(size=(80, 24)) as pilot:
+            sec = await open_section(pilot)
+            await pilot.press("n")
+            await pilot.pause()
+            dialog = app.screen
+            assert type(dialog).__name__ == "BenchmarkDialog"
+            dialog.query_one("#name").value = "from tui"
+            dialog.query_one("#batch_sizes").value = "1,2"
+            dialog.query_one("#core_counts").value = "1"
+            dialog.query_one("#warmup").value = "0"
+            dialog.query_one("#iterations").value = "2"
+            dialog.query_one("#batch_sizes").value = "1,x"
+            dialog.action_run()
+            await pilot.pause()
+            assert "whole numbers" in str(dialog.query_one("#error").render())
+            dialog.query_one("#batch_sizes").value = "1,2"
+            await pilot.click("#run")
+            await wait_for(pilot, lambda: any(r.get("name") == "from tui" for r in sec.records), 90)
+            rec = next(r for r in sec.records if r.get("name") == "from tui")
+            assert sec.records[0]["id"] == rec["id"]  # newest first
+            assert rec["batch_sizes"] == [1, 2] and rec["core_counts"] == [1]
+            assert [m["label"] for m in rec["models"]] == ["baseline", "opt one"]
+            await wait_for(pilot, lambda: sec.result is not None and sec.result.id == rec["id"], 10)
+            # rerun the selected card: a second record with the same settings
+            n = len(sec.records)
+            await pilot.press("r")
+            await wait_for(pilot, lambda: len(sec.records) == n + 1, 90)
+            assert sec.records[0]["args"]["batch_sizes"] == [1, 2]
+            # delete it (confirm)
+            target = sec.selected_id
+            await pilot.press("delete")
+            await pilot.pause()
+            await pilot.press("y")
+            await wait_for(pilot, lambda: target not in [r["id"] for r in sec.records], 10)
+            assert target not in [r["id"] for r in ws.list_records(pid, "benchmarks")]
+
+    asyncio.run(run())
+
+
+def test_apply_dialog_exports_optimized_model(workspace_home, demo_model, tmp_path):
+    from sparsify_tui.store import Workspace
+
+    ws = Workspace()
+    pid, opt = seed(ws, demo_model)
+    out = tmp_path / "exported" / "demo_opt.onnx"
+
+    async def run():
+        app = make_app(ws, pid)
+        async with app.run_test(size=(80, 24)) as pilot:
+            await open_section(pilot)
+            await pilot.press("a")
+            await pilot.pause()
+            dialog = app.screen
+            assert type(dialog).__name__ == "ApplyDialog"
+            path_input = dialog.query_one("#out_path")
+            assert path_input.value.endswith("optimized/opt_one.onnx")
+            path_input.value = str(out)
+            await pilot.click("#apply")
+            await wait_for(pilot, lambda: out.is_file() and
+                           (ws.get_record(pid, "optimizations", "opt1").get("applied") or {}).get("exported_to"), 90)
+
+    asyncio.run(run())
+    applied = ws.get_record(pid, "optimizations", "opt1")["applied"]
+    assert applied["exported_to"] == str(out) and applied["layers_exact"]
+    assert Path(applied["path"]).is_file()
+
+
+def test_snapshot_benchmarks_section(workspace_home, demo_model, snap_compare):
+    from sparsify_tui.store import Workspace
+
+    ws = Workspace()
+    pid, _ = seed(ws, demo_model)
+
+    async def setup(pilot):
+        await open_section(pilot)
+        await pilot.pause(0.3)
+
+    assert snap_compare(make_app(ws, pid), terminal_size=(80, 24), run_before=setup)
+
+
+def test_snapshot_compare_tab(workspace_home, demo_model, snap_compare):
+    from sparsify_tui.store import Workspace
+
+    ws = Workspace()
+    pid, _ = seed(ws, demo_model)
+
+    async def setup(pilot):
+        sec = await open_section(pilot)
+        sec.query_one("#bench-tabs").active = "compare"
+        await pilot.pause(0.3)
+
+    assert snap_compare(make_app(ws, pid), terminal_size=(80, 24), run_before=setup)
+
+
+def test_snapshot_create_dialog(workspace_home, demo_model, snap_compare):
+    from sparsify_tui.store import Workspace
+
+    ws = Workspace()
+    pid, _ = seed(ws, demo_model)
+
+    async def setup(pilot):
+        await open_section(pilot)
+        await pilot.press("n")
+        await pilot.pause(0.3)
+
+    assert snap_compare(make_app(ws, pid), terminal_size=(80, 24), run_before=setup)
