@@ -213,7 +213,8 @@ def test_if_subgraph_nodes_are_counted_once_per_run():
     assert set(mm) == {"mm_then", "mm_else"}
     assert mm["mm_then"].graph == "If_0/then_branch" and mm["mm_else"].graph == "If_0/else_branch"
     assert mm["mm_then"].macs == 3 * 8 * 4 and mm["mm_else"].macs == 3 * 2 * 4
-    assert mm["mm_then"].prunable and mm["mm_else"].prunable
+    assert mm["mm_then"].weight_name == "Wthen" and mm["mm_then"].params == 32
+    assert not mm["mm_then"].prunable  # subgraph weights are not pruned by apply/loss profiles
     # only one branch runs: the totals take the larger when the condition is unknown...
     assert a.totals["macs"] == 96 and mm["mm_then"].counted and not mm["mm_else"].counted
     # ...and the one the condition selects when its value is given

@@ -3,7 +3,8 @@
 What counts as a node's **params** (documented choice):
 
 * the elements of every constant tensor the node consumes as a *weight*: an initializer or a ``Constant``
-  node value of a float type (or int8/uint8 reaching the node through ``DequantizeLinear``), read directly
+  node value of a float type (or a quantized int8/uint8/int32 tensor reaching the node through
+  ``DequantizeLinear``, and the int8 weight of MatMulInteger/ConvInteger), read directly
   or through a chain of ``Transpose``/``Reshape``/``Identity``/``Cast``/``Squeeze``/``Unsqueeze``/
   ``Flatten``/``DequantizeLinear`` nodes (those chain nodes themselves get 0 params);
 * integer tensors (shapes, indices, axes) and scalar constants (``x * 0.5``) are not params, except a
@@ -16,10 +17,12 @@ it can be less than the sum of node params. ``zero_params`` are exact zeros in t
 tensor at a time (streamed in 32 MB chunks for external data), so a model of any size is never fully in memory.
 
 A node is a **prunable layer** when it is a Conv, Gemm or MatMul whose weight (input 1; for Gemm/MatMul
-input 0 when input 1 is not constant) is an *initializer*, directly or through the chain above. Its
-``weight_name`` is that initializer's name, which is what a recipe's ``params`` lists. Weights stored in
-``Constant`` nodes (e.g. inside silero's ``If`` branches) are counted as params but not prunable, because
-pruning rewrites initializers.
+input 0 when input 1 is not constant) is a *main-graph initializer*, directly or through the chain above.
+Its ``weight_name`` is that initializer's name, which is what a recipe's ``params`` lists. ``load_model``
+turns weight-holding ``Constant`` nodes into initializers first (PaddlePaddle exports store every weight
+that way). Layers inside If/Loop/Scan subgraphs (silero_vad's network) are listed with their weights,
+params and MACs but are not prunable: loss profiles, one-shot apply and recipes address main-graph
+initializers.
 
 **Subgraphs** (If/Loop/Scan bodies) are listed after their parent node with ``graph`` set to the subgraph
 path (``"If_0/then_branch"``). Totals of MACs/FLOPs count, for each ``If``, only its larger branch (only
@@ -49,6 +52,8 @@ WEIGHT_CHAIN_OPS = frozenset({"Transpose", "Reshape", "Identity", "Cast", "Squee
                               "DequantizeLinear"})
 _PARAM_DTYPES = {TensorProto.FLOAT, TensorProto.FLOAT16, TensorProto.BFLOAT16, TensorProto.DOUBLE}
 _QUANT_DTYPES = {TensorProto.INT8, TensorProto.UINT8}
+#: quantized tensors counted as params when they reach the node through DequantizeLinear (int32 = QDQ biases)
+_DQ_DTYPES = _QUANT_DTYPES | {TensorProto.INT32, TensorProto.INT16, TensorProto.UINT16}
 #: (weight input index, bias input index, may the weight be input 0)
 _WEIGHT_SLOTS = {
     "Conv": (1, 2, False), "ConvTranspose": (1, 2, False), "ConvInteger": (1, None, False),
@@ -236,6 +241,7 @@ class _ConstTable:
         self.source: dict[str, tuple[str, bool]] = {}  # tensor name -> (const name, through DequantizeLinear)
         self.base_dir = base_dir
         self._zeros: dict[str, int] = {}
+        self.main_graph: set[str] = set()  # initializer names of the main graph
 
     def add_graph(self, graph: onnx.GraphProto) -> None:
         for t in graph.initializer:
@@ -330,6 +336,7 @@ def analyze_model(
         progress("node table", 0.4)
 
     consts = _ConstTable(base_dir)
+    consts.main_graph = {t.name for t in model.graph.initializer}
     walked: list = []
     _walk(model.graph, "", consts, walked)
 
@@ -458,7 +465,7 @@ def _node_info(index, gpath, node, nid, shapes, consts: _ConstTable) -> tuple[No
                 continue
             src, dq = consts.source[name]
             t = consts.tensors[src]
-            ok_dtype = t.data_type in _PARAM_DTYPES or (dq and t.data_type in _QUANT_DTYPES) or (
+            ok_dtype = t.data_type in _PARAM_DTYPES or (dq and t.data_type in _DQ_DTYPES) or (
                 i == weight_idx and t.data_type in _QUANT_DTYPES)
             if not ok_dtype:
                 continue
@@ -470,8 +477,8 @@ def _node_info(index, gpath, node, nid, shapes, consts: _ConstTable) -> tuple[No
             src, _ = consts.source[inputs[weight_idx]]
             info.weight_name = src
             info.weight_shape = [int(d) for d in consts.tensors[src].dims]
-            info.prunable = (op in PRUNABLE_OPS and consts.origin[src] == "initializer"
-                             and consts.tensors[src].data_type in _PARAM_DTYPES)
+            info.prunable = (op in PRUNABLE_OPS and consts.origin[src] == "initializer" and not gpath
+                             and src in consts.main_graph and consts.tensors[src].data_type in _PARAM_DTYPES)
         if bias_idx is not None:
             src, _ = consts.source[inputs[bias_idx]]
             info.bias_name = src
