@@ -246,3 +246,15 @@ def test_zero_counting_streams_external_data_in_chunks(tmp_path, monkeypatch):
     monkeypatch.setattr("builtins.open", lambda *a, **k: Spy(real_open(*a, **k)))
     assert loading.count_zeros(w, path.parent, chunk_bytes=4096) == 100 * 128
     assert len(reads) == 256 * 128 * 4 // 4096 and max(reads) == 4096  # never the whole tensor at once
+
+
+def test_user_dims_and_scalar_inputs_are_what_a_setup_dialog_asks():
+    from sparsify_tui.analysis.shapes import scalar_inputs, user_dims
+
+    silero = load_model(shared_model("silero_vad.onnx"), load_external_data=False)
+    assert [sd.key for sd in user_dims(silero)] == ["input:1"]
+    assert scalar_inputs(silero) == ["sr"]
+    cls = load_model(shared_model("ch_ppocr_mobile_v2.0_cls_infer.onnx"), load_external_data=False)
+    assert [sd.key for sd in user_dims(cls)] == ["x:2", "x:3"] and scalar_inputs(cls) == []
+    mobilenet = load_model(shared_model("mobilenet_v2.onnx"), load_external_data=False)
+    assert user_dims(mobilenet) == [] and [sd.is_batch for sd in symbolic_dims(mobilenet)] == [True]

@@ -19,7 +19,7 @@ as a fallback when onnx leaves tensors unknown (subgraphs, contrib ops).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Iterable, Optional
 
 import onnx
@@ -40,6 +40,7 @@ class SymbolicDim:
     input_name: str
     axis: int
     name: str
+    batch: bool = field(default=False, compare=False)
 
     @property
     def key(self) -> str:
@@ -48,8 +49,9 @@ class SymbolicDim:
 
     @property
     def is_batch(self) -> bool:
-        """True for axis 0: resolved from the batch size."""
-        return self.axis == 0
+        """True when the dim is resolved from the batch size: axis 0, a dim sharing axis 0's name, or the
+        anonymous first symbolic axis of an input whose axis 0 is fixed (recurrent state)."""
+        return self.axis == 0 or self.batch
 
     @property
     def named(self) -> bool:
@@ -100,6 +102,37 @@ def symbolic_dims(model: onnx.ModelProto) -> list[SymbolicDim]:
         for axis, dim in enumerate(vi.type.tensor_type.shape.dim):
             if _dim_value(dim) is None:
                 out.append(SymbolicDim(vi.name, axis, _dim_name(dim)))
+    batch_names = {sd.name for sd in out if sd.axis == 0 and sd.named}
+    first: dict[str, SymbolicDim] = {}
+    for sd in out:
+        first.setdefault(sd.input_name, sd)
+    state_batch = {sd.key for sd in first.values() if sd.axis > 0 and not sd.named}
+    return [SymbolicDim(sd.input_name, sd.axis, sd.name,
+                        sd.axis == 0 or (sd.named and sd.name in batch_names) or sd.key in state_batch) for sd in out]
+
+
+def user_dims(model: onnx.ModelProto) -> list[SymbolicDim]:
+    """The symbolic dims the user must give (not resolved from the batch size), one per name: what a setup
+    dialog asks for. Named dims appear once (address them by ``name``), anonymous ones by ``key``."""
+    seen, out = set(), []
+    for sd in symbolic_dims(model):
+        if sd.is_batch:
+            continue
+        addr = sd.name if sd.named else sd.key
+        if addr not in seen:
+            seen.add(addr)
+            out.append(sd)
+    return out
+
+
+def scalar_inputs(model: onnx.ModelProto) -> list[str]:
+    """Names of rank-0 model inputs (like silero's ``sr``): their value must come from the user
+    (``--dim sr=16000``) or sample data."""
+    out = []
+    for vi in graph_inputs(model):
+        tt = vi.type.tensor_type
+        if tt.HasField("shape") and len(tt.shape.dim) == 0:
+            out.append(vi.name)
     return out
 
 
@@ -165,12 +198,6 @@ def resolve_dims(
         raise DimensionError(f"batch size must be at least 1 (got {batch_size}): pass --batch-size 1 or more")
     batch_size = int(batch_size)
     sym = symbolic_dims(model)
-    batch_names = {sd.name for sd in sym if sd.axis == 0 and sd.named}
-    # inputs with a fixed axis 0 (recurrent states): their first anonymous symbolic axis is the batch
-    first_sym: dict[str, SymbolicDim] = {}
-    for sd in sym:
-        first_sym.setdefault(sd.input_name, sd)
-    state_batch = {sd.key for sd in first_sym.values() if sd.axis > 0 and not sd.named}
     shapes = {vi.name: list(vi.type.tensor_type.shape.dim) for vi in graph_inputs(model)}
     resolved: dict[tuple[str, int], int] = {}
     missing: list[SymbolicDim] = []
@@ -179,7 +206,7 @@ def resolve_dims(
             value = dims[sd.key]
         elif sd.named and sd.name in dims:
             value = dims[sd.name]
-        elif sd.axis == 0 or (sd.named and sd.name in batch_names) or (sd.key in state_batch):
+        elif sd.is_batch:
             value = batch_size
         else:
             missing.append(sd)
