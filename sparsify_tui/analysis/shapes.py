@@ -281,7 +281,13 @@ def skeleton_model(model: onnx.ModelProto, shapes: dict[str, list[int]]) -> onnx
     g.node.extend(model.graph.node)  # subgraph weights are usually small Constant nodes
     g.initializer.extend(_light_tensor(t) for t in model.graph.initializer)
     g.sparse_initializer.extend(model.graph.sparse_initializer)
-    g.output.extend(model.graph.output)
+    for vi in model.graph.output:
+        new = g.output.add()
+        new.CopyFrom(vi)
+        tt = new.type.tensor_type
+        # stored output shapes with symbolic/-1 dims would mask what inference finds: let it recompute them
+        if new.type.HasField("tensor_type") and tt.HasField("shape") and any(_dim_value(d) is None for d in tt.shape.dim):
+            tt.ClearField("shape")
     inits = {t.name for t in model.graph.initializer}
     for vi in model.graph.input:
         new = g.input.add()
