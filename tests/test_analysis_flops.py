@@ -240,3 +240,19 @@ def test_to_dict_round_trip_has_the_cli_keys():
     back = ModelAnalysis.from_dict(d)
     assert back.to_dict() == d
     assert back.nodes[0].sparsity == a.nodes[0].sparsity
+
+
+def test_einsum_and_lstm():
+    m = build([helper.make_node("Einsum", ["a", "b"], ["y"], equation="bij,bjk->bik")],
+              [("a", [2, 3, 4]), ("b", [2, 4, 5])], [("y", None)])
+    n, _ = one(m, "Einsum")
+    assert n.output_shapes == [[2, 3, 5]] and n.macs == 2 * 3 * 4 * 5
+
+    seq, batch, inp, hidden = 7, 2, 6, 5
+    m = build([helper.make_node("LSTM", ["x", "W", "R"], ["y"], hidden_size=hidden)],
+              [("x", [seq, batch, inp])], [("y", None)],
+              [("W", w(1, 4 * hidden, inp)), ("R", w(1, 4 * hidden, hidden))])
+    n, _ = one(m, "LSTM")
+    # per step and item: 4 gates x hidden x (input + hidden)
+    assert n.macs == seq * batch * 4 * hidden * (inp + hidden)
+    assert n.params == 4 * hidden * (inp + hidden) and not n.prunable

@@ -3,12 +3,12 @@
 Conventions (DESIGN.md "Terms"; every count is for the whole batch, not per item):
 
 * **MACs** (multiply-accumulates) are counted only for the matrix ops: Conv, ConvTranspose, Gemm,
-  MatMul (and their integer/QLinear forms) and the recurrent cells LSTM/GRU/RNN.
+  MatMul (and their integer/QLinear forms), two-operand Einsum, and the recurrent cells LSTM/GRU/RNN.
 * **FLOPs** = 2 × MACs for those ops (a multiply and an add each), **plus one FLOP per output element
   for a bias add** (Conv/ConvTranspose with a bias input, Gemm with a ``C`` input and ``beta != 0``), the
   same count the bias would get as a separate elementwise ``Add`` node. Gemm's ``alpha``/``beta`` scaling
   multiplies are not counted.
-* **Elementwise** ops (Add, Mul, Relu, Sigmoid, Clip, Where, Cast-free math ...): 1 FLOP per output element.
+* **Elementwise** ops (Add, Mul, Relu, Sigmoid, Clip, Where, comparisons ...): 1 FLOP per output element.
 * **Pooling** (MaxPool, AveragePool, LpPool): ``prod(kernel_shape)`` FLOPs per output element (one
   compare or add per window element). GlobalAveragePool/GlobalMaxPool: one FLOP per *input* element.
 * **Normalizations**: BatchNormalization (inference) 2 FLOPs per element (scale and shift after folding
@@ -124,6 +124,25 @@ def qlinear_conv(s: OpShapes) -> tuple[int, int]:
     return conv(OpShapes(s.op_type, [s.inp(0), s.inp(3)] + bias, s.output_shapes, s.attrs))
 
 
+def einsum(s: OpShapes) -> tuple[int, int]:
+    """Einsum with one or two operands (no ellipsis): MACs = product of the sizes of every index letter
+    (each output element sums over the contracted letters). FLOPs = 2·MACs."""
+    eq = str(s.attrs.get("equation", "")).replace(" ", "")
+    lhs = eq.split("->")[0].split(",")
+    if "..." in eq or not 1 <= len(lhs) <= 2 or len(lhs) > len(s.input_shapes):
+        return 0, 0
+    sizes: dict[str, int] = {}
+    for term, shape in zip(lhs, s.input_shapes):
+        if shape is None or shape == "absent" or len(term) != len(shape):
+            return 0, 0
+        for letter, dim in zip(term, shape):
+            sizes[letter] = max(sizes.get(letter, 1), int(dim))
+    if len(lhs) == 1:
+        return 0, numel(s.inp(0))
+    macs = int(math.prod(sizes.values()))
+    return macs, 2 * macs
+
+
 def _recurrent(gates: int) -> Callable[[OpShapes], tuple[int, int]]:
     def count(s: OpShapes) -> tuple[int, int]:
         x, w = s.inp(0), s.inp(1)
@@ -195,6 +214,7 @@ OP_COUNTERS: dict[str, Callable[[OpShapes], tuple[int, int]]] = {
     "MatMul": matmul,
     "MatMulInteger": matmul,
     "QLinearMatMul": qlinear_matmul,
+    "Einsum": einsum,
     "LSTM": _recurrent(4),
     "GRU": _recurrent(3),
     "RNN": _recurrent(1),
