@@ -113,8 +113,35 @@ class ApplyResult:
 # ----------------------------------------------------------------------------------------- weights
 
 
-def _producers(graph) -> dict:
-    return {o: n for n in graph.node for o in n.output}
+def _graphs(model) -> list:
+    """The main graph and every subgraph (If/Loop/Scan bodies), depth first."""
+    out = []
+
+    def walk(g):
+        out.append(g)
+        for n in g.node:
+            for a in n.attribute:
+                if a.type == 5:  # AttributeProto.GRAPH
+                    walk(a.g)
+                elif a.type == 10:  # AttributeProto.GRAPHS
+                    for sub in a.graphs:
+                        walk(sub)
+
+    walk(model.graph)
+    return out
+
+
+def _all_nodes(model) -> list:
+    return [n for g in _graphs(model) for n in g.node]
+
+
+def _all_initializers(model) -> list:
+    return [t for g in _graphs(model) for t in g.initializer]
+
+
+def _producers(model) -> dict:
+    """``{tensor name: producing node}`` over the main graph and all subgraphs (names are unique model-wide)."""
+    return {o: n for n in _all_nodes(model) for o in n.output}
 
 
 def _constant_value_attr(node):
@@ -125,12 +152,11 @@ def _constant_value_attr(node):
 
 
 def find_weight_source(model, weight_name: str) -> tuple[str, str]:
-    """Where the values of ``weight_name`` live in the main graph: ``(kind, tensor_name)`` with kind
-    ``"initializer"`` or ``"constant"``; follows :data:`PASS_THROUGH_OPS` back from a computed weight.
-    Raises ``ModelError`` when the weight is not a constant tensor of the model."""
-    g = model.graph
-    inits = {t.name for t in g.initializer}
-    prod = _producers(g)
+    """Where the values of ``weight_name`` live (main graph or a subgraph): ``(kind, tensor_name)`` with
+    kind ``"initializer"`` or ``"constant"``; follows :data:`PASS_THROUGH_OPS` back from a computed
+    weight. Raises ``ModelError`` when the weight is not a constant tensor of the model."""
+    inits = {t.name for t in _all_initializers(model)}
+    prod = _producers(model)
     name = weight_name
     for _ in range(16):
         if name in inits:
@@ -151,11 +177,11 @@ def _get_array(model, kind: str, name: str) -> np.ndarray:
     from onnx import numpy_helper
 
     if kind == "initializer":
-        for t in model.graph.initializer:
+        for t in _all_initializers(model):
             if t.name == name:
                 return numpy_helper.to_array(t)
     else:
-        node = _producers(model.graph)[name]
+        node = _producers(model)[name]
         return numpy_helper.to_array(_constant_value_attr(node).t)
     raise KeyError(name)
 
@@ -165,12 +191,12 @@ def _set_array(model, kind: str, name: str, arr: np.ndarray) -> None:
 
     tensor = numpy_helper.from_array(arr, name)
     if kind == "initializer":
-        for t in model.graph.initializer:
+        for t in _all_initializers(model):
             if t.name == name:
                 t.CopyFrom(tensor)
                 return
     else:
-        node = _producers(model.graph)[name]
+        node = _producers(model)[name]
         _constant_value_attr(node).t.CopyFrom(tensor)
         return
     raise KeyError(name)
@@ -231,7 +257,7 @@ def file_size(path: Union[str, Path]) -> int:
 
 def _dq_int8_source(model, name: str):
     """If tensor ``name`` is produced by DequantizeLinear of a constant, that constant's (kind, name)."""
-    prod = _producers(model.graph)
+    prod = _producers(model)
     node = prod.get(name)
     if node is not None and node.op_type == "DequantizeLinear":
         try:
@@ -248,9 +274,10 @@ def locate_weight(model, weight_name: str, node_id: Optional[str] = None):
     ``_quantized`` INT8 twin, then the layer node's weight input (by ``node_id``) through
     DequantizeLinear / pass-through ops.
     """
-    inits = {t.name for t in model.graph.initializer}
-    prod = _producers(model.graph)
-    consumers_w = [n for n in model.graph.node if weight_name in n.input]
+    inits = {t.name for t in _all_initializers(model)}
+    prod = _producers(model)
+    nodes = _all_nodes(model)
+    consumers_w = [n for n in nodes if weight_name in n.input]
     # quantized: W -> QuantizeLinear? no: ORT stores W_quantized (int8) -> DequantizeLinear -> consumer
     if weight_name + "_quantized" in inits:
         return "initializer", weight_name + "_quantized", True
@@ -265,7 +292,7 @@ def locate_weight(model, weight_name: str, node_id: Optional[str] = None):
         kind, src = find_weight_source(model, weight_name)
         return kind, src, False
     if node_id:
-        for n in model.graph.node:
+        for n in nodes:
             if (n.name or (n.output[0] if n.output else "")) == node_id and len(n.input) > 1:
                 w = n.input[1]
                 q = _dq_int8_source(model, w)
@@ -281,13 +308,13 @@ def locate_weight(model, weight_name: str, node_id: Optional[str] = None):
 
 def _consumer_node_ids(model, weight_name: str) -> list[str]:
     """Node ids (name or first output) of the nodes consuming ``weight_name`` (through pass-through ops)."""
-    g = model.graph
+    nodes = _all_nodes(model)
     names = {weight_name}
     frontier = [weight_name]
     out = []
     while frontier:
         t = frontier.pop()
-        for n in g.node:
+        for n in nodes:
             if t in n.input:
                 if n.op_type in PASS_THROUGH_OPS:
                     for o in n.output:
@@ -502,8 +529,13 @@ def apply_optimization(
                 prog(f"quantizing: {step}", 0.3 + 0.4 * frac)
 
             qtmp = Path(tmp) / "int8.onnx"
-            qres = quantize_int8(pruned_path, qtmp, list(calibration), per_channel=True,
-                                 excluded_nodes=list(excluded), progress=qprog, cancel=cancel)
+            try:
+                qres = quantize_int8(pruned_path, qtmp, list(calibration), per_channel=True,
+                                     excluded_nodes=list(excluded), progress=qprog, cancel=cancel)
+            except ModelError as err:
+                reason = str(err).split(" failed: ", 1)[-1]
+                raise ModelError(f"INT8 quantization of the pruned {src.name} failed ({reason}): turn quantization "
+                                 "off for this optimization or exclude the failing layers") from err
             warnings.extend(qres.warnings)
             qmodel = _load(qtmp)
             fixed = _fix_int8_zeros(qmodel, pruned, sources)
