@@ -110,6 +110,8 @@ def main() -> int:
             print(f"{name} round {r + 1}: profile {wall:.2f} s, bare {bare:.2f} s, ratio {ratio:.3f}; "
                   f"median {prof.latency_ms['median']:.2f} ms, sum of node times {prof.total_node_ms:.2f} ms, "
                   f"node sum / median {cover:.3f}")
+            ph = prof.profiled.get("phase_seconds", {})
+            print("    phases: " + ", ".join(f"{k} {v:.2f}" for k, v in ph.items()))
         print(f"{name}: profile/bare median {statistics.median(ratios):.3f} (goal <= 1.3); "
               f"node sum/median median {statistics.median(covers):.3f}")
     return 0
