@@ -140,12 +140,12 @@ class SparsityDialog(ModalScreen[Optional[str]]):
 
     def __init__(self, layer: str, current: float) -> None:
         super().__init__()
-        self.layer = layer
+        self.layer_name = layer
         self.current = current
 
     def compose(self) -> ComposeResult:
         with Vertical():
-            yield Static(f"Sparsity of {self.layer}", classes="dialog-title", markup=False)
+            yield Static(f"Sparsity of {self.layer_name}", classes="dialog-title", markup=False)
             with Horizontal(classes="row"):
                 yield Label("Sparsity")
                 yield Input(f"{self.current:.3f}", id="sparsity-value")

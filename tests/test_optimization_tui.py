@@ -1,0 +1,242 @@
+"""Optimization section through Pilot at 80x24: create dialog -> per-layer edits -> settings -> export
+(files written, YAML parses with its tags, same per-layer sparsities); snapshots."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import pytest
+import yaml
+
+DEMO_DIMS = {"x:2": 48, "x:3": 192}
+
+
+class TagLoader(yaml.SafeLoader):
+    pass
+
+
+TagLoader.add_multi_constructor("!", lambda l, s, n: {"__tag__": s, **l.construct_mapping(n, deep=True)})
+
+
+def make_project(ws, demo_model):
+    return ws.create_project(str(demo_model), name="demo", dims=DEMO_DIMS)["id"]
+
+
+def make_app(ws, pid):
+    from sparsify_tui.tui.app import SparsifyApp
+
+    return SparsifyApp(project=pid, workspace=ws)
+
+
+async def wait_for(pilot, cond, timeout=30.0):
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        await pilot.pause(0.05)
+        if cond():
+            return
+    raise AssertionError("timed out")
+
+
+async def open_section(pilot):
+    await pilot.pause()
+    await pilot.press("4")
+    await wait_for(pilot, lambda: pilot.app.query("OptimizationSection"))
+    sec = pilot.app.query_one("OptimizationSection")
+    await wait_for(pilot, lambda: not any(w.group == "opt-load" for w in sec.workers))
+    await pilot.pause(0.1)
+    return sec
+
+
+async def settle(pilot, node):
+    """Wait until no worker of the section/dialog runs, then let the screen repaint."""
+    await wait_for(pilot, lambda: not any(w.is_running for w in node.workers))
+    await pilot.pause(0.5)
+    await pilot.wait_for_scheduled_animations()
+
+
+def stored(ws, pid):
+    return {r["name"]: r for r in ws.list_records(pid, "optimizations")}
+
+
+def test_create_edit_export_flow(workspace_home, demo_model, tmp_path):
+    from sparsify_tui.store import Workspace
+    from sparsify_tui.tui.widgets.tables import FilterableTable
+
+    ws = Workspace()
+    pid = make_project(ws, demo_model)
+    out = tmp_path / "out" / "my recipe.yaml"
+
+    async def run():
+        app = make_app(ws, pid)
+        async with app.run_test(size=(80, 24)) as pilot:
+            sec = await open_section(pilot)
+            assert sec.rec is None and sec.query_one("#opt-empty").display
+            # create through the dialog: FLOPS + Approximated (the project has no measured profiles)
+            await pilot.press("n")
+            await wait_for(pilot, lambda: type(app.screen).__name__ == "CreateOptimizationDialog")
+            dlg = app.screen
+            dlg.query_one("#create-name").value = "tui opt"
+            dlg.query_one("#create-sparsity").value = "0.7"
+            dlg.query_one("#create-quantize").value = True
+            dlg.query_one("#create-name").focus()
+            await pilot.press("enter")
+            await wait_for(pilot, lambda: "tui opt" in stored(ws, pid) and sec.rec is not None)
+            rec = stored(ws, pid)["tui opt"]
+            assert rec["perf_profile"] == "flops" and rec["loss_profile"] == "approximated"
+            assert rec["quantization"]["enabled"]
+            assert abs(rec["estimates"]["avg_sparsity"] - 0.7) <= 0.02
+            assert "tui opt" in str(sec.query_one("#opt-header").render())
+            # per-layer editor: + on the second row, then enter -> dialog -> 0.5
+            sec.query_one("#opt-tabs").active = "tab-layers"
+            await pilot.pause(0.1)
+            table = sec.query_one("#layer-table", FilterableTable)
+            table.focus()
+            await pilot.press("down")
+            layer = table.current_row()["layer"]
+            before = table.current_row()["sparsity"]
+            await pilot.press("plus")
+            await wait_for(pilot, lambda: stored(ws, pid)["tui opt"]["overrides"].get(layer) is not None)
+            assert stored(ws, pid)["tui opt"]["overrides"][layer] == pytest.approx(min(0.99, before + 0.05))
+            await pilot.press("enter")
+            await wait_for(pilot, lambda: type(app.screen).__name__ == "SparsityDialog")
+            app.screen.query_one("#sparsity-value").value = "0.5"
+            await pilot.press("enter")
+            await wait_for(pilot, lambda: stored(ws, pid)["tui opt"]["overrides"].get(layer) == 0.5)
+            # average sparsity input: re-evaluates and keeps the override
+            sec.query_one("#opt-tabs").active = "tab-pruning"
+            await pilot.pause(0.1)
+            inp = sec.query_one("#in-sparsity")
+            inp.focus()
+            inp.value = "0.6"
+            await pilot.press("enter")
+            await wait_for(pilot, lambda: stored(ws, pid)["tui opt"]["settings"]["sparsity"] == 0.6)
+            rec = stored(ws, pid)["tui opt"]
+            assert rec["overrides"] == {layer: 0.5}
+            assert abs(rec["estimates"]["avg_sparsity"] - 0.6) <= 0.02
+            # export dialog: default path under the project, typed path, plain PyTorch code, write
+            sec.query_one("#opt-list").focus()
+            await pilot.press("e")
+            await wait_for(pilot, lambda: type(app.screen).__name__ == "ExportDialog")
+            dlg = app.screen
+            assert dlg.query_one("#export-path").value.endswith("recipes/tui_opt.yaml")
+            await wait_for(pilot, lambda: "GMPruningModifier" in dlg.query_one("#export-yaml").text)
+            assert "def sparsity_at" in dlg.query_one("#export-code").text
+            dlg.query_one("#export-path").value = str(out)
+            await pilot.press("ctrl+s")
+            await wait_for(pilot, lambda: dlg.result is not None)
+            assert str(out) in str(dlg.query_one("#export-msg").render())
+            await pilot.press("escape")
+            await wait_for(pilot, lambda: type(app.screen).__name__ != "ExportDialog")
+        return rec
+
+    rec = asyncio.run(run())
+    data = yaml.load(out.read_text(), Loader=TagLoader)
+    assert data["version"] == "1.1.0"
+    got = {}
+    for m in data["modifiers"]:
+        if m["__tag__"] == "GMPruningModifier":
+            got.update({p: m["final_sparsity"] for p in m["params"]})
+    from sparsify_tui.optimization import layer_sparsities
+
+    assert got == pytest.approx(layer_sparsities(rec))
+    assert any(m["__tag__"] == "QuantizationModifier" for m in data["modifiers"])
+    code = out.with_name("my recipe_pytorch_plain.py")
+    compile(code.read_text(), str(code), "exec")
+
+
+def test_copy_quantization_and_lr_edit(workspace_home, demo_model):
+    from sparsify_tui.optimization import core
+    from sparsify_tui.store import Workspace
+
+    ws = Workspace()
+    pid = make_project(ws, demo_model)
+    core.create_optimization(ws, pid, "base", sparsity=0.7)
+
+    async def run():
+        app = make_app(ws, pid)
+        async with app.run_test(size=(80, 24)) as pilot:
+            sec = await open_section(pilot)
+            assert sec.rec["name"] == "base"
+            await pilot.press("c")
+            await wait_for(pilot, lambda: "base v2" in stored(ws, pid) and sec.rec["name"] == "base v2")
+            # quantization on, exclude one layer
+            sec.query_one("#opt-tabs").active = "tab-quant"
+            await pilot.pause(0.1)
+            sec.query_one("#q-enabled").value = True
+            await wait_for(pilot, lambda: stored(ws, pid)["base v2"]["quantization"]["enabled"])
+            await pilot.pause(0.2)
+            sl = sec.query_one("#q-excluded")
+            first = sl.get_option_at_index(0).value
+            sl.select(first)
+            await wait_for(pilot, lambda: stored(ws, pid)["base v2"]["quantization"]["excluded"] == [first])
+            # LR modifiers edited as text, applied with ctrl+s
+            sec.query_one("#opt-tabs").active = "tab-lr"
+            await pilot.pause(0.1)
+            ta = sec.query_one("#lr-text")
+            ta.load_text("set 0 lr=0.05\nstep 2-30 lr=0.05 step=5 gamma=0.5")
+            ta.focus()
+            await pilot.pause(0.1)
+            await pilot.press("ctrl+s")
+            await wait_for(pilot, lambda: stored(ws, pid)["base v2"]["lr_modifiers"][-1]["type"] == "step")
+            assert sec.query_one("#lr-chart").series["lr"][1][0] == pytest.approx(0.05)
+            # the original is unchanged
+            assert not stored(ws, pid)["base"]["quantization"]["enabled"]
+
+    asyncio.run(run())
+
+
+def test_snapshot_pruning_card(workspace_home, demo_model, snap_compare):
+    from sparsify_tui.optimization import core
+    from sparsify_tui.store import Workspace
+
+    ws = Workspace()
+    pid = make_project(ws, demo_model)
+    core.create_optimization(ws, pid, "snap", sparsity=0.7)
+
+    async def setup(pilot):
+        sec = await open_section(pilot)
+        sec.query_one("#opt-list").focus()
+        await settle(pilot, sec)
+
+    assert snap_compare(make_app(ws, pid), terminal_size=(80, 24), run_before=setup)
+
+
+def test_snapshot_layers_tab(workspace_home, demo_model, snap_compare):
+    from sparsify_tui.optimization import core
+    from sparsify_tui.store import Workspace
+
+    ws = Workspace()
+    pid = make_project(ws, demo_model)
+    core.create_optimization(ws, pid, "snap", sparsity=0.7)
+
+    async def setup(pilot):
+        sec = await open_section(pilot)
+        sec.query_one("#opt-tabs").active = "tab-layers"
+        await pilot.pause(0.2)
+        sec.query_one("#layer-table").focus()
+        await settle(pilot, sec)
+
+    assert snap_compare(make_app(ws, pid), terminal_size=(80, 24), run_before=setup)
+
+
+def test_snapshot_export_dialog(workspace_home, demo_model, snap_compare, monkeypatch):
+    from sparsify_tui.optimization import core
+    from sparsify_tui.optimization import export as export_mod
+    from sparsify_tui.store import Workspace
+
+    ws = Workspace()
+    pid = make_project(ws, demo_model)
+    core.create_optimization(ws, pid, "snap", sparsity=0.7)
+    # a stable path in the snapshot (the workspace is a temp dir)
+    monkeypatch.setattr(export_mod, "default_recipe_path", lambda ws, p, n: "recipes/snap.yaml")
+
+    async def setup(pilot):
+        await open_section(pilot)
+        await pilot.press("e")
+        await wait_for(pilot, lambda: type(pilot.app.screen).__name__ == "ExportDialog")
+        await wait_for(pilot, lambda: "GMPruning" in pilot.app.screen.query_one("#export-yaml").text)
+        pilot.app.screen.query_one("#export-write").focus()
+        await settle(pilot, pilot.app.screen)
+
+    assert snap_compare(make_app(ws, pid), terminal_size=(80, 24), run_before=setup)
