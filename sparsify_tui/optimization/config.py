@@ -153,7 +153,7 @@ def perf_int8_ms(perf: Optional[Dict[str, Any]]) -> Optional[float]:
     if not perf:
         return None
     int8 = (perf.get("profile") or {}).get("int8") or {}
-    if not isinstance(int8, dict):
+    if not isinstance(int8, dict) or int8.get("error") or int8.get("enabled") is False:
         return None
     for path in (("latency_ms", "median"), ("median_ms",), ("ms_per_batch",), ("median",), ("time_ms",)):
         cur: Any = int8

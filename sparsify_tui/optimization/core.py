@@ -76,6 +76,7 @@ def build_optimization(name: str, analysis: Dict[str, Any], perf: Optional[Dict[
                          **_quant_epochs(ep)},
         "epochs": ep, "lr_modifiers": schedule.default_lr_modifiers(training, ep), "training": training,
         "model": {"file": model_file, "baseline_ms": perf_model_ms(perf), "int8_ms": perf_int8_ms(perf),
+                  "nodes_total_ms": sum(float(n.get("time_ms") or 0) for n in (perf or {}).get("nodes", [])) or None,
                   "totals": dict(analysis.get("totals") or {}),
                   "perf_nodes": [{"id": n.get("id"), "time_ms": n.get("time_ms"),
                                   "int8_time_ms": n.get("int8_time_ms")}
@@ -105,8 +106,13 @@ def evaluate(rec: Dict[str, Any]) -> Dict[str, Any]:
     rec["estimates"] = model_estimates(
         layers, alloc.sparsities, totals=m.get("totals") or {}, baseline_ms=m.get("baseline_ms"),
         int8_ms=m.get("int8_ms"), quantize=bool(q.get("enabled")), excluded=list(q.get("excluded") or []),
-        perf_nodes=m.get("perf_nodes"), flops_profile=rec.get("perf_profile") == FLOPS)
+        perf_nodes=m.get("perf_nodes"), flops_profile=rec.get("perf_profile") == FLOPS,
+        nodes_total_ms=m.get("nodes_total_ms"))
     rec["warnings"] = list(alloc.warnings)
+    f = rec["estimates"].get("int8_factor")
+    if q.get("enabled") and f and f > 1.0:
+        rec["warnings"].append(f"measured INT8 is slower than FP32 on this server ({1 / f:.2f}x): "
+                               f"consider turning quantization off for onnxruntime")
     rec["estimates"]["max_reachable"] = alloc.max_reachable
     return rec
 

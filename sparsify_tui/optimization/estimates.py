@@ -5,7 +5,9 @@ All are **estimates**, and the time ones name the runtime they are for:
 * ``sparse_ms`` / ``sparse_speedup``: a CPU runtime with unstructured-sparse kernels (DeepSparse-like).
   ``baseline_ms - sum_i (t_i(0) - t_i(s_i))`` where ``t_i(s)`` interpolates the perf profile's
   ``est_pruned_ms`` between its levels (with the FLOPS profile: FLOPs share times the calibrated factor
-  :data:`config.SPARSE_RUNTIME_TIME_FACTOR`, in relative units, so only the speedup is shown). When the
+  :data:`config.SPARSE_RUNTIME_TIME_FACTOR`, in relative units, so only the speedup is shown). Per-node
+  times come from the profiled pass, so the saving is scaled by ``baseline_ms / sum(node time_ms)``
+  (the whole-model estimate is the sum of per-node estimates scaled to the unprofiled median). When the
   quantization modifier is on, it is multiplied by the measured INT8 gain.
 * ``ort_ms`` / ``ort_speedup``: onnxruntime, which gets **no** speedup from unstructured sparsity; only the
   measured INT8 gain applies (when quantizing and the perf profile measured INT8).
@@ -75,7 +77,7 @@ def int8_factor(layers: List[Dict[str, Any]], baseline_ms: Optional[float], int8
 def model_estimates(layers: List[Dict[str, Any]], sparsities: Dict[str, float], *, totals: Dict[str, Any],
                     baseline_ms: Optional[float], int8_ms: Optional[float], quantize: bool,
                     excluded: List[str], perf_nodes: Optional[List[Dict[str, Any]]] = None,
-                    flops_profile: bool = False) -> Dict[str, Any]:
+                    flops_profile: bool = False, nodes_total_ms: Optional[float] = None) -> Dict[str, Any]:
     """Model-level estimates (see the module docstring for every formula). Keys: ``label``,
     ``sparse_runtime``, ``ort_note``, ``baseline_ms``, ``sparse_ms``, ``sparse_speedup``, ``ort_ms``,
     ``ort_speedup``, ``int8_factor``, ``flops``, ``flops_pruned``, ``flops_reduction``, ``params``,
@@ -92,7 +94,10 @@ def model_estimates(layers: List[Dict[str, Any]], sparsities: Dict[str, float], 
     saved = sum(l["time_curve"][0] - _t(l, si) for l, si in zip(layers, s))
     factor = None if flops_profile else int8_factor(layers, baseline_ms, int8_ms, excluded, perf_nodes)
     q = factor if (quantize and factor) else 1.0
-    sparse = (base - saved) * q if base else None
+    # per-node times are from the profiled pass: scale the saving to the unprofiled latency
+    scale = (base / nodes_total_ms) if (base and nodes_total_ms and not flops_profile) else 1.0
+    saved *= scale
+    sparse = max(0.0, base - saved) * q if base else None
     ort = base * q if base else None
     le = layer_estimates(layers, sparsities)
     pruned = [(n[i], le[i]["recoverability"]) for i in range(len(layers)) if s[i] > 0]

@@ -1,0 +1,79 @@
+"""CLI: optimize + export (issue 5 item 5), through cli.main in-process."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import yaml
+
+from sparsify_tui.cli import main
+
+
+class TagLoader(yaml.SafeLoader):
+    pass
+
+
+TagLoader.add_multi_constructor("!", lambda l, s, n: {"__tag__": s, **l.construct_mapping(n, deep=True)})
+
+
+@pytest.fixture
+def project(workspace_home, demo_model):
+    from sparsify_tui.store import Workspace
+
+    ws = Workspace()
+    return ws, ws.create_project(str(demo_model), name="demo", dims={"x:2": 48, "x:3": 192})
+
+
+def test_optimize_json_then_export_default_and_custom_paths(project, capsys, tmp_path):
+    ws, p = project
+    assert main(["optimize", "demo", "--name", "v1", "--sparsity", "0.7", "--balance", "0.3", "--quantize",
+                 "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["name"] == "v1" and out["perf_profile"] == "flops" and out["loss_profile"] == "approximated"
+    assert abs(out["estimates"]["avg_sparsity"] - 0.7) <= 0.02
+    assert out["settings"]["balance"] == 0.3 and out["quantization"]["enabled"]
+    assert "time_curve" not in out["layers"][0]
+    # default recipe path: <project>/recipes/<name>.yaml
+    assert main(["export", "demo", "v1", "--json"]) == 0
+    res = json.loads(capsys.readouterr().out)
+    assert res["recipe_path"] == str(ws.project_dir(p["id"]) / "recipes" / "v1.yaml")
+    data = yaml.load(open(res["recipe_path"]).read(), Loader=TagLoader)
+    assert data["version"] == "1.1.0" and data["modifiers"][0]["__tag__"] == "EpochRangeModifier"
+    # custom paths + code
+    recipe, code = tmp_path / "r.yaml", tmp_path / "train.py"
+    assert main(["export", "demo", "v1", "-o", str(recipe), "--code", "pytorch-plain", "-O", str(code)]) == 0
+    printed = capsys.readouterr().out
+    assert str(recipe) in printed and str(code) in printed
+    compile(code.read_text(), str(code), "exec")
+    for fw in ("pytorch", "keras", "tensorflow"):
+        assert main(["export", "demo", "v1", "-o", str(recipe), "--code", fw, "--json"]) == 0
+        res = json.loads(capsys.readouterr().out)
+        assert res["code_path"].endswith(f"r_{fw}.py")
+
+
+def test_optimize_errors_are_one_line(project, capsys):
+    assert main(["optimize", "demo", "--name", "a", "--sparsity", "1.5"]) == 2
+    err = capsys.readouterr().err
+    assert "sparsity" in err and err.count("\n") == 1
+    assert main(["optimize", "demo", "--name", "a", "--perf", "nope"]) == 2
+    assert "nope" in capsys.readouterr().err
+    assert main(["optimize", "demo", "--name", "a", "--override", "nosuchweight=0.5"]) == 2
+    assert "nosuchweight" in capsys.readouterr().err
+    assert main(["export", "demo", "missing"]) == 2
+    assert "missing" in capsys.readouterr().err
+    # nothing was stored by the failed commands
+    ws, p = project
+    assert ws.list_records(p["id"], "optimizations") == []
+
+
+def test_optimize_text_output_and_override(project, capsys):
+    ws, p = project
+    w = next(n["weight_name"] for n in ws.analysis_of(p["id"])["nodes"] if n.get("prunable"))
+    assert main(["optimize", "demo", "--name", "t", "--sparsity", "0.6", "--override", f"{w}=0.3"]) == 0
+    text = capsys.readouterr().out
+    assert "onnxruntime" in text and "est." in text and "override" in text
+    from sparsify_tui.optimization import layer_sparsities
+
+    rec = ws.find_record(p["id"], "optimizations", "t")
+    assert layer_sparsities(rec)[w] == 0.3
