@@ -258,3 +258,24 @@ def test_user_dims_and_scalar_inputs_are_what_a_setup_dialog_asks():
     assert [sd.key for sd in user_dims(cls)] == ["x:2", "x:3"] and scalar_inputs(cls) == []
     mobilenet = load_model(shared_model("mobilenet_v2.onnx"), load_external_data=False)
     assert user_dims(mobilenet) == [] and [sd.is_batch for sd in symbolic_dims(mobilenet)] == [True]
+
+
+def test_unknown_standard_op_and_local_functions(tmp_path):
+    def save(nodes, functions=(), opsets=(("", 17),)):
+        graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 2])],
+                                  [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+        model = helper.make_model(graph, opset_imports=[helper.make_opsetid(d, v) for d, v in opsets],
+                                  functions=list(functions))
+        model.ir_version = 8
+        path = tmp_path / f"m{len(list(tmp_path.iterdir()))}.onnx"
+        onnx.save(model, path)
+        return path
+
+    with pytest.raises(ModelError, match="NotARealOp"):
+        load_model(save([helper.make_node("NotARealOp", ["x"], ["y"])]))
+    # an op from a model-local function domain is defined by the model itself: fine
+    fn = helper.make_function("local.fn", "Double", ["a"], ["b"], [helper.make_node("Add", ["a", "a"], ["b"])],
+                              [helper.make_opsetid("", 17)])
+    path = save([helper.make_node("Double", ["x"], ["y"], domain="local.fn")], [fn],
+                (("", 17), ("local.fn", 1)))
+    assert load_model(path).graph.node[0].op_type == "Double"
