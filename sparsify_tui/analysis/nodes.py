@@ -436,7 +436,9 @@ def _node_info(index, gpath, node, nid, shapes, consts: _ConstTable) -> tuple[No
     outputs = list(node.output)
     in_shapes = [(shapes.get(i) if i else "absent") for i in inputs]
     out_shapes = [shapes.get(o) if o else None for o in outputs]
-    attrs = {a.name: v for a in node.attribute if (v := _attr_value(a)) is not None}
+    # small attributes only (kernel_shape, strides, group, perm...): long lists would bloat the JSON
+    attrs = {a.name: v for a in node.attribute
+             if (v := _attr_value(a)) is not None and not (isinstance(v, list) and len(v) > 64)}
     info = NodeInfo(index=index, id=nid, op_type=op, domain=node.domain, graph=gpath, inputs=inputs,
                     outputs=outputs, input_shapes=[None if s == "absent" else s for s in in_shapes],
                     output_shapes=out_shapes, attrs=attrs, name=node.name)
