@@ -41,6 +41,7 @@ ANONYMOUS_PATTERNS = [
     re.compile(r"^(_v_|_param_constant)\d*"),
     re.compile(r"^[A-Za-z]+_\d+$"),      # "Conv_12", "MatMul_3": node-derived names
     re.compile(r"@\d+$"),                # names derived from a node id ("Conv@3")
+    re.compile(r"(^|/)Const(ant)?_\d+(:\d+)?$"),  # tf2onnx / jax2tf constants ("model/Const_24:0")
 ]
 
 
