@@ -684,6 +684,8 @@ def record_summary(prof: PerfProfile) -> dict:
         "warmup": prof.warmup,
         "iterations": prof.iterations,
         "dims": prof.dims,
+        "int8_enabled": bool(i8.get("enabled")),
+        "data": (prof.inputs or {}).get("path"),
         "status": prof.status,
     }
 

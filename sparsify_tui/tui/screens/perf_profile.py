@@ -1,35 +1,472 @@
-"""View of one measured performance profile (placeholder; owned by the perf engineer, issue 3).
+"""View of one measured performance profile, and the add / rerun / delete actions of the Perf section.
 
-`PerfProfileView(project_id, record_id)` is a Textual `Widget` mounted by
-`sparsify_tui.tui.screens.perf.PerfSection` when the user selects a measured profile in the list
-(the FLOPS profile view is the TUI engineer's, in perf.py). Data: `self.app.workspace` and
-`sparsify_tui.profiling.perf.load_perf_profile`.
+`PerfProfileView(project_id, record_id)` is mounted by `sparsify_tui.tui.screens.perf.PerfSection` when a
+measured profile is selected. Tabs (keys m / l / g from the section):
 
-Optional hooks that PerfSection calls when they exist in this module (looked up with getattr):
-- `add_profile_action(section)`      key `a`: add (create + submit) a perf profile job
-- `rerun_profile_action(section, record_id)`  key `r`: rerun the selected profile
-- `delete_profile_action(section, record_id)` key `delete`: delete the selected profile
-`section` is the PerfSection; call `section.reload_profiles()` after changing records.
+* **Summary**: Model Summary (batch, cores, instruction sets; measured ms/batch and items/s; *estimated*
+  pruned ms/batch and speedup at the chosen level; measured INT8 ms/batch and speedup) and Layer
+  Summaries: a bar chart of time per op type. `y` cycles the Summary Type (Baseline ms, Pruned s ms
+  (est.) for each level, INT8 ms (measured)); `v` (chart) cycles values / % / log; `t` shows the table.
+* **Layer Results**: every node in graph order (index, node id, op type, weight, baseline ms, % of total,
+  FLOPs, GFLOP/s, est. pruned ms at the chosen level, INT8 ms), sortable (`s`) and filterable (`/`);
+  `k` changes the pruned level.
+* **Top Layers**: chart of the top N nodes by baseline ms (`n`: 10, 20, 50, all).
+
+Pruned times are estimates for a sparse-kernel runtime: onnxruntime gains nothing from unstructured
+sparsity, and the view says so. Hooks called by PerfSection: `add_profile_action(section)`,
+`rerun_profile_action(section, record_id)`, `delete_profile_action(section, record_id)`.
 """
 
 from __future__ import annotations
 
+from collections import defaultdict
+from typing import Any, Optional
+
+from textual import on, work
 from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.screen import ModalScreen
 from textual.widget import Widget
-from textual.widgets import Static
+from textual.widgets import Button, Checkbox, Input, Label, Static, TabbedContent, TabPane
+from textual.worker import Worker, WorkerState
+
+from sparsify_tui.tui.widgets.charts import BarChart
+from sparsify_tui.tui.widgets.tables import Column, FilterableTable, format_count, format_percent
+
+LEVELS = ("0.4", "0.6", "0.7", "0.8", "0.85", "0.9", "0.95", "0.975", "0.99")
+DEFAULT_LEVEL = "0.9"
+TOP_N_CHOICES = (10, 20, 50, 0)  # 0 = all
+TABLE = "perf_profiles"
+
+
+def summary_types(has_int8: bool) -> list[tuple[str, str]]:
+    """(key, label) of the Summary Type choices: baseline, each pruned level (est.), INT8 (measured)."""
+    out = [("baseline", "Baseline ms")]
+    out += [(lv, f"Pruned {lv} ms (est.)") for lv in LEVELS]
+    if has_int8:
+        out.append(("int8", "INT8 ms (measured)"))
+    return out
+
+
+def _ms(v: Optional[float]) -> str:
+    return "-" if v is None else f"{v:.3f}"
+
+
+def node_rows(profile, level: str) -> list[dict]:
+    """Table rows (graph order, special rows last) for the Layer Results table."""
+    rows = []
+    for n in profile.nodes:
+        rows.append({
+            "_key": n.index, "index": n.index, "id": n.id, "op_type": n.op_type, "weight_name": n.weight_name or "",
+            "time_ms": n.time_ms, "share": n.share, "flops": n.flops, "gflops": n.gflops_per_s,
+            "est_ms": n.est_pruned_ms.get(level, n.time_ms), "int8_ms": n.int8_time_ms,
+            "fused_into": n.fused_into or "",
+        })
+    return rows
+
+
+def model_summary_text(profile, level: str) -> str:
+    """The Model Summary block (Rich markup)."""
+    p = profile
+    lat = p.latency_ms or {}
+    isets = ", ".join(p.instruction_sets) or "unknown"
+    lines = [
+        f"[b]{p.name}[/b] · batch {p.batch_size} · {p.core_count} cores · onnxruntime {p.ort_version or '?'}",
+        f"Instruction sets: {isets}",
+        f"[b]Measured[/b] {_ms(lat.get('median'))} ms/batch (p90 {_ms(lat.get('p90'))}) · "
+        f"{p.items_per_second:.1f} items/s",
+    ]
+    est_ms = p.estimated_ms(level)
+    lv = (p.pruned_estimate.get("levels") or {}).get(level) or {}
+    if est_ms is not None:
+        lines.append(f"[b]Est. pruned {level}[/b] {est_ms:.3f} ms/batch · {lv.get('speedup') or 1:.2f}× (est., "
+                     f"sparse-kernel runtime)")
+    i8 = p.int8 or {}
+    if i8.get("error"):
+        lines.append(f"[b]INT8[/b] failed: {i8['error']}")
+    elif i8.get("enabled"):
+        lines.append(f"[b]INT8 measured[/b] {_ms((i8.get('latency_ms') or {}).get('median'))} ms/batch · "
+                     f"{(i8.get('speedup') or 0):.2f}×")
+    else:
+        lines.append("[b]INT8[/b] not measured")
+    lines.append("[dim]onnxruntime gets no speedup from unstructured sparsity (1.0×): pruned times are "
+                 "estimates for a sparse-kernel runtime, calibrated on measured DeepSparse speedups.[/dim]")
+    return "\n".join(lines)
 
 
 class PerfProfileView(Widget):
-    """One measured perf profile (coming soon)."""
+    """One measured perf profile: Summary, Layer Results and Top Layers tabs."""
 
     DEFAULT_CSS = """
-    PerfProfileView { height: auto; padding: 1 2; }
+    PerfProfileView { height: 1fr; }
+    PerfProfileView #perf-summary { height: auto; padding: 0 1; }
+    PerfProfileView .perf-line { height: 1; padding: 0 1; color: $text-muted; }
+    PerfProfileView FilterableTable { height: 1fr; }
     """
+
+    BINDINGS = [
+        Binding("y", "cycle_summary_type", "Summary type", id="perfprofile.summary_type",
+                tooltip="Layer Summaries: baseline ms, pruned ms (est.) at each level, INT8 ms (measured)"),
+        Binding("k", "cycle_level", "Pruned level", id="perfprofile.level",
+                tooltip="Sparsity level of the estimated pruned times (0.4 … 0.99)"),
+        Binding("n", "cycle_top_n", "Top N", show=False, id="perfprofile.top_n",
+                tooltip="Top layers: 10, 20, 50 or all"),
+    ]
 
     def __init__(self, project_id: str, record_id: str, **kwargs) -> None:
         super().__init__(**kwargs)
         self.project_id = project_id
         self.record_id = record_id
+        self.profile = None
+        self.level = DEFAULT_LEVEL
+        self.summary_type = "baseline"
+        self.top_n = 20
 
     def compose(self) -> ComposeResult:
-        yield Static(f"Performance profile {self.record_id}: coming soon.", classes="placeholder")
+        with TabbedContent(initial="summary"):
+            with TabPane("Summary", id="summary"):
+                with VerticalScroll():
+                    yield Static("Loading the profile…", id="perf-summary")
+                    yield Static("", id="summary-type", classes="perf-line")
+                    yield BarChart(title="Layer Summaries", unit="ms", id="op-chart")
+            with TabPane("Layer Results", id="layers"):
+                yield Static("", id="level-line", classes="perf-line")
+                yield FilterableTable(self._columns(), id="layer-table")
+            with TabPane("Top Layers", id="top"):
+                with VerticalScroll():
+                    yield BarChart(title="Top layers by baseline ms", unit="ms", id="top-chart")
+
+    def _columns(self) -> list[Column]:
+        return [
+            Column("index", "#", numeric=True),
+            Column("id", "Node id", filter=True),
+            Column("op_type", "Op type", filter=True),
+            Column("weight_name", "Weight", filter=True),
+            Column("time_ms", "ms", numeric=True, fmt=_ms),
+            Column("share", "%", numeric=True, fmt=format_percent),
+            Column("flops", "FLOPs", numeric=True, fmt=format_count),
+            Column("gflops", "GFLOP/s", numeric=True, fmt=lambda v: "-" if v is None else f"{v:.1f}"),
+            Column("est_ms", "Est. ms", numeric=True, fmt=_ms),
+            Column("int8_ms", "INT8 ms", numeric=True, fmt=_ms),
+            Column("fused_into", "Fused into", filter=True),
+        ]
+
+    def on_mount(self) -> None:
+        self._load()
+
+    def focus_default(self) -> None:
+        self.query_one(TabbedContent).query_one("Tabs").focus()
+
+    @work(thread=True, exclusive=True, exit_on_error=False, group="perf-profile", description="read perf profile")
+    def _load(self):
+        from sparsify_tui.profiling.perf import load_perf_profile
+
+        return load_perf_profile(self.app.workspace, self.project_id, self.record_id)
+
+    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
+        if event.worker.name != "_load":
+            return
+        if event.state == WorkerState.ERROR:
+            self.query_one("#perf-summary", Static).update("Could not read this profile.")
+            self.app.show_error(event.worker.error)
+        elif event.state == WorkerState.SUCCESS:
+            self.show_profile(event.worker.result)
+
+    # -- rendering -------------------------------------------------------------------------------
+    def show_profile(self, profile) -> None:
+        self.profile = profile
+        self._render_summary()
+        self._render_op_chart()
+        self._render_table()
+        self._render_top()
+
+    def _has_int8(self) -> bool:
+        i8 = (self.profile.int8 or {}) if self.profile else {}
+        return bool(i8.get("enabled") and not i8.get("error"))
+
+    def _render_summary(self) -> None:
+        self.query_one("#perf-summary", Static).update(model_summary_text(self.profile, self.level))
+
+    def _render_op_chart(self) -> None:
+        types = dict(summary_types(self._has_int8()))
+        label = types.get(self.summary_type, "Baseline ms")
+        totals = self.profile.op_type_totals(self.summary_type)
+        items = sorted(totals.items(), key=lambda kv: -kv[1])
+        self.query_one("#summary-type", Static).update(f"Summary type: {label}  (y: change)")
+        self.query_one("#op-chart", BarChart).set_data(
+            [k for k, _ in items], [v for _, v in items], title=f"Layer Summaries: {label} per op type")
+
+    def _render_table(self) -> None:
+        self.query_one("#level-line", Static).update(
+            f"Est. ms: pruned to {self.level} (est.; onnxruntime: no gain) · k: level")
+        self.query_one("#layer-table", FilterableTable).set_rows(node_rows(self.profile, self.level))
+
+    def _render_top(self) -> None:
+        nodes = sorted((n for n in self.profile.nodes if n.time_ms > 0), key=lambda n: -n.time_ms)
+        if self.top_n:
+            nodes = nodes[: self.top_n]
+        title = (f"Top {self.top_n} nodes by baseline ms" if self.top_n else "All nodes by baseline ms")
+        self.query_one("#top-chart", BarChart).set_data(
+            [n.id for n in nodes], [n.time_ms for n in nodes], title=title + " [dim](n: top N)[/dim]",
+            total=self.profile.total_node_ms or None)
+
+    # -- actions -----------------------------------------------------------------------------------
+    def action_cycle_summary_type(self) -> None:
+        if self.profile is None:
+            return
+        keys = [k for k, _ in summary_types(self._has_int8())]
+        i = keys.index(self.summary_type) if self.summary_type in keys else -1
+        self.summary_type = keys[(i + 1) % len(keys)]
+        self._render_op_chart()
+
+    def action_cycle_level(self) -> None:
+        if self.profile is None:
+            return
+        i = LEVELS.index(self.level) if self.level in LEVELS else -1
+        self.level = LEVELS[(i + 1) % len(LEVELS)]
+        self._render_summary()
+        self._render_table()
+
+    def action_cycle_top_n(self) -> None:
+        if self.profile is None:
+            return
+        i = TOP_N_CHOICES.index(self.top_n) if self.top_n in TOP_N_CHOICES else 0
+        self.top_n = TOP_N_CHOICES[(i + 1) % len(TOP_N_CHOICES)]
+        self._render_top()
+
+    def action_tab(self, tab: str) -> None:
+        tabs = self.query_one(TabbedContent)
+        tabs.active = tab
+        target = {"summary": "#op-chart", "layers": "#layer-table", "top": "#top-chart"}[tab]
+        widget = self.query_one(target)
+        if isinstance(widget, FilterableTable):
+            widget.focus()
+        else:
+            widget.query_one("VerticalScroll").focus()
+
+
+# ------------------------------------------------------------------------------------------ dialogs
+class PerfProfileDialog(ModalScreen[Optional[str]]):
+    """Add (or rerun) a perf profile: the form, then the job's live progress. Dismisses with the new
+    record id when the job completes, or None when closed (the job keeps running in the background)."""
+
+    DEFAULT_CSS = """
+    PerfProfileDialog { align: center middle; }
+    PerfProfileDialog > Vertical { width: 64; max-width: 100%; height: auto; max-height: 100%;
+        border: thick $accent; background: $surface; padding: 0 1; }
+    PerfProfileDialog .dialog-title { text-style: bold; height: auto; margin-bottom: 1; }
+    PerfProfileDialog #form { height: auto; }
+    PerfProfileDialog #progress { height: auto; }
+    PerfProfileDialog .row { height: 1; }
+    PerfProfileDialog .row > Label { width: 16; }
+    PerfProfileDialog .row > Input { width: 1fr; }
+    PerfProfileDialog #int8 { margin-top: 1; }
+    PerfProfileDialog #error { color: $error; height: auto; }
+    PerfProfileDialog .buttons { height: auto; align-horizontal: right; }
+    PerfProfileDialog .buttons Button { margin-left: 1; min-width: 10; }
+    """
+
+    BINDINGS = [
+        Binding("escape", "close", "Close", id="perfprofile.dialog.close",
+                tooltip="Close the dialog (a started job keeps running)"),
+        Binding("ctrl+r", "run", "Run", id="perfprofile.dialog.run", tooltip="Start the perf profile job"),
+    ]
+
+    def __init__(self, project_id: str, defaults: dict, *, job: Optional[dict] = None) -> None:
+        super().__init__()
+        self.project_id = project_id
+        self.defaults = defaults
+        self.job = job
+
+    def compose(self) -> ComposeResult:
+        d = self.defaults
+        with Vertical():
+            yield Static("New performance profile (measured with onnxruntime)", classes="dialog-title")
+            with Vertical(id="form"):
+                for key, label, kind in (("name", "Name", "text"), ("batch_size", "Batch size", "integer"),
+                                         ("core_count", "Cores", "integer"), ("warmup", "Warm-up runs", "integer"),
+                                         ("iterations", "Timed runs", "integer")):
+                    with Horizontal(classes="row"):
+                        yield Label(label)
+                        yield Input(str(d.get(key, "")), id=key, type=kind, compact=True)
+                yield Checkbox("Also quantize to INT8 and measure it", bool(d.get("int8", True)), id="int8",
+                               compact=True)
+            yield Static("", id="error")
+            yield Vertical(id="progress")
+            with Horizontal(classes="buttons"):
+                yield Button("Run", variant="primary", id="run")
+                yield Button("Close", id="close")
+
+    def on_mount(self) -> None:
+        if self.job is not None:
+            self._follow(self.job)
+        else:
+            self.query_one("#name", Input).focus()
+
+    def values(self) -> dict:
+        """Job args from the form; raises ValueError with a one-line message."""
+        name = self.query_one("#name", Input).value.strip() or "baseline"
+        out: dict = {"name": name, "int8": self.query_one("#int8", Checkbox).value,
+                     "dims": self.defaults.get("dims") or {}}
+        for key, label, low in (("batch_size", "Batch size", 1), ("core_count", "Cores", 1),
+                                ("warmup", "Warm-up runs", 0), ("iterations", "Timed runs", 1)):
+            text = self.query_one(f"#{key}", Input).value.strip()
+            try:
+                value = int(text)
+            except ValueError:
+                raise ValueError(f"{label} must be a whole number") from None
+            if value < low:
+                raise ValueError(f"{label} must be {low} or more")
+            out[key] = value
+        maxc = self.defaults.get("max_cores")
+        if maxc and out["core_count"] > maxc:
+            raise ValueError(f"Cores must be at most {maxc} (the cores this machine lets us use)")
+        return out
+
+    def action_run(self) -> None:
+        if self.job is not None:
+            return
+        try:
+            args = self.values()
+        except ValueError as err:
+            self.query_one("#error", Static).update(str(err))
+            return
+        self.query_one("#error", Static).update("")
+        self.query_one("#run", Button).disabled = True
+        self._submit(args)
+
+    @work(thread=True, exclusive=True, exit_on_error=False, group="perf-submit", description="submit perf job")
+    def _submit(self, args: dict) -> dict:
+        from sparsify_tui import jobs
+
+        return jobs.submit(self.app.workspace, self.project_id, "perf_profile", args)
+
+    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
+        if event.worker.name != "_submit":
+            return
+        if event.state == WorkerState.ERROR:
+            self.query_one("#run", Button).disabled = False
+            self.query_one("#error", Static).update(str(event.worker.error))
+        elif event.state == WorkerState.SUCCESS:
+            self._follow(event.worker.result)
+
+    def _follow(self, job: dict) -> None:
+        from sparsify_tui.tui.widgets.jobs import JobProgress
+
+        self.job = job
+        self.query_one("#form").display = False
+        self.query_one("#run", Button).display = False
+        self.query_one("#close", Button).label = "Hide"
+        self.query_one("#progress").mount(JobProgress(job["id"], id="job-progress"))
+        self.query_one("#close", Button).focus()
+
+    def on_job_progress_finished(self, event) -> None:
+        status = event.status
+        if status == "completed":
+            self.dismiss((event.job.get("result") or {}).get("record_id"))
+        elif status == "error":
+            self.query_one("#error", Static).update(f"The profile failed: {event.job.get('error') or 'see the job log'}")
+        else:
+            self.query_one("#error", Static).update(f"The profile job was {status}.")
+
+    def action_close(self) -> None:
+        self.dismiss(None)
+
+    @on(Input.Submitted)
+    def _submitted(self, event: Input.Submitted) -> None:
+        event.stop()
+        self.action_run()
+
+    @on(Button.Pressed)
+    def _button(self, event: Button.Pressed) -> None:
+        event.stop()
+        if event.button.id == "run":
+            self.action_run()
+        else:
+            self.action_close()
+
+
+def _defaults(section, record: Optional[dict] = None) -> dict:
+    from sparsify_tui.profiling.session import available_cores
+
+    project = section.app.workspace.get_project(section.project_id)
+    setup = project.get("setup") or {}
+    d = {
+        "name": setup.get("perf_name") or "baseline",
+        "batch_size": setup.get("batch_size") or 1,
+        "core_count": setup.get("core_count") or available_cores(),
+        "warmup": 5,
+        "iterations": 30,
+        "int8": True,
+        "dims": setup.get("dims") or {},
+        "max_cores": available_cores(),
+    }
+    if record:
+        for k in ("name", "batch_size", "core_count", "warmup", "iterations", "dims", "data"):
+            if record.get(k) is not None:
+                d[k] = record[k]
+        d["int8"] = bool(record.get("int8_enabled", record.get("int8_ms") is not None))
+    return d
+
+
+def _after(section):
+    def done(record_id: Optional[str]) -> None:
+        section.reload_profiles()
+        if record_id:
+            section.select_profile(str(record_id))
+    return done
+
+
+def add_profile_action(section) -> None:
+    """Key `a` in the Perf section: the add dialog (name, batch, cores, warm-up, iterations, INT8), then
+    the job (``jobs.submit(ws, project, "perf_profile", args)``) with live progress."""
+    try:
+        defaults = _defaults(section)
+    except Exception as err:  # unreadable project: show it, keep the app up
+        section.app.show_error(err)
+        return
+    section.app.push_screen(PerfProfileDialog(section.project_id, defaults), _after(section))
+
+
+def rerun_profile_action(section, record_id: str) -> None:
+    """Key `r`: measure the selected profile again with its settings; the result replaces its data."""
+    from sparsify_tui import jobs
+
+    ws = section.app.workspace
+    try:
+        rec = ws.get_record(section.project_id, TABLE, record_id)
+        d = _defaults(section, rec)
+        args = {k: d.get(k) for k in ("name", "batch_size", "core_count", "warmup", "iterations", "int8", "dims",
+                                      "data")}
+        args["record_id"] = record_id
+        job = jobs.submit(ws, section.project_id, "perf_profile", args)
+    except Exception as err:
+        section.app.show_error(err)
+        return
+    section.app.push_screen(PerfProfileDialog(section.project_id, d, job=job), _after(section))
+
+
+def delete_profile_action(section, record_id: str) -> None:
+    """Key `delete`: confirm, then delete the record and its stored result."""
+    from sparsify_tui.tui.widgets.dialogs import ConfirmDialog
+
+    ws = section.app.workspace
+    try:
+        rec = ws.get_record(section.project_id, TABLE, record_id)
+    except Exception as err:
+        section.app.show_error(err)
+        return
+
+    def answer(yes: Optional[bool]) -> None:
+        if not yes:
+            return
+        try:
+            ws.delete_record(section.project_id, TABLE, record_id)
+        except Exception as err:
+            section.app.show_error(err)
+            return
+        section.select_profile("flops")
+        section.reload_profiles()
+
+    section.app.push_screen(ConfirmDialog(f"Delete perf profile {rec.get('name') or record_id!r}?"), answer)

@@ -1,0 +1,200 @@
+"""Perf profile view through Pilot on a seeded stored result (nothing is measured): Model Summary,
+Layer Summaries types, Layer Results level/filter, Top Layers, add dialog validation, delete; 80x24 snapshots."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from sparsify_tui.profiling import perf_estimate as est
+from sparsify_tui.profiling.perf import NodePerf, PerfProfile, _model_estimates, record_summary
+
+SIZE = (80, 24)
+DEMO_DIMS = {"x:2": 48, "x:3": 192}
+
+
+def seeded_profile(analysis: dict) -> PerfProfile:
+    """A deterministic profile over the demo model's nodes: convs 0.02-0.08 ms, others 0.005 ms."""
+    nodes = []
+    for n in analysis["nodes"]:
+        prunable = bool(n.get("prunable"))
+        t = 0.01 * (n["index"] % 7 + 2) if n["op_type"] == "Conv" else (0.005 if n["index"] % 3 == 0 else 0.0)
+        nodes.append(NodePerf(index=n["index"], id=n["id"], op_type=n["op_type"], weight_name=n.get("weight_name"),
+                              time_ms=t, flops=int(n.get("flops") or 0),
+                              gflops_per_s=(n.get("flops") or 0) / (t * 1e-3) / 1e9 if t else None,
+                              est_pruned_ms=est.estimate_node_ms(t, prunable, 0.2),
+                              int8_time_ms=t * 0.4, prunable=prunable))
+    nodes.append(NodePerf(index=len(nodes), id="[layout conversion]", op_type="layout conversion", time_ms=0.03,
+                          est_pruned_ms=est.estimate_node_ms(0.03, False, 0.0), int8_time_ms=0.01))
+    total = sum(n.time_ms for n in nodes)
+    for n in nodes:
+        n.share = n.time_ms / total
+    prof = PerfProfile(name="baseline", batch_size=1, core_count=2, instruction_sets=["AVX2", "AVX512F", "AVX512_VNNI"],
+                       latency_ms={"median": 1.25, "p90": 1.4, "mean": 1.3, "min": 1.2}, items_per_second=800.0,
+                       int8={"enabled": True, "error": None, "latency_ms": {"median": 0.5, "p90": 0.6, "mean": 0.55,
+                                                                            "min": 0.45},
+                             "items_per_second": 2000.0, "speedup": 2.5},
+                       nodes=nodes, ort_version="1.31.1", created="2026-01-01T00:00:00Z", warmup=5, iterations=30)
+    prof.pruned_estimate = _model_estimates(nodes, 1.25, 0.2)
+    return prof
+
+
+def seed(ws, demo_model):
+    project = ws.create_project(str(demo_model), name="demo", dims=DEMO_DIMS)
+    pid = project["id"]
+    prof = seeded_profile(ws.analysis_of(pid))
+    rec = ws.add_record(pid, "perf_profiles", {"id": "perf1", **record_summary(prof)})
+    ws.write_blob(pid, f"perf_profiles/{rec['id']}.json", prof.to_dict())
+    return pid, prof
+
+
+def make_app(ws, pid):
+    from sparsify_tui.tui.app import SparsifyApp
+
+    return SparsifyApp(project=pid, workspace=ws)
+
+
+async def wait_for(pilot, predicate, timeout: float = 20.0):
+    deadline = time.monotonic() + timeout
+    while True:
+        await pilot.pause(0.05)
+        try:
+            if predicate():
+                return
+        except Exception:
+            pass
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {predicate}")
+
+
+async def open_profile(pilot):
+    from sparsify_tui.tui.screens.perf_profile import PerfProfileView
+
+    app = pilot.app
+    await wait_for(pilot, lambda: app.section == "perf" and len(app.query_one("#perf").records) == 1)
+    section = app.query_one("#perf")
+    section.focus_default()
+    await pilot.press("down", "enter")
+    await wait_for(pilot, lambda: app.query_one(PerfProfileView).profile is not None)
+    return section, app.query_one(PerfProfileView)
+
+
+@pytest.fixture
+def ws(workspace_home):
+    from sparsify_tui.store import Workspace
+
+    return Workspace()
+
+
+async def test_navigate_a_finished_profile(ws, demo_model):
+    from sparsify_tui.tui.widgets.charts import BarChart
+    from sparsify_tui.tui.widgets.tables import FilterableTable
+
+    pid, prof = seed(ws, demo_model)
+    app = make_app(ws, pid)
+    async with app.run_test(size=SIZE) as pilot:
+        section, view = await open_profile(pilot)
+        summary = str(view.query_one("#perf-summary").render())
+        assert "1.250 ms/batch" in summary and "800.0 items/s" in summary
+        assert "AVX512_VNNI" in summary and "INT8 measured" in summary and "2.50×" in summary
+        assert "est." in summary and "no speedup" in summary
+        chart = view.query_one("#op-chart", BarChart)
+        assert chart.labels[0] == "Conv" and "Baseline ms" in chart.title
+        conv_total = sum(n.time_ms for n in prof.nodes if n.op_type == "Conv")
+        assert chart.values[0] == pytest.approx(conv_total)
+        await pilot.press("m")  # focus the Summary tab (the profile list had the focus)
+        await pilot.press("y")  # Summary Type: first pruned level (est.)
+        assert "Pruned 0.4 ms (est.)" in chart.title
+        for _ in range(len(est.LEVELS)):
+            await pilot.press("y")
+        assert "INT8 ms (measured)" in chart.title
+        assert chart.values[0] == pytest.approx(conv_total * 0.4)
+
+        await pilot.press("l")  # Layer Results
+        table = view.query_one("#layer-table", FilterableTable)
+        await wait_for(pilot, lambda: len(table.rows_shown()) == len(prof.nodes))
+        assert [r["index"] for r in table.rows_shown()] == sorted(n.index for n in prof.nodes)  # graph order
+        conv = next(n for n in prof.nodes if n.prunable and n.time_ms > 0)
+        row = next(r for r in table.rows_shown() if r["id"] == conv.id)
+        assert row["est_ms"] == pytest.approx(conv.est_pruned_ms["0.9"])
+        await pilot.press("k")  # level 0.9 -> 0.95
+        row = next(r for r in table.all_rows if r["id"] == conv.id)
+        assert row["est_ms"] == pytest.approx(conv.est_pruned_ms["0.95"]) and row["est_ms"] < conv.time_ms
+        assert "0.95" in str(view.query_one("#level-line").render())
+        await pilot.press("slash", *"Conv", "enter")
+        n_conv = sum(n.op_type == "Conv" for n in prof.nodes)
+        await wait_for(pilot, lambda: n_conv <= len(table.rows_shown()) < len(prof.nodes))
+        for r in table.rows_shown():
+            assert "conv" in " ".join(str(r[k]) for k in ("id", "op_type", "weight_name", "fused_into")).lower()
+
+        await pilot.press("g")  # Top Layers
+        top = view.query_one("#top-chart", BarChart)
+        assert len(top.labels) == 20 and top.values == sorted(top.values, reverse=True)
+
+
+async def test_add_dialog_validates_and_delete_removes(ws, demo_model):
+    from sparsify_tui.tui.screens.perf_profile import PerfProfileDialog
+    from sparsify_tui.tui.widgets.dialogs import ConfirmDialog
+
+    pid, _ = seed(ws, demo_model)
+    app = make_app(ws, pid)
+    async with app.run_test(size=SIZE) as pilot:
+        section, view = await open_profile(pilot)
+        await pilot.press("a")
+        await wait_for(pilot, lambda: isinstance(app.screen, PerfProfileDialog))
+        dialog = app.screen
+        dialog.query_one("#core_count").value = "0"
+        await pilot.press("ctrl+r")
+        assert "Cores must be 1 or more" in str(dialog.query_one("#error").render())
+        assert dialog.job is None  # nothing submitted
+        await pilot.press("escape")
+        await wait_for(pilot, lambda: not isinstance(app.screen, PerfProfileDialog))
+
+        section.focus_default()
+        await pilot.press("delete")
+        await wait_for(pilot, lambda: isinstance(app.screen, ConfirmDialog))
+        app.screen.dismiss(True)
+        await wait_for(pilot, lambda: ws.list_records(pid, "perf_profiles") == [])
+        await wait_for(pilot, lambda: section.selected == "flops")
+
+
+def test_snapshot_profile_summary(workspace_home, demo_model, snap_compare):
+    from sparsify_tui.store import Workspace
+
+    ws = Workspace()
+    pid, _ = seed(ws, demo_model)
+
+    async def setup(pilot):
+        await open_profile(pilot)
+        await pilot.pause(0.3)
+
+    assert snap_compare(make_app(ws, pid), terminal_size=SIZE, run_before=setup)
+
+
+def test_snapshot_layer_results(workspace_home, demo_model, snap_compare):
+    from sparsify_tui.store import Workspace
+
+    ws = Workspace()
+    pid, _ = seed(ws, demo_model)
+
+    async def setup(pilot):
+        await open_profile(pilot)
+        await pilot.press("l")
+        await pilot.pause(0.3)
+
+    assert snap_compare(make_app(ws, pid), terminal_size=SIZE, run_before=setup)
+
+
+def test_snapshot_add_dialog(workspace_home, demo_model, snap_compare):
+    from sparsify_tui.store import Workspace
+
+    ws = Workspace()
+    pid, _ = seed(ws, demo_model)
+
+    async def setup(pilot):
+        await open_profile(pilot)
+        await pilot.press("a")
+        await pilot.pause(0.3)
+
+    assert snap_compare(make_app(ws, pid), terminal_size=SIZE, run_before=setup)
