@@ -71,7 +71,10 @@ def test_generated_plain_pytorch_prunes_a_torch_model(tmp_path, variant):
     (tmp_path / "export.py").write_text(EXPORT)
     subprocess.run([TORCH_PY, str(tmp_path / "export.py"), str(onnx_path), variant], check=True)
     a = analyze_model(str(onnx_path)).to_dict()
-    rec = build_optimization("t", a, None, None, sparsity=0.8, settings=None,
+    from sparsify_tui.optimization.config import Settings
+
+    # the first layer is dense by default; include it so the BN-folded (anonymous) conv1 is pruned too
+    rec = build_optimization("t", a, None, None, sparsity=0.8, settings=Settings(dense_first_layer=False),
                              training={"epochs": 6, "init_lr": 0.1, "final_lr": 0.01})
     code = tmp_path / "gen.py"
     code.write_text(generate_code(rec, "pytorch-plain", "r.yaml"))
