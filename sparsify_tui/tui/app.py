@@ -129,6 +129,8 @@ class SparsifyApp(App[int]):
         Binding("6", "show_section('settings')", "Settings", show=False, id="section.settings",
                 tooltip="Settings of the open project"),
         Binding("question_mark", "help", "Help", id="app.help", tooltip="List every key"),
+        Binding("escape", "leave_field", "Leave field", show=False, id="app.leave_field",
+                tooltip="Leave a text field (then 1-6 and the section keys work again)"),
         Binding("q", "quit", "Quit", id="app.quit", tooltip="Quit sparsify-tui (jobs keep running)"),
     ]
 
@@ -209,13 +211,23 @@ class SparsifyApp(App[int]):
                         severity="warning", timeout=4)
             section = "projects"
         switcher = self.query_one("#sections", ContentSwitcher)
+        mounting = None
         if section != "projects" and not switcher.query(f"#{section}"):
             cls = section_class(section)
-            switcher.mount(cls(self.project_id, id=section))
+            mounting = switcher.mount(cls(self.project_id, id=section))
         switcher.current = section
         self.section = section
         self._update_chrome()
-        self.call_after_refresh(self._focus_section, section)
+        if mounting is None:
+            self._focus_section(section)
+        else:
+            self.call_later(self._focus_when_mounted, mounting, section)
+
+    async def _focus_when_mounted(self, mounting: Any, section: str) -> None:
+        if mounting is not None:
+            await mounting
+        if self.section == section:
+            self._focus_section(section)
 
     def _focus_section(self, section: str) -> None:
         try:
@@ -224,8 +236,11 @@ class SparsifyApp(App[int]):
             return
         focus_default = getattr(widget, "focus_default", None)
         if callable(focus_default):
-            focus_default()
-            return
+            try:
+                focus_default()
+                return
+            except Exception:  # a section still composing: fall back to the first focusable widget
+                pass
         for child in widget.query("*"):
             if child.focusable:
                 child.focus()
@@ -278,6 +293,19 @@ class SparsifyApp(App[int]):
             self.action_show_section("projects")
 
     # -- actions --------------------------------------------------------------------------
+    def action_leave_field(self) -> None:
+        """escape in a text field: move focus to the closest focusable container (keys work again)."""
+        from textual.widgets import Input, Select, TextArea
+
+        focused = self.focused
+        if not isinstance(focused, (Input, TextArea, Select)):
+            return
+        for ancestor in focused.ancestors:
+            if isinstance(ancestor, Widget) and ancestor.focusable and ancestor is not focused:
+                ancestor.focus()
+                return
+        self.set_focus(None)
+
     def action_help(self) -> None:
         from sparsify_tui.tui.screens.help import HelpScreen
 
@@ -295,6 +323,9 @@ class SparsifyApp(App[int]):
                 self.open_project(project_id)
 
         self.push_screen(NewProjectDialog(model_path=model_path), done)
+
+    def action_quit(self) -> None:
+        self.exit(0)
 
     def show_error(self, error: Any, title: str = "Error") -> None:
         """Show an exception or message in the error dialog (the app stays up)."""

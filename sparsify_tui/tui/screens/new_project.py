@@ -265,8 +265,15 @@ class NewProjectDialog(ModalScreen[Optional[str]]):
         self._inspect_timer = self.set_timer(0.4, lambda: self._inspect(value))
 
     def _inspect(self, value: str) -> None:
+        from textual.css.query import NoMatches
+
+        if not self.is_attached:
+            return  # a timer that fired after the dialog closed
         path = os.path.expanduser(value.strip())
-        info = self.query_one("#model-info", Static)
+        try:
+            info = self.query_one("#model-info", Static)
+        except NoMatches:
+            return
         if not path:
             info.update("")
             self._set_dims([])
@@ -395,6 +402,8 @@ class NewProjectDialog(ModalScreen[Optional[str]]):
     def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
         worker = event.worker
         if worker.name == "_inspect_worker":
+            if not self.is_attached:
+                return
             if event.state == WorkerState.SUCCESS:
                 path, desc, dims = worker.result
                 if os.path.expanduser(self.query_one("#model_path", Input).value.strip()) == path:

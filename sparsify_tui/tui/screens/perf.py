@@ -79,12 +79,14 @@ def model_summary_text(analysis: dict, project: Optional[dict] = None) -> str:
     dims_text = ", ".join(f"{k}={v}" for k, v in dims.items())
     prunable = sum(1 for n in nodes if n.get("prunable"))
     return "\n".join([
-        "[b]Model Summary[/b] · FLOPS profile (counted from the graph, no run)",
-        f"  FLOPs       [b]{format_count(totals.get('flops'))}[/b]  (2×MACs for Conv/Gemm/MatMul, 1 per output element for elementwise ops)",
+        "[b]Model Summary[/b] · FLOPS profile, counted from the graph",
+        f"  FLOPs       [b]{format_count(totals.get('flops'))}[/b]",
         f"  MACs        [b]{format_count(totals.get('macs'))}[/b]",
-        f"  Params      [b]{format_count(totals.get('params'))}[/b]  (prunable {format_count(totals.get('prunable_params'))})",
-        f"  Batch size  [b]{batch}[/b] (used for shapes)" + (f" · dims {dims_text}" if dims_text else ""),
+        f"  Params      [b]{format_count(totals.get('params'))}[/b] (prunable {format_count(totals.get('prunable_params'))})",
+        f"  Batch size  [b]{batch}[/b] (used for shapes)",
+        *([f"  Dims        {dims_text}"] if dims_text else []),
         f"  Nodes       {len(nodes)} ({prunable} prunable layers)",
+        "  [dim]FLOPs = 2×MACs for Conv/Gemm/MatMul; 1 per output element for elementwise ops.[/dim]",
     ])
 
 
@@ -92,9 +94,6 @@ class FlopsProfileView(Widget):
     """The FLOPS profile: Model Summary + Layer Summaries, Layer Results, Top Layers (tabs)."""
 
     BINDINGS = [
-        Binding("m", "tab('summary')", "Summary", id="flops.summary", tooltip="Model Summary and Layer Summaries"),
-        Binding("l", "tab('layers')", "Layers", id="flops.layers", tooltip="Layer Results table (every node)"),
-        Binding("g", "tab('top')", "Top layers", id="flops.top", tooltip="Chart of the layers with the most FLOPs"),
         Binding("n", "cycle_top_n", "Top N", show=False, id="flops.top_n", tooltip="Top layers: 10, 20, 50 or all"),
     ]
 
@@ -157,8 +156,9 @@ class FlopsProfileView(Widget):
         if self.top_n:
             rows = rows[: self.top_n]
         title = f"Top {self.top_n} layers by FLOPs" if self.top_n else "All nodes by FLOPs"
+        total = float((self.analysis.get("totals") or {}).get("flops") or 0) or None
         self.query_one("#top-chart", BarChart).set_data(
-            [r["id"] for r in rows], [r["flops"] for r in rows], title=title + " (n: 10/20/50/all)")
+            [r["id"] for r in rows], [r["flops"] for r in rows], title=title + " [dim](n: top N)[/dim]", total=total)
 
     def action_cycle_top_n(self) -> None:
         i = TOP_N_CHOICES.index(self.top_n) if self.top_n in TOP_N_CHOICES else 0
@@ -184,6 +184,12 @@ class PerfSection(Widget):
         Binding("r", "rerun_profile", "Rerun", id="perf.rerun", tooltip="Measure the selected profile again"),
         Binding("delete", "delete_profile", "Delete", id="perf.delete", tooltip="Delete the selected profile"),
         Binding("p", "focus_list", "Profiles", id="perf.list", tooltip="Move to the list of profiles"),
+        Binding("m", "view_tab('summary')", "Summary", id="perf.tab_summary",
+                tooltip="Profile view: Model Summary and Layer Summaries"),
+        Binding("l", "view_tab('layers')", "Layers", id="perf.tab_layers",
+                tooltip="Profile view: Layer Results table (every node)"),
+        Binding("g", "view_tab('top')", "Top", id="perf.tab_top",
+                tooltip="Profile view: chart of the top layers"),
     ]
 
     POLL_SECONDS = 5.0
@@ -207,6 +213,18 @@ class PerfSection(Widget):
 
     def focus_default(self) -> None:
         self.query_one("#profiles", OptionList).focus()
+
+    def current_view(self) -> Optional[Widget]:
+        """The mounted profile view (FlopsProfileView or PerfProfileView)."""
+        views = self.query("#profile-view > *")
+        return views.first() if views else None
+
+    def action_view_tab(self, tab: str) -> None:
+        """m/l/g: forwarded to the current view's `action_tab(tab)` (tabs 'summary', 'layers', 'top')."""
+        view = self.current_view()
+        handler = getattr(view, "action_tab", None)
+        if callable(handler):
+            handler(tab)
 
     def action_focus_list(self) -> None:
         self.query_one("#profiles", OptionList).focus()

@@ -33,30 +33,32 @@ class SettingsSection(Widget):
 
     def compose(self) -> ComposeResult:
         with VerticalScroll():
-            yield Static("Settings", classes="section-title")
+            yield Static("Settings  [dim](tab: next field · escape: leave a field · ctrl+s: save)[/dim]",
+                         classes="section-title")
             with Grid(classes="form"):
                 yield Label("Name")
-                yield Input(id="name")
+                yield Input(id="name", compact=True)
                 yield Label("Description")
-                yield Input(id="description", placeholder="what this project is for")
+                yield Input(id="description", placeholder="what this project is for", compact=True)
                 yield Label("Optimizer")
-                yield Select([(o, o) for o in OPTIMIZERS], id="optimizer", allow_blank=False, value="SGD")
+                yield Select([(o, o) for o in OPTIMIZERS], id="optimizer", allow_blank=False, value="SGD", compact=True)
                 yield Label("Epochs")
-                yield Input(id="epochs", type="integer")
+                yield Input(id="epochs", type="integer", compact=True)
                 yield Label("Initial LR")
-                yield Input(id="init_lr", type="number")
+                yield Input(id="init_lr", type="number", compact=True)
                 yield Label("Final LR")
-                yield Input(id="final_lr", type="number")
+                yield Input(id="final_lr", type="number", compact=True)
             with Horizontal(classes="buttons"):
-                yield Button("Save (ctrl+s)", variant="primary", id="save")
-                yield Button("Delete project (ctrl+d)", variant="error", id="delete")
+                yield Button("Save (ctrl+s)", variant="primary", id="save", compact=True)
+                yield Button("Delete project (ctrl+d)", variant="error", id="delete", compact=True)
             yield Static("", id="setup-info", classes="info")
 
     def on_mount(self) -> None:
         self._load()
 
     def focus_default(self) -> None:
-        self.query_one("#name", Input).focus()
+        # the scroll container, not a field: digits 1-6 must keep switching sections
+        self.query_one(VerticalScroll).focus()
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="settings", description="read project")
     def _load(self) -> tuple[dict, int | None]:

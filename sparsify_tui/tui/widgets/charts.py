@@ -75,6 +75,7 @@ class _ChartBase(Widget):
     _ChartBase FilterableTable { height: auto; max-height: 30; }
     _ChartBase FilterableTable > DataTable { height: auto; max-height: 28; }
     _ChartBase .chart-empty { color: $text-muted; padding: 1 2; }
+    _ChartBase .chart-title { text-style: bold; height: auto; padding: 0 1; }
     """
 
     BINDINGS = [
@@ -92,6 +93,7 @@ class _ChartBase(Widget):
         raise NotImplementedError
 
     def compose(self) -> ComposeResult:
+        yield Static("", classes="chart-title")
         with ContentSwitcher(initial="chart-view"):
             with VerticalScroll(id="chart-view"):
                 yield Static("No data.", classes="chart-empty")
@@ -118,6 +120,7 @@ class _ChartBase(Widget):
         switcher = self.query_one(ContentSwitcher)
         had_focus = self.has_focus_within
         switcher.current = "table-view" if show else "chart-view"
+        self._replot()
         if had_focus:
             (self.table if show else self.query_one("#chart-view")).focus()
 
@@ -143,6 +146,7 @@ class BarChart(_ChartBase):
         self.modes = tuple(modes)
         self.labels: list[str] = []
         self.values: list[float] = []
+        self.total: Optional[float] = None
         self.set_reactive(BarChart.mode, mode)
 
     def _table_columns(self) -> list[Column]:
@@ -153,10 +157,14 @@ class BarChart(_ChartBase):
         ]
 
     def set_data(self, labels: Sequence[str], values: Sequence[float], *, title: Optional[str] = None,
-                 unit: Optional[str] = None, x_label: Optional[str] = None) -> None:
-        """Show bars `labels[i]` = `values[i]` (first on top). Values in `unit` (e.g. 'FLOPs', 'ms')."""
+                 unit: Optional[str] = None, x_label: Optional[str] = None, total: Optional[float] = None) -> None:
+        """Show bars `labels[i]` = `values[i]` (first on top). Values in `unit` (e.g. 'FLOPs', 'ms').
+
+        `total`: denominator of the % display (e.g. the whole model's FLOPs when only the top N bars
+        are shown); default the sum of `values`."""
         self.labels = [str(x) for x in labels]
         self.values = [float(v or 0.0) for v in values]
+        self.total = total
         if title is not None:
             self.title = title
         if unit is not None:
@@ -176,7 +184,7 @@ class BarChart(_ChartBase):
 
     def displayed(self) -> tuple[list[float], str]:
         """(plotted numbers, axis label) for the current mode."""
-        total = sum(self.values)
+        total = self.total or sum(self.values)
         if self.mode == "percent":
             return ([v / total * 100 if total else 0.0 for v in self.values], f"% of total {self.unit}".strip())
         if self.mode == "log":
@@ -187,8 +195,22 @@ class BarChart(_ChartBase):
             label = f"{label} (×{factor:.0e}, {prefix}{self.unit})" if label != self.unit else f"{prefix}{self.unit}"
         return ([v / factor for v in self.values], label)
 
+    def _title_text(self) -> str:
+        keys = (["v: mode"] if len(self.modes) > 1 else []) + ["t: table" if not self.show_table else "t: chart"]
+        return f"{self.title} · {MODE_LABELS.get(self.mode, self.mode)}  [dim]({' · '.join(keys)})[/dim]"
+
+    def label_limit(self) -> int:
+        """Max label characters for the current width (labels longer than this are shortened)."""
+        width = self.size.width or 80
+        return max(12, min(MAX_LABEL_CHARS + 12, width // 2 - 14))
+
+    def on_resize(self) -> None:
+        if self.labels:
+            self._replot()
+
     def _replot(self) -> None:
-        total = sum(self.values)
+        self.query_one(".chart-title", Static).update(self._title_text())
+        total = self.total or sum(self.values)
         self.table.set_rows([
             {"_key": i, "label": lab, "value": v, "share": (v / total if total else 0.0)}
             for i, (lab, v) in enumerate(zip(self.labels, self.values))
@@ -203,15 +225,15 @@ class BarChart(_ChartBase):
         suffix = [format_value(v, self.unit) if self.mode == "values"
                   else f"{v / total * 100:.1f}%" if self.mode == "percent" and total
                   else format_value(v, self.unit) for v in self.values]
-        labels = [f"{shorten(lab)} {s}" for lab, s in zip(self.labels, suffix)]
+        limit = self.label_limit()
+        labels = [f"{shorten(lab, limit)} {s}" for lab, s in zip(self.labels, suffix)]
         # plotext draws horizontal bars bottom-up: reverse so the first item is on top
         plt = plot.plt
         plt.clear_data()
         plt.clear_figure()
         plt.bar(labels[::-1], shown[::-1], orientation="horizontal", width=0.1)
-        plt.title(f"{self.title} [{MODE_LABELS.get(self.mode, self.mode)}]" if self.title else "")
         plt.xlabel(axis_label)
-        plot.styles.height = len(labels) + BAR_MARGIN_ROWS
+        plot.styles.height = len(labels) + BAR_MARGIN_ROWS - 1  # no plotext title row
         plot.refresh()
 
 
@@ -250,6 +272,8 @@ class LineChart(_ChartBase):
             self._replot()
 
     def _replot(self) -> None:
+        self.query_one(".chart-title", Static).update(
+            f"{self.title}  [dim](t: chart/table)[/dim]" if self.title else "[dim](t: chart/table)[/dim]")
         rows = []
         for name, (xs, ys) in self.series.items():
             rows.extend({"_key": f"{name}/{i}", "series": name, "x": x, "y": y}
@@ -266,7 +290,6 @@ class LineChart(_ChartBase):
         plt.clear_figure()
         for name, (xs, ys) in self.series.items():
             plt.plot(xs, ys, label=name if len(self.series) > 1 else None, marker="braille")
-        plt.title(self.title)
         plt.xlabel(self.x_label)
         plt.ylabel(self.y_label)
         plot.styles.height = self.plot_height

@@ -88,7 +88,7 @@ class FilterableTable(Widget):
 
     DEFAULT_CSS = """
     FilterableTable { height: 1fr; }
-    FilterableTable > Input { display: none; height: 3; }
+    FilterableTable > Input { display: none; height: 1; }
     FilterableTable.-filtering > Input { display: block; }
     FilterableTable > DataTable { height: 1fr; }
     FilterableTable > .table-status { height: 1; color: $text-muted; }
@@ -127,8 +127,10 @@ class FilterableTable(Widget):
         self._filter_timer = None
 
     def compose(self) -> ComposeResult:
-        yield Input(placeholder="filter (node id, op type, weight name…); enter: apply, escape: clear",
-                    id="filter-input")
+        filter_input = Input(placeholder="filter (substring, any case); enter: apply, escape: clear",
+                             id="filter-input", compact=True)
+        filter_input.can_focus = False  # only while filtering (never auto-focused)
+        yield filter_input
         table: DataTable = DataTable(cursor_type="row", zebra_stripes=True, id="table")
         yield table
         if self.show_status:
@@ -274,6 +276,7 @@ class FilterableTable(Widget):
     def action_start_filter(self) -> None:
         self.add_class("-filtering")
         inp = self.query_one("#filter-input", Input)
+        inp.can_focus = True
         inp.value = self.filter_text
         inp.focus()
 
@@ -282,6 +285,7 @@ class FilterableTable(Widget):
         had_filter = bool(self.filter_text) or self.has_class("-filtering")
         inp.value = ""
         self.remove_class("-filtering")
+        inp.can_focus = False
         if self.filter_text:
             self.set_filter("")
         if had_filter:
@@ -304,6 +308,7 @@ class FilterableTable(Widget):
         self.set_filter(event.value)
         if not event.value:
             self.remove_class("-filtering")
+            event.input.can_focus = False
         self.data_table.focus()
 
     def check_action(self, action: str, parameters: tuple) -> Optional[bool]:

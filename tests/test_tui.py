@@ -1,0 +1,372 @@
+"""The TUI driven through Pilot at 80x24: new-project dialog, sections 1-6, Layer Results filter/sort,
+settings, delete, bad inputs, help, command palette, `sparsify-tui MODEL.onnx`."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from pathlib import Path
+
+import onnx
+import pytest
+from onnx import TensorProto, helper, numpy_helper
+import numpy as np
+
+from sparsify_tui.store import Workspace
+from sparsify_tui.tui.app import SparsifyApp
+from sparsify_tui.tui.screens.new_project import NewProjectDialog
+from sparsify_tui.tui.widgets.dialogs import ConfirmDialog, ErrorDialog
+from sparsify_tui.tui.widgets.tables import FilterableTable
+
+SIZE = (80, 24)
+DEMO_DIMS = {"x:2": 48, "x:3": 192}
+
+
+async def wait_for(pilot, predicate, timeout: float = 20.0, step: float = 0.05):
+    """Let the app run until predicate() is true (fails the test after `timeout` seconds)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        await pilot.pause(step)
+        try:
+            if predicate():
+                return
+        except Exception:
+            pass
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {predicate}")
+
+
+async def wait_section(pilot, app, section: str) -> None:
+    """Wait until `section` is shown and has the keyboard focus (as a user would see it)."""
+    def ready():
+        widget = app.query_one(f"#sections > #{section}")
+        return app.section == section and app.focused is not None and widget in app.focused.ancestors_with_self
+    await wait_for(pilot, ready)
+
+
+def tiny_model(path: Path) -> Path:
+    """Conv(3->4, 3x3) + Relu + Flatten + Gemm(4*4*4 -> 2), static shapes, IR 8."""
+    rng = np.random.default_rng(0)
+    w = numpy_helper.from_array(rng.standard_normal((4, 3, 3, 3)).astype(np.float32), "conv.weight")
+    fc = numpy_helper.from_array(rng.standard_normal((2, 64)).astype(np.float32), "fc.weight")
+    nodes = [
+        helper.make_node("Conv", ["x", "conv.weight"], ["c"], name="conv", pads=[1, 1, 1, 1]),
+        helper.make_node("Relu", ["c"], ["r"], name="relu"),
+        helper.make_node("Flatten", ["r"], ["f"], name="flatten"),
+        helper.make_node("Gemm", ["f", "fc.weight"], ["y"], name="fc", transB=1),
+    ]
+    graph = helper.make_graph(nodes, "tiny", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 4, 4])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 2])], [w, fc])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    onnx.save(model, path)
+    return path
+
+
+@pytest.fixture
+def ws(workspace_home) -> Workspace:
+    return Workspace()
+
+
+@pytest.fixture
+def demo_project(ws, demo_model) -> dict:
+    return ws.create_project(demo_model, "demo", dims=DEMO_DIMS)
+
+
+async def fill_new_project(pilot, app, model_path: str, *, perf=False, loss=False, dims=None, name="") -> None:
+    """Open the dialog with `n` and fill it like a user (typing the path, then the dims it asks for)."""
+    await wait_for(pilot, lambda: app.focused is not None)
+    await pilot.press("n")
+    await wait_for(pilot, lambda: isinstance(app.screen, NewProjectDialog) and app.screen.query("#model_path"))
+    dialog = app.screen
+    dialog.query_one("#model_path").value = model_path
+    if dims:
+        await wait_for(pilot, lambda: len(dialog.dims) == len(dims))
+        for i, d in enumerate(dialog.dims):
+            dialog.query_one(f"#dim-{i}").value = str(dims[d["key"]])
+    if name:
+        dialog.query_one("#name").value = name
+    for key, on in (("perf", perf), ("loss", loss)):
+        switch = dialog.query_one(f"#{key}_enabled")
+        if switch.value != on:
+            switch.focus()
+            await pilot.press("space")
+    await pilot.pause()
+
+
+async def test_create_project_through_dialog_then_visit_every_section(ws, demo_model):
+    app = SparsifyApp()
+    async with app.run_test(size=SIZE) as pilot:
+        await fill_new_project(pilot, app, str(demo_model), dims=DEMO_DIMS, name="ocr")
+        dialog = app.screen
+        assert [d["key"] for d in dialog.dims] == ["x:2", "x:3"]  # the dialog asked for the symbolic dims
+        await pilot.press("ctrl+r")
+        await wait_for(pilot, lambda: not dialog.query_one("#complete").disabled)
+        [project] = ws.list_projects()
+        assert project["name"] == "ocr"
+        assert project["setup"]["dims"] == DEMO_DIMS
+        assert project["setup"]["perf_enabled"] is False and project["setup"]["loss_enabled"] is False
+        await pilot.click("#complete")
+        await wait_for(pilot, lambda: app.project_id == project["id"] and app.section == "perf")
+        assert "ocr" in app.sub_title
+        for key, section in zip("123456", ["projects", "perf", "loss", "optimization", "benchmarks", "settings"]):
+            await pilot.press(key)
+            await wait_for(pilot, lambda: app.section == section and app.query_one(f"#sections > #{section}").display)
+            assert app.query_one("#sections").current == section
+        # Layer Results of the FLOPS profile list every node of the analysis
+        await pilot.press("2")
+        await wait_section(pilot, app, "perf")
+        await pilot.press("l")
+        table = app.query_one("#perf #layer-table", FilterableTable)
+        await wait_for(pilot, lambda: len(table.rows_shown()) > 0)
+        assert len(table.rows_shown()) == len(ws.analysis_of(project["id"])["nodes"])
+
+
+async def test_layer_results_filter_and_sort(ws, demo_project):
+    app = SparsifyApp(project=demo_project["id"])
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_section(pilot, app, "perf")
+        await pilot.press("l")
+        table = app.query_one("#perf #layer-table", FilterableTable)
+        await wait_for(pilot, lambda: len(table.rows_shown()) > 0)
+        nodes = ws.analysis_of(demo_project["id"])["nodes"]
+        assert [r["id"] for r in table.rows_shown()] == [n["id"] for n in nodes]  # graph order
+        await pilot.press("slash")
+        await pilot.press(*"CONV")
+        await pilot.press("enter")
+        shown = table.rows_shown()
+        want = [n for n in nodes if any("conv" in str(n.get(k) or "").lower() for k in ("id", "op_type", "weight_name"))]
+        assert 0 < len(shown) == len(want) < len(nodes)
+        # filter by weight name substring only present in one layer
+        weight = next(n["weight_name"] for n in nodes if n.get("weight_name"))
+        table.set_filter(weight)
+        assert weight in [r["weight_name"] for r in table.rows_shown()]
+        await pilot.press("escape")  # clears the filter
+        assert len(table.rows_shown()) == len(nodes)
+        # s cycles the sort column: #, Node id, Op type, Weight, Output shape, Params, MACs, FLOPs
+        for _ in range(8):
+            await pilot.press("s")
+        flops = [r["flops"] for r in table.rows_shown()]
+        assert flops == sorted(flops, reverse=True) and table.sort_key == "flops"
+        await pilot.press("S")
+        flops = [r["flops"] for r in table.rows_shown()]
+        assert flops == sorted(flops)
+        await pilot.press("o")
+        assert [r["id"] for r in table.rows_shown()] == [n["id"] for n in nodes]
+
+
+async def test_flops_summary_and_op_type_chart(ws, demo_project):
+    app = SparsifyApp(project=demo_project["id"])
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_section(pilot, app, "perf")
+        chart = app.query_one("#perf #op-chart")
+        await wait_for(pilot, lambda: chart.labels)
+        nodes = ws.analysis_of(demo_project["id"])["nodes"]
+        conv_flops = sum(n["flops"] for n in nodes if n["op_type"] == "Conv")
+        assert chart.labels[0] == "Conv" and chart.values[0] == pytest.approx(conv_flops)
+        assert chart.values == sorted(chart.values, reverse=True)
+        summary = str(app.query_one("#perf #model-summary").render())
+        assert "36.18 M" in summary and "Batch size" in summary
+        # values -> % -> log, and the table view has the same numbers
+        chart.query_one("#chart-view").focus()
+        await pilot.press("v")
+        shown, label = chart.displayed()
+        assert chart.mode == "percent" and sum(shown) == pytest.approx(100.0)
+        await pilot.press("t")
+        assert chart.show_table
+        rows = chart.table.rows_shown()
+        assert [r["label"] for r in rows] == chart.labels and rows[0]["value"] == pytest.approx(conv_flops)
+
+
+async def test_settings_edit_and_bad_value(ws, demo_project):
+    app = SparsifyApp(project=demo_project["id"])
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_section(pilot, app, "perf")
+        await pilot.press("6")
+        await wait_for(pilot, lambda: app.query_one("#settings #name").value == "demo")
+        app.query_one("#settings #name").value = "renamed"
+        app.query_one("#settings #description").value = "ocr direction classifier"
+        app.query_one("#settings #epochs").value = "30"
+        app.query_one("#settings #optimizer").value = "AdamW"
+        app.query_one("#settings #init_lr").value = "0.05"
+        app.query_one("#settings #name").focus()
+        await pilot.press("ctrl+s")
+        await wait_for(pilot, lambda: ws.get_project(demo_project["id"])["name"] == "renamed")
+        project = ws.get_project(demo_project["id"])
+        assert project["description"] == "ocr direction classifier"
+        assert project["training"] == {"optimizer": "AdamW", "epochs": 30, "init_lr": 0.05, "final_lr": 0.0001}
+        await wait_for(pilot, lambda: "renamed" in app.sub_title)
+        # a bad value: error dialog, nothing saved, the app stays up
+        app.query_one("#settings #final_lr").value = "-1"
+        await pilot.press("ctrl+s")
+        await wait_for(pilot, lambda: isinstance(app.screen, ErrorDialog))
+        assert ws.get_project(demo_project["id"])["training"]["final_lr"] == 0.0001
+        await pilot.press("escape")
+        assert app.section == "settings"
+
+
+async def test_delete_project_from_projects_and_settings(ws, demo_model, tmp_path):
+    first = ws.create_project(demo_model, "one", dims=DEMO_DIMS)
+    second = ws.create_project(tiny_model(tmp_path / "tiny.onnx"), "two")
+    app = SparsifyApp()
+    async with app.run_test(size=SIZE) as pilot:
+        table = app.query_one("#projects-table", FilterableTable)
+        await wait_for(pilot, lambda: len(table.rows_shown()) == 2)
+        assert [r["name"] for r in table.rows_shown()] == ["one", "two"]
+        await pilot.press("d")
+        await wait_for(pilot, lambda: isinstance(app.screen, ConfirmDialog))
+        await pilot.press("n")  # answer no: nothing deleted
+        assert len(ws.list_projects()) == 2
+        await pilot.press("d")
+        await wait_for(pilot, lambda: isinstance(app.screen, ConfirmDialog))
+        await pilot.press("y")
+        await wait_for(pilot, lambda: [p["id"] for p in ws.list_projects()] == [second["id"]])
+        await wait_for(pilot, lambda: [r["name"] for r in table.rows_shown()] == ["two"])
+        # open the other one and delete it from Settings
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: app.project_id == second["id"])
+        await pilot.press("6")
+        await wait_for(pilot, lambda: app.query_one("#settings #name").value == "two")
+        await pilot.press("ctrl+d")
+        await wait_for(pilot, lambda: isinstance(app.screen, ConfirmDialog))
+        await pilot.press("y")
+        await wait_for(pilot, lambda: ws.list_projects() == [] and app.project_id is None)
+        assert app.section == "projects" and not (Path(ws.root) / "projects" / second["id"]).exists()
+        assert first["id"] not in [p["id"] for p in ws.list_projects()]
+
+
+def _bad_inputs(tmp_path: Path, demo_model: Path) -> dict[str, Path]:
+    data = demo_model.read_bytes()
+    truncated = tmp_path / "truncated.onnx"
+    truncated.write_bytes(data[: len(data) // 2])
+    text = tmp_path / "notes.onnx"
+    text.write_text("this is not a model\n")
+    empty = tmp_path / "empty.onnx"
+    empty.write_bytes(b"")
+    folder = tmp_path / "folder.onnx"
+    folder.mkdir()
+    return {"truncated": truncated, "text": text, "empty": empty, "missing": tmp_path / "nope.onnx",
+            "directory": folder}
+
+
+@pytest.mark.parametrize("case", ["truncated", "text", "empty", "missing", "directory"])
+async def test_bad_model_shows_error_dialog_and_creates_nothing(ws, demo_model, tmp_path, case):
+    path = _bad_inputs(tmp_path, demo_model)[case]
+    app = SparsifyApp()
+    async with app.run_test(size=SIZE) as pilot:
+        await fill_new_project(pilot, app, str(path))
+        dialog = app.screen
+        await pilot.press("ctrl+r")
+        await wait_for(pilot, lambda: isinstance(app.screen, ErrorDialog))
+        message = str(app.screen.query_one("#error-message").render())
+        assert message and "Traceback" not in message and "\n" not in message.strip()
+        assert ws.list_projects() == []
+        assert not (Path(ws.root) / "projects").exists() or not [
+            p for p in (Path(ws.root) / "projects").iterdir()]
+        await pilot.press("escape")  # back to the dialog, the app is still up
+        assert app.screen is dialog and app.is_running
+        await pilot.press("escape")
+        assert app.query_one("#projects-table", FilterableTable).rows_shown() == []
+
+
+async def test_missing_dims_and_bad_numbers_show_errors(ws, demo_model):
+    app = SparsifyApp()
+    async with app.run_test(size=SIZE) as pilot:
+        await fill_new_project(pilot, app, str(demo_model))
+        dialog = app.screen
+        await wait_for(pilot, lambda: len(dialog.dims) == 2)
+        await pilot.press("ctrl+r")  # dims left empty
+        await wait_for(pilot, lambda: isinstance(app.screen, ErrorDialog))
+        assert "x:2" in str(app.screen.query_one("#error-message").render())
+        await pilot.press("escape")
+        dialog.query_one("#batch_size").value = "0"
+        await pilot.press("ctrl+r")
+        await wait_for(pilot, lambda: isinstance(app.screen, ErrorDialog))
+        assert "batch size" in str(app.screen.query_one("#error-message").render())
+        assert ws.list_projects() == []
+
+
+async def test_run_submits_enabled_profile_jobs_with_live_progress(ws, tmp_path, monkeypatch):
+    """RUN submits one job per enabled toggle with {name, batch_size, core_count}; progress is shown.
+    The perf toggle is mapped to the built-in `sleep` job type so the test does not measure anything."""
+    from sparsify_tui import jobs
+    from sparsify_tui.tui.screens import new_project
+    from sparsify_tui.tui.widgets.jobs import JobProgress
+
+    monkeypatch.setattr(new_project, "JOB_TYPES", (("perf", "sleep", "Performance profile"),))
+    model = tiny_model(tmp_path / "tiny.onnx")
+    app = SparsifyApp()
+    async with app.run_test(size=SIZE) as pilot:
+        await fill_new_project(pilot, app, str(model), perf=True)
+        dialog = app.screen
+        dialog.query_one("#perf_name").value = "fast"
+        dialog.query_one("#batch_size").value = "2"
+        dialog.query_one("#core_count").value = "1"
+        await pilot.press("ctrl+r")
+        await wait_for(pilot, lambda: not dialog.query_one("#complete").disabled)
+        [project] = ws.list_projects()
+        [job] = jobs.list_jobs(ws, project["id"])
+        try:
+            assert job["type"] == "sleep" and job["args"] == {"name": "fast", "batch_size": 2, "core_count": 1}
+            assert len(dialog.query(JobProgress)) == 1
+            await pilot.click("#complete")
+            await wait_for(pilot, lambda: app.project_id == project["id"])
+        finally:
+            jobs.cancel(ws, job["id"])
+
+
+async def test_help_lists_every_key_and_palette_switches_section(ws, demo_project):
+    app = SparsifyApp(project=demo_project["id"])
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_section(pilot, app, "perf")
+        await pilot.press("question_mark")
+        await wait_for(pilot, lambda: type(app.screen).__name__ == "HelpScreen")
+        rows = app.screen.query_one(FilterableTable).rows_shown()
+        ids = {r["id"] for r in rows}
+        for needed in ["section.projects", "section.settings", "app.help", "app.quit", "projects.new",
+                       "projects.delete", "table.filter", "chart.cycle_mode", "settings.save", "perf.tab_layers"]:
+            assert needed in ids
+        assert all(r["description"] for r in rows)
+        await pilot.press("escape")
+        await wait_for(pilot, lambda: type(app.screen).__name__ != "HelpScreen")
+        await pilot.press("ctrl+p")
+        await pilot.press(*"Go to Settings")
+        await pilot.pause(0.5)
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: app.section == "settings")
+
+
+async def test_project_sections_need_an_open_project(ws):
+    app = SparsifyApp()
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("3")
+        await pilot.pause()
+        assert app.section == "projects" and app.project_id is None
+
+
+async def test_open_model_path_creates_then_reuses_project(ws, tmp_path):
+    model = tiny_model(tmp_path / "tiny.onnx")
+    for _ in range(2):  # `sparsify-tui tiny.onnx` twice: one project
+        app = SparsifyApp(model=str(model))
+        async with app.run_test(size=SIZE) as pilot:
+            await wait_for(pilot, lambda: app.project_id is not None)
+            await wait_section(pilot, app, "perf")
+            assert [p["id"] for p in ws.list_projects()] == [app.project_id]
+
+
+async def test_open_model_with_symbolic_dims_opens_dialog(ws, demo_model):
+    app = SparsifyApp(model=str(demo_model))
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(pilot, lambda: isinstance(app.screen, NewProjectDialog) and app.screen.query("#model_path"))
+        dialog = app.screen
+        assert dialog.query_one("#model_path").value == str(demo_model)
+        await wait_for(pilot, lambda: len(dialog.dims) == 2)
+        assert ws.list_projects() == []
+
+
+async def test_quit_key(ws):
+    app = SparsifyApp()
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("q")
+        await pilot.pause()
+    assert app.return_code == 0
