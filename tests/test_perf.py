@@ -238,11 +238,12 @@ def test_pruned_estimates_are_calibrated_not_flops():
             prev = f
     assert est.layer_speedup(0.99) == est.layer_speedup(0.98)  # no extrapolation beyond calibration
     assert est.layer_speedup(0.7) == 1.0  # below the measured levels nothing is claimed
-    # the layer factors reproduce the measured whole-model speedups (p = 0.95)
+    # the layer factors reproduce the measured whole-model speedups (prunable share p of the time)
+    p = est._P_REF
     for s, want_r, want_m in ((0.9, 1.04, 1.06), (0.95, 1.42, 1.10), (0.98, 1.76, 1.19)):
-        for a, want in ((0.0, want_r), (1.0, want_m)):
-            f = est.layer_speedup(s, 0.35 * a / est.depthwise_weight(0.35) if a else 0.0)
-            assert 1 / (0.05 + 0.95 / f) == pytest.approx(want, rel=1e-6)
+        for dw_share, want in ((0.0, want_r), (1.0, want_m)):
+            f = est.layer_speedup(s, dw_share)
+            assert 1 / ((1 - p) + p / f) == pytest.approx(want, rel=1e-6)
     # FLOPs-proportional would be 20x at 0.95; we stay within the calibration
     assert est.layer_speedup(0.95) < 2.0
 
