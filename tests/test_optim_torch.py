@@ -76,6 +76,9 @@ def test_generated_plain_pytorch_prunes_a_torch_model(tmp_path, variant):
     # the first layer is dense by default; include it so the BN-folded (anonymous) conv1 is pruned too
     rec = build_optimization("t", a, None, None, sparsity=0.8, settings=Settings(dense_first_layer=False),
                              training={"epochs": 6, "init_lr": 0.1, "final_lr": 0.01})
+    from sparsify_tui.optimization.core import override
+
+    rec = override(rec, rec["layers"][0]["weight_name"], 0.5)  # make sure the first layer is pruned
     code = tmp_path / "gen.py"
     code.write_text(generate_code(rec, "pytorch-plain", "r.yaml"))
     (tmp_path / "train.py").write_text(TRAIN)
