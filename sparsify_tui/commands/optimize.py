@@ -143,4 +143,6 @@ def _export(args) -> int:
         print(f"code:   {res['code_path']}  ({res['framework']})")
     for w in res["warnings"]:
         print(f"warning: {w}", file=sys.stderr)
+    for n in res.get("notes") or []:
+        print(f"note: {n}", file=sys.stderr)
     return 0

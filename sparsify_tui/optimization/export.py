@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import functools
+import os
 import re
 from pathlib import Path
-from typing import Any, Dict, Optional
+from typing import Any, Dict, FrozenSet, Optional
 
 from sparsify_tui.errors import ProjectError
 from sparsify_tui.optimization.integration import FRAMEWORKS, generate_code
@@ -28,6 +30,36 @@ def default_code_path(recipe_path: Path, framework: str) -> Path:
     return recipe_path.with_name(f"{recipe_path.stem}_{framework.replace('-', '_')}.py")
 
 
+@functools.lru_cache(maxsize=8)
+def _constant_outputs(path: str, mtime: float, size: int) -> FrozenSet[str]:
+    import onnx
+
+    model = onnx.load(path, load_external_data=False)
+    return frozenset(n.output[0] for n in model.graph.node if n.op_type == "Constant" and n.output)
+
+
+def constant_weight_notes(rec: Dict[str, Any], model_path: Optional[Path]) -> list:
+    """Notes for weights that are ``Constant`` node outputs in the original file (Paddle exports), not
+    initializers: sparsify-tui converts them to initializers of the same name when it loads the model.
+    Skipped for files over 300 MB (cost of parsing)."""
+    if not model_path:
+        return []
+    try:
+        st = os.stat(model_path)
+        if st.st_size > 300e6:
+            return []
+        consts = _constant_outputs(str(model_path), st.st_mtime, st.st_size)
+    except Exception:
+        return []
+    names = [l["weight_name"] for l in rec["layers"] if float(l.get("sparsity") or 0) > 0]
+    hit = [n for n in names if n in consts]
+    if not hit:
+        return []
+    return [f"{len(hit)} of {len(names)} weights are outputs of Constant nodes in the original model file "
+            f"(e.g. {hit[0]!r}), not initializers; sparsify-tui loads them as initializers of the same name "
+            f"(sparsify_tui.analysis.loading.constants_to_initializers)"]
+
+
 def _write(path: Path, text: str) -> None:
     path = Path(path).expanduser()
     if path.is_dir():
@@ -42,21 +74,28 @@ def _write(path: Path, text: str) -> None:
 
 
 def render_export(rec: Dict[str, Any], *, recipe_path: Path, framework: Optional[str] = None,
-                  project_name: str = "") -> Dict[str, Any]:
-    """Texts of an export without writing: ``{"recipe": yaml text, "code": text or None, "warnings"}``."""
+                  project_name: str = "", model_path: Optional[Path] = None) -> Dict[str, Any]:
+    """Texts of an export without writing: ``{"recipe": yaml text, "code": text or None, "warnings",
+    "notes"}``. ``model_path`` (the project's model) enables the Constant-weights note."""
     if framework and framework not in FRAMEWORKS:
         raise ProjectError(f"unknown framework {framework!r}: use one of {', '.join(FRAMEWORKS)}")
+    notes = constant_weight_notes(rec, model_path)
     text = to_yaml(rec, project_name=project_name)
+    if notes:
+        head, sep, body = text.partition("version: ")
+        text = head + "".join(f"# note: {n}\n" for n in notes) + sep + body
     code = generate_code(rec, framework, str(recipe_path)) if framework else None
-    return {"recipe": text, "code": code, "warnings": recipe_warnings(rec)}
+    return {"recipe": text, "code": code, "warnings": recipe_warnings(rec), "notes": notes}
 
 
 def write_export(rec: Dict[str, Any], *, recipe_path: Path, framework: Optional[str] = None,
-                 code_path: Optional[Path] = None, project_name: str = "") -> Dict[str, Any]:
+                 code_path: Optional[Path] = None, project_name: str = "",
+                 model_path: Optional[Path] = None) -> Dict[str, Any]:
     """Write the recipe (and code) files. Returns ``{"recipe_path", "code_path", "framework", "layers",
-    "modifiers", "avg_sparsity", "warnings"}``. Raises :class:`ProjectError` on unwritable paths."""
+    "modifiers", "avg_sparsity", "warnings", "notes"}``. Raises :class:`ProjectError` on unwritable paths."""
     recipe_path = Path(recipe_path).expanduser().resolve()
-    out = render_export(rec, recipe_path=recipe_path, framework=framework, project_name=project_name)
+    out = render_export(rec, recipe_path=recipe_path, framework=framework, project_name=project_name,
+                        model_path=model_path)
     _write(recipe_path, out["recipe"])
     written_code = None
     if framework:
@@ -68,6 +107,7 @@ def write_export(rec: Dict[str, Any], *, recipe_path: Path, framework: Optional[
         "code_path": str(written_code) if written_code else None, "framework": framework,
         "layers": len(parsed["sparsities"]), "modifiers": [m["type"] for m in parsed["modifiers"]],
         "avg_sparsity": (rec.get("estimates") or {}).get("avg_sparsity"), "warnings": out["warnings"],
+        "notes": out["notes"],
     }
 
 
@@ -80,5 +120,10 @@ def export_optimization(ws, project_id: str, ref: str, *, recipe_path: Optional[
     project = ws.get_project(project_id)
     rec = get_optimization(ws, project["id"], ref)
     path = Path(recipe_path) if recipe_path else default_recipe_path(ws, project["id"], rec["name"])
+    try:
+        model_path = ws.model_path(project["id"])
+    except Exception:
+        model_path = None
     return write_export(rec, recipe_path=path, framework=framework,
-                        code_path=Path(code_path) if code_path else None, project_name=project.get("name", ""))
+                        code_path=Path(code_path) if code_path else None, project_name=project.get("name", ""),
+                        model_path=model_path)

@@ -563,15 +563,21 @@ class OptimizationSection(Widget):
 
         def _fresh():
             project = ws.get_project(pid)
-            return ws.get_record(pid, TABLE, rec_id), project.get("name", "")
+            try:
+                model = ws.model_path(pid)
+            except Exception:
+                model = None
+            return ws.get_record(pid, TABLE, rec_id), project.get("name", ""), model
 
         def render(path: str, fw: str) -> dict:
-            rec, pname = _fresh()
-            return render_export(rec, recipe_path=Path(path).expanduser(), framework=fw or None, project_name=pname)
+            rec, pname, model = _fresh()
+            return render_export(rec, recipe_path=Path(path).expanduser(), framework=fw or None, project_name=pname,
+                                 model_path=model)
 
         def write(path: str, fw: str) -> dict:
-            rec, pname = _fresh()
-            return write_export(rec, recipe_path=Path(path), framework=fw or None, project_name=pname)
+            rec, pname, model = _fresh()
+            return write_export(rec, recipe_path=Path(path), framework=fw or None, project_name=pname,
+                                model_path=model)
 
         self.app.push_screen(ExportDialog(default, render, write))
 
