@@ -170,6 +170,9 @@ def test_cli_apply_and_benchmark_json(workspace_home, demo_model, tmp_path, caps
                  "--warmup", "0", "--iterations", "2", "--json"]) == 0
     d = json.loads(capsys.readouterr().out)
     check_shape(d, ["baseline", "opt one"], [1, 2], [1], 2)
+    for r in d["results"]:
+        assert (r["optimization"], r["optimization_id"]) == \
+            ((None, None) if r["model"] == "baseline" else ("opt one", opt["id"]))
     assert main(["benchmark", "demo", "--batch-sizes", "1", "--cores", "1", "--iterations", "1"]) == 0
     text = capsys.readouterr().out
     assert "baseline" in text and "speedup" in text

@@ -204,6 +204,9 @@ def test_snapshot_benchmarks_section(workspace_home, demo_model, snap_compare):
 
     async def setup(pilot):
         await open_section(pilot)
+        for inp in pilot.app.screen.query("Input"):
+            inp.cursor_blink = False  # a blinking cursor makes the snapshot flaky
+        await pilot.wait_for_scheduled_animations()
         await pilot.pause(0.3)
 
     assert snap_compare(make_app(ws, pid), terminal_size=(80, 24), run_before=setup)
@@ -218,6 +221,7 @@ def test_snapshot_compare_tab(workspace_home, demo_model, snap_compare):
     async def setup(pilot):
         sec = await open_section(pilot)
         sec.query_one("#bench-tabs").active = "compare"
+        await pilot.wait_for_scheduled_animations()
         await pilot.pause(0.3)
 
     assert snap_compare(make_app(ws, pid), terminal_size=(80, 24), run_before=setup)
@@ -232,6 +236,11 @@ def test_snapshot_create_dialog(workspace_home, demo_model, snap_compare):
     async def setup(pilot):
         await open_section(pilot)
         await pilot.press("n")
+        await wait_for(pilot, lambda: type(pilot.app.screen).__name__ == "BenchmarkDialog"
+                       and pilot.app.focused is not None and pilot.app.focused.id == "name", 20)
+        for inp in pilot.app.screen.query("Input"):
+            inp.cursor_blink = False  # a blinking cursor makes the snapshot flaky
+        await pilot.wait_for_scheduled_animations()
         await pilot.pause(0.3)
 
     assert snap_compare(make_app(ws, pid), terminal_size=(80, 24), run_before=setup)

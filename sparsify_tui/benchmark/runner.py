@@ -39,18 +39,20 @@ BENCHMARKS_TABLE = "benchmarks"
 
 @dataclass
 class ModelSpec:
-    """One model in a benchmark: ``label`` ("baseline" or the optimization name), its path, and the
-    optimization record id (None for the baseline)."""
+    """One model in a benchmark: ``label`` ("baseline" or the optimization name), its path, the
+    optimization record id and name (None for the baseline)."""
 
     label: str
     path: str
     optimization: Optional[str] = None
+    optimization_name: Optional[str] = None
 
 
 @dataclass
 class BenchmarkRun:
     """Measured timings of one (model, batch size, core count) combination.
 
+    ``optimization``: the optimization name (None for the baseline); ``optimization_id``: its record id.
     ``iterations_ms``: every timed run in ms per batch, in run order. Statistics in ms per batch.
     ``speedup``: baseline median / this median at the same batch size and core count (1.0 for the baseline).
     """
@@ -68,6 +70,7 @@ class BenchmarkRun:
     max_ms: float
     std_ms: float
     speedup: float = 1.0
+    optimization_id: Optional[str] = None
 
     @property
     def ms_per_item(self) -> float:
@@ -99,6 +102,7 @@ class BenchmarkRun:
         return {
             "model": self.model,
             "optimization": self.optimization,
+            "optimization_id": self.optimization_id,
             "batch_size": self.batch_size,
             "core_count": self.core_count,
             "latency_ms": {"median": self.median_ms, "mean": self.mean_ms, "p90": self.p90_ms, "p99": self.p99_ms,
@@ -119,7 +123,7 @@ class BenchmarkRun:
             median_ms=float(lat["median"]), mean_ms=float(lat["mean"]), p90_ms=float(lat["p90"]),
             p99_ms=float(lat["p99"]), min_ms=float(lat.get("min", min(it) if it else lat["median"])),
             max_ms=float(lat.get("max", max(it) if it else lat["median"])), std_ms=float(lat.get("std", 0.0)),
-            speedup=float(d.get("speedup", 1.0)),
+            speedup=float(d.get("speedup", 1.0)), optimization_id=d.get("optimization_id"),
         )
 
 
@@ -167,7 +171,8 @@ class BenchmarkResult:
                 "id": self.id,
                 "name": self.name,
                 "created": self.created,
-                "models": [{"label": m.label, "optimization": m.optimization, "path": m.path} for m in self.models],
+                "models": [{"label": m.label, "optimization": m.optimization_name, "optimization_id": m.optimization,
+                            "path": m.path} for m in self.models],
                 "baseline": self.baseline_label,
                 "batch_sizes": list(self.batch_sizes),
                 "core_counts": list(self.core_counts),
@@ -186,7 +191,8 @@ class BenchmarkResult:
     def from_dict(cls, d: dict) -> "BenchmarkResult":
         b = d["benchmark"]
         res = cls(
-            models=[ModelSpec(m["label"], m.get("path", ""), m.get("optimization")) for m in b.get("models", [])],
+            models=[ModelSpec(m["label"], m.get("path", ""), m.get("optimization_id", m.get("optimization")),
+                              m.get("optimization")) for m in b.get("models", [])],
             batch_sizes=[int(x) for x in b.get("batch_sizes", [])],
             core_counts=[int(x) for x in b.get("core_counts", [])],
             warmup=int(b.get("warmup", 0)), iterations=int(b.get("iterations", 0)),
@@ -268,10 +274,10 @@ def _normalize_models(models) -> list[ModelSpec]:
         if isinstance(m, ModelSpec):
             out.append(m)
         elif isinstance(m, dict):
-            out.append(ModelSpec(m["label"], str(m["path"]), m.get("optimization")))
+            out.append(ModelSpec(m["label"], str(m["path"]), m.get("optimization"), m.get("optimization_name")))
         else:
             label, path, *rest = m
-            out.append(ModelSpec(str(label), str(path), rest[0] if rest else None))
+            out.append(ModelSpec(str(label), str(path), rest[0] if rest else None, rest[1] if len(rest) > 1 else None))
     if not out:
         raise SparsifyError("no models to benchmark: give the baseline and at least one model")
     labels = [m.label for m in out]
@@ -344,7 +350,9 @@ def run_benchmark(
                 finally:
                     del session  # one live session at a time
                     gc.collect()
-                result.runs.append(BenchmarkRun.from_times(spec.label, spec.optimization, bs, cores, times))
+                run = BenchmarkRun.from_times(spec.label, spec.optimization_name or spec.optimization, bs, cores, times)
+                run.optimization_id = spec.optimization
+                result.runs.append(run)
                 done += 1
     result.compute_speedups()
     result.seconds = time.perf_counter() - t_start
@@ -375,7 +383,8 @@ def benchmark_record(result: BenchmarkResult, args: dict) -> dict:
     return {
         "name": result.name,
         "args": dict(args),
-        "models": [{"label": m.label, "optimization": m.optimization} for m in result.models],
+        "models": [{"label": m.label, "optimization": m.optimization_name, "optimization_id": m.optimization}
+                   for m in result.models],
         "batch_sizes": result.batch_sizes,
         "core_counts": result.core_counts,
         "warmup": result.warmup,
@@ -432,7 +441,7 @@ def benchmark_project(ws, project_id: str, args: dict, *, progress: Optional[Pro
         o2, path = ensure_applied(ws, project_id, o["id"], progress=sub, cancel=cancel)
         if any(m.label == label for m in models):
             label = f"{label} ({o['id'][:6]})"
-        models.append(ModelSpec(label, str(path), o["id"]))
+        models.append(ModelSpec(label, str(path), o["id"], o.get("name") or o["id"]))
 
     def bprog(step, frac):
         prog(step, apply_share + (1 - apply_share) * frac)
