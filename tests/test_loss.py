@@ -358,3 +358,24 @@ def test_job_stores_record_and_blob_and_approximated_is_always_there(workspace_h
     assert prof.settings["dims"] == DEMO_DIMS  # from the project's setup
     approx = load_loss_profile(ws, pid, "approximated")
     assert approx.method == "approximated" and len(approx.layers) == len(prof.layers)
+
+
+def test_weight_scanner_reads_the_same_weights_as_onnx(tmp_path):
+    from sparsify_tui.profiling.loss_protoscan import scan_model
+
+    path, w1, w2 = small_mlp(tmp_path / "mlp.onnx")
+    sm = scan_model(path)
+    assert sm is not None
+    np.testing.assert_array_equal(sm.array("w1"), w1)
+    np.testing.assert_array_equal(sm.array("w2"), w2)
+    assert [n.name for n in sm.model.graph.node] == ["fc1", "relu", "fc2", "softmax"]
+    sm.close()
+    # external data: the scanner declines, the normal loader is used, results are the same
+    ext = tmp_path / "ext.onnx"
+    m = onnx.load(str(path))
+    onnx.save(m, str(ext), save_as_external_data=True, all_tensors_to_one_file=True, location="ext.data",
+              size_threshold=0)
+    assert scan_model(ext) is None
+    a = profile_loss(path, method="magnitude", levels=[0.0, 0.5, 0.9])
+    b = profile_loss(ext, method="magnitude", levels=[0.0, 0.5, 0.9])
+    assert [x.sensitivity for x in a.layers] == [x.sensitivity for x in b.layers]

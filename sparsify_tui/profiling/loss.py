@@ -53,7 +53,7 @@ import numpy as np
 
 from sparsify_tui.errors import ModelError, RecordNotFound
 from sparsify_tui.progress import maybe_check
-from sparsify_tui.profiling.loss_layers import LayerRef, find_layers, initializer_size, iter_weights, load_model_proto
+from sparsify_tui.profiling.loss_layers import LayerRef, find_layers, initializer_size, load_model_proto
 from sparsify_tui.profiling.pruning import pruned_count
 
 METHODS = ("approximated", "magnitude", "one-shot")
@@ -246,28 +246,39 @@ def magnitude_values(abs_sorted: np.ndarray, levels) -> dict:
     """SparseML's magnitude sensitivity of one layer.
 
     ``abs_sorted``: ``|w|`` flattened and sorted ascending (shape (n,)). ``levels``: ascending sparsities.
-    Returns ``{level_key: mean |w| removed since the previous level}`` (float). Uses one float64 cumulative
-    sum so each level costs O(1).
+    Returns ``{level_key: mean |w| removed since the previous level}`` (float). The prefix sums needed
+    at the level boundaries come from one ``np.add.reduceat`` pass in float64 (no n-sized cumsum).
     """
     n = int(abs_sorted.size)
-    out = {}
     if n == 0:
         return {level_key(s): 0.0 for s in levels}
-    csum = np.empty(n + 1, dtype=np.float64)
-    csum[0] = 0.0
-    np.cumsum(abs_sorted, dtype=np.float64, out=csum[1:])
-    prev = 0
+    # SparseML's walk over the levels: (key, start, stop) segments, or (key, idx, None) single values
+    plan, prev = [], 0
     for s in levels:
         idx = min(pruned_count(n, s), n - 1)
         if s <= 1e-9:
-            out[level_key(s)] = 0.0
-            continue
-        if idx > prev:
-            out[level_key(s)] = float((csum[idx] - csum[prev]) / (idx - prev))
+            plan.append((level_key(s), None, None))
+        elif idx > prev:
+            plan.append((level_key(s), prev, idx))
             prev = idx
         else:
-            out[level_key(s)] = float(abs_sorted[idx])
+            plan.append((level_key(s), idx, None))
             prev = idx + 1
+    cuts = sorted({k for _, a, b in plan if b is not None for k in (a, b) if 0 < k < n})
+    prefix = {0: 0.0}
+    if cuts:
+        seg = np.add.reduceat(abs_sorted, [0] + cuts, dtype=np.float64)[:-1]
+        prefix.update(zip(cuts, np.cumsum(seg).tolist()))
+    if any(b == n for _, _, b in plan):
+        prefix[n] = float(np.sum(abs_sorted, dtype=np.float64))
+    out = {}
+    for key, a, b in plan:
+        if a is None:
+            out[key] = 0.0
+        elif b is None:
+            out[key] = float(abs_sorted[a])
+        else:
+            out[key] = float((prefix[b] - prefix[a]) / (b - a))
     return out
 
 
@@ -312,28 +323,60 @@ def _total_params(model) -> int:
     return int(sum(int(np.prod(t.dims)) if t.dims else 1 for t in model.graph.initializer))
 
 
+def _magnitude_layer(w: np.ndarray, levels, int8: bool, axis: int) -> tuple:
+    """(sensitivity dict, zero count, int8 error or None) of one weight; releases the GIL in numpy."""
+    flat = np.abs(np.asarray(w, dtype=np.float32).reshape(-1))
+    flat.sort(kind="quicksort")
+    zeros = int(np.searchsorted(flat, 0.0, side="right"))
+    return magnitude_values(flat, levels), zeros, (weight_int8_error(w, axis) if int8 else None)
+
+
 def magnitude_profile(model_path, *, levels=None, int8=False, name="magnitude", progress=None, cancel=None) -> LossProfile:
     """Weight-magnitude loss profile of the model at ``model_path`` (module docstring for the definition).
 
-    One sort and one cumulative sum per layer; weights are read one tensor at a time (external data is
-    memory-mapped). Raises ``ModelError`` for an unreadable model or one without prunable layers.
+    One sort and one pass of segment sums per layer, on 2 threads; weights are read one tensor at a time
+    as zero-copy views of the memory-mapped file (:mod:`sparsify_tui.profiling.loss_protoscan`), or
+    through the normal loader for external data / Constant-node weights. Raises ``ModelError`` for an
+    unreadable model or one without prunable layers.
     """
+    from concurrent.futures import ThreadPoolExecutor
+
+    from sparsify_tui.profiling.loss_protoscan import scan_model
+    from sparsify_tui.profiling.session import available_cores
+
     t0 = time.perf_counter()
     levels = _check_levels(MAGNITUDE_LEVELS if levels is None else levels)
-    model = load_model_proto(model_path, load_external_data=False)
+    scanned = scan_model(model_path)
+    if scanned is not None:
+        model = scanned.model
+
+        def get(ref):
+            return scanned.array(ref.weight_name)
+    else:
+        model = load_model_proto(model_path, load_external_data=False)
+        inits = {t.name: t for t in model.graph.initializer}
+        from sparsify_tui.analysis.loading import tensor_array
+
+        def get(ref):
+            return tensor_array(inits[ref.weight_name], Path(model_path).parent)
     refs = find_layers(model)
     if not refs:
         raise ModelError(f"{Path(model_path).name} has no prunable layers (Conv/Gemm/MatMul with a weight initializer)")
-    out = []
-    for i, (ref, w) in enumerate(iter_weights(model, refs, Path(model_path).parent)):
+
+    def work(ref):
         maybe_check(cancel)
-        flat = np.abs(np.asarray(w, dtype=np.float32).reshape(-1))
-        flat.sort(kind="quicksort")
-        zeros = int(np.searchsorted(flat, 0.0, side="right"))
-        i8 = weight_int8_error(w, ref.channel_axis) if int8 else None
-        out.append(_layer_entry(model, ref, i == 0, magnitude_values(flat, levels), zeros, i8))
-        if progress:
-            progress("weight magnitudes", (i + 1) / len(refs))
+        return _magnitude_layer(get(ref), levels, int8, ref.channel_axis)
+
+    out = []
+    try:
+        with ThreadPoolExecutor(max_workers=max(1, min(2, available_cores()))) as pool:
+            for i, (ref, (sens, zeros, i8)) in enumerate(zip(refs, pool.map(work, refs))):
+                out.append(_layer_entry(model, ref, i == 0, sens, zeros, i8))
+                if progress:
+                    progress("weight magnitudes", (i + 1) / len(refs))
+    finally:
+        if scanned is not None:
+            scanned.close()
     return LossProfile(
         name=name,
         method="magnitude",

@@ -1,0 +1,155 @@
+"""Read an ONNX file's graph structure and weights without parsing (copying) every weight.
+
+``onnx.load`` copies every ``raw_data`` field into Python bytes (1.2 s for BERT-base's 438 MB). The
+weight-magnitude profile only needs the nodes, the initializers' names/dims/types, and then each weight
+once. :func:`scan_model` memory-maps the file, walks the protobuf wire format of ``ModelProto.graph``
+(field numbers from onnx.proto3), parses the nodes with protobuf, and records where each initializer's
+``raw_data`` lies, so :meth:`ScannedModel.array` is a zero-copy ``np.frombuffer`` view.
+
+Anything unusual (no raw_data, external data, a parse problem) makes the caller fall back to the
+normal loader; this module never decides that a file is invalid.
+"""
+
+from __future__ import annotations
+
+import mmap
+from pathlib import Path
+from typing import Optional
+
+import numpy as np
+
+# ModelProto.graph = 7; GraphProto: node = 1, initializer = 5; TensorProto: dims = 1, data_type = 2,
+# name = 8, raw_data = 9, data_location = 14 (1 = EXTERNAL); other data fields: 4,5,6,7,10,11.
+_TYPED_DATA_FIELDS = {4, 5, 6, 7, 10, 11}
+
+
+def _varint(buf, pos: int) -> tuple[int, int]:
+    result = shift = 0
+    while True:
+        b = buf[pos]
+        pos += 1
+        result |= (b & 0x7F) << shift
+        if b < 0x80:
+            return result, pos
+        shift += 7
+
+
+def _fields(buf, start: int, end: int):
+    """Yield (field number, wire type, value start, value end or varint value) over buf[start:end]."""
+    pos = start
+    while pos < end:
+        key, pos = _varint(buf, pos)
+        field, wt = key >> 3, key & 7
+        if wt == 0:
+            val, pos = _varint(buf, pos)
+            yield field, wt, val, None
+        elif wt == 2:
+            n, pos = _varint(buf, pos)
+            yield field, wt, pos, pos + n
+            pos += n
+        elif wt == 1:
+            yield field, wt, pos, pos + 8
+            pos += 8
+        elif wt == 5:
+            yield field, wt, pos, pos + 4
+            pos += 4
+        else:
+            raise ValueError(f"unsupported wire type {wt}")
+
+
+class ScannedModel:
+    """``model``: a ModelProto holding the graph's nodes and data-less initializers (name, dims, type);
+    ``array(name)``: the initializer's values as a read-only view of the mapped file."""
+
+    def __init__(self, path: Path):
+        import onnx
+
+        self.path = Path(path)
+        self._fh = open(self.path, "rb")
+        self._mm = mmap.mmap(self._fh.fileno(), 0, access=mmap.ACCESS_READ)
+        buf = self._mm
+        self.raw: dict = {}
+        node_chunks = []
+        model = onnx.ModelProto()
+        graph_span = None
+        for field, wt, a, b in _fields(buf, 0, len(buf)):
+            if field == 7 and wt == 2:
+                graph_span = (a, b)
+            elif field == 1 and wt == 0:
+                model.ir_version = a
+            elif field == 8 and wt == 2:
+                model.opset_import.add().ParseFromString(bytes(buf[a:b]))
+        if graph_span is None:
+            raise ValueError("no graph")
+        inits = []
+        for field, wt, a, b in _fields(buf, *graph_span):
+            if field == 1 and wt == 2:
+                node_chunks.append(bytes(buf[a:b]))
+            elif field == 5 and wt == 2:
+                inits.append(self._tensor_header(buf, a, b))
+        graph = model.graph
+        for chunk in node_chunks:
+            graph.node.add().ParseFromString(chunk)
+        for name, dims, dtype, span in inits:
+            t = graph.initializer.add()
+            t.name, t.data_type = name, dtype
+            t.dims.extend(dims)
+            self.raw[name] = (dims, dtype, span)
+        self.model = model
+
+    @staticmethod
+    def _tensor_header(buf, start: int, end: int):
+        name, dims, dtype, span = "", [], 0, None
+        for field, wt, a, b in _fields(buf, start, end):
+            if field == 8 and wt == 2:
+                name = bytes(buf[a:b]).decode("utf-8")
+            elif field == 1 and wt == 0:
+                dims.append(a)
+            elif field == 1 and wt == 2:  # packed dims
+                p = a
+                while p < b:
+                    v, p = _varint(buf, p)
+                    dims.append(v)
+            elif field == 2 and wt == 0:
+                dtype = a
+            elif field == 9 and wt == 2:
+                span = (a, b)
+            elif field == 14 and wt == 0 and a == 1:
+                raise ValueError("external data")
+            elif field in _TYPED_DATA_FIELDS and (b is None or b > a):
+                raise ValueError("typed data fields")
+        return name, dims, dtype, span
+
+    def array(self, name: str) -> np.ndarray:
+        """Zero-copy values of initializer ``name`` (little-endian raw_data)."""
+        import onnx
+
+        dims, dtype, span = self.raw[name]
+        np_dtype = np.dtype(onnx.helper.tensor_dtype_to_np_dtype(dtype)).newbyteorder("<")
+        if span is None:
+            return np.zeros(dims, np_dtype)
+        a, b = span
+        return np.frombuffer(self._mm, dtype=np_dtype, count=(b - a) // np_dtype.itemsize, offset=a).reshape(dims)
+
+    def close(self) -> None:
+        try:
+            self._mm.close()
+        except BufferError:  # views still alive: the map is released when they are
+            pass
+        self._fh.close()
+
+
+def scan_model(path) -> Optional[ScannedModel]:
+    """A :class:`ScannedModel`, or None when the file needs the normal loader (external data, typed
+    data fields, Constant-node weights, or anything the scanner does not understand)."""
+    try:
+        sm = ScannedModel(Path(path))
+    except Exception:  # noqa: BLE001 - the normal loader reports real problems with a proper message
+        return None
+    consts = {o for n in sm.model.graph.node if n.op_type == "Constant" for o in n.output}
+    weight_from_const = any(n.op_type in ("Conv", "Gemm", "MatMul") and len(n.input) > 1 and n.input[1] in consts
+                            for n in sm.model.graph.node)
+    if weight_from_const or not sm.model.opset_import:
+        sm.close()
+        return None
+    return sm
