@@ -30,8 +30,8 @@ _DIALOG_CSS = """
     width: 72; max-width: 98%; height: auto; max-height: 100%;
     border: thick $accent; background: $surface; padding: 0 1;
 }}
-{cls} .dialog-title {{ text-style: bold; padding-bottom: 1; }}
-{cls} .row {{ height: 1; margin-bottom: 1; }}
+{cls} .bench-dialog-title {{ text-style: bold; height: auto; margin-bottom: 1; }}
+{cls} .row {{ height: 1; }}
 {cls} .row Label {{ width: 16; }}
 {cls} .row Input {{ width: 1fr; }}
 {cls} .hint {{ color: $text-muted; }}
@@ -46,7 +46,8 @@ class BenchmarkDialog(ModalScreen[Optional[dict]]):
     counts, warm-up and iterations. Dismisses with the ``benchmark`` job args, or None."""
 
     DEFAULT_CSS = _DIALOG_CSS.format(cls="BenchmarkDialog") + """
-    BenchmarkDialog SelectionList { height: auto; max-height: 6; margin-bottom: 1; }
+    BenchmarkDialog SelectionList { height: auto; max-height: 8; margin-bottom: 1; }
+    BenchmarkDialog .dialog-error { margin-top: 1; }
     """
 
     BINDINGS = [
@@ -66,7 +67,7 @@ class BenchmarkDialog(ModalScreen[Optional[dict]]):
     def compose(self) -> ComposeResult:
         d = self.defaults
         with Vertical():
-            yield Static("New benchmark: baseline vs optimizations, measured on this machine", classes="dialog-title")
+            yield Static("New benchmark: baseline vs optimizations, measured on this machine", classes="bench-dialog-title")
             with Horizontal(classes="row"):
                 yield Label("Name")
                 yield Input(d["name"], id="name", compact=True)
@@ -160,7 +161,7 @@ class ApplyDialog(ModalScreen[Optional[dict]]):
     def compose(self) -> ComposeResult:
         with Vertical():
             yield Static("Apply and export the optimized .onnx (pruned exactly; INT8 when the optimization "
-                         "quantizes)", classes="dialog-title")
+                         "quantizes)", classes="bench-dialog-title")
             if not self.optimizations:
                 yield Static("No optimizations yet: create one in Optimize (4) first.", classes="hint")
             else:
