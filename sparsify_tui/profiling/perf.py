@@ -230,6 +230,7 @@ class _Measured:
     opt_nodes: list
     opt_inits: set
     session_seconds: float
+    clock: dict = field(default_factory=dict)
 
 
 def _measure(model_path: str, feeds: list, cores: int, warmup: int, iterations: int, tmp: Path, tag: str,
@@ -242,25 +243,36 @@ def _measure(model_path: str, feeds: list, cores: int, warmup: int, iterations: 
 
     fm = f0 + (f1 - f0) * 0.7
     label = "INT8 " if tag == "int8" else ""
+    clock = {"sessions_s": 0.0, "runs_s": 0.0, "end_profiling_s": 0.0}
     t0 = time.perf_counter()
     sess = _open_session(model_path, cores)
     s_sec = time.perf_counter() - t0
+    clock["sessions_s"] += s_sec
     try:
+        t0 = time.perf_counter()
         times = _timed_runs(sess, feeds, warmup, iterations, cancel, progress, f"{label}timing", f0, fm)
+        clock["runs_s"] += time.perf_counter() - t0
     finally:
         del sess
         gc.collect()
     maybe_check(cancel)
     opt_path = tmp / f"{tag}_optimized.onnx"
     n_prof = profiled_runs_for(iterations)
+    t0 = time.perf_counter()
     sess = _profiled_session(model_path, cores, tmp, tag, opt_path)
+    clock["sessions_s"] += time.perf_counter() - t0
     trace = None
     try:
+        t0 = time.perf_counter()
         _timed_runs(sess, feeds, 1, n_prof, cancel, progress, f"{label}profiled pass", fm, f1)
+        clock["runs_s"] += time.perf_counter() - t0
     finally:
+        t0 = time.perf_counter()
         trace = sess.end_profiling()
         del sess
         gc.collect()
+        clock["end_profiling_s"] += time.perf_counter() - t0
+    t0 = time.perf_counter()
     kernels = attr.parse_trace(trace, skip_runs=1)
     try:
         os.unlink(trace)
@@ -269,7 +281,8 @@ def _measure(model_path: str, feeds: list, cores: int, warmup: int, iterations: 
     opt_model = onnx.load(str(opt_path), load_external_data=False)
     opt_nodes, opt_inits = attr.graph_nodes(opt_model, with_initializers=True)
     del opt_model
-    return _Measured(latency_stats(times), times, kernels, opt_nodes, opt_inits, s_sec)
+    clock["parse_s"] = time.perf_counter() - t0
+    return _Measured(latency_stats(times), times, kernels, opt_nodes, opt_inits, s_sec, clock)
 
 
 def _open_session(model_path: str, cores: int):
@@ -437,6 +450,7 @@ def profile_performance(
         t_phase = time.perf_counter()
         fp = _measure(run_path, feeds, cores, warmup, iterations, tmp, "fp32", cancel, prog, 0.02, f_fp32 * 0.9)
         phases["measure_s"] = time.perf_counter() - t_phase
+        phases.update(fp.clock)
         maybe_check(cancel)
         prog("attributing", f_fp32 * 0.92)
         t_phase = time.perf_counter()
