@@ -549,6 +549,19 @@ def _fast_tmp() -> Optional[str]:
 
 
 def _system() -> dict:
+    """CPU model and instruction sets from /proc/cpuinfo (``analysis.system.parse_cpuinfo``: 0.2 ms, where
+    a first ``system_info()`` call takes ~0.3 s), else ``system_info()``; best effort."""
+    from sparsify_tui.profiling.session import available_cores
+
+    try:
+        from sparsify_tui.analysis.system import parse_cpuinfo
+
+        with open("/proc/cpuinfo", "r", encoding="utf-8", errors="replace") as fh:
+            model, sets, _phys, _sockets = parse_cpuinfo(fh.read())
+        if sets:
+            return {"cpu_model": model, "instruction_sets": sets, "available_cores": available_cores()}
+    except Exception:
+        pass
     try:
         from sparsify_tui.analysis.system import system_info
 
