@@ -46,14 +46,14 @@ def bench_magnitude(path: Path, rounds: int) -> list:
     return times
 
 
-def naive_subset(path: Path, feeds: list, n_sample: int) -> tuple:
+def naive_subset(path: Path, feeds: list, n_sample: int, cores=None) -> tuple:
     """Seconds per measurement of the naive way: copy model, prune one weight, serialize, new session, run
     every batch, metric against dense outputs. Returns (seconds per measurement, measurements timed)."""
     from onnx import numpy_helper
 
     model = load_model_proto(path)
     layers = find_layers(model)
-    dense_sess = make_session(str(path))
+    dense_sess = make_session(str(path), cores)
     names = [o.name for o in dense_sess.get_outputs()]
     dense = [dict(zip(names, dense_sess.run(names, f))) for f in feeds]
     del dense_sess
@@ -67,7 +67,7 @@ def naive_subset(path: Path, feeds: list, n_sample: int) -> tuple:
         t = model.graph.initializer[inits[layer.weight_name]]
         orig = numpy_helper.to_array(t).copy()
         t.CopyFrom(numpy_helper.from_array(magnitude_prune(orig, level), layer.weight_name))
-        sess = make_session(model.SerializeToString())
+        sess = make_session(model.SerializeToString(), cores)
         for f, d in zip(feeds, dense):
             om.value(d, dict(zip(names, sess.run(names, f))))
         del sess
@@ -75,9 +75,9 @@ def naive_subset(path: Path, feeds: list, n_sample: int) -> tuple:
     return (time.perf_counter() - t0) / len(picks), len(picks)
 
 
-def bare_runs(path: Path, feeds: list, n_runs: int) -> float:
+def bare_runs(path: Path, feeds: list, n_runs: int, cores=None) -> float:
     """Seconds of ``n_runs`` plain inference runs (cycling over the batches) in one plain session."""
-    sess = make_session(str(path))
+    sess = make_session(str(path), cores)
     names = [o.name for o in sess.get_outputs()]
     for f in feeds:
         sess.run(names, f)
@@ -94,6 +94,7 @@ def main() -> int:
     ap.add_argument("--naive-sample", type=int, default=24)
     ap.add_argument("--strategies", default="auto,single", help="one-shot strategies to time (auto,single,layer)")
     ap.add_argument("--skip", default="", help="comma list of parts to skip: a,b")
+    ap.add_argument("--cores", type=int, default=None, help="intra-op threads for every session (default: all)")
     args = ap.parse_args()
     models = Path(args.models)
     skip = set(args.skip.split(","))
@@ -111,7 +112,8 @@ def main() -> int:
     if "b" in skip:
         return 0
     resnet = models / "resnet50.onnx"
-    print(f"(b, c) one-shot on ResNet-50 ({resnet}), 10 levels x 2 batches of 1, synthetic data")
+    print(f"(b, c) one-shot on ResNet-50 ({resnet}), 10 levels x 2 batches of 1, synthetic data, "
+          f"{args.cores or 'all'} intra-op threads")
     if not resnet.is_file():
         print("  missing: build it with build_torch_models.py")
         return 1
@@ -125,17 +127,20 @@ def main() -> int:
         row = {}
         for s in strategies:
             t = time.perf_counter()
-            prof = one_shot_profile(resnet, levels=list(ONE_SHOT_LEVELS), feeds=feeds, strategy=s)
+            prof = one_shot_profile(resnet, levels=list(ONE_SHOT_LEVELS), feeds=feeds, strategy=s,
+                                    core_count=args.cores)
             row[s] = time.perf_counter() - t
             row[f"{s}_sessions"] = prof.extras["sessions"]
             row[f"{s}_groups"] = len(prof.extras["groups"])
-        row["bare"] = bare_runs(resnet, feeds, n_runs)
-        per, k = naive_subset(resnet, feeds, args.naive_sample)
+            row[f"{s}_sess_s"] = prof.extras["seconds_group_sessions"] + prof.extras["seconds_setup"]
+        row["bare"] = bare_runs(resnet, feeds, n_runs, args.cores)
+        per, k = naive_subset(resnet, feeds, args.naive_sample, args.cores)
         row["naive"] = per * measurements
         row["naive_timed"] = k
         rows.append(row)
         print(f"  round {r + 1}: " + ", ".join(
-            f"{s} {row[s]:.1f} s ({row[f'{s}_sessions']} sessions, {row[f'{s}_groups']} groups)" for s in strategies)
+            f"{s} {row[s]:.1f} s ({row[f'{s}_sessions']} sessions, {row[f'{s}_groups']} groups, "
+            f"{row[f'{s}_sess_s']:.1f} s outside group runs)" for s in strategies)
             + f"; bare {row['bare']:.1f} s ({n_runs} runs); naive {row['naive']:.1f} s "
               f"(extrapolated from {k} of {measurements} measurements, {per:.3f} s each)")
     print()

@@ -376,6 +376,7 @@ def one_shot_profile(
         cache.append(c)
     del sess
 
+    t_setup = time.perf_counter() - t0
     # 4. groups: one session each, one run per (layer, level, batch)
     total_runs = sum((b - a) * runs_per_layer + nb for a, b in groups)
     done = 0
@@ -383,14 +384,17 @@ def one_shot_profile(
     int8_vals: dict = {}
     zeros: dict = {}
     n_sessions = 0
+    t_sessions = 0.0
     for (a, b), m in zip(groups, group_masks):
         maybe_check(cancel)
+        ts = time.perf_counter()
         gw = [refs[k].weight_name for k in range(a, b)]
         front = gi.frontier(m)
         sub = build_group_model(model, gi, m, gw, cache[0])
         sess = make_session(sub, core_count)
         del sub
         n_sessions += 1
+        t_sessions += time.perf_counter() - ts
         outs = [o.name for o in sess.get_outputs()]
         gfeeds = [{k: c[k] for k in front} for c in cache]
         refs_out = []
@@ -463,5 +467,7 @@ def one_shot_profile(
             "groups": [[refs[a].node_id, refs[b - 1].node_id, b - a] for a, b in groups],
             "runs": total_runs,
             "output_metrics": dict(om.kinds),
+            "seconds_group_sessions": round(t_sessions, 3),
+            "seconds_setup": round(t_setup, 3),
         },
     )
