@@ -379,3 +379,13 @@ def test_weight_scanner_reads_the_same_weights_as_onnx(tmp_path):
     a = profile_loss(path, method="magnitude", levels=[0.0, 0.5, 0.9])
     b = profile_loss(ext, method="magnitude", levels=[0.0, 0.5, 0.9])
     assert [x.sensitivity for x in a.layers] == [x.sensitivity for x in b.layers]
+
+
+def test_int8_gate_leaves_pruning_measurements_bit_identical(tmp_path):
+    path = small_cnn(tmp_path / "cnn.onnx")
+    rng = np.random.default_rng(4)
+    feeds = [{"x": rng.standard_normal((2, 3, 8, 8)).astype(np.float32)}]
+    off = one_shot_profile(path, levels=[0.5, 0.9], feeds=feeds, strategy="single")
+    on = one_shot_profile(path, levels=[0.5, 0.9], feeds=feeds, strategy="single", int8=True)
+    assert [x.sensitivity for x in on.layers] == [x.sensitivity for x in off.layers]
+    assert all(x.int8_sensitivity > 0 for x in on.layers)

@@ -22,11 +22,15 @@ output itself when it already is a probability vector (rows in [0,1] summing to 
 last axis otherwise; ``nmse`` = Σ(y − ŷ)² / Σy². Auto picks ``kl`` for ``[batch, classes]`` outputs
 (2-D, ≥ 2 classes), ``nmse`` for everything else.
 
-INT8 sensitivity (``int8=True``), per layer: one-shot: the same metric when only that layer's weight is
-replaced by its INT8 quantize-dequantize (per-channel symmetric, scale = max|w|/127.5 per output channel,
-round-half-even, as ``quantize_static`` does for weights); activations are not quantized. Magnitude: the
-weight's quantization noise ``Σ(w − q(w))² / Σw²`` (= 1/SQNR, the linear form of
-``onnxruntime.quantization.qdq_loss_debug.compute_weight_error``'s SQNR). Approximated: none.
+INT8 sensitivity (``int8=True``), per layer: one-shot: the same metric when only that layer is simulated
+in INT8 the way ``quantize_static`` (QDQ, per-channel, MinMax) would quantize it: its weight replaced by
+its quantize-dequantize (per-channel symmetric int8, scale = max|w|/127.5 per output channel,
+round-half-even) and its input activation passed through QuantizeLinear/DequantizeLinear (per-tensor
+uint8, scale/zero point from the min/max of that activation over the profile's batches, range widened
+to include 0). Every other tensor stays FP32 (a real QDQ model also quantizes the outputs of other ops,
+so its error is larger). Magnitude: the weight's quantization noise ``Σ(w − q(w))² / Σw²`` (= 1/SQNR,
+the linear form of ``onnxruntime.quantization.qdq_loss_debug.compute_weight_error``'s SQNR).
+Approximated: none.
 
 Summary fields (all methods):
 

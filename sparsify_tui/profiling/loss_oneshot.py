@@ -18,6 +18,11 @@ How it stays fast (measured in ``benchmarks/loss_profile.py``):
    the dense model: its value is 0 without a run. The dense reference of each group is computed by the
    group's own session, so the metric measures pruning, not kernel-rounding differences.
 
+5. **INT8 in the same sessions.** With ``int8=True`` each layer's data input gets a gated
+   QuantizeLinear/DequantizeLinear branch (``x + gate·(QDQ(x) − x)``, gate an overridable scalar, 0 by
+   default, so every other run is bit-identical to FP32); one more run per layer and batch sets the gate
+   to 1 and feeds the INT8 quantize-dequantized weight.
+
 Nothing is cached across profiles and the model file is never written: weights live in this process only.
 """
 
@@ -34,6 +39,7 @@ from sparsify_tui.progress import maybe_check
 from sparsify_tui.profiling.loss_layers import LayerRef, find_layers, load_model_proto
 from sparsify_tui.profiling.pruning import magnitude_order, magnitude_prune, pruned_count
 
+ONE = np.array(1.0, dtype=np.float32)
 RUN_OVERHEAD_S = 0.0003  # python + feed binding per run, order of magnitude on this class of machine
 _FLOAT_TYPES = (np.float16, np.float32, np.float64)
 
@@ -239,12 +245,56 @@ def _value_info(name: str, arr: np.ndarray):
     return onnx.helper.make_tensor_value_info(name, elem, list(arr.shape))
 
 
-def build_group_model(model, gi: GraphIndex, mask: np.ndarray, weights: list, sample: dict) -> bytes:
-    """Serialized sub-model: the masked nodes, their frontier tensors as inputs (typed from ``sample``),
-    ``weights`` as overridable initializers, and the graph outputs they produce."""
-    import onnx
+def gate_name(layer_index: int) -> str:
+    """Overridable scalar input that switches layer ``layer_index``'s simulated INT8 input on (1) or off (0)."""
+    return f"__loss_int8_gate_{layer_index}"
 
-    nodes = [gi.nodes[i] for i in np.flatnonzero(mask)]
+
+def activation_qparams(rmin: float, rmax: float) -> tuple:
+    """uint8 asymmetric (scale, zero point) for a MinMax range, as ``quantize_static`` computes them for
+    activations: the range is widened to include 0; scale = (rmax − rmin)/255, zp = round(−rmin/scale)."""
+    rmin, rmax = min(0.0, float(rmin)), max(0.0, float(rmax))
+    scale = (rmax - rmin) / 255.0 or 1.0
+    zp = int(np.clip(round(-rmin / scale), 0, 255))
+    return np.float32(scale), np.uint8(zp)
+
+
+def build_group_model(model, gi: GraphIndex, mask: np.ndarray, weights: list, sample: dict,
+                      int8_inputs: Optional[dict] = None) -> bytes:
+    """Serialized sub-model: the masked nodes, their frontier tensors as inputs (typed from ``sample``),
+    ``weights`` as overridable initializers, and the graph outputs they produce.
+
+    ``int8_inputs``: ``{node index: (layer index, scale, zero point)}``: that node's data input x becomes
+    ``x + gate·(DequantizeLinear(QuantizeLinear(x)) − x)`` with ``gate`` an overridable scalar (default 0,
+    which leaves x exactly unchanged; 1 simulates the INT8 activation of that layer only)."""
+    import onnx
+    from onnx import helper, numpy_helper
+
+    nodes = []
+    extra_inits, extra_inputs = [], []
+    for i in np.flatnonzero(mask):
+        node = gi.nodes[i]
+        if int8_inputs and int(i) in int8_inputs:
+            k, scale, zp = int8_inputs[int(i)]
+            x = node.input[0]
+            p = f"__loss_int8_{k}"
+            extra_inits += [numpy_helper.from_array(np.array(scale, np.float32), p + "_scale"),
+                            numpy_helper.from_array(np.array(zp, np.uint8), p + "_zp"),
+                            numpy_helper.from_array(np.array(0.0, np.float32), gate_name(k))]
+            extra_inputs.append(helper.make_tensor_value_info(gate_name(k), onnx.TensorProto.FLOAT, []))
+            nodes += [
+                helper.make_node("QuantizeLinear", [x, p + "_scale", p + "_zp"], [p + "_q"], name=p + "_Q"),
+                helper.make_node("DequantizeLinear", [p + "_q", p + "_scale", p + "_zp"], [p + "_dq"], name=p + "_DQ"),
+                helper.make_node("Sub", [p + "_dq", x], [p + "_d"], name=p + "_Sub"),
+                helper.make_node("Mul", [p + "_d", gate_name(k)], [p + "_g"], name=p + "_Mul"),
+                helper.make_node("Add", [x, p + "_g"], [p + "_x"], name=p + "_Add"),
+            ]
+            copy = onnx.NodeProto()
+            copy.CopyFrom(node)
+            copy.input[0] = p + "_x"
+            nodes.append(copy)
+        else:
+            nodes.append(node)
     produced, used = set(), set()
     for i in np.flatnonzero(mask):
         produced.update(gi.nodes[i].output)
@@ -255,9 +305,15 @@ def build_group_model(model, gi: GraphIndex, mask: np.ndarray, weights: list, sa
     for w in weights:
         t = by_name[w]
         inputs.append(onnx.helper.make_tensor_value_info(w, t.data_type, list(t.dims)))
+    inputs += extra_inputs
     outs = [vi for vi in model.graph.output if vi.name in produced]
-    graph = onnx.helper.make_graph(nodes, "loss_group", inputs, outs, initializer=inits)
-    sub = onnx.helper.make_model(graph, opset_imports=list(model.opset_import))
+    graph = onnx.helper.make_graph(nodes, "loss_group", inputs, outs, initializer=inits + extra_inits)
+    opsets = list(model.opset_import)
+    if int8_inputs:
+        opsets = [o for o in opsets if o.domain not in ("", "ai.onnx")]
+        base = max([o.version for o in model.opset_import if o.domain in ("", "ai.onnx")] or [13])
+        opsets.append(helper.make_opsetid("", max(13, base)))
+    sub = onnx.helper.make_model(graph, opset_imports=opsets)
     sub.ir_version = max(4, min(int(model.ir_version), 10))
     return sub.SerializeToString()
 
@@ -359,22 +415,36 @@ def one_shot_profile(
 
     # 3. dense pass recording every frontier activation
     needed = sorted({n for m in group_masks for n in gi.frontier(m)} - set(gi.input_names))
+    layer_inputs = sorted({gi.nodes[r.node_index].input[0] for r in refs}) if int8 else []
+    fetch = sorted(set(needed) | (set(layer_inputs) - set(gi.input_names)))
     dense_model = onnx.ModelProto()
     dense_model.CopyFrom(model)
     have = set(gi.output_names)
-    for n in needed:
+    for n in fetch:
         if n not in have:
             dense_model.graph.output.append(onnx.ValueInfoProto(name=n))
     sess = make_session(dense_model.SerializeToString(), core_count)
     del dense_model
     cache = []
+    ranges: dict = {}  # layer input -> (min, max) over the batches, for the simulated INT8 activation
+    keep = set(needed)
     for feed in batches_list:
         maybe_check(cancel)
-        vals = sess.run(needed, feed, ro) if needed else []
+        vals = dict(zip(fetch, sess.run(fetch, feed, ro))) if fetch else {}
+        for n in layer_inputs:
+            v = vals[n] if n in vals else feed[n]
+            lo, hi = float(np.min(v)), float(np.max(v))
+            old = ranges.get(n, (lo, hi))
+            ranges[n] = (min(lo, old[0]), max(hi, old[1]))
         c = dict(feed)
-        c.update(zip(needed, vals))
+        c.update((k, v) for k, v in vals.items() if k in keep)
         cache.append(c)
     del sess
+    int8_nodes = {}
+    if int8:
+        for k, r in enumerate(refs):
+            scale, zp = activation_qparams(*ranges[gi.nodes[r.node_index].input[0]])
+            int8_nodes[r.node_index] = (k, scale, zp)
 
     t_setup = time.perf_counter() - t0
     # 4. groups: one session each, one run per (layer, level, batch)
@@ -390,7 +460,8 @@ def one_shot_profile(
         ts = time.perf_counter()
         gw = [refs[k].weight_name for k in range(a, b)]
         front = gi.frontier(m)
-        sub = build_group_model(model, gi, m, gw, cache[0])
+        g_int8 = {r.node_index: int8_nodes[r.node_index] for r in refs[a:b]} if int8 else None
+        sub = build_group_model(model, gi, m, gw, cache[0], g_int8)
         sess = make_session(sub, core_count)
         del sub
         n_sessions += 1
@@ -431,11 +502,13 @@ def one_shot_profile(
                 acc = []
                 for f, d in zip(gfeeds, dense_all):
                     f[ref.weight_name] = wq
+                    f[gate_name(k)] = ONE
                     acc.append(om.value(d, dict(zip(outs, sess.run(outs, f, ro)))))
                     done += 1
                 int8_vals[ref.weight_name] = float(np.mean(acc))
             for f in gfeeds:
                 f.pop(ref.weight_name, None)
+                f.pop(gate_name(k), None)
             sens[ref.weight_name] = vals
         del sess
     step("one-shot", 1.0)
