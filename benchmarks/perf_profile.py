@@ -25,7 +25,6 @@ are skipped (build ResNet-50 with ../shared/models/build_torch_models.py OUT_DIR
 from __future__ import annotations
 
 import argparse
-import gc
 import os
 import statistics
 import sys
@@ -64,14 +63,12 @@ def bare_loop(path: Path, cores: int) -> float:
         sess.run(None, feed)
         _ = time.perf_counter() - t
     del sess
-    gc.collect()
     with tempfile.TemporaryDirectory() as tmp:
         sess = make_session(str(path), cores, profiling=True, profile_prefix=f"{tmp}/bare")
         for _ in range(1 + profiled_runs_for(ITERATIONS)):
             sess.run(None, feed)
         sess.end_profiling()
         del sess
-        gc.collect()
     return time.perf_counter() - t0
 
 

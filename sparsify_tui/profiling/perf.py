@@ -26,7 +26,6 @@ One live session at a time: each session is deleted before the next is created.
 
 from __future__ import annotations
 
-import gc
 import math
 import os
 import shutil
@@ -254,7 +253,6 @@ def _measure(model_path: str, feeds: list, cores: int, warmup: int, iterations: 
         clock["runs_s"] += time.perf_counter() - t0
     finally:
         del sess
-        gc.collect()
     maybe_check(cancel)
     opt_path = tmp / f"{tag}_optimized.onnx"
     n_prof = profiled_runs_for(iterations)
@@ -270,7 +268,6 @@ def _measure(model_path: str, feeds: list, cores: int, warmup: int, iterations: 
         t0 = time.perf_counter()
         trace = sess.end_profiling()
         del sess
-        gc.collect()
         clock["end_profiling_s"] += time.perf_counter() - t0
     t0 = time.perf_counter()
     kernels = attr.parse_trace(trace, skip_runs=1)
