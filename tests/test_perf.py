@@ -281,3 +281,12 @@ def test_mobilenet_v2_quick_profile():
     assert sum(n.share for n in prof.nodes) == pytest.approx(1.0)
     unattributed = sum(n.time_ms for n in prof.nodes if n.id == attr.UNATTRIBUTED_ROW)
     assert unattributed < 0.02 * prof.total_node_ms
+
+
+def test_real_quantization_failure_is_recorded():
+    """magika (int32 byte input, ai.onnx.ml domain) fails in quantize_static: the profile completes."""
+    path = shared_model("magika_standard_v3_3.onnx")
+    prof = profile_performance(path, warmup=0, iterations=2, int8=True)
+    assert prof.int8["enabled"] and prof.int8["error"], prof.int8
+    assert "\n" not in prof.int8["error"]
+    assert prof.latency_ms["median"] > 0 and sum(n.time_ms for n in prof.nodes) > 0
