@@ -164,7 +164,15 @@ def test_cli_apply_and_benchmark_json(workspace_home, demo_model, tmp_path, caps
     sess = ort.InferenceSession(str(out), providers=["CPUExecutionProvider"])
     x = np.random.default_rng(0).standard_normal((1, 3, 48, 192)).astype(np.float32)
     assert sess.run(None, {"x": x})[0].shape == (1, 2)
-    assert any(n.op_type == "DequantizeLinear" for n in onnx.load(str(out)).graph.node)
+    # every Conv/MatMul is fed by DequantizeLinear weights except the excluded layer, which stays FP32
+    q = onnx.load(str(out))
+    prod = {o: n for n in q.graph.node for o in n.output}
+    excluded = opt["quantization"]["excluded"]
+    layers = [n for n in q.graph.node if n.op_type in ("Conv", "MatMul")]
+    assert len(layers) > 10
+    for n in layers:
+        w = prod.get(n.input[1])
+        assert (w is not None and w.op_type == "DequantizeLinear") == (n.name not in excluded), n.name
 
     assert main(["benchmark", "demo", "--optimization", "opt one", "--batch-sizes", "1,2", "--cores", "1",
                  "--warmup", "0", "--iterations", "2", "--json"]) == 0
