@@ -397,12 +397,12 @@ def one_shot_profile(
     levels = list(levels)
     run_levels = [s for s in levels if s > 1e-9]
     runs_per_layer = (len(run_levels) + (1 if int8 else 0)) * nb
+    costs = node_costs(model_path, model, batch_size, dims, batches_list[0])
     if strategy == "single":
         groups = [(0, len(refs))]
     elif strategy == "layer":
         groups = [(i, i + 1) for i in range(len(refs))]
     elif strategy == "auto":
-        costs = node_costs(model_path, model, batch_size, dims, batches_list[0])
         groups = plan_groups(masks, costs, runs_per_layer, nb, t_create, t_run)
     else:
         raise SparsifyError(f"unknown one-shot strategy {strategy!r}: use auto, single or layer")
@@ -455,6 +455,7 @@ def one_shot_profile(
     zeros: dict = {}
     n_sessions = 0
     t_sessions = 0.0
+    group_stats: list = []
     for (a, b), m in zip(groups, group_masks):
         maybe_check(cancel)
         ts = time.perf_counter()
@@ -469,9 +470,14 @@ def one_shot_profile(
         outs = [o.name for o in sess.get_outputs()]
         gfeeds = [{k: c[k] for k in front} for c in cache]
         refs_out = []
+        tr = time.perf_counter()
         for f in gfeeds:
             refs_out.append(dict(zip(outs, sess.run(outs, f, ro))))
             done += 1
+        group_stats.append({"layers": b - a, "nodes_share": round(float(m.mean()), 4),
+                            "flops_share": round(float(costs[m].sum() / costs.sum()), 4),
+                            "create_s": round(time.perf_counter() - ts - (time.perf_counter() - tr), 4),
+                            "dense_run_s": round((time.perf_counter() - tr) / max(1, len(gfeeds)), 5)})
         dense_all = [{n: r.get(n, None) for n in om.names} for r in refs_out]
         for k in range(a, b):
             ref = refs[k]
@@ -542,5 +548,7 @@ def one_shot_profile(
             "output_metrics": dict(om.kinds),
             "seconds_group_sessions": round(t_sessions, 3),
             "seconds_setup": round(t_setup, 3),
+            "calibration": {"create_s": round(t_create, 4), "run_s": round(t_run, 5)},
+            "group_stats": group_stats,
         },
     )
