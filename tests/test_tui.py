@@ -117,7 +117,7 @@ async def test_create_project_through_dialog_then_visit_every_section(ws, demo_m
         await pilot.press("2")
         await wait_section(pilot, app, "perf")
         await pilot.press("l")
-        table = app.query_one("#perf #layer-table", FilterableTable)
+        table = app.query_one("#perf #layers", FilterableTable)
         await wait_for(pilot, lambda: len(table.rows_shown()) > 0)
         assert len(table.rows_shown()) == len(ws.analysis_of(project["id"])["nodes"])
 
@@ -127,7 +127,7 @@ async def test_layer_results_filter_and_sort(ws, demo_project):
     async with app.run_test(size=SIZE) as pilot:
         await wait_section(pilot, app, "perf")
         await pilot.press("l")
-        table = app.query_one("#perf #layer-table", FilterableTable)
+        table = app.query_one("#perf #layers", FilterableTable)
         await wait_for(pilot, lambda: len(table.rows_shown()) > 0)
         nodes = ws.analysis_of(demo_project["id"])["nodes"]
         assert [r["id"] for r in table.rows_shown()] == [n["id"] for n in nodes]  # graph order
@@ -168,7 +168,7 @@ async def test_flops_summary_and_op_type_chart(ws, demo_project):
         summary = str(app.query_one("#perf #model-summary").render())
         assert "36.18 M" in summary and "Batch size" in summary
         # values -> % -> log, and the table view has the same numbers
-        chart.query_one("#chart-view").focus()
+        chart.focus()
         await pilot.press("v")
         shown, label = chart.displayed()
         assert chart.mode == "percent" and sum(shown) == pytest.approx(100.0)

@@ -140,6 +140,9 @@ class SparsifyApp(App[int]):
     def __init__(self, *, model: Optional[str] = None, project: Optional[str] = None,
                  workspace: Any = None, **kwargs) -> None:
         super().__init__(**kwargs)
+        if "TEXTUAL_ANIMATIONS" not in os.environ:
+            # no sliding tab underlines or smooth scrolls: every animation frame is bytes on a slow SSH link
+            self.animation_level = "none"
         if workspace is None:
             from sparsify_tui.store import Workspace
 

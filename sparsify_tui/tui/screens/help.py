@@ -109,12 +109,12 @@ class HelpScreen(ModalScreen[None]):
 
     def compose(self) -> ComposeResult:
         with Vertical():
-            yield Static("Keys — escape closes · / filters · keys shown for the focused widget are in the footer",
+            yield Static("Keys  [dim](escape closes · / filters · remap: keymap.json {binding id: key})[/dim]",
                          classes="dialog-title")
             yield FilterableTable([
                 Column("key", "Key", filter=True),
-                Column("description", "Does", filter=True),
                 Column("where", "Where", filter=True),
+                Column("description", "Does", filter=True),
                 Column("id", "Binding id", filter=True),
             ], id="help-table")
 

@@ -237,6 +237,10 @@ class NewProjectDialog(ModalScreen[Optional[str]]):
                     yield Label("Cores")
                     yield Input(str(available_cores()), id="core_count", type="integer", compact=True)
                 yield Grid(id="dims-form", classes="form")
+                yield Static("RUN copies the model into the project and counts its FLOPs; the enabled profiles "
+                             "then run as background jobs (they keep running if you close this or quit). "
+                             "Symbolic dims (other than the batch) need a value. tab: next field · "
+                             "→: complete the path · ctrl+b: browse", id="run-hint", classes="hint")
                 yield Vertical(id="progress-area")
             with Horizontal(classes="buttons"):
                 yield Button("Cancel", id="cancel", compact=True)
@@ -427,6 +431,7 @@ class NewProjectDialog(ModalScreen[Optional[str]]):
         self.jobs = submitted
         for widget in self.query("#form Input, #form Switch, #dims-form Input, #browse"):
             widget.disabled = True
+        self.query_one("#run-hint").display = False
         area = self.query_one("#progress-area")
         area.remove_children()
         lines = [f"✓ Project [b]{project['name']}[/b] created."]

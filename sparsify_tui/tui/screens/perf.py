@@ -20,7 +20,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.widget import Widget
-from textual.widgets import OptionList, Static, TabbedContent, TabPane
+from textual.widgets import ContentSwitcher, OptionList, Static
 from textual.widgets.option_list import Option
 from textual.worker import Worker, WorkerState
 
@@ -90,6 +90,15 @@ def model_summary_text(analysis: dict, project: Optional[dict] = None) -> str:
     ])
 
 
+class TabBar(Static):
+    """One-line tab labels; a click calls the parent view's `action_tab`."""
+
+    def action_tab(self, tab: str) -> None:
+        handler = getattr(self.parent, "action_tab", None)
+        if callable(handler):
+            handler(tab)
+
+
 class FlopsProfileView(Widget):
     """The FLOPS profile: Model Summary + Layer Summaries, Layer Results, Top Layers (tabs)."""
 
@@ -103,33 +112,46 @@ class FlopsProfileView(Widget):
         self.analysis: dict = {}
         self.top_n = 20
 
+    TABS = (("summary", "Summary", "m"), ("layers", "Layer Results", "l"), ("top", "Top Layers", "g"))
+
     def compose(self) -> ComposeResult:
-        with TabbedContent(initial="summary"):
-            with TabPane("Summary", id="summary"):
-                with VerticalScroll():
-                    yield Static("Loading the model analysis…", id="model-summary")
-                    yield BarChart(title="Layer Summaries: FLOPs per op type", unit="FLOPs", id="op-chart")
-            with TabPane("Layer Results", id="layers"):
-                yield FilterableTable([
-                    Column("index", "#", numeric=True),
-                    Column("id", "Node id", filter=True),
-                    Column("op_type", "Op type", filter=True),
-                    Column("weight_name", "Weight", filter=True),
-                    Column("output_shape", "Output shape", fmt=format_shape),
-                    Column("params", "Params", numeric=True, fmt=format_count),
-                    Column("macs", "MACs", numeric=True, fmt=format_count),
-                    Column("flops", "FLOPs", numeric=True, fmt=format_count),
-                    Column("share", "% of total", numeric=True, fmt=format_percent),
-                ], id="layer-table")
-            with TabPane("Top Layers", id="top"):
-                with VerticalScroll():
-                    yield BarChart(title="Top layers by FLOPs", unit="FLOPs", id="top-chart")
+        # a one-line tab bar (clickable; keys m/l/g) over a ContentSwitcher: no animated underline
+        yield TabBar("", classes="view-tabs")
+        with ContentSwitcher(initial="summary"):
+            with VerticalScroll(id="summary"):
+                yield Static("Loading the model analysis…", id="model-summary")
+                yield BarChart(title="Layer Summaries: FLOPs per op type", unit="FLOPs", id="op-chart")
+            yield FilterableTable([
+                Column("index", "#", numeric=True),
+                Column("id", "Node id", filter=True),
+                Column("op_type", "Op type", filter=True),
+                Column("weight_name", "Weight", filter=True),
+                Column("output_shape", "Output shape", fmt=format_shape),
+                Column("params", "Params", numeric=True, fmt=format_count),
+                Column("macs", "MACs", numeric=True, fmt=format_count),
+                Column("flops", "FLOPs", numeric=True, fmt=format_count),
+                Column("share", "% of total", numeric=True, fmt=format_percent),
+            ], id="layers")
+            with VerticalScroll(id="top"):
+                yield BarChart(title="Top layers by FLOPs", unit="FLOPs", id="top-chart")
+
+    def _show_tabs(self) -> None:
+        current = self.query_one(ContentSwitcher).current
+        parts = []
+        for tab_id, label, key in self.TABS:
+            text = f" {label} ({key}) "
+            if tab_id == current:
+                parts.append(f"[reverse b]{text}[/]")
+            else:
+                parts.append(f"[@click=tab('{tab_id}')]{text}[/]")
+        self.query_one(".view-tabs", TabBar).update(" ".join(parts))
 
     def on_mount(self) -> None:
+        self._show_tabs()
         self._load()
 
     def focus_default(self) -> None:
-        self.query_one(TabbedContent).query_one("Tabs").focus()
+        self.query_one("#op-chart").focus(scroll_visible=False)
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="flops", description="read analysis")
     def _load(self) -> tuple[dict, dict]:
@@ -148,7 +170,7 @@ class FlopsProfileView(Widget):
         self.query_one("#model-summary", Static).update(model_summary_text(analysis, project))
         ops = op_type_flops(analysis)
         self.query_one("#op-chart", BarChart).set_data([k for k, _ in ops], [v for _, v in ops])
-        self.query_one("#layer-table", FilterableTable).set_rows(node_rows(analysis))
+        self.query_one("#layers", FilterableTable).set_rows(node_rows(analysis))
         self._show_top()
 
     def _show_top(self) -> None:
@@ -166,14 +188,11 @@ class FlopsProfileView(Widget):
         self._show_top()
 
     def action_tab(self, tab: str) -> None:
-        tabs = self.query_one(TabbedContent)
-        tabs.active = tab
-        target = {"summary": "#op-chart", "layers": "#layer-table", "top": "#top-chart"}[tab]
-        widget = self.query_one(target)
-        if isinstance(widget, FilterableTable):
-            widget.focus()
-        else:
-            widget.query_one("VerticalScroll").focus()
+        """Show a tab: 'summary' (Model Summary + Layer Summaries), 'layers' (Layer Results), 'top'."""
+        self.query_one(ContentSwitcher).current = tab
+        self._show_tabs()
+        target = {"summary": "#op-chart", "layers": "#layers", "top": "#top-chart"}[tab]
+        self.query_one(target).focus(scroll_visible=False)
 
 
 class PerfSection(Widget):

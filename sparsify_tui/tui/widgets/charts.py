@@ -64,8 +64,10 @@ def format_value(value: float, unit: str) -> str:
     return f"{value:.4g} {unit}".strip()
 
 
-class _ChartBase(Widget):
-    """Chart + table in a ContentSwitcher; `t` toggles between them."""
+class _ChartBase(Widget, can_focus=True):
+    """Chart + table in a ContentSwitcher; `t` toggles between them.
+
+    The chart widget itself takes focus (its keys work; arrow keys scroll the container it is in)."""
 
     DEFAULT_CSS = """
     _ChartBase { height: auto; max-height: 100%; }
@@ -76,6 +78,7 @@ class _ChartBase(Widget):
     _ChartBase FilterableTable > DataTable { height: auto; max-height: 28; }
     _ChartBase .chart-empty { color: $text-muted; padding: 1 2; }
     _ChartBase .chart-title { text-style: bold; height: auto; padding: 0 1; }
+    _ChartBase:focus > .chart-title { background: $accent 30%; }
     """
 
     BINDINGS = [
@@ -95,7 +98,7 @@ class _ChartBase(Widget):
     def compose(self) -> ComposeResult:
         yield Static("", classes="chart-title")
         with ContentSwitcher(initial="chart-view"):
-            with VerticalScroll(id="chart-view"):
+            with VerticalScroll(id="chart-view", can_focus=False):
                 yield Static("No data.", classes="chart-empty")
                 yield PlotextPlot(id="plot")
             yield FilterableTable(self._table_columns(), show_status=False, id="table-view")
@@ -122,7 +125,7 @@ class _ChartBase(Widget):
         switcher.current = "table-view" if show else "chart-view"
         self._replot()
         if had_focus:
-            (self.table if show else self.query_one("#chart-view")).focus()
+            (self.table if show else self).focus(scroll_visible=False)
 
     def _replot(self) -> None:  # pragma: no cover - overridden
         raise NotImplementedError
