@@ -222,14 +222,6 @@ class LossProfileView(Widget):
     LossProfileView #sens-hint { color: $text-muted; height: auto; padding: 0 1; }
     """
 
-    BINDINGS = [
-        Binding("right_square_bracket", "level(1)", "Sparsity +", id="loss.level_up",
-                tooltip="Sensitivity chart: next sparsity level"),
-        Binding("left_square_bracket", "level(-1)", "Sparsity −", id="loss.level_down",
-                tooltip="Sensitivity chart: previous sparsity level"),
-        Binding("i", "toggle_int8", "INT8", id="loss.int8", tooltip="Sensitivity chart: pruning ↔ INT8 sensitivity"),
-    ]
-
     def __init__(self, project_id: str, ref: str, **kwargs) -> None:
         super().__init__(**kwargs)
         self.project_id = project_id
@@ -283,6 +275,7 @@ class LossProfileView(Widget):
     def show_profile(self, prof) -> None:
         self.profile = prof
         self.level = default_level(prof)
+        self.show_int8 = False
         self.query_one("#loss-summary", Static).update(summary_text(prof))
         self.query_one("#params-chart", BarChart).set_data(
             [x.id for x in prof.layers], [x.params for x in prof.layers],
@@ -307,8 +300,11 @@ class LossProfileView(Widget):
                 hint.update("No INT8 sensitivity in this profile (add one with INT8 on).  [dim]i: pruning[/dim]")
                 chart.set_data([], [], title="Layer INT8 Sensitivities")
                 return
-            what = "weight quantization noise Σ(w−q)²/Σw²" if prof.method == "magnitude" else prof.metric_description
-            hint.update(f"INT8: only that layer's weight quantized · {what}  [dim]i: pruning[/dim]")
+            if prof.method == "magnitude":
+                what = "weight INT8 noise Σ(w−q)²/Σw²"
+            else:
+                what = f"only this layer in INT8 (weight + input) · {prof.metric_description}"
+            hint.update(f"{what}  [dim]i: pruning[/dim]")
             chart.set_data(labels, [v or 0.0 for v in vals], title="Layer INT8 Sensitivities", unit="",
                            x_label="INT8 sensitivity")
         else:
@@ -367,6 +363,11 @@ class LossSection(Widget):
         Binding("c", "view_tab('params')", "Params", id="loss.tab_params",
                 tooltip="Profile page: Layer Params Counts chart"),
         Binding("l", "view_tab('table')", "Table", id="loss.tab_table", tooltip="Profile page: table of every number"),
+        Binding("right_square_bracket", "level(1)", "Sparsity +", id="loss.level_up",
+                tooltip="Sensitivity chart: next sparsity level"),
+        Binding("left_square_bracket", "level(-1)", "Sparsity −", id="loss.level_down",
+                tooltip="Sensitivity chart: previous sparsity level"),
+        Binding("i", "toggle_int8", "INT8", id="loss.int8", tooltip="Sensitivity chart: pruning ↔ INT8 sensitivity"),
     ]
 
     POLL_SECONDS = 5.0
@@ -405,6 +406,16 @@ class LossSection(Widget):
         view = self.current_view()
         if view is not None:
             view.action_tab(tab)
+
+    def action_level(self, step: int) -> None:
+        view = self.current_view()
+        if view is not None:
+            view.action_level(step)
+
+    def action_toggle_int8(self) -> None:
+        view = self.current_view()
+        if view is not None:
+            view.action_toggle_int8()
 
     # -- list ------------------------------------------------------------------------------------
     def _poll(self) -> None:
