@@ -370,3 +370,34 @@ async def test_quit_key(ws):
         await pilot.press("q")
         await pilot.pause()
     assert app.return_code == 0
+
+
+async def test_keymap_file_remaps_a_binding(ws):
+    """Users remap keys by binding id in <workspace>/keymap.json."""
+    Path(ws.root).mkdir(parents=True, exist_ok=True)
+    (Path(ws.root) / "keymap.json").write_text('{"section.settings": "f6", "app.help": "f1"}')
+    project = ws.create_project(tiny_model(Path(ws.root) / "tiny.onnx"), "tiny")
+    app = SparsifyApp(project=project["id"])
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_section(pilot, app, "perf")
+        await pilot.press("f6")
+        await wait_for(pilot, lambda: app.section == "settings")
+        await pilot.press("escape", "f1")
+        await wait_for(pilot, lambda: type(app.screen).__name__ == "HelpScreen")
+        keys = {r["id"]: r["key"] for r in app.screen.query_one(FilterableTable).rows_shown()}
+        assert keys["section.settings"].lower() == "f6"
+
+
+async def test_path_completion_and_browser_filter(tmp_path):
+    from sparsify_tui.tui.screens.new_project import OnnxTree, PathSuggester
+
+    (tmp_path / "models").mkdir()
+    (tmp_path / "models" / "resnet50.onnx").write_bytes(b"x")
+    (tmp_path / "models" / "readme.txt").write_text("x")
+    (tmp_path / ".hidden").mkdir()
+    suggester = PathSuggester()
+    assert await suggester.get_suggestion(str(tmp_path / "mo")) == str(tmp_path / "models") + "/"
+    assert await suggester.get_suggestion(str(tmp_path / "models" / "r")) == str(tmp_path / "models" / "resnet50.onnx")
+    assert await suggester.get_suggestion(str(tmp_path / "nothing")) is None
+    shown = OnnxTree.filter_paths(None, list(tmp_path.iterdir()) + list((tmp_path / "models").iterdir()))
+    assert sorted(p.name for p in shown) == ["models", "resnet50.onnx"]

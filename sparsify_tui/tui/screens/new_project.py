@@ -439,9 +439,10 @@ class NewProjectDialog(ModalScreen[Optional[str]]):
         if submitted:
             lines.append("Profiles run in the background (they keep running if you close this or quit):")
         area.mount(Static("\n".join(lines), id="created-info"))
-        progress_cls = _job_progress_class()
+        from sparsify_tui.tui.widgets.jobs import JobProgress
+
         for job in submitted:
-            area.mount(progress_cls(job["id"]) if progress_cls else SimpleJobProgress(job["id"]))
+            area.mount(JobProgress(job["id"]))
         complete = self.query_one("#complete", Button)
         complete.disabled = False
         complete.focus()
@@ -466,41 +467,3 @@ class NewProjectDialog(ModalScreen[Optional[str]]):
             self.notify("The project is being created; wait for it to finish.", severity="warning")
             return
         self.dismiss(self.project["id"] if self.project else None)
-
-
-def _job_progress_class() -> Any:
-    """The store engineer's JobProgress widget (tui/widgets/jobs.py), if present."""
-    try:
-        from sparsify_tui.tui.widgets.jobs import JobProgress
-
-        return JobProgress
-    except Exception:
-        return None
-
-
-class SimpleJobProgress(Static):
-    """Fallback job progress line (used only when tui/widgets/jobs.py is missing): polls 2×/s."""
-
-    def __init__(self, job_id: str) -> None:
-        super().__init__(f"job {job_id}: pending")
-        self.job_id = job_id
-
-    def on_mount(self) -> None:
-        self._timer = self.set_interval(0.5, self._poll)
-
-    @work(thread=True, exclusive=True, exit_on_error=False, group="job-poll")
-    def _poll(self) -> Optional[dict]:
-        from sparsify_tui import jobs
-
-        return jobs.get_job(self.app.workspace, self.job_id)
-
-    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
-        if event.state != WorkerState.SUCCESS or not event.worker.result:
-            return
-        job = event.worker.result
-        prog = job.get("progress") or {}
-        frac = float(prog.get("fraction") or 0.0)
-        self.update(f"{job.get('type')} {job.get('args', {}).get('name', '')}: {job.get('status')} "
-                    f"{prog.get('step', '')} {frac * 100:.0f}%")
-        if job.get("status") in ("completed", "canceled", "error"):
-            self._timer.stop()

@@ -86,7 +86,7 @@ def model_summary_text(analysis: dict, project: Optional[dict] = None) -> str:
         f"  Batch size  [b]{batch}[/b] (used for shapes)",
         *([f"  Dims        {dims_text}"] if dims_text else []),
         f"  Nodes       {len(nodes)} ({prunable} prunable layers)",
-        "  [dim]FLOPs = 2×MACs for Conv/Gemm/MatMul; 1 per output element for elementwise ops.[/dim]",
+        "  [dim]FLOPs = 2×MACs (Conv/Gemm/MatMul); 1 per output element (elementwise)[/dim]",
     ])
 
 
