@@ -245,11 +245,38 @@ def _bad_inputs(tmp_path: Path, demo_model: Path) -> dict[str, Path]:
     empty.write_bytes(b"")
     folder = tmp_path / "folder.onnx"
     folder.mkdir()
-    return {"truncated": truncated, "text": text, "empty": empty, "missing": tmp_path / "nope.onnx",
-            "directory": folder}
+    cases = {"truncated": truncated, "text": text, "empty": empty, "missing": tmp_path / "nope.onnx",
+             "directory": folder}
+    # an op from an unknown domain
+    graph = helper.make_graph([helper.make_node("Mystery", ["x"], ["y"], domain="com.example.unknown")], "g",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4])])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17),
+                                                    helper.make_opsetid("com.example.unknown", 1)])
+    model.ir_version = 8
+    cases["unknown_domain"] = tmp_path / "unknown_domain.onnx"
+    onnx.save(model, cases["unknown_domain"])
+    # external data file missing
+    ext = tmp_path / "ext"
+    ext.mkdir()
+    big = onnx.load(tiny_model(ext / "tiny_src.onnx"))
+    onnx.save(big, ext / "external.onnx", save_as_external_data=True, all_tensors_to_one_file=True,
+              location="external.onnx.data", size_threshold=0)
+    (ext / "external.onnx.data").unlink()
+    cases["missing_external_data"] = ext / "external.onnx"
+    # inputs without a shape
+    graph = helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "g",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, None)],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    cases["no_input_shape"] = tmp_path / "no_shape.onnx"
+    onnx.save(model, cases["no_input_shape"])
+    return cases
 
 
-@pytest.mark.parametrize("case", ["truncated", "text", "empty", "missing", "directory"])
+@pytest.mark.parametrize("case", ["truncated", "text", "empty", "missing", "directory", "unknown_domain",
+                                  "missing_external_data", "no_input_shape"])
 async def test_bad_model_shows_error_dialog_and_creates_nothing(ws, demo_model, tmp_path, case):
     path = _bad_inputs(tmp_path, demo_model)[case]
     app = SparsifyApp()
@@ -401,3 +428,12 @@ async def test_path_completion_and_browser_filter(tmp_path):
     assert await suggester.get_suggestion(str(tmp_path / "nothing")) is None
     shown = OnnxTree.filter_paths(None, list(tmp_path.iterdir()) + list((tmp_path / "models").iterdir()))
     assert sorted(p.name for p in shown) == ["models", "resnet50.onnx"]
+
+
+async def test_open_bad_model_path_shows_error_and_stays_up(ws, demo_model, tmp_path):
+    """`sparsify-tui truncated.onnx`: the error dialog, the app stays up on Projects, nothing created."""
+    app = SparsifyApp(model=str(_bad_inputs(tmp_path, demo_model)["truncated"]))
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(pilot, lambda: isinstance(app.screen, ErrorDialog))
+        await pilot.press("escape")
+        assert app.is_running and app.section == "projects" and ws.list_projects() == []

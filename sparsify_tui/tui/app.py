@@ -219,6 +219,10 @@ class SparsifyApp(App[int]):
             cls = section_class(section)
             mounting = switcher.mount(cls(self.project_id, id=section))
         switcher.current = section
+        if section == "projects" and self.section != "projects":
+            from sparsify_tui.tui.screens.projects import ProjectsSection
+
+            self.query_one(ProjectsSection).reload()  # pick up projects made by the CLI meanwhile
         self.section = section
         self._update_chrome()
         if mounting is None:
