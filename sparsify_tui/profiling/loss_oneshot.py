@@ -42,6 +42,8 @@ from sparsify_tui.profiling.pruning import magnitude_order, magnitude_prune, pru
 ONE = np.array(1.0, dtype=np.float32)
 RUN_OVERHEAD_S = 0.0003  # python + feed binding per run, order of magnitude on this class of machine
 _FLOAT_TYPES = (np.float16, np.float32, np.float64)
+_NONDETERMINISTIC = {"RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike", "Multinomial",
+                     "Bernoulli", "Dropout"}
 
 
 # -- metrics ---------------------------------------------------------------------------------------------
@@ -166,6 +168,15 @@ class GraphIndex:
         for i, ins in enumerate(self.node_inputs):
             for name in ins:
                 self.consumers.setdefault(name, []).append(i)
+        # tensors computed from initializers only (e.g. Identity of a shared bias): kept inside every
+        # sub-model so onnxruntime still sees constants (fed as inputs they would block fusions/pre-packing)
+        self.const_producer: dict = {}
+        for i, n in enumerate(self.nodes):
+            ins = self.node_inputs[i]
+            if (n.op_type not in _NONDETERMINISTIC and not any(a.type in (5, 10) for a in n.attribute)
+                    and all(x in self.init_names or x in self.const_producer for x in ins)):
+                for o in n.output:
+                    self.const_producer[o] = i
 
     def descendants(self, start: int) -> np.ndarray:
         mask = np.zeros(len(self.nodes), dtype=bool)
@@ -179,6 +190,15 @@ class GraphIndex:
                         mask[c] = True
                         stack.append(c)
         return mask
+
+    def with_constants(self, mask: np.ndarray) -> np.ndarray:
+        """``mask`` plus the constant-only nodes producing tensors it uses (transitively)."""
+        mask = mask.copy()
+        while True:
+            add = {self.const_producer[n] for n in self.frontier(mask) if n in self.const_producer}
+            if not add:
+                return mask
+            mask[list(add)] = True
 
     def frontier(self, mask: np.ndarray) -> list:
         """Non-initializer tensors used by the masked nodes and produced outside them (graph inputs included)."""
@@ -411,7 +431,7 @@ def one_shot_profile(
         m = np.zeros(len(gi.nodes), dtype=bool)
         for k in range(a, b):
             m |= masks[k]
-        group_masks.append(m)
+        group_masks.append(gi.with_constants(m))
 
     # 3. dense pass recording every frontier activation
     needed = sorted({n for m in group_masks for n in gi.frontier(m)} - set(gi.input_names))
