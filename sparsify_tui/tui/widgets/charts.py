@@ -64,6 +64,17 @@ def format_value(value: float, unit: str) -> str:
     return f"{value:.4g} {unit}".strip()
 
 
+class _ChartScroll(VerticalScroll, can_focus=False):
+    """The chart's scroll container. Focusing it focuses the chart widget (whose keys then work)."""
+
+    def focus(self, scroll_visible: bool = True):  # type: ignore[override]
+        chart = next((a for a in self.ancestors if isinstance(a, _ChartBase)), None)
+        if chart is not None:
+            chart.focus(scroll_visible=False)
+            return self
+        return super().focus(scroll_visible)
+
+
 class _ChartBase(Widget, can_focus=True):
     """Chart + table in a ContentSwitcher; `t` toggles between them.
 
@@ -98,7 +109,7 @@ class _ChartBase(Widget, can_focus=True):
     def compose(self) -> ComposeResult:
         yield Static("", classes="chart-title")
         with ContentSwitcher(initial="chart-view"):
-            with VerticalScroll(id="chart-view", can_focus=False):
+            with _ChartScroll(id="chart-view"):
                 yield Static("No data.", classes="chart-empty")
                 yield PlotextPlot(id="plot")
             yield FilterableTable(self._table_columns(), show_status=False, id="table-view")
