@@ -285,7 +285,7 @@ class PerfSection(Widget):
                 extra.append(f"b{r['batch_size']}")
             if r.get("core_count"):
                 extra.append(f"{r['core_count']}c")
-            options.add_option(Option(f"{label} {' '.join(extra)}" if extra else label, id=str(r["id"])))
+            options.add_option(Option(f"{label} ({', '.join(extra)})" if extra else label, id=str(r["id"])))
         ids = [FLOPS_ID] + [str(r["id"]) for r in records]
         if self.selected not in ids:
             self.select_profile(FLOPS_ID)
