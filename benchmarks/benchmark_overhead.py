@@ -166,6 +166,11 @@ def main() -> int:
     import onnxruntime as ort
 
     cores = [int(c) for c in str(args.cores).split(",") if c]
+    from sparsify_tui.analysis.system import system_info
+
+    si = system_info()
+    print(f"machine: {si.cpu_model}, {si.available_cores} cores, {' '.join(si.instruction_sets)} "
+          "(INT8 gains are larger with AVX-512 VNNI)")
     print(f"onnxruntime {ort.__version__}; cores {cores}; warmup {args.warmup}; iterations {args.iterations}; "
           f"rounds {args.rounds}")
     demo = ROOT / "sparsify_tui" / "demo" / "ppocr_cls.onnx"

@@ -144,6 +144,7 @@ class BenchmarkResult:
     seconds: float = 0.0
     data: Optional[str] = None
     ort_version: str = ""
+    system: dict = field(default_factory=dict)
 
     @property
     def baseline_label(self) -> str:
@@ -182,6 +183,7 @@ class BenchmarkResult:
                 "data": self.data,
                 "seconds": self.seconds,
                 "ort_version": self.ort_version,
+                "system": dict(self.system),
                 "engine": "onnxruntime CPUExecutionProvider, ORT_ENABLE_ALL, intra_op=cores, inter_op=1",
             },
             "results": [r.to_dict() for r in self.runs],
@@ -198,7 +200,7 @@ class BenchmarkResult:
             warmup=int(b.get("warmup", 0)), iterations=int(b.get("iterations", 0)),
             dims=dict(b.get("dims") or {}), name=b.get("name", "benchmark"), id=b.get("id"),
             created=b.get("created", ""), seconds=float(b.get("seconds", 0.0)), data=b.get("data"),
-            ort_version=b.get("ort_version", ""),
+            ort_version=b.get("ort_version", ""), system=dict(b.get("system") or {}),
         )
         res.runs = [BenchmarkRun.from_dict(r) for r in d.get("results", [])]
         return res
@@ -291,6 +293,16 @@ def _normalize_models(models) -> list[ModelSpec]:
     return out
 
 
+def _system() -> dict:
+    """CPU model, cores and instruction sets of this machine (the numbers only hold for it)."""
+    try:
+        from sparsify_tui.analysis.system import system_info
+
+        return system_info().to_dict()
+    except Exception:  # pragma: no cover - informational only
+        return {}
+
+
 def run_benchmark(
     models,
     *,
@@ -329,6 +341,7 @@ def run_benchmark(
         models=specs, batch_sizes=batch_sizes, core_counts=core_counts, warmup=int(warmup),
         iterations=int(iterations), dims=dict(dims or {}), name=name, data=str(data) if data else None,
         created=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"), ort_version=ort.__version__,
+        system=_system(),
     )
     total = len(specs) * len(batch_sizes) * len(core_counts)
     done = 0
