@@ -35,6 +35,24 @@ def print_json(data: Any) -> None:
     sys.stdout.write("\n")
 
 
+def stderr_progress(quiet: bool = False):
+    """A :data:`sparsify_tui.progress.ProgressFn` printing ``NN.N%  step`` on stderr, at most twice a second
+    (plus every step change and the end), so stdout stays pure JSON. Prints nothing when ``quiet``."""
+    import time
+
+    last = [0.0, ""]
+
+    def progress(step: str, fraction: float) -> None:
+        if quiet:
+            return
+        now = time.monotonic()
+        if step != last[1] or now - last[0] >= 0.5 or fraction >= 1.0:
+            last[0], last[1] = now, step
+            print(f"  {fraction * 100:5.1f}%  {step}", file=sys.stderr, flush=True)
+
+    return progress
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="sparsify-tui",

@@ -133,10 +133,22 @@ def test_duplicate_name_refused(cli, demo_model):
 
 
 def test_demo_headless_creates_then_reuses(cli):
-    first = json.loads(cli("demo", "--headless", "--json").stdout)
+    first = json.loads(cli("demo", "--headless", "--no-profile", "--json").stdout)
     assert first["name"] == "demo" and first["model"]["file"] == "ppocr_cls.onnx"
     assert first["setup"]["dims"] == {"x:2": 48, "x:3": 192}
     assert first["model"]["flops"] > 0 and first["records"]["perf_profiles"] == 0
-    second = json.loads(cli("demo", "--headless", "--json").stdout)
+    second = json.loads(cli("demo", "--headless", "--no-profile", "--json").stdout)
     assert second["id"] == first["id"]
     assert len(json.loads(cli("list", "--json").stdout)) == 1
+
+
+def test_demo_runs_the_baseline_profiles_once(cli):
+    """The README's main command: the first `demo` measures the perf profile and the loss profile; the next reuses them."""
+    first = cli("demo", "--headless", "--json")
+    summary = json.loads(first.stdout)
+    assert summary["records"]["perf_profiles"] == 1 and summary["records"]["loss_profiles"] == 1
+    assert "baseline performance profile" in first.stderr and "100.0%" in first.stderr
+    perf = json.loads(cli("job", "list", "--json").stdout)
+    assert [j["type"] for j in perf if j["status"] == "completed"].count("perf_profile") == 1
+    again = json.loads(cli("demo", "--headless", "--json").stdout)
+    assert again["records"] == summary["records"]

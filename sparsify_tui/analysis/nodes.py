@@ -42,7 +42,7 @@ import numpy as np
 import onnx
 from onnx import TensorProto
 
-from sparsify_tui.analysis.flops import MATRIX_OPS, OpShapes, count_macs_flops
+from sparsify_tui.analysis.flops import OpShapes, count_macs_flops
 from sparsify_tui.analysis.loading import count_zeros, load_model
 from sparsify_tui.analysis.shapes import graph_inputs, infer_shapes_ex, resolve_dims
 

@@ -4,23 +4,10 @@ measuring lock, so they queue behind other measuring jobs instead of corrupting 
 
 from __future__ import annotations
 
-import sys
-import time
+from sparsify_tui.cli import stderr_progress as _stderr_progress
 
 
-def _progress_printer(quiet: bool):
-    """A ProgressFn printing ``step  NN%`` on stderr at most twice a second (nothing when quiet)."""
-    last = [0.0, ""]
 
-    def progress(step: str, fraction: float) -> None:
-        if quiet:
-            return
-        now = time.monotonic()
-        if step != last[1] or now - last[0] >= 0.5 or fraction >= 1.0:
-            last[0], last[1] = now, step
-            print(f"  {fraction * 100:5.1f}%  {step}", file=sys.stderr, flush=True)
-
-    return progress
 
 
 def _int_list(text: str) -> list[int]:
@@ -68,7 +55,7 @@ def cmd_benchmark(args) -> int:
         job_args["dims"] = {**(project.get("setup") or {}).get("dims", {}), **parse_dim_args(args.dim)}
     if args.data:
         job_args["data"] = args.data
-    summary = run_here(ws, project["id"], "benchmark", job_args, progress=_progress_printer(args.json))
+    summary = run_here(ws, project["id"], "benchmark", job_args, progress=_stderr_progress(args.json))
     result = load_benchmark(ws, project["id"], summary["benchmark"])
     if args.json:
         print_json(result.to_dict())
@@ -90,7 +77,7 @@ def cmd_apply(args) -> int:
     job_args = {"optimization": opt["id"], "out_path": args.output}
     if args.data:
         job_args["data"] = args.data
-    run_here(ws, project["id"], "apply", job_args, progress=_progress_printer(args.json))
+    run_here(ws, project["id"], "apply", job_args, progress=_stderr_progress(args.json))
     applied = ws.get_record(project["id"], "optimizations", opt["id"])["applied"]
     if args.json:
         print_json({"optimization": {"id": opt["id"], "name": opt.get("name")}, "applied": applied})

@@ -6,8 +6,8 @@ A model path runs in this process without a workspace; a project (id or name) ru
 
 from __future__ import annotations
 
-import sys
-import time
+from sparsify_tui.cli import stderr_progress as _stderr_progress
+
 from pathlib import Path
 
 try:
@@ -24,18 +24,6 @@ except ImportError:  # perf engineer's helper not there yet: an identical, idemp
         return parser._profile_sub
 
 
-def _progress_printer(quiet: bool):
-    last = [0.0, ""]
-
-    def progress(step: str, fraction: float) -> None:
-        if quiet:
-            return
-        now = time.monotonic()
-        if step != last[1] or now - last[0] >= 0.5 or fraction >= 1.0:
-            last[0], last[1] = now, step
-            print(f"  {fraction * 100:5.1f}%  {step}", file=sys.stderr, flush=True)
-
-    return progress
 
 
 def _summary_text(prof) -> str:
@@ -71,7 +59,7 @@ def cmd_profile_loss(args) -> int:
         prof = profile_loss(
             target, method=args.method, levels=levels, data=args.data, batches=args.batches,
             batch_size=args.batch_size or 1, dims=dims, int8=args.int8, metric=args.metric,
-            name=args.name or "baseline", progress=_progress_printer(args.json),
+            name=args.name or "baseline", progress=_stderr_progress(args.json),
         )
     else:
         from sparsify_tui.jobs import run_here
@@ -88,7 +76,7 @@ def cmd_profile_loss(args) -> int:
                 job_args["dims"] = {**((project.get("setup") or {}).get("dims") or {}), **dims}
             if args.batch_size:
                 job_args["batch_size"] = args.batch_size
-            summary = run_here(ws, project["id"], "loss_profile", job_args, progress=_progress_printer(args.json))
+            summary = run_here(ws, project["id"], "loss_profile", job_args, progress=_stderr_progress(args.json))
             prof = load_loss_profile(ws, project["id"], summary["record_id"])
     if args.json:
         print_json(prof.to_dict())

@@ -11,8 +11,9 @@ shared with ``profile loss`` (``sparsify_tui.commands.loss`` imports it from her
 
 from __future__ import annotations
 
+from sparsify_tui.cli import stderr_progress as _stderr_progress
+
 import sys
-import time
 from pathlib import Path
 
 
@@ -60,19 +61,6 @@ def register(sub) -> None:
     p.set_defaults(handler=cmd_profile_perf)
 
 
-def _progress_printer(quiet: bool):
-    """A ProgressFn printing ``NN.N%  step`` on stderr at most twice a second (nothing when quiet)."""
-    last = [0.0, ""]
-
-    def progress(step: str, fraction: float) -> None:
-        if quiet:
-            return
-        now = time.monotonic()
-        if step != last[1] or now - last[0] >= 0.5 or fraction >= 1.0:
-            last[0], last[1] = now, step
-            print(f"  {fraction * 100:5.1f}%  {step}", file=sys.stderr, flush=True)
-
-    return progress
 
 
 def _looks_like_model(target: str) -> bool:
@@ -86,7 +74,7 @@ def cmd_profile_perf(args) -> int:
     from sparsify_tui.errors import SparsifyError
 
     dims = parse_dim_args(args.dim) if args.dim else None
-    progress = _progress_printer(args.quiet)
+    progress = _stderr_progress(args.quiet)
     if args.batch_size is not None and args.batch_size < 1:
         raise SparsifyError(f"--batch-size {args.batch_size} is invalid: give 1 or more")
     if args.iterations < 1 or args.warmup < 0:

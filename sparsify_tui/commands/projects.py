@@ -6,6 +6,8 @@ The workspace is ``$SPARSIFY_TUI_HOME`` or ``~/.local/share/sparsify-tui``
 
 from __future__ import annotations
 
+import sys
+
 DEMO_NAME = "demo"
 DEMO_DIMS = {"x:2": 48, "x:3": 192}
 
@@ -49,8 +51,15 @@ def register(sub) -> None:
     d.add_argument("--json", action="store_true", help="print JSON")
     d.set_defaults(handler=_delete)
 
-    m = sub.add_parser("demo", help="create (or reuse) the demo project from the bundled model and open it")
+    m = sub.add_parser(
+        "demo",
+        help="create (or reuse) the demo project from the bundled model, profile it, and open it",
+        description="Create (or reuse) the project 'demo' from the bundled PP-OCR classifier. The first time, run its "
+        "baseline performance profile (measured with onnxruntime, INT8 included) and a weight-magnitude loss profile, "
+        "with progress on stderr; then open the TUI on it.",
+    )
     m.add_argument("--headless", action="store_true", help="do not open the TUI; print the project summary")
+    m.add_argument("--no-profile", action="store_true", help="skip the baseline perf and loss profiles")
     m.add_argument("--json", action="store_true", help="with --headless: print the summary as JSON")
     m.set_defaults(handler=_demo)
 
@@ -219,11 +228,33 @@ def ensure_demo_project(ws) -> dict:
                                  dims=dict(DEMO_DIMS))
 
 
+def run_demo_profiles(ws, project: dict) -> None:
+    """Run the demo's main jobs in this process, once: the "baseline" perf profile and a weight-magnitude
+    "baseline" loss profile, each only if the project has no profile of that kind yet."""
+    from sparsify_tui.cli import stderr_progress
+    from sparsify_tui.jobs import run_here
+
+    setup = project.get("setup", {})
+    if not ws.list_records(project["id"], "perf_profiles"):
+        print("demo: measuring the baseline performance profile with onnxruntime ...", file=sys.stderr)
+        run_here(ws, project["id"], "perf_profile",
+                 {"name": setup.get("perf_name") or "baseline", "batch_size": setup.get("batch_size", 1),
+                  "core_count": setup.get("core_count")},
+                 progress=stderr_progress())
+    if not ws.list_records(project["id"], "loss_profiles"):
+        print("demo: computing the weight-magnitude loss profile ...", file=sys.stderr)
+        run_here(ws, project["id"], "loss_profile",
+                 {"name": setup.get("loss_name") or "baseline", "method": "magnitude"},
+                 progress=stderr_progress())
+
+
 def _demo(args) -> int:
     from sparsify_tui.cli import print_json
 
     ws = _ws()
     project = ensure_demo_project(ws)
+    if not args.no_profile:
+        run_demo_profiles(ws, project)
     if args.headless:
         s = summary(ws, project["id"])
         if args.json:

@@ -33,7 +33,7 @@ import time
 import traceback
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Dict, List, Optional
+from typing import Any, Dict, List, Optional
 
 from sparsify_tui.errors import JobCanceled, JobError, SparsifyError
 from sparsify_tui.progress import CancelToken, ProgressFn

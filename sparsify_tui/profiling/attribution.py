@@ -255,7 +255,6 @@ def attribute(
     orig = list(original)
     n_orig = len(orig)
     by_name = {n.name: i for i, n in enumerate(orig) if getattr(n, "name", "")}
-    by_id = {n.id: i for i, n in enumerate(orig)}
     producer: dict = {}
     consumers: dict = defaultdict(list)
     for i, n in enumerate(orig):

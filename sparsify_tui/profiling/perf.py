@@ -238,7 +238,6 @@ def _measure(model_path: str, feeds: list, cores: int, warmup: int, iterations: 
     import onnx
 
     from sparsify_tui.profiling import attribution as attr
-    from sparsify_tui.profiling.session import make_session
 
     fm = f0 + (f1 - f0) * 0.7
     label = "INT8 " if tag == "int8" else ""

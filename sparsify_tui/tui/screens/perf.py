@@ -13,7 +13,7 @@ can be added without editing this file): `add_profile_action(section)`,
 from __future__ import annotations
 
 from collections import defaultdict
-from typing import Any, Optional
+from typing import Optional
 
 from textual import on, work
 from textual.app import ComposeResult

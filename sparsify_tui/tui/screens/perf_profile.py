@@ -19,8 +19,7 @@ sparsity, and the view says so. Hooks called by PerfSection: `add_profile_action
 
 from __future__ import annotations
 
-from collections import defaultdict
-from typing import Any, Optional
+from typing import Optional
 
 from textual import on, work
 from textual.app import ComposeResult
