@@ -133,22 +133,20 @@ def inspect_model(path: str) -> tuple[str, list[dict]]:
     Each dim: {"key": dim name or "input:axis", "label", "suggestion": int}. Raises ModelError etc.
     """
     from sparsify_tui.analysis.loading import load_model
-    from sparsify_tui.analysis.shapes import graph_inputs, symbolic_dims
+    from sparsify_tui.analysis.shapes import graph_inputs, scalar_inputs, user_dims
 
     model = load_model(path, load_external_data=False)
     ranks = {vi.name: len(vi.type.tensor_type.shape.dim) for vi in graph_inputs(model)}
     dims: list[dict] = []
-    seen: set[str] = set()
-    for sd in symbolic_dims(model):
-        if sd.is_batch:
-            continue
+    for sd in user_dims(model):
         key = sd.name if sd.named else sd.key
-        if key in seen:
-            continue
-        seen.add(key)
         label = f"{sd.name} ({sd.key})" if sd.named else sd.key
         dims.append({"key": key, "label": label,
                      "suggestion": _suggest_dim(ranks.get(sd.input_name, 0), sd.axis, sd.name)})
+    # Scalar inputs (e.g. silero_vad's sample rate `sr`) need a value too: synthetic data cannot guess them.
+    for name in scalar_inputs(model):
+        dims.append({"key": name, "label": f"{name} (scalar input value)",
+                     "suggestion": 16000 if name.lower() in ("sr", "sample_rate", "sampling_rate") else 1})
     inputs = []
     for vi in graph_inputs(model):
         shape = [d.dim_param or (str(d.dim_value) if d.dim_value > 0 else "?") for d in vi.type.tensor_type.shape.dim]
