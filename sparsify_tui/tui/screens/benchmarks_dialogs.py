@@ -8,9 +8,10 @@ from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
-from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Label, OptionList, SelectionList, Static
 from textual.widgets.option_list import Option
+
+from sparsify_tui.tui.widgets.dialogs import FormDialog
 
 
 def parse_int_list(text: str, what: str) -> list[int]:
@@ -41,7 +42,7 @@ _DIALOG_CSS = """
 """
 
 
-class BenchmarkDialog(ModalScreen[Optional[dict]]):
+class BenchmarkDialog(FormDialog[Optional[dict]]):
     """Create a benchmark: models (baseline always, plus the chosen optimizations), batch sizes, core
     counts, warm-up and iterations. Dismisses with the ``benchmark`` job args, or None."""
 
@@ -121,26 +122,15 @@ class BenchmarkDialog(ModalScreen[Optional[dict]]):
             return
         self.dismiss(args)
 
-    def action_close(self) -> None:
-        self.dismiss(None)
-
-    @on(Input.Submitted)
-    def _submitted(self, event: Input.Submitted) -> None:
-        event.stop()
-        self.action_run()
-
-    @on(Button.Pressed)
-    def _button(self, event: Button.Pressed) -> None:
-        event.stop()
-        if event.button.id == "run":
-            self.action_run()
-        else:
-            self.action_close()
 
 
-class ApplyDialog(ModalScreen[Optional[dict]]):
+
+
+class ApplyDialog(FormDialog[Optional[dict]]):
     """Apply an optimization and export the optimized .onnx: choose the optimization and the path.
     Dismisses with ``{"optimization": id, "out_path": path or None}`` (None = only the project copy)."""
+
+    RUN_BUTTON_ID = "apply"
 
     DEFAULT_CSS = _DIALOG_CSS.format(cls="ApplyDialog") + """
     ApplyDialog OptionList { height: auto; max-height: 7; margin-bottom: 1; }
@@ -222,6 +212,9 @@ class ApplyDialog(ModalScreen[Optional[dict]]):
             raise ValueError("The export path must end in .onnx")
         return {"optimization": oid, "out_path": None if path == self.default_paths.get(oid) else path}
 
+    def action_run(self) -> None:
+        self.action_apply()
+
     def action_apply(self) -> None:
         try:
             result = self.current()
@@ -231,18 +224,5 @@ class ApplyDialog(ModalScreen[Optional[dict]]):
         if result is not None:
             self.dismiss(result)
 
-    def action_close(self) -> None:
-        self.dismiss(None)
 
-    @on(Input.Submitted, "#out_path")
-    def _submitted(self, event: Input.Submitted) -> None:
-        event.stop()
-        self.action_apply()
 
-    @on(Button.Pressed)
-    def _button(self, event: Button.Pressed) -> None:
-        event.stop()
-        if event.button.id == "apply":
-            self.action_apply()
-        else:
-            self.action_close()

@@ -16,11 +16,12 @@ from textual import on, work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
-from textual.screen import ModalScreen
 from textual.widget import Widget
 from textual.widgets import Button, Checkbox, Input, Label, OptionList, Select, Static, TabbedContent, TabPane
 from textual.widgets.option_list import Option
 from textual.worker import Worker, WorkerState
+
+from sparsify_tui.tui.widgets.dialogs import FormDialog
 
 from sparsify_tui.tui.widgets.charts import BarChart
 from sparsify_tui.tui.widgets.tables import Column, FilterableTable, format_count, format_percent
@@ -112,7 +113,7 @@ def default_level(prof) -> float:
 # ------------------------------------------------------------------------------------------ the dialog
 
 
-class LossProfileDialog(ModalScreen[Optional[dict]]):
+class LossProfileDialog(FormDialog[Optional[dict]]):
     """New loss profile: name, method, levels, data file, batches, INT8, metric. Dismisses with the
     ``loss_profile`` job args, or None."""
 
@@ -199,16 +200,7 @@ class LossProfileDialog(ModalScreen[Optional[dict]]):
         except Exception as err:  # noqa: BLE001 - shown in the dialog
             self.query_one("#error", Static).update(str(err))
 
-    def action_close(self) -> None:
-        self.dismiss(None)
 
-    @on(Button.Pressed)
-    def _pressed(self, event: Button.Pressed) -> None:
-        event.stop()
-        if event.button.id == "run":
-            self.action_run()
-        else:
-            self.action_close()
 
 
 # ------------------------------------------------------------------------------------------ profile page

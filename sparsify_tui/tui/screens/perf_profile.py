@@ -21,14 +21,15 @@ from __future__ import annotations
 
 from typing import Optional
 
-from textual import on, work
+from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
-from textual.screen import ModalScreen
 from textual.widget import Widget
 from textual.widgets import Button, Checkbox, Input, Label, Static, TabbedContent, TabPane
 from textual.worker import Worker, WorkerState
+
+from sparsify_tui.tui.widgets.dialogs import FormDialog
 
 from sparsify_tui.tui.widgets.charts import BarChart
 from sparsify_tui.tui.widgets.tables import Column, FilterableTable, format_count, format_percent
@@ -246,7 +247,7 @@ class PerfProfileView(Widget):
 
 
 # ------------------------------------------------------------------------------------------ dialogs
-class PerfProfileDialog(ModalScreen[Optional[str]]):
+class PerfProfileDialog(FormDialog[Optional[str]]):
     """Add (or rerun) a perf profile: the form, then the job's live progress. Dismisses with the new
     record id when the job completes, or None when closed (the job keeps running in the background)."""
 
@@ -369,21 +370,8 @@ class PerfProfileDialog(ModalScreen[Optional[str]]):
         else:
             self.query_one("#error", Static).update(f"The profile job was {status}.")
 
-    def action_close(self) -> None:
-        self.dismiss(None)
 
-    @on(Input.Submitted)
-    def _submitted(self, event: Input.Submitted) -> None:
-        event.stop()
-        self.action_run()
 
-    @on(Button.Pressed)
-    def _button(self, event: Button.Pressed) -> None:
-        event.stop()
-        if event.button.id == "run":
-            self.action_run()
-        else:
-            self.action_close()
 
 
 def _defaults(section, record: Optional[dict] = None) -> dict:

@@ -9,11 +9,16 @@ Usage from any widget::
 
 from __future__ import annotations
 
+from typing import Generic, TypeVar
+
+from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import ModalScreen
-from textual.widgets import Button, Static
+from textual.widgets import Button, Input, Static
+
+ResultT = TypeVar("ResultT")
 
 
 def error_message(error: BaseException) -> str:
@@ -110,3 +115,36 @@ class ConfirmDialog(ModalScreen[bool]):
 
     def action_answer(self, answer: bool) -> None:
         self.dismiss(answer)
+
+
+class FormDialog(ModalScreen[ResultT], Generic[ResultT]):
+    """Base of the modal forms that start work (add a profile, create a benchmark, apply an optimization).
+
+    The subclass composes its fields, an ``Static#error`` line and buttons; the button whose id is
+    :attr:`RUN_BUTTON_ID` runs :meth:`action_run`, any other button closes. ``enter`` in an Input runs,
+    ``escape`` should be bound to ``close``. :meth:`show_form_error` puts a one-line problem on the form.
+    """
+
+    RUN_BUTTON_ID = "run"
+
+    def action_run(self) -> None:  # pragma: no cover - every subclass defines it
+        raise NotImplementedError
+
+    def action_close(self) -> None:
+        self.dismiss(None)
+
+    def show_form_error(self, message: object) -> None:
+        self.query_one("#error", Static).update(str(message))
+
+    @on(Input.Submitted)
+    def _form_submitted(self, event: Input.Submitted) -> None:
+        event.stop()
+        self.action_run()
+
+    @on(Button.Pressed)
+    def _form_button(self, event: Button.Pressed) -> None:
+        event.stop()
+        if event.button.id == self.RUN_BUTTON_ID:
+            self.action_run()
+        else:
+            self.action_close()
