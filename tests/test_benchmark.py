@@ -79,6 +79,18 @@ def test_run_benchmark_every_combination(tmp_path, demo_model):
     assert res2.runs[0].speedup == 1.0 and res2.runs[0].batch_size == 3
 
 
+def test_models_are_interleaved_in_rounds_so_drift_hits_them_alike(demo_model):
+    """One (batch, cores) pair: sessions alternate baseline/opt, opt/baseline, ... and every model still gets
+    exactly `iterations` timed runs."""
+    steps = []
+    res = run_benchmark([("baseline", str(demo_model)), ("opt", str(demo_model))], batch_sizes=[1], core_counts=[1],
+                        warmup=0, iterations=7, rounds=3, dims=DEMO_DIMS,
+                        progress=lambda step, fraction: steps.append(step))
+    order = [s.split()[0] for s in steps if "round" in s]
+    assert order == ["baseline", "opt", "opt", "baseline", "baseline", "opt"]
+    assert [len(r.iterations_ms) for r in res.runs] == [7, 7]
+
+
 def test_run_benchmark_cancel(demo_model):
     from sparsify_tui.errors import JobCanceled
     from sparsify_tui.progress import CancelToken

@@ -5,13 +5,16 @@ How a number is measured (DESIGN.md, Measuring):
 * every (model, batch size, core count) combination runs **in this process**, with **one live
   session at a time** (created by :func:`sparsify_tui.profiling.session.make_session`: CPU EP,
   ``ORT_ENABLE_ALL``, ``intra_op_num_threads = cores``, ``inter_op_num_threads = 1``);
-* for one (batch, cores) pair all models are measured back to back, so the speedup compares runs
-  taken moments apart on the same shared machine;
+* for one (batch, cores) pair the models are measured **interleaved in rounds** (``rounds``, default 3):
+  each round creates each model's session in turn (alternating the order every round), warms it up,
+  times its share of the iterations and deletes it. Drift of a shared machine (another process
+  starting, a frequency change) then hits every model alike instead of faking a speedup; on a busy
+  2-core VM back-to-back blocks of the *same* model differed by up to ±20%;
 * inputs are built once before timing (user sample data, or synthetic data with valid values), the
   output names are fixed, and the loop only calls ``session.run`` between two
   ``time.perf_counter_ns()`` reads, so the loop adds nothing measurable (see
   ``benchmarks/benchmark_overhead.py``);
-* ``warmup`` untimed runs, then ``iterations`` timed runs.
+* ``warmup`` untimed runs per session, then ``iterations`` timed runs in all (split over the rounds).
 
 Statistics per combination (all in milliseconds per batch unless named otherwise):
 ``median``, ``mean``, ``p90``, ``p99`` (``numpy.percentile``, linear interpolation), ``min``,
@@ -313,6 +316,7 @@ def run_benchmark(
     dims: Optional[dict] = None,
     data: Optional[Union[str, Path]] = None,
     name: str = "benchmark",
+    rounds: int = 3,
     progress: Optional[ProgressFn] = None,
     cancel: Optional[CancelToken] = None,
 ) -> BenchmarkResult:
@@ -322,6 +326,7 @@ def run_benchmark(
     :class:`ModelSpec`; the first (or the one labelled "baseline") is the baseline for speedups.
     ``batch_sizes``/``core_counts``: positive ints. ``dims``: symbolic dims other than batch
     (``{"x:2": 48}`` or ``{"seq": 128}``). ``data``: optional ``.npz``/``.npy`` sample data path.
+    ``rounds``: how many interleaved rounds the iterations are split into (at most ``iterations``).
     Raises ``SparsifyError`` subclasses for bad input, ``JobCanceled`` on cancel.
     """
     import onnxruntime as ort
@@ -343,30 +348,36 @@ def run_benchmark(
         created=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"), ort_version=ort.__version__,
         system=_system(),
     )
-    total = len(specs) * len(batch_sizes) * len(core_counts)
+    rounds = max(1, min(int(rounds), int(iterations)))
+    share = [int(iterations) // rounds + (1 if r < int(iterations) % rounds else 0) for r in range(rounds)]
+    total = len(specs) * len(batch_sizes) * len(core_counts) * rounds
     done = 0
     t_start = time.perf_counter()
     for bs in batch_sizes:
         feeds_by_model: dict[str, list] = {}
         for cores in core_counts:
+            times: dict[str, list] = {spec.label: [] for spec in specs}
+            for r in range(rounds):
+                for spec in (specs if r % 2 == 0 else specs[::-1]):
+                    if cancel is not None:
+                        cancel.check()
+                    if progress is not None:
+                        progress(f"{spec.label} batch {bs} cores {cores} (round {r + 1}/{rounds})", done / total)
+                    if spec.label not in feeds_by_model:
+                        feeds_by_model[spec.label] = build_feeds(spec.path, bs, dims, data)
+                    session = make_session(spec.path, cores)
+                    try:
+                        times[spec.label] += time_session(session, feeds_by_model[spec.label], warmup=warmup,
+                                                          iterations=share[r], cancel=cancel)
+                    finally:
+                        del session  # one live session at a time
+                        gc.collect()
+                    done += 1
             for spec in specs:
-                if cancel is not None:
-                    cancel.check()
-                if progress is not None:
-                    progress(f"{spec.label} batch {bs} cores {cores}", done / total)
-                if spec.label not in feeds_by_model:
-                    feeds_by_model[spec.label] = build_feeds(spec.path, bs, dims, data)
-                session = make_session(spec.path, cores)
-                try:
-                    times = time_session(session, feeds_by_model[spec.label], warmup=warmup,
-                                         iterations=iterations, cancel=cancel)
-                finally:
-                    del session  # one live session at a time
-                    gc.collect()
-                run = BenchmarkRun.from_times(spec.label, spec.optimization_name or spec.optimization, bs, cores, times)
+                run = BenchmarkRun.from_times(spec.label, spec.optimization_name or spec.optimization, bs, cores,
+                                              times[spec.label])
                 run.optimization_id = spec.optimization
                 result.runs.append(run)
-                done += 1
     result.compute_speedups()
     result.seconds = time.perf_counter() - t_start
     if progress is not None:
