@@ -16,3 +16,25 @@ COMMAND_MODULES = [
     "benchmark",  # apply, benchmark                                  (issue: benchmarks)
     "jobs",       # job run/list/cancel                               (issue: perf profiles, jobs)
 ]
+
+
+def profile_group(sub):
+    """The ``profile`` command's sub-parsers (``profile perf``, ``profile loss``), created on first call and
+    reused after (stored on ``sub``)."""
+    existing = getattr(sub, "_profile_group", None)
+    if existing is not None:
+        return existing
+    parser = sub.add_parser("profile", help="performance and loss profiles",
+                            description="Measure performance (perf) or loss-sensitivity (loss) profiles.")
+    parser.set_defaults(handler=lambda args: (parser.print_help(), 2)[1])
+    sub._profile_group = parser.add_subparsers(dest="profile_kind", metavar="KIND")
+    return sub._profile_group
+
+
+def looks_like_model(target: str) -> bool:
+    """True when a PROJECT_OR_MODEL argument names a model path rather than a project id or name: it ends in
+    ``.onnx``, exists on disk (a directory too, so the model loader can say why it is not a model), or has a ``/``."""
+    from pathlib import Path
+
+    p = Path(target)
+    return p.suffix.lower() == ".onnx" or p.is_file() or p.is_dir() or "/" in target

@@ -7,24 +7,9 @@ A model path runs in this process without a workspace; a project (id or name) ru
 from __future__ import annotations
 
 from sparsify_tui.cli import stderr_progress as _stderr_progress
+from sparsify_tui.commands import looks_like_model, profile_group
 
 from pathlib import Path
-
-try:
-    from sparsify_tui.commands.perf import profile_group
-except ImportError:  # perf engineer's helper not there yet: an identical, idempotent one
-
-    def profile_group(sub):
-        """The ``profile`` command's sub-parsers (created once, shared by ``profile perf`` / ``profile loss``)."""
-        parser = sub.choices.get("profile")
-        if parser is None:
-            parser = sub.add_parser("profile", help="performance and loss profiles")
-            parser.set_defaults(handler=lambda args: (parser.print_help(), 2)[1])
-            parser._profile_sub = parser.add_subparsers(dest="profile_kind", metavar="KIND")
-        return parser._profile_sub
-
-
-
 
 def _summary_text(prof) -> str:
     d = prof.to_dict()
@@ -54,10 +39,9 @@ def cmd_profile_loss(args) -> int:
 
     levels = parse_levels(args.levels) if args.levels else None
     dims = parse_dim_args(args.dim or [])
-    target = Path(args.target)
-    if target.suffix.lower() == ".onnx" or target.is_file():
+    if looks_like_model(args.target):
         prof = profile_loss(
-            target, method=args.method, levels=levels, data=args.data, batches=args.batches,
+            Path(args.target), method=args.method, levels=levels, data=args.data, batches=args.batches,
             batch_size=args.batch_size or 1, dims=dims, int8=args.int8, metric=args.metric,
             name=args.name or "baseline", progress=_stderr_progress(args.json),
         )

@@ -5,35 +5,16 @@ workspace. A project (id or name) runs a ``perf_profile`` job through :func:`spa
 (machine-wide measuring lock, stored record + blob). ``--json`` prints exactly ``PerfProfile.to_dict()``
 on stdout; progress goes to stderr (rate-limited), so stdout stays pure JSON.
 
-:func:`profile_group` creates (once) and returns the sub-parsers of the ``profile`` command group,
-shared with ``profile loss`` (``sparsify_tui.commands.loss`` imports it from here).
+The ``profile`` group itself comes from :func:`sparsify_tui.commands.profile_group`, shared with ``profile loss``.
 """
 
 from __future__ import annotations
 
 from sparsify_tui.cli import stderr_progress as _stderr_progress
+from sparsify_tui.commands import looks_like_model, profile_group
 
 import sys
 from pathlib import Path
-
-
-def profile_group(sub):
-    """The ``profile`` command's sub-parsers, created on first call and reused after.
-
-    Stored both on ``sub`` (attribute ``_profile_group``) and on the ``profile`` parser
-    (``_profile_sub``, the attribute the loss command's fallback looks for).
-    """
-    existing = getattr(sub, "_profile_group", None)
-    if existing is not None:
-        return existing
-    parser = sub.choices.get("profile")
-    if parser is None:
-        parser = sub.add_parser("profile", help="performance and loss profiles",
-                                description="Measure performance (perf) or loss-sensitivity (loss) profiles.")
-        parser.set_defaults(handler=lambda args: (parser.print_help(), 2)[1])
-        parser._profile_sub = parser.add_subparsers(dest="profile_kind", metavar="KIND")
-    sub._profile_group = parser._profile_sub
-    return parser._profile_sub
 
 
 def register(sub) -> None:
@@ -63,11 +44,6 @@ def register(sub) -> None:
 
 
 
-def _looks_like_model(target: str) -> bool:
-    p = Path(target)
-    return p.suffix.lower() == ".onnx" or p.is_file() or p.is_dir() or "/" in target
-
-
 def cmd_profile_perf(args) -> int:
     from sparsify_tui.analysis.shapes import parse_dim_args
     from sparsify_tui.cli import print_json
@@ -81,7 +57,7 @@ def cmd_profile_perf(args) -> int:
         raise SparsifyError("--iterations must be >= 1 and --warmup >= 0")
     if args.data and not Path(args.data).is_file():
         raise SparsifyError(f"sample data {args.data} does not exist: check the --data path")
-    if _looks_like_model(args.target):
+    if looks_like_model(args.target):
         from sparsify_tui.profiling.perf import profile_performance
 
         prof = profile_performance(
