@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 
-from sparsify_tui.profiling.pruning import magnitude_order, magnitude_prune, pruned_count
+from sparsify_tui.profiling.pruning import magnitude_order, magnitude_prune, magnitude_prune_levels, pruned_count
 
 
 @pytest.mark.parametrize("sparsity", [0.0, 0.2, 0.5, 0.85, 0.975, 1.0])
@@ -31,3 +31,16 @@ def test_existing_zeros_count_toward_sparsity_and_order_is_reusable():
 def test_sparsity_out_of_range_is_rejected():
     with pytest.raises(ValueError):
         magnitude_prune(np.ones(4, np.float32), 1.5)
+
+
+def test_levels_without_a_sort_remove_the_same_weights_as_the_stable_order():
+    # Ties at the threshold (many equal |w|, both signs, existing zeros) must go in index order exactly
+    # as with the stable argsort, or one-shot and apply would disagree on which weights a level removes.
+    rng = np.random.default_rng(3)
+    w = rng.integers(-4, 5, size=(12, 5, 3, 3)).astype(np.float32) / 4
+    levels = [0.0, 0.2, 0.4, 0.6, 0.7, 0.8, 0.85, 0.9, 0.95, 0.99, 1.0]
+    order = magnitude_order(w)
+    for s, got in zip(levels, magnitude_prune_levels(w, levels)):
+        np.testing.assert_array_equal(got, magnitude_prune(w, s, order))
+        assert int((got == 0).sum()) >= pruned_count(w.size, s)
+    assert np.array_equal(magnitude_prune(w, 0.5), magnitude_prune(w, 0.5, order))

@@ -37,7 +37,7 @@ import numpy as np
 from sparsify_tui.errors import ModelError, SparsifyError
 from sparsify_tui.progress import maybe_check
 from sparsify_tui.profiling.loss_layers import LayerRef, find_layers, load_model_proto
-from sparsify_tui.profiling.pruning import magnitude_order, magnitude_prune, pruned_count
+from sparsify_tui.profiling.pruning import magnitude_prune_levels, pruned_count
 
 ONE = np.array(1.0, dtype=np.float32)
 RUN_OVERHEAD_S = 0.0003  # python + feed binding per run, order of magnitude on this class of machine
@@ -230,12 +230,12 @@ def node_costs(model_path, model, batch_size, dims, sample: Optional[dict] = Non
     return np.ones(n)
 
 
-def plan_groups(masks: list, costs: np.ndarray, runs_per_layer: int, ref_runs: int,
+def plan_groups(masks: list, costs: np.ndarray, runs_per_layer: int,
                 t_create: float, t_run: float) -> list:
     """Split layers ``0..L-1`` (graph order) into contiguous groups minimizing the modeled time.
 
     ``masks[l]``: descendants mask of layer l. Cost of a group = ``t_create · nodes share + (runs_per_layer ·
-    size + ref_runs) · (t_run · FLOPs share + RUN_OVERHEAD_S)``. Returns ``[(start, stop), ...]``.
+    size) · (t_run · FLOPs share + RUN_OVERHEAD_S)``. Returns ``[(start, stop), ...]``.
     """
     L = len(masks)
     total_cost, total_nodes = float(costs.sum()), float(len(costs))
@@ -247,7 +247,7 @@ def plan_groups(masks: list, costs: np.ndarray, runs_per_layer: int, ref_runs: i
             union |= masks[j]
             share_n = union.sum() / total_nodes
             share_f = float(costs[union].sum()) / total_cost
-            c = t_create * share_n + (runs_per_layer * (j - i + 1) + ref_runs) * (t_run * share_f + RUN_OVERHEAD_S)
+            c = t_create * share_n + runs_per_layer * (j - i + 1) * (t_run * share_f + RUN_OVERHEAD_S)
             if best[i] + c < best[j + 1]:
                 best[j + 1] = best[i] + c
                 back[j + 1] = i
@@ -265,6 +265,48 @@ def _value_info(name: str, arr: np.ndarray):
     return onnx.helper.make_tensor_value_info(name, elem, list(arr.shape))
 
 
+IN_MEMORY = "__sparsify_tui_in_memory__"  # external-data location of stripped initializers (never a file)
+_DATA_FIELDS = ("raw_data", "float_data", "int32_data", "int64_data", "double_data", "uint64_data")
+
+
+def strip_initializers(model, min_bytes: int = 1024) -> dict:
+    """Move the data of every numeric initializer of ≥ ``min_bytes`` out of ``model`` (in place).
+
+    Returns ``{name: numpy array}``. Each such ``TensorProto`` keeps its name, type and dims but becomes a
+    data-less placeholder (``data_location = EXTERNAL``, location ``IN_MEMORY``), so a sub-model serializes
+    in microseconds instead of copying every weight; :func:`open_session` hands the arrays to onnxruntime
+    in memory. Graph-level parameter counts (dims) are unaffected.
+    """
+    import onnx
+    from onnx import numpy_helper
+
+    arrays = {}
+    for t in model.graph.initializer:
+        if t.data_type == onnx.TensorProto.STRING or t.data_location == onnx.TensorProto.EXTERNAL:
+            continue
+        arr = numpy_helper.to_array(t)
+        if arr.nbytes < min_bytes:
+            continue
+        arrays[t.name] = arr
+        for f in _DATA_FIELDS:
+            t.ClearField(f)
+        t.data_location = onnx.TensorProto.EXTERNAL
+        del t.external_data[:]
+        for key, value in (("location", IN_MEMORY), ("offset", "0"), ("length", str(arr.nbytes))):
+            entry = t.external_data.add()
+            entry.key, entry.value = key, value
+    return arrays
+
+
+def open_session(model, arrays: dict, core_count: Optional[int]):
+    """Session on ``model`` (a ModelProto whose placeholders were made by :func:`strip_initializers`),
+    with the placeholders' data supplied from ``arrays`` in memory."""
+    from sparsify_tui.profiling.session import make_session
+
+    ext = {t.name: arrays[t.name] for t in model.graph.initializer if t.name in arrays}
+    return make_session(model.SerializeToString(), core_count, external_initializers=ext)
+
+
 def gate_name(layer_index: int) -> str:
     """Overridable scalar input that switches layer ``layer_index``'s simulated INT8 input on (1) or off (0)."""
     return f"__loss_int8_gate_{layer_index}"
@@ -280,8 +322,8 @@ def activation_qparams(rmin: float, rmax: float) -> tuple:
 
 
 def build_group_model(model, gi: GraphIndex, mask: np.ndarray, weights: list, sample: dict,
-                      int8_inputs: Optional[dict] = None) -> bytes:
-    """Serialized sub-model: the masked nodes, their frontier tensors as inputs (typed from ``sample``),
+                      int8_inputs: Optional[dict] = None):
+    """Sub-model (``onnx.ModelProto``): the masked nodes, their frontier tensors as inputs (typed from ``sample``),
     ``weights`` as overridable initializers, and the graph outputs they produce.
 
     ``int8_inputs``: ``{node index: (layer index, scale, zero point)}``: that node's data input x becomes
@@ -335,7 +377,7 @@ def build_group_model(model, gi: GraphIndex, mask: np.ndarray, weights: list, sa
         opsets.append(helper.make_opsetid("", max(13, base)))
     sub = onnx.helper.make_model(graph, opset_imports=opsets)
     sub.ir_version = max(4, min(int(model.ir_version), 10))
-    return sub.SerializeToString()
+    return sub
 
 
 # -- the profile -------------------------------------------------------------------------------------------
@@ -391,29 +433,49 @@ def one_shot_profile(
     nb = len(batches_list)
     step("dense pass", 0.0)
 
-    # 1. plain session: dense outputs (metric choice) + calibration of the cost model
-    ts = time.perf_counter()
-    sess = make_session(model_path if isinstance(model_path, (str, Path)) else model.SerializeToString(), core_count)
-    t_create = time.perf_counter() - ts
-    out_names = [o.name for o in sess.get_outputs()]
-    ro = cancel.run_options() if cancel is not None else None
-    ts = time.perf_counter()
-    dense0 = sess.run(out_names, batches_list[0], ro)
-    t_run = time.perf_counter() - ts
-    if nb > 1:  # second timing, warm
-        ts = time.perf_counter()
-        sess.run(out_names, batches_list[0], ro)
-        t_run = min(t_run, time.perf_counter() - ts)
-    del sess
-    om = OutputMetric(out_names, dense0, metric)
-
-    # 2. which runs are needed, and the groups
+    # 1. weights out of the proto (sub-models then cost microseconds to build and serialize)
     gi = GraphIndex(model)
+    arrays = strip_initializers(model)
+    weights = {r.weight_name: arrays[r.weight_name] if r.weight_name in arrays
+               else numpy_helper.to_array(next(t for t in model.graph.initializer if t.name == r.weight_name))
+               for r in refs}
     masks = [gi.descendants(r.node_index) for r in refs]
-    weights = {}
-    inits = {t.name: t for t in model.graph.initializer}
-    for r in refs:
-        weights[r.weight_name] = numpy_helper.to_array(inits[r.weight_name])
+
+    # 2. one dense session: the dense outputs (metric choice), every activation a group may need
+    #    (a group's frontier is within the union of its layers' frontiers), the cost-model calibration
+    layer_inputs = sorted({gi.nodes[r.node_index].input[0] for r in refs}) if int8 else []
+    candidates = set().union(*(gi.frontier(gi.with_constants(m)) for m in masks))
+    out_names = list(gi.output_names)
+    fetch = out_names + sorted((candidates | set(layer_inputs)) - set(gi.input_names) - set(out_names))
+    dense_model = onnx.ModelProto()
+    dense_model.CopyFrom(model)
+    for n in fetch[len(out_names):]:
+        dense_model.graph.output.append(onnx.ValueInfoProto(name=n))
+    ts = time.perf_counter()
+    sess = open_session(dense_model, arrays, core_count)
+    t_create = time.perf_counter() - ts
+    del dense_model
+    ro = cancel.run_options() if cancel is not None else None
+    cache = []
+    ranges: dict = {}  # layer input -> (min, max) over the batches, for the simulated INT8 activation
+    for feed in batches_list:
+        maybe_check(cancel)
+        vals = dict(zip(fetch, sess.run(fetch, feed, ro)))
+        for n in layer_inputs:
+            v = vals[n] if n in vals else feed[n]
+            lo, hi = float(np.min(v)), float(np.max(v))
+            old = ranges.get(n, (lo, hi))
+            ranges[n] = (min(lo, old[0]), max(hi, old[1]))
+        c = dict(feed)
+        c.update(vals)
+        cache.append(c)
+    ts = time.perf_counter()  # warm run of the plain outputs: the run-time calibration
+    sess.run(out_names, batches_list[0], ro)
+    t_run = time.perf_counter() - ts
+    del sess
+    om = OutputMetric(out_names, [cache[0][n] for n in out_names], metric)
+
+    # 3. which runs are needed, and the groups
     levels = list(levels)
     run_levels = [s for s in levels if s > 1e-9]
     runs_per_layer = (len(run_levels) + (1 if int8 else 0)) * nb
@@ -423,7 +485,7 @@ def one_shot_profile(
     elif strategy == "layer":
         groups = [(i, i + 1) for i in range(len(refs))]
     elif strategy == "auto":
-        groups = plan_groups(masks, costs, runs_per_layer, nb, t_create, t_run)
+        groups = plan_groups(masks, costs, runs_per_layer, t_create, t_run)
     else:
         raise SparsifyError(f"unknown one-shot strategy {strategy!r}: use auto, single or layer")
     group_masks = []
@@ -432,34 +494,11 @@ def one_shot_profile(
         for k in range(a, b):
             m |= masks[k]
         group_masks.append(gi.with_constants(m))
-
-    # 3. dense pass recording every frontier activation
-    needed = sorted({n for m in group_masks for n in gi.frontier(m)} - set(gi.input_names))
-    layer_inputs = sorted({gi.nodes[r.node_index].input[0] for r in refs}) if int8 else []
-    fetch = sorted(set(needed) | (set(layer_inputs) - set(gi.input_names)))
-    dense_model = onnx.ModelProto()
-    dense_model.CopyFrom(model)
-    have = set(gi.output_names)
-    for n in fetch:
-        if n not in have:
-            dense_model.graph.output.append(onnx.ValueInfoProto(name=n))
-    sess = make_session(dense_model.SerializeToString(), core_count)
-    del dense_model
-    cache = []
-    ranges: dict = {}  # layer input -> (min, max) over the batches, for the simulated INT8 activation
-    keep = set(needed)
-    for feed in batches_list:
-        maybe_check(cancel)
-        vals = dict(zip(fetch, sess.run(fetch, feed, ro))) if fetch else {}
-        for n in layer_inputs:
-            v = vals[n] if n in vals else feed[n]
-            lo, hi = float(np.min(v)), float(np.max(v))
-            old = ranges.get(n, (lo, hi))
-            ranges[n] = (min(lo, old[0]), max(hi, old[1]))
-        c = dict(feed)
-        c.update((k, v) for k, v in vals.items() if k in keep)
-        cache.append(c)
-    del sess
+    dense_outs = [{n: c[n] for n in om.names} for c in cache]
+    keep = set(gi.input_names).union(*(gi.frontier(m) for m in group_masks))
+    for c in cache:  # drop the activations no group reads
+        for k in [k for k in c if k not in keep]:
+            del c[k]
     int8_nodes = {}
     if int8:
         for k, r in enumerate(refs):
@@ -467,8 +506,8 @@ def one_shot_profile(
             int8_nodes[r.node_index] = (k, scale, zp)
 
     t_setup = time.perf_counter() - t0
-    # 4. groups: one session each, one run per (layer, level, batch)
-    total_runs = sum((b - a) * runs_per_layer + nb for a, b in groups)
+    # 4. groups: one session each, one run per (layer, level, batch); the reference is the dense pass
+    total_runs = sum((b - a) * runs_per_layer for a, b in groups)
     done = 0
     sens: dict = {}
     int8_vals: dict = {}
@@ -483,39 +522,32 @@ def one_shot_profile(
         front = gi.frontier(m)
         g_int8 = {r.node_index: int8_nodes[r.node_index] for r in refs[a:b]} if int8 else None
         sub = build_group_model(model, gi, m, gw, cache[0], g_int8)
-        sess = make_session(sub, core_count)
+        sess = open_session(sub, arrays, core_count)
         del sub
         n_sessions += 1
-        t_sessions += time.perf_counter() - ts
+        create_s = time.perf_counter() - ts
+        t_sessions += create_s
         outs = [o.name for o in sess.get_outputs()]
         gfeeds = [{k: c[k] for k in front} for c in cache]
-        refs_out = []
-        tr = time.perf_counter()
-        for f in gfeeds:
-            refs_out.append(dict(zip(outs, sess.run(outs, f, ro))))
-            done += 1
-        group_stats.append({"layers": b - a, "nodes_share": round(float(m.mean()), 4),
-                            "flops_share": round(float(costs[m].sum() / costs.sum()), 4),
-                            "create_s": round(time.perf_counter() - ts - (time.perf_counter() - tr), 4),
-                            "dense_run_s": round((time.perf_counter() - tr) / max(1, len(gfeeds)), 5)})
-        dense_all = [{n: r.get(n, None) for n in om.names} for r in refs_out]
+        tm = time.perf_counter()
         for k in range(a, b):
             ref = refs[k]
             w = weights[ref.weight_name]
             n = w.size
             z = int(n - np.count_nonzero(w))
             zeros[ref.weight_name] = z
-            order = magnitude_order(w)
             vals = {}
+            todo = [s for s in levels if s > 1e-9 and pruned_count(n, s) > z]
+            pruned = magnitude_prune_levels(w, todo)
             for s in levels:
-                if s <= 1e-9 or pruned_count(n, s) <= z:
+                if s not in todo:
                     vals[level_key(s)] = 0.0  # nothing but existing zeros removed: equals dense
                     if s > 1e-9:
                         done += nb
                     continue
-                wp = magnitude_prune(w, s, order)
+                wp = next(pruned)
                 acc = []
-                for f, d in zip(gfeeds, dense_all):
+                for f, d in zip(gfeeds, dense_outs):
                     maybe_check(cancel)
                     f[ref.weight_name] = wp
                     got = dict(zip(outs, sess.run(outs, f, ro)))
@@ -526,7 +558,7 @@ def one_shot_profile(
             if int8:
                 wq = int8_weight_qdq(w, ref.channel_axis)
                 acc = []
-                for f, d in zip(gfeeds, dense_all):
+                for f, d in zip(gfeeds, dense_outs):
                     f[ref.weight_name] = wq
                     f[gate_name(k)] = ONE
                     acc.append(om.value(d, dict(zip(outs, sess.run(outs, f, ro)))))
@@ -536,6 +568,9 @@ def one_shot_profile(
                 f.pop(ref.weight_name, None)
                 f.pop(gate_name(k), None)
             sens[ref.weight_name] = vals
+        group_stats.append({"layers": b - a, "nodes_share": round(float(m.mean()), 4),
+                            "flops_share": round(float(costs[m].sum() / costs.sum()), 4),
+                            "create_s": round(create_s, 4), "measure_s": round(time.perf_counter() - tm, 3)})
         del sess
     step("one-shot", 1.0)
 
@@ -562,7 +597,7 @@ def one_shot_profile(
         model_path=str(model_path),
         seconds=time.perf_counter() - t0,
         extras={
-            "sessions": n_sessions + 2,
+            "sessions": n_sessions + 1,
             "groups": [[refs[a].node_id, refs[b - 1].node_id, b - a] for a, b in groups],
             "runs": total_runs,
             "output_metrics": dict(om.kinds),

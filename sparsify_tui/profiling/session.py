@@ -49,12 +49,28 @@ def session_options(
 def make_session(
     model: Union[str, Path, bytes],
     core_count: Optional[int] = None,
+    *,
+    external_initializers: Optional[dict] = None,
     **kwargs,
 ) -> ort.InferenceSession:
     """An ``InferenceSession`` on CPUExecutionProvider with :func:`session_options` (kwargs pass through).
 
     ``model`` is a path (external data is resolved relative to it) or serialized model bytes.
+    ``external_initializers``: ``{name: numpy array}`` handed to onnxruntime in memory
+    (``SessionOptions.add_external_initializers``, no copy, no protobuf round trip) for initializers the
+    model holds as data-less placeholders (see ``profiling.loss_oneshot.strip_initializers``). The arrays
+    are kept alive on the session (``session._external_initializers``) for its lifetime.
     """
     so = session_options(core_count, **kwargs)
+    values = []
+    if external_initializers:
+        import numpy as np
+
+        names = list(external_initializers)
+        values = [ort.OrtValue.ortvalue_from_numpy(np.ascontiguousarray(external_initializers[n])) for n in names]
+        so.add_external_initializers(names, values)
     src = str(model) if isinstance(model, Path) else model
-    return ort.InferenceSession(src, sess_options=so, providers=["CPUExecutionProvider"])
+    sess = ort.InferenceSession(src, sess_options=so, providers=["CPUExecutionProvider"])
+    if values:
+        sess._external_initializers = values
+    return sess
