@@ -44,3 +44,19 @@ def test_levels_without_a_sort_remove_the_same_weights_as_the_stable_order():
         np.testing.assert_array_equal(got, magnitude_prune(w, s, order))
         assert int((got == 0).sum()) >= pruned_count(w.size, s)
     assert np.array_equal(magnitude_prune(w, 0.5), magnitude_prune(w, 0.5, order))
+    # one reused buffer, zeroed further level by level, gives the same arrays
+    for s, got in zip(levels, magnitude_prune_levels(w, levels, reuse=True)):
+        np.testing.assert_array_equal(got, magnitude_prune(w, s, order))
+    with pytest.raises(ValueError):
+        list(magnitude_prune_levels(w, [0.5, 0.2], reuse=True))
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_levels_match_the_stable_order_on_continuous_weights(seed):
+    rng = np.random.default_rng(seed)
+    w = rng.normal(size=(64, 32, 3, 3)).astype(np.float32)
+    w[rng.random(w.shape) < 0.3] = 0  # an already sparse layer: ties at zero
+    levels = [0.1, 0.2, 0.3, 0.5, 0.9, 0.99]
+    order = magnitude_order(w)
+    for s, got in zip(levels, magnitude_prune_levels(w, levels, reuse=True)):
+        np.testing.assert_array_equal(got, magnitude_prune(w, s, order))

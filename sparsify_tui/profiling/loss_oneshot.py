@@ -537,15 +537,13 @@ def one_shot_profile(
             z = int(n - np.count_nonzero(w))
             zeros[ref.weight_name] = z
             vals = {}
-            todo = [s for s in levels if s > 1e-9 and pruned_count(n, s) > z]
-            pruned = magnitude_prune_levels(w, todo)
+            todo = sorted(s for s in levels if s > 1e-9 and pruned_count(n, s) > z)
             for s in levels:
                 if s not in todo:
                     vals[level_key(s)] = 0.0  # nothing but existing zeros removed: equals dense
                     if s > 1e-9:
                         done += nb
-                    continue
-                wp = next(pruned)
+            for s, wp in zip(todo, magnitude_prune_levels(w, todo, reuse=True)):
                 acc = []
                 for f, d in zip(gfeeds, dense_outs):
                     maybe_check(cancel)
@@ -555,6 +553,7 @@ def one_shot_profile(
                     done += 1
                 vals[level_key(s)] = float(np.mean(acc))
                 step(f"one-shot {ref.node_id}", done / total_runs)
+            vals = {level_key(s): vals[level_key(s)] for s in levels}  # in the user's level order
             if int8:
                 wq = int8_weight_qdq(w, ref.channel_axis)
                 acc = []

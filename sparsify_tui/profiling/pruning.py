@@ -46,28 +46,42 @@ def magnitude_prune(weight: np.ndarray, sparsity: float, order: np.ndarray | Non
     return out
 
 
-def magnitude_prune_levels(weight: np.ndarray, sparsities) -> "Iterator[np.ndarray]":
+def magnitude_prune_levels(weight: np.ndarray, sparsities, reuse: bool = False) -> Iterator[np.ndarray]:
     """Yield :func:`magnitude_prune` ``(weight, s)`` for each ``s`` in ``sparsities``, in order, without a sort.
 
     The same weights are removed as with the stable :func:`magnitude_order` (ties at the threshold go in
-    index order), but one ``np.partition`` on all the counts replaces the O(n log n) sort: for the
-    level removing k weights, the threshold t is the k-th smallest |w|; every |w| < t is removed, then
-    the first (in index order) of the |w| == t until k are removed. Each yielded array is a new copy.
+    index order). One ``np.argpartition`` on every level's count k (and k − 1) replaces the O(n log n)
+    sort, and the levels are nested, so each level only zeroes the indices ranked between the previous
+    count and its own. When equal nonzero |w| straddle a level's count (``|w|`` ranked k equals the one
+    ranked k − 1), that level is chosen exactly by mask instead: every |w| < t, then the first of the
+    |w| == t in index order.
+
+    ``reuse=True`` (sparsities non-decreasing, else ``ValueError``) yields one buffer zeroed further at
+    each level: use each array before asking for the next. Otherwise each yielded array is a new copy.
     Raises ``ValueError`` for a sparsity outside [0, 1].
     """
-    flat_w = np.asarray(weight)
-    a = np.abs(flat_w).reshape(-1)  # |w| is exact in the weight's own float type, so the order is the same
-    counts = [pruned_count(a.size, s) for s in sparsities]
-    kth = sorted({k - 1 for k in counts if k > 0})
-    part = np.partition(a, kth) if kth else a
+    a = np.abs(np.asarray(weight)).reshape(-1)  # |w| is exact in the weight's own float type
+    n = a.size
+    counts = [pruned_count(n, s) for s in sparsities]
+    if reuse and any(b < c for c, b in zip(counts, counts[1:])):
+        raise ValueError("reuse=True needs non-decreasing sparsities")
+    kth = sorted({j for k in counts if k > 0 for j in (k - 1, k) if j < n})
+    idx = np.argpartition(a, kth) if kth else np.arange(n)
+    buf = np.array(weight, copy=True)
+    flat = buf.reshape(-1)
+    zeroed = 0  # idx[:zeroed] are zero in buf
     for k in counts:
-        out = np.array(weight, copy=True)
-        if k:
-            t = part[k - 1]
-            mask = a <= t
-            extra = int(np.count_nonzero(mask)) - k  # ties at t beyond the count: keep the last ones
-            if extra > 0:
-                ties = np.flatnonzero(a == t)
-                mask[ties[len(ties) - extra:]] = False
-            np.putmask(out.reshape(-1), mask, 0)
-        yield out
+        if not reuse:
+            buf = np.array(weight, copy=True)
+            flat, zeroed = buf.reshape(-1), 0
+        if k > zeroed:
+            t = a[idx[k - 1]]
+            if k < n and t != 0 and a[idx[k]] == t:  # ties straddle the count: exact choice by mask
+                mask = a < t
+                need = k - int(np.count_nonzero(mask))
+                mask[np.flatnonzero(a == t)[:need]] = True
+                np.putmask(flat, mask, 0)
+            else:
+                flat[idx[zeroed:k]] = 0
+                zeroed = k
+        yield buf
