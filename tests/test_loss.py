@@ -59,11 +59,11 @@ def small_mlp(path, seed=0, zeros=0):
     return _save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), path), w1, w2
 
 
-def small_cnn(path, seed=0):
-    """x[N,3,8,8] -> Conv -> Relu -> Conv -> (Add skip) -> output [N,4,8,8] (a non-class output: NMSE)."""
+def small_cnn(path, seed=0, ch=4):
+    """x[N,3,8,8] -> Conv -> Relu -> Conv -> (Add skip) -> output [N,ch,8,8] (a non-class output: NMSE)."""
     rng = np.random.default_rng(seed)
-    c1 = rng.standard_normal((4, 3, 3, 3)).astype(np.float32)
-    c2 = rng.standard_normal((4, 4, 3, 3)).astype(np.float32)
+    c1 = rng.standard_normal((ch, 3, 3, 3)).astype(np.float32)
+    c2 = rng.standard_normal((ch, ch, 3, 3)).astype(np.float32)
     nodes = [
         helper.make_node("Conv", ["x", "c1"], ["a"], name="conv1", pads=[1, 1, 1, 1]),
         helper.make_node("Relu", ["a"], ["ra"], name="relu1"),
@@ -73,7 +73,7 @@ def small_cnn(path, seed=0):
     g = helper.make_graph(
         nodes, "cnn",
         [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, ["N", 3, 8, 8])],
-        [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, ["N", 4, 8, 8])],
+        [helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, ["N", ch, 8, 8])],
         initializer=[numpy_helper.from_array(c1, "c1"), numpy_helper.from_array(c2, "c2")],
     )
     return _save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), path)
@@ -389,3 +389,25 @@ def test_int8_gate_leaves_pruning_measurements_bit_identical(tmp_path):
     on = one_shot_profile(path, levels=[0.5, 0.9], feeds=feeds, strategy="single", int8=True)
     assert [x.sensitivity for x in on.layers] == [x.sensitivity for x in off.layers]
     assert all(x.int8_sensitivity > 0 for x in on.layers)
+
+
+def test_one_shot_reads_external_data_and_equals_the_embedded_model(tmp_path):
+    # Weights are handed to onnxruntime in memory (never re-serialized): a model whose weights live in an
+    # external-data file must give the same values as the same model with embedded weights, and its data
+    # file must be left as it was.
+    path = small_cnn(tmp_path / "cnn.onnx", seed=5, ch=16)  # weights of 1.7 and 9.2 KB: both handed over in memory
+    ext = tmp_path / "ext" / "cnn.onnx"
+    ext.parent.mkdir()
+    onnx.save(onnx.load(str(path)), str(ext), save_as_external_data=True, all_tensors_to_one_file=True,
+              location="cnn.data", size_threshold=0)
+    before = (ext.parent / "cnn.data").read_bytes()
+    rng = np.random.default_rng(6)
+    feeds = [{"x": rng.standard_normal((1, 3, 8, 8)).astype(np.float32)} for _ in range(2)]
+    a = one_shot_profile(path, levels=[0.3, 0.8], feeds=feeds, metric="nmse")
+    b = one_shot_profile(ext, levels=[0.3, 0.8], feeds=feeds, metric="nmse")
+    assert [x.sensitivity for x in b.layers] == [x.sensitivity for x in a.layers]
+    assert b.layers[0].sensitivity["0.8"] > 0
+    assert (ext.parent / "cnn.data").read_bytes() == before
+    for i, name in enumerate(("c1", "c2")):
+        ref = naive_one_shot(path, name, 0.8, feeds, metric="nmse")
+        assert b.layers[i].sensitivity["0.8"] == pytest.approx(ref, rel=1e-4)
