@@ -31,7 +31,6 @@ sys.path.insert(0, str(ROOT))
 
 
 from sparsify_tui.benchmark.runner import build_feeds, run_benchmark  # noqa: E402
-from sparsify_tui.profiling.session import make_session  # noqa: E402
 
 SHARED = ROOT.parent / "shared" / "models"
 BUILT = [Path("/work/built-models"), ROOT.parent / "built-models"]

@@ -9,7 +9,6 @@ from pathlib import Path
 
 import numpy as np
 import onnx
-import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -3,7 +3,6 @@ settings, delete, bad inputs, help, command palette, `sparsify-tui MODEL.onnx`."
 
 from __future__ import annotations
 
-import asyncio
 import time
 from pathlib import Path
 

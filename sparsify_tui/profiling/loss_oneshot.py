@@ -429,14 +429,14 @@ def one_shot_profile(
     from onnx import numpy_helper
 
     from sparsify_tui.profiling.loss import LossProfile, _layer_entry, _total_params, int8_weight_qdq, level_key
-    from sparsify_tui.profiling.session import make_session
-
     t0 = time.perf_counter()
     step = progress or (lambda s, f: None)
     model = load_model_proto(model_path, load_external_data=True)
     refs: list[LayerRef] = find_layers(model)
     if not refs:
         raise ModelError(f"{Path(model_path).name} has no prunable layers (Conv/Gemm/MatMul with a weight initializer)")
+    if strategy not in ("auto", "single", "layer"):
+        raise SparsifyError(f"unknown one-shot strategy {strategy!r}: use auto, single or layer")
     batches_list = feeds if feeds is not None else sample_batches(model_path, data, batches, batch_size, dims)
     nb = len(batches_list)
     step("dense pass", 0.0)
@@ -449,15 +449,20 @@ def one_shot_profile(
                for r in refs}
     masks = [gi.descendants(r.node_index) for r in refs]
 
-    # 2. one dense session: the dense outputs (metric choice), every activation a group may need
-    #    (a group's frontier is within the union of its layers' frontiers), the cost-model calibration
-    layer_inputs = sorted({gi.nodes[r.node_index].input[0] for r in refs}) if int8 else []
+    # 2. one dense session: the dense outputs (the metric's reference), the activations the groups read and
+    #    the cost-model calibration. Batch 0 fetches every activation a group may need (a group's frontier
+    #    is within the union of its layers' frontiers); once the groups are planned, the others are dropped
+    #    and later batches fetch only what the groups read, so peak memory stays near one batch's worth.
+    layer_inputs = set(gi.nodes[r.node_index].input[0] for r in refs) if int8 else set()
     candidates = set().union(*(gi.frontier(gi.with_constants(m)) for m in masks))
     out_names = list(gi.output_names)
-    fetch = out_names + sorted((candidates | set(layer_inputs)) - set(gi.input_names) - set(out_names))
+
+    def fetch_list(names) -> list:
+        return out_names + sorted((set(names) | layer_inputs) - set(gi.input_names) - set(out_names))
+
     dense_model = onnx.ModelProto()
     dense_model.CopyFrom(model)
-    for n in fetch[len(out_names):]:
+    for n in fetch_list(candidates)[len(out_names):]:
         dense_model.graph.output.append(onnx.ValueInfoProto(name=n))
     ts = time.perf_counter()
     sess = open_session(dense_model, arrays, core_count)
@@ -466,7 +471,8 @@ def one_shot_profile(
     ro = cancel.run_options() if cancel is not None else None
     cache = []
     ranges: dict = {}  # layer input -> (min, max) over the batches, for the simulated INT8 activation
-    for feed in batches_list:
+
+    def dense_run(sess, feed, fetch) -> None:
         maybe_check(cancel)
         vals = dict(zip(fetch, sess.run(fetch, feed, ro)))
         for n in layer_inputs:
@@ -477,10 +483,11 @@ def one_shot_profile(
         c = dict(feed)
         c.update(vals)
         cache.append(c)
+
+    dense_run(sess, batches_list[0], fetch_list(candidates))
     ts = time.perf_counter()  # warm run of the plain outputs: the run-time calibration
     sess.run(out_names, batches_list[0], ro)
     t_run = time.perf_counter() - ts
-    del sess
     om = OutputMetric(out_names, [cache[0][n] for n in out_names], metric)
 
     # 3. which runs are needed, and the groups
@@ -492,21 +499,24 @@ def one_shot_profile(
         groups = [(0, len(refs))]
     elif strategy == "layer":
         groups = [(i, i + 1) for i in range(len(refs))]
-    elif strategy == "auto":
-        groups = plan_groups(masks, costs, runs_per_layer, t_create, t_run)
     else:
-        raise SparsifyError(f"unknown one-shot strategy {strategy!r}: use auto, single or layer")
+        groups = plan_groups(masks, costs, runs_per_layer, t_create, t_run)
     group_masks = []
     for a, b in groups:
         m = np.zeros(len(gi.nodes), dtype=bool)
         for k in range(a, b):
             m |= masks[k]
         group_masks.append(gi.with_constants(m))
-    dense_outs = [{n: c[n] for n in om.names} for c in cache]
     keep = set(gi.input_names).union(*(gi.frontier(m) for m in group_masks))
-    for c in cache:  # drop the activations no group reads
-        for k in [k for k in c if k not in keep]:
-            del c[k]
+    dense_outs = [{n: cache[0][n] for n in om.names}]
+    for k in [k for k in cache[0] if k not in keep]:  # drop the activations no group reads
+        del cache[0][k]
+    for feed in batches_list[1:]:
+        dense_run(sess, feed, fetch_list(keep))
+        dense_outs.append({n: cache[-1][n] for n in om.names})
+        for k in [k for k in cache[-1] if k not in keep]:
+            del cache[-1][k]
+    del sess
     int8_nodes = {}
     if int8:
         for k, r in enumerate(refs):
