@@ -177,7 +177,8 @@ def main() -> int:
             last = [None]
 
             def progress(step, frac, bare=bare, naive=naive, last=last):
-                if step != last[0]:  # once per layer, spread over the whole profile
+                # once per layer, spread over the measuring part of the profile
+                if step != last[0] and step not in ("dense pass", "one-shot"):
                     last[0] = step
                     naive.measure()
                     bare.probe()
@@ -192,7 +193,8 @@ def main() -> int:
             row[f"{s}_sessions"] = prof.extras["sessions"]
             e = prof.extras
             parts = (f"setup {e['seconds_setup']:.1f} s, session creation {e['seconds_group_sessions']:.1f} s, "
-                     f"measuring {sum(g['measure_s'] for g in e['group_stats']):.1f} s")
+                     f"measuring {sum(g['measure_s'] for g in e['group_stats']) - bare.spent - naive.spent:.1f} s "
+                     f"(probes excluded)")
             del bare, naive
             print(f"  round {r + 1}, {s}: one-shot {row[s]:.1f} s ({row[f'{s}_sessions']} sessions); in the same "
                   f"window naive {row[f'{s}_naive']:.1f} s ({row[f'{s}_samples']} measurements timed, "
