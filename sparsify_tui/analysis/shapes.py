@@ -272,8 +272,8 @@ def skeleton_model(model: onnx.ModelProto, shapes: dict[str, list[int]]) -> onnx
     """A copy of ``model`` without big weight data and with the given concrete input shapes."""
     light = onnx.ModelProto()
     # never copy the weights: build field by field
-    for field in ("ir_version", "producer_name", "producer_version", "domain", "model_version"):
-        setattr(light, field, getattr(model, field))
+    for attr in ("ir_version", "producer_name", "producer_version", "domain", "model_version"):
+        setattr(light, attr, getattr(model, attr))
     light.opset_import.extend(model.opset_import)
     light.functions.extend(model.functions)
     g = light.graph
