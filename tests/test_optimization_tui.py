@@ -176,8 +176,12 @@ def test_copy_quantization_and_lr_edit(workspace_home, demo_model):
             ta = sec.query_one("#lr-text")
             # focus first, as a user does: a refresh still pending from the exclusion edit reloads the text
             # only while the editor is not focused
-            ta.focus()
-            await wait_for(pilot, lambda: ta.has_focus)
+            for _ in range(200):  # the LR tab may still be appearing: focus once it can take focus
+                ta.focus()
+                await pilot.pause(0.05)
+                if ta.has_focus:
+                    break
+            assert ta.has_focus
             ta.load_text("set 0 lr=0.05\nstep 2-30 lr=0.05 step=5 gamma=0.5")
             await pilot.pause(0.1)
             await pilot.press("ctrl+s")
