@@ -508,15 +508,11 @@ def one_shot_profile(
             m |= masks[k]
         group_masks.append(gi.with_constants(m))
     keep = set(gi.input_names).union(*(gi.frontier(m) for m in group_masks))
-    dense_outs = [{n: cache[0][n] for n in om.names}]
-    for k in [k for k in cache[0] if k not in keep]:  # drop the activations no group reads
-        del cache[0][k]
     for feed in batches_list[1:]:
         dense_run(sess, feed, fetch_list(keep))
-        dense_outs.append({n: cache[-1][n] for n in om.names})
-        for k in [k for k in cache[-1] if k not in keep]:
-            del cache[-1][k]
     del sess
+    dense_outs = [{n: c[n] for n in om.names} for c in cache]
+    cache = [{k: v for k, v in c.items() if k in keep} for c in cache]  # only the activations groups read
     int8_nodes = {}
     if int8:
         for k, r in enumerate(refs):
