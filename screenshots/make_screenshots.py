@@ -16,6 +16,7 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+from sparsify_tui.services.projects import create_project
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -39,7 +40,7 @@ async def make(out: Path, size: tuple[int, int]) -> list[Path]:
     from sparsify_tui.tui.app import SparsifyApp
 
     ws = Workspace()
-    project = ws.create_project(DEMO, "ppocr-demo", "Bundled demo: PP-OCR text direction classifier",
+    project = create_project(ws, DEMO, "ppocr-demo", "Bundled demo: PP-OCR text direction classifier",
                                 dims={"x:2": 48, "x:3": 192})
     saved: list[Path] = []
     suffix = "" if size == (80, 24) else f"_{size[0]}x{size[1]}"

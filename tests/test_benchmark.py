@@ -12,6 +12,7 @@ import pytest
 from sparsify_tui.benchmark.runner import BenchmarkResult, BenchmarkRun, ModelSpec, run_benchmark
 
 from tests.test_apply import build_small_model
+from sparsify_tui.services.projects import create_project
 
 DEMO_DIMS = {"x:2": 48, "x:3": 192}
 
@@ -120,7 +121,7 @@ def test_bad_settings_are_user_errors(demo_model, tmp_path):
 
 def demo_project(ws, demo_model, quantize=False):
     """A project on the demo model and an optimization record pruning 4 layers (contract record shape)."""
-    project = ws.create_project(str(demo_model), name="demo", dims=DEMO_DIMS)
+    project = create_project(ws, str(demo_model), name="demo", dims=DEMO_DIMS)
     m = onnx.load(str(demo_model))
     convs = [n for n in m.graph.node if n.op_type == "Conv"]
     layers = [{"weight_name": n.input[1], "node_id": n.name, "sparsity": s, "override": False}
@@ -132,9 +133,10 @@ def demo_project(ws, demo_model, quantize=False):
 
 
 def test_benchmark_job_applies_first_and_stores_record(workspace_home, demo_model):
-    from sparsify_tui.benchmark.runner import load_benchmark
+    from sparsify_tui.services.benchmarks import load_benchmark
     from sparsify_tui.jobs import run_here
-    from sparsify_tui.optimization.apply import is_applied, optimization_fingerprint
+    from sparsify_tui.optimization.apply import optimization_fingerprint
+    from sparsify_tui.services.apply import is_applied
     from sparsify_tui.store import Workspace
 
     ws = Workspace()

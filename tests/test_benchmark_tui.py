@@ -11,6 +11,7 @@ import onnx
 import pytest
 
 from sparsify_tui.benchmark.runner import BenchmarkResult, BenchmarkRun, ModelSpec
+from sparsify_tui.services.projects import create_project
 
 DEMO_DIMS = {"x:2": 48, "x:3": 192}
 
@@ -31,9 +32,9 @@ def seeded_result(name: str, created: str, scale: float = 1.0) -> BenchmarkResul
 
 
 def seed(ws, demo_model):
-    from sparsify_tui.benchmark.runner import benchmark_record
+    from sparsify_tui.services.benchmarks import benchmark_record
 
-    project = ws.create_project(str(demo_model), name="demo", dims=DEMO_DIMS)
+    project = create_project(ws, str(demo_model), name="demo", dims=DEMO_DIMS)
     pid = project["id"]
     m = onnx.load(str(demo_model))
     convs = [n for n in m.graph.node if n.op_type == "Conv"]

@@ -19,7 +19,6 @@ from sparsify_tui.profiling.loss import (
     approximated_profile,
     int8_weight_qdq,
     level_key,
-    load_loss_profile,
     magnitude_values,
     profile_loss,
 )
@@ -27,6 +26,8 @@ from sparsify_tui.profiling.loss_layers import load_model_proto
 from sparsify_tui.profiling.loss_oneshot import OutputMetric, one_shot_profile
 from sparsify_tui.profiling.pruning import magnitude_prune
 from sparsify_tui.progress import CancelToken
+from sparsify_tui.services.profiles import load_loss_profile
+from sparsify_tui.services.projects import create_project
 
 DEMO_DIMS = {"x:2": 48, "x:3": 192}
 
@@ -345,7 +346,7 @@ def test_job_stores_record_and_blob_and_approximated_is_always_there(workspace_h
     from sparsify_tui.store import Workspace
 
     ws = Workspace()
-    project = ws.create_project(demo_model, name="demo", dims=DEMO_DIMS)
+    project = create_project(ws, demo_model, name="demo", dims=DEMO_DIMS)
     pid = project["id"]
     summary = run_here(ws, pid, "loss_profile", {"name": "quick", "method": "one-shot", "levels": [0.5, 0.9],
                                                  "batches": 1, "int8": True})

@@ -7,6 +7,7 @@ import json
 import numpy as np
 
 from sparsify_tui.cli import main
+from sparsify_tui.services.projects import create_project
 
 LAYER_KEYS = {"id", "weight_name", "params", "prunable_params", "sparsity", "sensitivity", "int8_sensitivity"}
 
@@ -46,7 +47,7 @@ def test_project_one_shot_is_stored_and_approximated_is_available(capsys, worksp
     from sparsify_tui.store import Workspace
 
     ws = Workspace()
-    pid = ws.create_project(str(demo_model), name="demo", dims={"x:2": 48, "x:3": 192})["id"]
+    pid = create_project(ws, str(demo_model), name="demo", dims={"x:2": 48, "x:3": 192})["id"]
     d = run_json(capsys, "demo", "--method", "one-shot", "--levels", "0.5", "--batches", "1", "--name", "os")
     assert d["profile"]["name"] == "os"
     recs = ws.list_records(pid, "loss_profiles")

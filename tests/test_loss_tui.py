@@ -8,7 +8,9 @@ import time
 
 import pytest
 
-from sparsify_tui.profiling.loss import LossLayer, LossProfile, level_key, store_profile
+from sparsify_tui.profiling.loss import LossLayer, LossProfile, level_key
+from sparsify_tui.services.profiles import store_loss_profile as store_profile
+from sparsify_tui.services.projects import create_project
 
 DEMO_DIMS = {"x:2": 48, "x:3": 192}
 LEVELS = [0.0, 0.5, 0.9, 0.95]
@@ -29,7 +31,7 @@ def seeded_profile() -> LossProfile:
 
 
 def seed(ws, demo_model):
-    project = ws.create_project(str(demo_model), name="demo", dims=DEMO_DIMS)
+    project = create_project(ws, str(demo_model), name="demo", dims=DEMO_DIMS)
     pid = project["id"]
     summary = store_profile(ws, pid, seeded_profile())
     return pid, summary["record_id"]

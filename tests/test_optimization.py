@@ -9,6 +9,7 @@ import pytest
 from sparsify_tui.optimization.allocation import allocate
 from sparsify_tui.optimization.config import GRID_LEVELS, Settings
 from sparsify_tui.optimization.core import build_optimization, change_settings, layer_sparsities, override
+from sparsify_tui.services.projects import create_project
 
 LEVELS = ["0.4", "0.6", "0.7", "0.8", "0.85", "0.9", "0.95", "0.975", "0.99"]
 
@@ -197,18 +198,18 @@ def test_epochs_and_lr_from_training_settings(demo_analysis):
 
 
 def test_workspace_create_override_copy(workspace_home, demo_model):
-    from sparsify_tui.optimization import core
+    from sparsify_tui.services import optimizations
     from sparsify_tui.store import Workspace
 
     ws = Workspace()
-    p = ws.create_project(str(demo_model), name="demo", dims={"x:2": 48, "x:3": 192})
-    rec = core.create_optimization(ws, p["id"], "v1", sparsity=0.6)
+    p = create_project(ws, str(demo_model), name="demo", dims={"x:2": 48, "x:3": 192})
+    rec = optimizations.create_optimization(ws, p["id"], "v1", sparsity=0.6)
     assert rec["perf_profile"] == "flops" and rec["loss_profile"] == "approximated"
     w = rec["layers"][4]["weight_name"]
-    core.set_override(ws, p["id"], "v1", w, 0.9)
-    rec = core.reevaluate(ws, p["id"], "v1", sparsity=0.7)
-    assert core.layer_sparsities(rec)[w] == 0.9
-    v2 = core.copy_optimization(ws, p["id"], "v1")
+    optimizations.set_override(ws, p["id"], "v1", w, 0.9)
+    rec = optimizations.reevaluate(ws, p["id"], "v1", sparsity=0.7)
+    assert layer_sparsities(rec)[w] == 0.9
+    v2 = optimizations.copy_optimization(ws, p["id"], "v1")
     assert v2["name"] == "v1 v2" and v2["copied_from"] == rec["id"] and v2["overrides"] == {w: 0.9}
     with pytest.raises(Exception, match="already exists"):
-        core.create_optimization(ws, p["id"], "v1")
+        optimizations.create_optimization(ws, p["id"], "v1")

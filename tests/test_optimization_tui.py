@@ -8,6 +8,7 @@ import time
 
 import pytest
 import yaml
+from sparsify_tui.services.projects import create_project
 
 DEMO_DIMS = {"x:2": 48, "x:3": 192}
 
@@ -20,7 +21,7 @@ TagLoader.add_multi_constructor("!", lambda l, s, n: {"__tag__": s, **l.construc
 
 
 def make_project(ws, demo_model):
-    return ws.create_project(str(demo_model), name="demo", dims=DEMO_DIMS)["id"]
+    return create_project(ws, str(demo_model), name="demo", dims=DEMO_DIMS)["id"]
 
 
 def make_app(ws, pid):
@@ -146,12 +147,12 @@ def test_create_edit_export_flow(workspace_home, demo_model, tmp_path):
 
 
 def test_copy_quantization_and_lr_edit(workspace_home, demo_model):
-    from sparsify_tui.optimization import core
+    from sparsify_tui.services import optimizations
     from sparsify_tui.store import Workspace
 
     ws = Workspace()
     pid = make_project(ws, demo_model)
-    core.create_optimization(ws, pid, "base", sparsity=0.7)
+    optimizations.create_optimization(ws, pid, "base", sparsity=0.7)
 
     async def run():
         app = make_app(ws, pid)
@@ -194,12 +195,12 @@ def test_copy_quantization_and_lr_edit(workspace_home, demo_model):
 
 
 def test_snapshot_pruning_card(workspace_home, demo_model, snap_compare):
-    from sparsify_tui.optimization import core
+    from sparsify_tui.services import optimizations
     from sparsify_tui.store import Workspace
 
     ws = Workspace()
     pid = make_project(ws, demo_model)
-    core.create_optimization(ws, pid, "snap", sparsity=0.7)
+    optimizations.create_optimization(ws, pid, "snap", sparsity=0.7)
 
     async def setup(pilot):
         sec = await open_section(pilot)
@@ -210,12 +211,12 @@ def test_snapshot_pruning_card(workspace_home, demo_model, snap_compare):
 
 
 def test_snapshot_layers_tab(workspace_home, demo_model, snap_compare):
-    from sparsify_tui.optimization import core
+    from sparsify_tui.services import optimizations
     from sparsify_tui.store import Workspace
 
     ws = Workspace()
     pid = make_project(ws, demo_model)
-    core.create_optimization(ws, pid, "snap", sparsity=0.7)
+    optimizations.create_optimization(ws, pid, "snap", sparsity=0.7)
 
     async def setup(pilot):
         sec = await open_section(pilot)
@@ -228,13 +229,13 @@ def test_snapshot_layers_tab(workspace_home, demo_model, snap_compare):
 
 
 def test_snapshot_export_dialog(workspace_home, demo_model, snap_compare, monkeypatch):
-    from sparsify_tui.optimization import core
-    from sparsify_tui.optimization import export as export_mod
+    from sparsify_tui.services import optimizations
+    from sparsify_tui.services import optimizations as export_mod
     from sparsify_tui.store import Workspace
 
     ws = Workspace()
     pid = make_project(ws, demo_model)
-    core.create_optimization(ws, pid, "snap", sparsity=0.7)
+    optimizations.create_optimization(ws, pid, "snap", sparsity=0.7)
     # a stable path in the snapshot (the workspace is a temp dir)
     monkeypatch.setattr(export_mod, "default_recipe_path", lambda ws, p, n: "recipes/snap.yaml")
 

@@ -8,6 +8,7 @@ import pytest
 import yaml
 
 from sparsify_tui.cli import main
+from sparsify_tui.services.projects import create_project
 
 
 class TagLoader(yaml.SafeLoader):
@@ -22,7 +23,7 @@ def project(workspace_home, demo_model):
     from sparsify_tui.store import Workspace
 
     ws = Workspace()
-    return ws, ws.create_project(str(demo_model), name="demo", dims={"x:2": 48, "x:3": 192})
+    return ws, create_project(ws, str(demo_model), name="demo", dims={"x:2": 48, "x:3": 192})
 
 
 def test_optimize_json_then_export_default_and_custom_paths(project, capsys, tmp_path):

@@ -19,6 +19,7 @@ from sparsify_tui.profiling import attribution as attr
 from sparsify_tui.profiling import perf_estimate as est
 from sparsify_tui.profiling.perf import PerfProfile, profile_performance
 from sparsify_tui.progress import CancelToken
+from sparsify_tui.services.projects import create_project
 
 LAYER_OPS = ("Conv", "Gemm", "MatMul")
 
@@ -251,11 +252,11 @@ def test_pruned_estimates_are_calibrated_not_flops():
 # --------------------------------------------------------------------------------------- job + store
 def test_job_stores_record_and_blob_and_rerun_replaces(resnet_like, workspace_home):
     from sparsify_tui.jobs import run_here
-    from sparsify_tui.profiling.perf import load_perf_profile
+    from sparsify_tui.services.profiles import load_perf_profile
     from sparsify_tui.store import Workspace
 
     ws = Workspace()
-    proj = ws.create_project(resnet_like, name="rl", batch_size=1)
+    proj = create_project(ws, resnet_like, name="rl", batch_size=1)
     summary = run_here(ws, proj["id"], "perf_profile", {"name": "fast", "warmup": 0, "iterations": 2, "int8": False})
     rid = summary["record_id"]
     rec = ws.get_record(proj["id"], "perf_profiles", rid)

@@ -8,7 +8,9 @@ import time
 import pytest
 
 from sparsify_tui.profiling import perf_estimate as est
-from sparsify_tui.profiling.perf import NodePerf, PerfProfile, _model_estimates, record_summary
+from sparsify_tui.profiling.perf import NodePerf, PerfProfile, _model_estimates
+from sparsify_tui.services.profiles import perf_record as record_summary
+from sparsify_tui.services.projects import create_project
 
 SIZE = (80, 24)
 DEMO_DIMS = {"x:2": 48, "x:3": 192}
@@ -41,7 +43,7 @@ def seeded_profile(analysis: dict) -> PerfProfile:
 
 
 def seed(ws, demo_model):
-    project = ws.create_project(str(demo_model), name="demo", dims=DEMO_DIMS)
+    project = create_project(ws, str(demo_model), name="demo", dims=DEMO_DIMS)
     pid = project["id"]
     prof = seeded_profile(ws.analysis_of(pid))
     rec = ws.add_record(pid, "perf_profiles", {"id": "perf1", **record_summary(prof)})

@@ -11,6 +11,7 @@ import pytest
 from sparsify_tui.errors import ModelError, ProjectError, RecordNotFound
 from sparsify_tui.store import Workspace
 from sparsify_tui.store.db import SCHEMA_VERSION
+from sparsify_tui.services.projects import create_project
 
 DEMO_DIMS = {"x:2": 48, "x:3": 192}
 
@@ -22,7 +23,7 @@ def ws(tmp_path) -> Workspace:
 
 @pytest.fixture
 def project(ws, demo_model) -> dict:
-    return ws.create_project(demo_model, "demo", "the demo", dims=DEMO_DIMS)
+    return create_project(ws, demo_model, "demo", "the demo", dims=DEMO_DIMS)
 
 
 def _sha256(path: Path) -> str:
@@ -51,7 +52,7 @@ def test_create_copies_model_records_sha_and_analysis(ws, project, demo_model):
 
 
 def test_link_references_model_in_place(ws, demo_model):
-    p = ws.create_project(demo_model, "linked", link=True, dims=DEMO_DIMS)
+    p = create_project(ws, demo_model, "linked", link=True, dims=DEMO_DIMS)
     assert p["model"]["linked"] is True
     assert ws.model_path(p["id"]) == demo_model.resolve()
     assert not (ws.project_dir(p["id"]) / "model").exists()
@@ -76,7 +77,7 @@ def test_external_data_files_are_copied(ws, tmp_path):
     src = tmp_path / "src"
     src.mkdir()
     onnx.save_model(model, src / "ext.onnx", save_as_external_data=True, location="ext.data", size_threshold=0)
-    p = ws.create_project(src / "ext.onnx", "ext")
+    p = create_project(ws, src / "ext.onnx", "ext")
     copied = ws.model_path(p["id"])
     assert (copied.parent / "ext.data").read_bytes() == (src / "ext.data").read_bytes()
     # the copy loads on its own once the source folder is gone
@@ -91,15 +92,15 @@ def test_bad_model_leaves_nothing(ws, tmp_path):
     bad = tmp_path / "bad.onnx"
     bad.write_text("not a model")
     with pytest.raises(ModelError):
-        ws.create_project(bad, "bad")
+        create_project(ws, bad, "bad")
     assert ws.list_projects() == []
     assert not ws.projects_dir.exists() or list(ws.projects_dir.iterdir()) == []
 
 
 def test_names_are_unique_and_refs_resolve(ws, project, demo_model):
     with pytest.raises(ProjectError):
-        ws.create_project(demo_model, "Demo", dims=DEMO_DIMS)
-    other = ws.create_project(demo_model, "other", dims=DEMO_DIMS)
+        create_project(ws, demo_model, "Demo", dims=DEMO_DIMS)
+    other = create_project(ws, demo_model, "other", dims=DEMO_DIMS)
     with pytest.raises(ProjectError):
         ws.update_project(other["id"], name="demo")
     with pytest.raises(RecordNotFound):

@@ -16,6 +16,7 @@ from sparsify_tui.tui.app import SparsifyApp
 from sparsify_tui.tui.screens.new_project import NewProjectDialog
 from sparsify_tui.tui.widgets.dialogs import ConfirmDialog, ErrorDialog
 from sparsify_tui.tui.widgets.tables import FilterableTable
+from sparsify_tui.services.projects import create_project
 
 SIZE = (80, 24)
 DEMO_DIMS = {"x:2": 48, "x:3": 192}
@@ -69,7 +70,7 @@ def ws(workspace_home) -> Workspace:
 
 @pytest.fixture
 def demo_project(ws, demo_model) -> dict:
-    return ws.create_project(demo_model, "demo", dims=DEMO_DIMS)
+    return create_project(ws, demo_model, "demo", dims=DEMO_DIMS)
 
 
 async def fill_new_project(pilot, app, model_path: str, *, perf=False, loss=False, dims=None, name="") -> None:
@@ -205,8 +206,8 @@ async def test_settings_edit_and_bad_value(ws, demo_project):
 
 
 async def test_delete_project_from_projects_and_settings(ws, demo_model, tmp_path):
-    first = ws.create_project(demo_model, "one", dims=DEMO_DIMS)
-    second = ws.create_project(tiny_model(tmp_path / "tiny.onnx"), "two")
+    first = create_project(ws, demo_model, "one", dims=DEMO_DIMS)
+    second = create_project(ws, tiny_model(tmp_path / "tiny.onnx"), "two")
     app = SparsifyApp()
     async with app.run_test(size=SIZE) as pilot:
         table = app.query_one("#projects-table", FilterableTable)
@@ -316,10 +317,10 @@ async def test_run_submits_enabled_profile_jobs_with_live_progress(ws, tmp_path,
     """RUN submits one job per enabled toggle with {name, batch_size, core_count}; progress is shown.
     The perf toggle is mapped to the built-in `sleep` job type so the test does not measure anything."""
     from sparsify_tui import jobs
-    from sparsify_tui.tui.screens import new_project
+    from sparsify_tui.jobs import baseline
     from sparsify_tui.tui.widgets.jobs import JobProgress
 
-    monkeypatch.setattr(new_project, "JOB_TYPES", (("perf", "sleep", "Performance profile"),))
+    monkeypatch.setattr(baseline, "BASELINE", (("perf", "sleep", "Performance profile"),))
     model = tiny_model(tmp_path / "tiny.onnx")
     app = SparsifyApp()
     async with app.run_test(size=SIZE) as pilot:
@@ -402,7 +403,7 @@ async def test_keymap_file_remaps_a_binding(ws):
     """Users remap keys by binding id in <workspace>/keymap.json."""
     Path(ws.root).mkdir(parents=True, exist_ok=True)
     (Path(ws.root) / "keymap.json").write_text('{"section.settings": "f6", "app.help": "f1"}')
-    project = ws.create_project(tiny_model(Path(ws.root) / "tiny.onnx"), "tiny")
+    project = create_project(ws, tiny_model(Path(ws.root) / "tiny.onnx"), "tiny")
     app = SparsifyApp(project=project["id"])
     async with app.run_test(size=SIZE) as pilot:
         await wait_section(pilot, app, "perf")

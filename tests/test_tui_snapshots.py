@@ -13,6 +13,7 @@ import pytest
 
 from sparsify_tui.store import Workspace
 from sparsify_tui.tui.app import SparsifyApp
+from sparsify_tui.services.projects import create_project
 
 ROOT = Path(__file__).resolve().parents[1]
 DEMO = "sparsify_tui/demo/ppocr_cls.onnx"
@@ -22,12 +23,12 @@ DIMS = {"x:2": 48, "x:3": 192}
 @pytest.fixture
 def pinned(workspace_home, monkeypatch):
     """Deterministic screens: cwd = repo root, 4 cores, fixed timestamps, fixed size on disk."""
-    from sparsify_tui.profiling import session
+    from sparsify_tui import settings as job_settings
     from sparsify_tui.tui.screens import settings
     from sparsify_tui.tui.widgets import tables
 
     monkeypatch.chdir(ROOT)
-    monkeypatch.setattr(session, "available_cores", lambda: 4)
+    monkeypatch.setattr(job_settings, "available_cores", lambda: 4)
     monkeypatch.setattr(tables, "format_timestamp", lambda value: "2026-01-02 03:04" if value else "")
     monkeypatch.setattr(settings, "format_timestamp", lambda value: "2026-01-02 03:04" if value else "")
     monkeypatch.setattr(Workspace, "project_size_bytes", lambda self, pid: 705_123)
@@ -36,7 +37,7 @@ def pinned(workspace_home, monkeypatch):
 
 @pytest.fixture
 def demo(pinned) -> dict:
-    return pinned.create_project(DEMO, "demo", "OCR direction classifier", dims=DIMS,
+    return create_project(pinned, DEMO, "demo", "OCR direction classifier", dims=DIMS,
                                  setup={"core_count": 4})
 
 
@@ -79,7 +80,7 @@ def test_snapshot_projects_empty(snap_compare, pinned):
 
 
 def test_snapshot_projects_list(snap_compare, demo, pinned, tmp_path):
-    pinned.create_project(DEMO, "second", dims={"x:2": 32, "x:3": 100}, setup={"core_count": 4})
+    create_project(pinned, DEMO, "second", dims={"x:2": 32, "x:3": 100}, setup={"core_count": 4})
     app = SparsifyApp()
 
     async def ready(pilot):

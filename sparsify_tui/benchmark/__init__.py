@@ -1,6 +1,5 @@
 """Benchmarks: measured ms/batch of the baseline and its optimizations across batch sizes and core
-counts (see :mod:`sparsify_tui.benchmark.runner`). Never imports textual."""
+counts (see :mod:`sparsify_tui.benchmark.runner`). Project benchmarks are run and stored by
+:mod:`sparsify_tui.services.benchmarks`."""
 
-from sparsify_tui.benchmark.runner import (  # noqa: F401
-    BenchmarkResult, BenchmarkRun, ModelSpec, benchmark_project, load_benchmark, run_benchmark,
-)
+from sparsify_tui.benchmark.runner import BenchmarkResult, BenchmarkRun, ModelSpec, run_benchmark  # noqa: F401

@@ -8,13 +8,13 @@ line on stderr and exit code 2.
 
 # Order is the order shown in --help.
 COMMAND_MODULES = [
-    "analyze",    # analyze                                           (issue: foundation, analysis owner)
-    "projects",   # create, list, show, edit, delete, demo            (issue: foundation, store owner)
-    "perf",       # profile perf                                      (issue: perf profiles)
-    "loss",       # profile loss                                      (issue: loss profiles)
-    "optimize",   # optimize, export                                  (issue: optimization)
-    "benchmark",  # apply, benchmark                                  (issue: benchmarks)
-    "jobs",       # job run/list/cancel                               (issue: perf profiles, jobs)
+    "analyze",    # analyze
+    "projects",   # create, list, show, edit, delete, demo
+    "perf",       # profile perf
+    "loss",       # profile loss
+    "optimize",   # optimize, export
+    "benchmark",  # apply, benchmark
+    "jobs",       # job run/list/show/cancel/log
 ]
 
 

@@ -7,19 +7,21 @@ from __future__ import annotations
 from sparsify_tui.cli import stderr_progress as _stderr_progress
 
 
+def _list_type(check, flag: str):
+    """An argparse type for a comma-separated list checked by :mod:`sparsify_tui.settings`."""
 
+    def parse(text: str) -> list[int]:
+        import argparse
 
+        from sparsify_tui import settings
+        from sparsify_tui.errors import SparsifyError
 
-def _int_list(text: str) -> list[int]:
-    import argparse
+        try:
+            return settings.whole_list(text, getattr(settings, check), flag)
+        except SparsifyError as err:
+            raise argparse.ArgumentTypeError(str(err)) from None
 
-    try:
-        out = [int(v) for v in str(text).replace(" ", "").split(",") if v]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not a comma-separated list of whole numbers (e.g. 1,8)")
-    if not out or min(out) < 1:
-        raise argparse.ArgumentTypeError(f"{text!r}: give whole numbers >= 1 (e.g. 1,8)")
-    return out
+    return parse
 
 
 def _fmt_table(result) -> str:
@@ -34,9 +36,10 @@ def _fmt_table(result) -> str:
 
 
 def cmd_benchmark(args) -> int:
-    from sparsify_tui.benchmark.runner import load_benchmark
     from sparsify_tui.cli import print_json
     from sparsify_tui.jobs import run_here
+    from sparsify_tui.services.benchmarks import benchmark_settings, load_benchmark
+    from sparsify_tui.services.optimizations import get_optimization
     from sparsify_tui.store import Workspace
 
     ws = Workspace()
@@ -55,6 +58,11 @@ def cmd_benchmark(args) -> int:
         job_args["dims"] = {**(project.get("setup") or {}).get("dims", {}), **parse_dim_args(args.dim)}
     if args.data:
         job_args["data"] = args.data
+    # bad arguments fail here, before a job record exists
+    checked = benchmark_settings(project, job_args)
+    job_args["batch_sizes"], job_args["core_counts"] = checked["batch_sizes"], checked["core_counts"]
+    for ref in job_args["optimizations"]:
+        get_optimization(ws, project["id"], ref)
     summary = run_here(ws, project["id"], "benchmark", job_args, progress=_stderr_progress(args.json))
     result = load_benchmark(ws, project["id"], summary["benchmark"])
     if args.json:
@@ -69,16 +77,17 @@ def cmd_benchmark(args) -> int:
 def cmd_apply(args) -> int:
     from sparsify_tui.cli import print_json
     from sparsify_tui.jobs import run_here
+    from sparsify_tui.services.optimizations import get_optimization
     from sparsify_tui.store import Workspace
 
     ws = Workspace()
     project = ws.get_project(args.project)
-    opt = ws.find_record(project["id"], "optimizations", args.optimization)
+    opt = get_optimization(ws, project["id"], args.optimization)
     job_args = {"optimization": opt["id"], "out_path": args.output}
     if args.data:
         job_args["data"] = args.data
     run_here(ws, project["id"], "apply", job_args, progress=_stderr_progress(args.json))
-    applied = ws.get_record(project["id"], "optimizations", opt["id"])["applied"]
+    applied = get_optimization(ws, project["id"], opt["id"])["applied"]
     if args.json:
         print_json({"optimization": {"id": opt["id"], "name": opt.get("name")}, "applied": applied})
     else:
@@ -108,12 +117,13 @@ def register(sub) -> None:
     p.add_argument("project", metavar="PROJECT", help="project id or name")
     p.add_argument("--optimization", "-O", action="append", metavar="NAME",
                    help="optimization name or id to compare with the baseline (repeatable)")
-    p.add_argument("--batch-sizes", type=_int_list, default=None, metavar="B1,B2",
+    p.add_argument("--batch-sizes", type=_list_type("batch_size", "--batch-sizes"), default=None, metavar="B1,B2",
                    help="batch sizes, e.g. 1,8 (default: the project's batch size)")
-    p.add_argument("--cores", type=_int_list, default=None, metavar="C1,C2",
+    p.add_argument("--cores", type=_list_type("core_count", "--cores"), default=None, metavar="C1,C2",
                    help="core counts (intra-op threads), e.g. 1,2 (default: the project's core count)")
-    p.add_argument("--warmup", type=int, default=5, metavar="N", help="untimed runs before timing (default 5)")
-    p.add_argument("--iterations", type=int, default=30, metavar="N", help="timed runs per combination (default 30)")
+    p.add_argument("--warmup", type=int, default=None, metavar="N", help="untimed runs before timing (default 5)")
+    p.add_argument("--iterations", type=int, default=None, metavar="N",
+                   help="timed runs per combination (default 30)")
     p.add_argument("--name", default=None, help="benchmark name (default 'benchmark N')")
     p.add_argument("--dim", action="append", metavar="NAME=VALUE",
                    help="symbolic input dimension, e.g. x:2=48 or seq=128 (default: the project's)")

@@ -1,4 +1,4 @@
-"""CLI: ``sparsify-tui profile loss PROJECT_OR_MODEL`` (loss profiles, issue 4).
+"""CLI: ``sparsify-tui profile loss PROJECT_OR_MODEL`` (loss profiles).
 
 A model path runs in this process without a workspace; a project (id or name) runs as a
 ``loss_profile`` job through :func:`sparsify_tui.jobs.run_here` and is stored in the project.
@@ -6,10 +6,11 @@ A model path runs in this process without a workspace; a project (id or name) ru
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from sparsify_tui.cli import stderr_progress as _stderr_progress
 from sparsify_tui.commands import looks_like_model, profile_group
 
-from pathlib import Path
 
 def _summary_text(prof) -> str:
     d = prof.to_dict()
@@ -33,20 +34,24 @@ def _summary_text(prof) -> str:
 
 
 def cmd_profile_loss(args) -> int:
+    from sparsify_tui import settings
     from sparsify_tui.analysis.shapes import parse_dim_args
     from sparsify_tui.cli import print_json
-    from sparsify_tui.profiling.loss import load_loss_profile, parse_levels, profile_loss
+    from sparsify_tui.profiling.loss import parse_levels, profile_loss
 
     levels = parse_levels(args.levels) if args.levels else None
     dims = parse_dim_args(args.dim or [])
     if looks_like_model(args.target):
         prof = profile_loss(
-            Path(args.target), method=args.method, levels=levels, data=args.data, batches=args.batches,
-            batch_size=args.batch_size or 1, dims=dims, int8=args.int8, metric=args.metric,
-            name=args.name or "baseline", progress=_stderr_progress(args.json),
+            Path(args.target), method=args.method, levels=levels, data=args.data,
+            batches=settings.loss_batches(args.batches), batch_size=settings.batch_size(args.batch_size or 1),
+            dims=dims, int8=args.int8, metric=args.metric, name=args.name or "baseline",
+            progress=_stderr_progress(args.json),
         )
     else:
         from sparsify_tui.jobs import run_here
+        from sparsify_tui.jobs.handlers.loss import loss_settings
+        from sparsify_tui.services.profiles import load_loss_profile
         from sparsify_tui.store import Workspace
 
         ws = Workspace()
@@ -57,9 +62,10 @@ def cmd_profile_loss(args) -> int:
             job_args = {"name": args.name or "baseline", "method": args.method, "levels": levels,
                         "data": args.data, "batches": args.batches, "int8": args.int8, "metric": args.metric}
             if dims:
-                job_args["dims"] = {**((project.get("setup") or {}).get("dims") or {}), **dims}
+                job_args["dims"] = dims
             if args.batch_size:
                 job_args["batch_size"] = args.batch_size
+            loss_settings(project, job_args)  # bad arguments fail here, before a job record exists
             summary = run_here(ws, project["id"], "loss_profile", job_args, progress=_stderr_progress(args.json))
             prof = load_loss_profile(ws, project["id"], summary["record_id"])
     if args.json:
@@ -84,7 +90,7 @@ def register(sub) -> None:
     p.add_argument("--method", choices=("approximated", "magnitude", "one-shot"), default="magnitude")
     p.add_argument("--levels", default=None, help="comma-separated sparsities in [0,1), e.g. 0.2,0.4,0.9")
     p.add_argument("--data", default=None, metavar="FILE.npz", help="sample data (.npz keys = input names, or .npy)")
-    p.add_argument("--batches", type=int, default=2, help="batches per measurement for one-shot (default 2)")
+    p.add_argument("--batches", type=int, default=None, help="batches per measurement for one-shot (default 2)")
     p.add_argument("--batch-size", type=int, default=None, help="batch size (default: the project's, else 1)")
     p.add_argument("--int8", action="store_true", help="also measure per-layer INT8 sensitivity")
     p.add_argument("--metric", choices=("kl", "nmse"), default=None, help="one-shot metric (default: auto)")

@@ -61,14 +61,10 @@ def summary(rec: dict) -> dict:
     return out
 
 
-def _fmt(x, spec=".2f", none="n/a"):
-    return none if x is None else format(x, spec)
-
-
 def _optimize(args) -> int:
     from sparsify_tui.cli import print_json
     from sparsify_tui.errors import ProjectError
-    from sparsify_tui.optimization import core
+    from sparsify_tui.services.optimizations import create_optimization
 
     overrides = {}
     for item in args.override:
@@ -83,9 +79,9 @@ def _optimize(args) -> int:
     project = ws.get_project(args.project)
     extra = {k: v for k, v in (("min_sparsity", args.min_sparsity), ("max_sparsity", args.max_sparsity))
              if v is not None}
-    rec = core.create_optimization(ws, project["id"], args.name, perf=args.perf, loss=args.loss,
-                                   sparsity=args.sparsity, balance=args.balance, quantize=args.quantize,
-                                   settings=extra, overrides=overrides)
+    rec = create_optimization(ws, project["id"], args.name, perf=args.perf, loss=args.loss,
+                              sparsity=args.sparsity, balance=args.balance, quantize=args.quantize,
+                              settings=extra, overrides=overrides)
     if args.json:
         print_json(summary(rec))
         return 0
@@ -95,6 +91,8 @@ def _optimize(args) -> int:
 
 def render_text(rec: dict, project_name: str) -> str:
     """Human-readable summary of an optimization (CLI)."""
+    from sparsify_tui.formatting import format_fixed as _fmt
+
     est, st = rec["estimates"], rec["settings"]
     ep = rec["epochs"]
     lines = [
@@ -127,7 +125,7 @@ def render_text(rec: dict, project_name: str) -> str:
 def _export(args) -> int:
     from sparsify_tui.cli import print_json
     from sparsify_tui.errors import ProjectError
-    from sparsify_tui.optimization.export import export_optimization
+    from sparsify_tui.services.optimizations import export_optimization
 
     if args.code_output and not args.code:
         raise ProjectError("-O/--code-output needs --code FRAMEWORK: e.g. --code pytorch-plain -O train_prune.py")

@@ -1,4 +1,4 @@
-"""CLI: ``sparsify-tui profile perf PROJECT_OR_MODEL`` (performance profiles, issue 3).
+"""CLI: ``sparsify-tui profile perf PROJECT_OR_MODEL`` (performance profiles).
 
 A model path runs :func:`sparsify_tui.profiling.perf.profile_performance` in this process without a
 workspace. A project (id or name) runs a ``perf_profile`` job through :func:`sparsify_tui.jobs.run_here`
@@ -10,11 +10,11 @@ The ``profile`` group itself comes from :func:`sparsify_tui.commands.profile_gro
 
 from __future__ import annotations
 
-from sparsify_tui.cli import stderr_progress as _stderr_progress
-from sparsify_tui.commands import looks_like_model, profile_group
-
 import sys
 from pathlib import Path
+
+from sparsify_tui.cli import stderr_progress as _stderr_progress
+from sparsify_tui.commands import looks_like_model, profile_group
 
 
 def register(sub) -> None:
@@ -31,8 +31,8 @@ def register(sub) -> None:
     p.add_argument("--name", default=None, help="profile name (default: the project's setup name, or 'baseline')")
     p.add_argument("--batch-size", type=int, default=None, help="items per batch (default: project setup, or 1)")
     p.add_argument("--cores", type=int, default=None, help="cores / intra-op threads (default: project setup, or all)")
-    p.add_argument("--warmup", type=int, default=5, help="unprofiled warm-up runs (default 5)")
-    p.add_argument("--iterations", type=int, default=30, help="unprofiled timed runs (default 30)")
+    p.add_argument("--warmup", type=int, default=None, help="unprofiled warm-up runs (default 5)")
+    p.add_argument("--iterations", type=int, default=None, help="unprofiled timed runs (default 30)")
     p.add_argument("--data", default=None, metavar="FILE.npz", help="sample data (.npz by input name, or .npy)")
     p.add_argument("--dim", action="append", default=[], metavar="NAME=VALUE",
                    help="value of a symbolic dim or scalar input (repeatable): seq=128, x:2=48, sr=16000")
@@ -42,32 +42,28 @@ def register(sub) -> None:
     p.set_defaults(handler=cmd_profile_perf)
 
 
-
-
 def cmd_profile_perf(args) -> int:
+    from sparsify_tui import settings
     from sparsify_tui.analysis.shapes import parse_dim_args
     from sparsify_tui.cli import print_json
     from sparsify_tui.errors import SparsifyError
 
     dims = parse_dim_args(args.dim) if args.dim else None
     progress = _stderr_progress(args.quiet)
-    if args.batch_size is not None and args.batch_size < 1:
-        raise SparsifyError(f"--batch-size {args.batch_size} is invalid: give 1 or more")
-    if args.iterations < 1 or args.warmup < 0:
-        raise SparsifyError("--iterations must be >= 1 and --warmup >= 0")
     if args.data and not Path(args.data).is_file():
         raise SparsifyError(f"sample data {args.data} does not exist: check the --data path")
     if looks_like_model(args.target):
         from sparsify_tui.profiling.perf import profile_performance
 
         prof = profile_performance(
-            args.target, batch_size=args.batch_size or 1, core_count=args.cores, dims=dims,
-            warmup=args.warmup, iterations=args.iterations, data=args.data, int8=not args.no_int8,
-            name=args.name or "baseline", progress=progress,
+            args.target, batch_size=settings.batch_size(args.batch_size or 1), core_count=settings.core_count(args.cores),
+            dims=dims, warmup=settings.warmup(args.warmup), iterations=settings.iterations(args.iterations),
+            data=args.data, int8=not args.no_int8, name=args.name or "baseline", progress=progress,
         )
     else:
         from sparsify_tui.jobs import run_here
-        from sparsify_tui.profiling.perf import load_perf_profile
+        from sparsify_tui.jobs.handlers.perf import perf_settings
+        from sparsify_tui.services.profiles import load_perf_profile
         from sparsify_tui.store import Workspace
 
         ws = Workspace()
@@ -77,6 +73,7 @@ def cmd_profile_perf(args) -> int:
                     "data": str(Path(args.data).resolve()) if args.data else None,
                     "int8": not args.no_int8, "dims": dims}
         job_args = {k: v for k, v in job_args.items() if v is not None}
+        perf_settings(project, job_args)  # bad arguments fail here, before a job record exists
         summary = run_here(ws, project["id"], "perf_profile", job_args, progress=progress)
         prof = load_perf_profile(ws, project["id"], summary["record_id"])
         if not args.json:

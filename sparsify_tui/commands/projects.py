@@ -70,45 +70,17 @@ def _ws():
     return Workspace()
 
 
-def _fmt_count(n) -> str:
-    if n is None:
-        return "?"
-    n = float(n)
-    for unit, div in (("G", 1e9), ("M", 1e6), ("k", 1e3)):
-        if abs(n) >= div:
-            return f"{n / div:.2f}{unit}"
-    return f"{n:.0f}"
-
-
-def _fmt_bytes(n: int) -> str:
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if n < 1024 or unit == "TiB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024
-    return f"{n} B"  # pragma: no cover
-
-
-def summary(ws, project_ref: str) -> dict:
-    """The project dict plus ``path`` (its folder), ``size_bytes`` (on disk) and ``records`` (counts per table)."""
-    project = ws.get_project(project_ref)
-    pid = project["id"]
-    return {
-        **project,
-        "path": str(ws.project_dir(pid)),
-        "size_bytes": ws.project_size_bytes(pid),
-        "records": ws.count_records(pid),
-    }
-
-
 def _print_summary(s: dict) -> None:
+    from sparsify_tui.formatting import format_bytes, format_count
+
     m = s["model"]
     t = s["training"]
     st = s["setup"]
     print(f"{s['name']} ({s['id']})" + (f": {s['description']}" if s.get("description") else ""))
     print(f"  model     {m['file']}{' (linked: ' + m['path'] + ')' if m.get('linked') else ''}, "
           f"opset {m.get('opset')}, sha256 {m['sha256'][:12]}")
-    print(f"            params {_fmt_count(m.get('params'))}, MACs {_fmt_count(m.get('macs'))}, "
-          f"FLOPs {_fmt_count(m.get('flops'))} at batch {st.get('batch_size')}")
+    print(f"            params {format_count(m.get('params'), '', '?')}, MACs {format_count(m.get('macs'), '', '?')}, "
+          f"FLOPs {format_count(m.get('flops'), '', '?')} at batch {st.get('batch_size')}")
     dims = ", ".join(f"{k}={v}" for k, v in (st.get("dims") or {}).items())
     print(f"  setup     batch {st.get('batch_size')}, {st.get('core_count')} cores" + (f", dims {dims}" if dims else ""))
     print(f"  training  {t['optimizer']}, {t['epochs']} epochs, LR {t['init_lr']:g} -> {t['final_lr']:g}")
@@ -116,33 +88,32 @@ def _print_summary(s: dict) -> None:
         r = s["records"]
         print(f"  records   {r['perf_profiles']} perf profiles, {r['loss_profiles']} loss profiles, "
               f"{r['optimizations']} optimizations, {r['benchmarks']} benchmarks")
-        print(f"  folder    {s['path']} ({_fmt_bytes(s['size_bytes'])})")
+        print(f"  folder    {s['path']} ({format_bytes(s['size_bytes'])})")
     print(f"  created   {s['created']}, modified {s['modified']}")
 
 
 def _create(args) -> int:
     from sparsify_tui.analysis.shapes import parse_dim_args
     from sparsify_tui.cli import print_json
-    from sparsify_tui.errors import ProjectError
+    from sparsify_tui.formatting import format_count
+    from sparsify_tui.services.projects import create_project
 
-    if args.batch_size < 1:
-        raise ProjectError(f"--batch-size must be at least 1, not {args.batch_size}: pass --batch-size 1 or more")
     dims = parse_dim_args(args.dim)
-    ws = _ws()
-    project = ws.create_project(args.model, args.name, args.description, link=args.link,
-                                batch_size=args.batch_size, dims=dims)
+    project = create_project(_ws(), args.model, args.name, args.description, link=args.link,
+                             batch_size=args.batch_size, dims=dims)
     if args.json:
         print_json(project)
     else:
         m = project["model"]
         print(f"created project {project['name']} ({project['id']}) from {m['file']}: "
-              f"{_fmt_count(m.get('params'))} params, {_fmt_count(m.get('flops'))} FLOPs; "
+              f"{format_count(m.get('params'), '', '?')} params, {format_count(m.get('flops'), '', '?')} FLOPs; "
               f"open it with `sparsify-tui` or `sparsify-tui show {project['id']}`")
     return 0
 
 
 def _list(args) -> int:
     from sparsify_tui.cli import print_json
+    from sparsify_tui.formatting import format_count
 
     projects = _ws().list_projects()
     if args.json:
@@ -153,7 +124,7 @@ def _list(args) -> int:
         return 0
     width = max(len(p["name"]) for p in projects)
     for p in projects:
-        print(f"{p['id']}  {p['name']:<{width}}  {p['model']['file']:<24} {_fmt_count(p['model'].get('params')):>8} params"
+        print(f"{p['id']}  {p['name']:<{width}}  {p['model']['file']:<24} {format_count(p['model'].get('params'), '', '?'):>8} params"
               f"  modified {p['modified'][:19].replace('T', ' ')}")
     return 0
 
@@ -161,7 +132,9 @@ def _list(args) -> int:
 def _show(args) -> int:
     from sparsify_tui.cli import print_json
 
-    s = summary(_ws(), args.project)
+    from sparsify_tui.services.projects import project_summary
+
+    s = project_summary(_ws(), args.project)
     if args.json:
         print_json(s)
     else:
@@ -219,33 +192,24 @@ def demo_model_path():
 def ensure_demo_project(ws) -> dict:
     """The project named "demo", created from the bundled model (dims x:2=48, x:3=192) if missing."""
     from sparsify_tui.errors import RecordNotFound
+    from sparsify_tui.services.projects import create_project
 
     try:
         return ws.get_project(DEMO_NAME)
     except RecordNotFound:
-        return ws.create_project(demo_model_path(), DEMO_NAME,
-                                 "PP-OCR text direction classifier (bundled demo model, Apache-2.0)",
-                                 dims=dict(DEMO_DIMS))
+        return create_project(ws, demo_model_path(), DEMO_NAME,
+                              "PP-OCR text direction classifier (bundled demo model, Apache-2.0)", dims=dict(DEMO_DIMS))
 
 
 def run_demo_profiles(ws, project: dict) -> None:
-    """Run the demo's main jobs in this process, once: the "baseline" perf profile and a weight-magnitude
-    "baseline" loss profile, each only if the project has no profile of that kind yet."""
+    """Run the demo's main jobs in this process, once: its baseline profiles (:func:`sparsify_tui.jobs.baseline_jobs`:
+    the perf profile and the weight-magnitude loss profile), each only if the project has none of that kind yet."""
     from sparsify_tui.cli import stderr_progress
-    from sparsify_tui.jobs import run_here
+    from sparsify_tui.jobs import baseline_jobs, run_here
 
-    setup = project.get("setup", {})
-    if not ws.list_records(project["id"], "perf_profiles"):
-        print("demo: measuring the baseline performance profile with onnxruntime ...", file=sys.stderr)
-        run_here(ws, project["id"], "perf_profile",
-                 {"name": setup.get("perf_name") or "baseline", "batch_size": setup.get("batch_size", 1),
-                  "core_count": setup.get("core_count")},
-                 progress=stderr_progress())
-    if not ws.list_records(project["id"], "loss_profiles"):
-        print("demo: computing the weight-magnitude loss profile ...", file=sys.stderr)
-        run_here(ws, project["id"], "loss_profile",
-                 {"name": setup.get("loss_name") or "baseline", "method": "magnitude"},
-                 progress=stderr_progress())
+    for job_type, args, label in baseline_jobs(ws, project, missing_only=True):
+        print(f"demo: measuring the {args['name']} {label.lower()} ...", file=sys.stderr)
+        run_here(ws, project["id"], job_type, args, progress=stderr_progress())
 
 
 def _demo(args) -> int:
@@ -256,7 +220,9 @@ def _demo(args) -> int:
     if not args.no_profile:
         run_demo_profiles(ws, project)
     if args.headless:
-        s = summary(ws, project["id"])
+        from sparsify_tui.services.projects import project_summary
+
+        s = project_summary(ws, project["id"])
         if args.json:
             print_json(s)
         else:

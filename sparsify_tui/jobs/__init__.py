@@ -1,6 +1,9 @@
 """Background jobs in their own detached processes, with progress, cancel and a machine-wide
-measuring lock. See :mod:`sparsify_tui.jobs.runner`. Never imports Textual."""
+measuring lock (:mod:`sparsify_tui.jobs.runner`); the handlers of each job type
+(:mod:`sparsify_tui.jobs.handlers`, routed by :mod:`sparsify_tui.jobs.registry`); the baseline profiles of
+a new project (:mod:`sparsify_tui.jobs.baseline`). Never imports Textual."""
 
+from sparsify_tui.jobs.baseline import baseline_jobs
 from sparsify_tui.jobs.runner import (
     ACTIVE,
     FINAL,
@@ -19,6 +22,6 @@ from sparsify_tui.jobs.runner import (
 )
 
 __all__ = [
-    "ACTIVE", "FINAL", "JobContext", "cancel", "get_job", "list_jobs", "log_path", "log_tail",
+    "ACTIVE", "FINAL", "JobContext", "baseline_jobs", "cancel", "get_job", "list_jobs", "log_path", "log_tail",
     "measure_lock_path", "refresh", "run_here", "run_job", "submit", "wait",
 ]

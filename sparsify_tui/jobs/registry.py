@@ -1,47 +1,32 @@
-"""Job types and their handlers.
+"""Job types and their handlers, named in code.
 
-A handler is ``run_job(ctx: JobContext) -> dict``: it does the work (reporting through
-``ctx.progress`` and checking ``ctx.cancel``), stores its own results in ``ctx.ws`` (records and
-blobs) and returns a small JSON-able summary that includes the record id it wrote.
-Handlers are named as ``"module:function"`` strings and imported only when a job runs.
+A handler is ``run(ctx: JobContext) -> dict``: it does the work (reporting through ``ctx.progress`` and
+checking ``ctx.cancel``), stores its results through :mod:`sparsify_tui.services` and returns a small
+JSON-able summary that includes the record id it wrote. Handler modules import the core inside ``run``, so
+importing this registry stays cheap. A new job type is a module in :mod:`sparsify_tui.jobs.handlers` plus
+one line here.
 """
 
 from __future__ import annotations
 
-import importlib
-from typing import Callable, Dict, Union
+from typing import Callable, Dict
 
 from sparsify_tui.errors import JobError
+from sparsify_tui.jobs.handlers import apply, benchmark, loss, perf, sleep
 
-JOB_TYPES: Dict[str, Union[str, Callable]] = {
-    "perf_profile": "sparsify_tui.profiling.perf:run_job",
-    "loss_profile": "sparsify_tui.profiling.loss:run_job",
-    "apply": "sparsify_tui.optimization.apply:run_job",
-    "benchmark": "sparsify_tui.benchmark.runner:run_job",
+JOB_TYPES: Dict[str, Callable] = {
+    "perf_profile": perf.run,
+    "loss_profile": loss.run,
+    "apply": apply.run,
+    "benchmark": benchmark.run,
     # test and diagnostic job: sleeps in steps, reports progress, honours cancel
-    "sleep": "sparsify_tui.jobs.builtin:sleep_job",
+    "sleep": sleep.run,
 }
 
 
-def register(job_type: str, target: Union[str, Callable]) -> None:
-    """Add or replace a job type: ``target`` is ``"module:function"`` or a callable.
-
-    A callable only works for :func:`sparsify_tui.jobs.runner.run_here`; a job process
-    (``submit``) can only find handlers named by a string registered at import time.
-    """
-    JOB_TYPES[job_type] = target
-
-
 def resolve(job_type: str) -> Callable:
-    """The handler function of ``job_type``; :class:`JobError` when unknown or not importable."""
-    target = JOB_TYPES.get(job_type)
-    if target is None:
-        raise JobError(f"unknown job type {job_type!r}: use one of {', '.join(sorted(JOB_TYPES))}")
-    if callable(target):
-        return target
-    module_name, _, func = target.partition(":")
+    """The handler of ``job_type``; :class:`JobError` when unknown."""
     try:
-        module = importlib.import_module(module_name)
-        return getattr(module, func)
-    except (ImportError, AttributeError) as err:
-        raise JobError(f"job type {job_type!r} is not available in this install ({target}: {err})") from None
+        return JOB_TYPES[job_type]
+    except KeyError:
+        raise JobError(f"unknown job type {job_type!r}: use one of {', '.join(sorted(JOB_TYPES))}") from None

@@ -145,8 +145,7 @@ def _child_env(ws: Workspace) -> Dict[str, str]:
 def _new_job(ws: Workspace, project_id: Optional[str], job_type: str, args: Dict[str, Any], measuring: bool) -> Dict[str, Any]:
     from sparsify_tui.jobs import registry
 
-    if job_type not in registry.JOB_TYPES:
-        raise JobError(f"unknown job type {job_type!r}: use one of {', '.join(sorted(registry.JOB_TYPES))}")
+    registry.resolve(job_type)
     if project_id is not None:
         project_id = ws.get_project(project_id)["id"]
     try:

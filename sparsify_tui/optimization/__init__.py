@@ -1,13 +1,10 @@
 """Optimization: per-layer pruning allocation, quantization, schedules, estimates, recipe and code export.
 
-Pure core (no workspace): :mod:`config` (settings, per-layer curves), :mod:`allocation` (the solver),
-:mod:`estimates`, :mod:`schedule` (epochs, GMP cubic, LR), :mod:`recipe` (YAML), :mod:`integration` (code).
-Workspace operations: :mod:`core` and :mod:`export`. ``apply.py`` (one-shot apply) belongs to the benchmark
-feature. Never imports textual.
+Pure core (plain data in and out, never a workspace): :mod:`config` (settings, per-layer curves),
+:mod:`allocation` (the solver), :mod:`estimates`, :mod:`schedule` (epochs, GMP cubic, LR), :mod:`recipe`
+(YAML), :mod:`integration` (code), :mod:`export` (rendering and writing the files), :mod:`core` (building and
+changing a record), :mod:`apply` (one-shot apply of a record to a model). Stored optimizations are handled by
+:mod:`sparsify_tui.services.optimizations`.
 """
 
-from sparsify_tui.optimization.core import (  # noqa: F401
-    build_optimization, copy_optimization, create_optimization, delete_optimization, evaluate,
-    get_optimization, layer_sparsities, reevaluate, set_override, update_schedule,
-)
-from sparsify_tui.optimization.export import export_optimization  # noqa: F401
+from sparsify_tui.optimization.core import build_optimization, evaluate, layer_sparsities  # noqa: F401

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import re
 import shutil
 import tempfile
 import time
@@ -582,21 +581,11 @@ def apply_optimization(
     )
 
 
-# --------------------------------------------------------------------------- records, export, job
+# ------------------------------------------------------------------------------ records (plain data)
 
 
-def _layer_sparsities(opt: dict) -> dict:
-    """``{weight_name: sparsity}`` of an optimization record (``optimization.layer_sparsities``)."""
-    try:
-        from sparsify_tui.optimization import layer_sparsities
-    except ImportError:
-        layer_sparsities = None
-    if layer_sparsities is not None:
-        return dict(layer_sparsities(opt))
-    return {l["weight_name"]: float(l.get("sparsity") or 0.0) for l in opt.get("layers", [])}
-
-
-def _quant_settings(opt: dict) -> tuple[bool, list]:
+def quantization_settings(opt: dict) -> tuple[bool, list]:
+    """``(quantize, excluded node ids)`` of an optimization record."""
     q = opt.get("quantization") or {}
     return bool(q.get("enabled")), [str(x) for x in (q.get("excluded") or [])]
 
@@ -604,23 +593,12 @@ def _quant_settings(opt: dict) -> tuple[bool, list]:
 def optimization_fingerprint(opt: dict) -> str:
     """A hash of what apply writes for ``opt`` (layer sparsities + quantization): an applied file
     whose fingerprint differs from the record's current one is stale."""
-    quant, excluded = _quant_settings(opt)
-    payload = json.dumps({"s": {k: round(float(v), 6) for k, v in sorted(_layer_sparsities(opt).items())},
+    from sparsify_tui.optimization.core import layer_sparsities
+
+    quant, excluded = quantization_settings(opt)
+    payload = json.dumps({"s": {k: round(float(v), 6) for k, v in sorted(layer_sparsities(opt).items())},
                           "q": quant, "x": sorted(excluded)}, sort_keys=True)
     return hashlib.sha256(payload.encode()).hexdigest()[:16]
-
-
-def optimized_path(ws, project_id: str, opt: dict) -> Path:
-    """``<project>/optimized/<optimization name>.onnx`` (name made filesystem-safe)."""
-    safe = re.sub(r"[^A-Za-z0-9._-]+", "_", str(opt.get("name") or opt["id"])).strip("._") or opt["id"]
-    return ws.project_dir(project_id) / "optimized" / f"{safe}.onnx"
-
-
-def is_applied(ws, project_id: str, opt: dict) -> bool:
-    """True when the optimization's applied file exists and matches its current settings."""
-    applied = opt.get("applied") or {}
-    return bool(applied.get("path")) and Path(applied["path"]).is_file() and \
-        applied.get("fingerprint") == optimization_fingerprint(opt)
 
 
 def export_model(src: Union[str, Path], dst: Union[str, Path]) -> Path:
@@ -640,67 +618,3 @@ def export_model(src: Union[str, Path], dst: Union[str, Path]) -> Path:
     except OSError as err:
         raise SparsifyError(f"cannot write {dst}: {err.strerror}; choose a writable path") from err
     return dst
-
-
-def apply_record(ws, project_id: str, opt_ref: str, *, out_path=None, data=None,
-                 progress: Optional[ProgressFn] = None, cancel: Optional[CancelToken] = None) -> dict:
-    """Apply optimization ``opt_ref`` (id or name) of a project, store ``applied`` on its record and
-    optionally export to ``out_path``. Returns the ``applied`` dict:
-    ``{path, exported_to, fingerprint, quantized, excluded, sparsity: {weight_name: measured},
-    layers_exact: bool, output_diff, file_size_bytes, baseline_size_bytes, seconds, warnings, applied_at}``.
-    """
-    opt = ws.find_record(project_id, "optimizations", opt_ref)
-    project = ws.get_project(project_id)
-    setup = project.get("setup") or {}
-    quant, excluded = _quant_settings(opt)
-    out = optimized_path(ws, project_id, opt)
-    res = apply_optimization(
-        ws.model_path(project_id), _layer_sparsities(opt), quantize=quant, excluded=excluded, out_path=out,
-        dims=setup.get("dims") or {}, data=data or setup.get("data"), progress=progress, cancel=cancel,
-    )
-    import datetime as _dt
-
-    applied = {
-        "path": str(res.out_path),
-        "exported_to": None,
-        "fingerprint": optimization_fingerprint(opt),
-        "quantized": res.quantized,
-        "excluded": res.excluded,
-        "sparsity": {l.weight_name: l.measured_sparsity for l in res.layers},
-        "layers_exact": all(l.zero_weights is not None and abs(l.zero_weights - l.pruned_weights) <= 1
-                            for l in res.layers),
-        "output_diff": {k: v for k, v in res.output_diff.items() if k != "outputs"},
-        "file_size_bytes": res.file_size_bytes,
-        "baseline_size_bytes": res.baseline_size_bytes,
-        "ir_version": res.ir_version,
-        "seconds": res.seconds,
-        "warnings": res.warnings,
-        "applied_at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
-    }
-    if out_path:
-        applied["exported_to"] = str(export_model(res.out_path, out_path))
-    ws.update_record(project_id, "optimizations", opt["id"], applied=applied)
-    return applied
-
-
-def ensure_applied(ws, project_id: str, opt_ref: str, *, progress=None, cancel=None) -> tuple[dict, Path]:
-    """The optimization record and its applied model path, applying it first when missing or stale."""
-    opt = ws.find_record(project_id, "optimizations", opt_ref)
-    if not is_applied(ws, project_id, opt):
-        apply_record(ws, project_id, opt["id"], progress=progress, cancel=cancel)
-        opt = ws.get_record(project_id, "optimizations", opt["id"])
-    return opt, Path(opt["applied"]["path"])
-
-
-def run_job(ctx) -> dict:
-    """Job handler ``apply``: args ``{optimization: id or name, out_path: optional export path, data:
-    optional sample data}``. Stores ``applied`` on the optimization record; returns a summary."""
-    args = ctx.args or {}
-    if not args.get("optimization"):
-        raise SparsifyError("apply needs an optimization: give its name or id")
-    applied = apply_record(ctx.ws, ctx.project_id, str(args["optimization"]), out_path=args.get("out_path"),
-                           data=args.get("data"), progress=ctx.progress, cancel=ctx.cancel)
-    opt = ctx.ws.find_record(ctx.project_id, "optimizations", str(args["optimization"]))
-    return {"optimization": opt["id"], "name": opt.get("name"), "path": applied["path"],
-            "exported_to": applied["exported_to"], "quantized": applied["quantized"],
-            "layers_exact": applied["layers_exact"], "output_diff": applied["output_diff"]}

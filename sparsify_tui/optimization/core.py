@@ -1,4 +1,5 @@
-"""Optimization records: create, re-evaluate, override, edit, copy. Stored in the project's "optimizations" table.
+"""Optimization records as plain data: build, re-evaluate, override, edit (pure: no workspace; the project's
+"optimizations" table is read and written by :mod:`sparsify_tui.services.optimizations`).
 
 A record (plain JSON) holds everything needed to re-evaluate and export without the profiles:
 
@@ -16,7 +17,6 @@ A record (plain JSON) holds everything needed to re-evaluate and export without 
 
 from __future__ import annotations
 
-import copy
 import math
 from typing import Any, Dict, List, Optional
 
@@ -28,7 +28,6 @@ from sparsify_tui.optimization.config import (
 )
 from sparsify_tui.optimization.estimates import layer_estimates, model_estimates
 
-TABLE = "optimizations"
 FLOPS = "flops"
 APPROXIMATED = "approximated"
 DEFAULT_INIT_SPARSITY = 0.05
@@ -208,151 +207,3 @@ def change_schedule(rec: Dict[str, Any], *, epochs: Optional[Dict[str, Any]] = N
             elif k in ("start_epoch", "disable_quantization_observer_epoch", "freeze_bn_stats_epoch"):
                 q[k] = float(v)
     return evaluate(rec)
-
-
-# ---------------------------------------------------------------------------------------------- workspace
-
-
-def _resolve_perf(ws, project_id: str, ref: Optional[str]):
-    if ref is not None and str(ref).lower() == FLOPS:
-        return None, FLOPS, "FLOPS"
-    records = ws.list_records(project_id, "perf_profiles")
-    if ref is None:
-        records = [r for r in records if r.get("status", "completed") == "completed"]
-        if not records:
-            return None, FLOPS, "FLOPS"
-        rec = sorted(records, key=lambda r: r.get("created", ""))[-1]
-    else:
-        rec = ws.find_record(project_id, "perf_profiles", ref)
-    from sparsify_tui.profiling.perf import load_perf_profile
-
-    prof = load_perf_profile(ws, project_id, rec["id"])
-    return (prof.to_dict() if hasattr(prof, "to_dict") else prof), rec["id"], rec.get("name", rec["id"])
-
-
-def _resolve_loss(ws, project_id: str, ref: Optional[str], analysis: Dict[str, Any]):
-    if ref is None or str(ref).lower() == APPROXIMATED:
-        records = ws.list_records(project_id, "loss_profiles") if ref is None else []
-        records = [r for r in records if r.get("status", "completed") == "completed"]
-        if not records:
-            return approximated_loss(analysis), APPROXIMATED, "Approximated"
-        rec = sorted(records, key=lambda r: r.get("created", ""))[-1]
-    else:
-        rec = ws.find_record(project_id, "loss_profiles", ref)
-    from sparsify_tui.profiling.loss import load_loss_profile
-
-    prof = load_loss_profile(ws, project_id, rec["id"])
-    return (prof.to_dict() if hasattr(prof, "to_dict") else prof), rec["id"], rec.get("name", rec["id"])
-
-
-def approximated_loss(analysis: Dict[str, Any]) -> Optional[Dict[str, Any]]:
-    """The Approximated loss profile dict, from ``profiling.loss.approximated_profile`` (None if unavailable,
-    which makes every layer use a generic ``s**3`` curve)."""
-    try:
-        from sparsify_tui.profiling.loss import approximated_profile
-    except ImportError:
-        return None
-    try:
-        from sparsify_tui.analysis.nodes import ModelAnalysis
-
-        arg: Any = ModelAnalysis.from_dict(analysis)
-    except Exception:
-        arg = analysis
-    try:
-        prof = approximated_profile(arg)
-    except Exception:
-        try:
-            prof = approximated_profile(analysis)
-        except Exception:
-            return None
-    return prof.to_dict() if hasattr(prof, "to_dict") else prof
-
-
-def create_optimization(ws, project_id: str, name: str, perf: Optional[str] = None, loss: Optional[str] = None,
-                        sparsity: float = 0.85, balance: float = 0.5, quantize: bool = False, *,
-                        settings: Optional[Dict[str, Any]] = None,
-                        overrides: Optional[Dict[str, float]] = None) -> Dict[str, Any]:
-    """Create, evaluate and store an optimization for a project; returns the stored record (with ``id``).
-
-    ``settings``: extra :class:`Settings` fields (e.g. ``min_sparsity``); ``overrides``: weight name ->
-    sparsity fixed from the start. Nothing is stored when any of them is invalid.
-
-    ``perf``: perf profile id or name, ``"flops"`` for the FLOPS profile, None = the newest completed perf
-    profile, else FLOPS. ``loss``: loss profile id or name, ``"approximated"``, None = the newest
-    completed loss profile, else Approximated. Raises :class:`ProjectError` for a taken name or bad
-    setting, :class:`RecordNotFound` for an unknown profile.
-    """
-    project = ws.get_project(project_id)
-    pid = project["id"]
-    name = (name or "").strip()
-    if not name:
-        raise ProjectError("an optimization needs a name: pass --name NAME")
-    if any(r.get("name") == name for r in ws.list_records(pid, TABLE)):
-        raise ProjectError(f"optimization {name!r} already exists in project {project['name']!r}: "
-                           f"choose another name or copy it")
-    analysis = ws.analysis_of(pid)
-    perf_d, perf_ref, perf_name = _resolve_perf(ws, pid, perf)
-    loss_d, loss_ref, loss_name = _resolve_loss(ws, pid, loss, analysis)
-    rec = build_optimization(name, analysis, perf_d, loss_d, training=project.get("training"),
-                             sparsity=sparsity, balance=balance, quantize=quantize, perf_ref=perf_ref,
-                             perf_name=perf_name, loss_ref=loss_ref, loss_name=loss_name,
-                             model_file=(project.get("model") or {}).get("file", ""))
-    if settings:
-        rec = change_settings(rec, **settings)
-    for w, s in (overrides or {}).items():
-        rec = override(rec, w, s)
-    return ws.add_record(pid, TABLE, rec)
-
-
-def get_optimization(ws, project_id: str, ref: str) -> Dict[str, Any]:
-    """The stored optimization by id or name (RecordNotFound otherwise)."""
-    return ws.find_record(project_id, TABLE, ref)
-
-
-def _save(ws, project_id: str, rec: Dict[str, Any]) -> Dict[str, Any]:
-    fields = {k: v for k, v in rec.items() if k not in ("id", "created", "modified")}
-    return ws.update_record(project_id, TABLE, rec["id"], **fields)
-
-
-def reevaluate(ws, project_id: str, ref: str, **settings: Any) -> Dict[str, Any]:
-    """Change settings (see :class:`Settings`) of a stored optimization, re-evaluate (overrides kept), save."""
-    rec = get_optimization(ws, project_id, ref)
-    return _save(ws, project_id, change_settings(rec, **settings))
-
-
-def set_override(ws, project_id: str, ref: str, weight_name: str, sparsity: Optional[float]) -> Dict[str, Any]:
-    """Fix (or with None, release) one layer's sparsity of a stored optimization; re-evaluate and save."""
-    rec = get_optimization(ws, project_id, ref)
-    return _save(ws, project_id, override(rec, weight_name, sparsity))
-
-
-def update_schedule(ws, project_id: str, ref: str, **changes: Any) -> Dict[str, Any]:
-    """:func:`change_schedule` on a stored optimization, then save."""
-    rec = get_optimization(ws, project_id, ref)
-    return _save(ws, project_id, change_schedule(rec, **changes))
-
-
-def copy_optimization(ws, project_id: str, ref: str, new_name: Optional[str] = None) -> Dict[str, Any]:
-    """A new version of an optimization (same settings, overrides and schedules) named ``new_name`` (default
-    ``"<name> v2"``, ``v3``... the first free one). Returns the stored copy."""
-    rec = get_optimization(ws, project_id, ref)
-    names = {r.get("name") for r in ws.list_records(project_id, TABLE)}
-    if new_name:
-        if new_name in names:
-            raise ProjectError(f"optimization {new_name!r} already exists: choose another name")
-    else:
-        base = rec["name"].rsplit(" v", 1)[0] if rec["name"].rsplit(" v", 1)[-1].isdigit() else rec["name"]
-        k = 2
-        while f"{base} v{k}" in names:
-            k += 1
-        new_name = f"{base} v{k}"
-    new = copy.deepcopy({k: v for k, v in rec.items() if k not in ("id", "created", "modified")})
-    new["name"] = new_name
-    new["copied_from"] = rec["id"]
-    return ws.add_record(project_id, TABLE, new)
-
-
-def delete_optimization(ws, project_id: str, ref: str) -> None:
-    """Delete a stored optimization."""
-    rec = get_optimization(ws, project_id, ref)
-    ws.delete_record(project_id, TABLE, rec["id"])

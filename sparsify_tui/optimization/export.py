@@ -19,11 +19,6 @@ def safe_filename(name: str) -> str:
     return out or "optimization"
 
 
-def default_recipe_path(ws, project_id: str, name: str) -> Path:
-    """``<project dir>/recipes/<name>.yaml``."""
-    return Path(ws.project_dir(project_id)) / "recipes" / f"{safe_filename(name)}.yaml"
-
-
 def default_code_path(recipe_path: Path, framework: str) -> Path:
     """``<recipe dir>/<recipe stem>_<framework>.py`` (``-`` becomes ``_``)."""
     recipe_path = Path(recipe_path)
@@ -109,21 +104,3 @@ def write_export(rec: Dict[str, Any], *, recipe_path: Path, framework: Optional[
         "avg_sparsity": (rec.get("estimates") or {}).get("avg_sparsity"), "warnings": out["warnings"],
         "notes": out["notes"],
     }
-
-
-def export_optimization(ws, project_id: str, ref: str, *, recipe_path: Optional[str] = None,
-                        framework: Optional[str] = None, code_path: Optional[str] = None) -> Dict[str, Any]:
-    """Export a stored optimization (id or name): recipe to ``recipe_path`` (default
-    :func:`default_recipe_path`), code for ``framework`` to ``code_path`` (default next to the recipe)."""
-    from sparsify_tui.optimization.core import get_optimization
-
-    project = ws.get_project(project_id)
-    rec = get_optimization(ws, project["id"], ref)
-    path = Path(recipe_path) if recipe_path else default_recipe_path(ws, project["id"], rec["name"])
-    try:
-        model_path = ws.model_path(project["id"])
-    except Exception:
-        model_path = None
-    return write_export(rec, recipe_path=path, framework=framework,
-                        code_path=Path(code_path) if code_path else None, project_name=project.get("name", ""),
-                        model_path=model_path)

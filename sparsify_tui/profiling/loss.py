@@ -47,7 +47,6 @@ Summary fields (all methods):
 
 from __future__ import annotations
 
-import json
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -55,7 +54,7 @@ from typing import Optional
 
 import numpy as np
 
-from sparsify_tui.errors import ModelError, RecordNotFound
+from sparsify_tui.errors import ModelError
 from sparsify_tui.progress import maybe_check
 from sparsify_tui.profiling.loss_layers import LayerRef, find_layers, initializer_size, load_model_proto
 from sparsify_tui.profiling.pruning import pruned_count
@@ -515,88 +514,3 @@ def profile_loss(
         )
     prof.settings.update({"batch_size": batch_size, "dims": dict(dims or {})})
     return prof
-
-
-# -- workspace ----------------------------------------------------------------------------------------------
-
-TABLE = "loss_profiles"
-
-
-def blob_key(record_id: str) -> str:
-    return f"loss_profiles/{record_id}.json"
-
-
-def run_job(ctx) -> dict:
-    """Job handler ``loss_profile``: args ``{name, method, levels, data, batches, int8, metric}`` (missing keys
-    take defaults; batch size, cores and dims from the project's setup). Stores a "loss_profiles" record
-    (summary fields) and the full :meth:`LossProfile.to_dict` in blob ``loss_profiles/<id>.json``.
-    Returns ``{"record_id", "name", "method", "seconds"}``."""
-    ws, pid, args = ctx.ws, ctx.project_id, dict(ctx.args or {})
-    project = ws.get_project(pid)
-    setup = project.get("setup") or {}
-    dims = dict(setup.get("dims") or {})
-    dims.update(args.get("dims") or {})
-    levels = args.get("levels")
-    if isinstance(levels, str):
-        levels = parse_levels(levels)
-    prof = profile_loss(
-        ws.model_path(pid),
-        method=args.get("method") or "magnitude",
-        levels=levels,
-        data=args.get("data"),
-        batches=int(args.get("batches") or 2),
-        batch_size=int(args.get("batch_size") or setup.get("batch_size") or 1),
-        dims=dims,
-        int8=bool(args.get("int8", False)),
-        metric=args.get("metric"),
-        name=args.get("name") or setup.get("loss_name") or "baseline",
-        core_count=args.get("core_count") or setup.get("core_count"),
-        progress=ctx.progress,
-        cancel=ctx.cancel,
-    )
-    return store_profile(ws, pid, prof, job_id=(ctx.job or {}).get("id"))
-
-
-def store_profile(ws, project_id: str, prof: LossProfile, job_id: Optional[str] = None) -> dict:
-    """Add the record + blob for ``prof``; returns the job summary dict."""
-    d = prof.to_dict()
-    p = d["profile"]
-    rec = ws.add_record(
-        project_id,
-        TABLE,
-        {
-            "name": prof.name,
-            "method": prof.method,
-            "metric": prof.metric,
-            "settings": p["settings"],
-            "layer_count": p["layer_count"],
-            "average_sensitivity": p["average_sensitivity"],
-            "est_params_reduction": p["est_params_reduction"],
-            "est_recovery": p["est_recovery"],
-            "seconds": p["seconds"],
-            "job_id": job_id,
-        },
-    )
-    ws.write_blob(project_id, blob_key(rec["id"]), d)
-    return {"record_id": rec["id"], "name": prof.name, "method": prof.method, "seconds": prof.seconds}
-
-
-def load_loss_profile(ws, project_id: str, ref: str) -> LossProfile:
-    """The stored profile ``ref`` (record id or name) of a project; ``"approximated"`` (any case) builds the
-    approximated profile from the stored analysis. Raises ``RecordNotFound``."""
-    if str(ref).lower() == "approximated":
-        return approximated_profile(ws.analysis_of(project_id))
-    rec = ws.find_record(project_id, TABLE, ref)
-    try:
-        d = ws.read_blob(project_id, blob_key(rec["id"]))
-    except (FileNotFoundError, KeyError):
-        raise RecordNotFound(f"loss profile {ref!r} has no stored result: rerun it") from None
-    if d is None:
-        raise RecordNotFound(f"loss profile {ref!r} has no stored result: rerun it")
-    prof = LossProfile.from_dict(d)
-    prof.extras.setdefault("record_id", rec["id"])
-    return prof
-
-
-def dumps(prof: LossProfile) -> str:  # pragma: no cover - debugging helper
-    return json.dumps(prof.to_dict(), indent=2, default=float)

@@ -43,7 +43,6 @@ from sparsify_tui.errors import JobCanceled, ModelError, SparsifyError
 from sparsify_tui.profiling import perf_estimate as est
 from sparsify_tui.progress import CancelToken, ProgressFn, maybe_check
 
-TABLE = "perf_profiles"
 #: Calibration batches used for INT8 (calibration.md used 16).
 INT8_CALIBRATION_BATCHES = 16
 
@@ -671,83 +670,3 @@ def _model_estimates(nodes: list, median_ms: Optional[float], dw_share: float) -
         "depthwise_share": dw_share,
         "levels": levels,
     }
-
-
-# ------------------------------------------------------------------------------------------- jobs + store
-def _job_settings(ws, project_id: str, args: dict) -> dict:
-    proj = ws.get_project(project_id)
-    setup = proj.get("setup") or {}
-    dims = args.get("dims")
-    if dims is None:
-        dims = setup.get("dims") or {}
-    return {
-        "name": args.get("name") or setup.get("perf_name") or "baseline",
-        "batch_size": int(args.get("batch_size") or setup.get("batch_size") or 1),
-        "core_count": int(args.get("core_count") or setup.get("core_count") or 0) or None,
-        "warmup": int(args["warmup"]) if args.get("warmup") is not None else 5,
-        "iterations": int(args["iterations"]) if args.get("iterations") is not None else 30,
-        "data": args.get("data") or None,
-        "int8": bool(args.get("int8", True)),
-        "dims": {str(k): int(v) for k, v in dict(dims).items()},
-    }
-
-
-def record_summary(prof: PerfProfile) -> dict:
-    """The small record fields stored in the ``perf_profiles`` table."""
-    i8 = prof.int8 or {}
-    return {
-        "name": prof.name,
-        "batch_size": prof.batch_size,
-        "core_count": prof.core_count,
-        "latency_ms": prof.latency_ms.get("median"),
-        "p90_ms": prof.latency_ms.get("p90"),
-        "items_per_second": prof.items_per_second,
-        "int8_ms": (i8.get("latency_ms") or {}).get("median") if i8.get("enabled") and not i8.get("error") else None,
-        "int8_error": i8.get("error"),
-        "warmup": prof.warmup,
-        "iterations": prof.iterations,
-        "dims": prof.dims,
-        "int8_enabled": bool(i8.get("enabled")),
-        "data": (prof.inputs or {}).get("path"),
-        "status": prof.status,
-    }
-
-
-def run_job(ctx) -> dict:
-    """Job handler for ``perf_profile`` (args: ``{name, batch_size, core_count, warmup, iterations, data,
-    int8, dims}``; missing keys default from the project's ``setup``; ``record_id`` reruns that record).
-
-    Stores a ``perf_profiles`` record (summary fields) and the full profile in blob
-    ``perf_profiles/<id>.json``. A rerun replaces the record's data and blob. Returns the summary
-    with ``record_id``.
-    """
-    ws, pid, args = ctx.ws, ctx.project_id, dict(ctx.args or {})
-    s = _job_settings(ws, pid, args)
-    model = ws.model_path(pid)
-    analysis = None
-    prof = profile_performance(model, batch_size=s["batch_size"], core_count=s["core_count"], dims=s["dims"],
-                               warmup=s["warmup"], iterations=s["iterations"], data=s["data"], int8=s["int8"],
-                               name=s["name"], analysis=analysis, progress=ctx.progress, cancel=ctx.cancel)
-    summary = record_summary(prof)
-    summary["job_id"] = (ctx.job or {}).get("id")
-    rid = args.get("record_id")
-    if rid:
-        ws.update_record(pid, TABLE, rid, **summary)
-    else:
-        rid = ws.add_record(pid, TABLE, summary)["id"]
-    ws.write_blob(pid, f"{TABLE}/{rid}.json", prof.to_dict())
-    return {"record_id": rid, **summary}
-
-
-def load_perf_profile(ws, project_id: str, ref: str) -> PerfProfile:
-    """The stored profile of record ``ref`` (id or name). Raises ``RecordNotFound``."""
-    from sparsify_tui.errors import RecordNotFound
-
-    rec = ws.find_record(project_id, TABLE, ref)
-    try:
-        blob = ws.read_blob(project_id, f"{TABLE}/{rec['id']}.json")
-    except (FileNotFoundError, OSError) as err:
-        raise RecordNotFound(f"perf profile {ref!r} has no stored result: rerun it") from err
-    if not blob:
-        raise RecordNotFound(f"perf profile {ref!r} has no stored result: rerun it")
-    return PerfProfile.from_dict(blob)

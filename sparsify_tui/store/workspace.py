@@ -29,6 +29,7 @@ from typing import Any, Dict, List, Optional, Union
 from tinydb import Query
 
 from sparsify_tui.errors import ModelError, ProjectError, RecordNotFound
+from sparsify_tui import settings
 from sparsify_tui.store.db import atomic_write_json, open_db, read_json
 
 RECORD_TABLES = ("perf_profiles", "loss_profiles", "optimizations", "benchmarks")
@@ -106,20 +107,6 @@ def _external_data_files(model_path: Path) -> List[str]:
     return locations
 
 
-def _as_dict(obj: Any) -> Dict[str, Any]:
-    if obj is None:
-        return {}
-    if isinstance(obj, dict):
-        return obj
-    if hasattr(obj, "to_dict"):
-        return obj.to_dict()
-    if hasattr(obj, "__dataclass_fields__"):
-        import dataclasses
-
-        return dataclasses.asdict(obj)
-    return dict(vars(obj))
-
-
 class Workspace:
     """All persistent state of sparsify-tui under one folder.
 
@@ -190,6 +177,7 @@ class Workspace:
     def create_project(
         self,
         model_path: Union[str, Path],
+        analysis: Dict[str, Any],
         name: Optional[str] = None,
         description: str = "",
         *,
@@ -199,30 +187,23 @@ class Workspace:
         setup: Optional[Dict[str, Any]] = None,
         progress=None,
     ) -> Dict[str, Any]:
-        """Create a project from an ONNX model and return the project dict.
+        """Store a new project for an ONNX model that the caller has already analyzed; return the project dict.
 
-        The model is first validated and analyzed with
-        :func:`sparsify_tui.analysis.nodes.analyze_model` at ``batch_size`` and ``dims`` (symbolic dims:
-        name or ``"input:axis"`` -> value); errors there (:class:`ModelError`, :class:`DimensionError`)
-        propagate. Then the model file and its external data files are copied into
-        ``projects/<id>/model/`` (sha256 recorded), or with ``link=True`` only referenced in place (the
-        sha256 of the .onnx file is still recorded). The analysis is stored as blob ``analysis.json``.
-        The project folder is built under a temp name and renamed into place only when complete; on
-        any error nothing is left behind (no folder, no index entry).
+        ``analysis``: the model analysis as plain data (``ModelAnalysis.to_dict()`` at ``batch_size`` and
+        ``dims``); it is stored as blob ``analysis.json`` and its totals (params, MACs, FLOPs) and opset go
+        into the project's ``model``. The store never reads the model beyond copying it: analyzing is the
+        caller's job (:func:`sparsify_tui.services.projects.create_project` does both).
+        The model file and its external data files are copied into ``projects/<id>/model/`` (sha256
+        recorded), or with ``link=True`` only referenced in place (the sha256 of the .onnx file is still
+        recorded). The project folder is built under a temp name and renamed into place only when complete;
+        on any error nothing is left behind (no folder, no index entry).
 
         Raises :class:`ProjectError` when ``name`` is already used by another project.
         """
-        from sparsify_tui.analysis.nodes import analyze_model
-
         src = Path(model_path).expanduser()
         name = (name or src.stem).strip()
-        if not name:
-            raise ProjectError("a project name cannot be empty: pass --name NAME")
-        self._check_name_free(name)
-        if progress:
-            progress("analyzing model", 0.0)
-        analysis = analyze_model(str(src), batch_size=batch_size, dims=dict(dims or {}))
-        adict = _as_dict(analysis)
+        self.check_name_free(name)
+        adict = dict(analysis)
         src = src.resolve()
 
         pid = new_id()
@@ -252,15 +233,12 @@ class Workspace:
                     ext_dst.parent.mkdir(parents=True, exist_ok=True)
                     _sha256_copy(ext_src, ext_dst)
                 stored_path = final_dir / "model" / src.name
-            totals = _as_dict(adict.get("totals"))
-            mdict = _as_dict(adict.get("model"))
-            opset = getattr(analysis, "opset", None)
-            if opset is None:
-                opset = mdict.get("opset")
+            totals = dict(adict.get("totals") or {})
+            opset = (adict.get("model") or {}).get("opset")
             created = now_iso()
             base_setup = {
                 "batch_size": int(batch_size),
-                "core_count": _available_cores(),
+                "core_count": settings.available_cores(),
                 "dims": {str(k): int(v) for k, v in (dims or {}).items()},
                 "perf_enabled": True,
                 "loss_enabled": True,
@@ -295,7 +273,7 @@ class Workspace:
             with open_db(tmp_dir / "project.json", "project", write=True) as db:
                 db.table("project").insert(project)
             with self._ws_db(write=True) as db:
-                self._check_name_free(name, db=db)
+                self.check_name_free(name, db=db)
                 os.replace(tmp_dir, final_dir)
                 try:
                     db.table("projects").insert({"id": pid, "name": name, "created": created})
@@ -321,7 +299,11 @@ class Workspace:
             if p.name.startswith(".deleting-") or (p.name.startswith(".creating-") and old):
                 shutil.rmtree(p, ignore_errors=True)
 
-    def _check_name_free(self, name: str, db=None, exclude: Optional[str] = None) -> None:
+    def check_name_free(self, name: str, db=None, exclude: Optional[str] = None) -> None:
+        """Raise :class:`ProjectError` when ``name`` is empty or another project (not ``exclude``) has it
+        (case-insensitive)."""
+        if not name.strip():
+            raise ProjectError("a project name cannot be empty: pass --name NAME")
         entries = [dict(d) for d in db.table("projects").all()] if db is not None else self._index()
         for e in entries:
             if e["id"] != exclude and str(e["name"]).lower() == name.lower():
@@ -385,7 +367,7 @@ class Workspace:
             top["description"] = str(top["description"] or "")
         with self._ws_db(write=True) as wdb:
             if "name" in top:
-                self._check_name_free(top["name"], db=wdb, exclude=pid)
+                self.check_name_free(top["name"], db=wdb, exclude=pid)
                 wdb.table("projects").update({"name": top["name"]}, Query().id == pid)
             with self._project_db(pid, write=True) as db:
                 table = db.table("project")
@@ -474,6 +456,38 @@ class Workspace:
             db.table("project").update({"modified": stamp})
         return rec
 
+    @staticmethod
+    def record_blob_key(table: str, record_id: str) -> str:
+        """Blob key of a record's large data: ``<table>/<record id>.json``."""
+        return f"{table}/{record_id}.json"
+
+    def add_record_with_blob(self, project_id: str, table: str, record: Dict[str, Any], blob: Any) -> Dict[str, Any]:
+        """Insert a record whose large data lives in a blob. The blob is written first, then the record: a
+        process killed in between leaves an unreferenced file, never a record without its data.
+        Returns the stored record (with ``id``)."""
+        pid = self._index_entry(project_id)["id"]
+        rec = dict(record)
+        rec.setdefault("id", new_id())
+        self.write_blob(pid, self.record_blob_key(self._table_name(table), rec["id"]), blob)
+        return self.add_record(pid, table, rec)
+
+    def replace_record_blob(self, project_id: str, table: str, record_id: str, blob: Any,
+                            **fields: Any) -> Dict[str, Any]:
+        """Replace a record's blob (written first) and merge ``fields`` into the record (a rerun)."""
+        self.get_record(project_id, table, record_id)
+        self.write_blob(project_id, self.record_blob_key(self._table_name(table), record_id), blob)
+        return self.update_record(project_id, table, record_id, **fields)
+
+    def read_record_blob(self, project_id: str, table: str, record_id: str) -> Any:
+        """The blob of a record; :class:`RecordNotFound` (one line, with the fix) when it is missing or empty."""
+        try:
+            data = self.read_blob(project_id, self.record_blob_key(self._table_name(table), record_id))
+        except RecordNotFound:
+            data = None
+        if not data:
+            raise RecordNotFound(f"{table} record {record_id} has no stored result: rerun it or delete it")
+        return data
+
     def list_records(self, project_id: str, table: str) -> List[Dict[str, Any]]:
         """Every record of a table, oldest first."""
         pid = self._index_entry(project_id)["id"]
@@ -530,7 +544,7 @@ class Workspace:
                 raise RecordNotFound(f"no {table} record {record_id!r} in project {pid}")
             db.table("project").update({"modified": now_iso()})
         try:
-            self._blob_path(pid, f"{table}/{record_id}.json").unlink()
+            self._blob_path(pid, self.record_blob_key(table, record_id)).unlink()
         except FileNotFoundError:
             pass
 
@@ -612,18 +626,6 @@ class Workspace:
     def delete_job(self, job_id: str) -> None:
         with self._ws_db(write=True) as db:
             db.table("jobs").remove(Query().id == job_id)
-
-
-def _available_cores() -> int:
-    try:
-        from sparsify_tui.profiling.session import available_cores
-
-        return int(available_cores())
-    except Exception:  # pragma: no cover - onnxruntime missing
-        try:
-            return len(os.sched_getaffinity(0))
-        except (AttributeError, OSError):
-            return os.cpu_count() or 1
 
 
 def _validate_training(t: Dict[str, Any]) -> Dict[str, Any]:

@@ -352,12 +352,13 @@ class SparsifyApp(App[int]):
     def _open_model(self, model: str) -> None:
         """`sparsify-tui MODEL.onnx`: open the project of that model (same file or sha256), else create one."""
         from sparsify_tui.errors import DimensionError
+        from sparsify_tui.services.projects import create_project, find_project_for_model
 
         try:
             project = find_project_for_model(self.workspace, model)
             if project is None:
                 self.call_from_thread(self.notify, f"Creating a project for {model}…", timeout=3)
-                project = self.workspace.create_project(model)
+                project = create_project(self.workspace, model)
         except DimensionError:
             # symbolic dims need values: let the user enter them in the new-project dialog
             self.call_from_thread(self.action_new_project, str(model))
@@ -366,33 +367,6 @@ class SparsifyApp(App[int]):
             self.call_from_thread(self.show_error, err)
             return
         self.call_from_thread(self.open_project, project["id"])
-
-
-def _sha256(path: Path) -> str:
-    import hashlib
-
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
-
-
-def find_project_for_model(workspace: Any, model: str) -> Optional[dict]:
-    """The project whose model has the same sha256 as this file, preferring one made from the same path
-    (None if none). The file is hashed only when some project's model has the same size."""
-    path = Path(model).expanduser()
-    if not path.is_file():
-        return None  # create_project raises the proper one-line ModelError
-    resolved = str(path.resolve())
-    size = path.stat().st_size
-    candidates = [p for p in workspace.list_projects() if p.get("model", {}).get("size_bytes") == size]
-    if not candidates:
-        return None
-    digest = _sha256(path)
-    same = [p for p in candidates if p["model"].get("sha256") == digest]
-    same.sort(key=lambda p: resolved not in (p["model"].get("source"), p["model"].get("path")))
-    return same[0] if same else None
 
 
 def run_app(model: Optional[str] = None, project: Optional[str] = None, mouse: bool = True) -> int:

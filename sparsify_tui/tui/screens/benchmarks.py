@@ -258,7 +258,7 @@ class BenchmarksSection(Widget):
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="bench-load", description="read benchmark")
     def _load_result(self, record_id: str):
-        from sparsify_tui.benchmark.runner import load_benchmark
+        from sparsify_tui.services.benchmarks import load_benchmark
 
         return load_benchmark(self.app.workspace, self.project_id, record_id)
 
@@ -411,7 +411,7 @@ class BenchmarksSection(Widget):
         return self.app.workspace.list_records(self.project_id, "optimizations")
 
     def action_new_benchmark(self) -> None:
-        from sparsify_tui.profiling.session import available_cores
+        from sparsify_tui.settings import available_cores
         from sparsify_tui.tui.screens.benchmarks_dialogs import BenchmarkDialog
 
         ws = self.app.workspace
@@ -453,7 +453,7 @@ class BenchmarksSection(Widget):
         self.app.push_screen(ConfirmDialog(f"Delete benchmark {rec.get('name')!r} and its results?"), done)
 
     def action_apply(self) -> None:
-        from sparsify_tui.optimization.apply import is_applied, optimized_path
+        from sparsify_tui.services.apply import is_applied, optimized_path
         from sparsify_tui.tui.screens.benchmarks_dialogs import ApplyDialog
 
         ws = self.app.workspace

@@ -248,7 +248,7 @@ class LossProfileView(Widget):
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="loss-view", description="read loss profile")
     def _load(self, ref: str):
-        from sparsify_tui.profiling.loss import load_loss_profile
+        from sparsify_tui.services.profiles import load_loss_profile
 
         return ref, load_loss_profile(self.app.workspace, self.project_id, ref)
 

@@ -22,7 +22,6 @@ from textual.worker import Worker, WorkerState
 
 from sparsify_tui.tui.widgets.dialogs import ErrorDialog, error_message
 
-JOB_TYPES = (("perf", "perf_profile", "Performance profile"), ("loss", "loss_profile", "Loss profile"))
 
 
 class PathSuggester(Suggester):
@@ -168,17 +167,6 @@ def _int_field(text: str, what: str) -> int:
     return value
 
 
-def job_type_available(job_type: str) -> bool:
-    """True when the job type is registered and its handler can be imported in this install."""
-    try:
-        from sparsify_tui.jobs import registry
-
-        registry.resolve(job_type)
-        return True
-    except Exception:
-        return False
-
-
 class NewProjectDialog(ModalScreen[Optional[str]]):
     """Create a project: form → RUN (create + profile jobs with progress) → COMPLETE (open it)."""
 
@@ -203,7 +191,7 @@ class NewProjectDialog(ModalScreen[Optional[str]]):
         self._creating = False
 
     def compose(self) -> ComposeResult:
-        from sparsify_tui.profiling.session import available_cores
+        from sparsify_tui.settings import available_cores
 
         with Vertical(id="dialog"):
             yield Static("New project", classes="dialog-title")
@@ -378,23 +366,16 @@ class NewProjectDialog(ModalScreen[Optional[str]]):
     @work(thread=True, exclusive=True, exit_on_error=False, group="create", description="create project")
     def _create(self, values: dict) -> tuple[dict, list[dict], list[str]]:
         from sparsify_tui import jobs
+        from sparsify_tui.services.projects import create_project
 
         ws = self.app.workspace
-        setup = values["setup"]
-        project = ws.create_project(
-            values["model_path"], values["name"], values["description"], batch_size=values["batch_size"],
-            dims=values["dims"], setup=setup,
+        project = create_project(
+            ws, values["model_path"], values["name"], values["description"], batch_size=values["batch_size"],
+            dims=values["dims"], setup=values["setup"],
             progress=lambda step, frac: self.app.call_from_thread(self._progress, step, frac))
         submitted: list[dict] = []
         notes: list[str] = []
-        for key, job_type, label in JOB_TYPES:
-            if not setup[f"{key}_enabled"]:
-                continue
-            if not job_type_available(job_type):
-                notes.append(f"{label}s are not available in this install yet; the setting is saved.")
-                continue
-            args = {"name": setup[f"{key}_name"], "batch_size": values["batch_size"],
-                    "core_count": setup["core_count"]}
+        for job_type, args, label in jobs.baseline_jobs(ws, project):
             try:
                 submitted.append(jobs.submit(ws, project["id"], job_type, args))
             except Exception as err:  # noqa: BLE001 - the project exists; report and go on

@@ -390,9 +390,9 @@ class OptimizationSection(Widget):
 
     # ---------------------------------------------------------------------------------- edits
     def _core(self):
-        from sparsify_tui.optimization import core
+        from sparsify_tui.services import optimizations
 
-        return core
+        return optimizations
 
     @on(Input.Submitted, "#in-sparsity, #in-balance")
     def _settings_submitted(self) -> None:
@@ -552,32 +552,18 @@ class OptimizationSection(Widget):
         if self.rec is None:
             self.app.notify("Create an optimization first (n).", severity="warning")
             return
-        from pathlib import Path
-
-        from sparsify_tui.optimization.export import default_recipe_path, render_export, write_export
+        from sparsify_tui.services.optimizations import default_recipe_path, export_optimization, render_export
         from sparsify_tui.tui.screens.optimization_dialogs import ExportDialog
 
         rec_id = self.rec["id"]
         ws, pid = self.ws, self.project_id
         default = str(default_recipe_path(ws, pid, self.rec["name"]))
 
-        def _fresh():
-            project = ws.get_project(pid)
-            try:
-                model = ws.model_path(pid)
-            except Exception:
-                model = None
-            return ws.get_record(pid, TABLE, rec_id), project.get("name", ""), model
-
         def render(path: str, fw: str) -> dict:
-            rec, pname, model = _fresh()
-            return render_export(rec, recipe_path=Path(path).expanduser(), framework=fw or None, project_name=pname,
-                                 model_path=model)
+            return render_export(ws, pid, rec_id, recipe_path=path, framework=fw or None)
 
-        def write(path: str, fw: str) -> dict:
-            rec, pname, model = _fresh()
-            return write_export(rec, recipe_path=Path(path), framework=fw or None, project_name=pname,
-                                model_path=model)
+        def write(path: str, fw: str) -> dict:  # the same call as `sparsify-tui export`
+            return export_optimization(ws, pid, rec_id, recipe_path=path, framework=fw or None)
 
         self.app.push_screen(ExportDialog(default, render, write))
 

@@ -292,6 +292,6 @@ def _escape(text: str) -> str:
 
 
 def default_export_path(ws: Any, project_id: str, name: str) -> str:
-    from sparsify_tui.optimization.export import default_recipe_path
+    from sparsify_tui.services.optimizations import default_recipe_path
 
     return str(Path(default_recipe_path(ws, project_id, name)))

@@ -160,7 +160,7 @@ class PerfProfileView(Widget):
 
     @work(thread=True, exclusive=True, exit_on_error=False, group="perf-profile", description="read perf profile")
     def _load(self):
-        from sparsify_tui.profiling.perf import load_perf_profile
+        from sparsify_tui.services.profiles import load_perf_profile
 
         return load_perf_profile(self.app.workspace, self.project_id, self.record_id)
 
@@ -375,7 +375,7 @@ class PerfProfileDialog(FormDialog[Optional[str]]):
 
 
 def _defaults(section, record: Optional[dict] = None) -> dict:
-    from sparsify_tui.profiling.session import available_cores
+    from sparsify_tui.settings import available_cores
 
     project = section.app.workspace.get_project(section.project_id)
     setup = project.get("setup") or {}

@@ -1,4 +1,4 @@
-"""Built-in diagnostic job types (used by the tests to exercise real job processes)."""
+"""Job ``sleep``: a diagnostic job (used by the tests to exercise real job processes)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from typing import Any, Dict
 from sparsify_tui.errors import JobError
 
 
-def sleep_job(ctx) -> Dict[str, Any]:
+def run(ctx) -> Dict[str, Any]:
     """Sleep ``args["steps"]`` (default 5) steps of ``args["step_s"]`` seconds (default 0.1).
 
     Reports ``progress("step i/n", i/n)`` before each step, prints a line per step on stderr, and

@@ -1,0 +1,38 @@
+"""Number formatting shared by the CLI and the TUI (a leaf module: no sparsify-tui imports)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+_SI = ((1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k"))
+
+
+def format_count(value: Any, sep: str = " ", none: str = "") -> str:
+    """A count with an SI suffix and two decimals: 1234 -> ``"1.23 k"``, 5.6e9 -> ``"5.60 G"`` (k = 1e3,
+    M = 1e6, G = 1e9, T = 1e12; ``sep`` goes between number and suffix). Below 1000: the whole number, or 3
+    significant digits. ``None`` or ``""`` -> ``none``; a non-number is returned as text."""
+    if value is None or value == "":
+        return none
+    try:
+        v = float(value)
+    except (TypeError, ValueError):
+        return str(value)
+    for factor, suffix in _SI:
+        if abs(v) >= factor:
+            return f"{v / factor:.2f}{sep}{suffix}"
+    return f"{v:.0f}" if v == int(v) else f"{v:.3g}"
+
+
+def format_bytes(n: float) -> str:
+    """Bytes in binary units: 512 -> ``"512 B"``, 1536 -> ``"1.5 KiB"`` (KiB = 1024 B ... TiB)."""
+    n = float(n)
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if abs(n) < 1024:
+            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024
+    return f"{n:.1f} TiB"
+
+
+def format_fixed(value: Any, spec: str = ".2f", none: str = "n/a") -> str:
+    """``format(value, spec)``, or ``none`` for None: ``format_fixed(1.234) == "1.23"``."""
+    return none if value is None else format(value, spec)

@@ -1,0 +1,80 @@
+"""Apply a stored optimization to its project's model (one-shot pruning and INT8) and record the result
+on the optimization as ``applied``. The written file is ``<project>/optimized/<name>.onnx``."""
+
+from __future__ import annotations
+
+import datetime as _dt
+import re
+from pathlib import Path
+from typing import Any, Dict, Optional
+
+from sparsify_tui.progress import CancelToken, ProgressFn
+from sparsify_tui.services.optimizations import TABLE, get_optimization
+
+
+def optimized_path(ws, project_id: str, opt: dict) -> Path:
+    """``<project>/optimized/<optimization name>.onnx`` (name made filesystem-safe)."""
+    safe = re.sub(r"[^A-Za-z0-9._-]+", "_", str(opt.get("name") or opt["id"])).strip("._") or opt["id"]
+    return ws.project_dir(project_id) / "optimized" / f"{safe}.onnx"
+
+
+def is_applied(ws, project_id: str, opt: dict) -> bool:
+    """True when the optimization's applied file exists and matches its current settings."""
+    from sparsify_tui.optimization.apply import optimization_fingerprint
+
+    applied = opt.get("applied") or {}
+    return bool(applied.get("path")) and Path(applied["path"]).is_file() and \
+        applied.get("fingerprint") == optimization_fingerprint(opt)
+
+
+def apply_record(ws, project_id: str, opt_ref: str, *, out_path=None, data=None,
+                 progress: Optional[ProgressFn] = None, cancel: Optional[CancelToken] = None) -> Dict[str, Any]:
+    """Apply optimization ``opt_ref`` (id or name) of a project, store ``applied`` on its record and
+    optionally export to ``out_path``. Returns the ``applied`` dict:
+    ``{path, exported_to, fingerprint, quantized, excluded, sparsity: {weight_name: measured},
+    layers_exact: bool, output_diff, file_size_bytes, baseline_size_bytes, ir_version, seconds, warnings,
+    applied_at}``.
+    """
+    from sparsify_tui.optimization.apply import (
+        apply_optimization, export_model, optimization_fingerprint, quantization_settings,
+    )
+    from sparsify_tui.optimization.core import layer_sparsities
+
+    opt = get_optimization(ws, project_id, opt_ref)
+    setup = ws.get_project(project_id).get("setup") or {}
+    quant, excluded = quantization_settings(opt)
+    res = apply_optimization(
+        ws.model_path(project_id), layer_sparsities(opt), quantize=quant, excluded=excluded,
+        out_path=optimized_path(ws, project_id, opt), dims=setup.get("dims") or {}, data=data or setup.get("data"),
+        progress=progress, cancel=cancel,
+    )
+    applied = {
+        "path": str(res.out_path),
+        "exported_to": None,
+        "fingerprint": optimization_fingerprint(opt),
+        "quantized": res.quantized,
+        "excluded": res.excluded,
+        "sparsity": {l.weight_name: l.measured_sparsity for l in res.layers},
+        "layers_exact": all(l.zero_weights is not None and abs(l.zero_weights - l.pruned_weights) <= 1
+                            for l in res.layers),
+        "output_diff": {k: v for k, v in res.output_diff.items() if k != "outputs"},
+        "file_size_bytes": res.file_size_bytes,
+        "baseline_size_bytes": res.baseline_size_bytes,
+        "ir_version": res.ir_version,
+        "seconds": res.seconds,
+        "warnings": res.warnings,
+        "applied_at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+    }
+    if out_path:
+        applied["exported_to"] = str(export_model(res.out_path, out_path))
+    ws.update_record(project_id, TABLE, opt["id"], applied=applied)
+    return applied
+
+
+def ensure_applied(ws, project_id: str, opt_ref: str, *, progress=None, cancel=None) -> tuple[dict, Path]:
+    """The optimization record and its applied model path, applying it first when missing or stale."""
+    opt = get_optimization(ws, project_id, opt_ref)
+    if not is_applied(ws, project_id, opt):
+        apply_record(ws, project_id, opt["id"], progress=progress, cancel=cancel)
+        opt = ws.get_record(project_id, TABLE, opt["id"])
+    return opt, Path(opt["applied"]["path"])

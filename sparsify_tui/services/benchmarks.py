@@ -1,0 +1,107 @@
+"""Benchmarks of a project: the baseline model and the chosen optimizations (applied first when their file is
+missing or stale) measured side by side, stored as a record plus the full result in a data file."""
+
+from __future__ import annotations
+
+from typing import Any, Dict, Optional
+
+from sparsify_tui import settings
+from sparsify_tui.progress import CancelToken, ProgressFn
+from sparsify_tui.services.apply import ensure_applied, is_applied
+from sparsify_tui.services.optimizations import get_optimization
+from sparsify_tui.store.workspace import new_id, now_iso
+
+TABLE = "benchmarks"
+
+
+def benchmark_record(result, args: dict) -> dict:
+    """The small record stored in the "benchmarks" table (the full result is the data file)."""
+    return {
+        "name": result.name,
+        "args": dict(args),
+        "models": [{"label": m.label, "optimization": m.optimization_name, "optimization_id": m.optimization}
+                   for m in result.models],
+        "batch_sizes": result.batch_sizes,
+        "core_counts": result.core_counts,
+        "warmup": result.warmup,
+        "iterations": result.iterations,
+        "seconds": result.seconds,
+        "summary": [{"model": r.model, "batch_size": r.batch_size, "core_count": r.core_count,
+                     "median_ms": r.median_ms, "items_per_second": r.items_per_second, "speedup": r.speedup}
+                    for r in result.runs],
+    }
+
+
+def load_benchmark(ws, project_id: str, ref: str):
+    """The stored :class:`~sparsify_tui.benchmark.runner.BenchmarkResult` of benchmark record ``ref``."""
+    from sparsify_tui.benchmark.runner import BenchmarkResult
+
+    rec = ws.find_record(project_id, TABLE, ref)
+    res = BenchmarkResult.from_dict(ws.read_record_blob(project_id, TABLE, rec["id"]))
+    res.id = rec["id"]
+    return res
+
+
+def benchmark_settings(project: dict, args: dict) -> Dict[str, Any]:
+    """Validated benchmark settings from job ``args`` with the project's setup as defaults:
+    ``batch_sizes``, ``core_counts``, ``warmup``, ``iterations``, ``dims``. Raises ``SparsifyError``."""
+    setup = project.get("setup") or {}
+    default_cores = min(int(setup.get("core_count") or settings.available_cores()), settings.available_cores())
+    return {
+        "batch_sizes": settings.batch_sizes(args.get("batch_sizes"), int(setup.get("batch_size") or 1)),
+        "core_counts": settings.core_counts(args.get("core_counts"), default_cores),
+        "warmup": settings.warmup(args.get("warmup")),
+        "iterations": settings.iterations(args.get("iterations")),
+        "dims": args.get("dims") if args.get("dims") is not None else (setup.get("dims") or {}),
+    }
+
+
+def benchmark_project(ws, project_id: str, args: dict, *, progress: Optional[ProgressFn] = None,
+                      cancel: Optional[CancelToken] = None) -> tuple[dict, Any]:
+    """Run a project benchmark from job ``args`` and store it; returns ``(record, result)``.
+
+    ``args``: ``name`` (default "benchmark N"), ``optimizations`` (ids or names; each is applied first
+    when it has no up-to-date optimized file), ``batch_sizes`` / ``core_counts`` (default the project
+    setup), ``warmup`` (5), ``iterations`` (30), ``dims`` (default setup dims), ``data`` (sample file).
+    Progress: applying takes the first 30 % of the bar when anything must be applied.
+    """
+    from sparsify_tui.benchmark.runner import ModelSpec, run_benchmark
+
+    project = ws.get_project(project_id)
+    s = benchmark_settings(project, args)
+    refs = [str(r) for r in (args.get("optimizations") or [])]
+    name = args.get("name") or f"benchmark {len(ws.list_records(project_id, TABLE)) + 1}"
+    prog = progress or (lambda step, frac: None)
+    models = [ModelSpec("baseline", str(ws.model_path(project_id)), None)]
+    opts = [get_optimization(ws, project_id, r) for r in refs]
+    to_apply = [o for o in opts if not is_applied(ws, project_id, o)]
+    apply_share = 0.3 if to_apply else 0.0
+    for i, o in enumerate(opts):
+        if cancel is not None:
+            cancel.check()
+        lo = apply_share * i / max(1, len(opts))
+        span = apply_share / max(1, len(opts))
+        label = o.get("name") or o["id"]
+
+        def sub(step, frac, _lo=lo, _span=span, _label=label):
+            prog(f"applying {_label}: {step}", _lo + _span * frac)
+
+        _opt, path = ensure_applied(ws, project_id, o["id"], progress=sub, cancel=cancel)
+        if any(m.label == label for m in models):
+            label = f"{label} ({o['id'][:6]})"
+        models.append(ModelSpec(label, str(path), o["id"], o.get("name") or o["id"]))
+
+    def bprog(step, frac):
+        prog(step, apply_share + (1 - apply_share) * frac)
+
+    result = run_benchmark(models, batch_sizes=s["batch_sizes"], core_counts=s["core_counts"], warmup=s["warmup"],
+                           iterations=s["iterations"], dims=s["dims"], data=args.get("data"), name=name,
+                           progress=bprog, cancel=cancel)
+    stored_args = {"name": name, "optimizations": [o["id"] for o in opts], "batch_sizes": s["batch_sizes"],
+                   "core_counts": s["core_counts"], "warmup": result.warmup, "iterations": result.iterations}
+    if args.get("data"):
+        stored_args["data"] = str(args["data"])
+    result.id, result.created = new_id(), now_iso()
+    record = {"id": result.id, "created": result.created, **benchmark_record(result, stored_args)}
+    rec = ws.add_record_with_blob(project_id, TABLE, record, result.to_dict())
+    return rec, result

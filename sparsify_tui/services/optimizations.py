@@ -1,0 +1,151 @@
+"""Optimizations of a project: create one from the project's profiles, change it (settings, overrides,
+schedule), copy, delete, and export its recipe and integration code. The record is plain JSON in the
+project's ``optimizations`` table; every change runs the pure functions of
+:mod:`sparsify_tui.optimization.core` and saves the result."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+from typing import Any, Dict, Optional
+
+from sparsify_tui.errors import ProjectError
+from sparsify_tui.services import profiles
+
+TABLE = "optimizations"
+
+
+def create_optimization(ws, project_id: str, name: str, perf: Optional[str] = None, loss: Optional[str] = None,
+                        sparsity: float = 0.85, balance: float = 0.5, quantize: bool = False, *,
+                        settings: Optional[Dict[str, Any]] = None,
+                        overrides: Optional[Dict[str, float]] = None) -> Dict[str, Any]:
+    """Create, evaluate and store an optimization for a project; returns the stored record (with ``id``).
+
+    ``settings``: extra :class:`~sparsify_tui.optimization.config.Settings` fields (e.g. ``min_sparsity``);
+    ``overrides``: weight name -> sparsity fixed from the start. Nothing is stored when any of them is invalid.
+    ``perf``: perf profile id or name, ``"flops"``, or None (:func:`profiles.resolve_perf_profile`); ``loss``:
+    loss profile id or name, ``"approximated"``, or None (:func:`profiles.resolve_loss_profile`).
+    Raises :class:`ProjectError` for a taken name or bad setting, :class:`RecordNotFound` for an unknown profile.
+    """
+    from sparsify_tui.optimization import core
+
+    project = ws.get_project(project_id)
+    pid = project["id"]
+    name = (name or "").strip()
+    if not name:
+        raise ProjectError("an optimization needs a name: pass --name NAME")
+    if any(r.get("name") == name for r in ws.list_records(pid, TABLE)):
+        raise ProjectError(f"optimization {name!r} already exists in project {project['name']!r}: "
+                           f"choose another name or copy it")
+    analysis = ws.analysis_of(pid)
+    perf_prof, perf_ref, perf_name = profiles.resolve_perf_profile(ws, pid, perf)
+    loss_prof, loss_ref, loss_name = profiles.resolve_loss_profile(ws, pid, loss)
+    rec = core.build_optimization(name, analysis, perf_prof.to_dict() if perf_prof else None,
+                                  loss_prof.to_dict() if loss_prof else None, training=project.get("training"),
+                                  sparsity=sparsity, balance=balance, quantize=quantize, perf_ref=perf_ref,
+                                  perf_name=perf_name, loss_ref=loss_ref, loss_name=loss_name,
+                                  model_file=(project.get("model") or {}).get("file", ""))
+    if settings:
+        rec = core.change_settings(rec, **settings)
+    for w, s in (overrides or {}).items():
+        rec = core.override(rec, w, s)
+    return ws.add_record(pid, TABLE, rec)
+
+
+def get_optimization(ws, project_id: str, ref: str) -> Dict[str, Any]:
+    """The stored optimization by id or name (RecordNotFound otherwise)."""
+    return ws.find_record(project_id, TABLE, ref)
+
+
+def _save(ws, project_id: str, rec: Dict[str, Any]) -> Dict[str, Any]:
+    fields = {k: v for k, v in rec.items() if k not in ("id", "created", "modified")}
+    return ws.update_record(project_id, TABLE, rec["id"], **fields)
+
+
+def reevaluate(ws, project_id: str, ref: str, **settings: Any) -> Dict[str, Any]:
+    """Change settings of a stored optimization, re-evaluate (overrides kept), save."""
+    from sparsify_tui.optimization.core import change_settings
+
+    return _save(ws, project_id, change_settings(get_optimization(ws, project_id, ref), **settings))
+
+
+def set_override(ws, project_id: str, ref: str, weight_name: str, sparsity: Optional[float]) -> Dict[str, Any]:
+    """Fix (or with None, release) one layer's sparsity of a stored optimization; re-evaluate and save."""
+    from sparsify_tui.optimization.core import override
+
+    return _save(ws, project_id, override(get_optimization(ws, project_id, ref), weight_name, sparsity))
+
+
+def update_schedule(ws, project_id: str, ref: str, **changes: Any) -> Dict[str, Any]:
+    """:func:`~sparsify_tui.optimization.core.change_schedule` on a stored optimization, then save."""
+    from sparsify_tui.optimization.core import change_schedule
+
+    return _save(ws, project_id, change_schedule(get_optimization(ws, project_id, ref), **changes))
+
+
+def copy_optimization(ws, project_id: str, ref: str, new_name: Optional[str] = None) -> Dict[str, Any]:
+    """A new version of an optimization (same settings, overrides and schedules) named ``new_name`` (default
+    ``"<name> v2"``, ``v3``... the first free one). Returns the stored copy."""
+    rec = get_optimization(ws, project_id, ref)
+    names = {r.get("name") for r in ws.list_records(project_id, TABLE)}
+    if new_name:
+        if new_name in names:
+            raise ProjectError(f"optimization {new_name!r} already exists: choose another name")
+    else:
+        base = rec["name"].rsplit(" v", 1)[0] if rec["name"].rsplit(" v", 1)[-1].isdigit() else rec["name"]
+        k = 2
+        while f"{base} v{k}" in names:
+            k += 1
+        new_name = f"{base} v{k}"
+    new = copy.deepcopy({k: v for k, v in rec.items() if k not in ("id", "created", "modified")})
+    new["name"] = new_name
+    new["copied_from"] = rec["id"]
+    return ws.add_record(project_id, TABLE, new)
+
+
+def delete_optimization(ws, project_id: str, ref: str) -> None:
+    """Delete a stored optimization."""
+    ws.delete_record(project_id, TABLE, get_optimization(ws, project_id, ref)["id"])
+
+
+# ------------------------------------------------------------------------------------------------ export
+def default_recipe_path(ws, project_id: str, name: str) -> Path:
+    """``<project dir>/recipes/<name>.yaml``."""
+    from sparsify_tui.optimization.export import safe_filename
+
+    return Path(ws.project_dir(project_id)) / "recipes" / f"{safe_filename(name)}.yaml"
+
+
+def _export_inputs(ws, project_id: str, ref: str):
+    project = ws.get_project(project_id)
+    rec = get_optimization(ws, project["id"], ref)
+    try:
+        model_path = ws.model_path(project["id"])
+    except Exception:
+        model_path = None
+    return project, rec, model_path
+
+
+def render_export(ws, project_id: str, ref: str, *, recipe_path, framework: Optional[str] = None) -> Dict[str, Any]:
+    """The texts an export would write, without writing (the TUI's preview): see
+    :func:`sparsify_tui.optimization.export.render_export`."""
+    from sparsify_tui.optimization import export
+
+    project, rec, model_path = _export_inputs(ws, project_id, ref)
+    return export.render_export(rec, recipe_path=Path(recipe_path).expanduser(), framework=framework or None,
+                                project_name=project.get("name", ""), model_path=model_path)
+
+
+def export_optimization(ws, project_id: str, ref: str, *, recipe_path: Optional[str] = None,
+                        framework: Optional[str] = None, code_path: Optional[str] = None) -> Dict[str, Any]:
+    """Export a stored optimization (id or name): the recipe to ``recipe_path`` (default
+    :func:`default_recipe_path`), code for ``framework`` to ``code_path`` (default next to the recipe).
+    The one export path of the CLI (``sparsify-tui export``) and the TUI. Returns
+    :func:`sparsify_tui.optimization.export.write_export`'s summary."""
+    from sparsify_tui.optimization import export
+
+    project, rec, model_path = _export_inputs(ws, project_id, ref)
+    path = Path(recipe_path) if recipe_path else default_recipe_path(ws, project["id"], rec["name"])
+    return export.write_export(rec, recipe_path=path, framework=framework or None,
+                               code_path=Path(code_path) if code_path else None,
+                               project_name=project.get("name", ""), model_path=model_path)

@@ -1,0 +1,131 @@
+"""Perf and loss profiles in a project: stored as a small record (the list columns) plus a JSON data file
+with the whole typed profile, written before the record; loaded back as the typed profile.
+
+Tables: ``perf_profiles`` and ``loss_profiles``; data files ``<table>/<record id>.json``
+(:meth:`sparsify_tui.store.Workspace.record_blob_key`).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Dict, Optional
+
+PERF_TABLE = "perf_profiles"
+LOSS_TABLE = "loss_profiles"
+FLOPS = "flops"
+APPROXIMATED = "approximated"
+
+
+# ----------------------------------------------------------------------------------------- perf profiles
+def perf_record(prof) -> Dict[str, Any]:
+    """The small record fields of a :class:`~sparsify_tui.profiling.perf.PerfProfile` (the list columns)."""
+    i8 = prof.int8 or {}
+    return {
+        "name": prof.name,
+        "batch_size": prof.batch_size,
+        "core_count": prof.core_count,
+        "latency_ms": prof.latency_ms.get("median"),
+        "p90_ms": prof.latency_ms.get("p90"),
+        "items_per_second": prof.items_per_second,
+        "int8_ms": (i8.get("latency_ms") or {}).get("median") if i8.get("enabled") and not i8.get("error") else None,
+        "int8_error": i8.get("error"),
+        "warmup": prof.warmup,
+        "iterations": prof.iterations,
+        "dims": prof.dims,
+        "int8_enabled": bool(i8.get("enabled")),
+        "data": (prof.inputs or {}).get("path"),
+        "status": prof.status,
+    }
+
+
+def store_perf_profile(ws, project_id: str, prof, *, job_id: Optional[str] = None,
+                       record_id: Optional[str] = None) -> Dict[str, Any]:
+    """Store a perf profile (a new record, or replacing record ``record_id`` for a rerun); returns the record
+    fields with ``record_id``."""
+    fields = {**perf_record(prof), "job_id": job_id}
+    if record_id:
+        ws.replace_record_blob(project_id, PERF_TABLE, record_id, prof.to_dict(), **fields)
+    else:
+        record_id = ws.add_record_with_blob(project_id, PERF_TABLE, fields, prof.to_dict())["id"]
+    return {"record_id": record_id, **fields}
+
+
+def load_perf_profile(ws, project_id: str, ref: str):
+    """The stored :class:`~sparsify_tui.profiling.perf.PerfProfile` of record ``ref`` (id or name).
+    Raises ``RecordNotFound``."""
+    from sparsify_tui.profiling.perf import PerfProfile
+
+    rec = ws.find_record(project_id, PERF_TABLE, ref)
+    return PerfProfile.from_dict(ws.read_record_blob(project_id, PERF_TABLE, rec["id"]))
+
+
+def resolve_perf_profile(ws, project_id: str, ref: Optional[str]):
+    """``(profile or None, record id or "flops", display name)`` for an optimization's perf profile: ``ref``
+    an id or name, ``"flops"`` for the FLOPS profile, None = the newest completed perf profile, else FLOPS."""
+    if ref is not None and str(ref).lower() == FLOPS:
+        return None, FLOPS, "FLOPS"
+    if ref is None:
+        records = [r for r in ws.list_records(project_id, PERF_TABLE) if r.get("status", "completed") == "completed"]
+        if not records:
+            return None, FLOPS, "FLOPS"
+        rec = sorted(records, key=lambda r: r.get("created", ""))[-1]
+    else:
+        rec = ws.find_record(project_id, PERF_TABLE, ref)
+    return load_perf_profile(ws, project_id, rec["id"]), rec["id"], rec.get("name", rec["id"])
+
+
+# ----------------------------------------------------------------------------------------- loss profiles
+def loss_record(prof) -> Dict[str, Any]:
+    """The small record fields of a :class:`~sparsify_tui.profiling.loss.LossProfile`."""
+    p = prof.to_dict()["profile"]
+    return {
+        "name": prof.name,
+        "method": prof.method,
+        "metric": prof.metric,
+        "settings": p["settings"],
+        "layer_count": p["layer_count"],
+        "average_sensitivity": p["average_sensitivity"],
+        "est_params_reduction": p["est_params_reduction"],
+        "est_recovery": p["est_recovery"],
+        "seconds": p["seconds"],
+    }
+
+
+def store_loss_profile(ws, project_id: str, prof, job_id: Optional[str] = None) -> Dict[str, Any]:
+    """Store a loss profile (data file, then record); returns ``{"record_id", "name", "method", "seconds"}``."""
+    rec = ws.add_record_with_blob(project_id, LOSS_TABLE, {**loss_record(prof), "job_id": job_id}, prof.to_dict())
+    return {"record_id": rec["id"], "name": prof.name, "method": prof.method, "seconds": prof.seconds}
+
+
+def approximated_loss_profile(ws, project_id: str):
+    """The Approximated loss profile, built from the project's stored analysis (no run)."""
+    from sparsify_tui.analysis.nodes import ModelAnalysis
+    from sparsify_tui.profiling.loss import approximated_profile
+
+    return approximated_profile(ModelAnalysis.from_dict(ws.analysis_of(project_id)))
+
+
+def load_loss_profile(ws, project_id: str, ref: str):
+    """The stored :class:`~sparsify_tui.profiling.loss.LossProfile` ``ref`` (record id or name);
+    ``"approximated"`` (any case) builds the Approximated profile. Raises ``RecordNotFound``."""
+    from sparsify_tui.profiling.loss import LossProfile
+
+    if str(ref).lower() == APPROXIMATED:
+        return approximated_loss_profile(ws, project_id)
+    rec = ws.find_record(project_id, LOSS_TABLE, ref)
+    prof = LossProfile.from_dict(ws.read_record_blob(project_id, LOSS_TABLE, rec["id"]))
+    prof.extras.setdefault("record_id", rec["id"])
+    return prof
+
+
+def resolve_loss_profile(ws, project_id: str, ref: Optional[str]):
+    """``(profile, record id or "approximated", display name)`` for an optimization's loss profile: ``ref`` an
+    id or name, ``"approximated"``, None = the newest completed loss profile, else Approximated."""
+    if ref is None or str(ref).lower() == APPROXIMATED:
+        records = ws.list_records(project_id, LOSS_TABLE) if ref is None else []
+        records = [r for r in records if r.get("status", "completed") == "completed"]
+        if not records:
+            return approximated_loss_profile(ws, project_id), APPROXIMATED, "Approximated"
+        rec = sorted(records, key=lambda r: r.get("created", ""))[-1]
+    else:
+        rec = ws.find_record(project_id, LOSS_TABLE, ref)
+    return load_loss_profile(ws, project_id, rec["id"]), rec["id"], rec.get("name", rec["id"])

@@ -1,0 +1,123 @@
+"""Defaults and validation of the settings jobs take: one rule for the CLI, the TUI dialogs, the job handlers
+and the core functions.
+
+Every check raises :class:`sparsify_tui.errors.SparsifyError` with one line that names the value, what is
+allowed and how to fix it, for example::
+
+    --cores 1000 is more than the 2 cores this process may use: give 1 to 2
+
+``flag`` names the setting the way the caller's user typed it (``--cores`` on the CLI, ``core count`` in a
+dialog). This module is a leaf: it imports nothing of sparsify-tui but :mod:`sparsify_tui.errors`.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Iterable, Optional
+
+from sparsify_tui.errors import SparsifyError
+
+WARMUP = 5
+"""Untimed runs before timing (perf profiles and benchmarks)."""
+ITERATIONS = 30
+"""Timed runs (perf profiles and benchmarks)."""
+LOSS_BATCHES = 2
+"""Batches per one-shot loss measurement."""
+MAX_BATCH_SIZE = 1 << 16
+"""Largest batch size accepted (65,536 items)."""
+
+
+def available_cores() -> int:
+    """Cores this process may use: its CPU affinity (``os.sched_getaffinity``), else ``os.cpu_count()``."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # pragma: no cover - non-Linux
+        return os.cpu_count() or 1
+
+
+def _whole(value: Any, flag: str) -> int:
+    if isinstance(value, bool):
+        raise SparsifyError(f"{flag} {value!r} is not a whole number: give e.g. {flag} 1")
+    try:
+        number = int(value)
+        ok = float(value) == number
+    except (TypeError, ValueError, OverflowError):
+        ok = False
+    if not ok:
+        raise SparsifyError(f"{flag} {value!r} is not a whole number: give e.g. {flag} 1")
+    return number
+
+
+def batch_size(value: Any, flag: str = "--batch-size") -> int:
+    """A batch size in 1..:data:`MAX_BATCH_SIZE` items."""
+    n = _whole(value, flag)
+    if not 1 <= n <= MAX_BATCH_SIZE:
+        raise SparsifyError(f"{flag} {value} is out of range: give 1 to {MAX_BATCH_SIZE}")
+    return n
+
+
+def core_count(value: Any, flag: str = "--cores") -> int:
+    """A core count (intra-op threads) in 1..:func:`available_cores`. ``None`` means every available core."""
+    cores = available_cores()
+    if value is None:
+        return cores
+    n = _whole(value, flag)
+    if n < 1:
+        raise SparsifyError(f"{flag} {value} is out of range: give 1 to {cores} (the cores this process may use)")
+    if n > cores:
+        raise SparsifyError(f"{flag} {value} is more than the {cores} cores this process may use: give 1 to {cores}")
+    return n
+
+
+def warmup(value: Any, flag: str = "--warmup") -> int:
+    """Untimed runs: 0 or more (default :data:`WARMUP`)."""
+    if value is None:
+        return WARMUP
+    n = _whole(value, flag)
+    if n < 0:
+        raise SparsifyError(f"{flag} {value} is negative: give 0 or more (default {WARMUP})")
+    return n
+
+
+def iterations(value: Any, flag: str = "--iterations") -> int:
+    """Timed runs: 1 or more (default :data:`ITERATIONS`)."""
+    if value is None:
+        return ITERATIONS
+    n = _whole(value, flag)
+    if n < 1:
+        raise SparsifyError(f"{flag} {value} is out of range: give 1 or more (default {ITERATIONS})")
+    return n
+
+
+def loss_batches(value: Any, flag: str = "--batches") -> int:
+    """Batches per one-shot measurement: 1 or more (default :data:`LOSS_BATCHES`)."""
+    if value is None:
+        return LOSS_BATCHES
+    n = _whole(value, flag)
+    if n < 1:
+        raise SparsifyError(f"{flag} {value} is out of range: give 1 or more (default {LOSS_BATCHES})")
+    return n
+
+
+def whole_list(value: Any, check, flag: str) -> list[int]:
+    """A list of whole numbers from ``"1,8"``, ``[1, 8]`` or ``8``, each passed through ``check(v, flag)``."""
+    if isinstance(value, str):
+        items: Iterable[Any] = [v for v in value.replace(" ", "").split(",") if v]
+    elif isinstance(value, (list, tuple)):
+        items = value
+    else:
+        items = [value]
+    out = [check(v, flag) for v in items]
+    if not out:
+        raise SparsifyError(f"{flag} is empty: give comma-separated whole numbers, e.g. {flag} 1,8")
+    return out
+
+
+def batch_sizes(value: Any, default: int, flag: str = "--batch-sizes") -> list[int]:
+    """Batch sizes of a benchmark (``None``: ``[default]``)."""
+    return [batch_size(default, flag)] if value in (None, "", []) else whole_list(value, batch_size, flag)
+
+
+def core_counts(value: Any, default: Optional[int], flag: str = "--cores") -> list[int]:
+    """Core counts of a benchmark (``None``: ``[default]``, itself ``None`` for every core)."""
+    return [core_count(default, flag)] if value in (None, "", []) else whole_list(value, core_count, flag)
