@@ -228,10 +228,12 @@ def synthetic_inputs(specs: list[InputSpec], seed: int = 0, values: Optional[dic
                 out[s.name] = rng.integers(0, int(high), size=s.shape).astype(s.dtype)
     if missing:
         names = ", ".join(f"'{s.name}' ({s.dtype.name} scalar)" for s in missing)
-        hint = " ".join(f"--dim {s.name}=VALUE" for s in missing)
+        from sparsify_tui.analysis.shapes import suggest_scalar
+
+        hint = " ".join(f"--dim {s.name}={suggest_scalar(s.name)}" for s in missing)
         raise DimensionError(
             f"model input {names} needs a value the model depends on (e.g. a sample rate or a mode): "
-            f"give it with {hint} (silero_vad: --dim sr=16000), or pass sample data"
+            f"give it with {hint} (an example value: use the real one), or pass sample data"
         )
     return out
 

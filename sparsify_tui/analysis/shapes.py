@@ -162,9 +162,9 @@ def parse_dim_args(args: Optional[Iterable[str]]) -> dict[str, int]:
     return out
 
 
-def _suggest(vi_shape: list, sd: SymbolicDim) -> int:
-    """A sensible example value for a missing dim (used only in the error message)."""
-    rank = len(vi_shape)
+def suggest_dim(rank: int, sd: SymbolicDim) -> int:
+    """An example value for a symbolic dim, shown as a suggestion (never used silently): 224 for the spatial
+    axes of a rank-4 input (and the last axis of a rank-3 one), 128 for sequence-like names and otherwise."""
     lname = sd.name.lower()
     if rank == 4 and sd.axis in (2, 3):
         return 224
@@ -173,6 +173,39 @@ def _suggest(vi_shape: list, sd: SymbolicDim) -> int:
     if rank == 3 and sd.axis == 2:
         return 224
     return 128
+
+
+def suggest_scalar(name: str) -> int:
+    """An example value for a scalar input: 16000 for a sample rate (``sr``, ``sample_rate``), else 1."""
+    return 16000 if name.lower() in ("sr", "sample_rate", "sampling_rate") else 1
+
+
+@dataclass
+class DimPrompt:
+    """One value the user must give before the model can run: a symbolic dim or a scalar input.
+
+    ``key``: how to address it (``--dim KEY=VALUE``: the dim name, else ``input:axis``, or the scalar
+    input's name); ``label``: shown next to the field; ``suggestion``: an example value.
+    """
+
+    key: str
+    label: str
+    suggestion: int
+
+
+def dim_prompts(model: onnx.ModelProto) -> list[DimPrompt]:
+    """What a setup dialog asks for: every :func:`user_dims` entry, then every :func:`scalar_inputs` one, each
+    with a suggestion (:func:`suggest_dim`, :func:`suggest_scalar`). Raises ``ModelError`` for an input
+    without a shape."""
+    ranks = {vi.name: len(vi.type.tensor_type.shape.dim) for vi in graph_inputs(model)}
+    out = []
+    for sd in user_dims(model):
+        key = sd.name if sd.named else sd.key
+        label = f"{sd.name} ({sd.key})" if sd.named else sd.key
+        out.append(DimPrompt(key, label, suggest_dim(ranks.get(sd.input_name, 0), sd)))
+    for name in scalar_inputs(model):
+        out.append(DimPrompt(name, f"{name} (scalar input value)", suggest_scalar(name)))
+    return out
 
 
 def resolve_dims(
@@ -223,7 +256,7 @@ def resolve_dims(
             if addr in seen:
                 continue
             seen.add(addr)
-            hints.append(f"--dim {addr}={_suggest(shapes[sd.input_name], sd)}")
+            hints.append(f"--dim {addr}={suggest_dim(len(shapes[sd.input_name]), sd)}")
         raise DimensionError(
             f"model input dims without a value: {', '.join(parts)}: give each with {' '.join(hints)} "
             "(values are examples; use your real input size)"

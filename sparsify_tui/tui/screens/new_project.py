@@ -117,35 +117,19 @@ class FileBrowser(ModalScreen[Optional[str]]):
         self.dismiss(None)
 
 
-def _suggest_dim(input_rank: int, axis: int, name: str) -> int:
-    lname = name.lower()
-    if any(k in lname for k in ("seq", "len", "token", "sentence")):
-        return 128
-    if input_rank == 4 and axis in (2, 3):
-        return 224
-    return 128
-
-
 def inspect_model(path: str) -> tuple[str, list[dict]]:
     """(one-line model description, symbolic non-batch dims) for the dialog.
 
     Each dim: {"key": dim name or "input:axis", "label", "suggestion": int}. Raises ModelError etc.
     """
+    from dataclasses import asdict
+
     from sparsify_tui.analysis.loading import load_model
-    from sparsify_tui.analysis.shapes import graph_inputs, scalar_inputs, user_dims
+    from sparsify_tui.analysis.shapes import dim_prompts, graph_inputs
 
     model = load_model(path, load_external_data=False)
-    ranks = {vi.name: len(vi.type.tensor_type.shape.dim) for vi in graph_inputs(model)}
-    dims: list[dict] = []
-    for sd in user_dims(model):
-        key = sd.name if sd.named else sd.key
-        label = f"{sd.name} ({sd.key})" if sd.named else sd.key
-        dims.append({"key": key, "label": label,
-                     "suggestion": _suggest_dim(ranks.get(sd.input_name, 0), sd.axis, sd.name)})
-    # Scalar inputs (e.g. silero_vad's sample rate `sr`) need a value too: synthetic data cannot guess them.
-    for name in scalar_inputs(model):
-        dims.append({"key": name, "label": f"{name} (scalar input value)",
-                     "suggestion": 16000 if name.lower() in ("sr", "sample_rate", "sampling_rate") else 1})
+    # symbolic dims and scalar inputs (e.g. silero_vad's sample rate `sr`): synthetic data cannot guess them
+    dims = [asdict(p) for p in dim_prompts(model)]
     inputs = []
     for vi in graph_inputs(model):
         shape = [d.dim_param or (str(d.dim_value) if d.dim_value > 0 else "?") for d in vi.type.tensor_type.shape.dim]
