@@ -23,9 +23,9 @@ from sparsify_tui.profiling.loss import (
     magnitude_values,
     profile_loss,
 )
-from sparsify_tui.profiling.loss_layers import load_model_proto
+from sparsify_tui.analysis.loading import load_model as load_model_proto
 from sparsify_tui.profiling.loss_oneshot import OutputMetric, one_shot_profile
-from sparsify_tui.profiling.pruning import magnitude_prune
+from sparsify_tui.engine.pruning import magnitude_prune
 from sparsify_tui.progress import CancelToken
 
 DEMO_DIMS = {"x:2": 48, "x:3": 192}

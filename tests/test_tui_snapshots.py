@@ -22,7 +22,7 @@ DIMS = {"x:2": 48, "x:3": 192}
 @pytest.fixture
 def pinned(workspace_home, monkeypatch):
     """Deterministic screens: cwd = repo root, 4 cores, fixed timestamps, fixed size on disk."""
-    from sparsify_tui.profiling import session
+    from sparsify_tui.analysis import system as session
     from sparsify_tui.tui.screens import settings
     from sparsify_tui.tui.widgets import tables
 

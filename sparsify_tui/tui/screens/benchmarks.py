@@ -411,7 +411,7 @@ class BenchmarksSection(Widget):
         return self.app.workspace.list_records(self.project_id, "optimizations")
 
     def action_new_benchmark(self) -> None:
-        from sparsify_tui.profiling.session import available_cores
+        from sparsify_tui.analysis.system import available_cores
         from sparsify_tui.tui.screens.benchmarks_dialogs import BenchmarkDialog
 
         ws = self.app.workspace

@@ -203,7 +203,7 @@ class NewProjectDialog(ModalScreen[Optional[str]]):
         self._creating = False
 
     def compose(self) -> ComposeResult:
-        from sparsify_tui.profiling.session import available_cores
+        from sparsify_tui.analysis.system import available_cores
 
         with Vertical(id="dialog"):
             yield Static("New project", classes="dialog-title")

@@ -375,7 +375,7 @@ class PerfProfileDialog(FormDialog[Optional[str]]):
 
 
 def _defaults(section, record: Optional[dict] = None) -> dict:
-    from sparsify_tui.profiling.session import available_cores
+    from sparsify_tui.analysis.system import available_cores
 
     project = section.app.workspace.get_project(section.project_id)
     setup = project.get("setup") or {}
