@@ -5,9 +5,10 @@
    the same model, batch size, cores and session options, interleaved side by side over several
    rounds (the order alternates each round). Ratio = ours / bare per round; the median ratio is
    reported. Goal: within 3 % (0.97..1.03). On a busy shared machine single rounds swing by tens of
-   percent, so it also prints the loop overhead alone: our timing loop and a bare loop alternating
-   in blocks of 5 runs on one session (time drift cancels out).
-2. **INT8 speedup.** FP32 vs INT8 (``profiling.quant.quantize_int8``: quant_pre_process, static QDQ,
+   percent, so it also prints the loop overhead alone: our timing loop
+   (``sparsify_tui.engine.timing.time_runs``) and a bare loop alternating in blocks of 5 runs on one
+   session (time drift cancels out).
+2. **INT8 speedup.** FP32 vs INT8 (the engine's ``quantize_int8``: quant_pre_process, static QDQ,
    per-channel, MinMax on 16 synthetic batches) through ``run_benchmark`` at batch 1 and 8, paired
    in each round; median speedup over rounds. Models: mobilenet_v2 (../shared/models) and ResNet-50
    (/work/built-models or ../built-models, built by shared/models/build_torch_models.py); absent
@@ -98,23 +99,27 @@ def overhead(label, path, batch, cores, rounds, warmup, iterations, dims):
 
 def paired_blocks(label, path, batch, cores, blocks, block, dims):
     """Loop overhead alone: on ONE session, alternate blocks of ``block`` runs timed by our loop
-    (``runner.time_session``) and by a bare loop; ratio of the medians of all runs of each."""
-    from sparsify_tui.benchmark.runner import time_session
+    (``engine.timing.time_runs`` on the engine's wrapper of that session) and by a bare loop; ratio of the
+    medians of all runs of each."""
+    from sparsify_tui.engine.ort import OrtSession
+    from sparsify_tui.engine.timing import time_runs
 
     feed = build_feeds(path, batch, dims)[0]
     sess = bare_session(path, cores)
+    ours_session = OrtSession(sess)
     for _ in range(5):
         sess.run(None, feed)
     ours, bare = [], []
     for i in range(blocks):
         for which in ((0, 1) if i % 2 == 0 else (1, 0)):
             if which == 0:
-                ours.extend(time_session(sess, [feed], warmup=0, iterations=block))
+                ours.extend(time_runs(ours_session, [feed], warmup=0, iterations=block))
             else:
                 for _ in range(block):
                     t0 = time.perf_counter()
                     sess.run(None, feed)
                     bare.append((time.perf_counter() - t0) * 1000)
+    ours_session.close()
     del sess
     r = statistics.median(ours) / statistics.median(bare)
     print(f"loop      {label:<18} b{batch} c{cores}: our timing loop {statistics.median(ours):8.3f} ms  bare loop "
@@ -124,13 +129,13 @@ def paired_blocks(label, path, batch, cores, blocks, block, dims):
 
 
 def int8_speedup(label, path, cores, rounds, warmup, iterations):
+    from sparsify_tui.engine import get_engine
     from sparsify_tui.optimization.apply import calibration_inputs
-    from sparsify_tui.profiling.quant import quantize_int8
 
     with tempfile.TemporaryDirectory() as tmp:
         q = Path(tmp) / "int8.onnx"
         t0 = time.perf_counter()
-        quantize_int8(path, q, calibration_inputs(path, samples=16))
+        get_engine().quantize_int8(path, q, calibration_inputs(path, samples=16))
         qs = time.perf_counter() - t0
         per_batch: dict[int, list] = {1: [], 8: []}
         fp, i8 = {1: [], 8: []}, {1: [], 8: []}
@@ -165,7 +170,7 @@ def main() -> int:
     import onnxruntime as ort
 
     cores = [int(c) for c in str(args.cores).split(",") if c]
-    from sparsify_tui.analysis.system import system_info
+    from sparsify_tui.engine import system_info
 
     si = system_info()
     print(f"machine: {si.cpu_model}, {si.available_cores} cores, {' '.join(si.instruction_sets)} "

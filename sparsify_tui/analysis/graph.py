@@ -45,6 +45,12 @@ def has_subgraphs(node: onnx.NodeProto) -> bool:
     return any(a.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS) for a in node.attribute)
 
 
+def replace_nodes(graph: onnx.GraphProto, nodes: list) -> None:
+    """Make ``nodes`` the node list of ``graph`` (in place; protobuf copies them, subgraphs included)."""
+    del graph.node[:]
+    graph.node.extend(nodes)
+
+
 def subgraph_path(parent_path: str, nid: str, label: str) -> str:
     """Path of the subgraph ``label`` of node ``nid`` in the graph at ``parent_path``."""
     return f"{parent_path}/{nid}/{label}" if parent_path else f"{nid}/{label}"

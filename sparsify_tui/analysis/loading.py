@@ -25,7 +25,7 @@ import numpy as np
 import onnx
 from onnx import TensorProto
 
-from sparsify_tui.analysis.graph import iter_graphs
+from sparsify_tui.analysis.graph import iter_graphs, replace_nodes
 from sparsify_tui.errors import ModelError
 
 #: Op domains onnxruntime's CPU provider can run (onnx standard, ML, Microsoft contrib ops, training preview).
@@ -206,7 +206,6 @@ def constants_to_initializers(model: onnx.ModelProto) -> int:
     # deepest subgraphs first: rewriting a graph's node list copies its nodes (and their subgraphs)
     for _, graph in reversed(list(iter_graphs(model.graph))):
         keep = []
-        changed = False
         for node in graph.node:
             value = None
             if node.op_type == "Constant" and node.domain in ("", "ai.onnx") and len(node.output) == 1:
@@ -220,10 +219,8 @@ def constants_to_initializers(model: onnx.ModelProto) -> int:
             t.CopyFrom(value)
             t.name = node.output[0]
             converted += 1
-            changed = True
-        if changed:
-            del graph.node[:]
-            graph.node.extend(keep)
+        if len(keep) != len(graph.node):
+            replace_nodes(graph, keep)
     return converted
 
 

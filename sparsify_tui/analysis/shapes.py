@@ -26,7 +26,7 @@ from typing import Callable, Iterable, Optional
 import onnx
 from onnx import TensorProto
 
-from sparsify_tui.analysis.graph import has_subgraphs, iter_graphs, node_id
+from sparsify_tui.analysis.graph import has_subgraphs, iter_graphs, node_id, replace_nodes
 from sparsify_tui.errors import DimensionError, ModelError
 
 _ANONYMOUS = {"", "?", "-1", "None", "none", "unk"}
@@ -482,8 +482,7 @@ def _fold_constants(light: onnx.ModelProto, shapes: dict, known_inputs: Optional
             folded += 1
             changed = True
         if changed:
-            del graph.node[:]
-            graph.node.extend(new_nodes)
+            replace_nodes(graph, new_nodes)
     return folded
 
 

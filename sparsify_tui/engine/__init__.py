@@ -21,7 +21,7 @@ an ``engine`` name. Importing this package does not import a runtime.
 
 from __future__ import annotations
 
-from typing import Optional, Union
+from typing import Union
 
 from sparsify_tui.engine.base import Engine, KernelTimes, ProfiledPass, QuantizationResult, Session  # noqa: F401
 from sparsify_tui.engine.ort import OnnxRuntimeEngine
@@ -56,8 +56,3 @@ def system_info(engine: Union[str, Engine, None] = None):
     """This machine with the engine's version and providers: the one system description stored with
     perf profiles and benchmarks and shown by ``analyze`` (:class:`sparsify_tui.analysis.system.SystemInfo`)."""
     return get_engine(engine).system_info()
-
-
-def engine_name(engine: Optional[Union[str, Engine]] = None) -> str:
-    """The registry name of ``engine`` (default engine when None)."""
-    return get_engine(engine).name

@@ -10,14 +10,15 @@ and the cancel check and progress callback sit outside the timed interval.
 **Statistics** (:class:`LatencyStats`), all in ms per batch: median, mean, min, max, population standard
 deviation, and the percentiles p90/p99 by **linear interpolation between order statistics** (numpy's
 default ``percentile`` method, Hyndman & Fan type 7: the q-th percentile of n sorted values
-x[0..n-1] is ``x[f] + (h - f)·(x[f+1] - x[f])`` with ``h = (n - 1)·q/100``, ``f = floor(h)``). It uses
-every run near the tail rather than snapping to one, and equals the median at q = 50.
+x[0..n-1] is ``x[f] + (h - f)·(x[f+1] - x[f])`` with ``h = (n - 1)·q/100``, ``f = floor(h)``; it equals
+the median at q = 50). Chosen over nearest-rank (``x[ceil(n·q/100) - 1]``, what perf profiles reported
+before) because benchmarks always reported it and it moves continuously with the data instead of
+jumping from one run to the next.
 """
 
 from __future__ import annotations
 
 import contextlib
-import statistics
 from dataclasses import dataclass
 from typing import Any, Callable, Mapping, Optional, Sequence
 
@@ -30,9 +31,10 @@ from sparsify_tui.progress import CancelToken
 def percentile(times_ms: Sequence[float], q: float) -> float:
     """The ``q``-th percentile (0..100) by linear interpolation (module docstring). Raises
     ``ValueError`` for an empty sequence."""
-    if len(times_ms) == 0:
+    a = np.asarray(times_ms, dtype=np.float64)
+    if a.size == 0:
         raise ValueError("no timed iterations")
-    return float(np.percentile(np.asarray(times_ms, dtype=np.float64), q))
+    return float(np.percentile(a, q))
 
 
 @dataclass(frozen=True)
@@ -53,8 +55,7 @@ class LatencyStats:
         a = np.asarray(times_ms, dtype=np.float64)
         if a.size == 0:
             raise ValueError("no timed iterations")
-        p90, p99 = np.percentile(a, [90, 99])
-        return cls(median=float(np.median(a)), mean=float(a.mean()), p90=float(p90), p99=float(p99),
+        return cls(median=float(np.median(a)), mean=float(a.mean()), p90=percentile(a, 90), p99=percentile(a, 99),
                    min=float(a.min()), max=float(a.max()), std=float(a.std()))
 
     def summary(self) -> dict:
@@ -121,8 +122,3 @@ def time_runs(session, feeds: Sequence[Mapping[str, Any]], *, warmup: int, itera
     if is_cancelled():
         raise JobCanceled("job canceled by the user")
     return [t / 1e6 for t in times_ns]
-
-
-def median_ms(times_ms: Sequence[float]) -> Optional[float]:
-    """Median of ``times_ms`` (None when empty)."""
-    return statistics.median(times_ms) if len(times_ms) else None

@@ -313,6 +313,7 @@ def apply_optimization(
     sparsities: dict,
     *,
     quantize: bool = False,
+    engine: Any = None,
     excluded: Sequence[str] = (),
     out_path: Union[str, Path],
     calibration: Optional[Sequence[dict]] = None,
@@ -320,7 +321,6 @@ def apply_optimization(
     data: Optional[Union[str, Path]] = None,
     calibration_samples: int = 16,
     measure_outputs: bool = True,
-    engine: Any = None,
     progress: Optional[ProgressFn] = None,
     cancel: Optional[CancelToken] = None,
 ) -> ApplyResult:
@@ -329,11 +329,11 @@ def apply_optimization(
     Args:
         sparsities: ``{weight_name: sparsity in [0, 1]}``; 0 leaves a layer dense.
         quantize: write a static INT8 QDQ model; ``excluded``: node ids kept FP32.
+        engine: the runtime that quantizes and runs the models (default onnxruntime).
         calibration: feed dicts for INT8 calibration and the output comparison; default
             :func:`calibration_inputs` (``data`` sample file or synthetic with ``dims``,
             ``calibration_samples`` batches of 1).
         measure_outputs: compute ``output_diff`` (runs both models on the calibration feeds).
-        engine: the runtime that quantizes and runs the models (default onnxruntime).
 
     Returns: :class:`ApplyResult`. Raises ``ModelError`` (unknown weight, quantization failure),
     ``DimensionError``/``SampleDataError`` (calibration inputs), ``JobCanceled``, ``ValueError``
