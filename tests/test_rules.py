@@ -346,12 +346,14 @@ def test_prunable_layers_agree_on_real_models(name):
     assert bool(refs) == (name != "silero_vad.onnx")
 
 
-def test_the_timing_loop_adds_no_python_between_clock_reads():
-    """The runner is the only call between the two clock reads: a bound partial of the runtime's run."""
-    import functools
-
+def test_the_onnxruntime_runner_is_session_run_with_bound_arguments():
+    """Between the two clock reads there is only the runner: ``session.run(names, feed, run_options)``."""
     from sparsify_tui.engine import get_engine
 
+    tok = CancelToken()
     with get_engine().open_session(str(DEMO_MODEL), 1) as s:
-        run = s.runner()
-        assert isinstance(run, functools.partial) and s.clock is time.perf_counter_ns
+        run = s.runner(cancel=tok)
+        assert run.__defaults__[0] == s.native.run and run.__defaults__[1] == s.output_names
+        assert s.clock is time.perf_counter_ns
+        tok.cancel()
+        assert run.__defaults__[2].terminate

@@ -34,9 +34,11 @@ ModelSource = Union[str, Path, bytes]
 
 
 class Session(ABC):
-    """A model loaded by an engine, ready to run. Close it (or use it as a context manager) before the
-    next one is opened: an idle session's threads steal cores from the one being measured.
+    """A model loaded by an engine, ready to run. Close it (or use it as a context manager), and drop its
+    runners, before the next one is opened: an idle session's threads steal cores from the one being
+    measured.
 
+    ``input_names``/``output_names``: the model's graph inputs and outputs, in order;
     ``clock``: the engine's clock in ns, read around each timed run (``time.perf_counter_ns``).
     """
 
@@ -50,14 +52,6 @@ class Session(ABC):
         :attr:`output_names` order) as numpy arrays. ``cancel`` terminates a running call within
         milliseconds; the call then raises (turn that into ``JobCanceled`` with
         :func:`sparsify_tui.engine.timing.canceled_as_job`). Build it outside timed loops."""
-
-    def run(self, feed: Mapping[str, Any], outputs: Optional[Sequence[str]] = None,
-            cancel: Optional[CancelToken] = None) -> list:
-        """One run (builds a runner; use :meth:`runner` for repeated runs)."""
-        from sparsify_tui.engine.timing import canceled_as_job
-
-        with canceled_as_job(cancel):
-            return self.runner(outputs, cancel)(feed)
 
     def close(self) -> None:
         """Release the runtime's session (threads, memory). Runners built from it stop working."""

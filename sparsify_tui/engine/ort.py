@@ -70,11 +70,16 @@ class OrtSession(Session):
 
     def runner(self, outputs: Optional[Sequence[str]] = None, cancel: Optional[CancelToken] = None):
         names = list(outputs) if outputs is not None else list(self.output_names)
-        if cancel is None:
-            return functools.partial(self.native.run, names)
-        ro = _ort().RunOptions()
-        cancel.on_cancel(functools.partial(setattr, ro, "terminate", True))
-        return functools.partial(self.native.run, names, run_options=ro)
+        ro = None
+        if cancel is not None:
+            ro = _ort().RunOptions()
+            cancel.on_cancel(functools.partial(setattr, ro, "terminate", True))
+
+        # positional arguments bound as defaults: as cheap as calling session.run directly (a partial with
+        # a keyword copies a dict per call, ~0.5 µs)
+        def run(feed, _run=self.native.run, _names=names, _ro=ro):
+            return _run(_names, feed, _ro)
+        return run
 
     def close(self) -> None:
         self.native = None
