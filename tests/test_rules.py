@@ -25,10 +25,6 @@ def w(*shape, seed=0):
     return numpy_helper.from_array(np.random.default_rng(seed).standard_normal(shape).astype(np.float32))
 
 
-def tensor(name, arr):
-    return numpy_helper.from_array(np.asarray(arr), name)
-
-
 def model_of(nodes, inputs, outputs, inits=(), opset=17, ir=8):
     g = helper.make_graph(nodes, "g", inputs, outputs, list(inits))
     m = helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)])

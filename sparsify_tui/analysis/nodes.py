@@ -45,7 +45,7 @@ from onnx import TensorProto
 from sparsify_tui.analysis.flops import OpShapes, count_macs_flops
 from sparsify_tui.analysis.graph import iter_nodes, node_id, subgraph_path, subgraphs
 from sparsify_tui.analysis.layers import FLOAT_TYPES as _PARAM_DTYPES
-from sparsify_tui.analysis.layers import PRUNABLE_OPS, WEIGHT_CHAIN_OPS, ConstSources  # noqa: F401 (re-exported)
+from sparsify_tui.analysis.layers import ConstSources
 from sparsify_tui.analysis.loading import count_zeros, load_model
 from sparsify_tui.analysis.shapes import graph_inputs, infer_shapes_ex, resolve_dims
 

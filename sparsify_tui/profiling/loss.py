@@ -488,6 +488,7 @@ def profile_loss(
     metric: Optional[str] = None,
     name: str = "baseline",
     core_count: Optional[int] = None,
+    engine=None,
     progress=None,
     cancel=None,
 ) -> LossProfile:
@@ -495,8 +496,9 @@ def profile_loss(
 
     ``data``: an ``.npz``/``.npy`` sample-data path (one-shot only; synthetic data otherwise), split in
     batches of ``batch_size``; ``batches``: how many batches are run per measurement; ``dims``: values of
-    symbolic input dims. Raises ``ModelError``, ``DimensionError``, ``SampleDataError`` (one line) and
-    ``JobCanceled`` when ``cancel`` is triggered. The model file is never modified.
+    symbolic input dims; ``engine``: the runtime of one-shot sessions and of the last shape-inference
+    pass (default onnxruntime). Raises ``ModelError``, ``DimensionError``, ``SampleDataError`` (one line)
+    and ``JobCanceled`` when ``cancel`` is triggered. The model file is never modified.
     """
     if method not in METHODS:
         from sparsify_tui.errors import SparsifyError
@@ -515,7 +517,7 @@ def profile_loss(
         t0 = time.perf_counter()
         prof = approximated_profile(
             analyze_model(str(model_path), batch_size=batch_size, dims=dims or {}, include_system=False,
-                          engine=get_engine()), name=name,
+                          engine=get_engine(engine)), name=name,
             levels=APPROX_LEVELS if levels is None else levels,
         )
         prof.seconds = time.perf_counter() - t0
@@ -525,7 +527,7 @@ def profile_loss(
         prof = one_shot_profile(
             model_path, levels=ONE_SHOT_LEVELS if levels is None else _check_levels(levels), data=data,
             batches=batches, batch_size=batch_size, dims=dims, int8=int8, metric=metric, name=name,
-            core_count=core_count, progress=progress, cancel=cancel,
+            core_count=core_count, engine=engine, progress=progress, cancel=cancel,
         )
     prof.settings.update({"batch_size": batch_size, "dims": dict(dims or {})})
     return prof

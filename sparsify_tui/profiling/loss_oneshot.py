@@ -208,8 +208,9 @@ class GraphIndex:
         return sorted(used - produced - self.init_names)
 
 
-def node_costs(model_path, model, batch_size, dims, sample: Optional[dict] = None) -> np.ndarray:
-    """FLOPs per main-graph node from :func:`sparsify_tui.analysis.nodes.analyze_model` (min 1 per node);
+def node_costs(model_path, model, batch_size, dims, sample: Optional[dict] = None, engine=None) -> np.ndarray:
+    """FLOPs per main-graph node from :func:`sparsify_tui.analysis.nodes.analyze_model` (with ``engine``'s shape
+    inference; min 1 per node);
     all ones when the analysis fails or cannot align with the graph (the cost model only picks groups).
     Dims missing from ``dims`` are taken from the shapes of the ``sample`` feed."""
     n = len(model.graph.node)
@@ -219,10 +220,8 @@ def node_costs(model_path, model, batch_size, dims, sample: Optional[dict] = Non
     all_dims.update(dims or {})
     try:
         from sparsify_tui.analysis.nodes import analyze_model
-        from sparsify_tui.engine import get_engine
 
-        a = analyze_model(str(model_path), batch_size=batch_size, dims=all_dims, include_system=False,
-                          engine=get_engine())
+        a = analyze_model(str(model_path), batch_size=batch_size, dims=all_dims, include_system=False, engine=engine)
         main = [x for x in a.nodes if not x.graph]
         if len(main) == n:
             return np.maximum(np.array([float(x.flops or 0) for x in main]), 1.0)
@@ -464,7 +463,7 @@ def one_shot_profile(
     levels = list(levels)
     run_levels = [s for s in levels if s > 1e-9]
     runs_per_layer = (len(run_levels) + (1 if int8 else 0)) * nb
-    costs = node_costs(model_path, model, batch_size, dims, batches_list[0])
+    costs = node_costs(model_path, model, batch_size, dims, batches_list[0], engine)
     if strategy == "single":
         groups = [(0, len(refs))]
     elif strategy == "layer":
