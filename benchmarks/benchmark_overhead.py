@@ -5,9 +5,12 @@
    the same model, batch size, cores and session options, interleaved side by side over several
    rounds (the order alternates each round). Ratio = ours / bare per round; the median ratio is
    reported. Goal: within 3 % (0.97..1.03). On a busy shared machine single rounds swing by tens of
-   percent, so it also prints the loop overhead alone: our timing loop and a bare loop alternating
-   in blocks of 5 runs on one session (time drift cancels out).
-2. **INT8 speedup.** FP32 vs INT8 (``profiling.quant.quantize_int8``: quant_pre_process, static QDQ,
+   percent, so it also prints the loop overhead alone: our timing loop
+   (``sparsify_tui.engine.timing.time_runs``) and a bare loop alternating in blocks of 5 runs on one
+   session (time drift cancels out).
+   Last, the loop's own cost per run, free of model time: on a one-node model (Relu of 16 floats, a
+   few µs per run) our loop and a bare loop alternate in blocks of 200 runs; printed in µs per run.
+2. **INT8 speedup.** FP32 vs INT8 (the engine's ``quantize_int8``: quant_pre_process, static QDQ,
    per-channel, MinMax on 16 synthetic batches) through ``run_benchmark`` at batch 1 and 8, paired
    in each round; median speedup over rounds. Models: mobilenet_v2 (../shared/models) and ResNet-50
    (/work/built-models or ../built-models, built by shared/models/build_torch_models.py); absent
@@ -98,23 +101,27 @@ def overhead(label, path, batch, cores, rounds, warmup, iterations, dims):
 
 def paired_blocks(label, path, batch, cores, blocks, block, dims):
     """Loop overhead alone: on ONE session, alternate blocks of ``block`` runs timed by our loop
-    (``runner.time_session``) and by a bare loop; ratio of the medians of all runs of each."""
-    from sparsify_tui.benchmark.runner import time_session
+    (``engine.timing.time_runs`` on the engine's wrapper of that session) and by a bare loop; ratio of the
+    medians of all runs of each."""
+    from sparsify_tui.engine.ort import OrtSession
+    from sparsify_tui.engine.timing import time_runs
 
     feed = build_feeds(path, batch, dims)[0]
     sess = bare_session(path, cores)
+    ours_session = OrtSession(sess)
     for _ in range(5):
         sess.run(None, feed)
     ours, bare = [], []
     for i in range(blocks):
         for which in ((0, 1) if i % 2 == 0 else (1, 0)):
             if which == 0:
-                ours.extend(time_session(sess, [feed], warmup=0, iterations=block))
+                ours.extend(time_runs(ours_session, [feed], warmup=0, iterations=block))
             else:
                 for _ in range(block):
                     t0 = time.perf_counter()
                     sess.run(None, feed)
                     bare.append((time.perf_counter() - t0) * 1000)
+    ours_session.close()
     del sess
     r = statistics.median(ours) / statistics.median(bare)
     print(f"loop      {label:<18} b{batch} c{cores}: our timing loop {statistics.median(ours):8.3f} ms  bare loop "
@@ -123,14 +130,51 @@ def paired_blocks(label, path, batch, cores, blocks, block, dims):
     return r
 
 
+def loop_cost(blocks: int = 150, block: int = 200) -> float:
+    """Our timing loop vs a bare ``perf_counter_ns`` loop around ``sess.run(names, feed)`` on one session
+    of a one-node model, alternating blocks; returns ours - bare in µs per run (medians)."""
+    import numpy as np
+    import onnxruntime as ort
+    from onnx import TensorProto, helper
+
+    from sparsify_tui.engine.ort import OrtSession, session_options
+    from sparsify_tui.engine.timing import time_runs
+    from sparsify_tui.progress import CancelToken
+
+    g = helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "g",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, [16])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [16])])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    m.ir_version = 8
+    sess = ort.InferenceSession(m.SerializeToString(), sess_options=session_options(1),
+                                providers=["CPUExecutionProvider"])
+    ours_session, feed, names, token = OrtSession(sess), {"x": np.ones(16, np.float32)}, ["y"], CancelToken()
+    ours, bare = [], []
+    clock = time.perf_counter_ns
+    for i in range(blocks):
+        for which in ((0, 1) if i % 2 == 0 else (1, 0)):
+            if which == 0:
+                ours.extend(time_runs(ours_session, [feed], warmup=0, iterations=block, cancel=token))
+            else:
+                for _ in range(block):
+                    t0 = clock()
+                    sess.run(names, feed)
+                    bare.append((clock() - t0) / 1e6)
+    ours_session.close()
+    o, b = statistics.median(ours) * 1000, statistics.median(bare) * 1000
+    print(f"loop cost one-node model: our timing loop {o:6.2f} µs/run  bare loop {b:6.2f} µs/run  difference "
+          f"{o - b:+.2f} µs/run ({blocks} alternating blocks of {block} runs, with a cancel token)", flush=True)
+    return o - b
+
+
 def int8_speedup(label, path, cores, rounds, warmup, iterations):
+    from sparsify_tui.engine import get_engine
     from sparsify_tui.optimization.apply import calibration_inputs
-    from sparsify_tui.profiling.quant import quantize_int8
 
     with tempfile.TemporaryDirectory() as tmp:
         q = Path(tmp) / "int8.onnx"
         t0 = time.perf_counter()
-        quantize_int8(path, q, calibration_inputs(path, samples=16))
+        get_engine().quantize_int8(path, q, calibration_inputs(path, samples=16))
         qs = time.perf_counter() - t0
         per_batch: dict[int, list] = {1: [], 8: []}
         fp, i8 = {1: [], 8: []}, {1: [], 8: []}
@@ -165,7 +209,7 @@ def main() -> int:
     import onnxruntime as ort
 
     cores = [int(c) for c in str(args.cores).split(",") if c]
-    from sparsify_tui.analysis.system import system_info
+    from sparsify_tui.engine import system_info
 
     si = system_info()
     print(f"machine: {si.cpu_model}, {si.available_cores} cores, {' '.join(si.instruction_sets)} "
@@ -188,6 +232,7 @@ def main() -> int:
     loop = [paired_blocks(label, path, b, c, 60, 5, dims) for label, path, dims, batches in cases[:2]
             for b in batches[:1] for c in cores]
     print(f"loop      all cases: worst ratio {max(loop, key=lambda r: abs(r - 1)):.4f}")
+    loop_cost()
     if ratios:
         print(f"overhead  all cases: median of the case ratios {statistics.median(ratios):.4f}, worst case "
               f"{max(ratios, key=lambda r: abs(r - 1)):.4f} (goal: within 3%, i.e. 0.97..1.03)")

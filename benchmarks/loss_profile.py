@@ -34,10 +34,19 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from sparsify_tui.profiling.loss import ONE_SHOT_LEVELS, profile_loss  # noqa: E402
-from sparsify_tui.profiling.loss_layers import find_layers, load_model_proto  # noqa: E402
+from sparsify_tui.analysis.layers import find_layers  # noqa: E402
+from sparsify_tui.analysis.loading import load_model as load_model_proto  # noqa: E402
 from sparsify_tui.profiling.loss_oneshot import OutputMetric, one_shot_profile, sample_batches  # noqa: E402
-from sparsify_tui.profiling.pruning import magnitude_prune  # noqa: E402
-from sparsify_tui.profiling.session import make_session  # noqa: E402
+from sparsify_tui.engine.pruning import magnitude_prune  # noqa: E402
+from sparsify_tui.engine.ort import session_options  # noqa: E402
+
+
+def make_session(model, cores: int):
+    """A plain onnxruntime session with the engine's options (the naive baselines run sessions directly)."""
+    import onnxruntime as ort
+
+    src = str(model) if isinstance(model, Path) else model
+    return ort.InferenceSession(src, sess_options=session_options(cores), providers=["CPUExecutionProvider"])
 
 
 def bench_magnitude(path: Path, rounds: int) -> list:

@@ -38,7 +38,15 @@ sys.path.insert(0, str(ROOT))
 import numpy as np  # noqa: E402
 
 from sparsify_tui.profiling.perf import profile_performance, profiled_runs_for  # noqa: E402
-from sparsify_tui.profiling.session import available_cores, make_session  # noqa: E402
+from sparsify_tui.settings import available_cores  # noqa: E402
+from sparsify_tui.engine.ort import session_options  # noqa: E402
+
+
+def make_session(path: str, cores: int, **kw):
+    """A plain onnxruntime session with the engine's options (no engine wrapper: the bare baseline)."""
+    import onnxruntime as ort
+
+    return ort.InferenceSession(path, sess_options=session_options(cores, **kw), providers=["CPUExecutionProvider"])
 
 WARMUP, ITERATIONS = 5, 30
 

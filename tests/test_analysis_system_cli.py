@@ -8,7 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from sparsify_tui.analysis.system import parse_cpuinfo, system_info
+from sparsify_tui.analysis.system import parse_cpuinfo
+from sparsify_tui.engine import system_info
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -22,9 +22,9 @@ from sparsify_tui.profiling.loss import (
     magnitude_values,
     profile_loss,
 )
-from sparsify_tui.profiling.loss_layers import load_model_proto
+from sparsify_tui.analysis.loading import load_model as load_model_proto
 from sparsify_tui.profiling.loss_oneshot import OutputMetric, one_shot_profile
-from sparsify_tui.profiling.pruning import magnitude_prune
+from sparsify_tui.engine.pruning import magnitude_prune
 from sparsify_tui.progress import CancelToken
 from sparsify_tui.services.profiles import load_loss_profile
 from sparsify_tui.services.projects import create_project

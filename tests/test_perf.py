@@ -14,6 +14,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 from conftest import shared_model
 from sparsify_tui.cli import main
+from sparsify_tui.engine.ort import parse_trace
 from sparsify_tui.errors import JobCanceled, ModelError
 from sparsify_tui.profiling import attribution as attr
 from sparsify_tui.profiling import perf_estimate as est
@@ -140,7 +141,7 @@ def test_parse_trace_skips_warmup_and_subtracts_nested_kernels():
         ev.append({"cat": "Node", "name": "conv_kernel_time", "ts": t0 + 10, "dur": 100 * (r + 1), "args": {"op_name": "Conv"}})
         ev.append({"cat": "Node", "name": "if0_kernel_time", "ts": t0 + 200, "dur": 500, "args": {"op_name": "If"}})
         ev.append({"cat": "Node", "name": "inner_kernel_time", "ts": t0 + 250, "dur": 300, "args": {"op_name": "MatMul"}})
-    kt = attr.parse_trace(ev, skip_runs=1)
+    kt = parse_trace(ev, skip_runs=1)
     assert kt.runs == 2
     assert kt.ms["conv"] == pytest.approx((0.2 + 0.3) / 2)
     assert kt.ms["if0"] == pytest.approx(0.2)  # 500 µs minus the nested 300 µs
@@ -203,7 +204,7 @@ def test_sample_data_is_used_when_valid(resnet_like, tmp_path):
 
 # --------------------------------------------------------------------------------------- INT8 failure, cancel
 def test_quantization_failure_is_recorded_and_profile_completes(resnet_like, monkeypatch):
-    import sparsify_tui.profiling.quant as quant
+    from sparsify_tui.engine.ort import OnnxRuntimeEngine as quant
 
     def boom(*a, **k):
         raise ModelError("INT8 quantization of resnet_like.onnx failed: ValueError: unsupported op")

@@ -1,7 +1,7 @@
 import numpy as np
 import pytest
 
-from sparsify_tui.profiling.pruning import magnitude_order, magnitude_prune, magnitude_prune_levels, pruned_count
+from sparsify_tui.engine.pruning import magnitude_order, magnitude_prune, magnitude_prune_levels, pruned_count
 
 
 @pytest.mark.parametrize("sparsity", [0.0, 0.2, 0.5, 0.85, 0.975, 1.0])

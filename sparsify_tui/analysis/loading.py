@@ -25,6 +25,7 @@ import numpy as np
 import onnx
 from onnx import TensorProto
 
+from sparsify_tui.analysis.graph import iter_graphs, replace_nodes
 from sparsify_tui.errors import ModelError
 
 #: Op domains onnxruntime's CPU provider can run (onnx standard, ML, Microsoft contrib ops, training preview).
@@ -67,26 +68,6 @@ def _looks_like_text(head: bytes) -> bool:
             return False
     printable = sum(ch.isprintable() or ch in "\r\n\t" for ch in text)
     return printable >= 0.95 * max(1, len(text))
-
-
-def iter_graphs(graph: onnx.GraphProto, path: str = "") -> Iterator[tuple[str, onnx.GraphProto]]:
-    """Yield ``(graph_path, graph)`` for ``graph`` and every subgraph (If/Loop/Scan bodies), depth first.
-
-    The main graph's path is ``""``; a subgraph's path is ``"<node id>/<attribute name>"`` appended to its
-    parent's path, for example ``"If_0/then_branch"``.
-    """
-    yield path, graph
-    for node in graph.node:
-        for attr in node.attribute:
-            subs = []
-            if attr.type == onnx.AttributeProto.GRAPH:
-                subs = [(attr.name, attr.g)]
-            elif attr.type == onnx.AttributeProto.GRAPHS:
-                subs = [(f"{attr.name}[{i}]", g) for i, g in enumerate(attr.graphs)]
-            for name, sub in subs:
-                nid = node.name or (node.output[0] if node.output else node.op_type)
-                sub_path = f"{path}/{nid}/{name}" if path else f"{nid}/{name}"
-                yield from iter_graphs(sub, sub_path)
 
 
 def _check_domains(model: onnx.ModelProto, name: str) -> None:
@@ -177,20 +158,37 @@ def _check_external_data(model: onnx.ModelProto, base_dir: Path, name: str) -> N
             )
 
 
-def _fix_ir_version(model: onnx.ModelProto, name: str) -> None:
-    if model.ir_version <= ORT_MAX_IR_VERSION:
-        return
+#: IR version models are lowered to when they are newer than onnxruntime loads (raised to what their opsets need).
+LOWERED_IR_VERSION = 8
+
+
+def min_ir_version(model: onnx.ModelProto) -> int:
+    """The lowest IR version that supports every opset the model imports
+    (``onnx.helper.find_min_ir_version_for``, unknown domains ignored); the model's own IR version when
+    onnx cannot tell."""
     try:
-        needed = onnx.helper.find_min_ir_version_for(list(model.opset_import), ignore_unknown=True)
-    except Exception:  # noqa: BLE001
-        needed = model.ir_version
+        return int(onnx.helper.find_min_ir_version_for(list(model.opset_import), ignore_unknown=True))
+    except Exception:  # noqa: BLE001 - an opset newer than this onnx knows
+        return int(model.ir_version)
+
+
+def set_ir_version(model: onnx.ModelProto, ir_version: int, name: str = "the model") -> int:
+    """The one IR-version rule: set ``model.ir_version`` (in place) to ``ir_version``, capped at what
+    onnxruntime loads (:data:`ORT_MAX_IR_VERSION`) and raised to what the opsets need
+    (:func:`min_ir_version`), so the written file is both loadable and valid. Returns the new version.
+
+    Every op of an opset exists at that opset's minimum IR version, so lowering never changes what the
+    graph computes. Raises ``ModelError`` (naming ``name``) when the opsets need a newer IR version than
+    onnxruntime loads.
+    """
+    needed = min_ir_version(model)
     if needed > ORT_MAX_IR_VERSION:
         raise ModelError(
             f"{name} has IR version {model.ir_version} and opsets that need IR {needed}, newer than onnxruntime "
             f"loads (IR <= {ORT_MAX_IR_VERSION}): re-export with an older opset or upgrade onnxruntime"
         )
-    # safe: every op/opset it uses exists at the lower IR version
-    model.ir_version = max(needed, min(ORT_MAX_IR_VERSION, 8))
+    model.ir_version = max(needed, min(int(ir_version), ORT_MAX_IR_VERSION))
+    return model.ir_version
 
 
 def constants_to_initializers(model: onnx.ModelProto) -> int:
@@ -208,7 +206,6 @@ def constants_to_initializers(model: onnx.ModelProto) -> int:
     # deepest subgraphs first: rewriting a graph's node list copies its nodes (and their subgraphs)
     for _, graph in reversed(list(iter_graphs(model.graph))):
         keep = []
-        changed = False
         for node in graph.node:
             value = None
             if node.op_type == "Constant" and node.domain in ("", "ai.onnx") and len(node.output) == 1:
@@ -222,10 +219,8 @@ def constants_to_initializers(model: onnx.ModelProto) -> int:
             t.CopyFrom(value)
             t.name = node.output[0]
             converted += 1
-            changed = True
-        if changed:
-            del graph.node[:]
-            graph.node.extend(keep)
+        if len(keep) != len(graph.node):
+            replace_nodes(graph, keep)
     return converted
 
 
@@ -289,7 +284,8 @@ def load_model(
         constants_to_initializers(model)
     _check_domains(model, name)
     _check_external_data(model, p.parent, name)
-    _fix_ir_version(model, name)
+    if model.ir_version > ORT_MAX_IR_VERSION:
+        set_ir_version(model, LOWERED_IR_VERSION, name)
     if load_external_data:
         try:
             onnx.load_external_data_for_model(model, str(p.parent))

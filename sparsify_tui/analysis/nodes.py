@@ -16,13 +16,13 @@ What counts as a node's **params** (documented choice):
 it can be less than the sum of node params. ``zero_params`` are exact zeros in those tensors, read one
 tensor at a time (streamed in 32 MB chunks for external data), so a model of any size is never fully in memory.
 
-A node is a **prunable layer** when it is a Conv, Gemm or MatMul whose weight (input 1; for Gemm/MatMul
-input 0 when input 1 is not constant) is a *main-graph initializer*, directly or through the chain above.
-Its ``weight_name`` is that initializer's name, which is what a recipe's ``params`` lists. ``load_model``
-turns weight-holding ``Constant`` nodes into initializers first (PaddlePaddle exports store every weight
-that way). Layers inside If/Loop/Scan subgraphs (silero_vad's network) are listed with their weights,
-params and MACs but are not prunable: loss profiles, one-shot apply and recipes address main-graph
-initializers.
+A node is a **prunable layer** by the one definition in :mod:`sparsify_tui.analysis.layers`: a Conv, Gemm
+or MatMul whose weight (input 1; for Gemm/MatMul input 0 when input 1 is not constant) is a float
+*main-graph initializer*, directly or through the chain above. Its ``weight_name`` is that initializer's
+name, which is what a recipe's ``params`` lists. ``load_model`` turns weight-holding ``Constant`` nodes into
+initializers first (PaddlePaddle exports store every weight that way). Layers inside If/Loop/Scan
+subgraphs (silero_vad's network) are listed with their weights, params and MACs but are not prunable:
+loss profiles, one-shot apply and recipes address main-graph initializers.
 
 **Subgraphs** (If/Loop/Scan bodies) are listed after their parent node with ``graph`` set to the subgraph
 path (``"If_0/then_branch"``). Totals of MACs/FLOPs count, for each ``If``, only its larger branch (only
@@ -43,23 +43,15 @@ import onnx
 from onnx import TensorProto
 
 from sparsify_tui.analysis.flops import OpShapes, count_macs_flops
+from sparsify_tui.analysis.graph import iter_nodes, node_id, subgraph_path, subgraphs
+from sparsify_tui.analysis.layers import FLOAT_TYPES as _PARAM_DTYPES
+from sparsify_tui.analysis.layers import ConstSources
 from sparsify_tui.analysis.loading import count_zeros, load_model
 from sparsify_tui.analysis.shapes import graph_inputs, infer_shapes_ex, resolve_dims
 
-PRUNABLE_OPS = frozenset({"Conv", "Gemm", "MatMul"})
-#: ops a weight may pass through on its way from the initializer to the layer
-WEIGHT_CHAIN_OPS = frozenset({"Transpose", "Reshape", "Identity", "Cast", "Squeeze", "Unsqueeze", "Flatten",
-                              "DequantizeLinear"})
-_PARAM_DTYPES = {TensorProto.FLOAT, TensorProto.FLOAT16, TensorProto.BFLOAT16, TensorProto.DOUBLE}
 _QUANT_DTYPES = {TensorProto.INT8, TensorProto.UINT8}
 #: quantized tensors counted as params when they reach the node through DequantizeLinear (int32 = QDQ biases)
 _DQ_DTYPES = _QUANT_DTYPES | {TensorProto.INT32, TensorProto.INT16, TensorProto.UINT16}
-#: (weight input index, bias input index, may the weight be input 0)
-_WEIGHT_SLOTS = {
-    "Conv": (1, 2, False), "ConvTranspose": (1, 2, False), "ConvInteger": (1, None, False),
-    "Gemm": (1, 2, True), "MatMul": (1, None, True), "MatMulInteger": (1, None, True),
-    "QLinearConv": (3, 8, False), "QLinearMatMul": (3, None, False),
-}
 
 
 @dataclass
@@ -232,30 +224,13 @@ def _io_list(vis, shapes: dict) -> list:
     return out
 
 
-class _ConstTable:
-    """Constant tensors by name (initializers and Constant-node values of all graphs) and their zero counts."""
+class _ConstTable(ConstSources):
+    """:class:`ConstSources` plus element counts and (lazily read) zero counts of the constants."""
 
     def __init__(self, base_dir: Optional[Path]):
-        self.tensors: dict[str, TensorProto] = {}
-        self.origin: dict[str, str] = {}  # "initializer" | "constant"
-        self.source: dict[str, tuple[str, bool]] = {}  # tensor name -> (const name, through DequantizeLinear)
+        super().__init__()
         self.base_dir = base_dir
         self._zeros: dict[str, int] = {}
-        self.main_graph: set[str] = set()  # initializer names of the main graph
-
-    def add_graph(self, graph: onnx.GraphProto) -> None:
-        for t in graph.initializer:
-            self.tensors[t.name] = t
-            self.origin[t.name] = "initializer"
-            self.source[t.name] = (t.name, False)
-
-    def add_constant_node(self, node: onnx.NodeProto) -> None:
-        for a in node.attribute:
-            if a.name == "value" and a.type == onnx.AttributeProto.TENSOR and node.output:
-                name = node.output[0]
-                self.tensors[name] = a.t
-                self.origin[name] = "constant"
-                self.source[name] = (name, False)
 
     def numel(self, name: str) -> int:
         t = self.tensors[name]
@@ -268,27 +243,18 @@ class _ConstTable:
         return self._zeros[name]
 
 
-def _node_id(node: onnx.NodeProto, fallback: str) -> str:
-    return node.name or (node.output[0] if node.output and node.output[0] else fallback)
-
-
-def _walk(graph: onnx.GraphProto, path: str, consts: _ConstTable, out: list):
-    """Yield (graph_path, node, subgraph paths) in graph order, subgraph nodes after their parent."""
-    consts.add_graph(graph)
-    for i, node in enumerate(graph.node):
+def _walk(graph: onnx.GraphProto, consts: _ConstTable) -> list:
+    """``[(graph_path, node, node id, subgraph paths)]`` in graph order, subgraph nodes after their parent;
+    registers each graph's constants when its first node is reached."""
+    out = []
+    for path, g, i, node in iter_nodes(graph):
+        if i == 0:
+            consts.add_graph(g, main=not path)
         if node.op_type == "Constant":
             consts.add_constant_node(node)
-        nid = _node_id(node, f"{node.op_type}_{i}")
-        subs = []
-        for a in node.attribute:
-            if a.type == onnx.AttributeProto.GRAPH:
-                subs.append((a.name, a.g))
-            elif a.type == onnx.AttributeProto.GRAPHS:
-                subs.extend((f"{a.name}[{k}]", g) for k, g in enumerate(a.graphs))
-        sub_paths = [(f"{path}/{nid}/{name}" if path else f"{nid}/{name}") for name, _ in subs]
-        out.append((path, node, nid, sub_paths))
-        for (name, g), sp in zip(subs, sub_paths):
-            _walk(g, sp, consts, out)
+        nid = node_id(node, i)
+        out.append((path, node, nid, [subgraph_path(path, nid, label) for label, _ in subgraphs(node)]))
+    return out
 
 
 def analyze_model(
@@ -298,6 +264,7 @@ def analyze_model(
     *,
     include_system: bool = True,
     count_zeros: bool = True,
+    engine=None,
     progress=None,
     cancel=None,
 ) -> ModelAnalysis:
@@ -308,7 +275,11 @@ def analyze_model(
         path_or_model: an ``.onnx`` path (external data is read lazily from its folder) or a ModelProto.
         batch_size: items per batch used for the batch dims (MACs/FLOPs are per batch).
         dims: values of other symbolic dims, by name or ``"input:axis"`` (see ``shapes.resolve_dims``).
-        include_system: add ``system_info()`` to the result (the ``system`` key of ``analyze --json``).
+        include_system: describe this machine in the result (the ``system`` key of ``analyze --json``).
+        engine: the runtime the model is analyzed for (``sparsify_tui.engine.get_engine()``; analysis
+            never imports one): its ``system_info()`` is the ``system`` key, and its ``infer_shapes``
+            is the last shape-inference pass. Without it, ``system`` describes the machine only (empty
+            runtime fields) and onnx's inference and constant folding alone give the shapes.
         count_zeros: read every weight once to count exact zeros (``zero_params``). False skips the read
             (zero_params = 0), for a quick look at a very large model.
         progress, cancel: optional ``ProgressFn`` / ``CancelToken``.
@@ -329,16 +300,15 @@ def analyze_model(
     if progress:
         progress("shape inference", 0.1)
     resolve_dims(model, batch_size, dims)
-    shapes, taken = infer_shapes_ex(model, batch_size, dims)
+    shapes, taken = infer_shapes_ex(model, batch_size, dims,
+                                    extra_inference=engine.infer_shapes if engine is not None else None)
     if cancel:
         cancel.check()
     if progress:
         progress("node table", 0.4)
 
     consts = _ConstTable(base_dir)
-    consts.main_graph = {t.name for t in model.graph.initializer}
-    walked: list = []
-    _walk(model.graph, "", consts, walked)
+    walked = _walk(model.graph, consts)
 
     nodes: list[NodeInfo] = []
     used_ids: set[str] = set()
@@ -386,9 +356,9 @@ def analyze_model(
     opsets = {(o.domain or "ai.onnx"): int(o.version) for o in model.opset_import}
     system = None
     if include_system:
-        from sparsify_tui.analysis.system import system_info
+        from sparsify_tui.analysis.system import machine_info
 
-        system = system_info().to_dict()
+        system = (engine.system_info() if engine is not None else machine_info()).to_dict()
     if progress:
         progress("done", 1.0)
     return ModelAnalysis(
@@ -426,10 +396,6 @@ def _external_bytes(model: onnx.ModelProto, base_dir: Path) -> int:
     return total
 
 
-def _weight_source(name: str, consts: _ConstTable) -> Optional[tuple[str, bool]]:
-    return consts.source.get(name) if name else None
-
-
 def _node_info(index, gpath, node, nid, shapes, consts: _ConstTable) -> tuple[NodeInfo, list[str]]:
     op = node.op_type
     inputs = list(node.input)
@@ -445,27 +411,18 @@ def _node_info(index, gpath, node, nid, shapes, consts: _ConstTable) -> tuple[No
     tensors: list[str] = []
 
     # weight chains: Transpose(W) / Reshape(W) / DequantizeLinear(Wq) ... carry the source forward
-    if op in WEIGHT_CHAIN_OPS and inputs and inputs[0] in consts.source and outputs:
-        src, dq = consts.source[inputs[0]]
-        consts.source[outputs[0]] = (src, dq or op == "DequantizeLinear")
+    if consts.follow(node):
+        src = consts.source[outputs[0]].name
         for o in outputs[:1]:
             if shapes.get(o) is None and op in ("Identity", "Cast", "DequantizeLinear"):
                 shapes[o] = [int(d) for d in consts.tensors[src].dims]
     else:
-        slots = _WEIGHT_SLOTS.get(op)
-        weight_idx = bias_idx = None
-        if slots:
-            w, b, may_swap = slots
-            if w < len(inputs) and inputs[w] in consts.source:
-                weight_idx = w
-            elif may_swap and inputs and inputs[0] in consts.source:
-                weight_idx = 0
-            if b is not None and b < len(inputs) and inputs[b] in consts.source:
-                bias_idx = b
+        weight_idx, bias_idx = consts.weight_slots(node)
         for i, name in enumerate(inputs):
             if not name or name not in consts.source:
                 continue
-            src, dq = consts.source[name]
+            s = consts.source[name]
+            src, dq = s.name, s.dequantized
             t = consts.tensors[src]
             ok_dtype = t.data_type in _PARAM_DTYPES or (dq and t.data_type in _DQ_DTYPES) or (
                 i == weight_idx and t.data_type in _QUANT_DTYPES)
@@ -476,13 +433,12 @@ def _node_info(index, gpath, node, nid, shapes, consts: _ConstTable) -> tuple[No
             if src not in tensors:
                 tensors.append(src)
         if weight_idx is not None:
-            src, _ = consts.source[inputs[weight_idx]]
+            src = consts.source[inputs[weight_idx]].name
             info.weight_name = src
             info.weight_shape = [int(d) for d in consts.tensors[src].dims]
-            info.prunable = (op in PRUNABLE_OPS and consts.origin[src] == "initializer" and not gpath
-                             and src in consts.main_graph and consts.tensors[src].data_type in _PARAM_DTYPES)
+            info.prunable = consts.is_prunable(node, weight_idx, in_main_graph=not gpath)
         if bias_idx is not None:
-            src, _ = consts.source[inputs[bias_idx]]
+            src = consts.source[inputs[bias_idx]].name
             info.bias_name = src
             info.bias_shape = [int(d) for d in consts.tensors[src].dims]
     info.params = int(sum(consts.numel(t) for t in tensors))
@@ -520,7 +476,7 @@ def _mark_counted(nodes: list[NodeInfo], walked: list, taken: Optional[dict] = N
         for i in by_graph.get(gpath, []):
             branches = subs_of[i]
             if nodes[i].op_type == "If" and len(branches) > 1:
-                raw_id = walked[i][1].name or (walked[i][1].output[0] if walked[i][1].output else "")
+                raw_id = node_id(walked[i][1])
                 chosen = [b for b in branches if b.endswith("/" + taken.get(raw_id, "?"))]
                 keep = chosen[0] if chosen else branches[int(np.argmax([cost(b) for b in branches]))]
                 for b in branches:

@@ -13,18 +13,20 @@ exporters), or neither. Rules used by :func:`resolve_dims`:
   Nothing is ever silently set to 1.
 
 Shapes of every tensor then come from ``onnx.shape_inference.infer_shapes(data_prop=True)`` on a
-weight-free copy of the model with the input dims fixed, with onnxruntime's ``SymbolicShapeInference``
-as a fallback when onnx leaves tensors unknown (subgraphs, contrib ops).
+weight-free copy of the model with the input dims fixed, then constant folding, and finally an extra
+inference pass supplied by the caller when onnx leaves tensors unknown (an engine's, for example
+onnxruntime's ``SymbolicShapeInference`` through ``sparsify_tui.engine``: subgraphs, contrib ops).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Iterable, Optional
+from typing import Callable, Iterable, Optional
 
 import onnx
 from onnx import TensorProto
 
+from sparsify_tui.analysis.graph import has_subgraphs, iter_graphs, node_id, replace_nodes
 from sparsify_tui.errors import DimensionError, ModelError
 
 _ANONYMOUS = {"", "?", "-1", "None", "none", "unk"}
@@ -349,8 +351,6 @@ def _shape_of(vi: onnx.ValueInfoProto) -> Optional[list[int]]:
 
 
 def _collect(model: onnx.ModelProto) -> dict[str, Optional[list[int]]]:
-    from sparsify_tui.analysis.loading import iter_graphs
-
     shapes: dict[str, Optional[list[int]]] = {}
     for _, graph in iter_graphs(model.graph):
         for vi in list(graph.input) + list(graph.value_info) + list(graph.output):
@@ -368,8 +368,6 @@ def _collect(model: onnx.ModelProto) -> dict[str, Optional[list[int]]]:
 
 
 def _unknown_outputs(model: onnx.ModelProto, shapes: dict) -> int:
-    from sparsify_tui.analysis.loading import iter_graphs
-
     n = 0
     for _, graph in iter_graphs(model.graph):
         for node in graph.node:
@@ -396,14 +394,16 @@ def infer_shapes(
 
 
 def infer_shapes_ex(
-    model: onnx.ModelProto, batch_size: int = 1, dims: Optional[dict[str, int]] = None
+    model: onnx.ModelProto, batch_size: int = 1, dims: Optional[dict[str, int]] = None,
+    extra_inference: Optional[Callable[[onnx.ModelProto], dict]] = None,
 ) -> tuple[dict[str, Optional[list[int]]], dict[str, str]]:
     """:func:`infer_shapes` plus the branch each ``If`` takes when its condition is known statically.
 
     Passes: onnx ``infer_shapes(data_prop=True)`` on a weight-free copy with fixed input dims; then, while
     tensors stay unknown, fold constant subexpressions (``onnx.reference``), treat scalar inputs given in
     ``dims`` (``sr=16000``) as constants, inline ``If`` nodes whose condition became constant, and infer
-    again; finally onnxruntime's ``SymbolicShapeInference`` when importable.
+    again; finally ``extra_inference(light model) -> {tensor: shape}`` when given (an engine's
+    ``infer_shapes``; its failures are ignored).
 
     Returns:
         ``(shapes, taken)`` where ``taken`` maps an If node id (name or first output) to the branch
@@ -430,10 +430,10 @@ def infer_shapes_ex(
             shapes = _merge(_run_onnx_inference(light, shapes_in), shapes)
         except ModelError:
             break
-    if _unknown_outputs(model, shapes):
+    if extra_inference is not None and _unknown_outputs(model, shapes):
         try:
-            shapes = _merge(shapes, _symbolic_infer(light))
-        except Exception:  # noqa: BLE001 - optional fallback (needs sympy)
+            shapes = _merge(shapes, _collect_shapes(extra_inference(light)))
+        except Exception:  # noqa: BLE001 - optional fallback
             pass
     return shapes, taken
 
@@ -457,16 +457,11 @@ def _merge(a: dict, b: dict) -> dict:
     return out
 
 
-def _symbolic_infer(light: onnx.ModelProto) -> dict[str, Optional[list[int]]]:
-    """onnxruntime's SymbolicShapeInference (handles contrib ops and more data-dependent shapes)."""
-    import contextlib
-    import io
-
-    from onnxruntime.tools.symbolic_shape_infer import SymbolicShapeInference
-
-    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
-        out = SymbolicShapeInference.infer_shapes(light, int_max=2**31 - 1, auto_merge=True, guess_output_rank=False)
-    return _collect(out) if out is not None else {}
+def _collect_shapes(found) -> dict[str, Optional[list[int]]]:
+    """Shapes from an extra inference pass: a ``{name: shape}`` dict, or an inferred ``ModelProto``."""
+    if isinstance(found, onnx.ModelProto):
+        return _collect(found)
+    return dict(found or {})
 
 
 _NO_FOLD = {"If", "Loop", "Scan", "RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike",
@@ -485,8 +480,6 @@ def _fold_constants(light: onnx.ModelProto, shapes: dict, known_inputs: Optional
     from onnx import numpy_helper
     from onnx.reference import ReferenceEvaluator
 
-    from sparsify_tui.analysis.loading import iter_graphs
-
     known: dict = dict(known_inputs or {})
     taken = {} if taken is None else taken
     folded = 0
@@ -503,7 +496,7 @@ def _fold_constants(light: onnx.ModelProto, shapes: dict, known_inputs: Optional
             branch = _static_branch(node, known)
             if branch is not None:
                 attr_name, sub = branch
-                taken[node.name or node.output[0]] = attr_name
+                taken[node_id(node)] = attr_name
                 graph.initializer.extend(sub.initializer)
                 new_nodes.extend(sub.node)
                 for src, dst in zip(sub.output, node.output):
@@ -522,8 +515,7 @@ def _fold_constants(light: onnx.ModelProto, shapes: dict, known_inputs: Optional
             folded += 1
             changed = True
         if changed:
-            del graph.node[:]
-            graph.node.extend(new_nodes)
+            replace_nodes(graph, new_nodes)
     return folded
 
 
@@ -546,7 +538,7 @@ def _static_branch(node, known) -> Optional[tuple[str, onnx.GraphProto]]:
 def _try_fold(node, known, shapes, evaluator, np):
     if node.op_type in _NO_FOLD or node.domain not in ("", "ai.onnx"):
         return None
-    if any(a.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS) for a in node.attribute):
+    if has_subgraphs(node):
         return None
     if node.op_type == "Constant":
         for a in node.attribute:

@@ -1,4 +1,9 @@
-"""System info: the cores this process may use, the CPU and its instruction sets, onnxruntime build.
+"""System info: the cores this process may use, the CPU and its instruction sets.
+
+This module describes the machine only; it never imports a runtime. The runtime fields of
+:class:`SystemInfo` (``ort_version``, ``ort_providers``; named for onnxruntime, the default engine, and
+kept for the JSON documents) are filled by :func:`sparsify_tui.engine.system_info`, the one entry point
+the profiles and benchmarks use.
 
 Instruction sets come from the ``flags`` line of ``/proc/cpuinfo`` (Linux). Physical cores are the
 distinct ``(physical id, core id)`` pairs of ``/proc/cpuinfo`` (falling back to
@@ -13,6 +18,8 @@ import sys
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Optional
+
+from sparsify_tui import settings
 
 #: /proc/cpuinfo flag -> name shown to users, in display order.
 INSTRUCTION_FLAGS = {
@@ -42,9 +49,11 @@ INSTRUCTION_FLAGS = {
 class SystemInfo:
     """The machine as this process sees it.
 
-    ``available_cores``: CPUs in this process's affinity mask (what a session may use);
-    ``physical_cores``/``sockets``: hardware topology (None when unknown); ``instruction_sets``: SIMD
-    extensions relevant to onnxruntime speed (VNNI/AMX speed up INT8).
+    ``available_cores``: CPUs in this process's affinity mask (what a session may use, see
+    :func:`sparsify_tui.settings.available_cores`); ``physical_cores``/``sockets``: hardware topology (None when unknown);
+    ``instruction_sets``: SIMD extensions relevant to inference speed (VNNI/AMX speed up INT8);
+    ``ort_version``/``ort_providers``: the engine's version and execution providers ("" and [] when
+    described without an engine, see :func:`machine_info`).
     """
 
     available_cores: int
@@ -114,27 +123,23 @@ def _sys_topology() -> tuple[Optional[int], Optional[int]]:
     return (len(cores) or None), (len(sockets) or None)
 
 
-def system_info() -> SystemInfo:
-    """Describe this machine: cores (available/physical/sockets), CPU model, instruction sets, onnxruntime."""
-    import onnxruntime as ort
-
-    try:
-        available = len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):  # pragma: no cover - non-Linux
-        available = os.cpu_count() or 1
+def machine_info(runtime_version: str = "", runtime_providers: Optional[list] = None) -> SystemInfo:
+    """Describe this machine: cores (available/physical/sockets), CPU model and instruction sets, with the
+    given runtime version and providers (empty by default: use :func:`sparsify_tui.engine.system_info`
+    for the engine's). Costs about 1 ms (one read of ``/proc/cpuinfo``)."""
     model, sets, physical, sockets = parse_cpuinfo(_read("/proc/cpuinfo"))
     if physical is None or sockets is None:
         p2, s2 = _sys_topology()
         physical = physical or p2
         sockets = sockets or s2
     return SystemInfo(
-        available_cores=available,
+        available_cores=settings.available_cores(),
         physical_cores=physical,
         sockets=sockets,
         cpu_model=model or platform.processor() or platform.machine(),
         instruction_sets=sets,
-        ort_version=ort.__version__,
-        ort_providers=list(ort.get_available_providers()),
+        ort_version=runtime_version,
+        ort_providers=list(runtime_providers or []),
         python_version=platform.python_version() or sys.version.split()[0],
         logical_cores=os.cpu_count(),
         machine=platform.machine(),

@@ -3,22 +3,22 @@
 How a number is measured (DESIGN.md, Measuring):
 
 * every (model, batch size, core count) combination runs **in this process**, with **one live
-  session at a time** (created by :func:`sparsify_tui.profiling.session.make_session`: CPU EP,
+  session at a time** (opened by the engine, :mod:`sparsify_tui.engine`; onnxruntime: CPU EP,
   ``ORT_ENABLE_ALL``, ``intra_op_num_threads = cores``, ``inter_op_num_threads = 1``);
 * for one (batch, cores) pair the models are measured **interleaved in rounds** (``rounds``, default 3):
   each round creates each model's session in turn (alternating the order every round), warms it up,
   times its share of the iterations and deletes it. Drift of a shared machine (another process
   starting, a frequency change) then hits every model alike instead of faking a speedup; on a busy
   2-core VM back-to-back blocks of the *same* model differed by up to ±20%;
-* inputs are built once before timing (user sample data, or synthetic data with valid values), the
-  output names are fixed, and the loop only calls ``session.run`` between two
-  ``time.perf_counter_ns()`` reads, so the loop adds nothing measurable (see
+* inputs are built once before timing (user sample data, or synthetic data with valid values) and
+  timed by the one timing loop (:func:`sparsify_tui.engine.timing.time_runs`: only the bound run call
+  between two ``time.perf_counter_ns()`` reads), so the loop adds nothing measurable (see
   ``benchmarks/benchmark_overhead.py``);
 * ``warmup`` untimed runs per session, then ``iterations`` timed runs in all (split over the rounds).
 
 Statistics per combination (all in milliseconds per batch unless named otherwise):
-``median``, ``mean``, ``p90``, ``p99`` (``numpy.percentile``, linear interpolation), ``min``,
-``max``, ``std``; ``ms_per_item = median / batch_size``; ``items_per_second = 1000 * batch_size /
+``median``, ``mean``, ``p90``, ``p99`` (linear interpolation, :class:`sparsify_tui.engine.timing.LatencyStats`),
+``min``, ``max``, ``std``; ``ms_per_item = median / batch_size``; ``items_per_second = 1000 * batch_size /
 median``; ``speedup = baseline median / model median`` at the same batch size and core count (the
 baseline is the first model, or the one labelled ``"baseline"``).
 """
@@ -30,10 +30,11 @@ import gc
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Optional, Sequence, Union
+from typing import Any, Optional, Sequence, Union
 
 import numpy as np
 
+from sparsify_tui.engine.timing import LatencyStats
 from sparsify_tui.errors import SparsifyError
 from sparsify_tui.progress import CancelToken, ProgressFn
 
@@ -85,16 +86,13 @@ class BenchmarkRun:
     @classmethod
     def from_times(cls, model: str, optimization: Optional[str], batch_size: int, core_count: int,
                    times_ms: Sequence[float]) -> "BenchmarkRun":
-        """Statistics of ``times_ms`` (ms per batch, one per timed run; at least one)."""
-        a = np.asarray(times_ms, dtype=np.float64)
-        if a.size == 0:
-            raise ValueError("no timed iterations")
+        """Statistics of ``times_ms`` (ms per batch, one per timed run; at least one, else ``ValueError``)."""
+        st = LatencyStats.from_times(times_ms)
         return cls(
             model=model, optimization=optimization, batch_size=int(batch_size), core_count=int(core_count),
-            iterations_ms=[float(x) for x in a],
-            median_ms=float(np.median(a)), mean_ms=float(a.mean()),
-            p90_ms=float(np.percentile(a, 90)), p99_ms=float(np.percentile(a, 99)),
-            min_ms=float(a.min()), max_ms=float(a.max()), std_ms=float(a.std()),
+            iterations_ms=[float(x) for x in times_ms],
+            median_ms=st.median, mean_ms=st.mean, p90_ms=st.p90, p99_ms=st.p99,
+            min_ms=st.min, max_ms=st.max, std_ms=st.std,
         )
 
     def to_dict(self) -> dict:
@@ -145,6 +143,8 @@ class BenchmarkResult:
     data: Optional[str] = None
     ort_version: str = ""
     system: dict = field(default_factory=dict)
+    #: how the sessions were configured (the engine's description)
+    engine: str = "onnxruntime CPUExecutionProvider, ORT_ENABLE_ALL, intra_op=cores, inter_op=1"
 
     @property
     def baseline_label(self) -> str:
@@ -184,7 +184,7 @@ class BenchmarkResult:
                 "seconds": self.seconds,
                 "ort_version": self.ort_version,
                 "system": dict(self.system),
-                "engine": "onnxruntime CPUExecutionProvider, ORT_ENABLE_ALL, intra_op=cores, inter_op=1",
+                "engine": self.engine,
             },
             "results": [r.to_dict() for r in self.runs],
         }
@@ -201,6 +201,7 @@ class BenchmarkResult:
             dims=dict(b.get("dims") or {}), name=b.get("name", "benchmark"), id=b.get("id"),
             created=b.get("created", ""), seconds=float(b.get("seconds", 0.0)), data=b.get("data"),
             ort_version=b.get("ort_version", ""), system=dict(b.get("system") or {}),
+            **({"engine": b["engine"]} if b.get("engine") else {}),
         )
         res.runs = [BenchmarkRun.from_dict(r) for r in d.get("results", [])]
         return res
@@ -221,53 +222,6 @@ def build_feeds(model_path: Union[str, Path], batch_size: int, dims: Optional[di
         batches = load_sample_data(str(data), specs, batch_size)
         return [{k: np.ascontiguousarray(v) for k, v in b.items()} for b in batches[:max_batches]]
     return [{k: np.ascontiguousarray(v) for k, v in synthetic_inputs(specs, seed=0).items()}]
-
-
-def time_session(session, feeds: Sequence[dict], *, warmup: int, iterations: int,
-                 cancel: Optional[CancelToken] = None) -> list[float]:
-    """Run ``session`` ``warmup`` times untimed, then ``iterations`` times timed; ms per run.
-
-    The loop is kept minimal: feeds pre-built (cycled when there are several), output names fixed,
-    the result list pre-allocated, ``time.perf_counter_ns`` around ``session.run`` only. A cancel
-    terminates the running ``session.run`` (RunOptions) and raises ``JobCanceled``.
-    """
-    out_names = [o.name for o in session.get_outputs()]
-    run_options = cancel.run_options() if cancel is not None else None
-    run = session.run
-    n = len(feeds)
-    for i in range(max(0, int(warmup))):
-        _guarded_run(run, out_names, feeds[i % n], run_options, cancel)
-    clock = time.perf_counter_ns
-    times_ns = [0] * int(iterations)
-    try:
-        if n == 1:
-            feed = feeds[0]
-            for i in range(int(iterations)):
-                t0 = clock()
-                run(out_names, feed, run_options)
-                times_ns[i] = clock() - t0
-        else:
-            for i in range(int(iterations)):
-                feed = feeds[i % n]
-                t0 = clock()
-                run(out_names, feed, run_options)
-                times_ns[i] = clock() - t0
-    except Exception:
-        if cancel is not None:
-            cancel.check()
-        raise
-    if cancel is not None:
-        cancel.check()
-    return [t / 1e6 for t in times_ns]
-
-
-def _guarded_run(run, out_names, feed, run_options, cancel):
-    try:
-        return run(out_names, feed, run_options)
-    except Exception:
-        if cancel is not None:
-            cancel.check()
-        raise
 
 
 def _normalize_models(models) -> list[ModelSpec]:
@@ -293,16 +247,6 @@ def _normalize_models(models) -> list[ModelSpec]:
     return out
 
 
-def _system() -> dict:
-    """CPU model, cores and instruction sets of this machine (the numbers only hold for it)."""
-    try:
-        from sparsify_tui.analysis.system import system_info
-
-        return system_info().to_dict()
-    except Exception:  # pragma: no cover - informational only
-        return {}
-
-
 def run_benchmark(
     models,
     *,
@@ -314,6 +258,7 @@ def run_benchmark(
     data: Optional[Union[str, Path]] = None,
     name: str = "benchmark",
     rounds: int = 3,
+    engine: Any = None,
     progress: Optional[ProgressFn] = None,
     cancel: Optional[CancelToken] = None,
 ) -> BenchmarkResult:
@@ -324,11 +269,11 @@ def run_benchmark(
     ``batch_sizes``/``core_counts``: positive ints. ``dims``: symbolic dims other than batch
     (``{"x:2": 48}`` or ``{"seq": 128}``). ``data``: optional ``.npz``/``.npy`` sample data path.
     ``rounds``: how many interleaved rounds the iterations are split into (at most ``iterations``).
-    Raises ``SparsifyError`` subclasses for bad input, ``JobCanceled`` on cancel.
+    ``engine``: the runtime measured (a name in :data:`sparsify_tui.engine.ENGINES` or an ``Engine``;
+    default onnxruntime). Raises ``SparsifyError`` subclasses for bad input, ``JobCanceled`` on cancel.
     """
-    import onnxruntime as ort
-
-    from sparsify_tui.profiling.session import make_session
+    from sparsify_tui.engine import get_engine
+    from sparsify_tui.engine.timing import time_runs
 
     specs = _normalize_models(models)
     batch_sizes = [int(b) for b in batch_sizes]
@@ -339,11 +284,12 @@ def run_benchmark(
         raise SparsifyError(f"core counts {core_counts} invalid: give positive integers, e.g. --cores 1,2")
     if int(iterations) < 1 or int(warmup) < 0:
         raise SparsifyError("iterations must be >= 1 and warmup >= 0")
+    engine = get_engine(engine)
     result = BenchmarkResult(
         models=specs, batch_sizes=batch_sizes, core_counts=core_counts, warmup=int(warmup),
         iterations=int(iterations), dims=dict(dims or {}), name=name, data=str(data) if data else None,
-        created=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"), ort_version=ort.__version__,
-        system=_system(),
+        created=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"), ort_version=engine.version,
+        system=engine.system_info().to_dict(), engine=engine.description,
     )
     rounds = max(1, min(int(rounds), int(iterations)))
     share = [int(iterations) // rounds + (1 if r < int(iterations) % rounds else 0) for r in range(rounds)]
@@ -362,12 +308,13 @@ def run_benchmark(
                         progress(f"{spec.label} batch {bs} cores {cores} (round {r + 1}/{rounds})", done / total)
                     if spec.label not in feeds_by_model:
                         feeds_by_model[spec.label] = build_feeds(spec.path, bs, dims, data)
-                    session = make_session(spec.path, cores)
+                    session = engine.open_session(spec.path, cores)
                     try:
-                        times[spec.label] += time_session(session, feeds_by_model[spec.label], warmup=warmup,
-                                                          iterations=share[r], cancel=cancel)
+                        times[spec.label] += time_runs(session, feeds_by_model[spec.label], warmup=warmup,
+                                                       iterations=share[r], cancel=cancel)
                     finally:
-                        del session  # one live session at a time
+                        session.close()  # one live session at a time
+                        del session
                         gc.collect()
                     done += 1
             for spec in specs:

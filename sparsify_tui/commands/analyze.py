@@ -32,28 +32,27 @@ def register(sub) -> None:
     p.set_defaults(handler=run)
 
 
-def _fmt(n: float) -> str:
-    for unit, scale in (("G", 1e9), ("M", 1e6), ("K", 1e3)):
-        if abs(n) >= scale:
-            return f"{n / scale:.2f}{unit}"
-    return f"{int(n)}"
-
-
 def run(args) -> int:
     """Handler: analyze and print. User errors raise SparsifyError (one line, exit 2)."""
+    from sparsify_tui import settings
     from sparsify_tui.analysis.nodes import analyze_model
     from sparsify_tui.analysis.shapes import parse_dim_args
     from sparsify_tui.cli import print_json
-    from sparsify_tui.errors import DimensionError
+    from sparsify_tui.engine import get_engine
+    from sparsify_tui.formatting import format_count
 
-    if args.batch_size < 1:
-        raise DimensionError(f"--batch-size must be at least 1 (got {args.batch_size}): pass --batch-size 1 or more")
+    settings.batch_size(args.batch_size)
     dims = parse_dim_args(args.dim)
-    analysis = analyze_model(args.model, batch_size=args.batch_size, dims=dims, count_zeros=not args.no_zero_count)
+    analysis = analyze_model(args.model, batch_size=args.batch_size, dims=dims, count_zeros=not args.no_zero_count,
+                             engine=get_engine())
     if args.json:
         print_json(analysis.to_dict())
         return 0
     t = analysis.totals
+
+    def _fmt(n: float) -> str:
+        return format_count(n, sep="")
+
     lines = [
         f"model     {analysis.path}  ({analysis.file_size_bytes / 1e6:.1f} MB, IR {analysis.ir_version}, "
         f"opset {analysis.opset}, {analysis.producer or 'unknown producer'})",

@@ -3,17 +3,17 @@
 Steps of :func:`apply_optimization`:
 
 1. Load the model (external data included).
-2. Prune every configured layer with :func:`sparsify_tui.profiling.pruning.magnitude_prune`: exactly
+2. Prune every configured layer with :func:`sparsify_tui.engine.pruning.magnitude_prune`: exactly
    ``round(sparsity * n)`` of the smallest-|w| weights are set to zero. The weight is found by name as
    an initializer or a ``Constant`` node output; when a layer's weight is computed from an initializer
    through ``Transpose``/``Reshape``/``Identity``/``Cast``/``Squeeze``/``Unsqueeze``/``Flatten``, the
    source initializer is pruned (those ops only move values, so the zero count carries over).
-3. When quantizing: INT8 with :func:`sparsify_tui.profiling.quant.quantize_int8` (the one INT8 path:
+3. When quantizing: INT8 with the engine's ``quantize_int8`` (the one INT8 path; onnxruntime:
    ``quant_pre_process``, static QDQ, per-channel, MinMax on the calibration batches), with the
    excluded layers' nodes left in FP32. Rounding to INT8 could turn a small surviving weight into 0;
    such weights are set to the nearest non-zero INT8 step (±1) so the written file keeps exactly the
    configured sparsity.
-4. ``ir_version`` is lowered when needed so onnxruntime loads the file.
+4. ``ir_version`` is lowered to 10 when the opsets allow (:func:`sparsify_tui.engine.weights.lower_ir_version`).
 5. Measure: the sparsity of every layer read back from the written file, and the output difference
    against the baseline model on the calibration inputs (:func:`output_difference`).
 
@@ -30,19 +30,20 @@ import tempfile
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Optional, Sequence, Union
+from typing import Any, Optional, Sequence, Union
 
 import numpy as np
 
+from sparsify_tui.analysis.graph import node_id as _node_id
+from sparsify_tui.engine.weights import (  # noqa: F401 (EXTERNAL_DATA_BYTES, find_weight_source: public here too)
+    EXTERNAL_DATA_BYTES, PASS_THROUGH_OPS, all_initializers, all_nodes, file_size, find_weight_source, get_array,
+    lower_ir_version, producers, set_array,
+)
+from sparsify_tui.engine.weights import has_external_data as _has_external_data
+from sparsify_tui.engine.weights import load as _load
+from sparsify_tui.engine.weights import save as _save
 from sparsify_tui.errors import ModelError, SparsifyError
 from sparsify_tui.progress import CancelToken, ProgressFn, maybe_check
-
-#: ops that only move/re-type weight values; a weight computed through them is pruned at its source.
-PASS_THROUGH_OPS = ("Transpose", "Reshape", "Identity", "Cast", "Squeeze", "Unsqueeze", "Flatten")
-#: models at or above this size are written with external data (protobuf's 2 GB limit).
-EXTERNAL_DATA_BYTES = 1_800_000_000
-#: newest IR version onnxruntime 1.31 loads is 13; models are written at <= 10 when their opsets allow.
-MAX_IR_VERSION = 10
 
 
 @dataclass
@@ -109,154 +110,12 @@ class ApplyResult:
         }
 
 
-# ----------------------------------------------------------------------------------------- weights
-
-
-def _graphs(model) -> list:
-    """The main graph and every subgraph (If/Loop/Scan bodies), depth first."""
-    out = []
-
-    def walk(g):
-        out.append(g)
-        for n in g.node:
-            for a in n.attribute:
-                if a.type == 5:  # AttributeProto.GRAPH
-                    walk(a.g)
-                elif a.type == 10:  # AttributeProto.GRAPHS
-                    for sub in a.graphs:
-                        walk(sub)
-
-    walk(model.graph)
-    return out
-
-
-def _all_nodes(model) -> list:
-    return [n for g in _graphs(model) for n in g.node]
-
-
-def _all_initializers(model) -> list:
-    return [t for g in _graphs(model) for t in g.initializer]
-
-
-def _producers(model) -> dict:
-    """``{tensor name: producing node}`` over the main graph and all subgraphs (names are unique model-wide)."""
-    return {o: n for n in _all_nodes(model) for o in n.output}
-
-
-def _constant_value_attr(node):
-    for a in node.attribute:
-        if a.name == "value":
-            return a
-    return None
-
-
-def find_weight_source(model, weight_name: str) -> tuple[str, str]:
-    """Where the values of ``weight_name`` live (main graph or a subgraph): ``(kind, tensor_name)`` with
-    kind ``"initializer"`` or ``"constant"``; follows :data:`PASS_THROUGH_OPS` back from a computed
-    weight. Raises ``ModelError`` when the weight is not a constant tensor of the model."""
-    inits = {t.name for t in _all_initializers(model)}
-    prod = _producers(model)
-    name = weight_name
-    for _ in range(16):
-        if name in inits:
-            return "initializer", name
-        node = prod.get(name)
-        if node is None:
-            break
-        if node.op_type == "Constant" and _constant_value_attr(node) is not None:
-            return "constant", name
-        if node.op_type in PASS_THROUGH_OPS and node.input:
-            name = node.input[0]
-            continue
-        break
-    raise ModelError(f"weight {weight_name} is not an initializer of the model: check the optimization was made for this model")
-
-
-def _get_array(model, kind: str, name: str) -> np.ndarray:
-    from onnx import numpy_helper
-
-    if kind == "initializer":
-        for t in _all_initializers(model):
-            if t.name == name:
-                return numpy_helper.to_array(t)
-    else:
-        node = _producers(model)[name]
-        return numpy_helper.to_array(_constant_value_attr(node).t)
-    raise KeyError(name)
-
-
-def _set_array(model, kind: str, name: str, arr: np.ndarray) -> None:
-    from onnx import numpy_helper
-
-    tensor = numpy_helper.from_array(arr, name)
-    if kind == "initializer":
-        for t in _all_initializers(model):
-            if t.name == name:
-                t.CopyFrom(tensor)
-                return
-    else:
-        node = _producers(model)[name]
-        _constant_value_attr(node).t.CopyFrom(tensor)
-        return
-    raise KeyError(name)
-
-
-def _fix_ir_version(model) -> None:
-    """Lower ``ir_version`` to what onnxruntime loads (<= 10 unless the opsets need more)."""
-    import onnx.helper
-
-    if model.ir_version > MAX_IR_VERSION:
-        try:
-            need = onnx.helper.find_min_ir_version_for(list(model.opset_import), ignore_unknown=True)
-        except Exception:  # pragma: no cover - unknown opset table
-            need = MAX_IR_VERSION
-        model.ir_version = max(MAX_IR_VERSION, min(int(need), model.ir_version))
-
-
-def _save(model, path: Path, external: bool) -> None:
-    import onnx
-
-    path.parent.mkdir(parents=True, exist_ok=True)
-    data = path.with_name(path.name + ".data")
-    if data.exists():
-        data.unlink()
-    if external:
-        onnx.save_model(model, str(path), save_as_external_data=True, all_tensors_to_one_file=True,
-                        location=data.name, size_threshold=1024)
-    else:
-        onnx.save_model(model, str(path))
-
-
-def _load(path: Union[str, Path]):
-    try:
-        from sparsify_tui.analysis.loading import load_model
-    except ImportError:  # pragma: no cover - analysis not installed yet
-        import onnx
-
-        return onnx.load(str(path))
-    return load_model(path)
-
-
-def _has_external_data(path: Path) -> bool:
-    import onnx
-
-    m = onnx.load(str(path), load_external_data=False)
-    return any(t.data_location == onnx.TensorProto.EXTERNAL for t in m.graph.initializer)
-
-
-def file_size(path: Union[str, Path]) -> int:
-    """Bytes of the model file plus its ``<file>.data`` external data file when present."""
-    p = Path(path)
-    data = p.with_name(p.name + ".data")
-    return p.stat().st_size + (data.stat().st_size if data.exists() else 0)
-
-
 # ----------------------------------------------------------------------------------- measuring back
 
 
 def _dq_int8_source(model, name: str):
     """If tensor ``name`` is produced by DequantizeLinear of a constant, that constant's (kind, name)."""
-    prod = _producers(model)
+    prod = producers(model)
     node = prod.get(name)
     if node is not None and node.op_type == "DequantizeLinear":
         try:
@@ -273,9 +132,9 @@ def locate_weight(model, weight_name: str, node_id: Optional[str] = None):
     ``_quantized`` INT8 twin, then the layer node's weight input (by ``node_id``) through
     DequantizeLinear / pass-through ops.
     """
-    inits = {t.name for t in _all_initializers(model)}
-    prod = _producers(model)
-    nodes = _all_nodes(model)
+    inits = {t.name for t in all_initializers(model)}
+    prod = producers(model)
+    nodes = all_nodes(model)
     consumers_w = [n for n in nodes if weight_name in n.input]
     # quantized: W -> QuantizeLinear? no: ORT stores W_quantized (int8) -> DequantizeLinear -> consumer
     if weight_name + "_quantized" in inits:
@@ -292,7 +151,7 @@ def locate_weight(model, weight_name: str, node_id: Optional[str] = None):
         return kind, src, False
     if node_id:
         for n in nodes:
-            if (n.name or (n.output[0] if n.output else "")) == node_id and len(n.input) > 1:
+            if _node_id(n) == node_id and len(n.input) > 1:
                 w = n.input[1]
                 q = _dq_int8_source(model, w)
                 if q is not None:
@@ -307,7 +166,7 @@ def locate_weight(model, weight_name: str, node_id: Optional[str] = None):
 
 def _consumer_node_ids(model, weight_name: str) -> list[str]:
     """Node ids (name or first output) of the nodes consuming ``weight_name`` (through pass-through ops)."""
-    nodes = _all_nodes(model)
+    nodes = all_nodes(model)
     names = {weight_name}
     frontier = [weight_name]
     out = []
@@ -321,7 +180,7 @@ def _consumer_node_ids(model, weight_name: str) -> list[str]:
                             names.add(o)
                             frontier.append(o)
                 else:
-                    out.append(n.name or n.output[0])
+                    out.append(_node_id(n))
     return out
 
 
@@ -335,7 +194,7 @@ def measure_sparsities(model_path: Union[str, Path], layers: dict[str, Optional[
         if loc is None:
             out[w] = (None, None)
             continue
-        arr = _get_array(model, loc[0], loc[1])
+        arr = get_array(model, loc[0], loc[1])
         out[w] = (int(arr.size - np.count_nonzero(arr)), int(arr.size))
     return out
 
@@ -343,7 +202,8 @@ def measure_sparsities(model_path: Union[str, Path], layers: dict[str, Optional[
 # --------------------------------------------------------------------------------- output difference
 
 
-def output_difference(baseline_path, model_path, feeds: Sequence[dict], *, cancel: Optional[CancelToken] = None) -> dict:
+def output_difference(baseline_path, model_path, feeds: Sequence[dict], *, cancel: Optional[CancelToken] = None,
+                      engine: Any = None) -> dict:
     """Compare the outputs of ``model_path`` against ``baseline_path`` on ``feeds`` (list of feed dicts).
 
     Returns ``{"max_abs": float, "nmse": float, "top1_agreement": float|None, "samples": int,
@@ -351,20 +211,24 @@ def output_difference(baseline_path, model_path, feeds: Sequence[dict], *, cance
     ``max_abs = max |y - y_base|`` and ``nmse = sum (y - y_base)^2 / sum y_base^2`` (normalized MSE;
     0 = identical), and ``top1_agreement`` is the fraction of items whose argmax over the last axis
     agrees, for classifier-like first outputs of shape ``[batch, classes>1]`` (else None).
-    One session is alive at a time.
+    Both models run on ``engine`` (default onnxruntime) with every core; one session is alive at a time.
     """
-    from sparsify_tui.profiling.session import make_session
+    from sparsify_tui.engine import get_engine
+    from sparsify_tui.engine.timing import canceled_as_job
+
+    engine = get_engine(engine)
 
     def run_all(path):
-        sess = make_session(str(path), None)
-        names = [o.name for o in sess.get_outputs()]
-        input_names = {i.name for i in sess.get_inputs()}
-        ro = cancel.run_options() if cancel is not None else None
-        res = []
-        for f in feeds:
-            maybe_check(cancel)
-            res.append(sess.run(names, {k: v for k, v in f.items() if k in input_names}, ro))
-        del sess
+        with engine.open_session(str(path)) as sess:
+            names = list(sess.output_names)
+            input_names = set(sess.input_names)
+            run = sess.runner(names, cancel)
+            res = []
+            with canceled_as_job(cancel):
+                for f in feeds:
+                    maybe_check(cancel)
+                    res.append(run({k: v for k, v in f.items() if k in input_names}))
+            del run
         return names, res
 
     names, base = run_all(baseline_path)
@@ -428,7 +292,7 @@ def _fix_int8_zeros(qmodel, pruned: dict, sources: dict) -> int:
         loc = locate_weight(qmodel, w, sources[w][2])
         if loc is None or not loc[2]:
             continue
-        q = _get_array(qmodel, loc[0], loc[1])
+        q = get_array(qmodel, loc[0], loc[1])
         if q.shape != arr.shape or q.dtype not in (np.int8, np.uint8):
             continue
         if q.dtype == np.uint8:  # asymmetric weights have a zero point; leave them
@@ -438,7 +302,7 @@ def _fix_int8_zeros(qmodel, pruned: dict, sources: dict) -> int:
         if n:
             q = q.copy()
             q[bad] = np.sign(arr[bad]).astype(np.int8)
-            _set_array(qmodel, loc[0], loc[1], q)
+            set_array(qmodel, loc[0], loc[1], q)
             fixed += n
     return fixed
 
@@ -448,6 +312,7 @@ def apply_optimization(
     sparsities: dict,
     *,
     quantize: bool = False,
+    engine: Any = None,
     excluded: Sequence[str] = (),
     out_path: Union[str, Path],
     calibration: Optional[Sequence[dict]] = None,
@@ -463,6 +328,7 @@ def apply_optimization(
     Args:
         sparsities: ``{weight_name: sparsity in [0, 1]}``; 0 leaves a layer dense.
         quantize: write a static INT8 QDQ model; ``excluded``: node ids kept FP32.
+        engine: the runtime that quantizes and runs the models (default onnxruntime).
         calibration: feed dicts for INT8 calibration and the output comparison; default
             :func:`calibration_inputs` (``data`` sample file or synthetic with ``dims``,
             ``calibration_samples`` batches of 1).
@@ -472,8 +338,10 @@ def apply_optimization(
     ``DimensionError``/``SampleDataError`` (calibration inputs), ``JobCanceled``, ``ValueError``
     (sparsity outside [0, 1]).
     """
-    from sparsify_tui.profiling.pruning import magnitude_prune, pruned_count
+    from sparsify_tui.engine import get_engine
+    from sparsify_tui.engine.pruning import magnitude_prune, pruned_count
 
+    engine = get_engine(engine)
     t0 = time.perf_counter()
     prog = progress or (lambda s, f: None)
     src = Path(model_path)
@@ -501,21 +369,19 @@ def apply_optimization(
         sources[w] = (kind, name, node_ids[0] if node_ids else None)
         if name in done_sources:
             warnings.append(f"{w} shares its weights with {done_sources[name]}; pruned once")
-        arr = _get_array(model, kind, name)
+        arr = get_array(model, kind, name)
         if not np.issubdtype(arr.dtype, np.floating):
             raise ModelError(f"weight {w} is {arr.dtype}, not float: apply the optimization to the FP32 model")
         new = magnitude_prune(arr, float(s)) if float(s) > 0 else arr
         if float(s) > 0:
-            _set_array(model, kind, name, new)
+            set_array(model, kind, name, new)
         done_sources[name] = w
         pruned[w] = new
         layers.append(LayerApplied(w, name, int(arr.size), float(s), pruned_count(arr.size, float(s))))
-    _fix_ir_version(model)
+    lower_ir_version(model)
 
     with tempfile.TemporaryDirectory(prefix="sparsify-apply-") as tmp:
         if quantize:
-            from sparsify_tui.profiling.quant import quantize_int8
-
             pruned_path = Path(tmp) / "pruned.onnx"
             _save(model, pruned_path, external)
             del model
@@ -529,8 +395,8 @@ def apply_optimization(
 
             qtmp = Path(tmp) / "int8.onnx"
             try:
-                qres = quantize_int8(pruned_path, qtmp, list(calibration), per_channel=True,
-                                     excluded_nodes=list(excluded), progress=qprog, cancel=cancel)
+                qres = engine.quantize_int8(pruned_path, qtmp, list(calibration), per_channel=True,
+                                            excluded_nodes=list(excluded), progress=qprog, cancel=cancel)
             except ModelError as err:
                 reason = str(err).split(" failed: ", 1)[-1]
                 raise ModelError(f"INT8 quantization of the pruned {src.name} failed ({reason}): turn quantization "
@@ -540,8 +406,7 @@ def apply_optimization(
             fixed = _fix_int8_zeros(qmodel, pruned, sources)
             if fixed:
                 warnings.append(f"{fixed} surviving weights rounded to INT8 zero were set to ±1 step to keep the sparsity exact")
-            _fix_ir_version(qmodel)
-            ir = qmodel.ir_version
+            ir = lower_ir_version(qmodel)
             _save(qmodel, out, external)
             del qmodel
             quant_info = qres.to_dict()
@@ -572,7 +437,7 @@ def apply_optimization(
         prog("comparing outputs", 0.85)
         if calibration is None:
             calibration = calibration_inputs(src, dims=dims, data=data, samples=min(4, calibration_samples))
-        diff = output_difference(src, out, list(calibration), cancel=cancel)
+        diff = output_difference(src, out, list(calibration), cancel=cancel, engine=engine)
     prog("done", 1.0)
     return ApplyResult(
         out_path=out, quantized=bool(quantize), excluded=list(excluded), layers=layers, output_diff=diff,

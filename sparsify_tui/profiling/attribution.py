@@ -1,4 +1,10 @@
-"""Map onnxruntime's profiled kernels back to the original ONNX nodes.
+"""Map an engine's profiled kernels back to the original ONNX nodes.
+
+The engine's profiled pass (:meth:`sparsify_tui.engine.base.Engine.profile`) hands over neutral data: the
+graph it ran as :class:`~sparsify_tui.analysis.graph.GraphNode` rows and ms per kernel keyed by those
+nodes' names. This module only matches graphs, so it stays in profiling. The renaming and layout rules
+below are onnxruntime's (the engine sparsify-tui measures with); on a runtime that keeps node names,
+step 1 anchors every kernel by name and the rest is never needed.
 
 onnxruntime (``ORT_ENABLE_ALL``) does not run the graph the user gave it:
 
@@ -52,18 +58,18 @@ INT8 QDQ models keep the original node names (verified: ``quantize_static`` name
 kernels are attributed in two steps: kernel -> node of the QDQ model (steps 1-4), then QDQ node ->
 original node by name, else by output tensor; Q/DQ nodes map to ``[quantize/dequantize]``.
 
-Control-flow kernels (If/Loop/Scan) include the time of the subgraph kernels they run; nested kernel
-events are subtracted from the enclosing one, so nothing is counted twice.
+Control-flow kernels (If/Loop/Scan) include the time of the subgraph kernels they run; the engine's
+trace parsing subtracts nested kernel events from the enclosing one, so nothing is counted twice.
 """
 
 from __future__ import annotations
 
-import json
 import re
 from collections import defaultdict
 from dataclasses import dataclass, field
-from pathlib import Path
-from typing import Iterable, Optional, Sequence, Union
+from typing import Iterable, Optional, Sequence
+
+from sparsify_tui.analysis.graph import GraphNode
 
 LAYOUT_ROW = "[layout conversion]"
 UNATTRIBUTED_ROW = "[unattributed]"
@@ -76,120 +82,6 @@ LAYER_OPS = {"Conv", "ConvTranspose", "Gemm", "MatMul", "QLinearConv", "QLinearM
 _LAYOUT_OPS = {"ReorderInput", "ReorderOutput", "Transpose"}
 _QDQ_OPS = {"QuantizeLinear", "DequantizeLinear", "DynamicQuantizeLinear"}
 _SUFFIXES = re.compile(r"(_nchwc|_token_\d+|/MatMulAddFusion)$")
-
-
-@dataclass
-class GraphNode:
-    """A node reduced to what attribution needs. ``id`` = name, or first output (analysis' node id rule)."""
-
-    id: str
-    name: str
-    op_type: str
-    inputs: list
-    outputs: list
-    flops: int = 0
-
-
-def graph_nodes(model, *, with_initializers: bool = False):
-    """Flattened nodes of an ``onnx.ModelProto`` (main graph, then each subgraph after its parent node).
-
-    Returns ``list[GraphNode]``, or ``(nodes, initializer_names)`` with ``with_initializers=True``.
-    Node ids follow :mod:`sparsify_tui.analysis.nodes` (name, else first output, else ``<op>_<i>``).
-    """
-    import onnx
-
-    nodes: list = []
-    inits: set = set()
-
-    def walk(graph):
-        inits.update(t.name for t in graph.initializer)
-        for i, n in enumerate(graph.node):
-            nid = n.name or (n.output[0] if n.output and n.output[0] else f"{n.op_type}_{i}")
-            nodes.append(GraphNode(nid, n.name, n.op_type, [x for x in n.input], [x for x in n.output]))
-            for a in n.attribute:
-                if a.type == onnx.AttributeProto.GRAPH:
-                    walk(a.g)
-                elif a.type == onnx.AttributeProto.GRAPHS:
-                    for g in a.graphs:
-                        walk(g)
-
-    walk(model.graph)
-    return (nodes, inits) if with_initializers else nodes
-
-
-# --------------------------------------------------------------------------- trace parsing
-@dataclass
-class KernelTimes:
-    """Per-kernel times from an onnxruntime profile trace, averaged over the counted runs.
-
-    ``ms``: kernel key -> ms per run (exclusive of nested kernels); ``op_type``: key -> op;
-    ``order``: keys in first-execution order; ``runs``: number of runs averaged; ``run_ms``: mean
-    ``model_run`` duration (ms, includes framework overhead between kernels).
-    Keys are the optimized node names; a name that occurs k>1 times within one run (e.g. unnamed
-    nodes) gets keys ``name``, ``name#1``, ... in execution order.
-    """
-
-    ms: dict = field(default_factory=dict)
-    op_type: dict = field(default_factory=dict)
-    order: list = field(default_factory=list)
-    runs: int = 0
-    run_ms: float = 0.0
-
-    @property
-    def total_ms(self) -> float:
-        return float(sum(self.ms.values()))
-
-
-def parse_trace(trace: Union[str, Path, list, dict], skip_runs: int = 0) -> KernelTimes:
-    """Parse an onnxruntime profiling JSON (a list of Chrome-trace events, or ``{"traceEvents": [...]}``).
-
-    Node events are ``{"cat": "Node", "name": "<node>_kernel_time", "ts": µs, "dur": µs,
-    "args": {"op_name": ...}}``; runs are the ``{"cat": "Session", "name": "model_run"}`` events.
-    The first ``skip_runs`` runs (warm-up) are ignored. Times are converted to ms per run.
-    """
-    if isinstance(trace, (str, Path)):
-        with open(trace, "r", encoding="utf-8") as fh:
-            trace = json.load(fh)
-    events = trace.get("traceEvents", []) if isinstance(trace, dict) else trace
-    runs = sorted((int(e["ts"]), int(e["ts"]) + int(e.get("dur", 0))) for e in events
-                  if e.get("cat") == "Session" and e.get("name") == "model_run")
-    kernels = sorted((e for e in events if e.get("cat") == "Node" and str(e.get("name", "")).endswith("_kernel_time")),
-                     key=lambda e: (int(e["ts"]), -int(e.get("dur", 0))))
-    out = KernelTimes()
-    if not runs:  # no run markers: treat the whole trace as one run
-        runs = [(min((int(e["ts"]) for e in kernels), default=0), 1 << 62)]
-    counted = runs[skip_runs:]
-    if not counted:
-        return out
-    totals: dict = defaultdict(float)
-    ri = 0
-    for run_start, run_end in counted:
-        in_run = [e for e in kernels if run_start <= int(e["ts"]) <= run_end]
-        # exclusive time: subtract events nested inside an enclosing one (control-flow subgraphs)
-        excl = [float(e.get("dur", 0)) for e in in_run]
-        stack: list = []  # (end µs, index) of enclosing events
-        for i, e in enumerate(in_run):
-            ts, end = int(e["ts"]), int(e["ts"]) + int(e.get("dur", 0))
-            while stack and stack[-1][0] <= ts:
-                stack.pop()
-            if stack and end <= stack[-1][0]:
-                excl[stack[-1][1]] -= float(e.get("dur", 0))
-            stack.append((end, i))
-        seen: dict = defaultdict(int)
-        for e, us in zip(in_run, excl):
-            base = str(e["name"])[: -len("_kernel_time")]
-            k = seen[base]
-            seen[base] += 1
-            key = base if k == 0 else f"{base}#{k}"
-            if key not in out.op_type:
-                out.op_type[key] = (e.get("args") or {}).get("op_name", "")
-                out.order.append(key)
-            totals[key] += max(us, 0.0) / 1000.0
-        ri += 1
-    out.runs = ri
-    out.ms = {k: totals[k] / ri for k in out.order}
-    out.run_ms = sum((b - a) for a, b in counted) / 1000.0 / ri
-    return out
 
 
 # --------------------------------------------------------------------------- attribution
@@ -222,7 +114,8 @@ def _strip(name: str) -> str:
 
 
 def _opt_keys(opt_nodes: Sequence[GraphNode]) -> list:
-    """Kernel keys for optimized nodes, matching :func:`parse_trace` (duplicates get ``#k``)."""
+    """Kernel keys for optimized nodes, matching the engine's :class:`~sparsify_tui.engine.base.KernelTimes`
+    (duplicates get ``#k``)."""
     seen: dict = defaultdict(int)
     keys = []
     for n in opt_nodes:
@@ -245,8 +138,8 @@ def attribute(
     Args:
         original: original nodes in graph order; objects with ``id, name, op_type, inputs, outputs``
             and optionally ``flops`` (e.g. ``analysis.nodes.NodeInfo`` or :class:`GraphNode`).
-        optimized: nodes of the optimized model (:func:`graph_nodes` of the saved optimized model).
-        kernel_ms: kernel key -> ms per run (:attr:`KernelTimes.ms`).
+        optimized: nodes of the optimized model (:attr:`sparsify_tui.engine.base.ProfiledPass.nodes`).
+        kernel_ms: kernel key -> ms per run (:attr:`sparsify_tui.engine.base.KernelTimes.ms`).
         optimized_initializers: initializer names of the optimized model (never treated as activations).
         kernel_op_types: kernel key -> op type from the trace, for kernels missing from ``optimized``.
 

@@ -1,6 +1,7 @@
 """Loss profiles: how much each prunable layer hurts the model when pruned (or quantized to INT8).
 
-Three methods, each giving per layer a sensitivity value at each sparsity level (higher = more harmful):
+Layers are the prunable layers of :mod:`sparsify_tui.analysis.layers` (the one definition). Three methods,
+each giving per layer a sensitivity value at each sparsity level (higher = more harmful):
 
 * ``approximated`` (no run, always available as the "Approximated" profile): SparseML's architecture
   heuristic ``features_per_params · shape_change_mult`` (``pruning_loss_sens_approx``: (input + output
@@ -13,7 +14,7 @@ Three methods, each giving per layer a sensitivity value at each sparsity level 
   single weight). Level 0 is the baseline 0. Because ``|w|`` is sorted, each layer's curve is
   non-decreasing in s. The model value at s is the sum over layers. Unit: mean |w| removed.
 * ``one-shot`` (default levels 0, .2, .4, .6, .7, .8, .85, .9, .95, .99): prune only that layer by magnitude
-  (:func:`sparsify_tui.profiling.pruning.magnitude_prune`), run ``batches`` batches, compare with the dense
+  (:func:`sparsify_tui.engine.pruning.magnitude_prune`), run ``batches`` batches, compare with the dense
   outputs (metric below). See :mod:`sparsify_tui.profiling.loss_oneshot` for how it stays fast.
 
 Metric of the one-shot method (``metric`` = None/"auto", "kl" or "nmse"), per float graph output, averaged
@@ -54,10 +55,11 @@ from typing import Optional
 
 import numpy as np
 
+from sparsify_tui.analysis.layers import LayerRef, find_layers
+from sparsify_tui.analysis.loading import load_model
+from sparsify_tui.engine.pruning import pruned_count
 from sparsify_tui.errors import ModelError
 from sparsify_tui.progress import maybe_check
-from sparsify_tui.profiling.loss_layers import LayerRef, find_layers, initializer_size, load_model_proto
-from sparsify_tui.profiling.pruning import pruned_count
 
 METHODS = ("approximated", "magnitude", "one-shot")
 MAGNITUDE_LEVELS = tuple(round(i / 100, 2) for i in range(100))
@@ -285,10 +287,10 @@ def magnitude_values(abs_sorted: np.ndarray, levels) -> dict:
     return out
 
 
-def int8_weight_qdq(weight: np.ndarray, axis: int) -> np.ndarray:
-    """INT8 quantize-dequantize of a weight, per-channel symmetric on ``axis`` (as ``quantize_static``
-    per_channel: scale = max|w| / 127.5, zero point 0, values rounded half-to-even and clipped to
-    [-128, 127]). Same shape and dtype as ``weight``."""
+def int8_weight_qdq(weight: np.ndarray, axis: Optional[int]) -> np.ndarray:
+    """INT8 quantize-dequantize of a weight, per-channel symmetric on ``axis`` (per tensor when None), as
+    ``quantize_static`` per_channel: scale = max|w| / 127.5, zero point 0, values rounded half-to-even and
+    clipped to [-128, 127]. Same shape and dtype as ``weight``."""
     w = np.asarray(weight, dtype=np.float32)
     red = tuple(i for i in range(w.ndim) if i != axis)
     absmax = np.max(np.abs(w), axis=red, keepdims=True) if w.ndim else np.abs(w)
@@ -297,7 +299,7 @@ def int8_weight_qdq(weight: np.ndarray, axis: int) -> np.ndarray:
     return (q * scale).astype(weight.dtype)
 
 
-def weight_int8_error(weight: np.ndarray, axis: int) -> float:
+def weight_int8_error(weight: np.ndarray, axis: Optional[int]) -> float:
     """``Σ(w − q(w))² / Σw²`` for the INT8 per-channel quantization of ``weight`` (1/SQNR, linear)."""
     w = np.asarray(weight, dtype=np.float64)
     den = float(np.sum(w * w))
@@ -312,7 +314,7 @@ def _layer_entry(model, ref: LayerRef, first: bool, sens: dict, zeros: int, int8
         id=ref.node_id,
         weight_name=ref.weight_name,
         op_type=ref.op_type,
-        params=n + initializer_size(model, ref.bias_name),
+        params=n + _initializer_size(model, ref.bias_name),
         prunable_params=n,
         sparsity=zeros / n if n else 0.0,
         sensitivity=sens,
@@ -322,11 +324,21 @@ def _layer_entry(model, ref: LayerRef, first: bool, sens: dict, zeros: int, int8
     )
 
 
+def _initializer_size(model, name: Optional[str]) -> int:
+    """Element count of main-graph initializer ``name`` (0 when absent)."""
+    if not name:
+        return 0
+    for t in model.graph.initializer:
+        if t.name == name:
+            return int(np.prod(t.dims)) if t.dims else 1
+    return 0
+
+
 def _total_params(model) -> int:
     return int(sum(int(np.prod(t.dims)) if t.dims else 1 for t in model.graph.initializer))
 
 
-def _magnitude_layer(w: np.ndarray, levels, int8: bool, axis: int) -> tuple:
+def _magnitude_layer(w: np.ndarray, levels, int8: bool, axis: Optional[int]) -> tuple:
     """(sensitivity dict, zero count, int8 error or None) of one weight; releases the GIL in numpy."""
     flat = np.abs(np.asarray(w, dtype=np.float32).reshape(-1))
     flat.sort(kind="quicksort")
@@ -344,8 +356,8 @@ def magnitude_profile(model_path, *, levels=None, int8=False, name="magnitude", 
     """
     from concurrent.futures import ThreadPoolExecutor
 
+    from sparsify_tui.settings import available_cores
     from sparsify_tui.profiling.loss_protoscan import scan_model
-    from sparsify_tui.profiling.session import available_cores
 
     t0 = time.perf_counter()
     levels = _check_levels(MAGNITUDE_LEVELS if levels is None else levels)
@@ -356,7 +368,7 @@ def magnitude_profile(model_path, *, levels=None, int8=False, name="magnitude", 
         def get(ref):
             return scanned.array(ref.weight_name)
     else:
-        model = load_model_proto(model_path, load_external_data=False)
+        model = load_model(model_path, load_external_data=False)
         inits = {t.name: t for t in model.graph.initializer}
         from sparsify_tui.analysis.loading import tensor_array
 
@@ -475,6 +487,7 @@ def profile_loss(
     metric: Optional[str] = None,
     name: str = "baseline",
     core_count: Optional[int] = None,
+    engine=None,
     progress=None,
     cancel=None,
 ) -> LossProfile:
@@ -482,8 +495,9 @@ def profile_loss(
 
     ``data``: an ``.npz``/``.npy`` sample-data path (one-shot only; synthetic data otherwise), split in
     batches of ``batch_size``; ``batches``: how many batches are run per measurement; ``dims``: values of
-    symbolic input dims. Raises ``ModelError``, ``DimensionError``, ``SampleDataError`` (one line) and
-    ``JobCanceled`` when ``cancel`` is triggered. The model file is never modified.
+    symbolic input dims; ``engine``: the runtime of one-shot sessions and of the last shape-inference
+    pass (default onnxruntime). Raises ``ModelError``, ``DimensionError``, ``SampleDataError`` (one line)
+    and ``JobCanceled`` when ``cancel`` is triggered. The model file is never modified.
     """
     if method not in METHODS:
         from sparsify_tui.errors import SparsifyError
@@ -497,10 +511,12 @@ def profile_loss(
         prof = magnitude_profile(model_path, levels=levels, int8=int8, name=name, progress=progress, cancel=cancel)
     elif method == "approximated":
         from sparsify_tui.analysis.nodes import analyze_model
+        from sparsify_tui.engine import get_engine
 
         t0 = time.perf_counter()
         prof = approximated_profile(
-            analyze_model(str(model_path), batch_size=batch_size, dims=dims or {}), name=name,
+            analyze_model(str(model_path), batch_size=batch_size, dims=dims or {}, include_system=False,
+                          engine=get_engine(engine)), name=name,
             levels=APPROX_LEVELS if levels is None else levels,
         )
         prof.seconds = time.perf_counter() - t0
@@ -510,7 +526,7 @@ def profile_loss(
         prof = one_shot_profile(
             model_path, levels=ONE_SHOT_LEVELS if levels is None else _check_levels(levels), data=data,
             batches=batches, batch_size=batch_size, dims=dims, int8=int8, metric=metric, name=name,
-            core_count=core_count, progress=progress, cancel=cancel,
+            core_count=core_count, engine=engine, progress=progress, cancel=cancel,
         )
     prof.settings.update({"batch_size": batch_size, "dims": dict(dims or {})})
     return prof

@@ -15,10 +15,12 @@ How it stays fast (measured in ``benchmarks/loss_profile.py``):
    (its creation time) × (share of nodes), run ≈ (its run time) × (share of FLOPs) + a per-run overhead.
    One group = one session for the whole profile (``strategy="single"``); one layer per group =
    ``strategy="layer"``; ``"auto"`` (default) takes the cheapest split. Only one session is alive at a time.
-4. **No weight copies.** The model's weights are taken out of the protobuf once (:func:`strip_initializers`)
-   and handed to every session in memory (``SessionOptions.add_external_initializers``), so building and
-   opening a sub-model costs no serialization. A layer's levels are pruned in one reused buffer
-   (:func:`~sparsify_tui.profiling.pruning.magnitude_prune_levels`, no sort).
+4. **No weight copies.** The model's weights are taken out of the protobuf once
+   (:func:`sparsify_tui.engine.weights.strip_initializers`) and handed to every session in memory (the
+   engine's ``open_session(..., external_initializers=...)``; onnxruntime:
+   ``SessionOptions.add_external_initializers``), so building and opening a sub-model costs no
+   serialization. A layer's levels are pruned in one reused buffer
+   (:func:`~sparsify_tui.engine.pruning.magnitude_prune_levels`, no sort).
 5. **Nothing run twice.** Level 0 (and any level that removes only weights that are already zero) equals
    the dense model: its value is 0 without a run. Sub-models reproduce the dense outputs to rounding
    (NMSE ≤ 2e-13, KL ≤ 6e-13 on ResNet-50), far below any measured sensitivity, so the dense pass is the
@@ -42,10 +44,14 @@ from typing import Optional
 
 import numpy as np
 
+from sparsify_tui.analysis.graph import has_subgraphs, iter_graphs, subgraphs
+from sparsify_tui.analysis.layers import LayerRef, find_layers
+from sparsify_tui.analysis.loading import load_model
+from sparsify_tui.engine.pruning import magnitude_prune_levels, pruned_count
+from sparsify_tui.engine.timing import canceled_as_job
+from sparsify_tui.engine.weights import strip_initializers
 from sparsify_tui.errors import ModelError, SparsifyError
 from sparsify_tui.progress import maybe_check
-from sparsify_tui.profiling.loss_layers import LayerRef, find_layers, load_model_proto
-from sparsify_tui.profiling.pruning import magnitude_prune_levels, pruned_count
 
 ONE = np.array(1.0, dtype=np.float32)
 RUN_OVERHEAD_S = 0.0003  # python + feed binding per run, order of magnitude on this class of machine
@@ -136,29 +142,14 @@ class OutputMetric:
 
 def _subgraph_refs(node) -> set:
     """Outer-scope names used by the subgraphs (If/Loop/Scan bodies) of ``node``."""
-    import onnx
-
     used, defined = set(), set()
-
-    def walk(g):
-        defined.update(x.name for x in g.input)
-        defined.update(x.name for x in g.initializer)
-        for n in g.node:
-            used.update(n.input)
-            defined.update(n.output)
-            for a in n.attribute:
-                if a.type == onnx.AttributeProto.GRAPH:
-                    walk(a.g)
-                elif a.type == onnx.AttributeProto.GRAPHS:
-                    for sg in a.graphs:
-                        walk(sg)
-
-    for a in node.attribute:
-        if a.type == onnx.AttributeProto.GRAPH:
-            walk(a.g)
-        elif a.type == onnx.AttributeProto.GRAPHS:
-            for sg in a.graphs:
-                walk(sg)
+    for _, sub in subgraphs(node):
+        for _, g in iter_graphs(sub):
+            defined.update(x.name for x in g.input)
+            defined.update(x.name for x in g.initializer)
+            for n in g.node:
+                used.update(n.input)
+                defined.update(n.output)
     return used - defined - {""}
 
 
@@ -181,7 +172,7 @@ class GraphIndex:
         self.const_producer: dict = {}
         for i, n in enumerate(self.nodes):
             ins = self.node_inputs[i]
-            if (n.op_type not in _NONDETERMINISTIC and not any(a.type in (5, 10) for a in n.attribute)
+            if (n.op_type not in _NONDETERMINISTIC and not has_subgraphs(n)
                     and all(x in self.init_names or x in self.const_producer for x in ins)):
                 for o in n.output:
                     self.const_producer[o] = i
@@ -217,8 +208,9 @@ class GraphIndex:
         return sorted(used - produced - self.init_names)
 
 
-def node_costs(model_path, model, batch_size, dims, sample: Optional[dict] = None) -> np.ndarray:
-    """FLOPs per main-graph node from :func:`sparsify_tui.analysis.nodes.analyze_model` (min 1 per node);
+def node_costs(model_path, model, batch_size, dims, sample: Optional[dict] = None, engine=None) -> np.ndarray:
+    """FLOPs per main-graph node from :func:`sparsify_tui.analysis.nodes.analyze_model` (with ``engine``'s shape
+    inference; min 1 per node);
     all ones when the analysis fails or cannot align with the graph (the cost model only picks groups).
     Dims missing from ``dims`` are taken from the shapes of the ``sample`` feed."""
     n = len(model.graph.node)
@@ -229,7 +221,7 @@ def node_costs(model_path, model, batch_size, dims, sample: Optional[dict] = Non
     try:
         from sparsify_tui.analysis.nodes import analyze_model
 
-        a = analyze_model(str(model_path), batch_size=batch_size, dims=all_dims)
+        a = analyze_model(str(model_path), batch_size=batch_size, dims=all_dims, include_system=False, engine=engine)
         main = [x for x in a.nodes if not x.graph]
         if len(main) == n:
             return np.maximum(np.array([float(x.flops or 0) for x in main]), 1.0)
@@ -273,46 +265,12 @@ def _value_info(name: str, arr: np.ndarray):
     return onnx.helper.make_tensor_value_info(name, elem, list(arr.shape))
 
 
-IN_MEMORY = "__sparsify_tui_in_memory__"  # external-data location of stripped initializers (never a file)
-_DATA_FIELDS = ("raw_data", "float_data", "int32_data", "int64_data", "double_data", "uint64_data")
-
-
-def strip_initializers(model, min_bytes: int = 1024) -> dict:
-    """Move the data of every numeric initializer of ≥ ``min_bytes`` out of ``model`` (in place).
-
-    Returns ``{name: numpy array}``. Each such ``TensorProto`` keeps its name, type and dims but becomes a
-    data-less placeholder (``data_location = EXTERNAL``, location ``IN_MEMORY``), so a sub-model serializes
-    in microseconds instead of copying every weight; :func:`open_session` hands the arrays to onnxruntime
-    in memory. Graph-level parameter counts (dims) are unaffected.
-    """
-    import onnx
-    from onnx import numpy_helper
-
-    arrays = {}
-    for t in model.graph.initializer:
-        if t.data_type == onnx.TensorProto.STRING or t.data_location == onnx.TensorProto.EXTERNAL:
-            continue
-        arr = numpy_helper.to_array(t)
-        if arr.nbytes < min_bytes:
-            continue
-        arrays[t.name] = arr
-        for f in _DATA_FIELDS:
-            t.ClearField(f)
-        t.data_location = onnx.TensorProto.EXTERNAL
-        del t.external_data[:]
-        for key, value in (("location", IN_MEMORY), ("offset", "0"), ("length", str(arr.nbytes))):
-            entry = t.external_data.add()
-            entry.key, entry.value = key, value
-    return arrays
-
-
-def open_session(model, arrays: dict, core_count: Optional[int]):
-    """Session on ``model`` (a ModelProto whose placeholders were made by :func:`strip_initializers`),
-    with the placeholders' data supplied from ``arrays`` in memory."""
-    from sparsify_tui.profiling.session import make_session
-
+def open_session(engine, model, arrays: dict, core_count: Optional[int]):
+    """``engine`` session on ``model`` (a ModelProto whose placeholders were made by
+    :func:`~sparsify_tui.engine.weights.strip_initializers`), with the placeholders' data supplied from
+    ``arrays`` in memory."""
     ext = {t.name: arrays[t.name] for t in model.graph.initializer if t.name in arrays}
-    return make_session(model.SerializeToString(), core_count, external_initializers=ext)
+    return engine.open_session(model.SerializeToString(), core_count, external_initializers=ext)
 
 
 def gate_name(layer_index: int) -> str:
@@ -334,19 +292,23 @@ def build_group_model(model, gi: GraphIndex, mask: np.ndarray, weights: list, sa
     """Sub-model (``onnx.ModelProto``): the masked nodes, their frontier tensors as inputs (typed from ``sample``),
     ``weights`` as overridable initializers, and the graph outputs they produce.
 
-    ``int8_inputs``: ``{node index: (layer index, scale, zero point)}``: that node's data input x becomes
+    ``int8_inputs``: ``{node index: (layer index, scale, zero point[, data input index])}`` (data input 0
+    unless given): that node's data input x becomes
     ``x + gate·(DequantizeLinear(QuantizeLinear(x)) − x)`` with ``gate`` an overridable scalar (default 0,
     which leaves x exactly unchanged; 1 simulates the INT8 activation of that layer only)."""
     import onnx
     from onnx import helper, numpy_helper
+
+    from sparsify_tui.analysis.loading import set_ir_version
 
     nodes = []
     extra_inits, extra_inputs = [], []
     for i in np.flatnonzero(mask):
         node = gi.nodes[i]
         if int8_inputs and int(i) in int8_inputs:
-            k, scale, zp = int8_inputs[int(i)]
-            x = node.input[0]
+            k, scale, zp, *rest = int8_inputs[int(i)]
+            xi = rest[0] if rest else 0
+            x = node.input[xi]
             p = f"__loss_int8_{k}"
             extra_inits += [numpy_helper.from_array(np.array(scale, np.float32), p + "_scale"),
                             numpy_helper.from_array(np.array(zp, np.uint8), p + "_zp"),
@@ -361,7 +323,7 @@ def build_group_model(model, gi: GraphIndex, mask: np.ndarray, weights: list, sa
             ]
             copy = onnx.NodeProto()
             copy.CopyFrom(node)
-            copy.input[0] = p + "_x"
+            copy.input[xi] = p + "_x"
             nodes.append(copy)
         else:
             nodes.append(node)
@@ -384,7 +346,7 @@ def build_group_model(model, gi: GraphIndex, mask: np.ndarray, weights: list, sa
         base = max([o.version for o in model.opset_import if o.domain in ("", "ai.onnx")] or [13])
         opsets.append(helper.make_opsetid("", max(13, base)))
     sub = onnx.helper.make_model(graph, opset_imports=opsets)
-    sub.ir_version = max(4, min(int(model.ir_version), 10))
+    set_ir_version(sub, max(4, min(int(model.ir_version), 10)))  # overridable initializers need IR >= 4
     return sub
 
 
@@ -416,22 +378,26 @@ def one_shot_profile(
     core_count: Optional[int] = None,
     strategy: str = "auto",
     feeds: Optional[list] = None,
+    engine=None,
     progress=None,
     cancel=None,
 ):
     """One-shot loss profile (module docstring). ``feeds``: ready batches (overrides ``data``/synthetic).
 
-    ``strategy``: "auto" | "single" | "layer" (see module docstring). Returns a ``LossProfile`` whose
-    ``extras`` record the groups, sessions and runs. Raises ``ModelError``, ``SampleDataError``,
-    ``DimensionError``, ``JobCanceled``.
+    ``strategy``: "auto" | "single" | "layer" (see module docstring); ``engine``: the runtime that runs
+    the sessions (default onnxruntime). Returns a ``LossProfile`` whose ``extras`` record the groups,
+    sessions and runs. Raises ``ModelError``, ``SampleDataError``, ``DimensionError``, ``JobCanceled``.
     """
     import onnx
     from onnx import numpy_helper
 
+    from sparsify_tui.engine import get_engine
+
     from sparsify_tui.profiling.loss import LossProfile, _layer_entry, _total_params, int8_weight_qdq, level_key
     t0 = time.perf_counter()
     step = progress or (lambda s, f: None)
-    model = load_model_proto(model_path, load_external_data=True)
+    engine = get_engine(engine)
+    model = load_model(model_path, load_external_data=True)
     refs: list[LayerRef] = find_layers(model)
     if not refs:
         raise ModelError(f"{Path(model_path).name} has no prunable layers (Conv/Gemm/MatMul with a weight initializer)")
@@ -453,7 +419,7 @@ def one_shot_profile(
     #    the cost-model calibration. Batch 0 fetches every activation a group may need (a group's frontier
     #    is within the union of its layers' frontiers); once the groups are planned, the others are dropped
     #    and later batches fetch only what the groups read, so peak memory stays near one batch's worth.
-    layer_inputs = set(gi.nodes[r.node_index].input[0] for r in refs) if int8 else set()
+    layer_inputs = set(gi.nodes[r.node_index].input[r.data_input] for r in refs) if int8 else set()
     candidates = set().union(*(gi.frontier(gi.with_constants(m)) for m in masks))
     out_names = list(gi.output_names)
 
@@ -465,16 +431,15 @@ def one_shot_profile(
     for n in fetch_list(candidates)[len(out_names):]:
         dense_model.graph.output.append(onnx.ValueInfoProto(name=n))
     ts = time.perf_counter()
-    sess = open_session(dense_model, arrays, core_count)
+    sess = open_session(engine, dense_model, arrays, core_count)
     t_create = time.perf_counter() - ts
     del dense_model
-    ro = cancel.run_options() if cancel is not None else None
     cache = []
     ranges: dict = {}  # layer input -> (min, max) over the batches, for the simulated INT8 activation
 
-    def dense_run(sess, feed, fetch) -> None:
+    def dense_run(run, feed, fetch) -> None:
         maybe_check(cancel)
-        vals = dict(zip(fetch, sess.run(fetch, feed, ro)))
+        vals = dict(zip(fetch, run(feed)))
         for n in layer_inputs:
             v = vals[n] if n in vals else feed[n]
             lo, hi = float(np.min(v)), float(np.max(v))
@@ -484,17 +449,21 @@ def one_shot_profile(
         c.update(vals)
         cache.append(c)
 
-    dense_run(sess, batches_list[0], fetch_list(candidates))
-    ts = time.perf_counter()  # warm run of the plain outputs: the run-time calibration
-    sess.run(out_names, batches_list[0], ro)
-    t_run = time.perf_counter() - ts
+    first_fetch = fetch_list(candidates)
+    with canceled_as_job(cancel):
+        dense_run(sess.runner(first_fetch, cancel), batches_list[0], first_fetch)
+        run_outputs = sess.runner(out_names, cancel)
+        ts = time.perf_counter()  # warm run of the plain outputs: the run-time calibration
+        run_outputs(batches_list[0])
+        t_run = time.perf_counter() - ts
+        del run_outputs
     om = OutputMetric(out_names, [cache[0][n] for n in out_names], metric)
 
     # 3. which runs are needed, and the groups
     levels = list(levels)
     run_levels = [s for s in levels if s > 1e-9]
     runs_per_layer = (len(run_levels) + (1 if int8 else 0)) * nb
-    costs = node_costs(model_path, model, batch_size, dims, batches_list[0])
+    costs = node_costs(model_path, model, batch_size, dims, batches_list[0], engine)
     if strategy == "single":
         groups = [(0, len(refs))]
     elif strategy == "layer":
@@ -508,16 +477,21 @@ def one_shot_profile(
             m |= masks[k]
         group_masks.append(gi.with_constants(m))
     keep = set(gi.input_names).union(*(gi.frontier(m) for m in group_masks))
-    for feed in batches_list[1:]:
-        dense_run(sess, feed, fetch_list(keep))
+    keep_fetch = fetch_list(keep)
+    run_keep = sess.runner(keep_fetch, cancel)
+    with canceled_as_job(cancel):
+        for feed in batches_list[1:]:
+            dense_run(run_keep, feed, keep_fetch)
+    del run_keep
+    sess.close()
     del sess
     dense_outs = [{n: c[n] for n in om.names} for c in cache]
     cache = [{k: v for k, v in c.items() if k in keep} for c in cache]  # only the activations groups read
     int8_nodes = {}
     if int8:
         for k, r in enumerate(refs):
-            scale, zp = activation_qparams(*ranges[gi.nodes[r.node_index].input[0]])
-            int8_nodes[r.node_index] = (k, scale, zp)
+            scale, zp = activation_qparams(*ranges[gi.nodes[r.node_index].input[r.data_input]])
+            int8_nodes[r.node_index] = (k, scale, zp, r.data_input)
 
     t_setup = time.perf_counter() - t0
     # 4. groups: one session each, one run per (layer, level, batch); the reference is the dense pass
@@ -529,62 +503,66 @@ def one_shot_profile(
     n_sessions = 0
     t_sessions = 0.0
     group_stats: list = []
-    for (a, b), m in zip(groups, group_masks):
-        maybe_check(cancel)
-        ts = time.perf_counter()
-        gw = [refs[k].weight_name for k in range(a, b)]
-        front = gi.frontier(m)
-        g_int8 = {r.node_index: int8_nodes[r.node_index] for r in refs[a:b]} if int8 else None
-        sub = build_group_model(model, gi, m, gw, cache[0], g_int8)
-        sess = open_session(sub, arrays, core_count)
-        del sub
-        n_sessions += 1
-        create_s = time.perf_counter() - ts
-        t_sessions += create_s
-        outs = [o.name for o in sess.get_outputs()]
-        gfeeds = [{k: c[k] for k in front} for c in cache]
-        tm = time.perf_counter()
-        for k in range(a, b):
-            ref = refs[k]
-            w = weights[ref.weight_name]
-            n = w.size
-            z = int(n - np.count_nonzero(w))
-            zeros[ref.weight_name] = z
-            vals = {}
-            todo = sorted(s for s in levels if s > 1e-9 and pruned_count(n, s) > z)
-            for s in levels:
-                if s not in todo:
-                    vals[level_key(s)] = 0.0  # nothing but existing zeros removed: equals dense
-                    if s > 1e-9:
-                        done += nb
-            for s, wp in zip(todo, magnitude_prune_levels(w, todo, reuse=True)):
-                acc = []
-                for f, d in zip(gfeeds, dense_outs):
-                    maybe_check(cancel)
-                    f[ref.weight_name] = wp
-                    got = dict(zip(outs, sess.run(outs, f, ro)))
-                    acc.append(om.value(d, got))
-                    done += 1
-                vals[level_key(s)] = float(np.mean(acc))
-                step(f"one-shot {ref.node_id}", done / total_runs)
-            vals = {level_key(s): vals[level_key(s)] for s in levels}  # in the user's level order
-            if int8:
-                wq = int8_weight_qdq(w, ref.channel_axis)
-                acc = []
-                for f, d in zip(gfeeds, dense_outs):
-                    f[ref.weight_name] = wq
-                    f[gate_name(k)] = ONE
-                    acc.append(om.value(d, dict(zip(outs, sess.run(outs, f, ro)))))
-                    done += 1
-                int8_vals[ref.weight_name] = float(np.mean(acc))
-            for f in gfeeds:
-                f.pop(ref.weight_name, None)
-                f.pop(gate_name(k), None)
-            sens[ref.weight_name] = vals
-        group_stats.append({"layers": b - a, "nodes_share": round(float(m.mean()), 4),
-                            "flops_share": round(float(costs[m].sum() / costs.sum()), 4),
-                            "create_s": round(create_s, 4), "measure_s": round(time.perf_counter() - tm, 3)})
-        del sess
+    with canceled_as_job(cancel):  # a terminated run raises JobCanceled
+        for (a, b), m in zip(groups, group_masks):
+            maybe_check(cancel)
+            ts = time.perf_counter()
+            gw = [refs[k].weight_name for k in range(a, b)]
+            front = gi.frontier(m)
+            g_int8 = {r.node_index: int8_nodes[r.node_index] for r in refs[a:b]} if int8 else None
+            sub = build_group_model(model, gi, m, gw, cache[0], g_int8)
+            sess = open_session(engine, sub, arrays, core_count)
+            del sub
+            n_sessions += 1
+            create_s = time.perf_counter() - ts
+            t_sessions += create_s
+            outs = list(sess.output_names)
+            run = sess.runner(outs, cancel)
+            gfeeds = [{k: c[k] for k in front} for c in cache]
+            tm = time.perf_counter()
+            for k in range(a, b):
+                ref = refs[k]
+                w = weights[ref.weight_name]
+                n = w.size
+                z = int(n - np.count_nonzero(w))
+                zeros[ref.weight_name] = z
+                vals = {}
+                todo = sorted(s for s in levels if s > 1e-9 and pruned_count(n, s) > z)
+                for s in levels:
+                    if s not in todo:
+                        vals[level_key(s)] = 0.0  # nothing but existing zeros removed: equals dense
+                        if s > 1e-9:
+                            done += nb
+                for s, wp in zip(todo, magnitude_prune_levels(w, todo, reuse=True)):
+                    acc = []
+                    for f, d in zip(gfeeds, dense_outs):
+                        maybe_check(cancel)
+                        f[ref.weight_name] = wp
+                        got = dict(zip(outs, run(f)))
+                        acc.append(om.value(d, got))
+                        done += 1
+                    vals[level_key(s)] = float(np.mean(acc))
+                    step(f"one-shot {ref.node_id}", done / total_runs)
+                vals = {level_key(s): vals[level_key(s)] for s in levels}  # in the user's level order
+                if int8:
+                    wq = int8_weight_qdq(w, ref.channel_axis)
+                    acc = []
+                    for f, d in zip(gfeeds, dense_outs):
+                        f[ref.weight_name] = wq
+                        f[gate_name(k)] = ONE
+                        acc.append(om.value(d, dict(zip(outs, run(f)))))
+                        done += 1
+                    int8_vals[ref.weight_name] = float(np.mean(acc))
+                for f in gfeeds:
+                    f.pop(ref.weight_name, None)
+                    f.pop(gate_name(k), None)
+                sens[ref.weight_name] = vals
+            group_stats.append({"layers": b - a, "nodes_share": round(float(m.mean()), 4),
+                                "flops_share": round(float(costs[m].sum() / costs.sum()), 4),
+                                "create_s": round(create_s, 4), "measure_s": round(time.perf_counter() - tm, 3)})
+            del run
+            sess.close()  # one live session at a time
+            del sess
     step("one-shot", 1.0)
 
     layers = [

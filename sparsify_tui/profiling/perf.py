@@ -5,19 +5,21 @@ How a profile is measured (:func:`profile_performance`):
 1. **Inputs**: user sample data (``.npz``/``.npy``) validated against the model inputs before any run,
    or valid synthetic data (``analysis.inputs``: normal floats, ids below the vocabulary size of the
    consuming Gather, masks of ones, scalars/symbolic dims from ``dims``).
-2. **Latency** from *unprofiled* runs of one session (``profiling.session.make_session``:
+2. **Latency** from *unprofiled* runs of one engine session (:mod:`sparsify_tui.engine`; onnxruntime:
    ORT_ENABLE_ALL, intra-op threads = core count, inter-op 1): ``warmup`` runs, then ``iterations``
-   timed runs (``time.perf_counter`` around ``session.run``); median, p90, mean and min ms per batch;
+   timed runs (the one timing loop, :func:`sparsify_tui.engine.timing.time_runs`); median, p90 (linear
+   interpolation, :class:`sparsify_tui.engine.timing.LatencyStats`), mean and min ms per batch;
    items/s = 1000 · batch_size / median ms.
-3. **Per-node time** from a *separate* profiled session (``enable_profiling``) that also saves its
-   optimized graph: one warm-up run (ignored) + ``profiled_runs`` runs; each kernel's ``dur`` (µs) is
-   averaged per run and attributed to the original nodes (:mod:`sparsify_tui.profiling.attribution`:
-   fused and renamed kernels mapped back, ``[layout conversion]`` / ``[unattributed]`` rows).
-   Profiling adds a few µs per kernel, so node times are for *shares*, latency comes from step 2.
+3. **Per-node time** from a *separate* profiled pass (:meth:`sparsify_tui.engine.base.Engine.profile`:
+   one warm-up run, ignored, + ``profiled_runs`` runs) that also returns the graph the engine ran; each
+   kernel's time is averaged per run and attributed to the original nodes
+   (:mod:`sparsify_tui.profiling.attribution`: fused and renamed kernels mapped back,
+   ``[layout conversion]`` / ``[unattributed]`` rows). Profiling adds a few µs per kernel, so node
+   times are for *shares*, latency comes from step 2.
 4. **Pruned estimates** per node (:mod:`sparsify_tui.profiling.perf_estimate`). **onnxruntime itself
    gains nothing from unstructured sparsity**; these are estimates for a sparse-kernel runtime
    (DeepSparse-class) calibrated on measured speedups, never FLOPs-proportional.
-5. **INT8, measured**: :func:`sparsify_tui.profiling.quant.quantize_int8` (static QDQ, per-channel,
+5. **INT8, measured**: the engine's ``quantize_int8`` (onnxruntime: static QDQ, per-channel,
    calibrated on the profile's inputs), then steps 2-3 on the INT8 model. A quantization or INT8 run
    failure is recorded as ``int8: {"error": reason}`` and the profile still completes.
 
@@ -26,10 +28,8 @@ One live session at a time: each session is deleted before the next is created.
 
 from __future__ import annotations
 
-import math
 import os
 import shutil
-import statistics
 import tempfile
 import time
 from dataclasses import asdict, dataclass, field
@@ -39,6 +39,8 @@ from typing import Any, Optional, Union
 
 import numpy as np
 
+from sparsify_tui.engine.timing import latency_summary
+from sparsify_tui import settings
 from sparsify_tui.errors import JobCanceled, ModelError, SparsifyError
 from sparsify_tui.profiling import perf_estimate as est
 from sparsify_tui.progress import CancelToken, ProgressFn, maybe_check
@@ -178,43 +180,6 @@ class PerfProfile:
 
 
 # ------------------------------------------------------------------------------------------- timing
-def latency_stats(times_ms: list) -> dict:
-    """``{"median", "p90", "mean", "min"}`` in ms of a list of run times (p90: nearest-rank)."""
-    if not times_ms:
-        return {"median": None, "p90": None, "mean": None, "min": None}
-    xs = sorted(float(t) for t in times_ms)
-    k = max(0, math.ceil(0.9 * len(xs)) - 1)
-    return {"median": statistics.median(xs), "p90": xs[k], "mean": statistics.fmean(xs), "min": xs[0]}
-
-
-def _run(sess, feed, cancel: Optional[CancelToken]):
-    ro = cancel.run_options() if cancel is not None else None
-    try:
-        return sess.run(None, feed, ro)
-    except Exception as err:
-        if cancel is not None and cancel.is_cancelled():
-            raise JobCanceled("job canceled by the user") from err
-        raise
-
-
-def _timed_runs(sess, feeds: list, warmup: int, iterations: int, cancel, progress, step: str,
-                f0: float, f1: float) -> list:
-    """Warm-up then timed runs (ms each); progress goes from f0 to f1."""
-    total = max(1, warmup + iterations)
-    times = []
-    for i in range(warmup + iterations):
-        maybe_check(cancel)
-        feed = feeds[i % len(feeds)]
-        t0 = time.perf_counter()
-        _run(sess, feed, cancel)
-        dt = (time.perf_counter() - t0) * 1000.0
-        if i >= warmup:
-            times.append(dt)
-        if progress:
-            progress(step, f0 + (f1 - f0) * (i + 1) / total)
-    return times
-
-
 def profiled_runs_for(iterations: int) -> int:
     """Runs in the profiled pass (after one ignored warm-up run): a third of the timed iterations, 3..20."""
     return max(3, min(20, int(iterations) // 3))
@@ -224,140 +189,53 @@ def profiled_runs_for(iterations: int) -> int:
 class _Measured:
     latency: dict
     times_ms: list
-    kernels: Any  # attribution.KernelTimes
+    kernels: Any  # engine.KernelTimes
     opt_nodes: list
     opt_inits: set
     session_seconds: float
     clock: dict = field(default_factory=dict)
 
 
-def _measure(model_path: str, feeds: list, cores: int, warmup: int, iterations: int, tmp: Path, tag: str,
+def _measure(engine, model_path: str, feeds: list, cores: int, warmup: int, iterations: int, tmp: Path, tag: str,
              cancel, progress, f0: float, f1: float) -> _Measured:
-    """Unprofiled timing session, then a profiled session that saves its optimized graph."""
-    import onnx
-
-    from sparsify_tui.profiling import attribution as attr
+    """Unprofiled timing session, then the engine's profiled pass (which returns the graph it ran)."""
+    from sparsify_tui.engine.timing import time_runs
 
     fm = f0 + (f1 - f0) * 0.7
     label = "INT8 " if tag == "int8" else ""
     clock = {"sessions_s": 0.0, "runs_s": 0.0, "end_profiling_s": 0.0}
     t0 = time.perf_counter()
-    sess = _open_session(model_path, cores)
+    session = engine.open_session(model_path, cores)
     s_sec = time.perf_counter() - t0
     clock["sessions_s"] += s_sec
     try:
         t0 = time.perf_counter()
-        times = _timed_runs(sess, feeds, warmup, iterations, cancel, progress, f"{label}timing", f0, fm)
+        times = time_runs(session, feeds, warmup=warmup, iterations=iterations, cancel=cancel,
+                          on_run=_progress_span(progress, f"{label}timing", f0, fm))
         clock["runs_s"] += time.perf_counter() - t0
     finally:
-        del sess
+        session.close()
+        del session
     maybe_check(cancel)
-    opt_path = tmp / f"{tag}_optimized.onnx"
-    n_prof = profiled_runs_for(iterations)
-    t0 = time.perf_counter()
-    sess = _profiled_session(model_path, cores, tmp, tag, opt_path)
-    clock["sessions_s"] += time.perf_counter() - t0
-    trace = None
-    try:
-        t0 = time.perf_counter()
-        _timed_runs(sess, feeds, 1, n_prof, cancel, progress, f"{label}profiled pass", fm, f1)
-        clock["runs_s"] += time.perf_counter() - t0
-    finally:
-        t0 = time.perf_counter()
-        trace = sess.end_profiling()
-        del sess
-        clock["end_profiling_s"] += time.perf_counter() - t0
-    t0 = time.perf_counter()
-    kernels = attr.parse_trace(trace, skip_runs=1)
-    try:
-        os.unlink(trace)
-    except OSError:
-        pass
-    opt_model = onnx.load(str(opt_path), load_external_data=False)
-    opt_nodes, opt_inits = attr.graph_nodes(opt_model, with_initializers=True)
-    del opt_model
-    clock["parse_s"] = time.perf_counter() - t0
-    return _Measured(latency_stats(times), times, kernels, opt_nodes, opt_inits, s_sec, clock)
+    prof = engine.profile(model_path, feeds, cores, runs=profiled_runs_for(iterations), workdir=tmp, tag=tag,
+                          cancel=cancel, on_run=_progress_span(progress, f"{label}profiled pass", fm, f1))
+    clock["sessions_s"] += prof.seconds.get("session_s", 0.0)
+    clock["runs_s"] += prof.seconds.get("runs_s", 0.0)
+    clock["end_profiling_s"] += prof.seconds.get("end_profiling_s", 0.0)
+    clock["parse_s"] = prof.seconds.get("parse_s", 0.0)
+    return _Measured(latency_summary(times), times, prof.kernels, prof.nodes, prof.initializers, s_sec, clock)
 
 
-def _open_session(model_path: str, cores: int):
-    """``make_session`` with onnxruntime's load errors turned into one-line ``ModelError``s."""
-    from sparsify_tui.profiling.session import make_session
-
-    try:
-        return make_session(model_path, cores)
-    except Exception as err:
-        raise ModelError(f"onnxruntime cannot load {Path(model_path).name} ({_first_line(err)}): "
-                         "check that the model runs in onnxruntime") from err
-
-
-def _profiled_session(model_path: str, cores: int, tmp: Path, tag: str, opt_path: Path):
-    """A profiling session (same settings as ``make_session``) that also saves its optimized graph.
-
-    The optimized graph is all attribution needs, not its weights: initializers are written as external
-    data to ``<tmp>/<tag>_weights.bin``, a symlink to ``/dev/null`` (saves ~0.15 s CPU on ResNet-50
-    against writing and re-reading 100 MB). Where symlinks are unavailable it is a real temp file.
-    """
-    import onnxruntime as ort
-
-    from sparsify_tui.profiling.session import session_options
-
-    so = session_options(cores, profiling=True, profile_prefix=str(tmp / f"{tag}_trace"),
-                         optimized_model_path=str(opt_path))
-    weights = f"{tag}_weights.bin"
-    try:
-        os.symlink(os.devnull, tmp / weights)
-    except OSError:
-        pass
-    so.add_session_config_entry("session.optimized_model_external_initializers_file_name", weights)
-    so.add_session_config_entry("session.optimized_model_external_initializers_min_size_in_bytes", "64")
-    try:
-        return ort.InferenceSession(model_path, sess_options=so, providers=["CPUExecutionProvider"])
-    except Exception as err:
-        raise ModelError(f"onnxruntime cannot load {Path(model_path).name} ({_first_line(err)}): "
-                         "check that the model runs in onnxruntime") from err
-
-
-def _runnable_path(path: Path, model, tmp: Path) -> str:
-    """``path``, or a temp copy with the IR version ``load_model`` lowered (onnxruntime <= IR 13)."""
-    import onnx
-
-    try:
-        with open(path, "rb") as fh:
-            head = fh.read(64)
-        # field 1 (ir_version, varint) is first in files written by onnx
-        raw_ir = head[1] if len(head) > 1 and head[0] == 0x08 else None
-    except OSError:
-        raw_ir = None
-    if raw_ir is None or raw_ir == model.ir_version:
-        return str(path)
-    raw = onnx.load(str(path), load_external_data=False)
-    raw.ir_version = model.ir_version
-    out = tmp / "ir_lowered.onnx"
-    has_external = any(t.data_location == onnx.TensorProto.EXTERNAL for t in raw.graph.initializer)
-    if has_external:
-        onnx.load_external_data_for_model(raw, str(path.parent))
-        onnx.save(raw, str(out), save_as_external_data=True, location="ir_lowered.onnx.data")
-    else:
-        onnx.save(raw, str(out))
-    return str(out)
+def _progress_span(progress, step: str, f0: float, f1: float):
+    """``on_run(done, total)`` reporting ``step`` from fraction ``f0`` to ``f1``."""
+    if not progress:
+        return None
+    return lambda done, total: progress(step, f0 + (f1 - f0) * done / max(1, total))
 
 
 def _first_line(err: BaseException) -> str:
     lines = str(err).strip().splitlines()
     return (lines[0] if lines else type(err).__name__)[:300]
-
-
-def _resolve_cores(core_count: Optional[int]) -> int:
-    from sparsify_tui.profiling.session import available_cores
-
-    avail = available_cores()
-    if core_count is None or int(core_count) <= 0:
-        return avail
-    if int(core_count) > avail:
-        raise SparsifyError(f"--cores {core_count} is more than the {avail} cores this process may use: "
-                            f"give a value from 1 to {avail}")
-    return int(core_count)
 
 
 def profile_performance(
@@ -372,6 +250,7 @@ def profile_performance(
     int8: bool = True,
     name: str = "baseline",
     analysis: Any = None,
+    engine: Any = None,
     progress: Optional[ProgressFn] = None,
     cancel: Optional[CancelToken] = None,
 ) -> PerfProfile:
@@ -388,8 +267,10 @@ def profile_performance(
         int8: also quantize (static QDQ) and measure the INT8 model.
         name: profile name.
         analysis: a precomputed ``analysis.nodes.ModelAnalysis`` for the same batch size and dims.
-        progress, cancel: see :mod:`sparsify_tui.progress`; every ``session.run`` gets
-            ``cancel.run_options()``.
+        engine: the runtime measured (a name in :data:`sparsify_tui.engine.ENGINES` or an ``Engine``;
+            default onnxruntime).
+        progress, cancel: see :mod:`sparsify_tui.progress`; a cancel also terminates a running
+            inference.
 
     Returns: :class:`PerfProfile`.
 
@@ -399,19 +280,17 @@ def profile_performance(
         JobCanceled: on cancel.
         SparsifyError: bad batch size / iterations / core count.
     """
-    import onnxruntime as ort
-
     from sparsify_tui.analysis import inputs as ainputs
+    from sparsify_tui.engine import get_engine
+    from sparsify_tui.engine.weights import runnable_path
     from sparsify_tui.profiling import attribution as attr
 
     t_start = time.perf_counter()
     prog = progress or (lambda s, f: None)
-    batch_size, warmup, iterations = int(batch_size), int(warmup), int(iterations)
-    if batch_size < 1:
-        raise SparsifyError(f"batch size {batch_size} is invalid: give a batch size of 1 or more")
-    if iterations < 1 or warmup < 0:
-        raise SparsifyError("iterations must be >= 1 and warm-up >= 0: fix --iterations / --warmup")
-    cores = _resolve_cores(core_count)
+    batch_size = settings.batch_size(batch_size)
+    warmup, iterations = settings.warmup(warmup), settings.iterations(iterations)
+    cores = settings.core_count(core_count)
+    engine = get_engine(engine)
     path = Path(model_path)
     if not path.is_file():
         raise ModelError(f"{path} does not exist or is not a file: check the model path")
@@ -441,9 +320,9 @@ def profile_performance(
     f_fp32 = 1.0 - share_int8
     tmp = Path(tempfile.mkdtemp(prefix="sparsify-perf-", dir=_fast_tmp()))
     try:
-        run_path = _runnable_path(path, model, tmp)
+        run_path = runnable_path(path, model.ir_version, tmp)
         t_phase = time.perf_counter()
-        fp = _measure(run_path, feeds, cores, warmup, iterations, tmp, "fp32", cancel, prog, 0.02, f_fp32 * 0.9)
+        fp = _measure(engine, run_path, feeds, cores, warmup, iterations, tmp, "fp32", cancel, prog, 0.02, f_fp32 * 0.9)
         phases["measure_s"] = time.perf_counter() - t_phase
         phases.update(fp.clock)
         maybe_check(cancel)
@@ -453,7 +332,7 @@ def profile_performance(
             from sparsify_tui.analysis.nodes import analyze_model
 
             analysis = analyze_model(model, batch_size=batch_size, dims=dims, include_system=False,
-                                     count_zeros=False)
+                                     count_zeros=False, engine=engine)
         phases["analysis_s"] = time.perf_counter() - t_phase
         del model
         t_phase = time.perf_counter()
@@ -465,7 +344,7 @@ def profile_performance(
         int8_info: dict = {"enabled": False}
         ia = None
         if int8:
-            int8_info, ia = _int8_pass(path, orig, feeds, cores, warmup, iterations, tmp, fp.latency, batch_size,
+            int8_info, ia = _int8_pass(engine, path, orig, feeds, cores, warmup, iterations, tmp, fp.latency, batch_size,
                                        cancel, prog, f_fp32, 1.0)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
@@ -477,7 +356,7 @@ def profile_performance(
         n.share = n.time_ms / kernel_total if kernel_total > 0 else 0.0
     median = fp.latency["median"]
     ips = 1000.0 * batch_size / median if median else 0.0
-    system = _system()
+    system = engine.system_info().to_dict()
     t_end = time.perf_counter()
     prof = PerfProfile(
         name=name,
@@ -489,13 +368,9 @@ def profile_performance(
         int8=int8_info,
         nodes=nodes,
         model=str(path),
-        ort_version=ort.__version__,
+        ort_version=engine.version,
         settings={
-            "provider": "CPUExecutionProvider",
-            "graph_optimization_level": "ORT_ENABLE_ALL",
-            "intra_op_num_threads": cores,
-            "inter_op_num_threads": 1,
-            "execution_mode": "ORT_SEQUENTIAL",
+            **engine.settings(cores),
             "cpu_model": system.get("cpu_model", ""),
             "available_cores": system.get("available_cores"),
             "profiled_runs": profiled_runs_for(iterations),
@@ -543,35 +418,13 @@ def _fast_tmp() -> Optional[str]:
     return shm if os.path.isdir(shm) and os.access(shm, os.W_OK) else None
 
 
-def _system() -> dict:
-    """CPU model and instruction sets from /proc/cpuinfo (``analysis.system.parse_cpuinfo``: 0.2 ms, where
-    a first ``system_info()`` call takes ~0.3 s), else ``system_info()``; best effort."""
-    from sparsify_tui.profiling.session import available_cores
-
-    try:
-        from sparsify_tui.analysis.system import parse_cpuinfo
-
-        with open("/proc/cpuinfo", "r", encoding="utf-8", errors="replace") as fh:
-            model, sets, _phys, _sockets = parse_cpuinfo(fh.read())
-        if sets:
-            return {"cpu_model": model, "instruction_sets": sets, "available_cores": available_cores()}
-    except Exception:
-        pass
-    try:
-        from sparsify_tui.analysis.system import system_info
-
-        return system_info().to_dict()
-    except Exception:  # system info is best effort; the measurement is what matters
-        return {}
-
-
-def _int8_pass(path: Path, orig: list, feeds: list, cores: int, warmup: int, iterations: int, tmp: Path,
+def _int8_pass(engine, path: Path, orig: list, feeds: list, cores: int, warmup: int, iterations: int, tmp: Path,
                fp_latency: dict, batch_size: int, cancel, prog, f0: float, f1: float):
     """Quantize + measure INT8. Returns (int8 info dict, Attribution or None). Never raises except cancel."""
     import onnx
 
+    from sparsify_tui.analysis.graph import graph_nodes
     from sparsify_tui.profiling import attribution as attr
-    from sparsify_tui.profiling.quant import quantize_int8
 
     q_path = tmp / "int8.onnx"
     fq = f0 + (f1 - f0) * 0.35
@@ -580,17 +433,18 @@ def _int8_pass(path: Path, orig: list, feeds: list, cores: int, warmup: int, ite
         prog(f"INT8 {step}", f0 + (fq - f0) * frac)
 
     try:
-        q = quantize_int8(str(path), str(q_path), feeds[:INT8_CALIBRATION_BATCHES], progress=qprog, cancel=cancel)
+        q = engine.quantize_int8(str(path), str(q_path), feeds[:INT8_CALIBRATION_BATCHES], progress=qprog,
+                                 cancel=cancel)
     except JobCanceled:
         raise
     except SparsifyError as err:
         return {"enabled": True, "error": str(err)}, None
-    except Exception as err:  # quantization bugs in onnxruntime must not lose the FP32 profile
+    except Exception as err:  # quantization bugs in the runtime must not lose the FP32 profile
         return {"enabled": True, "error": f"INT8 quantization failed: {_first_line(err)}"}, None
     maybe_check(cancel)
     try:
-        m = _measure(str(q_path), feeds, cores, warmup, iterations, tmp, "int8", cancel, prog, fq, f1)
-        qdq_nodes = attr.graph_nodes(onnx.load(str(q_path), load_external_data=False))
+        m = _measure(engine, str(q_path), feeds, cores, warmup, iterations, tmp, "int8", cancel, prog, fq, f1)
+        qdq_nodes = graph_nodes(onnx.load(str(q_path), load_external_data=False))
         ia = attr.attribute_int8(orig, qdq_nodes, m.opt_nodes, m.kernels.ms, optimized_initializers=m.opt_inits,
                                  kernel_op_types=m.kernels.op_type)
     except JobCanceled:
@@ -598,7 +452,7 @@ def _int8_pass(path: Path, orig: list, feeds: list, cores: int, warmup: int, ite
     except Exception as err:
         if cancel is not None and cancel.is_cancelled():
             raise JobCanceled("job canceled by the user") from err
-        return {"enabled": True, "error": f"the INT8 model failed to run in onnxruntime: {_first_line(err)}",
+        return {"enabled": True, "error": f"the INT8 model failed to run in {engine.name}: {_first_line(err)}",
                 "quantize_seconds": q.seconds}, None
     med = m.latency["median"]
     info = {
@@ -608,8 +462,7 @@ def _int8_pass(path: Path, orig: list, feeds: list, cores: int, warmup: int, ite
         "items_per_second": 1000.0 * batch_size / med if med else 0.0,
         "speedup": (fp_latency["median"] / med) if med else None,
         "quantize_seconds": q.seconds,
-        "method": "onnxruntime.quantization quantize_static: QDQ, per-channel, MinMax, QInt8 weights, "
-                  "QUInt8 activations, after quant_pre_process",
+        "method": engine.quantization_method,
         "calibration_batches": min(len(feeds), INT8_CALIBRATION_BATCHES),
         "warnings": list(q.warnings),
         "profiled": {"kernel_total_ms": m.kernels.total_ms, "run_ms": m.kernels.run_ms, "runs": m.kernels.runs,

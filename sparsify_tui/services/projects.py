@@ -21,6 +21,7 @@ def create_project(ws, model_path: Union[str, Path], name: Optional[str] = None,
     :meth:`sparsify_tui.store.Workspace.create_project` for what is stored.
     """
     from sparsify_tui.analysis.nodes import analyze_model
+    from sparsify_tui.engine import get_engine
 
     src = Path(model_path).expanduser()
     name = (name or src.stem).strip()
@@ -28,7 +29,7 @@ def create_project(ws, model_path: Union[str, Path], name: Optional[str] = None,
     batch_size = settings.batch_size(batch_size)
     if progress:
         progress("analyzing model", 0.0)
-    analysis = analyze_model(str(src), batch_size=batch_size, dims=dict(dims or {}))
+    analysis = analyze_model(str(src), batch_size=batch_size, dims=dict(dims or {}), engine=get_engine())
     return ws.create_project(src, analysis.to_dict(), name, description, link=link, batch_size=batch_size,
                              dims=dims, setup=setup, progress=progress)
 

@@ -1,6 +1,7 @@
-"""The one INT8 path of sparsify-tui: static QDQ quantization with ``onnxruntime.quantization``.
+"""INT8 for the onnxruntime engine: static QDQ quantization with ``onnxruntime.quantization``.
 
-Used by perf profiles (measured INT8), loss profiles (INT8 sensitivity) and one-shot apply.
+Reached through :meth:`sparsify_tui.engine.ort.OnnxRuntimeEngine.quantize_int8`, the one INT8 path of
+perf profiles (measured INT8) and one-shot apply.
 
 Steps (see ../shared/calibration.md for why the first one matters):
 
@@ -25,45 +26,17 @@ import importlib.util
 import os
 import tempfile
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Optional, Sequence, Union
 
 import numpy as np
 
+from sparsify_tui.engine.base import QuantizationResult
 from sparsify_tui.errors import ModelError
 from sparsify_tui.progress import CancelToken, ProgressFn, maybe_check
 
 #: Models at or above this size are written with external data (protobuf's 2 GB limit).
 _EXTERNAL_DATA_BYTES = 1_800_000_000
-
-
-@dataclass
-class QuantizationResult:
-    """Outcome of :func:`quantize_int8`.
-
-    ``out_path``: the INT8 QDQ model; ``seconds``: wall time of pre-processing + quantization (s);
-    ``excluded_nodes``: node names left in FP32 as asked; ``error``: None on success (failures raise);
-    ``warnings``: non-fatal problems (e.g. pre-processing skipped, so INT8 may be slow);
-    ``preprocess_seconds``: wall time of ``quant_pre_process`` (s).
-    """
-
-    out_path: Path
-    seconds: float
-    excluded_nodes: list = field(default_factory=list)
-    error: Optional[str] = None
-    warnings: list = field(default_factory=list)
-    preprocess_seconds: float = 0.0
-
-    def to_dict(self) -> dict:
-        return {
-            "out_path": str(self.out_path),
-            "seconds": self.seconds,
-            "preprocess_seconds": self.preprocess_seconds,
-            "excluded_nodes": list(self.excluded_nodes),
-            "error": self.error,
-            "warnings": list(self.warnings),
-        }
 
 
 def _first_line(err: BaseException) -> str:
@@ -119,13 +92,15 @@ def _upgrade_opset(src: Path, dst: Path) -> tuple:
     import onnx
     from onnx import version_converter
 
+    from sparsify_tui.analysis.loading import set_ir_version
+
     model = onnx.load(str(src))
     opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), 13)
     if opset >= 13:
         return src, None
     try:
         conv = version_converter.convert_version(model, 13)
-        conv.ir_version = max(model.ir_version, 7)
+        set_ir_version(conv, model.ir_version, src.name)  # at least what opset 13 needs (IR 7)
         onnx.save(conv, str(dst))
         return dst, None
     except Exception as err:

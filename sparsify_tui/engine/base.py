@@ -1,0 +1,192 @@
+"""The interface every engine (runtime) implements, and the neutral data it returns.
+
+An engine turns an ONNX file into timed runs on this machine. sparsify-tui asks four things of it:
+
+1. **sessions configured as deployed** (:meth:`Engine.open_session`; DESIGN.md "Measuring": all
+   graph optimizations on, intra-op threads = core count, inter-op threads = 1, one live session at
+   a time) that run a feed dict through a bound callable (:meth:`Session.runner`), a cancel
+   terminating an in-flight run;
+2. **a profiled pass** (:meth:`Engine.profile`): per-kernel ms per run plus the graph the engine
+   actually ran (after its fusions), as :class:`ProfiledPass`, which perf attribution maps back to the
+   user's nodes;
+3. **INT8 quantization** (:meth:`Engine.quantize_int8`): a static INT8 model the engine runs fast;
+4. its **identity**: name, version, providers and session settings for the stored results.
+
+A second runtime is one module with an :class:`Engine` subclass (and its :class:`Session`) plus one line
+in :data:`sparsify_tui.engine.ENGINES`. The timing loop (:mod:`sparsify_tui.engine.timing`), pruning and
+weight rewrites (:mod:`sparsify_tui.engine.weights`, :mod:`sparsify_tui.engine.pruning`) are shared.
+"""
+
+from __future__ import annotations
+
+import time
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Mapping, Optional, Sequence, Union
+
+from sparsify_tui.progress import CancelToken, ProgressFn
+
+#: ``run(feed) -> outputs``: one inference of a feed dict ``{input name: np.ndarray}``.
+RunFn = Callable[[Mapping[str, Any]], list]
+#: model source: a path (external data resolved next to it) or serialized model bytes
+ModelSource = Union[str, Path, bytes]
+
+
+class Session(ABC):
+    """A model loaded by an engine, ready to run. Close it (or use it as a context manager), and drop its
+    runners, before the next one is opened: an idle session's threads steal cores from the one being
+    measured.
+
+    ``input_names``/``output_names``: the model's graph inputs and outputs, in order;
+    ``clock``: the engine's clock in ns, read around each timed run (``time.perf_counter_ns``).
+    """
+
+    input_names: list[str]
+    output_names: list[str]
+    clock: Callable[[], int] = time.perf_counter_ns
+
+    @abstractmethod
+    def runner(self, outputs: Optional[Sequence[str]] = None, cancel: Optional[CancelToken] = None) -> RunFn:
+        """The hot call, bound once: ``run(feed)`` returns the ``outputs`` (default all, in
+        :attr:`output_names` order) as numpy arrays. ``cancel`` terminates a running call within
+        milliseconds; the call then raises (turn that into ``JobCanceled`` with
+        :func:`sparsify_tui.engine.timing.canceled_as_job`). Build it outside timed loops."""
+
+    def close(self) -> None:
+        """Release the runtime's session (threads, memory). Runners built from it stop working."""
+
+    def __enter__(self) -> "Session":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+@dataclass
+class KernelTimes:
+    """Per-kernel times of a profiled pass, averaged over the counted runs.
+
+    ``ms``: kernel key -> ms per run (exclusive of nested kernels); ``op_type``: key -> op;
+    ``order``: keys in first-execution order; ``runs``: number of runs averaged; ``run_ms``: mean
+    whole-run duration (ms, includes framework overhead between kernels).
+    Keys are the names of the nodes in :attr:`ProfiledPass.nodes`; a name that occurs k>1 times within
+    one run (e.g. unnamed nodes) gets keys ``name``, ``name#1``, ... in execution order.
+    """
+
+    ms: dict = field(default_factory=dict)
+    op_type: dict = field(default_factory=dict)
+    order: list = field(default_factory=list)
+    runs: int = 0
+    run_ms: float = 0.0
+
+    @property
+    def total_ms(self) -> float:
+        return float(sum(self.ms.values()))
+
+
+@dataclass
+class ProfiledPass:
+    """What a profiled pass measured: ``kernels`` (:class:`KernelTimes`), ``nodes``: the graph the engine
+    ran, as :class:`sparsify_tui.analysis.graph.GraphNode` (kernel keys are their names),
+    ``initializers``: its constant tensor names; ``seconds``: wall time of its phases
+    (``session_s``, ``runs_s``, ``end_profiling_s``, ``parse_s``)."""
+
+    kernels: KernelTimes
+    nodes: list
+    initializers: set
+    seconds: dict = field(default_factory=dict)
+
+
+@dataclass
+class QuantizationResult:
+    """Outcome of :meth:`Engine.quantize_int8`.
+
+    ``out_path``: the INT8 model; ``seconds``: wall time of pre-processing + quantization (s);
+    ``excluded_nodes``: node names left in FP32 as asked; ``error``: None on success (failures raise);
+    ``warnings``: non-fatal problems (e.g. pre-processing skipped, so INT8 may be slow);
+    ``preprocess_seconds``: wall time of the pre-processing step (s).
+    """
+
+    out_path: Path
+    seconds: float
+    excluded_nodes: list = field(default_factory=list)
+    error: Optional[str] = None
+    warnings: list = field(default_factory=list)
+    preprocess_seconds: float = 0.0
+
+    def to_dict(self) -> dict:
+        return {
+            "out_path": str(self.out_path),
+            "seconds": self.seconds,
+            "preprocess_seconds": self.preprocess_seconds,
+            "excluded_nodes": list(self.excluded_nodes),
+            "error": self.error,
+            "warnings": list(self.warnings),
+        }
+
+
+class Engine(ABC):
+    """A runtime sparsify-tui measures with (module docstring). Instances are stateless apart from
+    caches; :func:`sparsify_tui.engine.get_engine` hands out one per name."""
+
+    #: registry key and the name shown to users ("onnxruntime")
+    name: str = ""
+    #: one line: how sessions are configured (the ``engine`` field of a benchmark)
+    description: str = ""
+    #: one line: how :meth:`quantize_int8` quantizes (the ``method`` of a perf profile's INT8 part)
+    quantization_method: str = ""
+
+    @property
+    @abstractmethod
+    def version(self) -> str:
+        """The runtime's version string."""
+
+    def providers(self) -> list[str]:
+        """Execution providers (devices/back-ends) the runtime offers on this machine."""
+        return []
+
+    def settings(self, core_count: int) -> dict:
+        """How sessions are configured for ``core_count`` cores (stored with every perf profile)."""
+        return {"engine": self.name, "threads": int(core_count)}
+
+    def system_info(self):
+        """This machine (:func:`sparsify_tui.analysis.system.machine_info`) with the runtime's version and
+        providers."""
+        from sparsify_tui.analysis.system import machine_info
+
+        return machine_info(self.version, self.providers())
+
+    @abstractmethod
+    def open_session(self, model: ModelSource, core_count: Optional[int] = None, *,
+                     external_initializers: Optional[dict] = None) -> Session:
+        """A session on ``model`` configured as deployed with ``core_count`` threads (None: every core this
+        process may use, :func:`sparsify_tui.settings.available_cores`).
+
+        ``external_initializers``: ``{name: numpy array}`` supplying, in memory and without a copy, the
+        data of initializers the model holds as data-less placeholders
+        (:func:`sparsify_tui.engine.weights.strip_initializers`). Raises ``ModelError`` (one line) when
+        the runtime cannot load the model."""
+
+    @abstractmethod
+    def profile(self, model_path: Union[str, Path], feeds: Sequence[Mapping[str, Any]], core_count: int, *,
+                runs: int, workdir: Path, tag: str = "model", cancel: Optional[CancelToken] = None,
+                on_run: Optional[Callable[[int, int], None]] = None) -> ProfiledPass:
+        """A profiled pass: one warm-up run (ignored) then ``runs`` runs cycling ``feeds`` in a profiling
+        session configured like :meth:`open_session`; per-kernel times and the graph the engine ran.
+        Temporary files go to ``workdir`` (names start with ``tag``); ``on_run(done, total)`` after
+        each run. Raises ``ModelError`` when the model cannot be loaded, ``JobCanceled`` on cancel."""
+
+    @abstractmethod
+    def quantize_int8(self, model_path: Union[str, Path], out_path: Union[str, Path],
+                      calibration: Sequence[Mapping[str, Any]], *, per_channel: bool = True,
+                      excluded_nodes: Sequence[str] = (), progress: Optional[ProgressFn] = None,
+                      cancel: Optional[CancelToken] = None) -> QuantizationResult:
+        """Write a static INT8 model of ``model_path`` to ``out_path``, calibrated on the feed dicts
+        ``calibration`` (at least one), keeping ``excluded_nodes`` (original node names) in FP32.
+        Raises ``ModelError`` (one line with the runtime's reason), ``JobCanceled``."""
+
+    def infer_shapes(self, model) -> dict:
+        """Extra shape inference for tensors onnx leaves unknown: ``{tensor name: shape}`` or an inferred
+        ``ModelProto`` (used last by :func:`sparsify_tui.analysis.shapes.infer_shapes_ex`). Default: none."""
+        return {}
