@@ -78,7 +78,7 @@ def test_generated_plain_pytorch_prunes_a_torch_model(tmp_path, variant):
                              training={"epochs": 6, "init_lr": 0.1, "final_lr": 0.01})
     from sparsify_tui.optimization.core import override
 
-    rec = override(rec, rec["layers"][0]["weight_name"], 0.5)  # make sure the first layer is pruned
+    rec = override(rec, rec.layers[0].weight_name, 0.5)  # make sure the first layer is pruned
     code = tmp_path / "gen.py"
     code.write_text(generate_code(rec, "pytorch-plain", "r.yaml"))
     (tmp_path / "train.py").write_text(TRAIN)
@@ -88,7 +88,7 @@ def test_generated_plain_pytorch_prunes_a_torch_model(tmp_path, variant):
     assert out["sparsity"], "no layer pruned"
     for onnx_name, (got, final, module) in out["sparsity"].items():
         assert got == pytest.approx(final, abs=0.01), (onnx_name, module)
-    assert out["lr"] == pytest.approx(lr_at(rec["epochs"]["total_epochs"] - 1 + 4 / 5, rec["lr_modifiers"]))
+    assert out["lr"] == pytest.approx(lr_at(rec.epochs.total_epochs - 1 + 4 / 5, rec.lr_modifiers))
     if variant == "named":
         assert all(v[2] + ".weight" == k for k, v in out["sparsity"].items())
     else:  # BatchNorm folded by the exporter: anonymous names, mapped by order and shape

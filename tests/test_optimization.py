@@ -9,16 +9,19 @@ import pytest
 from sparsify_tui.optimization.allocation import allocate
 from sparsify_tui.optimization.config import GRID_LEVELS, Settings
 from sparsify_tui.optimization.core import build_optimization, change_settings, layer_sparsities, override
+from sparsify_tui.optimization.record import LayerRow, Optimization
+from sparsify_tui.profiling.loss import LossProfile
+from sparsify_tui.profiling.perf import PerfProfile
 from sparsify_tui.services.projects import create_project
 
 LEVELS = ["0.4", "0.6", "0.7", "0.8", "0.85", "0.9", "0.95", "0.975", "0.99"]
 
 
 def weighted_avg(rec_or_layers, sparsities=None):
-    layers = rec_or_layers["layers"] if isinstance(rec_or_layers, dict) else rec_or_layers
-    sp = sparsities or {l["weight_name"]: l["sparsity"] for l in layers}
-    n = sum(l["params"] for l in layers)
-    return sum(l["params"] * sp[l["weight_name"]] for l in layers) / n
+    layers = rec_or_layers.layers if isinstance(rec_or_layers, Optimization) else rec_or_layers
+    sp = sparsities or {l.weight_name: l.sparsity for l in layers}
+    n = sum(l.params for l in layers)
+    return sum(l.params * sp[l.weight_name] for l in layers) / n
 
 
 def make_layers(gains, losses, params=None):
@@ -26,23 +29,23 @@ def make_layers(gains, losses, params=None):
     params = params or [1000] * len(gains)
     out = []
     for i, (g, lo, n) in enumerate(zip(gains, losses, params)):
-        out.append({"weight_name": f"l{i}.weight", "node_id": f"n{i}", "op_type": "Conv", "params": n,
-                    "flops": n * 100.0, "group": 1, "excluded": None,
-                    "time_curve": [g * (1 - 0.9 * s) for s in GRID_LEVELS],
-                    "gain_curve": [g * 0.9 * s for s in GRID_LEVELS],
-                    "loss_curve": [lo * s ** 3 for s in GRID_LEVELS]})
+        out.append(LayerRow(weight_name=f"l{i}.weight", node_id=f"n{i}", op_type="Conv", params=n,
+                            flops=n * 100.0, group=1, excluded=None,
+                            time_curve=[g * (1 - 0.9 * s) for s in GRID_LEVELS],
+                            gain_curve=[g * 0.9 * s for s in GRID_LEVELS],
+                            loss_curve=[lo * s ** 3 for s in GRID_LEVELS]))
     return out
 
 
 def fake_profiles(analysis, int8=True):
-    """Perf and loss profile dicts in the issue 3 / issue 4 JSON shapes for an analysis dict."""
+    """Perf and loss profiles (typed, read from dicts in the issue 3 / issue 4 JSON shapes) for an analysis dict."""
     layers = [n for n in analysis["nodes"] if n["prunable"]]
     total = 0.0
     pnodes, llayers = [], []
     for k, n in enumerate(analysis["nodes"]):
         t = 0.001 + n["flops"] / 1e9
         total += t
-        node = {"id": n["id"], "op_type": n["op_type"], "weight_name": n.get("weight_name"), "time_ms": t,
+        node = {"index": k, "id": n["id"], "op_type": n["op_type"], "weight_name": n.get("weight_name"), "time_ms": t,
                 "share": 0.0, "flops": n["flops"], "gflops_per_s": 1.0, "est_pruned_ms": {},
                 "int8_time_ms": t / 2.5 if int8 else None}
         if n["prunable"]:
@@ -52,8 +55,8 @@ def fake_profiles(analysis, int8=True):
         pnodes.append(node)
     for k, n in enumerate(layers):
         sens = {f"{s:.2f}": (k % 5 + 1) * 0.01 * s ** 2 for s in [0.0, 0.2, 0.4, 0.6, 0.7, 0.8, 0.85, 0.9, 0.95, 0.99]}
-        llayers.append({"id": n["id"], "weight_name": n["weight_name"], "params": n["params"],
-                        "prunable_params": n["params"], "sparsity": 0.0, "sensitivity": sens,
+        llayers.append({"id": n["id"], "weight_name": n["weight_name"], "op_type": n["op_type"],
+                        "params": n["params"], "prunable_params": n["params"], "sparsity": 0.0, "sensitivity": sens,
                         "int8_sensitivity": 0.5 if k == 3 else 0.01})
     perf = {"profile": {"name": "baseline", "batch_size": 1, "core_count": 2, "instruction_sets": [],
                         "latency_ms": {"median": total, "p90": total, "mean": total, "min": total},
@@ -61,7 +64,7 @@ def fake_profiles(analysis, int8=True):
                         "int8": {"latency_ms": {"median": total / 2.5}} if int8 else {}},
             "nodes": pnodes}
     loss = {"profile": {"name": "fake", "method": "one-shot"}, "layers": llayers}
-    return perf, loss
+    return PerfProfile.from_dict(perf), LossProfile.from_dict(loss)
 
 
 @pytest.fixture(scope="module")
@@ -91,23 +94,23 @@ def test_weighted_average_hits_target_with_caps_and_min_sparsity(target, balance
 
 def test_exclusions_stay_dense_and_target_still_met(demo_analysis):
     rec = build_optimization("o", demo_analysis, None, None, sparsity=0.7)
-    first = rec["layers"][0]
-    assert first["sparsity"] == 0 and first["reason"] == "first layer"
-    grouped = [l for l in rec["layers"] if l["group"] > 1]
-    assert grouped and all(l["sparsity"] == 0 for l in grouped)
-    assert all(l["sparsity"] <= 0.95 for l in rec["layers"])
+    first = rec.layers[0]
+    assert first.sparsity == 0 and first.reason == "first layer"
+    grouped = [l for l in rec.layers if l.group > 1]
+    assert grouped and all(l.sparsity == 0 for l in grouped)
+    assert all(l.sparsity <= 0.95 for l in rec.layers)
     assert abs(weighted_avg(rec) - 0.7) <= 0.02
     # turning the exclusions off lets them be pruned
     rec2 = change_settings(copy.deepcopy(rec), dense_grouped=False, dense_first_layer=False)
-    assert any(l["sparsity"] > 0 for l in rec2["layers"] if l["group"] > 1)
+    assert any(l.sparsity > 0 for l in rec2.layers if l.group > 1)
     assert abs(weighted_avg(rec2) - 0.7) <= 0.02
 
 
 def test_unreachable_target_caps_every_layer_and_warns(demo_analysis):
     rec = build_optimization("o", demo_analysis, None, None, sparsity=0.95)
-    free = [l for l in rec["layers"] if not l["excluded"]]
-    assert all(l["sparsity"] == pytest.approx(0.95) for l in free)
-    assert rec["warnings"] and "not reachable" in rec["warnings"][0]
+    free = [l for l in rec.layers if not l.excluded]
+    assert all(l.sparsity == pytest.approx(0.95) for l in free)
+    assert rec.warnings and "not reachable" in rec.warnings[0]
 
 
 def test_balance_one_is_loss_only():
@@ -145,56 +148,56 @@ def test_filters_min_perf_gain_and_min_recovery():
 def test_overrides_survive_reevaluation(demo_analysis):
     perf, loss = fake_profiles(demo_analysis)
     rec = build_optimization("o", demo_analysis, perf, loss, sparsity=0.6, perf_ref="p", loss_ref="l")
-    target = rec["layers"][5]["weight_name"]
+    target = rec.layers[5].weight_name
     rec = override(rec, target, 0.25)
     assert layer_sparsities(rec)[target] == 0.25
     rec = change_settings(rec, sparsity=0.7, balance=0.2)
-    lay = next(l for l in rec["layers"] if l["weight_name"] == target)
-    assert lay["sparsity"] == 0.25 and lay["override"]
+    lay = next(l for l in rec.layers if l.weight_name == target)
+    assert lay.sparsity == 0.25 and lay.override
     assert abs(weighted_avg(rec) - 0.7) <= 0.02
     # overriding an excluded layer (the first one) is allowed too
-    rec = override(rec, rec["layers"][0]["weight_name"], 0.5)
-    assert rec["layers"][0]["sparsity"] == 0.5
+    rec = override(rec, rec.layers[0].weight_name, 0.5)
+    assert rec.layers[0].sparsity == 0.5
     rec = override(rec, target, None)
-    assert not next(l for l in rec["layers"] if l["weight_name"] == target)["override"]
+    assert not next(l for l in rec.layers if l.weight_name == target).override
 
 
 def test_estimates_name_runtime_and_use_measured_int8(demo_analysis):
     perf, loss = fake_profiles(demo_analysis)
     rec = build_optimization("o", demo_analysis, perf, loss, sparsity=0.7, quantize=True, perf_ref="p",
                              loss_ref="l")
-    est = rec["estimates"]
-    assert "onnxruntime" in est["ort_note"] and "no speedup" in est["ort_note"]
-    assert est["int8_measured"] and est["ort_speedup"] == pytest.approx(2.5, rel=0.05)
-    assert est["sparse_speedup"] >= est["ort_speedup"]
-    assert est["flops_reduction"] > 1.5 and est["params_compression"] > 1.5
-    assert 0 <= est["est_recovery"] <= 1
+    est = rec.estimates
+    assert "onnxruntime" in est.ort_note and "no speedup" in est.ort_note
+    assert est.int8_measured and est.ort_speedup == pytest.approx(2.5, rel=0.05)
+    assert est.sparse_speedup >= est.ort_speedup
+    assert est.flops_reduction > 1.5 and est.params_compression > 1.5
+    assert 0 <= est.est_recovery <= 1
     # default INT8 exclusion: the outlier layer (index 3 has 50x the others' INT8 sensitivity)
-    assert rec["quantization"]["excluded"] == [rec["layers"][3]["node_id"]]
+    assert rec.quantization.excluded == [rec.layers[3].node_id]
     off = change_settings(copy.deepcopy(rec))
-    off["quantization"]["enabled"] = False
+    off.quantization.enabled = False
     from sparsify_tui.optimization.core import evaluate
 
-    assert evaluate(off)["estimates"]["ort_speedup"] == pytest.approx(1.0)
+    assert evaluate(off).estimates.ort_speedup == pytest.approx(1.0)
 
 
 def test_flops_profile_has_no_ms_and_no_ort_pruning_gain(demo_analysis):
     rec = build_optimization("o", demo_analysis, None, None, sparsity=0.7, quantize=True)
-    est = rec["estimates"]
-    assert est["baseline_ms"] is None and est["time_units"].startswith("relative")
-    assert est["ort_speedup"] == pytest.approx(1.0) and not est["int8_measured"]
+    est = rec.estimates
+    assert est.baseline_ms is None and est.time_units.startswith("relative")
+    assert est.ort_speedup == pytest.approx(1.0) and not est.int8_measured
 
 
 def test_epochs_and_lr_from_training_settings(demo_analysis):
     rec = build_optimization("o", demo_analysis, None, None, training={"epochs": 90, "init_lr": 0.1,
                                                                        "final_lr": 0.001})
-    ep = rec["epochs"]
-    assert ep["pruning_start_epoch"] == 1 and ep["pruning_epochs"] == 30 and ep["fine_tune_epochs"] == 22.5
-    assert ep["total_epochs"] == pytest.approx(1 + 30 + 22.5)
+    ep = rec.epochs
+    assert ep.pruning_start_epoch == 1 and ep.pruning_epochs == 30 and ep.fine_tune_epochs == 22.5
+    assert ep.total_epochs == pytest.approx(1 + 30 + 22.5)
     from sparsify_tui.optimization.schedule import lr_at
 
-    assert lr_at(0, rec["lr_modifiers"]) == pytest.approx(0.1)
-    assert lr_at(ep["total_epochs"], rec["lr_modifiers"]) == pytest.approx(0.001, rel=0.1)
+    assert lr_at(0, rec.lr_modifiers) == pytest.approx(0.1)
+    assert lr_at(ep.total_epochs, rec.lr_modifiers) == pytest.approx(0.001, rel=0.1)
 
 
 def test_workspace_create_override_copy(workspace_home, demo_model):

@@ -88,7 +88,7 @@ def test_recipe_parses_with_tags_and_round_trips(demo_rec):
     assert sp == pytest.approx(layer_sparsities(demo_rec))
     assert parse_recipe(text)["sparsities"] == pytest.approx(layer_sparsities(demo_rec))
     # weighted sparsity computed from the recipe alone + the layer sizes hits the target
-    n = {l["weight_name"]: l["params"] for l in demo_rec["layers"]}
+    n = {l.weight_name: l.params for l in demo_rec.layers}
     avg = sum(n[w] * s for w, s in sp.items()) / sum(n.values())
     assert abs(avg - 0.7) <= 0.02
 
@@ -129,15 +129,15 @@ def test_lr_modifiers_in_recipe(demo_rec):
     assert [m["lr_class"] for m in mods] == ["StepLR", "MultiStepLR"]
     assert mods[0]["lr_kwargs"] == {"step_size": 2.0, "gamma": 0.5} and mods[0]["init_lr"] == 0.05
     assert mods[1]["lr_kwargs"]["milestones"] == [12.0, 14.0]
-    assert lr_at(5, rec["lr_modifiers"]) == pytest.approx(0.05 * 0.5 ** 1)
-    assert lr_at(14.5, rec["lr_modifiers"]) == pytest.approx(0.01 * 0.01)
+    assert lr_at(5, rec.lr_modifiers) == pytest.approx(0.05 * 0.5 ** 1)
+    assert lr_at(14.5, rec.lr_modifiers) == pytest.approx(0.01 * 0.01)
 
 
 def test_anonymous_names_warn(tmp_path):
     path = small_model(tmp_path / "anon.onnx", ("onnx::Conv_12", "/layer/Conv_output_0", "fc.weight"))
     rec = build_optimization("s", analysis_of(path), None, None, sparsity=0.6,
                              settings=None)
-    rec["layers"][0]["sparsity"] = 0.5  # make sure the anonymous first layer is listed
+    rec.layers[0].sparsity = 0.5  # make sure the anonymous first layer is listed
     text = to_yaml(rec)
     assert "# WARNING:" in text and "onnx::Conv_12" in text
     code = generate_code(rec, "pytorch-plain")
@@ -155,7 +155,7 @@ def test_plain_pytorch_schedule_runs_without_torch(demo_rec):
     code = generate_code(demo_rec, "pytorch-plain", "r.yaml")
     ns: dict = {}
     exec(compile(code, "<plain>", "exec"), ns)  # torch is only imported inside functions
-    ep = demo_rec["epochs"]
+    ep = demo_rec.epochs.to_dict()
     f = ns["sparsity_at"]
     for final in {l["sparsity"] for l in ns["LAYERS"]}:
         init = min(ep["init_sparsity"], final)
@@ -171,7 +171,7 @@ def test_plain_pytorch_schedule_runs_without_torch(demo_rec):
             assert f(x, final) == pytest.approx(gmp_sparsity(x, init, final, ep["pruning_start_epoch"],
                                                              ep["pruning_end_epoch"], ep["update_frequency"]))
     for e in np.linspace(0, ep["total_epochs"], 31):
-        assert ns["lr_at"](e) == pytest.approx(lr_at(e, demo_rec["lr_modifiers"]))
+        assert ns["lr_at"](e) == pytest.approx(lr_at(e, demo_rec.lr_modifiers))
     assert {l["weight"] for l in ns["LAYERS"]} == set(layer_sparsities(demo_rec))
 
 

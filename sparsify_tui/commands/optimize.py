@@ -9,6 +9,10 @@
 from __future__ import annotations
 
 import sys
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from sparsify_tui.optimization.record import Optimization
 
 FRAMEWORK_CHOICES = ["pytorch", "pytorch-plain", "keras", "tensorflow"]
 
@@ -52,18 +56,22 @@ def _ws():
     return Workspace()
 
 
-def summary(rec: dict) -> dict:
-    """The JSON printed by ``optimize --json``: the record without the per-layer curves."""
+def summary(opt: "Optimization") -> dict:
+    """The JSON printed by ``optimize --json``: the stored record (an
+    :class:`~sparsify_tui.optimization.record.Optimization`) without the per-layer curves and the per-node
+    times; ``model`` and ``layers`` last."""
+    rec = opt.to_dict()
     drop = {"time_curve", "loss_curve", "gain_curve"}
     out = {k: v for k, v in rec.items() if k not in ("layers", "model")}
-    out["model"] = {k: v for k, v in (rec.get("model") or {}).items() if k != "perf_nodes"}
-    out["layers"] = [{k: v for k, v in l.items() if k not in drop} for l in rec.get("layers", [])]
+    out["model"] = {k: v for k, v in rec["model"].items() if k != "perf_nodes"}
+    out["layers"] = [{k: v for k, v in l.items() if k not in drop} for l in rec["layers"]]
     return out
 
 
 def _optimize(args) -> int:
     from sparsify_tui.cli import print_json
     from sparsify_tui.errors import ProjectError
+    from sparsify_tui.optimization.record import Optimization
     from sparsify_tui.services.optimizations import create_optimization
 
     overrides = {}
@@ -79,46 +87,45 @@ def _optimize(args) -> int:
     project = ws.get_project(args.project)
     extra = {k: v for k, v in (("min_sparsity", args.min_sparsity), ("max_sparsity", args.max_sparsity))
              if v is not None}
-    rec = create_optimization(ws, project["id"], args.name, perf=args.perf, loss=args.loss,
-                              sparsity=args.sparsity, balance=args.balance, quantize=args.quantize,
-                              settings=extra, overrides=overrides)
+    opt = Optimization.from_dict(create_optimization(
+        ws, project["id"], args.name, perf=args.perf, loss=args.loss, sparsity=args.sparsity, balance=args.balance,
+        quantize=args.quantize, settings=extra, overrides=overrides))
     if args.json:
-        print_json(summary(rec))
+        print_json(summary(opt))
         return 0
-    print(render_text(rec, project["name"]))
+    print(render_text(opt, project["name"]))
     return 0
 
 
-def render_text(rec: dict, project_name: str) -> str:
-    """Human-readable summary of an optimization (CLI)."""
+def render_text(opt: "Optimization", project_name: str) -> str:
+    """Human-readable summary of a stored, evaluated optimization (an
+    :class:`~sparsify_tui.optimization.record.Optimization`) for the CLI."""
     from sparsify_tui.formatting import format_fixed as _fmt
 
-    est, st = rec["estimates"], rec["settings"]
-    ep = rec["epochs"]
+    est, st, ep, q = opt.estimates, opt.settings, opt.epochs, opt.quantization
     lines = [
-        f"optimization {rec['name']!r} ({rec['id']}) of project {project_name!r}",
-        f"  profiles: perf {rec['perf_profile_name']}, loss {rec['loss_profile_name']}",
-        f"  target sparsity {st['sparsity']:.2f}, achieved {est['avg_sparsity']:.3f} (params-weighted), "
-        f"balance {st['balance']:.2f}",
-        f"  quantization: {'INT8' if rec['quantization']['enabled'] else 'off'}"
-        + (f", {len(rec['quantization']['excluded'])} layers kept FP32" if rec['quantization']['enabled'] else ""),
-        f"  epochs: stabilize to {ep['pruning_start_epoch']}, prune to {ep['pruning_end_epoch']}, "
-        f"fine-tune to {ep['total_epochs']}, update every {ep['update_frequency']}",
+        f"optimization {opt.name!r} ({opt.id}) of project {project_name!r}",
+        f"  profiles: perf {opt.perf_profile_name}, loss {opt.loss_profile_name}",
+        f"  target sparsity {st.sparsity:.2f}, achieved {est.avg_sparsity:.3f} (params-weighted), "
+        f"balance {st.balance:.2f}",
+        f"  quantization: {'INT8' if q.enabled else 'off'}"
+        + (f", {len(q.excluded)} layers kept FP32" if q.enabled else ""),
+        f"  epochs: stabilize to {ep.pruning_start_epoch}, prune to {ep.pruning_end_epoch}, "
+        f"fine-tune to {ep.total_epochs}, update every {ep.update_frequency}",
         "  estimates:",
-        f"    {est['sparse_runtime']}: {_fmt(est.get('sparse_ms'))} ms/batch, speedup "
-        f"{_fmt(est.get('sparse_speedup'))}x (est.)",
-        f"    onnxruntime: {_fmt(est.get('ort_ms'))} ms/batch, speedup {_fmt(est.get('ort_speedup'))}x "
-        f"(no gain from sparsity; INT8 {'measured' if est.get('int8_measured') else 'not measured'})",
-        f"    FLOPs reduction {_fmt(est.get('flops_reduction'))}x, params compression "
-        f"{_fmt(est.get('params_compression'))}x, est. recovery {_fmt(est.get('est_recovery'), '.2f')}",
+        f"    {est.sparse_runtime}: {_fmt(est.sparse_ms)} ms/batch, speedup {_fmt(est.sparse_speedup)}x (est.)",
+        f"    onnxruntime: {_fmt(est.ort_ms)} ms/batch, speedup {_fmt(est.ort_speedup)}x "
+        f"(no gain from sparsity; INT8 {'measured' if est.int8_measured else 'not measured'})",
+        f"    FLOPs reduction {_fmt(est.flops_reduction)}x, params compression "
+        f"{_fmt(est.params_compression)}x, est. recovery {_fmt(est.est_recovery, '.2f')}",
         "  layers (weight name, sparsity, note):",
     ]
-    for l in rec["layers"]:
-        note = "override" if l.get("override") else (l.get("reason") or "")
-        lines.append(f"    {l['weight_name'][:48]:<48} {l['sparsity']:.3f}  {note}")
-    for w in rec.get("warnings") or []:
+    for l in opt.layers:
+        note = "override" if l.override else (l.reason or "")
+        lines.append(f"    {l.weight_name[:48]:<48} {l.sparsity:.3f}  {note}")
+    for w in opt.warnings:
         lines.append(f"  warning: {w}")
-    lines.append(f"next: sparsify-tui export {project_name!r} {rec['name']!r} --code pytorch-plain")
+    lines.append(f"next: sparsify-tui export {project_name!r} {opt.name!r} --code pytorch-plain")
     return "\n".join(lines)
 
 

@@ -31,7 +31,8 @@ from typing import Dict, List, Optional
 
 import numpy as np
 
-from sparsify_tui.optimization.config import GRID_LEVELS, Settings
+from sparsify_tui.optimization.config import GRID_LEVELS
+from sparsify_tui.optimization.record import LayerRow, Settings
 
 STEP = 0.005
 
@@ -67,8 +68,9 @@ def recoverability(loss_curves: np.ndarray) -> np.ndarray:
     return np.clip(1.0 - loss_curves / top, 0.0, 1.0)
 
 
-def allocate(layers: List[Dict], settings: Settings, overrides: Optional[Dict[str, float]] = None) -> Allocation:
-    """Per-layer sparsities for ``layers`` (from :func:`config.build_layers`) under ``settings``.
+def allocate(layers: List[LayerRow], settings: Settings, overrides: Optional[Dict[str, float]] = None) -> Allocation:
+    """Per-layer sparsities for ``layers`` (rows with their curves, from a structure's ``build_layers``) under
+    ``settings``.
 
     ``overrides``: weight name -> sparsity fixed by the user (kept as is, still capped to [0, 0.99]).
     See the module docstring for the algorithm. Pure and deterministic.
@@ -76,26 +78,26 @@ def allocate(layers: List[Dict], settings: Settings, overrides: Optional[Dict[st
     settings.validate()
     overrides = dict(overrides or {})
     grid = np.asarray(GRID_LEVELS)
-    n = np.array([max(0, int(l["params"])) for l in layers], dtype=np.float64)
+    n = np.array([max(0, int(l.params)) for l in layers], dtype=np.float64)
     N = float(n.sum()) or 1.0
-    loss = np.array([l["loss_curve"] for l in layers], dtype=np.float64).reshape(len(layers), len(grid))
-    gain = np.array([l["gain_curve"] for l in layers], dtype=np.float64).reshape(len(layers), len(grid))
+    loss = np.array([l.loss_curve for l in layers], dtype=np.float64).reshape(len(layers), len(grid))
+    gain = np.array([l.gain_curve for l in layers], dtype=np.float64).reshape(len(layers), len(grid))
     lossn, gainn = _norm(loss), _norm(gain)
     rec = recoverability(loss)
-    time0 = sum(l["time_curve"][0] for l in layers) or 1.0
+    time0 = sum(l.time_curve[0] for l in layers) or 1.0
 
     s_out: Dict[str, float] = {}
     reasons: Dict[str, Optional[str]] = {}
     free: List[int] = []
     caps: Dict[int, float] = {}
     for i, l in enumerate(layers):
-        w = l["weight_name"]
+        w = l.weight_name
         if w in overrides:
             s_out[w] = float(min(0.99, max(0.0, overrides[w])))
             reasons[w] = "override"
             continue
-        if l.get("excluded"):
-            s_out[w], reasons[w] = 0.0, l["excluded"]
+        if l.excluded:
+            s_out[w], reasons[w] = 0.0, l.excluded
             continue
         cap = settings.max_sparsity
         if settings.min_recovery > 0:
@@ -114,7 +116,7 @@ def allocate(layers: List[Dict], settings: Settings, overrides: Optional[Dict[st
         caps[i] = cap
         reasons[w] = None
 
-    fixed_sum = sum(n[i] * s_out[l["weight_name"]] for i, l in enumerate(layers) if l["weight_name"] in s_out)
+    fixed_sum = sum(n[i] * s_out[l.weight_name] for i, l in enumerate(layers) if l.weight_name in s_out)
     target_sum = settings.sparsity * N - fixed_sum
     max_sum = sum(n[i] * caps[i] for i in free)
     max_reachable = (fixed_sum + max_sum) / N
@@ -206,13 +208,14 @@ def allocate(layers: List[Dict], settings: Settings, overrides: Optional[Dict[st
                     theta = min(1.0, -err / room)
                     chosen = np.where(pruned, chosen + theta * (cap_arr - chosen), chosen)
         for r, i in enumerate(free):
-            s_out[layers[i]["weight_name"]] = round(float(chosen[r]), 4)
-            if chosen[r] == 0 and reasons[layers[i]["weight_name"]] is None:
-                reasons[layers[i]["weight_name"]] = "dense: below min sparsity"
+            name = layers[i].weight_name
+            s_out[name] = round(float(chosen[r]), 4)
+            if chosen[r] == 0 and reasons[name] is None:
+                reasons[name] = "dense: below min sparsity"
     elif target_sum > 1e-9:
         warnings.append(f"no layer is free to prune: every layer is excluded, filtered or overridden "
                         f"(average {max_reachable:.3f})")
 
-    avg = sum(n[i] * s_out[l["weight_name"]] for i, l in enumerate(layers)) / N
+    avg = sum(n[i] * s_out[l.weight_name] for i, l in enumerate(layers)) / N
     return Allocation(sparsities=s_out, reasons=reasons, avg_sparsity=float(avg),
                       max_reachable=float(max_reachable), multiplier=float(lam_final), warnings=warnings)

@@ -1,41 +1,38 @@
-"""Optimization records as plain data: build, re-evaluate, override, edit (pure: no workspace; the project's
-"optimizations" table is read and written by :mod:`sparsify_tui.services.optimizations`).
+"""Optimization records: build, re-evaluate, override, edit. Pure: typed data in and out, no workspace (the
+project's "optimizations" table is read and written by :mod:`sparsify_tui.services.optimizations`, which
+converts the stored JSON with :meth:`Optimization.from_dict` / :meth:`Optimization.to_dict`).
 
-A record (plain JSON) holds everything needed to re-evaluate and export without the profiles:
-
-``{"name", "perf_profile": record id | "flops", "perf_profile_name", "loss_profile": record id |
-"approximated", "loss_profile_name", "settings": Settings.to_dict(), "overrides": {weight_name: s},
-"layers": [{"weight_name", "node_id", "op_type", "params", "flops", "sparsity", "override", "reason",
-"est_ms", "est_speedup", "baseline_ms", "recoverability", "loss_sensitivity", "perf_sensitivity",
-"time_curve", "loss_curve", "gain_curve", "int8_sensitivity", "int8_time_ms", "excluded"}],
-"quantization": {"enabled", "bits": 8, "excluded": [node ids], "start_epoch",
-"disable_quantization_observer_epoch", "freeze_bn_stats_epoch"}, "epochs": schedule.default_epochs(..) +
-"init_sparsity", "lr_modifiers": [...], "training": the project's training settings, "model": {"file",
-"baseline_ms", "int8_ms", "totals"}, "estimates": estimates.model_estimates(..), "warnings": [...],
-"copied_from": id | None}``
+The record is :class:`~sparsify_tui.optimization.record.Optimization`; it holds everything needed to
+re-evaluate and export without the profiles. What depends on the pruning structure (curves, allocation,
+estimates, recipe modifiers) is asked of ``rec.structure`` (:mod:`sparsify_tui.optimization.structures`).
+Every function that changes a record changes it in place and returns it.
 """
 
 from __future__ import annotations
 
 import math
-from typing import Any, Dict, List, Optional
+from typing import TYPE_CHECKING, Any, Dict, List, Mapping, Optional, Union
 
 from sparsify_tui.errors import ProjectError, RecordNotFound
 from sparsify_tui.optimization import schedule
-from sparsify_tui.optimization.allocation import allocate
-from sparsify_tui.optimization.config import (
-    Settings, build_layers, default_int8_excluded, perf_int8_ms, perf_model_ms,
+from sparsify_tui.optimization.config import default_int8_excluded, perf_int8_ms, perf_model_ms
+from sparsify_tui.optimization.record import (
+    APPROXIMATED, DEFAULT_INIT_SPARSITY, FLOPS, Epochs, ModelSummary, NodeTime, Optimization, QuantizationSettings,
+    Settings,
 )
-from sparsify_tui.optimization.estimates import layer_estimates, model_estimates
+from sparsify_tui.optimization.structures import get_structure
 
-FLOPS = "flops"
-APPROXIMATED = "approximated"
-DEFAULT_INIT_SPARSITY = 0.05
+if TYPE_CHECKING:
+    from sparsify_tui.profiling.loss import LossProfile
+    from sparsify_tui.profiling.perf import PerfProfile
+
+__all__ = ["FLOPS", "APPROXIMATED", "DEFAULT_INIT_SPARSITY", "build_optimization", "evaluate", "layer_sparsities",
+           "change_settings", "override", "change_schedule"]
 
 
-def _quant_epochs(ep: Dict[str, float]) -> Dict[str, float]:
+def _quant_epochs(ep: Epochs) -> Dict[str, float]:
     """QAT in the second half of fine-tuning: start, observers frozen and BN stats frozen near the end."""
-    total, end = ep["total_epochs"], ep["pruning_end_epoch"]
+    total, end = ep.total_epochs, ep.pruning_end_epoch
     span = max(0.0, total - end)
     start = round(end + span / 2.0, 1) if span >= 2 else round(end, 1)
     tail = max(0.0, total - start)
@@ -44,15 +41,32 @@ def _quant_epochs(ep: Dict[str, float]) -> Dict[str, float]:
             "freeze_bn_stats_epoch": round(start + tail * 0.5, 1)}
 
 
-def build_optimization(name: str, analysis: Dict[str, Any], perf: Optional[Dict[str, Any]],
-                       loss: Optional[Dict[str, Any]], *, training: Optional[Dict[str, Any]] = None,
+def _model_summary(analysis: Dict[str, Any], perf: Optional["PerfProfile"], model_file: str) -> ModelSummary:
+    nodes = perf.nodes if perf is not None else []
+    return ModelSummary(
+        file=model_file, baseline_ms=perf_model_ms(perf), int8_ms=perf_int8_ms(perf),
+        nodes_total_ms=sum(float(n.time_ms or 0) for n in nodes) or None,
+        totals=dict(analysis.get("totals") or {}),
+        perf_nodes=[NodeTime(id=n.id, time_ms=n.time_ms, int8_time_ms=n.int8_time_ms)
+                    for n in nodes if n.int8_time_ms is not None],
+    )
+
+
+def build_optimization(name: str, analysis: Dict[str, Any], perf: Optional["PerfProfile"],
+                       loss: Optional["LossProfile"], *, training: Optional[Dict[str, Any]] = None,
                        sparsity: float = 0.85, balance: float = 0.5, quantize: bool = False,
                        perf_ref: str = FLOPS, perf_name: str = "FLOPS", loss_ref: str = APPROXIMATED,
                        loss_name: str = "Approximated", settings: Optional[Settings] = None,
-                       model_file: str = "") -> Dict[str, Any]:
-    """A new, evaluated optimization record from plain dicts (no workspace). ``perf=None`` = FLOPS profile.
+                       model_file: str = "") -> Optimization:
+    """A new, evaluated optimization of the model of ``analysis`` (the stored analysis dict,
+    ``ModelAnalysis.to_dict()``) from a typed perf profile (None = the FLOPS profile: time proportional to
+    FLOPs) and a typed loss profile (None = a generic ``s**3`` curve per layer).
 
-    Raises :class:`ProjectError` when the model has no prunable layer or a setting is out of range.
+    ``settings`` (its ``structure`` picks the pruning structure) gets ``sparsity`` and ``balance``;
+    ``training``: the project's training settings (``epochs`` sets the epoch plan, ``init_lr`` / ``final_lr``
+    the LR modifiers); ``perf_ref`` / ``loss_ref``: the profiles' record ids (or :data:`FLOPS` /
+    :data:`APPROXIMATED`) and display names. Raises :class:`ProjectError` when the model has no prunable layer
+    or a setting is out of range.
     """
     st = settings or Settings()
     st.sparsity, st.balance = float(sparsity), float(balance)
@@ -60,123 +74,103 @@ def build_optimization(name: str, analysis: Dict[str, Any], perf: Optional[Dict[
         st.validate()
     except ValueError as err:
         raise ProjectError(f"{err}: fix the optimization setting") from None
-    layers = build_layers(analysis, perf, loss, st)
+    layers = get_structure(st.structure).build_layers(analysis, perf, loss, st)
     if not layers:
         raise ProjectError("the model has no prunable layer (Conv/Gemm/MatMul with a weight initializer): "
                            "nothing to optimize")
     training = dict(training or {})
-    ep = schedule.default_epochs(float(training.get("epochs") or 100))
-    ep["init_sparsity"] = DEFAULT_INIT_SPARSITY
-    rec: Dict[str, Any] = {
-        "name": name, "perf_profile": perf_ref, "perf_profile_name": perf_name,
-        "loss_profile": loss_ref, "loss_profile_name": loss_name,
-        "settings": st.to_dict(), "overrides": {}, "layers": layers,
-        "quantization": {"enabled": bool(quantize), "bits": 8, "excluded": default_int8_excluded(layers),
-                         **_quant_epochs(ep)},
-        "epochs": ep, "lr_modifiers": schedule.default_lr_modifiers(training, ep), "training": training,
-        "model": {"file": model_file, "baseline_ms": perf_model_ms(perf), "int8_ms": perf_int8_ms(perf),
-                  "nodes_total_ms": sum(float(n.get("time_ms") or 0) for n in (perf or {}).get("nodes", [])) or None,
-                  "totals": dict(analysis.get("totals") or {}),
-                  "perf_nodes": [{"id": n.get("id"), "time_ms": n.get("time_ms"),
-                                  "int8_time_ms": n.get("int8_time_ms")}
-                                 for n in (perf or {}).get("nodes", []) if n.get("int8_time_ms") is not None]},
-        "copied_from": None,
-    }
+    ep = Epochs.from_dict({**schedule.default_epochs(float(training.get("epochs") or 100)),
+                           "init_sparsity": DEFAULT_INIT_SPARSITY})
+    rec = Optimization(
+        name=name, perf_profile=perf_ref, perf_profile_name=perf_name, loss_profile=loss_ref,
+        loss_profile_name=loss_name, settings=st, overrides={}, layers=layers,
+        quantization=QuantizationSettings(enabled=bool(quantize), bits=8, excluded=default_int8_excluded(layers),
+                                          **_quant_epochs(ep)),
+        epochs=ep, lr_modifiers=schedule.default_lr_modifiers(training, ep.to_dict()), training=training,
+        model=_model_summary(analysis, perf, model_file), copied_from=None,
+    )
     return evaluate(rec)
 
 
-def evaluate(rec: Dict[str, Any]) -> Dict[str, Any]:
-    """Re-run the allocation and estimates of a record in place (overrides kept) and return it."""
-    st = Settings.from_dict(rec.get("settings"))
-    overrides = {k: float(v) for k, v in (rec.get("overrides") or {}).items()}
-    layers = rec["layers"]
-    known = {l["weight_name"] for l in layers}
-    overrides = {k: v for k, v in overrides.items() if k in known}
-    alloc = allocate(layers, st, overrides)
-    per = layer_estimates(layers, alloc.sparsities)
-    for l, e in zip(layers, per):
-        l["sparsity"] = alloc.sparsities[l["weight_name"]]
-        l["override"] = l["weight_name"] in overrides
-        l["reason"] = alloc.reasons.get(l["weight_name"])
-        l.update(e)
-    q = rec["quantization"]
-    m = rec["model"]
-    rec["overrides"] = overrides
-    rec["estimates"] = model_estimates(
-        layers, alloc.sparsities, totals=m.get("totals") or {}, baseline_ms=m.get("baseline_ms"),
-        int8_ms=m.get("int8_ms"), quantize=bool(q.get("enabled")), excluded=list(q.get("excluded") or []),
-        perf_nodes=m.get("perf_nodes"), flops_profile=rec.get("perf_profile") == FLOPS,
-        nodes_total_ms=m.get("nodes_total_ms"))
-    rec["warnings"] = list(alloc.warnings)
-    f = rec["estimates"].get("int8_factor")
-    if q.get("enabled") and f and f > 1.0:
-        rec["warnings"].append(f"measured INT8 is slower than FP32 on this server ({1 / f:.2f}x): "
-                               f"consider turning quantization off for onnxruntime")
-    rec["estimates"]["max_reachable"] = alloc.max_reachable
+def evaluate(rec: Optimization) -> Optimization:
+    """Re-run the allocation and estimates of a record in place (overrides of known layers kept; the others
+    dropped) and return it. Warnings: the allocation's, and measured INT8 slower than FP32 when quantizing."""
+    st = Settings.from_dict(rec.settings.to_dict())
+    kind = rec.structure
+    known = {l.weight_name for l in rec.layers}
+    overrides = {k: float(v) for k, v in rec.overrides.items() if k in known}
+    alloc = kind.allocate(rec.layers, st, overrides)
+    for l, e in zip(rec.layers, kind.layer_estimates(rec.layers, alloc.sparsities)):
+        l.sparsity = alloc.sparsities[l.weight_name]
+        l.override = l.weight_name in overrides
+        l.reason = alloc.reasons.get(l.weight_name)
+        e.apply_to(l)
+    rec.overrides = overrides
+    rec.estimates = kind.model_estimates(rec, alloc.sparsities)
+    rec.warnings = list(alloc.warnings)
+    f = rec.estimates.int8_factor
+    if rec.quantization.enabled and f and f > 1.0:
+        rec.warnings.append(f"measured INT8 is slower than FP32 on this server ({1 / f:.2f}x): "
+                            f"consider turning quantization off for onnxruntime")
+    rec.estimates.max_reachable = alloc.max_reachable
     return rec
 
 
-def layer_sparsities(opt_record: Dict[str, Any]) -> Dict[str, float]:
-    """weight name -> sparsity of every layer with sparsity > 0 (what the recipe prunes and apply uses)."""
-    return {l["weight_name"]: float(l["sparsity"]) for l in opt_record.get("layers", [])
-            if float(l.get("sparsity") or 0) > 0}
+def layer_sparsities(rec: Union[Optimization, Mapping[str, Any]]) -> Dict[str, float]:
+    """weight name -> sparsity of every layer with sparsity > 0 (what the recipe prunes and apply uses).
+    Takes the record or its stored JSON."""
+    if not isinstance(rec, Optimization):
+        rec = Optimization.from_dict(dict(rec))
+    return {l.weight_name: float(l.sparsity) for l in rec.layers if float(l.sparsity or 0) > 0}
 
 
-def change_settings(rec: Dict[str, Any], **fields: Any) -> Dict[str, Any]:
-    """Apply setting changes (names of :class:`Settings`) and re-evaluate; raises ProjectError on bad values.
+def change_settings(rec: Optimization, **fields: Any) -> Optimization:
+    """Apply setting changes (names of :class:`Settings`; None values skipped) and re-evaluate.
 
-    ``dense_first_layer`` / ``dense_grouped`` changes also refresh each layer's ``excluded`` reason.
+    ``dense_first_layer`` / ``dense_grouped`` changes also refresh each layer's ``excluded`` reason. Raises
+    :class:`ProjectError` on an unknown name, a bad value, or a change of ``structure`` (the rows are built
+    for one structure: create a new optimization instead).
     """
-    st = Settings.from_dict(rec.get("settings"))
-    for k, v in fields.items():
-        if v is None:
-            continue
-        if k not in Settings.__dataclass_fields__:
-            raise ProjectError(f"unknown optimization setting {k!r}: use one of "
-                               f"{', '.join(Settings.__dataclass_fields__)}")
-        setattr(st, k, type(getattr(st, k))(v))
-    try:
-        st.validate()
-    except ValueError as err:
-        raise ProjectError(f"{err}: fix the optimization setting") from None
-    rec["settings"] = st.to_dict()
-    for i, l in enumerate(rec["layers"]):
-        ex = None
-        if st.dense_first_layer and i == 0:
-            ex = "first layer"
-        elif st.dense_grouped and int(l.get("group") or 1) > 1 and l.get("op_type") == "Conv":
-            ex = "depthwise/grouped conv"
-        l["excluded"] = ex
+    new = fields.get("structure")
+    if new is not None and new != rec.settings.structure:
+        raise ProjectError(f"the pruning structure of optimization {rec.name!r} is {rec.settings.structure!r}: "
+                           f"create a new optimization to use {new!r}")
+    st = rec.settings.with_changes(**fields)
+    rec.settings = st
+    for i, l in enumerate(rec.layers):
+        l.excluded = rec.structure.excluded_reason(st, i, l)
     return evaluate(rec)
 
 
-def override(rec: Dict[str, Any], weight_name: str, sparsity: Optional[float]) -> Dict[str, Any]:
-    """Fix one layer's sparsity (``None`` removes the override) and re-evaluate the others."""
-    names = {l["weight_name"]: l for l in rec["layers"]}
-    layer = names.get(weight_name) or next((l for l in rec["layers"] if l["node_id"] == weight_name), None)
+def override(rec: Optimization, weight_name: str, sparsity: Optional[float]) -> Optimization:
+    """Fix one layer's sparsity (``weight_name``, or a node id; ``None`` removes the override) and re-evaluate
+    the others. Raises :class:`RecordNotFound` for an unknown layer, :class:`ProjectError` outside 0..0.99."""
+    layer = rec.layer(weight_name)
     if layer is None:
-        raise RecordNotFound(f"no prunable layer {weight_name!r} in optimization {rec.get('name')!r}: "
+        raise RecordNotFound(f"no prunable layer {weight_name!r} in optimization {rec.name!r}: "
                              f"use a weight name from the layer table")
-    ov = dict(rec.get("overrides") or {})
+    ov = dict(rec.overrides)
     if sparsity is None:
-        ov.pop(layer["weight_name"], None)
+        ov.pop(layer.weight_name, None)
     else:
         s = float(sparsity)
         if not 0.0 <= s <= 0.99 or math.isnan(s):
             raise ProjectError(f"sparsity {s} is out of range: use 0 to 0.99")
-        ov[layer["weight_name"]] = round(s, 4)
-    rec["overrides"] = ov
+        ov[layer.weight_name] = round(s, 4)
+    rec.overrides = ov
     return evaluate(rec)
 
 
-def change_schedule(rec: Dict[str, Any], *, epochs: Optional[Dict[str, Any]] = None,
+def change_schedule(rec: Optimization, *, epochs: Optional[Dict[str, Any]] = None,
                     lr_modifiers: Optional[List[Dict[str, Any]]] = None,
-                    quantization: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
+                    quantization: Optional[Dict[str, Any]] = None) -> Optimization:
     """Edit the epoch plan (``pruning_start_epoch``, ``pruning_end_epoch``, ``total_epochs``,
-    ``update_frequency``, ``init_sparsity``), the LR modifiers (replaced as a list) or the quantization
-    modifier (``enabled``, ``excluded``, epochs). Raises ProjectError on inconsistent values."""
+    ``update_frequency``, ``init_sparsity``), the LR modifiers (replaced as a list, shapes of
+    :func:`schedule.validate_lr_modifier`) or the quantization modifier (``enabled``, ``excluded``, epochs).
+    Without quantization epochs, an epoch change moves QAT to the second half of fine-tuning. Raises
+    :class:`ProjectError` on inconsistent values."""
     if epochs:
-        ep = dict(rec["epochs"])
+        ep = rec.epochs.to_dict()
         ep.update({k: float(v) for k, v in epochs.items() if v is not None})
         if not (0 <= ep["pruning_start_epoch"] < ep["pruning_end_epoch"] <= ep["total_epochs"]):
             raise ProjectError("epochs must satisfy 0 <= pruning start < pruning end <= total epochs")
@@ -187,23 +181,23 @@ def change_schedule(rec: Dict[str, Any], *, epochs: Optional[Dict[str, Any]] = N
         ep["stabilization_epochs"] = ep["pruning_start_epoch"]
         ep["pruning_epochs"] = round(ep["pruning_end_epoch"] - ep["pruning_start_epoch"], 3)
         ep["fine_tune_epochs"] = round(ep["total_epochs"] - ep["pruning_end_epoch"], 3)
-        rec["epochs"] = ep
-        q = rec["quantization"]
+        rec.epochs = Epochs.from_dict(ep)
         if not quantization or "start_epoch" not in quantization:
-            q.update(_quant_epochs(ep))
+            for k, v in _quant_epochs(rec.epochs).items():
+                setattr(rec.quantization, k, v)
     if lr_modifiers is not None:
         try:
-            rec["lr_modifiers"] = [schedule.validate_lr_modifier(m) for m in lr_modifiers]
+            rec.lr_modifiers = [schedule.validate_lr_modifier(m) for m in lr_modifiers]
         except (ValueError, KeyError, TypeError) as err:
             raise ProjectError(f"bad learning-rate modifier: {err}") from None
     if quantization:
-        q = rec["quantization"]
+        q = rec.quantization
         for k, v in quantization.items():
             if k == "enabled":
-                q[k] = bool(v)
+                q.enabled = bool(v)
             elif k == "excluded":
-                ids = {l["node_id"] for l in rec["layers"]}
-                q[k] = [str(x) for x in v if str(x) in ids]
+                ids = {l.node_id for l in rec.layers}
+                q.excluded = [str(x) for x in v if str(x) in ids]
             elif k in ("start_epoch", "disable_quantization_observer_epoch", "freeze_bn_stats_epoch"):
-                q[k] = float(v)
+                setattr(q, k, float(v))
     return evaluate(rec)

@@ -24,49 +24,51 @@ All are **estimates**, and the time ones name the runtime they are for:
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Optional
+from typing import Dict, List, Optional
 
 import numpy as np
 
 from sparsify_tui.optimization.config import GRID_LEVELS, ORT_NOTE, SPARSE_RUNTIME
+from sparsify_tui.optimization.record import (
+    Estimates, LayerEstimate, LayerRow, ModelSummary, NodeTime, QuantizationSettings,
+)
 
 
-def _t(layer: Dict[str, Any], s: float) -> float:
-    return float(np.interp(s, GRID_LEVELS, layer["time_curve"]))
+def _t(layer: LayerRow, s: float) -> float:
+    return float(np.interp(s, GRID_LEVELS, layer.time_curve))
 
 
-def layer_estimates(layers: List[Dict[str, Any]], sparsities: Dict[str, float]) -> List[Dict[str, Any]]:
+def layer_estimates(layers: List[LayerRow], sparsities: Dict[str, float]) -> List[LayerEstimate]:
     """Per-layer display values: ``est_ms`` (time at its sparsity on the sparse runtime, relative units for
     FLOPS), ``est_speedup``, ``recoverability`` (0..1), ``loss_sensitivity`` and ``perf_sensitivity`` (the
     layer's share of the model's total loss / time saved at 0.9, 0..1)."""
-    loss = np.array([l["loss_curve"] for l in layers], dtype=float).reshape(len(layers), len(GRID_LEVELS))
-    gain = np.array([l["gain_curve"] for l in layers], dtype=float).reshape(len(layers), len(GRID_LEVELS))
+    loss = np.array([l.loss_curve for l in layers], dtype=float).reshape(len(layers), len(GRID_LEVELS))
+    gain = np.array([l.gain_curve for l in layers], dtype=float).reshape(len(layers), len(GRID_LEVELS))
     top = float(loss[:, -1].max()) if len(layers) else 0.0
     lsum = float(sum(np.interp(0.9, GRID_LEVELS, r) for r in loss)) or 1.0
     gsum = float(sum(np.interp(0.9, GRID_LEVELS, r) for r in gain)) or 1.0
     out = []
     for i, l in enumerate(layers):
-        s = float(sparsities.get(l["weight_name"], 0.0))
-        t0, ts = l["time_curve"][0], _t(l, s)
+        s = float(sparsities.get(l.weight_name, 0.0))
+        t0, ts = l.time_curve[0], _t(l, s)
         rec = 1.0 - float(np.interp(s, GRID_LEVELS, loss[i])) / top if top > 0 else 1.0
-        out.append({
-            "est_ms": ts, "est_speedup": (t0 / ts) if ts > 0 else 1.0,
-            "recoverability": max(0.0, min(1.0, rec)),
-            "loss_sensitivity": float(np.interp(0.9, GRID_LEVELS, loss[i])) / lsum,
-            "perf_sensitivity": float(np.interp(0.9, GRID_LEVELS, gain[i])) / gsum,
-        })
+        out.append(LayerEstimate(
+            est_ms=ts, est_speedup=(t0 / ts) if ts > 0 else 1.0,
+            recoverability=max(0.0, min(1.0, rec)),
+            loss_sensitivity=float(np.interp(0.9, GRID_LEVELS, loss[i])) / lsum,
+            perf_sensitivity=float(np.interp(0.9, GRID_LEVELS, gain[i])) / gsum,
+        ))
     return out
 
 
-def int8_factor(layers: List[Dict[str, Any]], baseline_ms: Optional[float], int8_ms: Optional[float],
-                excluded: List[str], perf_nodes: Optional[List[Dict[str, Any]]] = None) -> Optional[float]:
+def int8_factor(baseline_ms: Optional[float], int8_ms: Optional[float], excluded: List[str],
+                perf_nodes: Optional[List[NodeTime]] = None) -> Optional[float]:
     """Measured INT8 time factor (<1 is faster) with ``excluded`` node ids kept FP32, or None if unmeasured."""
     if not baseline_ms or not int8_ms:
         return None
     saving = baseline_ms - int8_ms
-    nodes = perf_nodes or []
-    per_node = {n.get("id"): float(n.get("time_ms") or 0) - float(n.get("int8_time_ms") or 0)
-                for n in nodes if n.get("int8_time_ms") is not None}
+    per_node = {n.id: float(n.time_ms or 0) - float(n.int8_time_ms or 0)
+                for n in perf_nodes or [] if n.int8_time_ms is not None}
     total_pos = sum(v for v in per_node.values() if v > 0)
     if excluded and total_pos > 0:
         back = sum(max(0.0, per_node.get(e, 0.0)) for e in excluded) / total_pos
@@ -74,55 +76,53 @@ def int8_factor(layers: List[Dict[str, Any]], baseline_ms: Optional[float], int8
     return max(0.05, (baseline_ms - saving) / baseline_ms)
 
 
-def model_estimates(layers: List[Dict[str, Any]], sparsities: Dict[str, float], *, totals: Dict[str, Any],
-                    baseline_ms: Optional[float], int8_ms: Optional[float], quantize: bool,
-                    excluded: List[str], perf_nodes: Optional[List[Dict[str, Any]]] = None,
-                    flops_profile: bool = False, nodes_total_ms: Optional[float] = None) -> Dict[str, Any]:
-    """Model-level estimates (see the module docstring for every formula). Keys: ``label``,
-    ``sparse_runtime``, ``ort_note``, ``baseline_ms``, ``sparse_ms``, ``sparse_speedup``, ``ort_ms``,
-    ``ort_speedup``, ``int8_factor``, ``flops``, ``flops_pruned``, ``flops_reduction``, ``params``,
-    ``params_nonzero``, ``params_compression``, ``size_mb_fp32``, ``est_size_mb``, ``avg_sparsity``,
-    ``est_recovery``, ``time_units`` ("ms" or "relative (FLOPS profile)")."""
-    n = np.array([l["params"] for l in layers], dtype=float)
-    s = np.array([float(sparsities.get(l["weight_name"], 0.0)) for l in layers])
+def model_estimates(layers: List[LayerRow], sparsities: Dict[str, float], *, model: ModelSummary,
+                    quantization: QuantizationSettings, flops_profile: bool = False) -> Estimates:
+    """Model-level estimates (see the module docstring for every formula); ``max_reachable`` is left None
+    (the allocation sets it)."""
+    totals = model.totals or {}
+    quantize, excluded = bool(quantization.enabled), list(quantization.excluded or [])
+    n = np.array([l.params for l in layers], dtype=float)
+    s = np.array([float(sparsities.get(l.weight_name, 0.0)) for l in layers])
     N = float(n.sum()) or 1.0
     total_params = float(totals.get("params") or N)
     removed = float((n * s).sum())
-    flops_total = float(totals.get("flops") or sum(l["flops"] for l in layers) or 0.0)
-    flops_removed = float(sum(l["flops"] * si for l, si in zip(layers, s)))
-    base = 1.0 if flops_profile else baseline_ms
-    saved = sum(l["time_curve"][0] - _t(l, si) for l, si in zip(layers, s))
-    factor = None if flops_profile else int8_factor(layers, baseline_ms, int8_ms, excluded, perf_nodes)
+    flops_total = float(totals.get("flops") or sum(l.flops for l in layers) or 0.0)
+    flops_removed = float(sum(l.flops * si for l, si in zip(layers, s)))
+    base = 1.0 if flops_profile else model.baseline_ms
+    saved = sum(l.time_curve[0] - _t(l, si) for l, si in zip(layers, s))
+    factor = None if flops_profile else int8_factor(model.baseline_ms, model.int8_ms, excluded, model.perf_nodes)
     q = factor if (quantize and factor) else 1.0
     # per-node times are from the profiled pass: scale the saving to the unprofiled latency
+    nodes_total_ms = model.nodes_total_ms
     scale = (base / nodes_total_ms) if (base and nodes_total_ms and not flops_profile) else 1.0
     saved *= scale
     sparse = max(0.0, base - saved) * q if base else None
     ort = base * q if base else None
     le = layer_estimates(layers, sparsities)
-    pruned = [(n[i], le[i]["recoverability"]) for i in range(len(layers)) if s[i] > 0]
+    pruned = [(n[i], le[i].recoverability) for i in range(len(layers)) if s[i] > 0]
     rec = (sum(a * b for a, b in pruned) / sum(a for a, _ in pruned)) if pruned else 1.0
     nonzero = max(1.0, total_params - removed)
-    return {
-        "label": "estimates",
-        "sparse_runtime": SPARSE_RUNTIME,
-        "ort_note": ORT_NOTE,
-        "time_units": "relative (FLOPS profile)" if flops_profile else "ms",
-        "baseline_ms": None if flops_profile else baseline_ms,
-        "sparse_ms": None if flops_profile else sparse,
-        "sparse_speedup": (base / sparse) if (base and sparse) else None,
-        "ort_ms": None if flops_profile else ort,
-        "ort_speedup": (base / ort) if (base and ort) else None,
-        "int8_factor": factor,
-        "int8_measured": factor is not None,
-        "flops": flops_total,
-        "flops_pruned": flops_total - flops_removed,
-        "flops_reduction": flops_total / max(1.0, flops_total - flops_removed) if flops_total else None,
-        "params": total_params,
-        "params_nonzero": nonzero,
-        "params_compression": total_params / nonzero,
-        "size_mb_fp32": total_params * 4 / 1e6,
-        "est_size_mb": nonzero * (1 if quantize else 4) / 1e6,
-        "avg_sparsity": removed / N,
-        "est_recovery": rec,
-    }
+    return Estimates(
+        label="estimates",
+        sparse_runtime=SPARSE_RUNTIME,
+        ort_note=ORT_NOTE,
+        time_units="relative (FLOPS profile)" if flops_profile else "ms",
+        baseline_ms=None if flops_profile else model.baseline_ms,
+        sparse_ms=None if flops_profile else sparse,
+        sparse_speedup=(base / sparse) if (base and sparse) else None,
+        ort_ms=None if flops_profile else ort,
+        ort_speedup=(base / ort) if (base and ort) else None,
+        int8_factor=factor,
+        int8_measured=factor is not None,
+        flops=flops_total,
+        flops_pruned=flops_total - flops_removed,
+        flops_reduction=flops_total / max(1.0, flops_total - flops_removed) if flops_total else None,
+        params=total_params,
+        params_nonzero=nonzero,
+        params_compression=total_params / nonzero,
+        size_mb_fp32=total_params * 4 / 1e6,
+        est_size_mb=nonzero * (1 if quantize else 4) / 1e6,
+        avg_sparsity=removed / N,
+        est_recovery=rec,
+    )

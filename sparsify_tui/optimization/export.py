@@ -9,8 +9,9 @@ from pathlib import Path
 from typing import Any, Dict, FrozenSet, Optional
 
 from sparsify_tui.errors import ProjectError
-from sparsify_tui.optimization.integration import FRAMEWORKS, generate_code
-from sparsify_tui.optimization.recipe import parse_recipe, recipe_warnings, to_yaml
+from sparsify_tui.optimization.integration import FRAMEWORKS
+from sparsify_tui.optimization.recipe import parse_recipe, pruned_weight_names, recipe_warnings, to_yaml
+from sparsify_tui.optimization.record import Optimization
 
 
 def safe_filename(name: str) -> str:
@@ -33,7 +34,7 @@ def _constant_outputs(path: str, mtime: float, size: int) -> FrozenSet[str]:
     return frozenset(n.output[0] for n in model.graph.node if n.op_type == "Constant" and n.output)
 
 
-def constant_weight_notes(rec: Dict[str, Any], model_path: Optional[Path]) -> list:
+def constant_weight_notes(rec: Optimization, model_path: Optional[Path]) -> list:
     """Notes for weights that are ``Constant`` node outputs in the original file (Paddle exports), not
     initializers: sparsify-tui converts them to initializers of the same name when it loads the model.
     Skipped for files over 300 MB (cost of parsing)."""
@@ -46,7 +47,7 @@ def constant_weight_notes(rec: Dict[str, Any], model_path: Optional[Path]) -> li
         consts = _constant_outputs(str(model_path), st.st_mtime, st.st_size)
     except Exception:
         return []
-    names = [l["weight_name"] for l in rec["layers"] if float(l.get("sparsity") or 0) > 0]
+    names = pruned_weight_names(rec)
     hit = [n for n in names if n in consts]
     if not hit:
         return []
@@ -68,7 +69,7 @@ def _write(path: Path, text: str) -> None:
         raise ProjectError(f"cannot write {path}: {err.strerror or err}; choose another path") from None
 
 
-def render_export(rec: Dict[str, Any], *, recipe_path: Path, framework: Optional[str] = None,
+def render_export(rec: Optimization, *, recipe_path: Path, framework: Optional[str] = None,
                   project_name: str = "", model_path: Optional[Path] = None) -> Dict[str, Any]:
     """Texts of an export without writing: ``{"recipe": yaml text, "code": text or None, "warnings",
     "notes"}``. ``model_path`` (the project's model) enables the Constant-weights note."""
@@ -79,11 +80,11 @@ def render_export(rec: Dict[str, Any], *, recipe_path: Path, framework: Optional
     if notes:
         head, sep, body = text.partition("version: ")
         text = head + "".join(f"# note: {n}\n" for n in notes) + sep + body
-    code = generate_code(rec, framework, str(recipe_path)) if framework else None
+    code = rec.structure.integration_code(rec, framework, str(recipe_path)) if framework else None
     return {"recipe": text, "code": code, "warnings": recipe_warnings(rec), "notes": notes}
 
 
-def write_export(rec: Dict[str, Any], *, recipe_path: Path, framework: Optional[str] = None,
+def write_export(rec: Optimization, *, recipe_path: Path, framework: Optional[str] = None,
                  code_path: Optional[Path] = None, project_name: str = "",
                  model_path: Optional[Path] = None) -> Dict[str, Any]:
     """Write the recipe (and code) files. Returns ``{"recipe_path", "code_path", "framework", "layers",
@@ -98,9 +99,9 @@ def write_export(rec: Dict[str, Any], *, recipe_path: Path, framework: Optional[
         _write(written_code, out["code"])
     parsed = parse_recipe(out["recipe"])
     return {
-        "optimization": rec.get("name"), "recipe_path": str(recipe_path),
+        "optimization": rec.name, "recipe_path": str(recipe_path),
         "code_path": str(written_code) if written_code else None, "framework": framework,
         "layers": len(parsed["sparsities"]), "modifiers": [m["type"] for m in parsed["modifiers"]],
-        "avg_sparsity": (rec.get("estimates") or {}).get("avg_sparsity"), "warnings": out["warnings"],
+        "avg_sparsity": rec.estimates.avg_sparsity if rec.estimates is not None else None, "warnings": out["warnings"],
         "notes": out["notes"],
     }

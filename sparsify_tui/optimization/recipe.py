@@ -8,7 +8,8 @@ Format (SparseML 1.x recipe, keys as SparseML names them)::
     - !SetLearningRateModifier {start_epoch, learning_rate}
     - !LearningRateModifier {start_epoch, end_epoch, lr_class: StepLR|MultiStepLR|ExponentialLR,
                              lr_kwargs: {step_size|milestones, gamma}, init_lr, update_frequency: -1}
-    - !GMPruningModifier {params: [weight initializer names], init_sparsity, final_sparsity, start_epoch,
+    - the structure's pruning modifiers; unstructured (structures/unstructured.py):
+      !GMPruningModifier {params: [weight initializer names], init_sparsity, final_sparsity, start_epoch,
                           end_epoch, update_frequency, inter_func: cubic, mask_type: unstructured,
                           leave_enabled: true}          # one per distinct final sparsity
     - !QuantizationModifier {start_epoch, disable_quantization_observer_epoch, freeze_bn_stats_epoch,
@@ -27,6 +28,7 @@ from typing import Any, Dict, List
 
 import yaml
 
+from sparsify_tui.optimization.record import Optimization
 from sparsify_tui.optimization.schedule import LR_CLASS
 
 RECIPE_VERSION = "1.1.0"
@@ -92,69 +94,66 @@ def module_name(weight_name: str) -> str:
     return weight_name[: -len(".weight")] if weight_name.endswith(".weight") else weight_name
 
 
-def _num(x: float) -> float:
+def recipe_float(x: float) -> float:
+    """A number as the recipe writes it: a float with 6 significant digits."""
     return float(f"{float(x):.6g}")
 
 
-def build_modifiers(rec: Dict[str, Any]) -> List[Modifier]:
-    """The recipe's modifiers for an optimization record, in epoch order (see the module docstring)."""
-    ep = rec["epochs"]
-    total = _num(ep["total_epochs"])
+def build_modifiers(rec: Optimization) -> List[Modifier]:
+    """The recipe's modifiers for an optimization, in epoch order (see the module docstring): the epoch range,
+    the LR modifiers, the structure's pruning modifiers
+    (:meth:`~sparsify_tui.optimization.structures.PruningStructure.recipe_modifiers`), the quantization one."""
+    ep = rec.epochs
+    total = recipe_float(ep.total_epochs)
     mods: List[Modifier] = [Modifier("EpochRangeModifier", {"start_epoch": 0.0, "end_epoch": total})]
-    for m in sorted(rec.get("lr_modifiers") or [], key=lambda m: float(m.get("start_epoch", 0))):
+    for m in sorted(rec.lr_modifiers, key=lambda m: float(m.get("start_epoch", 0))):
         if m["type"] == "set":
             mods.append(Modifier("SetLearningRateModifier", {
-                "start_epoch": _num(m.get("start_epoch", 0.0)), "learning_rate": _num(m["learning_rate"])}))
+                "start_epoch": recipe_float(m.get("start_epoch", 0.0)),
+                "learning_rate": recipe_float(m["learning_rate"])}))
             continue
         kwargs: Dict[str, Any] = {}
         if m["type"] == "step":
-            kwargs["step_size"] = _num(m["step_size"])
+            kwargs["step_size"] = recipe_float(m["step_size"])
         elif m["type"] == "multistep":
-            kwargs["milestones"] = [_num(x) for x in m.get("milestones", [])]
-        kwargs["gamma"] = _num(m["gamma"])
+            kwargs["milestones"] = [recipe_float(x) for x in m.get("milestones", [])]
+        kwargs["gamma"] = recipe_float(m["gamma"])
         end = float(m.get("end_epoch", -1.0))
         mods.append(Modifier("LearningRateModifier", {
-            "start_epoch": _num(m.get("start_epoch", 0.0)), "end_epoch": _num(end if end >= 0 else total),
-            "lr_class": LR_CLASS[m["type"]], "lr_kwargs": kwargs, "init_lr": _num(m["init_lr"]),
+            "start_epoch": recipe_float(m.get("start_epoch", 0.0)),
+            "end_epoch": recipe_float(end if end >= 0 else total),
+            "lr_class": LR_CLASS[m["type"]], "lr_kwargs": kwargs, "init_lr": recipe_float(m["init_lr"]),
             "update_frequency": -1.0,
         }))
-    groups: Dict[float, List[str]] = {}
-    for l in rec["layers"]:
-        s = round(float(l.get("sparsity") or 0.0), 4)
-        if s > 0:
-            groups.setdefault(s, []).append(l["weight_name"])
-    init = float(ep.get("init_sparsity", 0.05))
-    for s in sorted(groups):
-        mods.append(Modifier("GMPruningModifier", {
-            "params": groups[s],
-            "init_sparsity": _num(min(init, s)),
-            "final_sparsity": _num(s),
-            "start_epoch": _num(ep["pruning_start_epoch"]),
-            "end_epoch": _num(ep["pruning_end_epoch"]),
-            "update_frequency": _num(ep["update_frequency"]),
-            "inter_func": "cubic",
-            "mask_type": "unstructured",
-            "leave_enabled": True,
-        }))
-    q = rec.get("quantization") or {}
-    if q.get("enabled"):
-        by_node = {l["node_id"]: l["weight_name"] for l in rec["layers"]}
+    mods.extend(rec.structure.recipe_modifiers(rec))
+    q = rec.quantization
+    if q.enabled:
+        by_node = {l.node_id: l.weight_name for l in rec.layers}
         fields: Dict[str, Any] = {
-            "start_epoch": _num(q.get("start_epoch", ep["pruning_end_epoch"])),
-            "disable_quantization_observer_epoch": _num(q.get("disable_quantization_observer_epoch", total)),
-            "freeze_bn_stats_epoch": _num(q.get("freeze_bn_stats_epoch", total)),
+            "start_epoch": recipe_float(ep.pruning_end_epoch if q.start_epoch is None else q.start_epoch),
+            "disable_quantization_observer_epoch": recipe_float(
+                ep.total_epochs if q.disable_quantization_observer_epoch is None
+                else q.disable_quantization_observer_epoch),
+            "freeze_bn_stats_epoch": recipe_float(ep.total_epochs if q.freeze_bn_stats_epoch is None
+                                                  else q.freeze_bn_stats_epoch),
         }
-        ignore = [module_name(by_node.get(n, n)) for n in q.get("excluded") or []]
+        ignore = [module_name(by_node.get(n, n)) for n in q.excluded or []]
         if ignore:
             fields["ignore"] = ignore
         mods.append(Modifier("QuantizationModifier", fields))
     return mods
 
 
-def recipe_warnings(rec: Dict[str, Any]) -> List[str]:
-    """User-facing warnings for an export: anonymous weight names, unreachable target."""
-    out = list(rec.get("warnings") or [])
-    names = [l["weight_name"] for l in rec["layers"] if float(l.get("sparsity") or 0) > 0]
+def pruned_weight_names(rec: Optimization) -> List[str]:
+    """Weight names of the layers with sparsity > 0, graph order."""
+    return [l.weight_name for l in rec.layers if float(l.sparsity or 0) > 0]
+
+
+def recipe_warnings(rec: Optimization) -> List[str]:
+    """User-facing warnings for an export: the record's warnings (e.g. unreachable target), anonymous weight
+    names."""
+    out = list(rec.warnings)
+    names = pruned_weight_names(rec)
     anon = anonymous_names(names)
     if anon:
         out.append(
@@ -165,16 +164,16 @@ def recipe_warnings(rec: Dict[str, Any]) -> List[str]:
     return out
 
 
-def to_yaml(rec: Dict[str, Any], *, project_name: str = "") -> str:
-    """The recipe text for an optimization record: comment header, then ``version`` and ``modifiers``."""
-    est = rec.get("estimates") or {}
-    st = rec.get("settings") or {}
+def to_yaml(rec: Optimization, *, project_name: str = "") -> str:
+    """The recipe text for an optimization: comment header, then ``version`` and ``modifiers``."""
+    avg = rec.estimates.avg_sparsity if rec.estimates is not None else None
+    st = rec.settings
     lines = [
-        f"# SparseML recipe generated by sparsify-tui: optimization {rec.get('name', '')!r}"
+        f"# SparseML recipe generated by sparsify-tui: optimization {rec.name!r}"
         + (f" of project {project_name!r}" if project_name else ""),
-        f"# target average sparsity {st.get('sparsity', 0):.3f}, achieved {est.get('avg_sparsity', 0):.4f} "
-        f"(params-weighted over all prunable layers); balance {st.get('balance', 0):.2f}",
-        f"# profiles: perf {rec.get('perf_profile_name', '')}, loss {rec.get('loss_profile_name', '')}",
+        f"# target average sparsity {st.sparsity:.3f}, achieved {avg or 0:.4f} "
+        f"(params-weighted over all prunable layers); balance {st.balance:.2f}",
+        f"# profiles: perf {rec.perf_profile_name}, loss {rec.loss_profile_name}",
         "# params are ONNX weight initializer names; in PyTorch they must equal model.named_parameters() names.",
     ]
     for w in recipe_warnings(rec):

@@ -1,13 +1,18 @@
 """Optimizations of a project: create one from the project's profiles, change it (settings, overrides,
-schedule), copy, delete, and export its recipe and integration code. The record is plain JSON in the
-project's ``optimizations`` table; every change runs the pure functions of
-:mod:`sparsify_tui.optimization.core` and saves the result."""
+schedule), copy, delete, and export its recipe and integration code.
+
+The boundary between the store and the typed core: the record is plain JSON in the project's
+``optimizations`` table; every change reads it with
+:meth:`~sparsify_tui.optimization.record.Optimization.from_dict`, runs the pure functions of
+:mod:`sparsify_tui.optimization.core` on the typed record, and stores its
+:meth:`~sparsify_tui.optimization.record.Optimization.to_dict`. Every function returns the **stored dict**
+(with ``id``, ``created``, ``modified``), which is what the TUI and the CLI read."""
 
 from __future__ import annotations
 
 import copy
 from pathlib import Path
-from typing import Any, Dict, Optional
+from typing import Any, Callable, Dict, Optional
 
 from sparsify_tui.errors import ProjectError
 from sparsify_tui.services import profiles
@@ -21,13 +26,15 @@ def create_optimization(ws, project_id: str, name: str, perf: Optional[str] = No
                         overrides: Optional[Dict[str, float]] = None) -> Dict[str, Any]:
     """Create, evaluate and store an optimization for a project; returns the stored record (with ``id``).
 
-    ``settings``: extra :class:`~sparsify_tui.optimization.config.Settings` fields (e.g. ``min_sparsity``);
+    ``settings``: extra :class:`~sparsify_tui.optimization.record.Settings` fields (e.g. ``min_sparsity``,
+    ``structure``);
     ``overrides``: weight name -> sparsity fixed from the start. Nothing is stored when any of them is invalid.
     ``perf``: perf profile id or name, ``"flops"``, or None (:func:`profiles.resolve_perf_profile`); ``loss``:
     loss profile id or name, ``"approximated"``, or None (:func:`profiles.resolve_loss_profile`).
     Raises :class:`ProjectError` for a taken name or bad setting, :class:`RecordNotFound` for an unknown profile.
     """
     from sparsify_tui.optimization import core
+    from sparsify_tui.optimization.record import Settings
 
     project = ws.get_project(project_id)
     pid = project["id"]
@@ -40,16 +47,14 @@ def create_optimization(ws, project_id: str, name: str, perf: Optional[str] = No
     analysis = ws.analysis_of(pid)
     perf_prof, perf_ref, perf_name = profiles.resolve_perf_profile(ws, pid, perf)
     loss_prof, loss_ref, loss_name = profiles.resolve_loss_profile(ws, pid, loss)
-    rec = core.build_optimization(name, analysis, perf_prof.to_dict() if perf_prof else None,
-                                  loss_prof.to_dict() if loss_prof else None, training=project.get("training"),
-                                  sparsity=sparsity, balance=balance, quantize=quantize, perf_ref=perf_ref,
-                                  perf_name=perf_name, loss_ref=loss_ref, loss_name=loss_name,
+    st = Settings(sparsity=sparsity, balance=balance).with_changes(**(settings or {}))
+    rec = core.build_optimization(name, analysis, perf_prof, loss_prof, training=project.get("training"),
+                                  sparsity=st.sparsity, balance=st.balance, quantize=quantize, perf_ref=perf_ref,
+                                  perf_name=perf_name, loss_ref=loss_ref, loss_name=loss_name, settings=st,
                                   model_file=(project.get("model") or {}).get("file", ""))
-    if settings:
-        rec = core.change_settings(rec, **settings)
     for w, s in (overrides or {}).items():
         rec = core.override(rec, w, s)
-    return ws.add_record(pid, TABLE, rec)
+    return ws.add_record(pid, TABLE, rec.to_dict())
 
 
 def get_optimization(ws, project_id: str, ref: str) -> Dict[str, Any]:
@@ -57,30 +62,36 @@ def get_optimization(ws, project_id: str, ref: str) -> Dict[str, Any]:
     return ws.find_record(project_id, TABLE, ref)
 
 
-def _save(ws, project_id: str, rec: Dict[str, Any]) -> Dict[str, Any]:
-    fields = {k: v for k, v in rec.items() if k not in ("id", "created", "modified")}
-    return ws.update_record(project_id, TABLE, rec["id"], **fields)
+def _change(ws, project_id: str, ref: str, change: Callable[..., Any], *args: Any, **kwargs: Any) -> Dict[str, Any]:
+    """Read the stored optimization ``ref``, run ``change(typed record, *args, **kwargs)`` (a core function
+    returning the record), store the result; returns the stored dict."""
+    from sparsify_tui.optimization.record import Optimization
+
+    stored = get_optimization(ws, project_id, ref)
+    rec = change(Optimization.from_dict(stored), *args, **kwargs)
+    fields = {k: v for k, v in rec.to_dict().items() if k not in ("id", "created", "modified")}
+    return ws.update_record(project_id, TABLE, stored["id"], **fields)
 
 
 def reevaluate(ws, project_id: str, ref: str, **settings: Any) -> Dict[str, Any]:
     """Change settings of a stored optimization, re-evaluate (overrides kept), save."""
     from sparsify_tui.optimization.core import change_settings
 
-    return _save(ws, project_id, change_settings(get_optimization(ws, project_id, ref), **settings))
+    return _change(ws, project_id, ref, change_settings, **settings)
 
 
 def set_override(ws, project_id: str, ref: str, weight_name: str, sparsity: Optional[float]) -> Dict[str, Any]:
     """Fix (or with None, release) one layer's sparsity of a stored optimization; re-evaluate and save."""
     from sparsify_tui.optimization.core import override
 
-    return _save(ws, project_id, override(get_optimization(ws, project_id, ref), weight_name, sparsity))
+    return _change(ws, project_id, ref, override, weight_name, sparsity)
 
 
 def update_schedule(ws, project_id: str, ref: str, **changes: Any) -> Dict[str, Any]:
     """:func:`~sparsify_tui.optimization.core.change_schedule` on a stored optimization, then save."""
     from sparsify_tui.optimization.core import change_schedule
 
-    return _save(ws, project_id, change_schedule(get_optimization(ws, project_id, ref), **changes))
+    return _change(ws, project_id, ref, change_schedule, **changes)
 
 
 def copy_optimization(ws, project_id: str, ref: str, new_name: Optional[str] = None) -> Dict[str, Any]:
@@ -117,8 +128,11 @@ def default_recipe_path(ws, project_id: str, name: str) -> Path:
 
 
 def _export_inputs(ws, project_id: str, ref: str):
+    """(project, typed optimization record, model path or None)."""
+    from sparsify_tui.optimization.record import Optimization
+
     project = ws.get_project(project_id)
-    rec = get_optimization(ws, project["id"], ref)
+    rec = Optimization.from_dict(get_optimization(ws, project["id"], ref))
     try:
         model_path = ws.model_path(project["id"])
     except Exception:
@@ -145,7 +159,7 @@ def export_optimization(ws, project_id: str, ref: str, *, recipe_path: Optional[
     from sparsify_tui.optimization import export
 
     project, rec, model_path = _export_inputs(ws, project_id, ref)
-    path = Path(recipe_path) if recipe_path else default_recipe_path(ws, project["id"], rec["name"])
+    path = Path(recipe_path) if recipe_path else default_recipe_path(ws, project["id"], rec.name)
     return export.write_export(rec, recipe_path=path, framework=framework or None,
                                code_path=Path(code_path) if code_path else None,
                                project_name=project.get("name", ""), model_path=model_path)

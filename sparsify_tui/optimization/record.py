@@ -1,0 +1,390 @@
+"""The optimization record as typed data: settings, per-layer rows, quantization, epochs, model summary,
+estimates, and the record that holds them.
+
+Every class maps to the JSON stored in the project's ``optimizations`` table and printed by
+``sparsify-tui optimize --json``: attribute names are the JSON keys, ``to_dict()`` writes them in the order
+they have always had, and ``from_dict()`` reads them back. Reading is forgiving so that older records
+migrate forward: a missing key takes the field's default, and a key this version does not model (the
+store's ``id`` / ``created`` / ``modified``, ``applied`` written by :mod:`sparsify_tui.services.apply`, or a
+key of a newer version) is kept in ``extra`` and written back after the known keys, unchanged. So
+``Optimization.from_dict(d).to_dict() == d`` for every record this version writes, and for older records
+it adds only the newer keys (``settings.structure``, ``model.nodes_total_ms``) with their defaults.
+
+Units are in the names or the docstrings: ``*_ms`` milliseconds per batch, ``*_epoch(s)`` training epochs
+(floats), sparsities are fractions 0..1, ``params`` weight elements, ``flops`` per batch.
+
+Structure-specific rows: a pruning structure (:mod:`sparsify_tui.optimization.structures`) may subclass
+:class:`LayerRow` and :class:`Estimates` with fields of its own; :meth:`Optimization.from_dict` reads the
+record's rows and estimates with the classes of the structure named in its settings.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+from dataclasses import dataclass, field, fields
+from typing import Any, ClassVar, Dict, List, Optional, Type, TypeVar
+
+from sparsify_tui.errors import ProjectError
+
+FLOPS = "flops"
+"""``perf_profile`` of an optimization built without a measured perf profile (time proportional to FLOPs)."""
+APPROXIMATED = "approximated"
+"""``loss_profile`` of an optimization built on the Approximated loss profile."""
+UNSTRUCTURED = "unstructured"
+"""The default pruning structure: individual weights by magnitude."""
+DEFAULT_INIT_SPARSITY = 0.05
+"""GMP initial sparsity of the recipe (the sparsity at the first pruning update)."""
+
+T = TypeVar("T", bound="JsonRecord")
+
+
+def _plain(value: Any) -> Any:
+    """A JSON-ready deep copy of ``value`` (records become dicts)."""
+    if isinstance(value, JsonRecord):
+        return value.to_dict()
+    if isinstance(value, list):
+        return [_plain(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    return value
+
+
+class JsonRecord:
+    """Mixin for the record dataclasses: JSON keys are the field names, in field order.
+
+    ``_nested``: field name -> record class of a nested object, or ``[class]`` for a list of them. A field
+    ``extra`` (when the class has one) holds unknown keys, written back last; a class without it drops
+    them. Fields with ``metadata={"omit_none": True}`` are left out of ``to_dict()`` while None.
+    """
+
+    _nested: ClassVar[Dict[str, Any]] = {}
+
+    def to_dict(self) -> Dict[str, Any]:
+        out: Dict[str, Any] = {}
+        for f in fields(self):  # type: ignore[arg-type]
+            if f.name == "extra":
+                continue
+            value = getattr(self, f.name)
+            if value is None and f.metadata.get("omit_none"):
+                continue
+            out[f.name] = _plain(value)
+        out.update(_plain(getattr(self, "extra", {})))
+        return out
+
+    @classmethod
+    def from_dict(cls: Type[T], d: Optional[Dict[str, Any]]) -> T:
+        d = d or {}
+        names = {f.name for f in fields(cls)}  # type: ignore[arg-type]
+        kw: Dict[str, Any] = {}
+        extra: Dict[str, Any] = {}
+        for key, value in d.items():
+            if key == "extra" or key not in names:
+                extra[key] = copy.deepcopy(value)
+                continue
+            nested = cls._nested.get(key)
+            if isinstance(nested, list) and isinstance(value, list):
+                kw[key] = [nested[0].from_dict(v) for v in value]
+            elif nested is not None and isinstance(value, dict):
+                kw[key] = nested.from_dict(value)
+            else:
+                kw[key] = copy.deepcopy(value)
+        if "extra" in names:
+            kw["extra"] = extra
+        return cls(**kw)
+
+
+@dataclass
+class Settings(JsonRecord):
+    """Pruning settings of an optimization (all editable except ``structure``; stored under ``settings``).
+
+    ``sparsity``: target params-weighted average sparsity over all prunable layers (0..1).
+    ``balance``: 0 = rank by time saved only, 1 = by loss sensitivity only.
+    ``min_sparsity``: a layer gets 0 or at least this. ``min_perf_gain``: a layer whose time saved at
+    the cap is below this fraction of the model's time stays dense. ``min_recovery``: a layer's sparsity
+    is capped where its recoverability drops below this (0..1). ``max_sparsity``: per-layer cap.
+    ``dense_first_layer`` / ``dense_grouped``: keep the first layer / depthwise and grouped convs dense.
+    ``structure``: what is pruned, a key of :data:`sparsify_tui.optimization.structures.STRUCTURES`
+    (``"unstructured"``: individual weights); chosen when the optimization is built.
+    """
+
+    sparsity: float = 0.85
+    balance: float = 0.5
+    min_sparsity: float = 0.4
+    min_perf_gain: float = 0.0
+    min_recovery: float = 0.0
+    max_sparsity: float = 0.95
+    dense_first_layer: bool = True
+    dense_grouped: bool = True
+    structure: str = UNSTRUCTURED
+
+    def validate(self) -> "Settings":
+        """Raise ``ValueError`` (one line) on out-of-range values or an unknown structure; returns self."""
+        from sparsify_tui.optimization.structures import STRUCTURES
+
+        for key in ("sparsity", "balance", "min_sparsity", "min_recovery", "max_sparsity", "min_perf_gain"):
+            v = float(getattr(self, key))
+            if not (0.0 <= v <= 1.0) or math.isnan(v):
+                raise ValueError(f"{key} must be between 0 and 1, got {v}")
+            setattr(self, key, v)
+        if self.max_sparsity > 0.99:
+            raise ValueError("max_sparsity must be at most 0.99")
+        if self.min_sparsity > self.max_sparsity:
+            raise ValueError("min_sparsity must not exceed max_sparsity")
+        if self.structure not in STRUCTURES:
+            raise ValueError(f"unknown pruning structure {self.structure!r}: use one of {', '.join(STRUCTURES)}")
+        return self
+
+    def with_changes(self, **changes: Any) -> "Settings":
+        """A validated copy with ``changes`` (field names; None values are skipped, others converted to the
+        field's type). Raises :class:`ProjectError` for an unknown name or an out-of-range value."""
+        out = Settings(**{f.name: getattr(self, f.name) for f in fields(self)})
+        for k, v in changes.items():
+            if v is None:
+                continue
+            if k not in Settings.__dataclass_fields__:
+                raise ProjectError(f"unknown optimization setting {k!r}: use one of "
+                                   f"{', '.join(Settings.__dataclass_fields__)}")
+            setattr(out, k, type(getattr(out, k))(v))
+        try:
+            return out.validate()
+        except ValueError as err:
+            raise ProjectError(f"{err}: fix the optimization setting") from None
+
+
+@dataclass
+class LayerRow(JsonRecord):
+    """One prunable layer of an optimization (a Conv/Gemm/MatMul with an initializer weight), graph order.
+
+    Inputs built from the profiles (:meth:`PruningStructure.build_layers`): ``weight_name`` (ONNX initializer),
+    ``node_id``, ``op_type``, ``params`` (weight elements), ``weight_shape``, ``flops`` (per batch), ``group``
+    (Conv group attribute), ``baseline_ms`` (measured layer ms per batch; None with the FLOPS profile),
+    ``time_curve`` (time at each of :data:`~sparsify_tui.optimization.config.GRID_LEVELS`: ms per batch, or
+    with the FLOPS profile relative units, the layer's share of the model FLOPs), ``loss_curve`` (loss
+    sensitivity above dense at each level, non-decreasing, in the loss profile's metric), ``gain_curve``
+    (time saved at each level used for ranking, same units as ``time_curve``), ``int8_sensitivity`` (loss
+    profile), ``int8_time_ms`` (measured in the INT8 model), ``excluded`` (why the layer stays dense by
+    default: "first layer", "depthwise/grouped conv", or None).
+
+    Results of the last evaluation: ``sparsity`` (0..1), ``override`` (fixed by the user), ``reason`` (why it
+    is dense or fixed, see :class:`~sparsify_tui.optimization.allocation.Allocation`), and
+    :class:`LayerEstimate`'s fields.
+    """
+
+    weight_name: str = ""
+    node_id: str = ""
+    op_type: Optional[str] = None
+    params: int = 0
+    weight_shape: Optional[List[int]] = None
+    flops: float = 0.0
+    group: int = 1
+    baseline_ms: Optional[float] = None
+    time_curve: List[float] = field(default_factory=list)
+    loss_curve: List[float] = field(default_factory=list)
+    int8_sensitivity: Optional[float] = None
+    int8_time_ms: Optional[float] = None
+    excluded: Optional[str] = None
+    gain_curve: List[float] = field(default_factory=list)
+    sparsity: float = 0.0
+    override: bool = False
+    reason: Optional[str] = None
+    est_ms: Optional[float] = None
+    est_speedup: Optional[float] = None
+    recoverability: Optional[float] = None
+    loss_sensitivity: Optional[float] = None
+    perf_sensitivity: Optional[float] = None
+    extra: Dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class LayerEstimate(JsonRecord):
+    """Per-layer display values at the layer's sparsity: ``est_ms`` (time on the structure's target runtime,
+    units of ``time_curve``), ``est_speedup`` (dense time / ``est_ms``), ``recoverability`` (0..1),
+    ``loss_sensitivity`` / ``perf_sensitivity`` (the layer's share of the model's loss / time saved at 0.9)."""
+
+    est_ms: float
+    est_speedup: float
+    recoverability: float
+    loss_sensitivity: float
+    perf_sensitivity: float
+
+    def apply_to(self, layer: LayerRow) -> None:
+        """Copy these values onto ``layer``."""
+        for f in fields(self):
+            setattr(layer, f.name, getattr(self, f.name))
+
+
+@dataclass
+class QuantizationSettings(JsonRecord):
+    """The INT8 quantization modifier: ``enabled``, ``bits`` (8), ``excluded`` (node ids kept FP32), and the
+    QAT epochs ``start_epoch``, ``disable_quantization_observer_epoch``, ``freeze_bn_stats_epoch``."""
+
+    enabled: bool = False
+    bits: int = 8
+    excluded: List[str] = field(default_factory=list)
+    start_epoch: Optional[float] = None
+    disable_quantization_observer_epoch: Optional[float] = None
+    freeze_bn_stats_epoch: Optional[float] = None
+    extra: Dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class Epochs(JsonRecord):
+    """The epoch plan of the recipe (all in epochs): ``stabilization_epochs`` (= ``pruning_start_epoch``),
+    ``pruning_epochs``, ``fine_tune_epochs``, ``pruning_start_epoch``, ``pruning_end_epoch``, ``total_epochs``,
+    ``update_frequency`` (epochs between GMP updates) and ``init_sparsity`` (GMP sparsity at the first update,
+    0..1). Built by :func:`sparsify_tui.optimization.schedule.default_epochs`."""
+
+    stabilization_epochs: float = 0.0
+    pruning_epochs: float = 0.0
+    fine_tune_epochs: float = 0.0
+    pruning_start_epoch: float = 0.0
+    pruning_end_epoch: float = 0.0
+    total_epochs: float = 0.0
+    update_frequency: float = 1.0
+    init_sparsity: float = DEFAULT_INIT_SPARSITY
+    extra: Dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class NodeTime(JsonRecord):
+    """Measured ms per batch of one perf-profile row with an INT8 time: ``id`` (node id), ``time_ms`` (FP32),
+    ``int8_time_ms``."""
+
+    id: Optional[str] = None
+    time_ms: Optional[float] = None
+    int8_time_ms: Optional[float] = None
+    extra: Dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class ModelSummary(JsonRecord):
+    """What the estimates need of the model and its perf profile, so re-evaluation needs no profile:
+    ``file`` (the project's model file name), ``baseline_ms`` (measured FP32 median ms per batch; None with
+    the FLOPS profile), ``int8_ms`` (measured INT8 median, None when not measured), ``nodes_total_ms`` (sum of
+    the profiled per-node times, to scale per-node savings to the median; None with the FLOPS profile),
+    ``totals`` (the analysis totals: ``params``, ``flops``, ``macs``...), ``perf_nodes`` (rows with an INT8 time)."""
+
+    _nested: ClassVar[Dict[str, Any]] = {"perf_nodes": [NodeTime]}
+
+    file: str = ""
+    baseline_ms: Optional[float] = None
+    int8_ms: Optional[float] = None
+    nodes_total_ms: Optional[float] = None
+    totals: Dict[str, Any] = field(default_factory=dict)
+    perf_nodes: List[NodeTime] = field(default_factory=list)
+    extra: Dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class Estimates(JsonRecord):
+    """Model-level estimates of an optimization (formulas in :mod:`sparsify_tui.optimization.estimates`).
+
+    ``sparse_runtime`` names the runtime of ``sparse_ms``/``sparse_speedup``; ``ort_note`` says what
+    onnxruntime gets; ``time_units`` "ms" or "relative (FLOPS profile)". Times in ms per batch (None with the
+    FLOPS profile); ``int8_factor`` measured INT8 time / FP32 time (<1 is faster; None when not measured);
+    ``flops`` / ``flops_pruned`` per batch; ``params`` / ``params_nonzero`` weight elements; ``*_mb``
+    megabytes; ``avg_sparsity`` params-weighted over the prunable layers; ``est_recovery`` 0..1 (heuristic);
+    ``max_reachable`` the highest average sparsity the constraints allow.
+    """
+
+    label: str = "estimates"
+    sparse_runtime: str = ""
+    ort_note: str = ""
+    time_units: str = "ms"
+    baseline_ms: Optional[float] = None
+    sparse_ms: Optional[float] = None
+    sparse_speedup: Optional[float] = None
+    ort_ms: Optional[float] = None
+    ort_speedup: Optional[float] = None
+    int8_factor: Optional[float] = None
+    int8_measured: bool = False
+    flops: Optional[float] = None
+    flops_pruned: Optional[float] = None
+    flops_reduction: Optional[float] = None
+    params: Optional[float] = None
+    params_nonzero: Optional[float] = None
+    params_compression: Optional[float] = None
+    size_mb_fp32: Optional[float] = None
+    est_size_mb: Optional[float] = None
+    avg_sparsity: Optional[float] = None
+    est_recovery: Optional[float] = None
+    max_reachable: Optional[float] = None
+    extra: Dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class Optimization(JsonRecord):
+    """An optimization: everything needed to re-evaluate and export it without the profiles.
+
+    ``perf_profile`` / ``loss_profile``: record ids of the profiles it was built from, or :data:`FLOPS` /
+    :data:`APPROXIMATED`, with their display names; ``overrides``: weight name -> sparsity fixed by the user;
+    ``lr_modifiers``: learning-rate modifiers in the shapes of
+    :func:`sparsify_tui.optimization.schedule.validate_lr_modifier` (the TUI's editor and the schedule
+    functions work on that shape); ``training``: the project's training settings (``epochs``, ``init_lr``,
+    ``final_lr``...); ``estimates`` None until evaluated; ``copied_from``: id of the optimization this one
+    was copied from; ``extra``: stored keys this class does not model (``id``, ``created``, ``modified``,
+    ``applied``), written back unchanged.
+    """
+
+    _nested: ClassVar[Dict[str, Any]] = {
+        "settings": Settings, "layers": [LayerRow], "quantization": QuantizationSettings, "epochs": Epochs,
+        "model": ModelSummary, "estimates": Estimates,
+    }
+
+    name: str = ""
+    perf_profile: str = FLOPS
+    perf_profile_name: str = "FLOPS"
+    loss_profile: str = APPROXIMATED
+    loss_profile_name: str = "Approximated"
+    settings: Settings = field(default_factory=Settings)
+    overrides: Dict[str, float] = field(default_factory=dict)
+    layers: List[LayerRow] = field(default_factory=list)
+    quantization: QuantizationSettings = field(default_factory=QuantizationSettings)
+    epochs: Epochs = field(default_factory=Epochs)
+    lr_modifiers: List[Dict[str, Any]] = field(default_factory=list)
+    training: Dict[str, Any] = field(default_factory=dict)
+    model: ModelSummary = field(default_factory=ModelSummary)
+    copied_from: Optional[str] = None
+    estimates: Optional[Estimates] = field(default=None, metadata={"omit_none": True})
+    warnings: List[str] = field(default_factory=list)
+    extra: Dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def from_dict(cls, d: Optional[Dict[str, Any]]) -> "Optimization":
+        """Read a stored record (see the module docstring). Rows and estimates use the classes of the record's
+        structure; raises :class:`ProjectError` when that structure is not registered."""
+        rec = super().from_dict(d)
+        kind = rec.structure
+        if kind.layer_type is not LayerRow:
+            rec.layers = [kind.layer_type.from_dict(row.to_dict()) for row in rec.layers]
+        if rec.estimates is not None and kind.estimates_type is not Estimates:
+            rec.estimates = kind.estimates_type.from_dict(rec.estimates.to_dict())
+        return rec
+
+    @property
+    def id(self) -> Optional[str]:
+        """The store's record id (None before the record is stored)."""
+        return self.extra.get("id")
+
+    @property
+    def structure(self):
+        """The :class:`~sparsify_tui.optimization.structures.PruningStructure` of ``settings.structure``."""
+        from sparsify_tui.optimization.structures import get_structure
+
+        return get_structure(self.settings.structure)
+
+    @property
+    def flops_profile(self) -> bool:
+        """True when built without a measured perf profile (relative time units)."""
+        return self.perf_profile == FLOPS
+
+    def layer(self, ref: str) -> Optional[LayerRow]:
+        """The row whose weight name (else node id) is ``ref``, or None."""
+        by_weight = next((l for l in self.layers if l.weight_name == ref), None)
+        return by_weight or next((l for l in self.layers if l.node_id == ref), None)
+
+
+__all__ = ["FLOPS", "APPROXIMATED", "UNSTRUCTURED", "DEFAULT_INIT_SPARSITY", "JsonRecord", "Settings", "LayerRow",
+           "LayerEstimate", "QuantizationSettings", "Epochs", "NodeTime", "ModelSummary", "Estimates",
+           "Optimization"]

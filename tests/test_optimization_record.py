@@ -1,0 +1,105 @@
+"""The typed optimization record against the JSON that main wrote (tests/data/optimization_main_records.json,
+made by tests/optimization_fixtures.py with the code of commit 1c19c5a): every stored record reads and
+writes back unchanged, older records migrate forward, and the same user flow prints and stores the same JSON."""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+
+import pytest
+
+from sparsify_tui.optimization.core import evaluate, layer_sparsities
+from sparsify_tui.optimization.record import Epochs, LayerRow, ModelSummary, Optimization, Settings
+from tests.optimization_fixtures import FLOPS_ARGS, PERF_ARGS, edit, project_with_profiles, run_cli
+
+MAIN = json.loads((Path(__file__).parent / "data" / "optimization_main_records.json").read_text(encoding="utf-8"))
+STORED = {r["name"]: r for r in MAIN["stored"]}
+
+
+def migrated(d: dict) -> dict:
+    """What this version writes for a record of main: the same keys in the same order with the same values,
+    plus ``settings.structure`` (the pruning structure, new in this version)."""
+    out = copy.deepcopy(d)
+    out["settings"]["structure"] = "unstructured"
+    return out
+
+
+def dumps(d) -> str:
+    return json.dumps(d, separators=(",", ":"), ensure_ascii=False)
+
+
+@pytest.mark.parametrize("name", list(STORED))
+def test_every_stored_record_of_main_round_trips(name):
+    stored = STORED[name]
+    rec = Optimization.from_dict(stored)
+    assert dumps(rec.to_dict()) == dumps(migrated(stored))  # same keys, order and values
+    again = Optimization.from_dict(rec.to_dict())
+    assert again == rec and dumps(again.to_dict()) == dumps(rec.to_dict())
+    assert Optimization.from_dict(json.loads(json.dumps(rec.to_dict()))) == rec
+
+
+def test_typed_fields_of_a_stored_record():
+    stored = STORED["perf"]
+    rec = Optimization.from_dict(stored)
+    assert rec.id == stored["id"] and set(rec.extra) == {"id", "created", "modified"}
+    assert isinstance(rec.settings, Settings) and rec.settings.structure == "unstructured"
+    assert isinstance(rec.layers[0], LayerRow) and isinstance(rec.epochs, Epochs)
+    assert isinstance(rec.model, ModelSummary) and rec.model.perf_nodes[0].int8_time_ms is not None
+    assert rec.layers[0].time_curve == stored["layers"][0]["time_curve"]
+    assert rec.quantization.excluded == stored["quantization"]["excluded"]
+    assert rec.estimates.avg_sparsity == stored["estimates"]["avg_sparsity"]
+    assert layer_sparsities(rec) == layer_sparsities(stored)
+    # apply's record is kept as is
+    flops = Optimization.from_dict(STORED["flops"])
+    assert flops.extra["applied"] == STORED["flops"]["applied"] and flops.flops_profile
+    # the typed record is a copy: changing it leaves the stored dict alone
+    before = copy.deepcopy(stored)
+    rec.layers[0].sparsity += 0.1
+    rec.layers[0].time_curve.append(1.0)
+    rec.training["epochs"] = 1
+    assert stored == before
+
+
+def test_an_older_record_migrates_forward():
+    old = copy.deepcopy(STORED["perf"])
+    del old["model"]["nodes_total_ms"]  # written before commit 83703d1
+    rec = Optimization.from_dict(old)
+    assert rec.model.nodes_total_ms is None and rec.settings.structure == "unstructured"
+    out = rec.to_dict()
+    assert list(out["model"]) == list(STORED["perf"]["model"]) and out["model"]["nodes_total_ms"] is None
+    assert list(out["settings"]) == list(Settings().to_dict())
+    # and it still evaluates: the per-node saving is not rescaled, as the code of its time did
+    assert evaluate(rec).estimates.sparse_ms is not None
+
+
+@pytest.mark.parametrize("name", list(STORED))
+def test_reevaluating_a_record_of_main_keeps_every_number(name):
+    assert evaluate(Optimization.from_dict(STORED[name])).to_dict() == migrated(STORED[name])
+
+
+VOLATILE = {"id", "created", "modified", "perf_profile", "loss_profile", "copied_from", "applied"}
+
+
+def _stable(d: dict) -> dict:
+    """``d`` without the keys that differ between two runs (ids, times, record ids, apply's measurements)."""
+    return {k: v for k, v in d.items() if k not in VOLATILE}
+
+
+def test_the_same_flow_prints_and_stores_what_main_did(workspace_home, demo_model):
+    from sparsify_tui.store import Workspace
+
+    ws = Workspace()
+    pid = project_with_profiles(ws, demo_model)
+    cli = {"perf": run_cli(PERF_ARGS), "flops": run_cli(FLOPS_ARGS)}
+    for key in ("perf", "flops"):
+        assert dumps(_stable(cli[key])) == dumps(_stable(migrated(MAIN["cli"][key])))
+    edit(ws, pid)
+    stored = {r["name"]: r for r in ws.list_records(pid, "optimizations")}
+    assert list(stored) == list(STORED)
+    for name, rec in stored.items():
+        assert list(rec) == list(STORED[name])
+        assert dumps(_stable(rec)) == dumps(_stable(migrated(STORED[name])))
+    assert stored["perf v2"]["copied_from"] == stored["perf"]["id"]
+    assert set(stored["flops"]["applied"]) == set(STORED["flops"]["applied"])

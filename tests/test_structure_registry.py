@@ -1,0 +1,162 @@
+"""A new pruning structure is one module plus one registration line: a toy structure defined here builds,
+evaluates, renders a recipe and code, round-trips through JSON and goes through the services unchanged."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Dict, List
+
+import numpy as np
+import pytest
+
+from sparsify_tui.errors import ProjectError
+from sparsify_tui.optimization.allocation import Allocation
+from sparsify_tui.optimization.config import GRID_LEVELS, node_group, prunable_nodes, weight_params
+from sparsify_tui.optimization.core import build_optimization, change_settings, evaluate, layer_sparsities, override
+from sparsify_tui.optimization.recipe import Modifier, parse_recipe, to_yaml
+from sparsify_tui.optimization.record import Estimates, LayerEstimate, LayerRow, Optimization, Settings
+from sparsify_tui.optimization.structures import STRUCTURES, PruningStructure, get_structure
+from sparsify_tui.services.projects import create_project
+
+DEMO_DIMS = {"x:2": 48, "x:3": 192}
+
+
+# ---------------------------------------------------------------- the stub: what a new engineer writes
+@dataclass
+class ToyLayer(LayerRow):
+    """A row with a field of the toy structure's own."""
+
+    channels: int = 0
+
+
+class ToyStructure(PruningStructure):
+    """Toy rule: every free layer gets the target sparsity; time is the FLOPs share times ``1 - s``."""
+
+    name = "toy"
+    description = "uniform sparsity, for tests"
+    layer_type = ToyLayer
+
+    def build_layers(self, analysis, perf, loss, settings) -> List[LayerRow]:
+        nodes = prunable_nodes(analysis)
+        total = sum(float(n["flops"]) for n in nodes) or 1.0
+        rows = []
+        for i, n in enumerate(nodes):
+            share = float(n["flops"]) / total
+            row = ToyLayer(weight_name=n["weight_name"], node_id=n["id"], op_type=n["op_type"],
+                           params=weight_params(n), flops=float(n["flops"]), group=node_group(n),
+                           time_curve=[share * (1 - s) for s in GRID_LEVELS], loss_curve=[s * s for s in GRID_LEVELS],
+                           gain_curve=[share * s for s in GRID_LEVELS], channels=int((n["weight_shape"] or [0])[0]))
+            row.excluded = self.excluded_reason(settings, i, row)
+            rows.append(row)
+        return rows
+
+    def allocate(self, layers, settings, overrides) -> Allocation:
+        sp = {l.weight_name: overrides.get(l.weight_name, 0.0 if l.excluded else settings.sparsity) for l in layers}
+        n = sum(l.params for l in layers) or 1
+        return Allocation(sparsities=sp, reasons={l.weight_name: l.excluded for l in layers},
+                          avg_sparsity=sum(l.params * sp[l.weight_name] for l in layers) / n,
+                          max_reachable=settings.max_sparsity)
+
+    def layer_estimates(self, layers, sparsities) -> List[LayerEstimate]:
+        return [LayerEstimate(est_ms=l.time_curve[0] * (1 - sparsities[l.weight_name]),
+                              est_speedup=1 / (1 - sparsities[l.weight_name]),
+                              recoverability=1 - sparsities[l.weight_name], loss_sensitivity=0.0, perf_sensitivity=0.0)
+                for l in layers]
+
+    def model_estimates(self, rec, sparsities: Dict[str, float]) -> Estimates:
+        n = sum(l.params for l in rec.layers) or 1
+        return Estimates(sparse_runtime="toy runtime", ort_note="toy", time_units="relative",
+                         avg_sparsity=sum(l.params * sparsities[l.weight_name] for l in rec.layers) / n)
+
+    def recipe_modifiers(self, rec) -> List[Modifier]:
+        return [Modifier("ToyPruningModifier", {"params": sorted(layer_sparsities(rec)),
+                                                "final_sparsity": rec.settings.sparsity})]
+
+    def integration_code(self, rec, framework, recipe_path) -> str:
+        return f"# toy code for {framework}\nSPARSITIES = {layer_sparsities(rec)!r}\n"
+
+    def prune_weight(self, weight, sparsity):
+        out = np.array(weight, copy=True)
+        out.reshape(-1)[: int(round(sparsity * out.size))] = 0
+        return out
+
+
+@pytest.fixture
+def toy(monkeypatch):
+    monkeypatch.setitem(STRUCTURES, "toy", ToyStructure())  # the one registration line
+    return STRUCTURES["toy"]
+
+
+@pytest.fixture(scope="module")
+def analysis():
+    from sparsify_tui.analysis.nodes import analyze_model
+    from tests.conftest import DEMO_MODEL
+
+    return analyze_model(str(DEMO_MODEL), batch_size=1, dims=DEMO_DIMS).to_dict()
+
+
+# ---------------------------------------------------------------- the checks
+def test_stub_structure_builds_evaluates_renders_and_round_trips(toy, analysis, tmp_path):
+    from sparsify_tui.optimization.export import render_export
+
+    rec = build_optimization("t", analysis, None, None, sparsity=0.5, settings=Settings(structure="toy"))
+    assert rec.structure is toy and all(isinstance(l, ToyLayer) for l in rec.layers)
+    assert rec.layers[0].sparsity == 0 and rec.layers[0].reason == "first layer"
+    assert {l.sparsity for l in rec.layers if not l.excluded} == {0.5}
+    assert rec.estimates.sparse_runtime == "toy runtime"
+    # the shared edits work on it: override, settings, re-evaluation
+    w = rec.layers[1].weight_name
+    rec = change_settings(override(rec, w, 0.2), sparsity=0.6)
+    assert layer_sparsities(rec)[w] == 0.2 and rec.layers[2].sparsity in (0.0, 0.6)
+    # recipe and code come from the structure, the schedule around them is shared
+    text = to_yaml(rec)
+    tags = [m["type"] for m in parse_recipe(text)["modifiers"]]
+    assert "ToyPruningModifier" in tags and "GMPruningModifier" not in tags
+    assert tags[0] == "EpochRangeModifier" and "SetLearningRateModifier" in tags
+    out = render_export(rec, recipe_path=tmp_path / "r.yaml", framework="pytorch")
+    assert out["code"].startswith("# toy code for pytorch")
+    # JSON round trip, with the structure's own row class and field
+    d = json.loads(json.dumps(rec.to_dict()))
+    assert d["settings"]["structure"] == "toy" and d["layers"][1]["channels"] == rec.layers[1].channels > 0
+    back = Optimization.from_dict(d)
+    assert back == rec and isinstance(back.layers[0], ToyLayer)
+    assert evaluate(back).to_dict() == d
+    # the weight transform apply uses
+    assert list(toy.prune_weight(np.arange(1.0, 11.0), 0.3)[:4]) == [0.0, 0.0, 0.0, 4.0]
+
+
+def test_stub_structure_through_the_services(toy, workspace_home, demo_model):
+    from sparsify_tui.services import optimizations
+    from sparsify_tui.store import Workspace
+
+    ws = Workspace()
+    pid = create_project(ws, str(demo_model), name="demo", dims=DEMO_DIMS)["id"]
+    stored = optimizations.create_optimization(ws, pid, "toy", sparsity=0.4, settings={"structure": "toy"})
+    assert isinstance(stored, dict) and stored["settings"]["structure"] == "toy"
+    assert stored["layers"][1]["channels"] > 0
+    again = optimizations.reevaluate(ws, pid, "toy", sparsity=0.5)
+    assert {l["sparsity"] for l in again["layers"] if not l["excluded"]} == {0.5}
+    with pytest.raises(ProjectError, match="structure"):
+        optimizations.reevaluate(ws, pid, "toy", structure="unstructured")
+
+
+def test_unknown_structure_is_a_one_line_error(analysis):
+    with pytest.raises(ProjectError, match="unknown pruning structure 'nope': use one of unstructured") as err:
+        build_optimization("t", analysis, None, None, settings=Settings(structure="nope"))
+    assert "\n" not in str(err.value)
+    with pytest.raises(ProjectError, match="unknown pruning structure"):
+        get_structure("nope")
+    rec = build_optimization("t", analysis, None, None, sparsity=0.5).to_dict()
+    rec["settings"]["structure"] = "nope"
+    with pytest.raises(ProjectError, match="unknown pruning structure"):
+        Optimization.from_dict(rec)
+
+
+def test_unstructured_prunes_weights_by_magnitude():
+    from sparsify_tui.profiling.pruning import magnitude_prune
+
+    w = np.random.default_rng(0).normal(size=(8, 3, 3, 3)).astype(np.float32)
+    kind = get_structure("unstructured")
+    np.testing.assert_array_equal(kind.prune_weight(w, 0.7), magnitude_prune(w, 0.7))
+    assert kind.prune_weight(w, 0.0) is w
