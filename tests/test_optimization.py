@@ -216,3 +216,41 @@ def test_workspace_create_override_copy(workspace_home, demo_model):
     assert v2["name"] == "v1 v2" and v2["copied_from"] == rec["id"] and v2["overrides"] == {w: 0.9}
     with pytest.raises(Exception, match="already exists"):
         optimizations.create_optimization(ws, p["id"], "v1")
+
+
+def test_one_pruned_time_calibration_for_flops_and_perf_profiles(demo_analysis):
+    """The FLOPS profile's layer times follow perf_estimate's rule on FLOPs-proportional times: equal, relative
+    to each layer's dense time, to an optimization on a perf profile whose node times are proportional to
+    FLOPs and whose pruned estimates perf_estimate wrote."""
+    from sparsify_tui.optimization import config
+    from sparsify_tui.profiling import perf_estimate as pe
+    from sparsify_tui.profiling.perf import NodePerf
+
+    prunable = [n for n in demo_analysis["nodes"] if n["prunable"]]
+    d = pe.depthwise_share((n["op_type"], n.get("attrs"), n["flops"]) for n in prunable)
+    assert 0 < d < 1  # the demo model has depthwise convs: the blend matters
+    nodes = [NodePerf(index=k, id=n["id"], op_type=n["op_type"], weight_name=n.get("weight_name"),
+                      time_ms=n["flops"] / 1e6, est_pruned_ms=pe.estimate_node_ms(n["flops"] / 1e6, n["prunable"], d),
+                      prunable=n["prunable"])
+             for k, n in enumerate(demo_analysis["nodes"])]
+    total = sum(n.time_ms for n in nodes)
+    perf = PerfProfile(name="flops-like", batch_size=1, core_count=1, instruction_sets=[], latency_ms={"median": total},
+                       items_per_second=1000 / total, int8={}, nodes=nodes)
+    by_flops = build_optimization("f", demo_analysis, None, None, sparsity=0.7)
+    by_perf = build_optimization("p", demo_analysis, perf, None, sparsity=0.7, perf_ref="p")
+    share = 1.0 / demo_analysis["totals"]["flops"]
+    for a, b in zip(by_flops.layers, by_perf.layers):  # the same rule: dense time / max(1, f(s)) at every level
+        assert a.time_curve == pytest.approx([a.flops * share / pe.layer_speedup(s, d) for s in GRID_LEVELS], abs=1e-6)
+        assert b.time_curve == pytest.approx([b.flops / 1e6 / pe.layer_speedup(s, d) for s in GRID_LEVELS], abs=1e-6)
+    assert any(l.time_curve[-1] < 0.95 * l.time_curve[0] for l in by_flops.layers)
+    # the runtime and the note are perf_estimate's, and there is no second table
+    assert by_flops.estimates.sparse_runtime == pe.RUNTIME and by_flops.estimates.ort_note == pe.NOTE
+    assert not hasattr(config, "SPARSE_RUNTIME_TIME_FACTOR") and not hasattr(config, "ORT_NOTE")
+
+
+def test_depthwise_share_is_the_share_of_prunable_time_in_grouped_convs():
+    from sparsify_tui.profiling import perf_estimate as pe
+
+    layers = [("Conv", {"group": 1}, 3.0), ("Conv", {"group": 32}, 1.0), ("Gemm", None, 4.0)]
+    assert pe.depthwise_share(layers) == pytest.approx(1.0 / 8.0)
+    assert pe.depthwise_share([]) == 0.0

@@ -22,18 +22,6 @@ if TYPE_CHECKING:
 GRID_LEVELS: List[float] = [0.0, 0.2, 0.4, 0.5, 0.6, 0.7, 0.8, 0.85, 0.9, 0.95, 0.975, 0.99]
 """Sparsity levels at which per-layer time and loss curves are stored (linear interpolation between)."""
 
-SPARSE_RUNTIME_TIME_FACTOR: Dict[float, float] = {
-    0.0: 1.0, 0.8: 1.0, 0.85: 1.0, 0.9: 0.96, 0.95: 0.70, 0.975: 0.60, 0.99: 0.55,
-}
-"""Layer time at sparsity s relative to dense, on a CPU runtime with unstructured-sparse kernels, used only
-for the FLOPS profile (no measured perf profile). Derived from the ResNet-50 whole-model figures of
-DeepSparse 1.8 in shared/calibration.md (0.90: 1.04x, 0.95: 1.42x, 0.98: 1.76x; below 0.85 such runtimes
-are no faster, so we assume they fall back to dense kernels). A FLOPs-proportional estimate would be wrong
-by an order of magnitude."""
-
-SPARSE_RUNTIME = "a CPU runtime with unstructured-sparse kernels (DeepSparse-like)"
-ORT_NOTE = "onnxruntime gets no speedup from unstructured sparsity (it has no sparse kernels)"
-
 
 def interp_curve(points: Dict[float, float], s: float) -> float:
     """Piecewise-linear interpolation of ``points`` {sparsity: value} at ``s`` (clamped at the ends)."""
@@ -166,4 +154,4 @@ def default_int8_excluded(layers: List[LayerRow]) -> List[str]:
 
 __all__ = ["GRID_LEVELS", "Settings", "interp_curve", "levels", "node_group", "prunable_nodes",
            "weight_params", "excluded_reason", "by_weight_and_id", "loss_curve", "perf_model_ms", "perf_int8_ms",
-           "default_int8_excluded", "SPARSE_RUNTIME", "ORT_NOTE"]
+           "default_int8_excluded"]

@@ -2,13 +2,15 @@
 
 All are **estimates**, and the time ones name the runtime they are for:
 
-* ``sparse_ms`` / ``sparse_speedup``: a CPU runtime with unstructured-sparse kernels (DeepSparse-like).
+* ``sparse_ms`` / ``sparse_speedup``: a CPU runtime with unstructured-sparse kernels (DeepSparse-class,
+  :data:`sparsify_tui.profiling.perf_estimate.RUNTIME`).
   ``baseline_ms - sum_i (t_i(0) - t_i(s_i))`` where ``t_i(s)`` interpolates the perf profile's
-  ``est_pruned_ms`` between its levels (with the FLOPS profile: FLOPs share times the calibrated factor
-  :data:`config.SPARSE_RUNTIME_TIME_FACTOR`, in relative units, so only the speedup is shown). Per-node
-  times come from the profiled pass, so the saving is scaled by ``baseline_ms / sum(node time_ms)``
-  (the whole-model estimate is the sum of per-node estimates scaled to the unprofiled median). When the
-  quantization modifier is on, it is multiplied by the measured INT8 gain.
+  ``est_pruned_ms`` between its levels (with the FLOPS profile: FLOPs share divided by the same calibrated
+  layer speedup, :func:`sparsify_tui.profiling.perf_estimate.layer_speedup`, in relative units, so only the
+  speedup is shown). Per-node times come from the profiled pass, so the saving is scaled by
+  ``baseline_ms / sum(node time_ms)`` (the whole-model estimate is the sum of per-node estimates scaled
+  to the unprofiled median). When the quantization modifier is on, it is multiplied by the measured INT8
+  gain.
 * ``ort_ms`` / ``ort_speedup``: onnxruntime, which gets **no** speedup from unstructured sparsity; only the
   measured INT8 gain applies (when quantizing and the perf profile measured INT8).
 * INT8 gain: measured model INT8 ms / FP32 ms. Excluded (FP32) layers give back their measured per-node
@@ -28,10 +30,11 @@ from typing import Dict, List, Optional
 
 import numpy as np
 
-from sparsify_tui.optimization.config import GRID_LEVELS, ORT_NOTE, SPARSE_RUNTIME
+from sparsify_tui.optimization.config import GRID_LEVELS
 from sparsify_tui.optimization.record import (
     Estimates, LayerEstimate, LayerRow, ModelSummary, NodeTime, QuantizationSettings,
 )
+from sparsify_tui.profiling.perf_estimate import NOTE, RUNTIME
 
 
 def _t(layer: LayerRow, s: float) -> float:
@@ -105,8 +108,8 @@ def model_estimates(layers: List[LayerRow], sparsities: Dict[str, float], *, mod
     nonzero = max(1.0, total_params - removed)
     return Estimates(
         label="estimates",
-        sparse_runtime=SPARSE_RUNTIME,
-        ort_note=ORT_NOTE,
+        sparse_runtime=RUNTIME,
+        ort_note=NOTE,
         time_units="relative (FLOPS profile)" if flops_profile else "ms",
         baseline_ms=None if flops_profile else model.baseline_ms,
         sparse_ms=None if flops_profile else sparse,

@@ -37,11 +37,15 @@ Formula
    (Conv/Gemm/MatMul with an initializer weight); every other node and the layout/unattributed rows keep
    their measured time.
 Whole-model estimates are the sum of the per-node estimates, scaled to the unprofiled median latency.
+
+The same rule serves the FLOPS profile of an optimization (no measured times): its layer times are
+proportional to FLOPs, so ``d`` is the depthwise/grouped share of the prunable FLOPs and a layer's time at
+``s`` is its FLOPs share divided by ``max(1, f(s))`` (:mod:`sparsify_tui.optimization.structures.unstructured`).
 """
 
 from __future__ import annotations
 
-from typing import Optional, Sequence
+from typing import Iterable, Optional, Sequence, Tuple
 
 LEVELS = (0.4, 0.6, 0.7, 0.8, 0.85, 0.9, 0.95, 0.975, 0.99)
 LEVEL_KEYS = tuple(str(x) for x in LEVELS)
@@ -86,6 +90,19 @@ def _interp(s: float, curve: Sequence[float]) -> float:
 def depthwise_weight(depthwise_share: float) -> float:
     """Blend weight ``a`` of the MobileNetV2 curve for a model with this depthwise share of prunable time."""
     return max(0.0, min(1.0, depthwise_share / _DW_SHARE_REF))
+
+
+def depthwise_share(prunable_layers: Iterable[Tuple[str, Optional[dict], float]]) -> float:
+    """``d`` of the formula: the share of the prunable layers' time spent in depthwise/grouped convolutions
+    (:func:`is_depthwise`). ``prunable_layers``: ``(op_type, attrs, time)`` of every prunable layer, time in
+    any unit (ms for a perf profile, FLOPs for the FLOPS profile, whose time is proportional to FLOPs).
+    0 when the total is 0."""
+    total = dw = 0.0
+    for op_type, attrs, time in prunable_layers:
+        total += float(time)
+        if is_depthwise(op_type, attrs):
+            dw += float(time)
+    return dw / total if total > 0 else 0.0
 
 
 def layer_speedup(sparsity: float, depthwise_share: float = 0.0) -> float:

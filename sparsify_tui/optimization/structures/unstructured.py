@@ -4,8 +4,9 @@
 * **Curves.** Time: with a measured perf profile, the layer's measured ms and its ``est_pruned_ms`` (the
   sparse-kernel runtime estimate of :mod:`sparsify_tui.profiling.perf_estimate`) interpolated on
   :data:`~sparsify_tui.optimization.config.GRID_LEVELS`, never above the dense time; with the FLOPS profile,
-  the layer's share of the model FLOPs times :data:`~sparsify_tui.optimization.config.SPARSE_RUNTIME_TIME_FACTOR`.
-  Loss:
+  the same rule on times proportional to FLOPs: the layer's share of the model FLOPs, estimated at each
+  level by ``perf_estimate.estimate_node_ms`` with ``d = perf_estimate.depthwise_share`` of the prunable
+  FLOPs (one calibration for both profiles). Loss:
   :func:`sparsify_tui.optimization.config.loss_curve` of the loss profile's sensitivity. Gain (for ranking):
   the time saved, or FLOPs-proportional when the profile predicts no saving at all.
 * **Allocation:** :func:`sparsify_tui.optimization.allocation.allocate` (params-weighted target sparsity).
@@ -23,12 +24,13 @@ from typing import TYPE_CHECKING, Any, Dict, List, Optional
 
 from sparsify_tui.optimization import allocation, estimates, integration
 from sparsify_tui.optimization.config import (
-    GRID_LEVELS, SPARSE_RUNTIME_TIME_FACTOR, by_weight_and_id, interp_curve, levels, loss_curve,
-    node_group, prunable_nodes, weight_params,
+    GRID_LEVELS, by_weight_and_id, interp_curve, levels, loss_curve, node_group, prunable_nodes,
+    weight_params,
 )
 from sparsify_tui.optimization.recipe import Modifier, recipe_float
 from sparsify_tui.optimization.record import UNSTRUCTURED, Estimates, LayerEstimate, LayerRow, Optimization, Settings
 from sparsify_tui.optimization.structures import PruningStructure
+from sparsify_tui.profiling.perf_estimate import depthwise_share, estimate_node_ms
 
 if TYPE_CHECKING:
     import numpy as np
@@ -50,6 +52,7 @@ class UnstructuredPruning(PruningStructure):
         loss_rows = by_weight_and_id(loss.layers) if loss is not None else {}
         total_flops = float((analysis.get("totals") or {}).get("flops") or 0) or \
             sum(float(n.get("flops") or 0) for n in nodes) or 1.0
+        dw_share = depthwise_share((n.get("op_type"), n.get("attrs"), float(n.get("flops") or 0)) for n in nodes)
         layers: List[LayerRow] = []
         for i, n in enumerate(nodes):
             wname, nid = n["weight_name"], n.get("id") or n["weight_name"]
@@ -62,7 +65,8 @@ class UnstructuredPruning(PruningStructure):
                 int8_ms = pn.int8_time_ms if pn else None
             else:
                 base = flops / total_flops  # relative units: share of the model's FLOPs
-                time_curve = [base * interp_curve(SPARSE_RUNTIME_TIME_FACTOR, s) for s in GRID_LEVELS]
+                pruned = estimate_node_ms(base, True, dw_share, GRID_LEVELS)
+                time_curve = [pruned[str(s)] for s in GRID_LEVELS]
                 int8_ms = None
             ll = loss_rows.get(wname) or loss_rows.get(nid)
             row = LayerRow(
