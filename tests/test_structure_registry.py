@@ -1,5 +1,6 @@
-"""A new pruning structure is one module plus one registration line: a toy structure defined here builds,
-evaluates, renders a recipe and code, round-trips through JSON and goes through the services unchanged."""
+"""A new pruning structure is one module plus one registration line: a toy structure defined here (with a
+setting and a row field of its own) builds, evaluates, renders a recipe and code, round-trips through JSON
+and goes through the services unchanged."""
 
 from __future__ import annotations
 
@@ -24,6 +25,13 @@ DEMO_DIMS = {"x:2": 48, "x:3": 192}
 
 # ---------------------------------------------------------------- the stub: what a new engineer writes
 @dataclass
+class ToySettings(Settings):
+    """A setting of the toy structure's own."""
+
+    round_to: int = 8
+
+
+@dataclass
 class ToyLayer(LayerRow):
     """A row with a field of the toy structure's own."""
 
@@ -35,6 +43,7 @@ class ToyStructure(PruningStructure):
 
     name = "toy"
     description = "uniform sparsity, for tests"
+    settings_type = ToySettings
     layer_type = ToyLayer
 
     def build_layers(self, analysis, perf, loss, settings) -> List[LayerRow]:
@@ -46,7 +55,8 @@ class ToyStructure(PruningStructure):
             row = ToyLayer(weight_name=n["weight_name"], node_id=n["id"], op_type=n["op_type"],
                            params=weight_params(n), flops=float(n["flops"]), group=node_group(n),
                            time_curve=[share * (1 - s) for s in GRID_LEVELS], loss_curve=[s * s for s in GRID_LEVELS],
-                           gain_curve=[share * s for s in GRID_LEVELS], channels=int((n["weight_shape"] or [0])[0]))
+                           gain_curve=[share * s for s in GRID_LEVELS],
+                           channels=int((n["weight_shape"] or [0])[0]) // settings.round_to * settings.round_to)
             row.excluded = self.excluded_reason(settings, i, row)
             rows.append(row)
         return rows
@@ -100,7 +110,7 @@ def analysis():
 def test_stub_structure_builds_evaluates_renders_and_round_trips(toy, analysis, tmp_path):
     from sparsify_tui.optimization.export import render_export
 
-    rec = build_optimization("t", analysis, None, None, sparsity=0.5, settings=Settings(structure="toy"))
+    rec = build_optimization("t", analysis, None, None, sparsity=0.5, settings=ToySettings(structure="toy"))
     assert rec.structure is toy and all(isinstance(l, ToyLayer) for l in rec.layers)
     assert rec.layers[0].sparsity == 0 and rec.layers[0].reason == "first layer"
     assert {l.sparsity for l in rec.layers if not l.excluded} == {0.5}
@@ -118,9 +128,10 @@ def test_stub_structure_builds_evaluates_renders_and_round_trips(toy, analysis, 
     assert out["code"].startswith("# toy code for pytorch")
     # JSON round trip, with the structure's own row class and field
     d = json.loads(json.dumps(rec.to_dict()))
-    assert d["settings"]["structure"] == "toy" and d["layers"][1]["channels"] == rec.layers[1].channels > 0
+    assert d["settings"]["structure"] == "toy" and d["settings"]["round_to"] == 8
+    assert d["layers"][1]["channels"] == rec.layers[1].channels > 0
     back = Optimization.from_dict(d)
-    assert back == rec and isinstance(back.layers[0], ToyLayer)
+    assert back == rec and isinstance(back.layers[0], ToyLayer) and isinstance(back.settings, ToySettings)
     assert evaluate(back).to_dict() == d
     # the weight transform apply uses
     assert list(toy.prune_weight(np.arange(1.0, 11.0), 0.3)[:4]) == [0.0, 0.0, 0.0, 4.0]
@@ -132,11 +143,15 @@ def test_stub_structure_through_the_services(toy, workspace_home, demo_model):
 
     ws = Workspace()
     pid = create_project(ws, str(demo_model), name="demo", dims=DEMO_DIMS)["id"]
-    stored = optimizations.create_optimization(ws, pid, "toy", sparsity=0.4, settings={"structure": "toy"})
+    stored = optimizations.create_optimization(ws, pid, "toy", sparsity=0.4,
+                                               settings={"structure": "toy", "round_to": 16})
     assert isinstance(stored, dict) and stored["settings"]["structure"] == "toy"
-    assert stored["layers"][1]["channels"] > 0
-    again = optimizations.reevaluate(ws, pid, "toy", sparsity=0.5)
+    assert stored["settings"]["round_to"] == 16 and stored["layers"][1]["channels"] % 16 == 0
+    again = optimizations.reevaluate(ws, pid, "toy", sparsity=0.5, round_to=4)
+    assert again["settings"]["round_to"] == 4
     assert {l["sparsity"] for l in again["layers"] if not l["excluded"]} == {0.5}
+    with pytest.raises(ProjectError, match="unknown optimization setting 'round_to'"):
+        optimizations.create_optimization(ws, pid, "plain", settings={"round_to": 16})
     with pytest.raises(ProjectError, match="structure"):
         optimizations.reevaluate(ws, pid, "toy", structure="unstructured")
 

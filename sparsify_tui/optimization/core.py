@@ -95,7 +95,7 @@ def build_optimization(name: str, analysis: Dict[str, Any], perf: Optional["Perf
 def evaluate(rec: Optimization) -> Optimization:
     """Re-run the allocation and estimates of a record in place (overrides of known layers kept; the others
     dropped) and return it. Warnings: the allocation's, and measured INT8 slower than FP32 when quantizing."""
-    st = Settings.from_dict(rec.settings.to_dict())
+    st = type(rec.settings).from_dict(rec.settings.to_dict())  # a copy: allocation validates it
     kind = rec.structure
     known = {l.weight_name for l in rec.layers}
     overrides = {k: float(v) for k, v in rec.overrides.items() if k in known}

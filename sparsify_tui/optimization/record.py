@@ -13,9 +13,10 @@ it adds only the newer keys (``settings.structure``, ``model.nodes_total_ms``) w
 Units are in the names or the docstrings: ``*_ms`` milliseconds per batch, ``*_epoch(s)`` training epochs
 (floats), sparsities are fractions 0..1, ``params`` weight elements, ``flops`` per batch.
 
-Structure-specific rows: a pruning structure (:mod:`sparsify_tui.optimization.structures`) may subclass
-:class:`LayerRow` and :class:`Estimates` with fields of its own; :meth:`Optimization.from_dict` reads the
-record's rows and estimates with the classes of the structure named in its settings.
+Structure-specific fields: a pruning structure (:mod:`sparsify_tui.optimization.structures`) may subclass
+:class:`Settings`, :class:`LayerRow` and :class:`Estimates` with fields of its own;
+:meth:`Optimization.from_dict` reads the record's settings, rows and estimates with the classes of the
+structure named in its settings.
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ DEFAULT_INIT_SPARSITY = 0.05
 """GMP initial sparsity of the recipe (the sparsity at the first pruning update)."""
 
 T = TypeVar("T", bound="JsonRecord")
+S = TypeVar("S", bound="Settings")
 
 
 def _plain(value: Any) -> Any:
@@ -105,7 +107,8 @@ class Settings(JsonRecord):
     is capped where its recoverability drops below this (0..1). ``max_sparsity``: per-layer cap.
     ``dense_first_layer`` / ``dense_grouped``: keep the first layer / depthwise and grouped convs dense.
     ``structure``: what is pruned, a key of :data:`sparsify_tui.optimization.structures.STRUCTURES`
-    (``"unstructured"``: individual weights); chosen when the optimization is built.
+    (``"unstructured"``: individual weights); chosen when the optimization is built. A structure with settings
+    of its own subclasses this class (its ``settings_type``).
     """
 
     sparsity: float = 0.85
@@ -118,7 +121,7 @@ class Settings(JsonRecord):
     dense_grouped: bool = True
     structure: str = UNSTRUCTURED
 
-    def validate(self) -> "Settings":
+    def validate(self: S) -> S:
         """Raise ``ValueError`` (one line) on out-of-range values or an unknown structure; returns self."""
         from sparsify_tui.optimization.structures import STRUCTURES
 
@@ -135,16 +138,17 @@ class Settings(JsonRecord):
             raise ValueError(f"unknown pruning structure {self.structure!r}: use one of {', '.join(STRUCTURES)}")
         return self
 
-    def with_changes(self, **changes: Any) -> "Settings":
-        """A validated copy with ``changes`` (field names; None values are skipped, others converted to the
-        field's type). Raises :class:`ProjectError` for an unknown name or an out-of-range value."""
-        out = Settings(**{f.name: getattr(self, f.name) for f in fields(self)})
+    def with_changes(self: S, **changes: Any) -> S:
+        """A validated copy (of the same class) with ``changes`` (field names; None values are skipped, others
+        converted to the field's type). Raises :class:`ProjectError` for an unknown name or an out-of-range
+        value."""
+        names = [f.name for f in fields(self)]
+        out = type(self)(**{k: copy.deepcopy(getattr(self, k)) for k in names})
         for k, v in changes.items():
             if v is None:
                 continue
-            if k not in Settings.__dataclass_fields__:
-                raise ProjectError(f"unknown optimization setting {k!r}: use one of "
-                                   f"{', '.join(Settings.__dataclass_fields__)}")
+            if k not in names:
+                raise ProjectError(f"unknown optimization setting {k!r}: use one of {', '.join(names)}")
             setattr(out, k, type(getattr(out, k))(v))
         try:
             return out.validate()
@@ -352,10 +356,12 @@ class Optimization(JsonRecord):
 
     @classmethod
     def from_dict(cls, d: Optional[Dict[str, Any]]) -> "Optimization":
-        """Read a stored record (see the module docstring). Rows and estimates use the classes of the record's
-        structure; raises :class:`ProjectError` when that structure is not registered."""
+        """Read a stored record (see the module docstring). Settings, rows and estimates use the classes of the
+        record's structure; raises :class:`ProjectError` when that structure is not registered."""
         rec = super().from_dict(d)
         kind = rec.structure
+        if kind.settings_type is not Settings:
+            rec.settings = kind.settings_type.from_dict((d or {}).get("settings"))
         if kind.layer_type is not LayerRow:
             rec.layers = [kind.layer_type.from_dict(row.to_dict()) for row in rec.layers]
         if rec.estimates is not None and kind.estimates_type is not Estimates:

@@ -26,15 +26,16 @@ def create_optimization(ws, project_id: str, name: str, perf: Optional[str] = No
                         overrides: Optional[Dict[str, float]] = None) -> Dict[str, Any]:
     """Create, evaluate and store an optimization for a project; returns the stored record (with ``id``).
 
-    ``settings``: extra :class:`~sparsify_tui.optimization.record.Settings` fields (e.g. ``min_sparsity``,
-    ``structure``);
+    ``settings``: extra :class:`~sparsify_tui.optimization.record.Settings` fields (e.g. ``min_sparsity``;
+    ``structure`` picks the pruning structure, whose ``settings_type`` may have more);
     ``overrides``: weight name -> sparsity fixed from the start. Nothing is stored when any of them is invalid.
     ``perf``: perf profile id or name, ``"flops"``, or None (:func:`profiles.resolve_perf_profile`); ``loss``:
     loss profile id or name, ``"approximated"``, or None (:func:`profiles.resolve_loss_profile`).
     Raises :class:`ProjectError` for a taken name or bad setting, :class:`RecordNotFound` for an unknown profile.
     """
     from sparsify_tui.optimization import core
-    from sparsify_tui.optimization.record import Settings
+    from sparsify_tui.optimization.record import UNSTRUCTURED
+    from sparsify_tui.optimization.structures import get_structure
 
     project = ws.get_project(project_id)
     pid = project["id"]
@@ -47,7 +48,9 @@ def create_optimization(ws, project_id: str, name: str, perf: Optional[str] = No
     analysis = ws.analysis_of(pid)
     perf_prof, perf_ref, perf_name = profiles.resolve_perf_profile(ws, pid, perf)
     loss_prof, loss_ref, loss_name = profiles.resolve_loss_profile(ws, pid, loss)
-    st = Settings(sparsity=sparsity, balance=balance).with_changes(**(settings or {}))
+    settings = dict(settings or {})
+    kind = get_structure(settings.get("structure") or UNSTRUCTURED)
+    st = kind.settings_type(sparsity=sparsity, balance=balance).with_changes(**settings)
     rec = core.build_optimization(name, analysis, perf_prof, loss_prof, training=project.get("training"),
                                   sparsity=st.sparsity, balance=st.balance, quantize=quantize, perf_ref=perf_ref,
                                   perf_name=perf_name, loss_ref=loss_ref, loss_name=loss_name, settings=st,

@@ -11,8 +11,9 @@ one instance that implements it.
 **Adding a structure** (channel pruning, say): write ``structures/channel.py`` with a
 :class:`PruningStructure` subclass (with its own :class:`~sparsify_tui.optimization.record.LayerRow` /
 :class:`~sparsify_tui.optimization.record.Estimates` subclasses when its rows or estimates carry more
-fields), and add one line to :data:`STRUCTURES`. ``tests/test_structure_registry.py`` does exactly that
-with a toy structure.
+fields, and with a :class:`~sparsify_tui.optimization.record.Settings` subclass for settings of its own),
+and add one line to :data:`STRUCTURES`. ``tests/test_structure_registry.py`` does exactly that
+with a toy structure, its own settings field and its own row field.
 """
 
 from __future__ import annotations
@@ -37,11 +38,13 @@ class PruningStructure(ABC):
     """The interface of one kind of pruning. Implementations are stateless; one instance is registered.
 
     ``name``: the value of ``Settings.structure``; ``description``: one line for users;
-    ``layer_type`` / ``estimates_type``: the classes a stored record's rows and estimates are read with.
+    ``settings_type`` / ``layer_type`` / ``estimates_type``: the classes a record's settings, rows and
+    estimates are made and read with (subclasses when the structure has fields of its own).
     """
 
     name: ClassVar[str] = ""
     description: ClassVar[str] = ""
+    settings_type: ClassVar[type] = Settings
     layer_type: ClassVar[type] = LayerRow
     estimates_type: ClassVar[type] = Estimates
 
