@@ -169,7 +169,7 @@ def test_unknown_structure_is_a_one_line_error(analysis):
 
 
 def test_unstructured_prunes_weights_by_magnitude():
-    from sparsify_tui.profiling.pruning import magnitude_prune
+    from sparsify_tui.engine.pruning import magnitude_prune
 
     w = np.random.default_rng(0).normal(size=(8, 3, 3, 3)).astype(np.float32)
     kind = get_structure("unstructured")

@@ -15,7 +15,7 @@
   unstructured``, ``inter_func: cubic``).
 * **Code:** :func:`sparsify_tui.optimization.integration.generate_code` (GMP in every framework).
 * **Apply:** magnitude pruning exact to the weight count
-  (:func:`sparsify_tui.profiling.pruning.magnitude_prune`).
+  (:func:`sparsify_tui.engine.pruning.magnitude_prune`).
 """
 
 from __future__ import annotations
@@ -129,7 +129,7 @@ class UnstructuredPruning(PruningStructure):
     def prune_weight(self, weight: "np.ndarray", sparsity: float) -> "np.ndarray":
         """A copy of ``weight`` with its ``round(sparsity * size)`` smallest-|w| entries zeroed (``sparsity`` 0
         returns ``weight`` itself). Raises ``ValueError`` for a sparsity outside [0, 1]."""
-        from sparsify_tui.profiling.pruning import magnitude_prune
+        from sparsify_tui.engine.pruning import magnitude_prune
 
         s = float(sparsity)
         return weight if s == 0.0 else magnitude_prune(weight, s)
