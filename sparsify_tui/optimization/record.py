@@ -283,37 +283,47 @@ class ModelSummary(JsonRecord):
 @dataclass
 class Estimates(JsonRecord):
     """Model-level estimates of an optimization (formulas in :mod:`sparsify_tui.optimization.estimates`).
-
-    ``sparse_runtime`` names the runtime of ``sparse_ms``/``sparse_speedup``; ``ort_note`` says what
-    onnxruntime gets; ``time_units`` "ms" or "relative (FLOPS profile)". Times in ms per batch (None with the
-    FLOPS profile); ``int8_factor`` measured INT8 time / FP32 time (<1 is faster; None when not measured);
-    ``flops`` / ``flops_pruned`` per batch; ``params`` / ``params_nonzero`` weight elements; ``*_mb``
-    megabytes; ``avg_sparsity`` params-weighted over the prunable layers; ``est_recovery`` 0..1 (heuristic);
-    ``max_reachable`` the highest average sparsity the constraints allow.
-    """
+    Times are ms per batch and None with the FLOPS profile, whose times are relative (speedups only)."""
 
     label: str = "estimates"
     sparse_runtime: str = ""
+    """The runtime of ``sparse_ms`` / ``sparse_speedup`` (a sparse-kernel CPU runtime, estimated)."""
     ort_note: str = ""
+    """What onnxruntime gets from this optimization."""
     time_units: str = "ms"
+    """Either "ms" or "relative (FLOPS profile)"."""
     baseline_ms: Optional[float] = None
+    """Measured FP32 median."""
     sparse_ms: Optional[float] = None
+    """Estimated on the sparse-kernel runtime (times the INT8 factor when quantizing)."""
     sparse_speedup: Optional[float] = None
+    """``baseline / sparse`` (also with the FLOPS profile)."""
     ort_ms: Optional[float] = None
+    """Estimated on onnxruntime: the baseline, times the INT8 factor when quantizing."""
     ort_speedup: Optional[float] = None
     int8_factor: Optional[float] = None
+    """Measured INT8 time / FP32 time with the excluded layers kept FP32 (<1 is faster); None if not measured."""
     int8_measured: bool = False
     flops: Optional[float] = None
+    """Per batch, dense."""
     flops_pruned: Optional[float] = None
     flops_reduction: Optional[float] = None
+    """``flops / flops_pruned``."""
     params: Optional[float] = None
+    """Weight elements of the model."""
     params_nonzero: Optional[float] = None
     params_compression: Optional[float] = None
+    """``params / params_nonzero``."""
     size_mb_fp32: Optional[float] = None
+    """Megabytes of the dense FP32 weights."""
     est_size_mb: Optional[float] = None
+    """Megabytes of the nonzero weights (1 byte each with INT8, else 4)."""
     avg_sparsity: Optional[float] = None
+    """Params-weighted over the prunable layers (0..1)."""
     est_recovery: Optional[float] = None
+    """Heuristic 0..1 from the loss profile, to compare configurations (not an accuracy)."""
     max_reachable: Optional[float] = None
+    """The highest average sparsity the caps, exclusions, filters and overrides allow."""
     extra: Dict[str, Any] = field(default_factory=dict)
 
 
