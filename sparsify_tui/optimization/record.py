@@ -6,7 +6,8 @@ Every class maps to the JSON stored in the project's ``optimizations`` table and
 they have always had, and ``from_dict()`` reads them back. Reading is forgiving so that older records
 migrate forward: a missing key takes the field's default, and a key this version does not model (the
 store's ``id`` / ``created`` / ``modified``, ``applied`` written by :mod:`sparsify_tui.services.apply`, or a
-key of a newer version) is kept in ``extra`` and written back after the known keys, unchanged. So
+key of a newer version) is kept in ``extra`` and written back after the known keys, unchanged (except in
+``settings``, whose unknown keys are dropped, as before). So
 ``Optimization.from_dict(d).to_dict() == d`` for every record this version writes, and for older records
 it adds only the newer keys (``settings.structure``, ``model.nodes_total_ms``) with their defaults.
 
