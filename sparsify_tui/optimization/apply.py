@@ -312,6 +312,7 @@ def apply_optimization(
     sparsities: dict,
     *,
     quantize: bool = False,
+    structure: str = "unstructured",
     engine: Any = None,
     excluded: Sequence[str] = (),
     out_path: Union[str, Path],
@@ -328,6 +329,8 @@ def apply_optimization(
     Args:
         sparsities: ``{weight_name: sparsity in [0, 1]}``; 0 leaves a layer dense.
         quantize: write a static INT8 QDQ model; ``excluded``: node ids kept FP32.
+        structure: the optimization's pruning structure
+            (:data:`sparsify_tui.optimization.structures.STRUCTURES`), whose ``prune_weight`` prunes each weight.
         engine: the runtime that quantizes and runs the models (default onnxruntime).
         calibration: feed dicts for INT8 calibration and the output comparison; default
             :func:`calibration_inputs` (``data`` sample file or synthetic with ``dims``,
@@ -339,9 +342,11 @@ def apply_optimization(
     (sparsity outside [0, 1]).
     """
     from sparsify_tui.engine import get_engine
-    from sparsify_tui.engine.pruning import magnitude_prune, pruned_count
+    from sparsify_tui.engine.pruning import pruned_count
+    from sparsify_tui.optimization.structures import get_structure
 
     engine = get_engine(engine)
+    prune_weight = get_structure(structure).prune_weight
     t0 = time.perf_counter()
     prog = progress or (lambda s, f: None)
     src = Path(model_path)
@@ -372,7 +377,7 @@ def apply_optimization(
         arr = get_array(model, kind, name)
         if not np.issubdtype(arr.dtype, np.floating):
             raise ModelError(f"weight {w} is {arr.dtype}, not float: apply the optimization to the FP32 model")
-        new = magnitude_prune(arr, float(s)) if float(s) > 0 else arr
+        new = prune_weight(arr, float(s))
         if float(s) > 0:
             set_array(model, kind, name, new)
         done_sources[name] = w
@@ -461,8 +466,12 @@ def optimization_fingerprint(opt: dict) -> str:
     from sparsify_tui.optimization.core import layer_sparsities
 
     quant, excluded = quantization_settings(opt)
-    payload = json.dumps({"s": {k: round(float(v), 6) for k, v in sorted(layer_sparsities(opt).items())},
-                          "q": quant, "x": sorted(excluded)}, sort_keys=True)
+    fields = {"s": {k: round(float(v), 6) for k, v in sorted(layer_sparsities(opt).items())},
+              "q": quant, "x": sorted(excluded)}
+    structure = (opt.get("settings") or {}).get("structure", "unstructured")
+    if structure != "unstructured":  # unstructured files applied before structures existed stay valid
+        fields["structure"] = structure
+    payload = json.dumps(fields, sort_keys=True)
     return hashlib.sha256(payload.encode()).hexdigest()[:16]
 
 

@@ -45,6 +45,7 @@ def apply_record(ws, project_id: str, opt_ref: str, *, out_path=None, data=None,
     quant, excluded = quantization_settings(opt)
     res = apply_optimization(
         ws.model_path(project_id), layer_sparsities(opt), quantize=quant, excluded=excluded,
+        structure=(opt.get("settings") or {}).get("structure", "unstructured"),
         out_path=optimized_path(ws, project_id, opt), dims=setup.get("dims") or {}, data=data or setup.get("data"),
         progress=progress, cancel=cancel,
     )
