@@ -13,7 +13,7 @@ import numpy as np
 
 from sparsify_tui.store import Workspace
 from sparsify_tui.tui.app import SparsifyApp
-from sparsify_tui.tui.screens.new_project import NewProjectDialog
+from sparsify_tui.tui.new_project.dialog import NewProjectDialog
 from sparsify_tui.tui.widgets.dialogs import ConfirmDialog, ErrorDialog
 from sparsify_tui.tui.widgets.tables import FilterableTable
 
@@ -316,7 +316,7 @@ async def test_run_submits_enabled_profile_jobs_with_live_progress(ws, tmp_path,
     """RUN submits one job per enabled toggle with {name, batch_size, core_count}; progress is shown.
     The perf toggle is mapped to the built-in `sleep` job type so the test does not measure anything."""
     from sparsify_tui import jobs
-    from sparsify_tui.tui.screens import new_project
+    from sparsify_tui.tui.new_project import dialog as new_project
     from sparsify_tui.tui.widgets.jobs import JobProgress
 
     monkeypatch.setattr(new_project, "JOB_TYPES", (("perf", "sleep", "Performance profile"),))
@@ -415,7 +415,7 @@ async def test_keymap_file_remaps_a_binding(ws):
 
 
 async def test_path_completion_and_browser_filter(tmp_path):
-    from sparsify_tui.tui.screens.new_project import OnnxTree, PathSuggester
+    from sparsify_tui.tui.new_project.dialog import OnnxTree, PathSuggester
 
     (tmp_path / "models").mkdir()
     (tmp_path / "models" / "resnet50.onnx").write_bytes(b"x")

@@ -40,15 +40,15 @@ SECTION_LABELS = {sid: label for sid, label, _ in SECTIONS}
 def section_class(section: str) -> type:
     """The Widget class of a per-project section (imported lazily: sections are owned by several engineers)."""
     if section == "perf":
-        from sparsify_tui.tui.screens.perf import PerfSection as cls
+        from sparsify_tui.tui.perf.section import PerfSection as cls
     elif section == "loss":
-        from sparsify_tui.tui.screens.loss import LossSection as cls
+        from sparsify_tui.tui.loss.section import LossSection as cls
     elif section == "optimization":
-        from sparsify_tui.tui.screens.optimization import OptimizationSection as cls
+        from sparsify_tui.tui.optimization.section import OptimizationSection as cls
     elif section == "benchmarks":
-        from sparsify_tui.tui.screens.benchmarks import BenchmarksSection as cls
+        from sparsify_tui.tui.benchmarks.section import BenchmarksSection as cls
     elif section == "settings":
-        from sparsify_tui.tui.screens.settings import SettingsSection as cls
+        from sparsify_tui.tui.settings.section import SettingsSection as cls
     else:
         raise KeyError(section)
     return cls
@@ -154,7 +154,7 @@ class SparsifyApp(App[int]):
 
     # -- layout ---------------------------------------------------------------------------
     def compose(self) -> ComposeResult:
-        from sparsify_tui.tui.screens.projects import ProjectsSection
+        from sparsify_tui.tui.projects.section import ProjectsSection
 
         yield Header(show_clock=False, icon="◆")
         yield SectionBar(id="section-bar")
@@ -220,7 +220,7 @@ class SparsifyApp(App[int]):
             mounting = switcher.mount(cls(self.project_id, id=section))
         switcher.current = section
         if section == "projects" and self.section != "projects":
-            from sparsify_tui.tui.screens.projects import ProjectsSection
+            from sparsify_tui.tui.projects.section import ProjectsSection
 
             self.query_one(ProjectsSection).reload()  # pick up projects made by the CLI meanwhile
         self.section = section
@@ -293,7 +293,7 @@ class SparsifyApp(App[int]):
         if message.deleted and message.project_id == self.project_id:
             self.close_project()
         self._update_chrome()
-        from sparsify_tui.tui.screens.projects import ProjectsSection
+        from sparsify_tui.tui.projects.section import ProjectsSection
 
         self.query_one(ProjectsSection).reload()
         if message.deleted:
@@ -314,16 +314,16 @@ class SparsifyApp(App[int]):
         self.set_focus(None)
 
     def action_help(self) -> None:
-        from sparsify_tui.tui.screens.help import HelpScreen
+        from sparsify_tui.tui.help.screen import HelpScreen
 
         if not isinstance(self.screen, HelpScreen):
             self.push_screen(HelpScreen())
 
     def action_new_project(self, model_path: str = "") -> None:
-        from sparsify_tui.tui.screens.new_project import NewProjectDialog
+        from sparsify_tui.tui.new_project.dialog import NewProjectDialog
 
         def done(project_id: Optional[str]) -> None:
-            from sparsify_tui.tui.screens.projects import ProjectsSection
+            from sparsify_tui.tui.projects.section import ProjectsSection
 
             self.query_one(ProjectsSection).reload()
             if project_id:

@@ -476,7 +476,7 @@ class OptimizationSection(Widget):
 
     @on(FilterableTable.RowChosen, "#layer-table")
     def _row_chosen(self, event: FilterableTable.RowChosen) -> None:
-        from sparsify_tui.tui.screens.optimization_dialogs import SparsityDialog
+        from sparsify_tui.tui.optimization.dialogs import SparsityDialog
 
         layer = next((l for l in (self.rec or {}).get("layers", []) if l["weight_name"] == event.row["layer"]), None)
         if layer is None:
@@ -516,7 +516,7 @@ class OptimizationSection(Widget):
         return lambda: self._show_create(perf_opts, loss_opts, f"opt{k}")
 
     def _show_create(self, perf_opts, loss_opts, name) -> None:
-        from sparsify_tui.tui.screens.optimization_dialogs import CreateOptimizationDialog
+        from sparsify_tui.tui.optimization.dialogs import CreateOptimizationDialog
 
         def done(values: Optional[dict]) -> None:
             if values:
@@ -555,7 +555,7 @@ class OptimizationSection(Widget):
         from pathlib import Path
 
         from sparsify_tui.optimization.export import default_recipe_path, render_export, write_export
-        from sparsify_tui.tui.screens.optimization_dialogs import ExportDialog
+        from sparsify_tui.tui.optimization.dialogs import ExportDialog
 
         rec_id = self.rec["id"]
         ws, pid = self.ws, self.project_id

@@ -412,7 +412,7 @@ class BenchmarksSection(Widget):
 
     def action_new_benchmark(self) -> None:
         from sparsify_tui.profiling.session import available_cores
-        from sparsify_tui.tui.screens.benchmarks_dialogs import BenchmarkDialog
+        from sparsify_tui.tui.benchmarks.dialogs import BenchmarkDialog
 
         ws = self.app.workspace
         setup = ws.get_project(self.project_id).get("setup") or {}
@@ -454,7 +454,7 @@ class BenchmarksSection(Widget):
 
     def action_apply(self) -> None:
         from sparsify_tui.optimization.apply import is_applied, optimized_path
-        from sparsify_tui.tui.screens.benchmarks_dialogs import ApplyDialog
+        from sparsify_tui.tui.benchmarks.dialogs import ApplyDialog
 
         ws = self.app.workspace
         opts = self._optimizations()

@@ -5,7 +5,7 @@ The FLOPS profile view is computed from the graph (no run): Model Summary, Layer
 type) and Layer Results (every node in graph order, sortable, `/`-filterable) with a chart of the top
 layers. A measured profile is shown by `perf_profile.PerfProfileView(project_id, record_id)`.
 
-Hooks for the perf engineer (looked up on `sparsify_tui.tui.screens.perf_profile` with getattr, so they
+Hooks for the perf engineer (looked up on `sparsify_tui.tui.perf.profile` with getattr, so they
 can be added without editing this file): `add_profile_action(section)`,
 `rerun_profile_action(section, record_id)`, `delete_profile_action(section, record_id)`.
 """
@@ -33,7 +33,7 @@ TOP_N_CHOICES = (10, 20, 50, 0)  # 0 = all
 
 
 def _perf_profile_module():
-    from sparsify_tui.tui.screens import perf_profile
+    from sparsify_tui.tui.perf import profile as perf_profile
 
     return perf_profile
 

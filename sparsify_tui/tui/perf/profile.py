@@ -1,6 +1,6 @@
 """View of one measured performance profile, and the add / rerun / delete actions of the Perf section.
 
-`PerfProfileView(project_id, record_id)` is mounted by `sparsify_tui.tui.screens.perf.PerfSection` when a
+`PerfProfileView(project_id, record_id)` is mounted by `sparsify_tui.tui.perf.section.PerfSection` when a
 measured profile is selected. Tabs (keys m / l / g from the section):
 
 * **Summary**: Model Summary (batch, cores, instruction sets; measured ms/batch and items/s; *estimated*
