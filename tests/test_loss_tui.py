@@ -113,7 +113,7 @@ def test_profile_page_summary_charts_table(workspace_home, demo_model):
 
 def test_add_rerun_delete_with_a_real_job(workspace_home, demo_model):
     from sparsify_tui.store import Workspace
-    from sparsify_tui.tui.loss.section import LossProfileDialog
+    from sparsify_tui.tui.loss.dialogs import LossProfileDialog
     from textual.widgets import Input, Select
 
     ws = Workspace()

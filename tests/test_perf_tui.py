@@ -134,7 +134,7 @@ async def test_navigate_a_finished_profile(ws, demo_model):
 
 
 async def test_add_dialog_validates_and_delete_removes(ws, demo_model):
-    from sparsify_tui.tui.perf.profile import PerfProfileDialog
+    from sparsify_tui.tui.perf.dialogs import PerfProfileDialog
     from sparsify_tui.tui.widgets.dialogs import ConfirmDialog
 
     pid, _ = seed(ws, demo_model)

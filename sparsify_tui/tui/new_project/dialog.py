@@ -11,16 +11,19 @@ import os
 from pathlib import Path
 from typing import Iterable, Optional
 
-from textual import on, work
+from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Grid, Horizontal, Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.suggester import Suggester
 from textual.widgets import Button, DirectoryTree, Input, Label, ProgressBar, Static, Switch
-from textual.worker import Worker, WorkerState
 
-from sparsify_tui.tui.widgets.dialogs import ErrorDialog, error_message
+from sparsify_tui.tui import messages
+from sparsify_tui.tui.new_project.messages import CreateProgress, ModelInspected, ProjectCreated
+from sparsify_tui.tui.widgets.dialogs import error_message
+from sparsify_tui.tui.widgets.jobs import JobProgress
+from sparsify_tui.tui.workers import app_work, post_result
 
 JOB_TYPES = (("perf", "perf_profile", "Performance profile"), ("loss", "loss_profile", "Loss profile"))
 
@@ -168,17 +171,6 @@ def _int_field(text: str, what: str) -> int:
     return value
 
 
-def job_type_available(job_type: str) -> bool:
-    """True when the job type is registered and its handler can be imported in this install."""
-    try:
-        from sparsify_tui.jobs import registry
-
-        registry.resolve(job_type)
-        return True
-    except Exception:
-        return False
-
-
 class NewProjectDialog(ModalScreen[Optional[str]]):
     """Create a project: form → RUN (create + profile jobs with progress) → COMPLETE (open it)."""
 
@@ -287,9 +279,23 @@ class NewProjectDialog(ModalScreen[Optional[str]]):
         info.update("reading the model…")
         self._inspect_worker(path)
 
-    @work(thread=True, exclusive=True, exit_on_error=False, group="inspect", description="read model inputs")
-    def _inspect_worker(self, path: str) -> tuple[str, str, list[dict]]:
-        return path, *inspect_model(path)
+    @app_work(group="inspect", description="read model inputs")
+    def _inspect_worker(self, path: str) -> None:
+        try:
+            description, dims = inspect_model(path)
+        except Exception as err:  # noqa: BLE001 - an unreadable model is shown under the path
+            post_result(self, ModelInspected(path, error=err))
+            return
+        post_result(self, ModelInspected(path, description, dims))
+
+    @on(ModelInspected)
+    def _inspected(self, message: ModelInspected) -> None:
+        if message.error is not None:
+            self.query_one("#model-info", Static).update(f"✗ {error_message(message.error)}")
+            self._set_dims([])
+        elif os.path.expanduser(self.query_one("#model_path", Input).value.strip()) == message.path:
+            self.query_one("#model-info", Static).update(message.description)
+            self._set_dims(message.dims)
 
     def _set_dims(self, dims: list[dict]) -> None:
         """Show one Input per symbolic (non-batch) dim, with a suggested value as placeholder."""
@@ -358,7 +364,7 @@ class NewProjectDialog(ModalScreen[Optional[str]]):
         try:
             values = self.form_values()
         except Exception as err:  # noqa: BLE001 - shown to the user
-            self.app.push_screen(ErrorDialog(error_message(err)))
+            self.app.show_error(err)
             return
         self._creating = True
         self.query_one("#run", Button).disabled = True
@@ -368,15 +374,16 @@ class NewProjectDialog(ModalScreen[Optional[str]]):
                                                                                   show_eta=False))
         self._create(values)
 
-    def _progress(self, step: str, fraction: float) -> None:
+    @on(CreateProgress)
+    def _progress(self, message: CreateProgress) -> None:
         try:
-            self.query_one("#create-step", Static).update(f"Creating the project: {step}")
-            self.query_one("#create-bar", ProgressBar).update(progress=fraction)
+            self.query_one("#create-step", Static).update(f"Creating the project: {message.step}")
+            self.query_one("#create-bar", ProgressBar).update(progress=message.fraction)
         except Exception:
             pass
 
-    @work(thread=True, exclusive=True, exit_on_error=False, group="create", description="create project")
-    def _create(self, values: dict) -> tuple[dict, list[dict], list[str]]:
+    @app_work(group="create", description="create project")
+    def _create(self, values: dict) -> None:
         from sparsify_tui import jobs
 
         ws = self.app.workspace
@@ -384,14 +391,11 @@ class NewProjectDialog(ModalScreen[Optional[str]]):
         project = ws.create_project(
             values["model_path"], values["name"], values["description"], batch_size=values["batch_size"],
             dims=values["dims"], setup=setup,
-            progress=lambda step, frac: self.app.call_from_thread(self._progress, step, frac))
+            progress=lambda step, frac: post_result(self, CreateProgress(step, frac)))
         submitted: list[dict] = []
         notes: list[str] = []
         for key, job_type, label in JOB_TYPES:
             if not setup[f"{key}_enabled"]:
-                continue
-            if not job_type_available(job_type):
-                notes.append(f"{label}s are not available in this install yet; the setting is saved.")
                 continue
             args = {"name": setup[f"{key}_name"], "batch_size": values["batch_size"],
                     "core_count": setup["core_count"]}
@@ -399,29 +403,19 @@ class NewProjectDialog(ModalScreen[Optional[str]]):
                 submitted.append(jobs.submit(ws, project["id"], job_type, args))
             except Exception as err:  # noqa: BLE001 - the project exists; report and go on
                 notes.append(f"{label} could not start: {error_message(err)}")
-        return project, submitted, notes
+        post_result(self, ProjectCreated(project, submitted, notes))
 
-    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
-        worker = event.worker
-        if worker.name == "_inspect_worker":
-            if not self.is_attached:
-                return
-            if event.state == WorkerState.SUCCESS:
-                path, desc, dims = worker.result
-                if os.path.expanduser(self.query_one("#model_path", Input).value.strip()) == path:
-                    self.query_one("#model-info", Static).update(desc)
-                    self._set_dims(dims)
-            elif event.state == WorkerState.ERROR:
-                self.query_one("#model-info", Static).update(f"✗ {error_message(worker.error)}")
-                self._set_dims([])
-        elif worker.name == "_create":
-            if event.state == WorkerState.ERROR:
-                self._creating = False
-                self.query_one("#run", Button).disabled = False
-                self.query_one("#progress-area").remove_children()
-                self.app.push_screen(ErrorDialog(error_message(worker.error)))
-            elif event.state == WorkerState.SUCCESS:
-                self._created(*worker.result)
+    @on(messages.WorkFailed)
+    def _create_failed(self, message: messages.WorkFailed) -> None:
+        """RUN failed (the error dialog shows why): the form is editable again."""
+        if message.group == "create":
+            self._creating = False
+            self.query_one("#run", Button).disabled = False
+            self.query_one("#progress-area").remove_children()
+
+    @on(ProjectCreated)
+    def _on_created(self, message: ProjectCreated) -> None:
+        self._created(message.project, message.jobs, message.notes)
 
     def _created(self, project: dict, submitted: list[dict], notes: list[str]) -> None:
         self._creating = False
@@ -437,8 +431,6 @@ class NewProjectDialog(ModalScreen[Optional[str]]):
         if submitted:
             lines.append("Profiles run in the background (they keep running if you close this or quit):")
         area.mount(Static("\n".join(lines), id="created-info"))
-        from sparsify_tui.tui.widgets.jobs import JobProgress
-
         for job in submitted:
             area.mount(JobProgress(job["id"]))
         complete = self.query_one("#complete", Button)

@@ -1,4 +1,4 @@
-"""View of one measured performance profile, and the add / rerun / delete actions of the Perf section.
+"""View of one measured performance profile.
 
 `PerfProfileView(project_id, record_id)` is mounted by `sparsify_tui.tui.perf.section.PerfSection` when a
 measured profile is selected. Tabs (keys m / l / g from the section):
@@ -13,26 +13,26 @@ measured profile is selected. Tabs (keys m / l / g from the section):
 * **Top Layers**: chart of the top N nodes by baseline ms (`n`: 10, 20, 50, all).
 
 Pruned times are estimates for a sparse-kernel runtime: onnxruntime gains nothing from unstructured
-sparsity, and the view says so. Hooks called by PerfSection: `add_profile_action(section)`,
-`rerun_profile_action(section, record_id)`, `delete_profile_action(section, record_id)`.
+sparsity, and the view says so. The add / rerun / delete actions are PerfSection's; the add dialog is
+`perf.dialogs.PerfProfileDialog`.
 """
 
 from __future__ import annotations
 
 from typing import Optional
 
-from textual import work
+from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.containers import VerticalScroll
 from textual.widget import Widget
-from textual.widgets import Button, Checkbox, Input, Label, Static, TabbedContent, TabPane
-from textual.worker import Worker, WorkerState
+from textual.widgets import Static, TabbedContent, TabPane
 
-from sparsify_tui.tui.widgets.dialogs import FormDialog
-
+from sparsify_tui.tui import messages
+from sparsify_tui.tui.perf.messages import PerfProfileLoaded
 from sparsify_tui.tui.widgets.charts import BarChart
 from sparsify_tui.tui.widgets.tables import Column, FilterableTable, format_count, format_percent
+from sparsify_tui.tui.workers import app_work, post_result
 
 LEVELS = ("0.4", "0.6", "0.7", "0.8", "0.85", "0.9", "0.95", "0.975", "0.99")
 DEFAULT_LEVEL = "0.9"
@@ -158,20 +158,21 @@ class PerfProfileView(Widget):
     def focus_default(self) -> None:
         self.query_one(TabbedContent).query_one("Tabs").focus()
 
-    @work(thread=True, exclusive=True, exit_on_error=False, group="perf-profile", description="read perf profile")
-    def _load(self):
+    @app_work(group="perf-profile", description="read perf profile")
+    def _load(self) -> None:
         from sparsify_tui.profiling.perf import load_perf_profile
 
-        return load_perf_profile(self.app.workspace, self.project_id, self.record_id)
+        profile = load_perf_profile(self.app.workspace, self.project_id, self.record_id)
+        post_result(self, PerfProfileLoaded(self.record_id, profile))
 
-    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
-        if event.worker.name != "_load":
-            return
-        if event.state == WorkerState.ERROR:
-            self.query_one("#perf-summary", Static).update("Could not read this profile.")
-            self.app.show_error(event.worker.error)
-        elif event.state == WorkerState.SUCCESS:
-            self.show_profile(event.worker.result)
+    @on(PerfProfileLoaded)
+    def _loaded(self, message: PerfProfileLoaded) -> None:
+        if message.record_id == self.record_id:
+            self.show_profile(message.profile)
+
+    @on(messages.WorkFailed)
+    def _load_failed(self) -> None:
+        self.query_one("#perf-summary", Static).update("Could not read this profile.")
 
     # -- rendering -------------------------------------------------------------------------------
     def show_profile(self, profile) -> None:
@@ -244,216 +245,3 @@ class PerfProfileView(Widget):
             widget.focus()
         else:
             widget.query_one("VerticalScroll").focus()
-
-
-# ------------------------------------------------------------------------------------------ dialogs
-class PerfProfileDialog(FormDialog[Optional[str]]):
-    """Add (or rerun) a perf profile: the form, then the job's live progress. Dismisses with the new
-    record id when the job completes, or None when closed (the job keeps running in the background)."""
-
-    DEFAULT_CSS = """
-    PerfProfileDialog { align: center middle; }
-    PerfProfileDialog > Vertical { width: 64; max-width: 100%; height: auto; max-height: 100%;
-        border: thick $accent; background: $surface; padding: 0 1; }
-    PerfProfileDialog .dialog-title { text-style: bold; height: auto; margin-bottom: 1; }
-    PerfProfileDialog #form { height: auto; }
-    PerfProfileDialog #progress { height: auto; }
-    PerfProfileDialog .row { height: 1; }
-    PerfProfileDialog .row > Label { width: 16; }
-    PerfProfileDialog .row > Input { width: 1fr; }
-    PerfProfileDialog #int8 { margin-top: 1; }
-    PerfProfileDialog #error { color: $error; height: auto; }
-    PerfProfileDialog .buttons { height: auto; align-horizontal: right; }
-    PerfProfileDialog .buttons Button { margin-left: 1; min-width: 10; }
-    """
-
-    BINDINGS = [
-        Binding("escape", "close", "Close", id="perfprofile.dialog.close",
-                tooltip="Close the dialog (a started job keeps running)"),
-        Binding("ctrl+r", "run", "Run", id="perfprofile.dialog.run", tooltip="Start the perf profile job"),
-    ]
-
-    def __init__(self, project_id: str, defaults: dict, *, job: Optional[dict] = None) -> None:
-        super().__init__()
-        self.project_id = project_id
-        self.defaults = defaults
-        self.job = job
-
-    def compose(self) -> ComposeResult:
-        d = self.defaults
-        with Vertical():
-            yield Static("New performance profile (measured with onnxruntime)", classes="dialog-title")
-            with Vertical(id="form"):
-                for key, label, kind in (("name", "Name", "text"), ("batch_size", "Batch size", "integer"),
-                                         ("core_count", "Cores", "integer"), ("warmup", "Warm-up runs", "integer"),
-                                         ("iterations", "Timed runs", "integer")):
-                    with Horizontal(classes="row"):
-                        yield Label(label)
-                        yield Input(str(d.get(key, "")), id=key, type=kind, compact=True)
-                yield Checkbox("Also quantize to INT8 and measure it", bool(d.get("int8", True)), id="int8",
-                               compact=True)
-            yield Static("", id="error")
-            yield Vertical(id="progress")
-            with Horizontal(classes="buttons"):
-                yield Button("Run", variant="primary", id="run")
-                yield Button("Close", id="close")
-
-    def on_mount(self) -> None:
-        if self.job is not None:
-            self._follow(self.job)
-        else:
-            self.query_one("#name", Input).focus()
-
-    def values(self) -> dict:
-        """Job args from the form; raises ValueError with a one-line message."""
-        name = self.query_one("#name", Input).value.strip() or "baseline"
-        out: dict = {"name": name, "int8": self.query_one("#int8", Checkbox).value,
-                     "dims": self.defaults.get("dims") or {}}
-        for key, label, low in (("batch_size", "Batch size", 1), ("core_count", "Cores", 1),
-                                ("warmup", "Warm-up runs", 0), ("iterations", "Timed runs", 1)):
-            text = self.query_one(f"#{key}", Input).value.strip()
-            try:
-                value = int(text)
-            except ValueError:
-                raise ValueError(f"{label} must be a whole number") from None
-            if value < low:
-                raise ValueError(f"{label} must be {low} or more")
-            out[key] = value
-        maxc = self.defaults.get("max_cores")
-        if maxc and out["core_count"] > maxc:
-            raise ValueError(f"Cores must be at most {maxc} (the cores this machine lets us use)")
-        return out
-
-    def action_run(self) -> None:
-        if self.job is not None:
-            return
-        try:
-            args = self.values()
-        except ValueError as err:
-            self.query_one("#error", Static).update(str(err))
-            return
-        self.query_one("#error", Static).update("")
-        self.query_one("#run", Button).disabled = True
-        self._submit(args)
-
-    @work(thread=True, exclusive=True, exit_on_error=False, group="perf-submit", description="submit perf job")
-    def _submit(self, args: dict) -> dict:
-        from sparsify_tui import jobs
-
-        return jobs.submit(self.app.workspace, self.project_id, "perf_profile", args)
-
-    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
-        if event.worker.name != "_submit":
-            return
-        if event.state == WorkerState.ERROR:
-            self.query_one("#run", Button).disabled = False
-            self.query_one("#error", Static).update(str(event.worker.error))
-        elif event.state == WorkerState.SUCCESS:
-            self._follow(event.worker.result)
-
-    def _follow(self, job: dict) -> None:
-        from sparsify_tui.tui.widgets.jobs import JobProgress
-
-        self.job = job
-        self.query_one("#form").display = False
-        self.query_one("#run", Button).display = False
-        self.query_one("#close", Button).label = "Hide"
-        self.query_one("#progress").mount(JobProgress(job["id"], id="job-progress"))
-        self.query_one("#close", Button).focus()
-
-    def on_job_progress_finished(self, event) -> None:
-        status = event.status
-        if status == "completed":
-            self.dismiss((event.job.get("result") or {}).get("record_id"))
-        elif status == "error":
-            self.query_one("#error", Static).update(f"The profile failed: {event.job.get('error') or 'see the job log'}")
-        else:
-            self.query_one("#error", Static).update(f"The profile job was {status}.")
-
-
-
-
-
-def _defaults(section, record: Optional[dict] = None) -> dict:
-    from sparsify_tui.profiling.session import available_cores
-
-    project = section.app.workspace.get_project(section.project_id)
-    setup = project.get("setup") or {}
-    d = {
-        "name": setup.get("perf_name") or "baseline",
-        "batch_size": setup.get("batch_size") or 1,
-        "core_count": setup.get("core_count") or available_cores(),
-        "warmup": 5,
-        "iterations": 30,
-        "int8": True,
-        "dims": setup.get("dims") or {},
-        "max_cores": available_cores(),
-    }
-    if record:
-        for k in ("name", "batch_size", "core_count", "warmup", "iterations", "dims", "data"):
-            if record.get(k) is not None:
-                d[k] = record[k]
-        d["int8"] = bool(record.get("int8_enabled", record.get("int8_ms") is not None))
-    return d
-
-
-def _after(section):
-    def done(record_id: Optional[str]) -> None:
-        section.reload_profiles()
-        if record_id:
-            section.select_profile(str(record_id))
-    return done
-
-
-def add_profile_action(section) -> None:
-    """Key `a` in the Perf section: the add dialog (name, batch, cores, warm-up, iterations, INT8), then
-    the job (``jobs.submit(ws, project, "perf_profile", args)``) with live progress."""
-    try:
-        defaults = _defaults(section)
-    except Exception as err:  # unreadable project: show it, keep the app up
-        section.app.show_error(err)
-        return
-    section.app.push_screen(PerfProfileDialog(section.project_id, defaults), _after(section))
-
-
-def rerun_profile_action(section, record_id: str) -> None:
-    """Key `r`: measure the selected profile again with its settings; the result replaces its data."""
-    from sparsify_tui import jobs
-
-    ws = section.app.workspace
-    try:
-        rec = ws.get_record(section.project_id, TABLE, record_id)
-        d = _defaults(section, rec)
-        args = {k: d.get(k) for k in ("name", "batch_size", "core_count", "warmup", "iterations", "int8", "dims",
-                                      "data")}
-        args["record_id"] = record_id
-        job = jobs.submit(ws, section.project_id, "perf_profile", args)
-    except Exception as err:
-        section.app.show_error(err)
-        return
-    section.app.push_screen(PerfProfileDialog(section.project_id, d, job=job), _after(section))
-
-
-def delete_profile_action(section, record_id: str) -> None:
-    """Key `delete`: confirm, then delete the record and its stored result."""
-    from sparsify_tui.tui.widgets.dialogs import ConfirmDialog
-
-    ws = section.app.workspace
-    try:
-        rec = ws.get_record(section.project_id, TABLE, record_id)
-    except Exception as err:
-        section.app.show_error(err)
-        return
-
-    def answer(yes: Optional[bool]) -> None:
-        if not yes:
-            return
-        try:
-            ws.delete_record(section.project_id, TABLE, record_id)
-        except Exception as err:
-            section.app.show_error(err)
-            return
-        section.select_profile("flops")
-        section.reload_profiles()
-
-    section.app.push_screen(ConfirmDialog(f"Delete perf profile {rec.get('name') or record_id!r}?"), answer)
