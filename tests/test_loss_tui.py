@@ -61,7 +61,7 @@ async def open_section(pilot, n_profiles=1):
 
 
 async def select(pilot, sec, rid):
-    from sparsify_tui.tui.screens.loss import LossProfileView
+    from sparsify_tui.tui.loss.section import LossProfileView
 
     sec.select_profile(rid)
     await wait_for(pilot, lambda: sec.query(LossProfileView) and sec.query_one(LossProfileView).profile is not None
@@ -115,7 +115,7 @@ def test_profile_page_summary_charts_table(workspace_home, demo_model):
 
 def test_add_rerun_delete_with_a_real_job(workspace_home, demo_model):
     from sparsify_tui.store import Workspace
-    from sparsify_tui.tui.screens.loss import LossProfileDialog
+    from sparsify_tui.tui.loss.dialogs import LossProfileDialog
     from textual.widgets import Input, Select
 
     ws = Workspace()

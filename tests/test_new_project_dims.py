@@ -4,7 +4,7 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
-from sparsify_tui.tui.screens.new_project import inspect_model
+from sparsify_tui.tui.new_project.dialog import inspect_model
 
 
 def _model_with_scalar_input(path):

@@ -71,7 +71,7 @@ async def wait_for(pilot, predicate, timeout: float = 20.0):
 
 
 async def open_profile(pilot):
-    from sparsify_tui.tui.screens.perf_profile import PerfProfileView
+    from sparsify_tui.tui.perf.profile import PerfProfileView
 
     app = pilot.app
     await wait_for(pilot, lambda: app.section == "perf" and len(app.query_one("#perf").records) == 1)
@@ -136,7 +136,7 @@ async def test_navigate_a_finished_profile(ws, demo_model):
 
 
 async def test_add_dialog_validates_and_delete_removes(ws, demo_model):
-    from sparsify_tui.tui.screens.perf_profile import PerfProfileDialog
+    from sparsify_tui.tui.perf.dialogs import PerfProfileDialog
     from sparsify_tui.tui.widgets.dialogs import ConfirmDialog
 
     pid, _ = seed(ws, demo_model)

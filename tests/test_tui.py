@@ -13,7 +13,7 @@ import numpy as np
 
 from sparsify_tui.store import Workspace
 from sparsify_tui.tui.app import SparsifyApp
-from sparsify_tui.tui.screens.new_project import NewProjectDialog
+from sparsify_tui.tui.new_project.dialog import NewProjectDialog
 from sparsify_tui.tui.widgets.dialogs import ConfirmDialog, ErrorDialog
 from sparsify_tui.tui.widgets.tables import FilterableTable
 from sparsify_tui.services.projects import create_project
@@ -416,7 +416,7 @@ async def test_keymap_file_remaps_a_binding(ws):
 
 
 async def test_path_completion_and_browser_filter(tmp_path):
-    from sparsify_tui.tui.screens.new_project import OnnxTree, PathSuggester
+    from sparsify_tui.tui.new_project.dialog import OnnxTree, PathSuggester
 
     (tmp_path / "models").mkdir()
     (tmp_path / "models" / "resnet50.onnx").write_bytes(b"x")

@@ -24,7 +24,7 @@ DIMS = {"x:2": 48, "x:3": 192}
 def pinned(workspace_home, monkeypatch):
     """Deterministic screens: cwd = repo root, 4 cores, fixed timestamps, fixed size on disk."""
     from sparsify_tui import settings as job_settings
-    from sparsify_tui.tui.screens import settings
+    from sparsify_tui.tui.settings import section as settings
     from sparsify_tui.tui.widgets import tables
 
     monkeypatch.chdir(ROOT)

@@ -1,8 +1,13 @@
 """The sparsify-tui Textual app: a projects list and five per-project sections.
 
 Layout: Header (open project) / section bar (1-6, clickable) / a ContentSwitcher holding the sections /
-Footer. The Projects section is always mounted; the five project sections are mounted lazily the first
-time they are shown for the open project (and removed when another project is opened).
+Footer. The Projects section is always mounted; the five project sections are mounted the first time
+they are shown for the open project (and removed when another project is opened). Each section is a
+feature package next to this module (its widget, dialogs, messages and .tcss).
+
+Every workspace, job and core call runs in a thread worker (:mod:`sparsify_tui.tui.workers`) that posts
+its result as a typed message; a failure reaches :meth:`SparsifyApp.on_worker_state_changed`, the one
+place that turns it into the error dialog.
 """
 
 from __future__ import annotations
@@ -14,16 +19,26 @@ from functools import partial
 from pathlib import Path
 from typing import Any, Optional
 
-from textual import on, work
+from textual import on
 from textual.app import App, ComposeResult
 from textual.binding import Binding
 from textual.command import DiscoveryHit, Hit, Hits, Provider
 from textual.reactive import reactive
 from textual.widget import Widget
 from textual.widgets import ContentSwitcher, Footer, Header, Static
+from textual.worker import Worker, WorkerState
 
 from sparsify_tui.tui import messages
+from sparsify_tui.tui.benchmarks import BenchmarksSection
+from sparsify_tui.tui.help import HelpScreen
+from sparsify_tui.tui.loss import LossSection
+from sparsify_tui.tui.new_project import NewProjectDialog
+from sparsify_tui.tui.optimization import OptimizationSection
+from sparsify_tui.tui.perf import PerfSection
+from sparsify_tui.tui.projects import ProjectsSection
+from sparsify_tui.tui.settings import SettingsSection
 from sparsify_tui.tui.widgets.dialogs import ErrorDialog, error_message
+from sparsify_tui.tui.workers import app_work, post_result
 
 # (section id, label, short label for the section bar)
 SECTIONS = [
@@ -35,23 +50,14 @@ SECTIONS = [
     ("settings", "Settings", "Settings"),
 ]
 SECTION_LABELS = {sid: label for sid, label, _ in SECTIONS}
-
-
-def section_class(section: str) -> type:
-    """The Widget class of a per-project section (imported lazily: sections are owned by several engineers)."""
-    if section == "perf":
-        from sparsify_tui.tui.screens.perf import PerfSection as cls
-    elif section == "loss":
-        from sparsify_tui.tui.screens.loss import LossSection as cls
-    elif section == "optimization":
-        from sparsify_tui.tui.screens.optimization import OptimizationSection as cls
-    elif section == "benchmarks":
-        from sparsify_tui.tui.screens.benchmarks import BenchmarksSection as cls
-    elif section == "settings":
-        from sparsify_tui.tui.screens.settings import SettingsSection as cls
-    else:
-        raise KeyError(section)
-    return cls
+# the Widget class of each per-project section (mounted when first shown for the open project)
+SECTION_CLASSES: dict[str, type[Widget]] = {
+    "perf": PerfSection,
+    "loss": LossSection,
+    "optimization": OptimizationSection,
+    "benchmarks": BenchmarksSection,
+    "settings": SettingsSection,
+}
 
 
 class SectionBar(Static):
@@ -85,12 +91,14 @@ class SparsifyCommands(Provider):
         cmds.append(("New project", app.action_new_project, "create a project from an .onnx model"))
         cmds.append(("Help: keys", app.action_help, "every key binding (?)"))
         for project in self._projects:
-            cmds.append((f"Open project {project['name']}", partial(app.open_project, project["id"]),
+            cmds.append((f"Open project {project['name']}",
+                         partial(app.open_project, project["id"], name=project.get("name")),
                          project.get("model", {}).get("file", "")))
         return cmds
 
     async def startup(self) -> None:
         app: SparsifyApp = self.app  # type: ignore[assignment]
+        # the palette awaits its commands: a thread, not the event loop (nor a worker: nothing to post)
         try:
             self._projects = await asyncio.to_thread(app.workspace.list_projects)
         except Exception:  # the palette must open even if the workspace is unreadable
@@ -111,7 +119,9 @@ class SparsifyCommands(Provider):
 class SparsifyApp(App[int]):
     """sparsify-tui. `workspace`: the :class:`sparsify_tui.store.Workspace` every section reads and writes."""
 
-    CSS_PATH = "app.tcss"
+    # app-wide rules first, then each section's own (.tcss next to its widgets)
+    CSS_PATH = ["app.tcss", "projects/projects.tcss", "settings/settings.tcss", "perf/perf.tcss",
+                "new_project/new_project.tcss"]
     TITLE = "sparsify-tui"
     COMMANDS = App.COMMANDS | {SparsifyCommands}
 
@@ -148,14 +158,13 @@ class SparsifyApp(App[int]):
 
             workspace = Workspace()
         self.workspace = workspace
+        self._project_name: Optional[str] = None
         self._start_model = model
         self._start_project = project
         self._apply_user_keymap()
 
     # -- layout ---------------------------------------------------------------------------
     def compose(self) -> ComposeResult:
-        from sparsify_tui.tui.screens.projects import ProjectsSection
-
         yield Header(show_clock=False, icon="◆")
         yield SectionBar(id="section-bar")
         with ContentSwitcher(initial="projects", id="sections"):
@@ -165,7 +174,7 @@ class SparsifyApp(App[int]):
     def on_mount(self) -> None:
         self._update_chrome()
         if self._start_project:
-            self._open_start_project(self._start_project)
+            self._find_start_project(self._start_project)
         elif self._start_model:
             self._open_model(self._start_model)
         else:
@@ -181,12 +190,24 @@ class SparsifyApp(App[int]):
         self.sub_title = f"project: {name}" if name else "no project open"
 
     def project_name(self) -> Optional[str]:
+        """The open project's name (its id until the name is read), None when no project is open."""
         if self.project_id is None:
             return None
+        return self._project_name or self.project_id
+
+    @app_work(group="app-project", description="read the open project")
+    def _load_project(self, project_id: str) -> None:
         try:
-            return self.workspace.get_project(self.project_id)["name"]
-        except Exception:
-            return self.project_id
+            project = self.workspace.get_project(project_id)
+        except Exception:  # the header then shows the id; the sections report their own read errors
+            project = {"id": project_id, "name": project_id}
+        post_result(self, messages.ProjectLoaded(project))
+
+    @on(messages.ProjectLoaded)
+    def _on_project_loaded(self, message: messages.ProjectLoaded) -> None:
+        if message.project.get("id") == self.project_id:
+            self._project_name = message.project.get("name")
+            self._update_chrome()
 
     # -- keymap ---------------------------------------------------------------------------
     def _apply_user_keymap(self) -> None:
@@ -216,12 +237,9 @@ class SparsifyApp(App[int]):
         switcher = self.query_one("#sections", ContentSwitcher)
         mounting = None
         if section != "projects" and not switcher.query(f"#{section}"):
-            cls = section_class(section)
-            mounting = switcher.mount(cls(self.project_id, id=section))
+            mounting = switcher.mount(SECTION_CLASSES[section](self.project_id, id=section))
         switcher.current = section
         if section == "projects" and self.section != "projects":
-            from sparsify_tui.tui.screens.projects import ProjectsSection
-
             self.query_one(ProjectsSection).reload()  # pick up projects made by the CLI meanwhile
         self.section = section
         self._update_chrome()
@@ -260,13 +278,17 @@ class SparsifyApp(App[int]):
         except Exception:
             return None
 
-    def open_project(self, project_id: str, section: str = "perf") -> None:
-        """Open a project (its sections are rebuilt) and show `section`."""
+    def open_project(self, project_id: str, section: str = "perf", name: Optional[str] = None) -> None:
+        """Open a project (its sections are rebuilt) and show `section`. `name`: shown in the header (read
+        from the workspace in a worker when not given)."""
         switcher = self.query_one("#sections", ContentSwitcher)
         for sid, _label, _short in SECTIONS[1:]:
             for old in switcher.query(f"#{sid}"):
                 old.remove()
         self.project_id = project_id
+        self._project_name = name
+        if name is None:
+            self._load_project(project_id)
         self._update_chrome()
         self.call_after_refresh(self.action_show_section, section)
 
@@ -277,12 +299,13 @@ class SparsifyApp(App[int]):
             for old in switcher.query(f"#{sid}"):
                 old.remove()
         self.project_id = None
+        self._project_name = None
         self.section = "projects"
         self._update_chrome()
 
     @on(messages.OpenProject)
     def _on_open_project(self, message: messages.OpenProject) -> None:
-        self.open_project(message.project_id, message.section)
+        self.open_project(message.project_id, message.section, name=message.name)
 
     @on(messages.ShowSection)
     def _on_show_section(self, message: messages.ShowSection) -> None:
@@ -292,9 +315,9 @@ class SparsifyApp(App[int]):
     def _on_projects_changed(self, message: messages.ProjectsChanged) -> None:
         if message.deleted and message.project_id == self.project_id:
             self.close_project()
+        elif self.project_id is not None and message.project_id in (None, self.project_id):
+            self._load_project(self.project_id)  # renamed: the header follows
         self._update_chrome()
-        from sparsify_tui.tui.screens.projects import ProjectsSection
-
         self.query_one(ProjectsSection).reload()
         if message.deleted:
             self.action_show_section("projects")
@@ -314,22 +337,18 @@ class SparsifyApp(App[int]):
         self.set_focus(None)
 
     def action_help(self) -> None:
-        from sparsify_tui.tui.screens.help import HelpScreen
-
         if not isinstance(self.screen, HelpScreen):
             self.push_screen(HelpScreen())
 
     def action_new_project(self, model_path: str = "") -> None:
-        from sparsify_tui.tui.screens.new_project import NewProjectDialog
+        dialog = NewProjectDialog(model_path=model_path)
 
         def done(project_id: Optional[str]) -> None:
-            from sparsify_tui.tui.screens.projects import ProjectsSection
-
             self.query_one(ProjectsSection).reload()
             if project_id:
-                self.open_project(project_id)
+                self.open_project(project_id, name=(dialog.project or {}).get("name"))
 
-        self.push_screen(NewProjectDialog(model_path=model_path), done)
+        self.push_screen(dialog, done)
 
     def action_quit(self) -> None:
         self.exit(0)
@@ -339,16 +358,29 @@ class SparsifyApp(App[int]):
         text = error if isinstance(error, str) else error_message(error)
         self.push_screen(ErrorDialog(text, title=title))
 
-    # -- start-up helpers -----------------------------------------------------------------
-    def _open_start_project(self, ref: str) -> None:
-        try:
-            project = self.workspace.get_project(ref)
-        except Exception as err:  # noqa: BLE001 - shown to the user
-            self.show_error(err)
+    # -- the one place worker failures are reported ---------------------------------------------
+    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
+        """A worker raised: the error dialog (the app stays up), then :class:`messages.WorkFailed` to the
+        widget that started it. Every store, job and core call runs in an App-owned worker
+        (:func:`sparsify_tui.tui.workers.app_work`), so every failure comes here; results arrive as the
+        typed messages the workers post."""
+        if event.state != WorkerState.ERROR:
             return
-        self.open_project(project["id"])
+        worker = event.worker
+        origin = getattr(worker, "origin", None)
+        if origin is not None and origin is not self and not origin.is_attached:
+            return  # its widget is gone (another project opened, dialog closed): nobody to tell
+        self.show_error(worker.error)
+        if origin is not None and origin is not self:
+            origin.post_message(messages.WorkFailed(worker.group, worker.error))
 
-    @work(thread=True, exclusive=True, exit_on_error=False, group="start", description="open model")
+    # -- start-up helpers -----------------------------------------------------------------
+    @app_work(group="start", description="find the project to open")
+    def _find_start_project(self, ref: str) -> None:
+        """`sparsify-tui --project REF`: the project by id or name (an unknown one: the error dialog)."""
+        post_result(self, messages.StartProjectFound(self.workspace.get_project(ref)))
+
+    @app_work(group="start", description="open model")
     def _open_model(self, model: str) -> None:
         """`sparsify-tui MODEL.onnx`: open the project of that model (same file or sha256), else create one."""
         from sparsify_tui.errors import DimensionError
@@ -357,16 +389,21 @@ class SparsifyApp(App[int]):
         try:
             project = find_project_for_model(self.workspace, model)
             if project is None:
-                self.call_from_thread(self.notify, f"Creating a project for {model}…", timeout=3)
+                self.notify(f"Creating a project for {model}…", timeout=3)  # thread-safe
                 project = create_project(self.workspace, model)
         except DimensionError:
             # symbolic dims need values: let the user enter them in the new-project dialog
-            self.call_from_thread(self.action_new_project, str(model))
+            post_result(self, messages.ModelNeedsDims(str(model)))
             return
-        except Exception as err:  # noqa: BLE001 - shown to the user, the app stays up
-            self.call_from_thread(self.show_error, err)
-            return
-        self.call_from_thread(self.open_project, project["id"])
+        post_result(self, messages.StartProjectFound(project))
+
+    @on(messages.StartProjectFound)
+    def _on_start_project_found(self, message: messages.StartProjectFound) -> None:
+        self.open_project(message.project["id"], name=message.project.get("name"))
+
+    @on(messages.ModelNeedsDims)
+    def _on_model_needs_dims(self, message: messages.ModelNeedsDims) -> None:
+        self.action_new_project(message.model_path)
 
 
 def run_app(model: Optional[str] = None, project: Optional[str] = None, mouse: bool = True) -> int:

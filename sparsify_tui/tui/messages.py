@@ -1,17 +1,23 @@
-"""Messages the sections post to the app (they bubble up to `SparsifyApp`)."""
+"""App-wide messages: what the sections ask of the app (they bubble up to `SparsifyApp`), what the app's
+own workers found, and :class:`WorkFailed`. Each feature package has a ``messages.py`` with the typed
+results its workers post (see :mod:`sparsify_tui.tui.workers`)."""
 
 from __future__ import annotations
+
+from typing import Optional
 
 from textual.message import Message
 
 
 class OpenProject(Message):
-    """Ask the app to open a project (and show `section`, default Performance Profiles)."""
+    """Ask the app to open a project (and show `section`, default Performance Profiles). `name` (when the
+    sender knows it) is shown in the header at once."""
 
-    def __init__(self, project_id: str, section: str = "perf") -> None:
+    def __init__(self, project_id: str, section: str = "perf", name: Optional[str] = None) -> None:
         super().__init__()
         self.project_id = project_id
         self.section = section
+        self.name = name
 
 
 class ProjectsChanged(Message):
@@ -29,3 +35,38 @@ class ShowSection(Message):
     def __init__(self, section: str) -> None:
         super().__init__()
         self.section = section
+
+
+class WorkFailed(Message, bubble=False):
+    """Posted by the app to the widget whose worker raised, after the error dialog is shown. `group` is
+    the worker's group (see :func:`sparsify_tui.tui.workers.app_work`); the widget may tidy up with it."""
+
+    def __init__(self, group: str, error: BaseException) -> None:
+        super().__init__()
+        self.group = group
+        self.error = error
+
+
+# -- results of the app's own workers ----------------------------------------------------------------
+class ProjectLoaded(Message):
+    """The open project's record was read (its name goes in the header)."""
+
+    def __init__(self, project: dict) -> None:
+        super().__init__()
+        self.project = project
+
+
+class StartProjectFound(Message):
+    """`sparsify-tui --project REF` or `sparsify-tui MODEL.onnx`: the project to open (found or created)."""
+
+    def __init__(self, project: dict) -> None:
+        super().__init__()
+        self.project = project
+
+
+class ModelNeedsDims(Message):
+    """`sparsify-tui MODEL.onnx` for a model with symbolic dims: the new-project dialog asks for them."""
+
+    def __init__(self, model_path: str) -> None:
+        super().__init__()
+        self.model_path = model_path

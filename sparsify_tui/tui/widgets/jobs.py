@@ -1,22 +1,23 @@
 """`JobProgress`: follows a background job (sparsify_tui.jobs) and shows its step, progress, ETA and status.
 
 The job runs in its own process; this widget only watches it. A one-shot thread worker reads the job
-from the workspace (never blocking the event loop), then reschedules itself with ``set_timer``, at most
-``1 / poll_interval_s`` times a second (4 Hz by default, never faster than 10 Hz), which is kind to slow
-SSH links. Key ``c`` cancels the job. When the job ends (completed, canceled or error) the widget posts
-:class:`JobProgress.Finished` and stops polling.
+from the workspace (never blocking the event loop) and posts it as :class:`JobProgress.Updated`; the next
+read is scheduled with ``set_timer``, at most ``1 / poll_interval_s`` times a second (4 Hz by default,
+never faster than 10 Hz), which is kind to slow SSH links. Key ``c`` cancels the job. When the job ends
+(completed, canceled or error) the widget posts :class:`JobProgress.Finished` and stops polling.
 """
 
 from __future__ import annotations
 
 from typing import Any, Dict, Optional
 
-from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.message import Message
 from textual.widget import Widget
 from textual.widgets import Label, ProgressBar
+
+from sparsify_tui.tui.workers import app_work, post_result
 
 FINAL = ("completed", "canceled", "error")
 
@@ -88,6 +89,26 @@ class JobProgress(Widget, can_focus=True):
         def control(self) -> "JobProgress":
             return self.widget
 
+    class Updated(Message, bubble=False):
+        """A fresh read of job `job_id` (posted to the widget by its poll worker). A newer one for the
+        same job replaces a pending one: one redraw however fast they come."""
+
+        def __init__(self, job_id: str, job: Dict[str, Any]) -> None:
+            super().__init__()
+            self.job_id = job_id
+            self.job = job
+
+        def can_replace(self, message: Message) -> bool:
+            return isinstance(message, JobProgress.Updated) and message.job_id == self.job_id
+
+    class CancelFailed(Message, bubble=False):
+        """Asking job `job_id` to stop failed (shown as a notification)."""
+
+        def __init__(self, job_id: str, error: BaseException) -> None:
+            super().__init__()
+            self.job_id = job_id
+            self.error = error
+
     def __init__(self, job_id: str, *, workspace: Any = None, poll_interval_s: float = 0.25,
                  name: Optional[str] = None, id: Optional[str] = None, classes: Optional[str] = None) -> None:
         super().__init__(name=name, id=id, classes=classes)
@@ -122,7 +143,7 @@ class JobProgress(Widget, can_focus=True):
         self.remove_class("-error", "-completed")
         self._poll()
 
-    @work(thread=True, exclusive=True, group="job-progress-poll", exit_on_error=False)
+    @app_work(group="job-progress-poll", description="read job progress")
     def _poll(self) -> None:
         from sparsify_tui.errors import SparsifyError
         from sparsify_tui.jobs import get_job
@@ -134,10 +155,10 @@ class JobProgress(Widget, can_focus=True):
             job = {"id": job_id, "status": "error", "error": str(err), "progress": {}}
         except Exception as err:  # unreadable workspace: show it, keep the app up
             job = {"id": job_id, "status": "error", "error": f"{type(err).__name__}: {err}", "progress": {}}
-        try:
-            self.app.call_from_thread(self._show, job_id, job)
-        except Exception:  # app shutting down
-            pass
+        post_result(self, self.Updated(job_id, job))
+
+    def on_job_progress_updated(self, message: "JobProgress.Updated") -> None:
+        self._show(message.job_id, message.job)
 
     def _show(self, job_id: str, job: Dict[str, Any]) -> None:
         if job_id != self.job_id or self._finished or not self.is_mounted:
@@ -166,11 +187,14 @@ class JobProgress(Widget, can_focus=True):
         self.query_one("#job-status", Label).update("cancel requested…")
         self._cancel()
 
-    @work(thread=True, group="job-progress-cancel", exit_on_error=False)
+    @app_work(group="job-progress-cancel", description="cancel job", exclusive=False)
     def _cancel(self) -> None:
         from sparsify_tui.jobs import cancel
 
         try:
             cancel(self.workspace, self.job_id)
-        except Exception as err:
-            self.app.call_from_thread(self.notify, f"cancel failed: {err}", severity="error")
+        except Exception as err:  # noqa: BLE001 - a notification, the widget keeps following the job
+            post_result(self, self.CancelFailed(self.job_id, err))
+
+    def on_job_progress_cancel_failed(self, message: "JobProgress.CancelFailed") -> None:
+        self.notify(f"cancel failed: {message.error}", severity="error")

@@ -7,7 +7,6 @@ Remap keys with a JSON file `{binding id: "key[,key]"}` at `$SPARSIFY_TUI_KEYMAP
 
 from __future__ import annotations
 
-import importlib
 from typing import Iterable
 
 from textual.app import ComposeResult
@@ -18,23 +17,38 @@ from textual.widgets import Static
 
 from sparsify_tui.tui.widgets.tables import Column, FilterableTable
 
-# (where, "module:Class") in the order shown
-KNOWN = [
-    ("Everywhere", "sparsify_tui.tui.app:SparsifyApp"),
-    ("Projects", "sparsify_tui.tui.screens.projects:ProjectsSection"),
-    ("New project", "sparsify_tui.tui.screens.new_project:NewProjectDialog"),
-    ("Performance", "sparsify_tui.tui.screens.perf:PerfSection"),
-    ("FLOPS profile", "sparsify_tui.tui.screens.perf:FlopsProfileView"),
-    ("Perf profile", "sparsify_tui.tui.screens.perf_profile:PerfProfileView"),
-    ("Loss", "sparsify_tui.tui.screens.loss:LossSection"),
-    ("Optimization", "sparsify_tui.tui.screens.optimization:OptimizationSection"),
-    ("Benchmarks", "sparsify_tui.tui.screens.benchmarks:BenchmarksSection"),
-    ("Settings", "sparsify_tui.tui.screens.settings:SettingsSection"),
-    ("Tables", "sparsify_tui.tui.widgets.tables:FilterableTable"),
-    ("Charts", "sparsify_tui.tui.widgets.charts:BarChart"),
-    ("Jobs", "sparsify_tui.tui.widgets.jobs:JobProgress"),
-    ("Dialogs", "sparsify_tui.tui.widgets.dialogs:ConfirmDialog"),
-]
+
+def known_classes() -> list[tuple[str, type]]:
+    """(where, class) of every binding owner, in the order shown (imported here: the app imports this
+    module)."""
+    from sparsify_tui.tui.app import SparsifyApp
+    from sparsify_tui.tui.benchmarks import BenchmarksSection
+    from sparsify_tui.tui.loss import LossSection
+    from sparsify_tui.tui.new_project import NewProjectDialog
+    from sparsify_tui.tui.optimization import OptimizationSection
+    from sparsify_tui.tui.perf import FlopsProfileView, PerfProfileView, PerfSection
+    from sparsify_tui.tui.projects import ProjectsSection
+    from sparsify_tui.tui.settings import SettingsSection
+    from sparsify_tui.tui.widgets.charts import BarChart
+    from sparsify_tui.tui.widgets.dialogs import ConfirmDialog
+    from sparsify_tui.tui.widgets.jobs import JobProgress
+
+    return [
+        ("Everywhere", SparsifyApp),
+        ("Projects", ProjectsSection),
+        ("New project", NewProjectDialog),
+        ("Performance", PerfSection),
+        ("FLOPS profile", FlopsProfileView),
+        ("Perf profile", PerfProfileView),
+        ("Loss", LossSection),
+        ("Optimization", OptimizationSection),
+        ("Benchmarks", BenchmarksSection),
+        ("Settings", SettingsSection),
+        ("Tables", FilterableTable),
+        ("Charts", BarChart),
+        ("Jobs", JobProgress),
+        ("Dialogs", ConfirmDialog),
+    ]
 
 
 def _own_bindings(cls: type) -> list[Binding]:
@@ -52,15 +66,9 @@ def _own_bindings(cls: type) -> list[Binding]:
 
 def binding_rows(app) -> list[dict]:
     """One row per (key, where): key display, description, where, binding id."""
-    classes: list[tuple[str, type]] = []
-    for where, ref in KNOWN:
-        module, _, name = ref.partition(":")
-        try:
-            classes.append((where, getattr(importlib.import_module(module), name)))
-        except Exception:  # a section not written yet
-            continue
+    classes = known_classes()
     seen = {cls for _w, cls in classes}
-    for node in _mounted(app):  # widgets added by feature engineers in their own modules
+    for node in _mounted(app):  # other widgets and dialogs with bindings that are on screen now
         cls = type(node)
         if cls not in seen and cls.__module__.startswith("sparsify_tui") and _own_bindings(cls):
             seen.add(cls)

@@ -11,16 +11,19 @@ import os
 from pathlib import Path
 from typing import Iterable, Optional
 
-from textual import on, work
+from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Grid, Horizontal, Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.suggester import Suggester
 from textual.widgets import Button, DirectoryTree, Input, Label, ProgressBar, Static, Switch
-from textual.worker import Worker, WorkerState
 
-from sparsify_tui.tui.widgets.dialogs import ErrorDialog, error_message
+from sparsify_tui.tui import messages
+from sparsify_tui.tui.new_project.messages import CreateProgress, ModelInspected, ProjectCreated
+from sparsify_tui.tui.widgets.dialogs import error_message
+from sparsify_tui.tui.widgets.jobs import JobProgress
+from sparsify_tui.tui.workers import app_work, post_result
 
 
 
@@ -259,9 +262,23 @@ class NewProjectDialog(ModalScreen[Optional[str]]):
         info.update("reading the model…")
         self._inspect_worker(path)
 
-    @work(thread=True, exclusive=True, exit_on_error=False, group="inspect", description="read model inputs")
-    def _inspect_worker(self, path: str) -> tuple[str, str, list[dict]]:
-        return path, *inspect_model(path)
+    @app_work(group="inspect", description="read model inputs")
+    def _inspect_worker(self, path: str) -> None:
+        try:
+            description, dims = inspect_model(path)
+        except Exception as err:  # noqa: BLE001 - an unreadable model is shown under the path
+            post_result(self, ModelInspected(path, error=err))
+            return
+        post_result(self, ModelInspected(path, description, dims))
+
+    @on(ModelInspected)
+    def _inspected(self, message: ModelInspected) -> None:
+        if message.error is not None:
+            self.query_one("#model-info", Static).update(f"✗ {error_message(message.error)}")
+            self._set_dims([])
+        elif os.path.expanduser(self.query_one("#model_path", Input).value.strip()) == message.path:
+            self.query_one("#model-info", Static).update(message.description)
+            self._set_dims(message.dims)
 
     def _set_dims(self, dims: list[dict]) -> None:
         """Show one Input per symbolic (non-batch) dim, with a suggested value as placeholder."""
@@ -330,7 +347,7 @@ class NewProjectDialog(ModalScreen[Optional[str]]):
         try:
             values = self.form_values()
         except Exception as err:  # noqa: BLE001 - shown to the user
-            self.app.push_screen(ErrorDialog(error_message(err)))
+            self.app.show_error(err)
             return
         self._creating = True
         self.query_one("#run", Button).disabled = True
@@ -340,15 +357,16 @@ class NewProjectDialog(ModalScreen[Optional[str]]):
                                                                                   show_eta=False))
         self._create(values)
 
-    def _progress(self, step: str, fraction: float) -> None:
+    @on(CreateProgress)
+    def _progress(self, message: CreateProgress) -> None:
         try:
-            self.query_one("#create-step", Static).update(f"Creating the project: {step}")
-            self.query_one("#create-bar", ProgressBar).update(progress=fraction)
+            self.query_one("#create-step", Static).update(f"Creating the project: {message.step}")
+            self.query_one("#create-bar", ProgressBar).update(progress=message.fraction)
         except Exception:
             pass
 
-    @work(thread=True, exclusive=True, exit_on_error=False, group="create", description="create project")
-    def _create(self, values: dict) -> tuple[dict, list[dict], list[str]]:
+    @app_work(group="create", description="create project")
+    def _create(self, values: dict) -> None:
         from sparsify_tui import jobs
         from sparsify_tui.services.projects import create_project
 
@@ -356,7 +374,7 @@ class NewProjectDialog(ModalScreen[Optional[str]]):
         project = create_project(
             ws, values["model_path"], values["name"], values["description"], batch_size=values["batch_size"],
             dims=values["dims"], setup=values["setup"],
-            progress=lambda step, frac: self.app.call_from_thread(self._progress, step, frac))
+            progress=lambda step, frac: post_result(self, CreateProgress(step, frac)))
         submitted: list[dict] = []
         notes: list[str] = []
         for job_type, args, label in jobs.baseline_jobs(ws, project):
@@ -364,29 +382,19 @@ class NewProjectDialog(ModalScreen[Optional[str]]):
                 submitted.append(jobs.submit(ws, project["id"], job_type, args))
             except Exception as err:  # noqa: BLE001 - the project exists; report and go on
                 notes.append(f"{label} could not start: {error_message(err)}")
-        return project, submitted, notes
+        post_result(self, ProjectCreated(project, submitted, notes))
 
-    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
-        worker = event.worker
-        if worker.name == "_inspect_worker":
-            if not self.is_attached:
-                return
-            if event.state == WorkerState.SUCCESS:
-                path, desc, dims = worker.result
-                if os.path.expanduser(self.query_one("#model_path", Input).value.strip()) == path:
-                    self.query_one("#model-info", Static).update(desc)
-                    self._set_dims(dims)
-            elif event.state == WorkerState.ERROR:
-                self.query_one("#model-info", Static).update(f"✗ {error_message(worker.error)}")
-                self._set_dims([])
-        elif worker.name == "_create":
-            if event.state == WorkerState.ERROR:
-                self._creating = False
-                self.query_one("#run", Button).disabled = False
-                self.query_one("#progress-area").remove_children()
-                self.app.push_screen(ErrorDialog(error_message(worker.error)))
-            elif event.state == WorkerState.SUCCESS:
-                self._created(*worker.result)
+    @on(messages.WorkFailed)
+    def _create_failed(self, message: messages.WorkFailed) -> None:
+        """RUN failed (the error dialog shows why): the form is editable again."""
+        if message.group == "create":
+            self._creating = False
+            self.query_one("#run", Button).disabled = False
+            self.query_one("#progress-area").remove_children()
+
+    @on(ProjectCreated)
+    def _on_created(self, message: ProjectCreated) -> None:
+        self._created(message.project, message.jobs, message.notes)
 
     def _created(self, project: dict, submitted: list[dict], notes: list[str]) -> None:
         self._creating = False
@@ -402,8 +410,6 @@ class NewProjectDialog(ModalScreen[Optional[str]]):
         if submitted:
             lines.append("Profiles run in the background (they keep running if you close this or quit):")
         area.mount(Static("\n".join(lines), id="created-info"))
-        from sparsify_tui.tui.widgets.jobs import JobProgress
-
         for job in submitted:
             area.mount(JobProgress(job["id"]))
         complete = self.query_one("#complete", Button)

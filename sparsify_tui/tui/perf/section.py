@@ -3,11 +3,8 @@ selected profile's view.
 
 The FLOPS profile view is computed from the graph (no run): Model Summary, Layer Summaries (FLOPs per op
 type) and Layer Results (every node in graph order, sortable, `/`-filterable) with a chart of the top
-layers. A measured profile is shown by `perf_profile.PerfProfileView(project_id, record_id)`.
-
-Hooks for the perf engineer (looked up on `sparsify_tui.tui.screens.perf_profile` with getattr, so they
-can be added without editing this file): `add_profile_action(section)`,
-`rerun_profile_action(section, record_id)`, `delete_profile_action(section, record_id)`.
+layers. A measured profile is shown by `perf.profile.PerfProfileView(project_id, record_id)`; `a` adds one
+(`perf.dialogs.PerfProfileDialog`), `r` measures the selected one again, `delete` deletes it.
 """
 
 from __future__ import annotations
@@ -15,27 +12,27 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Optional
 
-from textual import on, work
+from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.widget import Widget
 from textual.widgets import ContentSwitcher, OptionList, Static
 from textual.widgets.option_list import Option
-from textual.worker import Worker, WorkerState
 
+from sparsify_tui.tui import messages
+from sparsify_tui.tui.perf.dialogs import PerfProfileDialog, profile_defaults, rerun_args
+from sparsify_tui.tui.perf.messages import (FlopsAnalysisLoaded, PerfDialogReady, PerfProfileDeleted,
+                                            PerfProfilesListed)
+from sparsify_tui.tui.perf.profile import TABLE, PerfProfileView
 from sparsify_tui.tui.widgets.charts import BarChart
+from sparsify_tui.tui.widgets.dialogs import ConfirmDialog
 from sparsify_tui.tui.widgets.tables import (Column, FilterableTable, format_count, format_percent,
                                              format_shape)
+from sparsify_tui.tui.workers import app_work, post_result
 
 FLOPS_ID = "flops"
 TOP_N_CHOICES = (10, 20, 50, 0)  # 0 = all
-
-
-def _perf_profile_module():
-    from sparsify_tui.tui.screens import perf_profile
-
-    return perf_profile
 
 
 def node_rows(analysis: dict) -> list[dict]:
@@ -91,12 +88,10 @@ def model_summary_text(analysis: dict, project: Optional[dict] = None) -> str:
 
 
 class TabBar(Static):
-    """One-line tab labels; a click calls the parent view's `action_tab`."""
+    """One-line tab labels of the FLOPS view; a click calls `FlopsProfileView.action_tab`."""
 
     def action_tab(self, tab: str) -> None:
-        handler = getattr(self.parent, "action_tab", None)
-        if callable(handler):
-            handler(tab)
+        self.query_ancestor(FlopsProfileView).action_tab(tab)
 
 
 class FlopsProfileView(Widget):
@@ -153,17 +148,18 @@ class FlopsProfileView(Widget):
     def focus_default(self) -> None:
         self.query_one("#op-chart").focus(scroll_visible=False)
 
-    @work(thread=True, exclusive=True, exit_on_error=False, group="flops", description="read analysis")
-    def _load(self) -> tuple[dict, dict]:
+    @app_work(group="flops", description="read analysis")
+    def _load(self) -> None:
         ws = self.app.workspace
-        return ws.analysis_of(self.project_id), ws.get_project(self.project_id)
+        post_result(self, FlopsAnalysisLoaded(ws.analysis_of(self.project_id), ws.get_project(self.project_id)))
 
-    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
-        if event.state == WorkerState.ERROR:
-            self.query_one("#model-summary", Static).update("Could not read the model analysis.")
-            self.app.show_error(event.worker.error)
-        elif event.state == WorkerState.SUCCESS and event.worker.name == "_load":
-            self.show_analysis(*event.worker.result)
+    @on(FlopsAnalysisLoaded)
+    def _loaded(self, message: FlopsAnalysisLoaded) -> None:
+        self.show_analysis(message.analysis, message.project)
+
+    @on(messages.WorkFailed)
+    def _load_failed(self) -> None:
+        self.query_one("#model-summary", Static).update("Could not read the model analysis.")
 
     def show_analysis(self, analysis: dict, project: Optional[dict] = None) -> None:
         self.analysis = analysis
@@ -233,17 +229,16 @@ class PerfSection(Widget):
     def focus_default(self) -> None:
         self.query_one("#profiles", OptionList).focus()
 
-    def current_view(self) -> Optional[Widget]:
+    def current_view(self) -> Optional[FlopsProfileView | PerfProfileView]:
         """The mounted profile view (FlopsProfileView or PerfProfileView)."""
         views = self.query("#profile-view > *")
-        return views.first() if views else None
+        return views.first() if views else None  # type: ignore[return-value]
 
     def action_view_tab(self, tab: str) -> None:
         """m/l/g: forwarded to the current view's `action_tab(tab)` (tabs 'summary', 'layers', 'top')."""
         view = self.current_view()
-        handler = getattr(view, "action_tab", None)
-        if callable(handler):
-            handler(tab)
+        if view is not None:
+            view.action_tab(tab)
 
     def action_focus_list(self) -> None:
         self.query_one("#profiles", OptionList).focus()
@@ -258,17 +253,13 @@ class PerfSection(Widget):
         if self.app.section == "perf" and self.is_mounted:
             self._load_records()
 
-    @work(thread=True, exclusive=True, exit_on_error=False, group="perf-list", description="list perf profiles")
-    def _load_records(self) -> list[dict]:
-        return self.app.workspace.list_records(self.project_id, "perf_profiles")
+    @app_work(group="perf-list", description="list perf profiles")
+    def _load_records(self) -> None:
+        post_result(self, PerfProfilesListed(self.app.workspace.list_records(self.project_id, TABLE)))
 
-    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
-        if event.worker.name != "_load_records":
-            return
-        if event.state == WorkerState.ERROR:
-            self.app.show_error(event.worker.error)
-        elif event.state == WorkerState.SUCCESS:
-            self._show_records(event.worker.result)
+    @on(PerfProfilesListed)
+    def _records_listed(self, message: PerfProfilesListed) -> None:
+        self._show_records(message.records)
 
     def _show_records(self, records: list[dict]) -> None:
         summary = [(r.get("id"), r.get("name"), r.get("batch_size"), r.get("core_count")) for r in records]
@@ -311,36 +302,69 @@ class PerfSection(Widget):
         if profile_id == FLOPS_ID:
             view.mount(FlopsProfileView(self.project_id, id="flops-view"))
         else:
-            view.mount(_perf_profile_module().PerfProfileView(self.project_id, profile_id, id="measured-view"))
+            view.mount(PerfProfileView(self.project_id, profile_id, id="measured-view"))
 
     def selected_record_id(self) -> Optional[str]:
         return None if self.selected == FLOPS_ID else self.selected
 
-    # -- hooks implemented in perf_profile.py ---------------------------------------------
-    def _hook(self, name: str):
-        return getattr(_perf_profile_module(), name, None)
-
+    # -- add / rerun / delete ------------------------------------------------------------------
     def check_action(self, action: str, parameters: tuple) -> Optional[bool]:
-        hooks = {"add_profile": "add_profile_action", "rerun_profile": "rerun_profile_action",
-                 "delete_profile": "delete_profile_action"}
-        if action in hooks:
-            if self._hook(hooks[action]) is None:
-                return False
-            if action != "add_profile" and self.selected == FLOPS_ID:
-                return None  # the FLOPS profile cannot be rerun or deleted
+        if action in ("rerun_profile", "delete_profile") and self.selected == FLOPS_ID:
+            return None  # the FLOPS profile cannot be rerun or deleted
         return True
 
     def action_add_profile(self) -> None:
-        hook = self._hook("add_profile_action")
-        if hook:
-            hook(self)
+        """Key `a`: the add dialog (name, batch, cores, warm-up, iterations, INT8), then the job
+        (``jobs.submit(ws, project, "perf_profile", args)``) with live progress."""
+        self._open_add_dialog()
+
+    @app_work(group="perf-dialog", description="read the project's profile setup")
+    def _open_add_dialog(self) -> None:
+        post_result(self, PerfDialogReady(profile_defaults(self.app.workspace.get_project(self.project_id))))
 
     def action_rerun_profile(self) -> None:
-        hook = self._hook("rerun_profile_action")
-        if hook and self.selected != FLOPS_ID:
-            hook(self, self.selected)
+        """Key `r`: measure the selected profile again with its settings; the result replaces its data."""
+        if self.selected != FLOPS_ID:
+            self._rerun(self.selected)
+
+    @app_work(group="perf-dialog", description="rerun perf profile")
+    def _rerun(self, record_id: str) -> None:
+        from sparsify_tui import jobs
+
+        ws = self.app.workspace
+        record = ws.get_record(self.project_id, TABLE, record_id)
+        defaults = profile_defaults(ws.get_project(self.project_id), record)
+        job = jobs.submit(ws, self.project_id, "perf_profile", rerun_args(defaults, record_id))
+        post_result(self, PerfDialogReady(defaults, job=job))
+
+    @on(PerfDialogReady)
+    def _show_dialog(self, message: PerfDialogReady) -> None:
+        def done(record_id: Optional[str]) -> None:
+            self.reload_profiles()
+            if record_id:
+                self.select_profile(str(record_id))
+
+        self.app.push_screen(PerfProfileDialog(self.project_id, message.defaults, job=message.job), done)
 
     def action_delete_profile(self) -> None:
-        hook = self._hook("delete_profile_action")
-        if hook and self.selected != FLOPS_ID:
-            hook(self, self.selected)
+        """Key `delete`: confirm, then delete the record and its stored result."""
+        if self.selected == FLOPS_ID:
+            return
+        record_id = self.selected
+        record = next((r for r in self._records if str(r.get("id")) == record_id), {})
+
+        def answer(yes: Optional[bool]) -> None:
+            if yes:
+                self._delete(record_id)
+
+        self.app.push_screen(ConfirmDialog(f"Delete perf profile {record.get('name') or record_id!r}?"), answer)
+
+    @app_work(group="perf-delete", description="delete perf profile")
+    def _delete(self, record_id: str) -> None:
+        self.app.workspace.delete_record(self.project_id, TABLE, record_id)
+        post_result(self, PerfProfileDeleted(record_id))
+
+    @on(PerfProfileDeleted)
+    def _deleted(self, message: PerfProfileDeleted) -> None:
+        self.select_profile(FLOPS_ID)
+        self.reload_profiles()

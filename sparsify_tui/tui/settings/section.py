@@ -3,17 +3,18 @@ used for profiles, size on disk, and deleting the project."""
 
 from __future__ import annotations
 
-from textual import on, work
+from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Grid, Horizontal, VerticalScroll
 from textual.widget import Widget
 from textual.widgets import Button, Input, Label, Select, Static
-from textual.worker import Worker, WorkerState
 
 from sparsify_tui.tui import messages
+from sparsify_tui.tui.settings.messages import ProjectDeleted, ProjectSettingsLoaded
 from sparsify_tui.tui.widgets.dialogs import ConfirmDialog
 from sparsify_tui.tui.widgets.tables import format_bytes, format_count, format_timestamp
+from sparsify_tui.tui.workers import app_work, post_result
 
 OPTIMIZERS = ("SGD", "Adam", "AdamW", "RMSprop")
 
@@ -60,31 +61,27 @@ class SettingsSection(Widget):
         # the scroll container, not a field: digits 1-6 must keep switching sections
         self.query_one(VerticalScroll).focus()
 
-    @work(thread=True, exclusive=True, exit_on_error=False, group="settings", description="read project")
-    def _load(self) -> tuple[dict, int | None]:
+    @app_work(group="settings", description="read project")
+    def _load(self) -> None:
         ws = self.app.workspace
         project = ws.get_project(self.project_id)
         try:
             size = ws.project_size_bytes(self.project_id)
         except Exception:
             size = None
-        return project, size
+        post_result(self, ProjectSettingsLoaded(project, size))
 
-    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
-        worker = event.worker
-        if event.state == WorkerState.ERROR:
-            self.app.show_error(worker.error)
-        elif event.state != WorkerState.SUCCESS:
-            return
-        elif worker.name == "_load":
-            self._fill(*worker.result)
-        elif worker.name == "_save":
-            self._fill(*worker.result)
+    @on(ProjectSettingsLoaded)
+    def _loaded(self, message: ProjectSettingsLoaded) -> None:
+        self._fill(message.project, message.size_bytes)
+        if message.saved:
             self.notify("Settings saved.", timeout=3)
             self.post_message(messages.ProjectsChanged(self.project_id))
-        elif worker.name == "_delete":
-            self.notify("Project deleted.", timeout=3)
-            self.post_message(messages.ProjectsChanged(self.project_id, deleted=True))
+
+    @on(ProjectDeleted)
+    def _deleted(self, message: ProjectDeleted) -> None:
+        self.notify("Project deleted.", timeout=3)
+        self.post_message(messages.ProjectsChanged(self.project_id, deleted=True))
 
     def _fill(self, project: dict, size: int | None) -> None:
         training = project.get("training") or {}
@@ -131,11 +128,11 @@ class SettingsSection(Widget):
     def action_save(self) -> None:
         self._save(self.form_values())
 
-    @work(thread=True, exclusive=True, exit_on_error=False, group="settings", description="save settings")
-    def _save(self, fields: dict) -> tuple[dict, int | None]:
+    @app_work(group="settings", description="save settings")
+    def _save(self, fields: dict) -> None:
         ws = self.app.workspace
         project = ws.update_project(self.project_id, **fields)
-        return project, ws.project_size_bytes(self.project_id)
+        post_result(self, ProjectSettingsLoaded(project, ws.project_size_bytes(self.project_id), saved=True))
 
     def action_delete_project(self) -> None:
         name = self.query_one("#name", Input).value or self.project_id
@@ -147,9 +144,10 @@ class SettingsSection(Widget):
         self.app.push_screen(ConfirmDialog(
             f"Delete project {name!r} with all its profiles, optimizations and benchmarks?"), answered)
 
-    @work(thread=True, exclusive=True, exit_on_error=False, group="settings-delete", description="delete project")
+    @app_work(group="settings-delete", description="delete project")
     def _delete(self) -> None:
         self.app.workspace.delete_project(self.project_id)
+        post_result(self, ProjectDeleted(self.project_id))
 
     @on(Button.Pressed, "#save")
     def _save_pressed(self, event: Button.Pressed) -> None:

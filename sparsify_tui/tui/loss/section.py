@@ -12,19 +12,22 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
-from textual import on, work
+from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.widget import Widget
-from textual.widgets import Button, Checkbox, Input, Label, OptionList, Select, Static, TabbedContent, TabPane
+from textual.widgets import OptionList, Static, TabbedContent, TabPane
 from textual.widgets.option_list import Option
-from textual.worker import Worker, WorkerState
 
-from sparsify_tui.tui.widgets.dialogs import FormDialog
-
+from sparsify_tui.tui import messages
+from sparsify_tui.tui.loss.dialogs import LossProfileDialog
+from sparsify_tui.tui.loss.messages import LossJobSubmitted, LossProfileDeleted, LossProfileLoaded, LossProfilesListed
 from sparsify_tui.tui.widgets.charts import BarChart
+from sparsify_tui.tui.widgets.dialogs import ConfirmDialog
+from sparsify_tui.tui.widgets.jobs import JobProgress
 from sparsify_tui.tui.widgets.tables import Column, FilterableTable, format_count, format_percent
+from sparsify_tui.tui.workers import app_work, post_result
 
 APPROX_ID = "approximated"
 TABLE = "loss_profiles"
@@ -110,99 +113,6 @@ def default_level(prof) -> float:
     return min(levels, key=lambda x: abs(x - 0.9))
 
 
-# ------------------------------------------------------------------------------------------ the dialog
-
-
-class LossProfileDialog(FormDialog[Optional[dict]]):
-    """New loss profile: name, method, levels, data file, batches, INT8, metric. Dismisses with the
-    ``loss_profile`` job args, or None."""
-
-    DEFAULT_CSS = """
-    LossProfileDialog { align: center middle; }
-    LossProfileDialog > Vertical { width: 72; max-width: 98%; height: auto; max-height: 100%;
-        border: thick $accent; background: $surface; padding: 0 1; }
-    LossProfileDialog .dialog-title { text-style: bold; }
-    LossProfileDialog .row { height: 1; margin-top: 1; }
-    LossProfileDialog .row Label { width: 14; }
-    LossProfileDialog .row Input, LossProfileDialog .row Select { width: 1fr; }
-    LossProfileDialog .hint { color: $text-muted; }
-    LossProfileDialog .dialog-error { color: $error; height: auto; }
-    LossProfileDialog .buttons { height: auto; align: right middle; margin-top: 1; }
-    LossProfileDialog .buttons Button { margin-left: 1; }
-    """
-
-    BINDINGS = [
-        Binding("escape", "close", "Cancel", id="loss.dialog.cancel", tooltip="Close without running"),
-        Binding("ctrl+r", "run", "Run", id="loss.dialog.run", tooltip="Start the loss profile job"),
-    ]
-
-    def __init__(self, defaults: Optional[dict] = None) -> None:
-        super().__init__()
-        self.defaults = {"name": "baseline", "method": "one-shot", "levels": "", "data": "", "batches": 2,
-                         "int8": False, "metric": "auto", **(defaults or {})}
-
-    def compose(self) -> ComposeResult:
-        d = self.defaults
-        with Vertical():
-            yield Static("New loss profile: per-layer pruning sensitivity", classes="dialog-title")
-            with Horizontal(classes="row"):
-                yield Label("Name")
-                yield Input(str(d["name"]), id="name", compact=True)
-            with Horizontal(classes="row"):
-                yield Label("Method")
-                yield Select([("one-shot (run on data)", "one-shot"), ("weight magnitude", "magnitude")],
-                             value=d["method"], allow_blank=False, id="method", compact=True)
-            with Horizontal(classes="row"):
-                yield Label("Levels")
-                yield Input(str(d["levels"] or ""), placeholder="default; e.g. 0.2,0.4,0.9", id="levels", compact=True)
-            with Horizontal(classes="row"):
-                yield Label("Data file")
-                yield Input(str(d["data"] or ""), placeholder="synthetic; or FILE.npz / .npy", id="data", compact=True)
-            with Horizontal(classes="row"):
-                yield Label("Batches")
-                yield Input(str(d["batches"]), id="batches", type="integer", compact=True)
-            with Horizontal(classes="row"):
-                yield Label("Metric")
-                yield Select([("auto (KL for classes, else NMSE)", "auto"), ("KL divergence of softmax", "kl"),
-                              ("normalized MSE", "nmse")], value=d["metric"] or "auto", allow_blank=False,
-                             id="metric", compact=True)
-            yield Checkbox("INT8 sensitivity per layer", bool(d["int8"]), id="int8", compact=True)
-            yield Static("", id="error", classes="dialog-error")
-            with Horizontal(classes="buttons"):
-                yield Button("Run", variant="primary", id="run")
-                yield Button("Cancel", id="cancel")
-
-    def on_mount(self) -> None:
-        self.query_one("#name", Input).focus()
-
-    def values(self) -> dict:
-        """The job args; raises ``ValueError``/``SparsifyError`` with a one-line message."""
-        from sparsify_tui.profiling.loss import parse_levels
-
-        name = self.query_one("#name", Input).value.strip() or "baseline"
-        levels_text = self.query_one("#levels", Input).value.strip()
-        levels = parse_levels(levels_text) if levels_text else None
-        try:
-            batches = int(self.query_one("#batches", Input).value or 2)
-        except ValueError:
-            raise ValueError("Batches must be a whole number >= 1") from None
-        if batches < 1:
-            raise ValueError("Batches must be a whole number >= 1")
-        metric = self.query_one("#metric", Select).value
-        return {"name": name, "method": self.query_one("#method", Select).value, "levels": levels,
-                "data": self.query_one("#data", Input).value.strip() or None, "batches": batches,
-                "int8": bool(self.query_one("#int8", Checkbox).value),
-                "metric": None if metric == "auto" else metric}
-
-    def action_run(self) -> None:
-        try:
-            self.dismiss(self.values())
-        except Exception as err:  # noqa: BLE001 - shown in the dialog
-            self.query_one("#error", Static).update(str(err))
-
-
-
-
 # ------------------------------------------------------------------------------------------ profile page
 
 
@@ -246,23 +156,20 @@ class LossProfileView(Widget):
         self.profile = None
         self._load(ref)
 
-    @work(thread=True, exclusive=True, exit_on_error=False, group="loss-view", description="read loss profile")
-    def _load(self, ref: str):
+    @app_work(group="loss-view", description="read loss profile")
+    def _load(self, ref: str) -> None:
         from sparsify_tui.services.profiles import load_loss_profile
 
-        return ref, load_loss_profile(self.app.workspace, self.project_id, ref)
+        post_result(self, LossProfileLoaded(ref, load_loss_profile(self.app.workspace, self.project_id, ref)))
 
-    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
-        if event.worker.name != "_load":
-            return
-        event.stop()
-        if event.state == WorkerState.ERROR:
-            self.query_one("#loss-summary", Static).update("Could not read this loss profile.")
-            self.app.show_error(event.worker.error)
-        elif event.state == WorkerState.SUCCESS:
-            ref, prof = event.worker.result
-            if ref == self.ref:
-                self.show_profile(prof)
+    @on(LossProfileLoaded)
+    def _loaded(self, message: LossProfileLoaded) -> None:
+        if message.ref == self.ref:
+            self.show_profile(message.profile)
+
+    @on(messages.WorkFailed)
+    def _load_failed(self) -> None:
+        self.query_one("#loss-summary", Static).update("Could not read this loss profile.")
 
     def show_profile(self, prof) -> None:
         self.profile = prof
@@ -414,8 +321,8 @@ class LossSection(Widget):
         if getattr(self.app, "section", None) == "loss" and self.is_mounted:
             self._load_records()
 
-    @work(thread=True, exclusive=True, exit_on_error=False, group="loss-list", description="list loss profiles")
-    def _load_records(self) -> tuple[list, list]:
+    @app_work(group="loss-list", description="list loss profiles")
+    def _load_records(self) -> None:
         from sparsify_tui.jobs import list_jobs
 
         ws = self.app.workspace
@@ -424,25 +331,13 @@ class LossSection(Widget):
             jobs = [j for j in list_jobs(ws, self.project_id) if j.get("type") == JOB_TYPE and j.get("status") in ACTIVE]
         except Exception:  # noqa: BLE001 - the list must show even if the jobs table is unreadable
             jobs = []
-        return recs, jobs
+        post_result(self, LossProfilesListed(recs, jobs))
 
-    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
-        name = event.worker.name
-        if name not in ("_load_records", "_submit", "_delete"):
-            return
-        if event.state == WorkerState.ERROR:
-            self.app.show_error(event.worker.error)
-        elif event.state == WorkerState.SUCCESS:
-            if name == "_load_records":
-                recs, jobs = event.worker.result
-                self._show_records(recs)
-                for job in jobs:
-                    self.watch_job(job["id"])
-            elif name == "_submit":
-                self.watch_job(event.worker.result["id"])
-            else:
-                self.select_profile(APPROX_ID)
-                self._load_records()
+    @on(LossProfilesListed)
+    def _records_listed(self, message: LossProfilesListed) -> None:
+        self._show_records(message.records)
+        for job in message.active_jobs:
+            self.watch_job(job["id"])
 
     def _show_records(self, records: list[dict]) -> None:
         key = [(r.get("id"), r.get("name"), r.get("method"), r.get("modified")) for r in records]
@@ -485,8 +380,6 @@ class LossSection(Widget):
     # -- jobs ------------------------------------------------------------------------------------
     def watch_job(self, job_id: str) -> None:
         """Show a JobProgress for ``job_id`` under the list (once)."""
-        from sparsify_tui.tui.widgets.jobs import JobProgress
-
         if job_id in self._watched:
             return
         self._watched.add(job_id)
@@ -505,11 +398,15 @@ class LossSection(Widget):
         elif job.get("status") == "error":
             self.app.show_error(job.get("error") or "the loss profile job failed", title="Loss profile failed")
 
-    @work(thread=True, exclusive=False, exit_on_error=False, group="loss-submit", description="submit loss job")
-    def _submit(self, args: dict) -> dict:
+    @app_work(group="loss-submit", description="submit loss job", exclusive=False)
+    def _submit(self, args: dict) -> None:
         from sparsify_tui.jobs import submit
 
-        return submit(self.app.workspace, self.project_id, JOB_TYPE, args)
+        post_result(self, LossJobSubmitted(submit(self.app.workspace, self.project_id, JOB_TYPE, args)))
+
+    @on(LossJobSubmitted)
+    def _submitted(self, message: LossJobSubmitted) -> None:
+        self.watch_job(message.job["id"])
 
     def action_add_profile(self) -> None:
         def done(args: Optional[dict]) -> None:
@@ -535,13 +432,17 @@ class LossSection(Widget):
                       "data": s.get("data"), "batches": s.get("batches", 2), "int8": bool(s.get("int8")),
                       "metric": None if s.get("metric") in (None, "auto") else s.get("metric")})
 
-    @work(thread=True, exclusive=True, exit_on_error=False, group="loss-delete", description="delete loss profile")
+    @app_work(group="loss-delete", description="delete loss profile")
     def _delete(self, record_id: str) -> None:
         self.app.workspace.delete_record(self.project_id, TABLE, record_id)
+        post_result(self, LossProfileDeleted(record_id))
+
+    @on(LossProfileDeleted)
+    def _deleted(self, message: LossProfileDeleted) -> None:
+        self.select_profile(APPROX_ID)
+        self._load_records()
 
     def action_delete_profile(self) -> None:
-        from sparsify_tui.tui.widgets.dialogs import ConfirmDialog
-
         rec = self._selected_record()
         if rec is None:
             return

@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import Optional
 
-from textual import on, work
+from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Button, Checkbox, Input, Label, Select, Static, TabbedContent, TabPane, TextArea
-from textual.worker import Worker, WorkerState
+
+from sparsify_tui.tui.optimization.messages import ExportPreviewed, ExportWritten
+from sparsify_tui.tui.workers import app_work, post_result
+
 
 FRAMEWORK_OPTIONS = [
     ("PyTorch + SparseML", "pytorch"),
@@ -172,11 +174,9 @@ class SparsityDialog(ModalScreen[Optional[str]]):
 
 
 class ExportDialog(ModalScreen[Optional[dict]]):
-    """Export: recipe path (default ``<project>/recipes/<name>.yaml``), framework, preview, write.
-
-    ``render(recipe_path, framework) -> {"recipe", "code", "warnings"}`` and
-    ``write(recipe_path, framework) -> result dict`` are core callables (run in workers).
-    Dismisses with the write result (``recipe_path``, ``code_path``...) or None.
+    """Export optimization `record_id`: recipe path (default ``<project>/recipes/<name>.yaml``), framework,
+    preview, write. Writing calls ``optimization.export.export_optimization``, as ``sparsify-tui export``
+    does. Dismisses with the write result (``recipe_path``, ``code_path``...) or None.
     """
 
     DEFAULT_CSS = _DIALOG_CSS.format(name="ExportDialog") + """
@@ -191,12 +191,11 @@ class ExportDialog(ModalScreen[Optional[dict]]):
         Binding("ctrl+s", "write", "Write files", id="optimization.export.write", tooltip="Write the recipe and code"),
     ]
 
-    def __init__(self, default_path: str, render: Callable[[str, str], dict],
-                 write: Callable[[str, str], dict], framework: str = "pytorch-plain") -> None:
+    def __init__(self, project_id: str, record_id: str, default_path: str, framework: str = "pytorch-plain") -> None:
         super().__init__()
+        self.project_id = project_id
+        self.record_id = record_id
         self.default_path = default_path
-        self._render_fn = render
-        self._write_fn = write
         self.framework = framework
         self.result: Optional[dict] = None
 
@@ -232,35 +231,53 @@ class ExportDialog(ModalScreen[Optional[dict]]):
         path, fw = self._values()
         self._preview(path, fw)
 
-    @work(thread=True, exclusive=True, exit_on_error=False, group="export-preview")
-    def _preview(self, path: str, fw: str) -> dict:
-        return self._render_fn(path, fw)
+    # the answers (texts or files, or why not) are shown in the dialog: errors come back in the messages
+    @app_work(group="export-preview", description="render export preview")
+    def _preview(self, path: str, fw: str) -> None:
+        from sparsify_tui.services.optimizations import render_export
 
-    @work(thread=True, exclusive=True, exit_on_error=False, group="export-write")
-    def _do_write(self, path: str, fw: str) -> dict:
-        return self._write_fn(path, fw)
+        try:
+            out = render_export(self.app.workspace, self.project_id, self.record_id, recipe_path=path, framework=fw)
+        except Exception as err:  # noqa: BLE001 - shown in the dialog
+            post_result(self, ExportPreviewed(None, err))
+            return
+        post_result(self, ExportPreviewed(out))
 
-    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
-        w = event.worker
-        if w.group not in ("export-preview", "export-write"):
+    @app_work(group="export-write", description="write export")
+    def _do_write(self, path: str, fw: str) -> None:
+        from sparsify_tui.services.optimizations import export_optimization
+
+        try:
+            result = export_optimization(self.app.workspace, self.project_id, self.record_id, recipe_path=path,
+                                         framework=fw or None)
+        except Exception as err:  # noqa: BLE001 - shown in the dialog
+            post_result(self, ExportWritten(None, err))
             return
-        msg = self.query_one("#export-msg", Static)
-        if event.state == WorkerState.ERROR:
-            msg.update(f"[b red]{_escape(str(w.error))}[/]")
+        post_result(self, ExportWritten(result))
+
+    def _show_error(self, error: BaseException) -> None:
+        self.query_one("#export-msg", Static).update(f"[b red]{_escape(str(error))}[/]")
+
+    @on(ExportPreviewed)
+    def _previewed(self, message: ExportPreviewed) -> None:
+        if message.export is None:
+            self._show_error(message.error)
             return
-        if event.state != WorkerState.SUCCESS:
+        out = message.export
+        self.query_one("#export-yaml", TextArea).load_text(out["recipe"])
+        self.query_one("#export-code", TextArea).load_text(out["code"] or "# recipe only: no code")
+        warn = out.get("warnings") or []
+        self.query_one("#export-msg", Static).update(("[b yellow]warning:[/] " + _escape(warn[0])) if warn else "")
+
+    @on(ExportWritten)
+    def _written(self, message: ExportWritten) -> None:
+        if message.result is None:
+            self._show_error(message.error)
             return
-        if w.group == "export-preview":
-            out = w.result
-            self.query_one("#export-yaml", TextArea).load_text(out["recipe"])
-            self.query_one("#export-code", TextArea).load_text(out["code"] or "# recipe only: no code")
-            warn = out.get("warnings") or []
-            msg.update(("[b yellow]warning:[/] " + _escape(warn[0])) if warn else "")
-        else:
-            self.result = w.result
-            paths = [w.result["recipe_path"]] + ([w.result["code_path"]] if w.result.get("code_path") else [])
-            msg.update("[b green]written:[/] " + _escape("  ".join(paths)))
-            self.app.notify("Exported " + "  ".join(paths), title="Export", timeout=8)
+        self.result = message.result
+        paths = [self.result["recipe_path"]] + ([self.result["code_path"]] if self.result.get("code_path") else [])
+        self.query_one("#export-msg", Static).update("[b green]written:[/] " + _escape("  ".join(paths)))
+        self.app.notify("Exported " + "  ".join(paths), title="Export", timeout=8)
 
     @on(Select.Changed, "#export-framework")
     def _fw_changed(self) -> None:
@@ -289,9 +306,3 @@ def _escape(text: str) -> str:
     from rich.markup import escape
 
     return escape(text)
-
-
-def default_export_path(ws: Any, project_id: str, name: str) -> str:
-    from sparsify_tui.services.optimizations import default_recipe_path
-
-    return str(Path(default_recipe_path(ws, project_id, name)))

@@ -16,18 +16,22 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
-from textual import on, work
+from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.widget import Widget
 from textual.widgets import OptionList, Static, TabbedContent, TabPane
 from textual.widgets.option_list import Option
-from textual.worker import Worker, WorkerState
 
+from sparsify_tui.tui.benchmarks.dialogs import ApplyDialog, BenchmarkDialog
+from sparsify_tui.tui.benchmarks.messages import (ApplyDialogReady, BenchmarkDeleted, BenchmarkDialogReady,
+                                                  BenchmarkJobSubmitted, BenchmarkLoaded, BenchmarksListed)
 from sparsify_tui.tui.widgets.charts import BarChart, LineChart
+from sparsify_tui.tui.widgets.dialogs import ConfirmDialog
 from sparsify_tui.tui.widgets.jobs import JobProgress
 from sparsify_tui.tui.widgets.tables import Column, FilterableTable
+from sparsify_tui.tui.workers import app_work, post_result
 
 TABLE = "benchmarks"
 JOB_TYPES = ("benchmark", "apply")
@@ -246,47 +250,33 @@ class BenchmarksSection(Widget):
     def reload(self) -> None:
         self._load_records()
 
-    @work(thread=True, exclusive=True, exit_on_error=False, group="bench-list", description="list benchmarks")
-    def _load_records(self) -> tuple[list[dict], list[dict]]:
+    @app_work(group="bench-list", description="list benchmarks")
+    def _load_records(self) -> None:
         from sparsify_tui import jobs
 
         ws = self.app.workspace
         recs = ws.list_records(self.project_id, TABLE)
         active = [j for j in jobs.list_jobs(ws, self.project_id)
                   if j.get("type") in JOB_TYPES and j.get("status") in ACTIVE_STATES]
-        return recs, active
+        post_result(self, BenchmarksListed(recs, active))
 
-    @work(thread=True, exclusive=True, exit_on_error=False, group="bench-load", description="read benchmark")
-    def _load_result(self, record_id: str):
+    @on(BenchmarksListed)
+    def _listed(self, message: BenchmarksListed) -> None:
+        for job in message.active_jobs:
+            self._track_job(job)
+        self._show_records(message.records)
+
+    @app_work(group="bench-load", description="read benchmark")
+    def _load_result(self, record_id: str) -> None:
         from sparsify_tui.services.benchmarks import load_benchmark
 
-        return load_benchmark(self.app.workspace, self.project_id, record_id)
+        post_result(self, BenchmarkLoaded(record_id, load_benchmark(self.app.workspace, self.project_id, record_id)))
 
-    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
-        worker = event.worker
-        if worker.group not in ("bench-list", "bench-load", "bench-action"):
-            return
-        if event.state == WorkerState.ERROR:
-            self.app.show_error(worker.error)
-            return
-        if event.state != WorkerState.SUCCESS:
-            return
-        if worker.name == "_load_records":
-            recs, active = worker.result
-            for job in active:
-                self._track_job(job)
-            self._show_records(recs)
-        elif worker.name == "_load_result":
-            self.result = worker.result
-            self.combo_index = 0
-            self._render_result()
-        elif worker.name == "_submit":
-            job = worker.result
-            self._track_job(job)
-            self.notify(f"{job['type']} job started; it keeps running if you quit.", timeout=3)
-        elif worker.name == "_delete":
-            self.selected_id = None
-            self.reload()
+    @on(BenchmarkLoaded)
+    def _loaded(self, message: BenchmarkLoaded) -> None:
+        self.result = message.result
+        self.combo_index = 0
+        self._render_result()
 
     def _show_records(self, recs: list[dict]) -> None:
         recs = sort_newest_first(recs)
@@ -396,31 +386,48 @@ class BenchmarksSection(Widget):
         if status == "error":
             self.app.show_error(f"{job.get('type')} job failed: {job.get('error') or 'see sparsify-tui job log'}")
 
-    @work(thread=True, exclusive=False, exit_on_error=False, group="bench-action", description="submit job")
-    def _submit(self, job_type: str, args: dict) -> dict:
+    @app_work(group="bench-action", description="submit job", exclusive=False)
+    def _submit(self, job_type: str, args: dict) -> None:
         from sparsify_tui import jobs
 
-        return jobs.submit(self.app.workspace, self.project_id, job_type, args)
+        post_result(self, BenchmarkJobSubmitted(jobs.submit(self.app.workspace, self.project_id, job_type, args)))
 
-    @work(thread=True, exclusive=False, exit_on_error=False, group="bench-action", description="delete")
+    @on(BenchmarkJobSubmitted)
+    def _submitted(self, message: BenchmarkJobSubmitted) -> None:
+        job = message.job
+        self._track_job(job)
+        self.notify(f"{job['type']} job started; it keeps running if you quit.", timeout=3)
+
+    @app_work(group="bench-action", description="delete", exclusive=False)
     def _delete(self, record_id: str) -> None:
         self.app.workspace.delete_record(self.project_id, TABLE, record_id)
+        post_result(self, BenchmarkDeleted(record_id))
+
+    @on(BenchmarkDeleted)
+    def _deleted(self, message: BenchmarkDeleted) -> None:
+        self.selected_id = None
+        self.reload()
 
     # -- actions ---------------------------------------------------------------------------
-    def _optimizations(self) -> list[dict]:
-        return self.app.workspace.list_records(self.project_id, "optimizations")
-
     def action_new_benchmark(self) -> None:
+        self._open_new_dialog()
+
+    @app_work(group="bench-dialog", description="read optimizations and setup")
+    def _open_new_dialog(self) -> None:
         from sparsify_tui.settings import available_cores
-        from sparsify_tui.tui.screens.benchmarks_dialogs import BenchmarkDialog
 
         ws = self.app.workspace
         setup = ws.get_project(self.project_id).get("setup") or {}
-        cores = int(setup.get("core_count") or available_cores())
-        batch = int(setup.get("batch_size") or 1)
+        post_result(self, BenchmarkDialogReady(ws.list_records(self.project_id, "optimizations"),
+                                               int(setup.get("batch_size") or 1),
+                                               int(setup.get("core_count") or available_cores())))
+
+    @on(BenchmarkDialogReady)
+    def _show_new_dialog(self, message: BenchmarkDialogReady) -> None:
         dialog = BenchmarkDialog(
-            self._optimizations(), name=f"benchmark {len(self.records) + 1}",
-            batch_sizes=_fmt_list(sorted({1, batch})), core_counts=_fmt_list(sorted({1, cores})))
+            message.optimizations, name=f"benchmark {len(self.records) + 1}",
+            batch_sizes=_fmt_list(sorted({1, message.batch_size})),
+            core_counts=_fmt_list(sorted({1, message.core_count})))
         self.app.push_screen(dialog, self._dialog_done)
 
     def _dialog_done(self, args: Optional[dict]) -> None:
@@ -444,7 +451,6 @@ class BenchmarksSection(Widget):
         if rec is None:
             self.notify("No benchmark selected.", severity="warning")
             return
-        from sparsify_tui.tui.widgets.dialogs import ConfirmDialog
 
         def done(ok: Optional[bool]) -> None:
             if ok:
@@ -453,17 +459,23 @@ class BenchmarksSection(Widget):
         self.app.push_screen(ConfirmDialog(f"Delete benchmark {rec.get('name')!r} and its results?"), done)
 
     def action_apply(self) -> None:
+        self._open_apply_dialog()
+
+    @app_work(group="bench-dialog", description="read optimizations and applied models")
+    def _open_apply_dialog(self) -> None:
         from sparsify_tui.services.apply import is_applied, optimized_path
-        from sparsify_tui.tui.screens.benchmarks_dialogs import ApplyDialog
 
         ws = self.app.workspace
-        opts = self._optimizations()
+        opts = ws.list_records(self.project_id, "optimizations")
         paths = {o["id"]: str(optimized_path(ws, self.project_id, o)) for o in opts}
         state = {o["id"]: ("applied" if is_applied(ws, self.project_id, o) else
                            "stale" if o.get("applied") else "not applied") for o in opts}
+        post_result(self, ApplyDialogReady(opts, paths, state))
 
+    @on(ApplyDialogReady)
+    def _show_apply_dialog(self, message: ApplyDialogReady) -> None:
         def done(args: Optional[dict]) -> None:
             if args:
                 self._submit("apply", args)
 
-        self.app.push_screen(ApplyDialog(opts, paths, state), done)
+        self.app.push_screen(ApplyDialog(message.optimizations, message.default_paths, message.states), done)

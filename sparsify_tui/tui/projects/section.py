@@ -2,17 +2,18 @@
 
 from __future__ import annotations
 
-from textual import on, work
+from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.widget import Widget
 from textual.widgets import Static
-from textual.worker import Worker, WorkerState
 
 from sparsify_tui.tui import messages
+from sparsify_tui.tui.projects.messages import ProjectsListed
 from sparsify_tui.tui.widgets import tables
 from sparsify_tui.tui.widgets.dialogs import ConfirmDialog
 from sparsify_tui.tui.widgets.tables import Column, FilterableTable, format_count
+from sparsify_tui.tui.workers import app_work, post_result
 
 
 class ProjectsSection(Widget):
@@ -50,20 +51,13 @@ class ProjectsSection(Widget):
         """Re-read the projects (thread worker; the table updates when done)."""
         self._load()
 
-    @work(thread=True, exclusive=True, exit_on_error=False, group="projects", description="list projects")
-    def _load(self) -> list[dict]:
-        return self.app.workspace.list_projects()
+    @app_work(group="projects", description="list projects")
+    def _load(self) -> None:
+        post_result(self, ProjectsListed(self.app.workspace.list_projects()))
 
-    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
-        worker = event.worker
-        if event.state == WorkerState.ERROR:
-            self.app.show_error(worker.error)
-        elif event.state == WorkerState.SUCCESS and worker.name == "_load":
-            self._show(worker.result)
-        elif event.state == WorkerState.SUCCESS and worker.name == "_delete":
-            self.post_message(messages.ProjectsChanged(worker.result, deleted=True))
-
-    def _show(self, projects: list[dict]) -> None:
+    @on(ProjectsListed)
+    def _show(self, message: ProjectsListed) -> None:
+        projects = message.projects
         rows = [{
             "_key": p["id"],
             "id": p["id"],
@@ -87,12 +81,12 @@ class ProjectsSection(Widget):
         if row is None:
             self.notify("No project selected: press n to create one.", severity="warning")
             return
-        self.post_message(messages.OpenProject(row["id"]))
+        self.post_message(messages.OpenProject(row["id"], name=row.get("name")))
 
     @on(FilterableTable.RowChosen)
     def _chosen(self, event: FilterableTable.RowChosen) -> None:
         event.stop()
-        self.post_message(messages.OpenProject(event.row["id"]))
+        self.post_message(messages.OpenProject(event.row["id"], name=event.row.get("name")))
 
     def action_delete_project(self) -> None:
         row = self._selected()
@@ -107,7 +101,7 @@ class ProjectsSection(Widget):
             f"Delete project {row['name']!r}? Its model copy, profiles, optimizations and benchmarks "
             "are removed from disk (a linked model file is kept).", confirm_label="Delete"), answered)
 
-    @work(thread=True, exclusive=True, exit_on_error=False, group="projects-delete", description="delete project")
-    def _delete(self, project_id: str) -> str:
+    @app_work(group="projects-delete", description="delete project")
+    def _delete(self, project_id: str) -> None:
         self.app.workspace.delete_project(project_id)
-        return project_id
+        post_result(self, messages.ProjectsChanged(project_id, deleted=True))

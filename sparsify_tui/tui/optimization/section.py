@@ -22,7 +22,7 @@ from __future__ import annotations
 from typing import Any, Optional
 
 from rich.markup import escape
-from textual import on, work
+from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
@@ -31,10 +31,14 @@ from textual.widgets import (
     Checkbox, Input, Label, OptionList, SelectionList, Static, TabbedContent, TabPane, TextArea,
 )
 from textual.widgets.option_list import Option
-from textual.worker import Worker, WorkerState
 
+from sparsify_tui.tui.optimization.dialogs import CreateOptimizationDialog, ExportDialog, SparsityDialog
+from sparsify_tui.tui.optimization.messages import (CreateDialogReady, ExportDialogReady, OptimizationChanged,
+                                                    OptimizationsListed)
 from sparsify_tui.tui.widgets.charts import BarChart, LineChart
+from sparsify_tui.tui.widgets.dialogs import ConfirmDialog
 from sparsify_tui.tui.widgets.tables import Column, FilterableTable
+from sparsify_tui.tui.workers import app_work, post_result
 
 TABLE = "optimizations"
 STEP = 0.05
@@ -269,35 +273,65 @@ class OptimizationSection(Widget):
         return self.app.workspace
 
     # ---------------------------------------------------------------------------------- workers
-    @work(thread=True, exclusive=True, exit_on_error=False, group="opt-load", description="list optimizations")
-    def load_records(self) -> list[dict]:
-        return self.ws.list_records(self.project_id, TABLE)
+    @app_work(group="opt-load", description="list optimizations")
+    def load_records(self) -> None:
+        post_result(self, OptimizationsListed(self.ws.list_records(self.project_id, TABLE)))
 
-    @work(thread=True, exclusive=True, exit_on_error=False, group="opt-action", description="optimization")
-    def run_action(self, fn, *args, **kwargs) -> dict:
-        return fn(*args, **kwargs)
+    @on(OptimizationsListed)
+    def _listed(self, message: OptimizationsListed) -> None:
+        self.records = sorted(message.records, key=lambda r: str(r.get("created") or ""))
+        self._fill_list()
 
-    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
-        w = event.worker
-        if w.group not in ("opt-load", "opt-action", "opt-dialog"):
-            return
-        if event.state == WorkerState.ERROR:
-            self.app.show_error(w.error)
-            return
-        if event.state != WorkerState.SUCCESS:
-            return
-        if w.group == "opt-load":
-            self.records = sorted(w.result, key=lambda r: str(r.get("created") or ""))
-            self._fill_list()
-        elif w.group == "opt-dialog":
-            w.result()
-        else:
-            result = w.result
-            if isinstance(result, dict) and result.get("id"):
-                self._select_after = result["id"]
-                self.rec = result
-                self.render_record()
-            self.load_records()
+    # every edit is one core call on the stored record; the newest edit wins (exclusive group)
+    @app_work(group="opt-action", description="create optimization")
+    def _create(self, values: dict) -> None:
+        from sparsify_tui.services import optimizations as core
+
+        post_result(self, OptimizationChanged(core.create_optimization(
+            self.ws, self.project_id, values["name"], perf=values["perf"], loss=values["loss"],
+            sparsity=values["sparsity"], balance=values["balance"], quantize=values["quantize"])))
+
+    @app_work(group="opt-action", description="copy optimization")
+    def _copy(self, rec_id: str) -> None:
+        from sparsify_tui.services import optimizations as core
+
+        post_result(self, OptimizationChanged(core.copy_optimization(self.ws, self.project_id, rec_id)))
+
+    @app_work(group="opt-action", description="re-evaluate optimization")
+    def _reevaluate(self, rec_id: str, *, sparsity: float, balance: float) -> None:
+        from sparsify_tui.services import optimizations as core
+
+        post_result(self, OptimizationChanged(core.reevaluate(self.ws, self.project_id, rec_id, sparsity=sparsity,
+                                                              balance=balance)))
+
+    @app_work(group="opt-action", description="update optimization schedule")
+    def _update_schedule(self, rec_id: str, **changes: Any) -> None:
+        from sparsify_tui.services import optimizations as core
+
+        post_result(self, OptimizationChanged(core.update_schedule(self.ws, self.project_id, rec_id, **changes)))
+
+    @app_work(group="opt-action", description="set layer sparsity")
+    def _set_override(self, rec_id: str, weight_name: str, sparsity: Optional[float]) -> None:
+        from sparsify_tui.services import optimizations as core
+
+        post_result(self, OptimizationChanged(core.set_override(self.ws, self.project_id, rec_id, weight_name,
+                                                                sparsity)))
+
+    @app_work(group="opt-action", description="delete optimization")
+    def _delete(self, rec_id: str) -> None:
+        from sparsify_tui.services import optimizations as core
+
+        core.delete_optimization(self.ws, self.project_id, rec_id)
+        post_result(self, OptimizationChanged(None))
+
+    @on(OptimizationChanged)
+    def _changed(self, message: OptimizationChanged) -> None:
+        result = message.record
+        if isinstance(result, dict) and result.get("id"):
+            self._select_after = result["id"]
+            self.rec = result
+            self.render_record()
+        self.load_records()
 
     # ---------------------------------------------------------------------------------- list
     def _fill_list(self) -> None:
@@ -389,11 +423,6 @@ class OptimizationSection(Widget):
         self.refresh_bindings()
 
     # ---------------------------------------------------------------------------------- edits
-    def _core(self):
-        from sparsify_tui.services import optimizations
-
-        return optimizations
-
     @on(Input.Submitted, "#in-sparsity, #in-balance")
     def _settings_submitted(self) -> None:
         if self.rec is None:
@@ -404,7 +433,7 @@ class OptimizationSection(Widget):
         except ValueError:
             self.app.show_error(ValueError("sparsity and balance must be numbers between 0 and 1"))
             return
-        self.run_action(self._core().reevaluate, self.ws, self.project_id, self.rec["id"], sparsity=sp, balance=bal)
+        self._reevaluate(self.rec["id"], sparsity=sp, balance=bal)
 
     @on(Input.Submitted, "#in-start, #in-end, #in-update")
     def _epochs_submitted(self) -> None:
@@ -417,14 +446,13 @@ class OptimizationSection(Widget):
         except ValueError:
             self.app.show_error(ValueError("epochs and update frequency must be numbers"))
             return
-        self.run_action(self._core().update_schedule, self.ws, self.project_id, self.rec["id"], epochs=ep)
+        self._update_schedule(self.rec["id"], epochs=ep)
 
     @on(Checkbox.Changed, "#q-enabled")
     def _quant_toggled(self, event: Checkbox.Changed) -> None:
         if self._quiet or self.rec is None or bool(self.rec["quantization"].get("enabled")) == event.value:
             return
-        self.run_action(self._core().update_schedule, self.ws, self.project_id, self.rec["id"],
-                        quantization={"enabled": event.value})
+        self._update_schedule(self.rec["id"], quantization={"enabled": event.value})
 
     @on(SelectionList.SelectedChanged, "#q-excluded")
     def _excluded_changed(self, event: SelectionList.SelectedChanged) -> None:
@@ -433,8 +461,7 @@ class OptimizationSection(Widget):
         selected = list(event.selection_list.selected)
         if set(selected) == set(self.rec["quantization"].get("excluded") or []):
             return
-        self.run_action(self._core().update_schedule, self.ws, self.project_id, self.rec["id"],
-                        quantization={"excluded": selected})
+        self._update_schedule(self.rec["id"], quantization={"excluded": selected})
 
     def action_apply_lr(self) -> None:
         if self.rec is None:
@@ -448,7 +475,7 @@ class OptimizationSection(Widget):
             self.app.show_error(ProjectError(f"learning-rate modifiers: {err}"))
             return
         self.query_one("#lr-chart").focus()
-        self.run_action(self._core().update_schedule, self.ws, self.project_id, self.rec["id"], lr_modifiers=mods)
+        self._update_schedule(self.rec["id"], lr_modifiers=mods)
 
     def _current_layer(self) -> Optional[dict]:
         if self.rec is None:
@@ -466,18 +493,16 @@ class OptimizationSection(Widget):
         if layer is None:
             return
         new = round(min(0.99, max(0.0, float(layer.get("sparsity") or 0) + direction * STEP)), 4)
-        self.run_action(self._core().set_override, self.ws, self.project_id, self.rec["id"], layer["weight_name"], new)
+        self._set_override(self.rec["id"], layer["weight_name"], new)
 
     def action_release(self) -> None:
         layer = self._current_layer() if self._layers_active() else None
         if layer is None:
             return
-        self.run_action(self._core().set_override, self.ws, self.project_id, self.rec["id"], layer["weight_name"], None)
+        self._set_override(self.rec["id"], layer["weight_name"], None)
 
     @on(FilterableTable.RowChosen, "#layer-table")
     def _row_chosen(self, event: FilterableTable.RowChosen) -> None:
-        from sparsify_tui.tui.screens.optimization_dialogs import SparsityDialog
-
         layer = next((l for l in (self.rec or {}).get("layers", []) if l["weight_name"] == event.row["layer"]), None)
         if layer is None:
             return
@@ -486,8 +511,7 @@ class OptimizationSection(Widget):
             if text is None or self.rec is None:
                 return
             value = float(text) if text else None
-            self.run_action(self._core().set_override, self.ws, self.project_id, self.rec["id"],
-                            layer["weight_name"], value)
+            self._set_override(self.rec["id"], layer["weight_name"], value)
 
         self.app.push_screen(SparsityDialog(layer["weight_name"], float(layer.get("sparsity") or 0)), done)
 
@@ -498,8 +522,8 @@ class OptimizationSection(Widget):
     def action_new(self) -> None:
         self._open_create()
 
-    @work(thread=True, exclusive=True, exit_on_error=False, group="opt-dialog", description="profiles")
-    def _open_create(self):
+    @app_work(group="opt-dialog", description="list profiles for a new optimization")
+    def _open_create(self) -> None:
         perf = [r for r in self.ws.list_records(self.project_id, "perf_profiles")
                 if r.get("status", "completed") == "completed"]
         loss = [r for r in self.ws.list_records(self.project_id, "loss_profiles")
@@ -513,59 +537,48 @@ class OptimizationSection(Widget):
         k = 1
         while f"opt{k}" in names:
             k += 1
-        return lambda: self._show_create(perf_opts, loss_opts, f"opt{k}")
+        post_result(self, CreateDialogReady(perf_opts, loss_opts, f"opt{k}"))
 
-    def _show_create(self, perf_opts, loss_opts, name) -> None:
-        from sparsify_tui.tui.screens.optimization_dialogs import CreateOptimizationDialog
-
+    @on(CreateDialogReady)
+    def _show_create(self, message: CreateDialogReady) -> None:
         def done(values: Optional[dict]) -> None:
             if values:
-                self.run_action(self._core().create_optimization, self.ws, self.project_id, values["name"],
-                                perf=values["perf"], loss=values["loss"], sparsity=values["sparsity"],
-                                balance=values["balance"], quantize=values["quantize"])
+                self._create(values)
 
-        self.app.push_screen(CreateOptimizationDialog(perf_opts, loss_opts, name), done)
+        self.app.push_screen(CreateOptimizationDialog(message.perf_options, message.loss_options,
+                                                      message.default_name), done)
 
     def action_copy(self) -> None:
         if self.rec is not None:
-            self.run_action(self._core().copy_optimization, self.ws, self.project_id, self.rec["id"])
+            self._copy(self.rec["id"])
 
     def action_delete(self) -> None:
         if self.rec is None:
             return
-        from sparsify_tui.tui.widgets.dialogs import ConfirmDialog
-
         rec = self.rec
 
         def done(ok: Optional[bool]) -> None:
             if ok:
                 self.rec = None
-                self.run_action(self._delete, rec["id"])
+                self._delete(rec["id"])
 
         self.app.push_screen(ConfirmDialog(f"Delete optimization {rec['name']!r}?"), done)
-
-    def _delete(self, rec_id: str) -> dict:
-        self._core().delete_optimization(self.ws, self.project_id, rec_id)
-        return {}
 
     def action_export(self) -> None:
         if self.rec is None:
             self.app.notify("Create an optimization first (n).", severity="warning")
             return
-        from sparsify_tui.services.optimizations import default_recipe_path, export_optimization, render_export
-        from sparsify_tui.tui.screens.optimization_dialogs import ExportDialog
+        self._open_export(self.rec["id"], self.rec["name"])
 
-        rec_id = self.rec["id"]
-        ws, pid = self.ws, self.project_id
-        default = str(default_recipe_path(ws, pid, self.rec["name"]))
+    @app_work(group="opt-dialog", description="default export path")
+    def _open_export(self, rec_id: str, name: str) -> None:
+        from sparsify_tui.services.optimizations import default_recipe_path
 
-        def render(path: str, fw: str) -> dict:
-            return render_export(ws, pid, rec_id, recipe_path=path, framework=fw or None)
+        post_result(self, ExportDialogReady(rec_id, str(default_recipe_path(self.ws, self.project_id, name))))
 
-        def write(path: str, fw: str) -> dict:  # the same call as `sparsify-tui export`
-            return export_optimization(ws, pid, rec_id, recipe_path=path, framework=fw or None)
-
-        self.app.push_screen(ExportDialog(default, render, write))
+    @on(ExportDialogReady)
+    def _show_export(self, message: ExportDialogReady) -> None:
+        self.app.push_screen(ExportDialog(self.project_id, message.record_id, message.default_path))
 
     def check_action(self, action: str, parameters: tuple) -> Optional[bool]:
         if action in ("export", "copy", "delete") and self.rec is None:

@@ -1,0 +1,100 @@
+"""The add dialog of the Loss Profiles section: name, method, levels, data file, batches, INT8, metric."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical
+from textual.widgets import Button, Checkbox, Input, Label, Select, Static
+
+from sparsify_tui.tui.widgets.dialogs import FormDialog
+
+
+class LossProfileDialog(FormDialog[Optional[dict]]):
+    """New loss profile: name, method, levels, data file, batches, INT8, metric. Dismisses with the
+    ``loss_profile`` job args, or None."""
+
+    DEFAULT_CSS = """
+    LossProfileDialog { align: center middle; }
+    LossProfileDialog > Vertical { width: 72; max-width: 98%; height: auto; max-height: 100%;
+        border: thick $accent; background: $surface; padding: 0 1; }
+    LossProfileDialog .dialog-title { text-style: bold; }
+    LossProfileDialog .row { height: 1; margin-top: 1; }
+    LossProfileDialog .row Label { width: 14; }
+    LossProfileDialog .row Input, LossProfileDialog .row Select { width: 1fr; }
+    LossProfileDialog .hint { color: $text-muted; }
+    LossProfileDialog .dialog-error { color: $error; height: auto; }
+    LossProfileDialog .buttons { height: auto; align: right middle; margin-top: 1; }
+    LossProfileDialog .buttons Button { margin-left: 1; }
+    """
+
+    BINDINGS = [
+        Binding("escape", "close", "Cancel", id="loss.dialog.cancel", tooltip="Close without running"),
+        Binding("ctrl+r", "run", "Run", id="loss.dialog.run", tooltip="Start the loss profile job"),
+    ]
+
+    def __init__(self, defaults: Optional[dict] = None) -> None:
+        super().__init__()
+        self.defaults = {"name": "baseline", "method": "one-shot", "levels": "", "data": "", "batches": 2,
+                         "int8": False, "metric": "auto", **(defaults or {})}
+
+    def compose(self) -> ComposeResult:
+        d = self.defaults
+        with Vertical():
+            yield Static("New loss profile: per-layer pruning sensitivity", classes="dialog-title")
+            with Horizontal(classes="row"):
+                yield Label("Name")
+                yield Input(str(d["name"]), id="name", compact=True)
+            with Horizontal(classes="row"):
+                yield Label("Method")
+                yield Select([("one-shot (run on data)", "one-shot"), ("weight magnitude", "magnitude")],
+                             value=d["method"], allow_blank=False, id="method", compact=True)
+            with Horizontal(classes="row"):
+                yield Label("Levels")
+                yield Input(str(d["levels"] or ""), placeholder="default; e.g. 0.2,0.4,0.9", id="levels", compact=True)
+            with Horizontal(classes="row"):
+                yield Label("Data file")
+                yield Input(str(d["data"] or ""), placeholder="synthetic; or FILE.npz / .npy", id="data", compact=True)
+            with Horizontal(classes="row"):
+                yield Label("Batches")
+                yield Input(str(d["batches"]), id="batches", type="integer", compact=True)
+            with Horizontal(classes="row"):
+                yield Label("Metric")
+                yield Select([("auto (KL for classes, else NMSE)", "auto"), ("KL divergence of softmax", "kl"),
+                              ("normalized MSE", "nmse")], value=d["metric"] or "auto", allow_blank=False,
+                             id="metric", compact=True)
+            yield Checkbox("INT8 sensitivity per layer", bool(d["int8"]), id="int8", compact=True)
+            yield Static("", id="error", classes="dialog-error")
+            with Horizontal(classes="buttons"):
+                yield Button("Run", variant="primary", id="run")
+                yield Button("Cancel", id="cancel")
+
+    def on_mount(self) -> None:
+        self.query_one("#name", Input).focus()
+
+    def values(self) -> dict:
+        """The job args; raises ``ValueError``/``SparsifyError`` with a one-line message."""
+        from sparsify_tui.profiling.loss import parse_levels
+
+        name = self.query_one("#name", Input).value.strip() or "baseline"
+        levels_text = self.query_one("#levels", Input).value.strip()
+        levels = parse_levels(levels_text) if levels_text else None
+        try:
+            batches = int(self.query_one("#batches", Input).value or 2)
+        except ValueError:
+            raise ValueError("Batches must be a whole number >= 1") from None
+        if batches < 1:
+            raise ValueError("Batches must be a whole number >= 1")
+        metric = self.query_one("#metric", Select).value
+        return {"name": name, "method": self.query_one("#method", Select).value, "levels": levels,
+                "data": self.query_one("#data", Input).value.strip() or None, "batches": batches,
+                "int8": bool(self.query_one("#int8", Checkbox).value),
+                "metric": None if metric == "auto" else metric}
+
+    def action_run(self) -> None:
+        try:
+            self.dismiss(self.values())
+        except Exception as err:  # noqa: BLE001 - shown in the dialog
+            self.query_one("#error", Static).update(str(err))

@@ -1,0 +1,175 @@
+"""The add / rerun dialog of the Performance Profiles section: the form (name, batch size, cores, warm-up,
+timed runs, INT8), then the ``perf_profile`` job's live progress."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+from textual import on
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical
+from textual.widgets import Button, Checkbox, Input, Label, Static
+
+from sparsify_tui.tui.perf.messages import PerfJobSubmitted
+from sparsify_tui.tui.widgets.dialogs import FormDialog
+from sparsify_tui.tui.widgets.jobs import JobProgress
+from sparsify_tui.tui.workers import app_work, post_result
+
+
+class PerfProfileDialog(FormDialog[Optional[str]]):
+    """Add (or rerun) a perf profile: the form, then the job's live progress. Dismisses with the new
+    record id when the job completes, or None when closed (the job keeps running in the background)."""
+
+    DEFAULT_CSS = """
+    PerfProfileDialog { align: center middle; }
+    PerfProfileDialog > Vertical { width: 64; max-width: 100%; height: auto; max-height: 100%;
+        border: thick $accent; background: $surface; padding: 0 1; }
+    PerfProfileDialog .dialog-title { text-style: bold; height: auto; margin-bottom: 1; }
+    PerfProfileDialog #form { height: auto; }
+    PerfProfileDialog #progress { height: auto; }
+    PerfProfileDialog .row { height: 1; }
+    PerfProfileDialog .row > Label { width: 16; }
+    PerfProfileDialog .row > Input { width: 1fr; }
+    PerfProfileDialog #int8 { margin-top: 1; }
+    PerfProfileDialog #error { color: $error; height: auto; }
+    PerfProfileDialog .buttons { height: auto; align-horizontal: right; }
+    PerfProfileDialog .buttons Button { margin-left: 1; min-width: 10; }
+    """
+
+    BINDINGS = [
+        Binding("escape", "close", "Close", id="perfprofile.dialog.close",
+                tooltip="Close the dialog (a started job keeps running)"),
+        Binding("ctrl+r", "run", "Run", id="perfprofile.dialog.run", tooltip="Start the perf profile job"),
+    ]
+
+    def __init__(self, project_id: str, defaults: dict, *, job: Optional[dict] = None) -> None:
+        super().__init__()
+        self.project_id = project_id
+        self.defaults = defaults
+        self.job = job
+
+    def compose(self) -> ComposeResult:
+        d = self.defaults
+        with Vertical():
+            yield Static("New performance profile (measured with onnxruntime)", classes="dialog-title")
+            with Vertical(id="form"):
+                for key, label, kind in (("name", "Name", "text"), ("batch_size", "Batch size", "integer"),
+                                         ("core_count", "Cores", "integer"), ("warmup", "Warm-up runs", "integer"),
+                                         ("iterations", "Timed runs", "integer")):
+                    with Horizontal(classes="row"):
+                        yield Label(label)
+                        yield Input(str(d.get(key, "")), id=key, type=kind, compact=True)
+                yield Checkbox("Also quantize to INT8 and measure it", bool(d.get("int8", True)), id="int8",
+                               compact=True)
+            yield Static("", id="error")
+            yield Vertical(id="progress")
+            with Horizontal(classes="buttons"):
+                yield Button("Run", variant="primary", id="run")
+                yield Button("Close", id="close")
+
+    def on_mount(self) -> None:
+        if self.job is not None:
+            self._follow(self.job)
+        else:
+            self.query_one("#name", Input).focus()
+
+    def values(self) -> dict:
+        """Job args from the form; raises ValueError with a one-line message."""
+        name = self.query_one("#name", Input).value.strip() or "baseline"
+        out: dict = {"name": name, "int8": self.query_one("#int8", Checkbox).value,
+                     "dims": self.defaults.get("dims") or {}}
+        for key, label, low in (("batch_size", "Batch size", 1), ("core_count", "Cores", 1),
+                                ("warmup", "Warm-up runs", 0), ("iterations", "Timed runs", 1)):
+            text = self.query_one(f"#{key}", Input).value.strip()
+            try:
+                value = int(text)
+            except ValueError:
+                raise ValueError(f"{label} must be a whole number") from None
+            if value < low:
+                raise ValueError(f"{label} must be {low} or more")
+            out[key] = value
+        maxc = self.defaults.get("max_cores")
+        if maxc and out["core_count"] > maxc:
+            raise ValueError(f"Cores must be at most {maxc} (the cores this machine lets us use)")
+        return out
+
+    def action_run(self) -> None:
+        if self.job is not None:
+            return
+        try:
+            args = self.values()
+        except ValueError as err:
+            self.query_one("#error", Static).update(str(err))
+            return
+        self.query_one("#error", Static).update("")
+        self.query_one("#run", Button).disabled = True
+        self._submit(args)
+
+    @app_work(group="perf-submit", description="submit perf job")
+    def _submit(self, args: dict) -> None:
+        from sparsify_tui import jobs
+
+        try:
+            job = jobs.submit(self.app.workspace, self.project_id, "perf_profile", args)
+        except Exception as err:  # noqa: BLE001 - refused job args: shown in the form
+            post_result(self, PerfJobSubmitted(None, err))
+            return
+        post_result(self, PerfJobSubmitted(job))
+
+    @on(PerfJobSubmitted)
+    def _submitted(self, message: PerfJobSubmitted) -> None:
+        if message.job is None:
+            self.query_one("#run", Button).disabled = False
+            self.query_one("#error", Static).update(str(message.error))
+        else:
+            self._follow(message.job)
+
+    def _follow(self, job: dict) -> None:
+        self.job = job
+        self.query_one("#form").display = False
+        self.query_one("#run", Button).display = False
+        self.query_one("#close", Button).label = "Hide"
+        self.query_one("#progress").mount(JobProgress(job["id"], id="job-progress"))
+        self.query_one("#close", Button).focus()
+
+    def on_job_progress_finished(self, event) -> None:
+        status = event.status
+        if status == "completed":
+            self.dismiss((event.job.get("result") or {}).get("record_id"))
+        elif status == "error":
+            self.query_one("#error", Static).update(f"The profile failed: {event.job.get('error') or 'see the job log'}")
+        else:
+            self.query_one("#error", Static).update(f"The profile job was {status}.")
+
+
+def profile_defaults(project: dict, record: Optional[dict] = None) -> dict:
+    """Form defaults of the dialog: the project's setup (or `record`'s settings, for a rerun), warm-up 5,
+    30 timed runs, INT8 on; `max_cores` = the cores this process may use."""
+    from sparsify_tui.settings import available_cores
+
+    setup = project.get("setup") or {}
+    d = {
+        "name": setup.get("perf_name") or "baseline",
+        "batch_size": setup.get("batch_size") or 1,
+        "core_count": setup.get("core_count") or available_cores(),
+        "warmup": 5,
+        "iterations": 30,
+        "int8": True,
+        "dims": setup.get("dims") or {},
+        "max_cores": available_cores(),
+    }
+    if record:
+        for k in ("name", "batch_size", "core_count", "warmup", "iterations", "dims", "data"):
+            if record.get(k) is not None:
+                d[k] = record[k]
+        d["int8"] = bool(record.get("int8_enabled", record.get("int8_ms") is not None))
+    return d
+
+
+def rerun_args(defaults: dict, record_id: str) -> dict:
+    """The ``perf_profile`` job args that measure record `record_id` again with its settings."""
+    args = {k: defaults.get(k) for k in ("name", "batch_size", "core_count", "warmup", "iterations", "int8", "dims",
+                                         "data")}
+    args["record_id"] = record_id
+    return args

@@ -1,0 +1,5 @@
+"""Settings section: name, description, training settings, setup, size on disk, delete."""
+
+from sparsify_tui.tui.settings.section import SettingsSection
+
+__all__ = ["SettingsSection"]
