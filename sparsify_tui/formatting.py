@@ -23,8 +23,10 @@ def format_count(value: Any, sep: str = " ", none: str = "") -> str:
     return f"{v:.0f}" if v == int(v) else f"{v:.3g}"
 
 
-def format_bytes(n: float) -> str:
-    """Bytes in binary units: 512 -> ``"512 B"``, 1536 -> ``"1.5 KiB"`` (KiB = 1024 B ... TiB)."""
+def format_bytes(n: Any, none: str = "") -> str:
+    """Bytes in binary units: 512 -> ``"512 B"``, 1536 -> ``"1.5 KiB"`` (KiB = 1024 B ... TiB); None -> ``none``."""
+    if n is None:
+        return none
     n = float(n)
     for unit in ("B", "KiB", "MiB", "GiB"):
         if abs(n) < 1024:

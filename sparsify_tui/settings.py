@@ -5,6 +5,7 @@ Every check raises :class:`sparsify_tui.errors.SparsifyError` with one line that
 allowed and how to fix it, for example::
 
     --cores 1000 is more than the 2 cores this process may use: give 1 to 2
+    --warmup must be 0 or more, not -1: the default is 5
 
 ``flag`` names the setting the way the caller's user typed it (``--cores`` on the CLI, ``core count`` in a
 dialog). This module is a leaf: it imports nothing of sparsify-tui but :mod:`sparsify_tui.errors`.
@@ -36,15 +37,14 @@ def available_cores() -> int:
 
 
 def _whole(value: Any, flag: str) -> int:
-    if isinstance(value, bool):
-        raise SparsifyError(f"{flag} {value!r} is not a whole number: give e.g. {flag} 1")
+    ok = not isinstance(value, bool)
     try:
-        number = int(value)
-        ok = float(value) == number
+        number = int(str(value).strip()) if isinstance(value, str) else int(value)
+        ok = ok and float(value) == number
     except (TypeError, ValueError, OverflowError):
         ok = False
     if not ok:
-        raise SparsifyError(f"{flag} {value!r} is not a whole number: give e.g. {flag} 1")
+        raise SparsifyError(f"{flag} must be a whole number, not {value!r}")
     return number
 
 
@@ -52,7 +52,15 @@ def batch_size(value: Any, flag: str = "--batch-size") -> int:
     """A batch size in 1..:data:`MAX_BATCH_SIZE` items."""
     n = _whole(value, flag)
     if not 1 <= n <= MAX_BATCH_SIZE:
-        raise SparsifyError(f"{flag} {value} is out of range: give 1 to {MAX_BATCH_SIZE}")
+        raise SparsifyError(f"{flag} must be 1 to {MAX_BATCH_SIZE}, not {value}: give a batch size in that range")
+    return n
+
+
+def dim_value(value: Any, flag: str = "--dim") -> int:
+    """The value of a symbolic dim or scalar input: a whole number >= 1."""
+    n = _whole(value, flag)
+    if n < 1:
+        raise SparsifyError(f"{flag} must be 1 or more, not {value}: give the real input size")
     return n
 
 
@@ -63,7 +71,7 @@ def core_count(value: Any, flag: str = "--cores") -> int:
         return cores
     n = _whole(value, flag)
     if n < 1:
-        raise SparsifyError(f"{flag} {value} is out of range: give 1 to {cores} (the cores this process may use)")
+        raise SparsifyError(f"{flag} must be 1 or more, not {value}: give 1 to {cores} (the cores this process may use)")
     if n > cores:
         raise SparsifyError(f"{flag} {value} is more than the {cores} cores this process may use: give 1 to {cores}")
     return n
@@ -75,7 +83,7 @@ def warmup(value: Any, flag: str = "--warmup") -> int:
         return WARMUP
     n = _whole(value, flag)
     if n < 0:
-        raise SparsifyError(f"{flag} {value} is negative: give 0 or more (default {WARMUP})")
+        raise SparsifyError(f"{flag} must be 0 or more, not {value}: the default is {WARMUP}")
     return n
 
 
@@ -85,7 +93,7 @@ def iterations(value: Any, flag: str = "--iterations") -> int:
         return ITERATIONS
     n = _whole(value, flag)
     if n < 1:
-        raise SparsifyError(f"{flag} {value} is out of range: give 1 or more (default {ITERATIONS})")
+        raise SparsifyError(f"{flag} must be 1 or more, not {value}: the default is {ITERATIONS}")
     return n
 
 
@@ -95,7 +103,7 @@ def loss_batches(value: Any, flag: str = "--batches") -> int:
         return LOSS_BATCHES
     n = _whole(value, flag)
     if n < 1:
-        raise SparsifyError(f"{flag} {value} is out of range: give 1 or more (default {LOSS_BATCHES})")
+        raise SparsifyError(f"{flag} must be 1 or more, not {value}: the default is {LOSS_BATCHES}")
     return n
 
 
@@ -107,10 +115,15 @@ def whole_list(value: Any, check, flag: str) -> list[int]:
         items = value
     else:
         items = [value]
-    out = [check(v, flag) for v in items]
-    if not out:
-        raise SparsifyError(f"{flag} is empty: give comma-separated whole numbers, e.g. {flag} 1,8")
-    return out
+    items = list(items)
+    if not items:
+        raise SparsifyError(f"{flag} is empty: give comma-separated whole numbers, e.g. 1,8")
+    for v in items:
+        try:
+            _whole(v, flag)
+        except SparsifyError:
+            raise SparsifyError(f"{flag} must be comma-separated whole numbers (e.g. 1,8), not {value!r}") from None
+    return [check(v, flag) for v in items]
 
 
 def batch_sizes(value: Any, default: int, flag: str = "--batch-sizes") -> list[int]:

@@ -14,17 +14,6 @@ from textual.widgets.option_list import Option
 from sparsify_tui.tui.widgets.dialogs import FormDialog
 
 
-def parse_int_list(text: str, what: str) -> list[int]:
-    """``"1, 8"`` -> ``[1, 8]``; raises ValueError with a one-line message naming ``what``."""
-    try:
-        out = [int(v) for v in str(text).replace(" ", "").split(",") if v]
-    except ValueError:
-        raise ValueError(f"{what}: {text!r} is not a comma-separated list of whole numbers (e.g. 1,8)") from None
-    if not out or min(out) < 1:
-        raise ValueError(f"{what}: give whole numbers >= 1 (e.g. 1,8)")
-    return out
-
-
 _DIALOG_CSS = """
 {cls} {{ align: center middle; }}
 {cls} > Vertical {{
@@ -99,25 +88,25 @@ class BenchmarkDialog(FormDialog[Optional[dict]]):
         self.query_one("#name", Input).focus()
 
     def values(self) -> dict:
-        """The job args from the form; raises ValueError with a one-line message."""
+        """The job args from the form, checked by :mod:`sparsify_tui.settings` (the CLI's rules); raises
+        ``SparsifyError`` with a one-line message."""
+        from sparsify_tui import settings
+
         name = self.query_one("#name", Input).value.strip() or self.defaults["name"]
         opts = list(self.query_one("#models", SelectionList).selected) if self.optimizations else []
-        batch = parse_int_list(self.query_one("#batch_sizes", Input).value, "Batch sizes")
-        cores = parse_int_list(self.query_one("#core_counts", Input).value, "Core counts")
-        try:
-            warmup = int(self.query_one("#warmup", Input).value or 0)
-            iterations = int(self.query_one("#iterations", Input).value or 0)
-        except ValueError:
-            raise ValueError("Warm-up and timed runs must be whole numbers") from None
-        if warmup < 0 or iterations < 1:
-            raise ValueError("Warm-up must be >= 0 and timed runs >= 1")
-        return {"name": name, "optimizations": opts, "batch_sizes": batch, "core_counts": cores,
-                "warmup": warmup, "iterations": iterations}
+        field = lambda key: self.query_one(f"#{key}", Input).value  # noqa: E731
+        return {"name": name, "optimizations": opts,
+                "batch_sizes": settings.whole_list(field("batch_sizes"), settings.batch_size, "Batch sizes"),
+                "core_counts": settings.whole_list(field("core_counts"), settings.core_count, "Core counts"),
+                "warmup": settings.warmup(field("warmup") or None, "Warm-up runs"),
+                "iterations": settings.iterations(field("iterations") or None, "Timed runs")}
 
     def action_run(self) -> None:
+        from sparsify_tui.errors import SparsifyError
+
         try:
             args = self.values()
-        except ValueError as err:
+        except SparsifyError as err:
             self.query_one("#error", Static).update(str(err))
             return
         self.dismiss(args)

@@ -76,17 +76,13 @@ class LossProfileDialog(FormDialog[Optional[dict]]):
 
     def values(self) -> dict:
         """The job args; raises ``ValueError``/``SparsifyError`` with a one-line message."""
+        from sparsify_tui import settings
         from sparsify_tui.profiling.loss import parse_levels
 
         name = self.query_one("#name", Input).value.strip() or "baseline"
         levels_text = self.query_one("#levels", Input).value.strip()
         levels = parse_levels(levels_text) if levels_text else None
-        try:
-            batches = int(self.query_one("#batches", Input).value or 2)
-        except ValueError:
-            raise ValueError("Batches must be a whole number >= 1") from None
-        if batches < 1:
-            raise ValueError("Batches must be a whole number >= 1")
+        batches = settings.loss_batches(self.query_one("#batches", Input).value.strip() or None, "Batches")
         metric = self.query_one("#metric", Select).value
         return {"name": name, "method": self.query_one("#method", Select).value, "levels": levels,
                 "data": self.query_one("#data", Input).value.strip() or None, "batches": batches,

@@ -19,6 +19,7 @@ from textual.screen import ModalScreen
 from textual.suggester import Suggester
 from textual.widgets import Button, DirectoryTree, Input, Label, ProgressBar, Static, Switch
 
+from sparsify_tui import settings
 from sparsify_tui.tui import messages
 from sparsify_tui.tui.new_project.messages import CreateProgress, ModelInspected, ProjectCreated
 from sparsify_tui.tui.widgets.dialogs import error_message
@@ -140,18 +141,6 @@ def inspect_model(path: str) -> tuple[str, list[dict]]:
     size = Path(path).stat().st_size
     desc = f"{len(model.graph.node)} nodes · {size / 1e6:.1f} MB · inputs " + " ".join(inputs)
     return desc, dims
-
-
-def _int_field(text: str, what: str) -> int:
-    from sparsify_tui.errors import ProjectError
-
-    try:
-        value = int(text.strip())
-    except ValueError:
-        value = 0
-    if value <= 0:
-        raise ProjectError(f"{what} must be a whole number > 0, not {text!r}")
-    return value
 
 
 class NewProjectDialog(ModalScreen[Optional[str]]):
@@ -301,7 +290,7 @@ class NewProjectDialog(ModalScreen[Optional[str]]):
         for i, d in enumerate(self.dims):
             text = self.query_one(f"#dim-{i}", Input).value
             if text.strip():
-                out[d["key"]] = _int_field(text, f"dim {d['label']}")
+                out[d["key"]] = settings.dim_value(text, f"dim {d['label']}")
         return out
 
     def action_browse(self) -> None:
@@ -330,10 +319,10 @@ class NewProjectDialog(ModalScreen[Optional[str]]):
             "model_path": path,
             "name": q("name").strip() or None,
             "description": q("description"),
-            "batch_size": _int_field(q("batch_size"), "batch size"),
+            "batch_size": settings.batch_size(q("batch_size"), "batch size"),
             "dims": self.dim_values(),
             "setup": {
-                "core_count": _int_field(q("core_count"), "core count"),
+                "core_count": settings.core_count(q("core_count"), "core count"),
                 "perf_enabled": self.query_one("#perf_enabled", Switch).value,
                 "loss_enabled": self.query_one("#loss_enabled", Switch).value,
                 "perf_name": q("perf_name").strip() or "baseline",

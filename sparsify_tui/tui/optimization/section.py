@@ -32,6 +32,7 @@ from textual.widgets import (
 )
 from textual.widgets.option_list import Option
 
+from sparsify_tui.formatting import format_count, format_fixed
 from sparsify_tui.tui.optimization.dialogs import CreateOptimizationDialog, ExportDialog, SparsityDialog
 from sparsify_tui.tui.optimization.messages import (CreateDialogReady, ExportDialogReady, OptimizationChanged,
                                                     OptimizationsListed)
@@ -44,18 +45,8 @@ TABLE = "optimizations"
 STEP = 0.05
 
 
-def _f(x: Any, spec: str = ".2f", none: str = "n/a") -> str:
-    return none if x is None else format(x, spec)
-
-
 def _count(x: Any) -> str:
-    if x is None:
-        return "n/a"
-    x = float(x)
-    for unit, div in (("G", 1e9), ("M", 1e6), ("k", 1e3)):
-        if abs(x) >= div:
-            return f"{x / div:.2f}{unit}"
-    return f"{x:.0f}"
+    return format_count(x, sep="", none="n/a")
 
 
 def header_text(rec: dict) -> str:
@@ -63,7 +54,7 @@ def header_text(rec: dict) -> str:
     return (f"[b]{escape(rec['name'])}[/b] · perf {escape(str(rec.get('perf_profile_name')))} · "
             f"loss {escape(str(rec.get('loss_profile_name')))}\n"
             f"sparsity {est.get('avg_sparsity', 0):.3f}/{st.get('sparsity', 0):.2f} · "
-            f"est. {_f(est.get('sparse_speedup'))}× sparse CPU, {_f(est.get('ort_speedup'))}× ORT")
+            f"est. {format_fixed(est.get('sparse_speedup'))}× sparse CPU, {format_fixed(est.get('ort_speedup'))}× ORT")
 
 
 def estimate_texts(rec: dict) -> dict[str, str]:
@@ -75,21 +66,21 @@ def estimate_texts(rec: dict) -> dict[str, str]:
     q = rec.get("quantization") or {}
     summary = (f"Pruned layers {pruned} of {len(layers)}, overrides {len(rec.get('overrides') or {})}\n"
                f"Avg sparsity {est.get('avg_sparsity', 0):.3f} (params-weighted; target {st.get('sparsity', 0):.2f})\n"
-               f"Est. recovery {_f(est.get('est_recovery'))} (heuristic from the loss profile)\n"
+               f"Est. recovery {format_fixed(est.get('est_recovery'))} (heuristic from the loss profile)\n"
                f"Quantization {'INT8, ' + str(len(q.get('excluded') or [])) + ' layers FP32' if q.get('enabled') else 'off'}"
                + warn)
     units = "ms" if est.get("baseline_ms") is not None else "relative"
     perf = (f"[b]Estimates[/b] ({escape(est.get('time_units', ''))})\n"
-            f"Baseline {_f(est.get('baseline_ms'), '.3f')} ms/batch (measured)\n"
-            f"Sparse-kernel CPU runtime: {_f(est.get('sparse_ms'), '.3f')} {units if est.get('sparse_ms') else ''} "
-            f"· {_f(est.get('sparse_speedup'))}× (est.)\n"
-            f"onnxruntime: {_f(est.get('ort_ms'), '.3f')} · {_f(est.get('ort_speedup'))}× (est.; "
+            f"Baseline {format_fixed(est.get('baseline_ms'), '.3f')} ms/batch (measured)\n"
+            f"Sparse-kernel CPU runtime: {format_fixed(est.get('sparse_ms'), '.3f')} {units if est.get('sparse_ms') else ''} "
+            f"· {format_fixed(est.get('sparse_speedup'))}× (est.)\n"
+            f"onnxruntime: {format_fixed(est.get('ort_ms'), '.3f')} · {format_fixed(est.get('ort_speedup'))}× (est.; "
             f"no gain from sparsity, INT8 {'measured' if est.get('int8_measured') else 'not measured'})")
     flops = (f"FLOPs baseline {_count(est.get('flops'))}\nFLOPs pruned {_count(est.get('flops_pruned'))}\n"
-             f"Reduction {_f(est.get('flops_reduction'))}× (est.)")
+             f"Reduction {format_fixed(est.get('flops_reduction'))}× (est.)")
     params = (f"Params {_count(est.get('params'))}, nonzero after pruning {_count(est.get('params_nonzero'))}\n"
-              f"Compression {_f(est.get('params_compression'))}× (est.)\n"
-              f"Size {_f(est.get('size_mb_fp32'), '.2f')} MB FP32 → ~{_f(est.get('est_size_mb'), '.2f')} MB "
+              f"Compression {format_fixed(est.get('params_compression'))}× (est.)\n"
+              f"Size {format_fixed(est.get('size_mb_fp32'), '.2f')} MB FP32 → ~{format_fixed(est.get('est_size_mb'), '.2f')} MB "
               f"nonzero weights{' INT8' if q.get('enabled') else ''}")
     return {"summary": summary, "performance": perf, "flops": flops, "params": params}
 
@@ -142,12 +133,12 @@ def lr_series(rec: dict, points: int = 120) -> tuple[list[float], list[float]]:
 LAYER_COLUMNS = [
     Column("layer", "Layer", filter=True, width=24),
     Column("sparsity", "Sparsity", numeric=True, fmt=lambda v: f"{v:.3f}"),
-    Column("recoverability", "Recov.", numeric=True, fmt=lambda v: _f(v)),
-    Column("speedup", "Speedup*", numeric=True, fmt=lambda v: _f(v) + "×" if v else ""),
-    Column("est_ms", "Est. t*", numeric=True, fmt=lambda v: _f(v, ".4g")),
-    Column("base_ms", "Base t", numeric=True, fmt=lambda v: _f(v, ".4g")),
-    Column("loss", "Loss sens", numeric=True, fmt=lambda v: _f(v, ".3f")),
-    Column("perf", "Perf sens", numeric=True, fmt=lambda v: _f(v, ".3f")),
+    Column("recoverability", "Recov.", numeric=True, fmt=lambda v: format_fixed(v)),
+    Column("speedup", "Speedup*", numeric=True, fmt=lambda v: format_fixed(v) + "×" if v else ""),
+    Column("est_ms", "Est. t*", numeric=True, fmt=lambda v: format_fixed(v, ".4g")),
+    Column("base_ms", "Base t", numeric=True, fmt=lambda v: format_fixed(v, ".4g")),
+    Column("loss", "Loss sens", numeric=True, fmt=lambda v: format_fixed(v, ".3f")),
+    Column("perf", "Perf sens", numeric=True, fmt=lambda v: format_fixed(v, ".3f")),
     Column("op", "Op", filter=True),
     Column("note", "Note", filter=True),
 ]
@@ -402,7 +393,7 @@ class OptimizationSection(Widget):
             sl.clear_options()
             excluded = set(q.get("excluded") or [])
             order = sorted(layers, key=lambda l: -(l.get("int8_sensitivity") or 0))
-            sl.add_options([(f"{l['weight_name'][:40]}  {_f(l.get('int8_sensitivity'), '.3g', '-')}",
+            sl.add_options([(f"{l['weight_name'][:40]}  {format_fixed(l.get('int8_sensitivity'), '.3g', '-')}",
                              l["node_id"], l["node_id"] in excluded) for l in order])
             from sparsify_tui.optimization.schedule import format_lr_modifiers
 

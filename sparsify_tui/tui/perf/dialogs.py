@@ -75,31 +75,26 @@ class PerfProfileDialog(FormDialog[Optional[str]]):
             self.query_one("#name", Input).focus()
 
     def values(self) -> dict:
-        """Job args from the form; raises ValueError with a one-line message."""
+        """Job args from the form, checked by the one validator of perf-profile settings
+        (:func:`sparsify_tui.jobs.handlers.perf.perf_settings`); raises ``SparsifyError`` (one line)."""
+        from sparsify_tui import settings
+
         name = self.query_one("#name", Input).value.strip() or "baseline"
-        out: dict = {"name": name, "int8": self.query_one("#int8", Checkbox).value,
-                     "dims": self.defaults.get("dims") or {}}
-        for key, label, low in (("batch_size", "Batch size", 1), ("core_count", "Cores", 1),
-                                ("warmup", "Warm-up runs", 0), ("iterations", "Timed runs", 1)):
-            text = self.query_one(f"#{key}", Input).value.strip()
-            try:
-                value = int(text)
-            except ValueError:
-                raise ValueError(f"{label} must be a whole number") from None
-            if value < low:
-                raise ValueError(f"{label} must be {low} or more")
-            out[key] = value
-        maxc = self.defaults.get("max_cores")
-        if maxc and out["core_count"] > maxc:
-            raise ValueError(f"Cores must be at most {maxc} (the cores this machine lets us use)")
-        return out
+        field = lambda key: self.query_one(f"#{key}", Input).value.strip()  # noqa: E731
+        return {"name": name, "int8": self.query_one("#int8", Checkbox).value, "dims": self.defaults.get("dims") or {},
+                "batch_size": settings.batch_size(field("batch_size"), "Batch size"),
+                "core_count": settings.core_count(field("core_count"), "Cores"),
+                "warmup": settings.warmup(field("warmup"), "Warm-up runs"),
+                "iterations": settings.iterations(field("iterations"), "Timed runs")}
 
     def action_run(self) -> None:
         if self.job is not None:
             return
+        from sparsify_tui.errors import SparsifyError
+
         try:
             args = self.values()
-        except ValueError as err:
+        except SparsifyError as err:
             self.query_one("#error", Static).update(str(err))
             return
         self.query_one("#error", Static).update("")
@@ -144,21 +139,14 @@ class PerfProfileDialog(FormDialog[Optional[str]]):
 
 
 def profile_defaults(project: dict, record: Optional[dict] = None) -> dict:
-    """Form defaults of the dialog: the project's setup (or `record`'s settings, for a rerun), warm-up 5,
-    30 timed runs, INT8 on; `max_cores` = the cores this process may use."""
+    """Form defaults of the dialog: the perf-profile job defaults for the project
+    (:func:`sparsify_tui.jobs.handlers.perf.perf_settings`), or ``record``'s settings for a rerun;
+    ``max_cores`` = the cores this process may use."""
+    from sparsify_tui.jobs.handlers.perf import perf_settings
     from sparsify_tui.settings import available_cores
 
-    setup = project.get("setup") or {}
-    d = {
-        "name": setup.get("perf_name") or "baseline",
-        "batch_size": setup.get("batch_size") or 1,
-        "core_count": setup.get("core_count") or available_cores(),
-        "warmup": 5,
-        "iterations": 30,
-        "int8": True,
-        "dims": setup.get("dims") or {},
-        "max_cores": available_cores(),
-    }
+    d = perf_settings(project, {})
+    d["max_cores"] = available_cores()
     if record:
         for k in ("name", "batch_size", "core_count", "warmup", "iterations", "dims", "data"):
             if record.get(k) is not None:

@@ -28,19 +28,7 @@ from textual.message import Message
 from textual.widget import Widget
 from textual.widgets import DataTable, Input, Static
 
-
-def format_count(value: Any) -> str:
-    """Count with an SI suffix: 1234 -> '1.23 k', 5.6e9 -> '5.60 G' (k=1e3, M=1e6, G=1e9, T=1e12)."""
-    if value is None or value == "":
-        return ""
-    try:
-        v = float(value)
-    except (TypeError, ValueError):
-        return str(value)
-    for factor, suffix in ((1e12, "T"), (1e9, "G"), (1e6, "M"), (1e3, "k")):
-        if abs(v) >= factor:
-            return f"{v / factor:.2f} {suffix}"
-    return f"{v:.0f}" if v == int(v) else f"{v:.3g}"
+from sparsify_tui.formatting import format_bytes, format_count  # noqa: F401 (column formatters)
 
 
 def format_percent(value: Any) -> str:
@@ -332,13 +320,3 @@ def format_timestamp(value: Any) -> str:
     return stamp.strftime("%Y-%m-%d %H:%M")
 
 
-def format_bytes(value: Any) -> str:
-    """Size in bytes with a binary unit: 1536 -> '1.5 KiB'."""
-    if value is None:
-        return ""
-    v = float(value)
-    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
-        if abs(v) < 1024 or unit == "TiB":
-            return f"{v:.0f} {unit}" if unit == "B" else f"{v:.1f} {unit}"
-        v /= 1024
-    return str(value)
