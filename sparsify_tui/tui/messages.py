@@ -4,69 +4,63 @@ results its workers post (see :mod:`sparsify_tui.tui.workers`)."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Optional
 
 from textual.message import Message
 
 
+@dataclass
 class OpenProject(Message):
     """Ask the app to open a project (and show `section`, default Performance Profiles). `name` (when the
     sender knows it) is shown in the header at once."""
 
-    def __init__(self, project_id: str, section: str = "perf", name: Optional[str] = None) -> None:
-        super().__init__()
-        self.project_id = project_id
-        self.section = section
-        self.name = name
+    project_id: str
+    section: str = "perf"
+    name: Optional[str] = None
 
 
+@dataclass
 class ProjectsChanged(Message):
     """A project was created, renamed or deleted: the app refreshes the header and the projects list."""
 
-    def __init__(self, project_id: str | None = None, deleted: bool = False) -> None:
-        super().__init__()
-        self.project_id = project_id
-        self.deleted = deleted
+    project_id: str | None = None
+    deleted: bool = False
 
 
+@dataclass
 class ShowSection(Message):
     """Ask the app to switch to a section: projects, perf, loss, optimization, benchmarks, settings."""
 
-    def __init__(self, section: str) -> None:
-        super().__init__()
-        self.section = section
+    section: str
 
 
+@dataclass
 class WorkFailed(Message, bubble=False):
     """Posted by the app to the widget whose worker raised, after the error dialog is shown. `group` is
     the worker's group (see :func:`sparsify_tui.tui.workers.app_work`); the widget may tidy up with it."""
 
-    def __init__(self, group: str, error: BaseException) -> None:
-        super().__init__()
-        self.group = group
-        self.error = error
+    group: str
+    error: BaseException
 
 
 # -- results of the app's own workers ----------------------------------------------------------------
+@dataclass
 class ProjectLoaded(Message):
     """The open project's record was read (its name goes in the header)."""
 
-    def __init__(self, project: dict) -> None:
-        super().__init__()
-        self.project = project
+    project: dict
 
 
+@dataclass
 class StartProjectFound(Message):
     """`sparsify-tui --project REF` or `sparsify-tui MODEL.onnx`: the project to open (found or created)."""
 
-    def __init__(self, project: dict) -> None:
-        super().__init__()
-        self.project = project
+    project: dict
 
 
+@dataclass
 class ModelNeedsDims(Message):
     """`sparsify-tui MODEL.onnx` for a model with symbolic dims: the new-project dialog asks for them."""
 
-    def __init__(self, model_path: str) -> None:
-        super().__init__()
-        self.model_path = model_path
+    model_path: str

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Optional
 
 from textual.message import Message
@@ -20,25 +21,23 @@ class ModelInspected(Message):
         self.error = error
 
 
+@dataclass
 class CreateProgress(Message):
     """Creating the project: `step` (text) and `fraction` (0..1). A newer one replaces a pending one, so a
     fast stream of steps costs one redraw."""
 
-    def __init__(self, step: str, fraction: float) -> None:
-        super().__init__()
-        self.step = step
-        self.fraction = fraction
+    step: str
+    fraction: float
 
     def can_replace(self, message: Message) -> bool:
         return isinstance(message, CreateProgress)
 
 
+@dataclass
 class ProjectCreated(Message):
     """RUN finished: the `project`, the profile `jobs` it submitted, and `notes` for the user (a job
     that could not start)."""
 
-    def __init__(self, project: dict, jobs: list[dict], notes: list[str]) -> None:
-        super().__init__()
-        self.project = project
-        self.jobs = jobs
-        self.notes = notes
+    project: dict
+    jobs: list[dict]
+    notes: list[str]

@@ -2,63 +2,57 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Optional
 
 from textual.message import Message
 
 
+@dataclass
 class OptimizationsListed(Message):
     """The project's optimization records."""
 
-    def __init__(self, records: list[dict]) -> None:
-        super().__init__()
-        self.records = records
+    records: list[dict]
 
 
+@dataclass
 class OptimizationChanged(Message):
     """An optimization was created, copied, re-evaluated or edited (`record`: the stored record after
     the change), or deleted (`record` None)."""
 
-    def __init__(self, record: Optional[dict]) -> None:
-        super().__init__()
-        self.record = record
+    record: Optional[dict]
 
 
+@dataclass
 class CreateDialogReady(Message):
     """Open the create dialog: perf profile options (label, id), loss profile options, a free name."""
 
-    def __init__(self, perf_options: list[tuple[str, str]], loss_options: list[tuple[str, str]],
-                 default_name: str) -> None:
-        super().__init__()
-        self.perf_options = perf_options
-        self.loss_options = loss_options
-        self.default_name = default_name
+    perf_options: list[tuple[str, str]]
+    loss_options: list[tuple[str, str]]
+    default_name: str
 
 
+@dataclass
 class ExportDialogReady(Message):
     """Open the export dialog for `record_id`, with the default recipe path."""
 
-    def __init__(self, record_id: str, default_path: str) -> None:
-        super().__init__()
-        self.record_id = record_id
-        self.default_path = default_path
+    record_id: str
+    default_path: str
 
 
+@dataclass
 class ExportPreviewed(Message):
     """The texts of an export (``{"recipe", "code", "warnings", "notes"}``), or why it cannot be made
     (`error`, shown in the dialog)."""
 
-    def __init__(self, export: Optional[dict], error: Optional[BaseException] = None) -> None:
-        super().__init__()
-        self.export = export
-        self.error = error
+    export: Optional[dict]
+    error: Optional[BaseException] = None
 
 
+@dataclass
 class ExportWritten(Message):
     """The files were written (`result`: ``recipe_path``, ``code_path``…), or not (`error`, shown in
     the dialog)."""
 
-    def __init__(self, result: Optional[dict], error: Optional[BaseException] = None) -> None:
-        super().__init__()
-        self.result = result
-        self.error = error
+    result: Optional[dict]
+    error: Optional[BaseException] = None

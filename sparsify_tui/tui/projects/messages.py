@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from textual.message import Message
 
 
+@dataclass
 class ProjectsListed(Message):
     """Every project in the workspace (``Workspace.list_projects()``), in the store's order."""
 
-    def __init__(self, projects: list[dict]) -> None:
-        super().__init__()
-        self.projects = projects
+    projects: list[dict]

@@ -9,6 +9,7 @@ never faster than 10 Hz), which is kind to slow SSH links. Key ``c`` cancels the
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any, Dict, Optional
 
 from textual.app import ComposeResult
@@ -89,25 +90,23 @@ class JobProgress(Widget, can_focus=True):
         def control(self) -> "JobProgress":
             return self.widget
 
+    @dataclass
     class Updated(Message, bubble=False):
         """A fresh read of job `job_id` (posted to the widget by its poll worker). A newer one for the
         same job replaces a pending one: one redraw however fast they come."""
 
-        def __init__(self, job_id: str, job: Dict[str, Any]) -> None:
-            super().__init__()
-            self.job_id = job_id
-            self.job = job
+        job_id: str
+        job: Dict[str, Any]
 
         def can_replace(self, message: Message) -> bool:
             return isinstance(message, JobProgress.Updated) and message.job_id == self.job_id
 
+    @dataclass
     class CancelFailed(Message, bubble=False):
         """Asking job `job_id` to stop failed (shown as a notification)."""
 
-        def __init__(self, job_id: str, error: BaseException) -> None:
-            super().__init__()
-            self.job_id = job_id
-            self.error = error
+        job_id: str
+        error: BaseException
 
     def __init__(self, job_id: str, *, workspace: Any = None, poll_interval_s: float = 0.25,
                  name: Optional[str] = None, id: Optional[str] = None, classes: Optional[str] = None) -> None:

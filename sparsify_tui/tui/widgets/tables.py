@@ -91,13 +91,12 @@ class FilterableTable(Widget):
                 tooltip="Back to the original (graph) order"),
     ]
 
+    @dataclass
     class RowChosen(Message):
         """Posted when the user selects (enter/click) a row; `row` is the row dict."""
 
-        def __init__(self, table: "FilterableTable", row: dict) -> None:
-            super().__init__()
-            self.table = table
-            self.row = row
+        table: 'FilterableTable'
+        row: dict
 
         @property
         def control(self) -> "FilterableTable":
