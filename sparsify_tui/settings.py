@@ -77,34 +77,29 @@ def core_count(value: Any, flag: str = "--cores") -> int:
     return n
 
 
+def _count_at_least(value: Any, flag: str, low: int, default: int) -> int:
+    """A whole number >= ``low``; ``None`` gives ``default``."""
+    if value is None:
+        return default
+    n = _whole(value, flag)
+    if n < low:
+        raise SparsifyError(f"{flag} must be {low} or more, not {value}: the default is {default}")
+    return n
+
+
 def warmup(value: Any, flag: str = "--warmup") -> int:
     """Untimed runs: 0 or more (default :data:`WARMUP`)."""
-    if value is None:
-        return WARMUP
-    n = _whole(value, flag)
-    if n < 0:
-        raise SparsifyError(f"{flag} must be 0 or more, not {value}: the default is {WARMUP}")
-    return n
+    return _count_at_least(value, flag, 0, WARMUP)
 
 
 def iterations(value: Any, flag: str = "--iterations") -> int:
     """Timed runs: 1 or more (default :data:`ITERATIONS`)."""
-    if value is None:
-        return ITERATIONS
-    n = _whole(value, flag)
-    if n < 1:
-        raise SparsifyError(f"{flag} must be 1 or more, not {value}: the default is {ITERATIONS}")
-    return n
+    return _count_at_least(value, flag, 1, ITERATIONS)
 
 
 def loss_batches(value: Any, flag: str = "--batches") -> int:
     """Batches per one-shot measurement: 1 or more (default :data:`LOSS_BATCHES`)."""
-    if value is None:
-        return LOSS_BATCHES
-    n = _whole(value, flag)
-    if n < 1:
-        raise SparsifyError(f"{flag} must be 1 or more, not {value}: the default is {LOSS_BATCHES}")
-    return n
+    return _count_at_least(value, flag, 1, LOSS_BATCHES)
 
 
 def whole_list(value: Any, check, flag: str) -> list[int]:

@@ -195,8 +195,15 @@ def test_snapshot_add_dialog(workspace_home, demo_model, snap_compare):
     pid, _ = seed(ws, demo_model)
 
     async def setup(pilot):
+        from textual.widgets import Input
+
+        from sparsify_tui.tui.perf.dialogs import PerfProfileDialog
+
         await open_profile(pilot)
         await pilot.press("a")
+        await wait_for(pilot, lambda: isinstance(pilot.app.screen, PerfProfileDialog))
+        for widget in pilot.app.screen.query(Input):
+            widget.cursor_blink = False  # a blinking cursor makes the snapshot depend on timing
         await pilot.pause(0.3)
 
     assert snap_compare(make_app(ws, pid), terminal_size=SIZE, run_before=setup)

@@ -354,8 +354,11 @@ class SparsifyApp(App[int]):
         self.exit(0)
 
     def show_error(self, error: Any, title: str = "Error") -> None:
-        """Show an exception or message in the error dialog (the app stays up)."""
+        """Show an exception or message in the error dialog (the app stays up). The same message already on
+        screen is not stacked again (a list that fails on every poll shows one dialog, not one per poll)."""
         text = error if isinstance(error, str) else error_message(error)
+        if any(isinstance(s, ErrorDialog) and s.message == text for s in self.screen_stack):
+            return
         self.push_screen(ErrorDialog(text, title=title))
 
     # -- the one place worker failures are reported ---------------------------------------------
