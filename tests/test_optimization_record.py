@@ -5,7 +5,9 @@ writes back unchanged, older records migrate forward, and the same user flow pri
 Differences on purpose, from the one pruned-time calibration (issue 10 item 4): evaluating now writes
 ``perf_estimate.RUNTIME`` / ``NOTE`` as ``estimates.sparse_runtime`` / ``ort_note``, and a new FLOPS-profile
 optimization has the time curves of ``perf_estimate`` (so its ``est_ms``, ``est_speedup`` and
-``sparse_speedup``), with the same sparsities."""
+``sparse_speedup``), with the same sparsities; and (issue 15 item 2) a new perf-profile optimization takes the
+per-node times scaled to the unprofiled median (``PerfProfile.node_ms``), so its layer times are main's times ×
+the profile's scale and ``model.nodes_total_ms`` is the median, with the same sparsities."""
 
 from __future__ import annotations
 
@@ -94,16 +96,33 @@ def test_reevaluating_a_record_of_main_keeps_every_number(name):
 
 VOLATILE = {"id", "created", "modified", "perf_profile", "loss_profile", "copied_from", "applied"}
 FLOPS_CALIBRATED = {"time_curve", "est_ms", "est_speedup", "sparse_speedup"}
+# layer times of a perf-profile optimization: scaled to the median now (checked by _check_scaled)
+SCALED = {"time_curve", "baseline_ms", "est_ms", "int8_time_ms", "est_speedup", "perf_sensitivity", "gain_curve"}
+SCALED_ESTIMATES = {"sparse_ms", "sparse_speedup"}
 
 
 def _stable(d: dict) -> dict:
     """``d`` without the keys that differ between two runs (ids, times, record ids, apply's measurements), and
-    for a FLOPS-profile optimization without the numbers of the pruned-time calibration."""
+    for a FLOPS-profile optimization without the numbers of the pruned-time calibration; for a perf-profile one
+    without the layer times that are scaled to the median now (module docstring)."""
     out = {k: v for k, v in d.items() if k not in VOLATILE}
     if d["perf_profile"] == "flops":
         out["layers"] = [{k: v for k, v in l.items() if k not in FLOPS_CALIBRATED} for l in d["layers"]]
         out["estimates"] = {k: v for k, v in d["estimates"].items() if k not in FLOPS_CALIBRATED}
+    else:
+        out["layers"] = [{k: v for k, v in l.items() if k not in SCALED} for l in d["layers"]]
+        out["estimates"] = {k: v for k, v in d["estimates"].items() if k not in SCALED_ESTIMATES}
+        out["model"] = {k: v for k, v in d["model"].items() if k not in ("nodes_total_ms", "perf_nodes")}
     return out
+
+
+def _check_scaled(new: dict, main: dict, scale: float) -> None:
+    """The layer times of ``new`` are main's × ``scale`` and its node total is the median."""
+    assert new["model"]["nodes_total_ms"] == pytest.approx(new["model"]["baseline_ms"])
+    for a, b in zip(new["layers"], main["layers"]):
+        assert a["baseline_ms"] == pytest.approx(b["baseline_ms"] * scale, rel=1e-6, abs=1e-9)
+        assert a["est_ms"] == pytest.approx(b["est_ms"] * scale, rel=1e-3, abs=2e-6)
+    assert new["estimates"]["sparse_ms"] == pytest.approx(main["estimates"]["sparse_ms"], rel=1e-3)
 
 
 def test_the_same_flow_prints_and_stores_what_main_did(workspace_home, demo_model):
@@ -114,6 +133,7 @@ def test_the_same_flow_prints_and_stores_what_main_did(workspace_home, demo_mode
     cli = {"perf": run_cli(PERF_ARGS), "flops": run_cli(FLOPS_ARGS)}
     for key in ("perf", "flops"):
         assert dumps(_stable(cli[key])) == dumps(_stable(evaluated(MAIN["cli"][key])))
+    _check_scaled(cli["perf"], MAIN["cli"]["perf"], 1.1)  # the synthetic profile's median is 1.1 × its node sum
     edit(ws, pid)
     stored = {r["name"]: r for r in ws.list_records(pid, "optimizations")}
     assert list(stored) == list(STORED)

@@ -292,3 +292,58 @@ def test_real_quantization_failure_is_recorded():
     assert prof.int8["enabled"] and prof.int8["error"], prof.int8
     assert "\n" not in prof.int8["error"]
     assert prof.latency_ms["median"] > 0 and sum(n.time_ms for n in prof.nodes) > 0
+
+
+# ------------------------------------------------------------------ scaled node times, control flow, noise
+def test_silero_vad_control_flow_counted_once_and_rows_scaled_to_the_median():
+    """silero_vad runs its network inside If subgraphs: an If row keeps its own time only (the body's kernels
+    are subtracted), so the rows add up to no more than the profiled run's wall time; per-node times are scaled
+    to the unprofiled median, with the raw profiled figure kept and the profiler's overhead stated."""
+    path = shared_model("silero_vad.onnx")
+    prof = profile_performance(path, dims={"sr": 16000, "input:1": 512}, warmup=2, iterations=9, int8=False)
+    body = [n for n in prof.nodes if n.graph]
+    ifs = [n for n in prof.nodes if n.op_type == "If" and not n.graph]
+    assert ifs and sum(n.time_ms for n in body) > 0
+    kernel_total = prof.profiled["kernel_total_ms"]
+    assert prof.total_node_ms == pytest.approx(kernel_total)
+    # exclusive kernel times of one run cannot exceed that run's wall time: a double-counted body would
+    assert kernel_total <= prof.profiled["run_ms"] * 1.05
+    median = prof.latency_ms["median"]
+    assert sum(n.scaled_ms for n in prof.nodes) == pytest.approx(median)
+    assert sum(prof.op_type_totals().values()) == pytest.approx(median)
+    assert sum(prof.op_type_totals(scaled=False).values()) == pytest.approx(kernel_total)
+    assert prof.overhead_ratio == pytest.approx(kernel_total / median)
+    assert prof.profiled["overhead_ratio"] == pytest.approx(kernel_total / median)
+    assert prof.profiled["scale_to_median"] == pytest.approx(median / kernel_total)
+    assert len(prof.profiled["runs_ms"]) == prof.profiled["runs"]
+    for n in prof.nodes:
+        assert n.scaled_ms == pytest.approx(n.time_ms * median / kernel_total)
+    # the stored document keeps every old field and adds the new ones
+    d = json.loads(json.dumps(prof.to_dict()))
+    assert {"time_ms", "scaled_ms", "int8_scaled_ms"} <= set(d["nodes"][0])
+    assert isinstance(d["profile"]["warnings"], list)
+    assert PerfProfile.from_dict(d).nodes[5].scaled_ms == pytest.approx(prof.nodes[5].scaled_ms)
+
+
+def test_a_stored_profile_without_scaled_times_gets_them():
+    nodes = [{"index": 0, "id": "a", "op_type": "Conv", "time_ms": 3.0, "int8_time_ms": 1.0},
+             {"index": 1, "id": "b", "op_type": "Relu", "time_ms": 1.0, "int8_time_ms": 1.0}]
+    prof = PerfProfile.from_dict({"profile": {"name": "old", "latency_ms": {"median": 2.0, "p90": 2.2},
+                                              "int8": {"enabled": True, "latency_ms": {"median": 0.5}}},
+                                  "nodes": nodes})
+    assert [n.scaled_ms for n in prof.nodes] == pytest.approx([1.5, 0.5])
+    assert [n.int8_scaled_ms for n in prof.nodes] == pytest.approx([0.25, 0.25])
+    assert prof.node_ms(prof.nodes[0], "int8") == pytest.approx(0.25)
+    assert prof.node_ms(prof.nodes[0], "baseline", scaled=False) == 3.0
+    assert prof.overhead_ratio == pytest.approx(2.0)
+    assert prof.warnings == []
+
+
+def test_noise_warnings():
+    from sparsify_tui.profiling.perf import noise_warnings
+
+    assert noise_warnings({"median": 1.0, "p90": 1.9}, [2.0, 2.5, 3.9]) == []
+    busy = noise_warnings({"median": 1.053, "p90": 13.252}, [])
+    assert len(busy) == 1 and "12.6× the median" in busy[0] and "rerun" in busy[0]
+    spread = noise_warnings({"median": 1.0, "p90": 1.1}, [1.0, 1.2, 2.5], "INT8 ")
+    assert len(spread) == 1 and spread[0].startswith("INT8 noisy profiled pass") and "2.5×" in spread[0]

@@ -106,14 +106,26 @@ def format_profile(prof, top: int = 15) -> str:
     est = "  ".join(f"{k}: {v['speedup']:.2f}x" for k, v in lv.items() if v.get("speedup"))
     lines.append(f"  est. pruned speedup ({pe.get('runtime')}): {est}")
     lines.append(f"  note: {pe.get('note')}")
+    lines.append(f"  {overhead_line(prof)}")
+    for warning in prof.warnings:
+        lines.append(f"  warning: {warning}")
     lines.append("")
-    rows = [("node id", "op", "ms", "share", "GFLOP/s", "est. 0.9 ms", "INT8 ms")]
+    rows = [("node id", "op", "ms", "raw ms", "share", "GFLOP/s", "est. 0.9 ms", "INT8 ms")]
     for n in sorted(prof.nodes, key=lambda n: -n.time_ms)[:top]:
-        rows.append((n.id[-48:], n.op_type, f"{n.time_ms:.3f}", f"{n.share * 100:.1f}%",
+        int8 = prof.node_ms(n, "int8")
+        rows.append((n.id[-48:], n.op_type, f"{prof.node_ms(n):.3f}", f"{n.time_ms:.3f}", f"{n.share * 100:.1f}%",
                      f"{n.gflops_per_s:.1f}" if n.gflops_per_s else "-",
-                     f"{n.est_pruned_ms.get('0.9', n.time_ms):.3f}",
-                     f"{n.int8_time_ms:.3f}" if n.int8_time_ms is not None else "-"))
+                     f"{prof.node_ms(n, '0.9'):.3f}", f"{int8:.3f}" if int8 is not None else "-"))
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     for r in rows:
         lines.append("  " + "  ".join(c.ljust(w) if i < 2 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths))))
     return "\n".join(lines)
+
+
+def overhead_line(prof) -> str:
+    """What the per-node ms are: profiled times scaled to the unprofiled median, and the profiler's overhead."""
+    ratio = prof.overhead_ratio
+    if ratio is None:
+        return "per-node ms: as profiled (no unprofiled median to scale to)"
+    return (f"per-node ms: profiled times scaled to the unprofiled median (×{prof.scale:.3g}); the profiled "
+            f"kernels took {ratio:.1f}× the median (profiler overhead; raw figures in 'raw ms' and --json time_ms)")

@@ -69,7 +69,8 @@ class KernelTimes:
 
     ``ms``: kernel key -> ms per run (exclusive of nested kernels); ``op_type``: key -> op;
     ``order``: keys in first-execution order; ``runs``: number of runs averaged; ``run_ms``: mean
-    whole-run duration (ms, includes framework overhead between kernels).
+    whole-run duration (ms, includes framework overhead between kernels); ``runs_ms``: each counted
+    run's duration (ms, in run order; empty when the trace has no run markers).
     Keys are the names of the nodes in :attr:`ProfiledPass.nodes`; a name that occurs k>1 times within
     one run (e.g. unnamed nodes) gets keys ``name``, ``name#1``, ... in execution order.
     """
@@ -79,6 +80,7 @@ class KernelTimes:
     order: list = field(default_factory=list)
     runs: int = 0
     run_ms: float = 0.0
+    runs_ms: list = field(default_factory=list)
 
     @property
     def total_ms(self) -> float:

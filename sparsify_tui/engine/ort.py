@@ -226,6 +226,7 @@ def parse_trace(trace: Union[str, Path, list, dict], skip_runs: int = 0) -> Kern
     kernels = sorted((e for e in events if e.get("cat") == "Node" and str(e.get("name", "")).endswith("_kernel_time")),
                      key=lambda e: (int(e["ts"]), -int(e.get("dur", 0))))
     out = KernelTimes()
+    marked = bool(runs)
     if not runs:  # no run markers: treat the whole trace as one run
         runs = [(min((int(e["ts"]) for e in kernels), default=0), 1 << 62)]
     counted = runs[skip_runs:]
@@ -259,4 +260,5 @@ def parse_trace(trace: Union[str, Path, list, dict], skip_runs: int = 0) -> Kern
     out.runs = ri
     out.ms = {k: totals[k] / ri for k in out.order}
     out.run_ms = sum((b - a) for a, b in counted) / 1000.0 / ri
+    out.runs_ms = [(b - a) / 1000.0 for a, b in counted] if marked else []
     return out

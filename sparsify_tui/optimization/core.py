@@ -45,9 +45,10 @@ def _model_summary(analysis: Dict[str, Any], perf: Optional["PerfProfile"], mode
     nodes = perf.nodes if perf is not None else []
     return ModelSummary(
         file=model_file, baseline_ms=perf_model_ms(perf), int8_ms=perf_int8_ms(perf),
-        nodes_total_ms=sum(float(n.time_ms or 0) for n in nodes) or None,
+        # node times scaled to the unprofiled medians (PerfProfile.node_ms), as every screen shows them
+        nodes_total_ms=sum(float(perf.node_ms(n) or 0) for n in nodes) or None if perf is not None else None,
         totals=dict(analysis.get("totals") or {}),
-        perf_nodes=[NodeTime(id=n.id, time_ms=n.time_ms, int8_time_ms=n.int8_time_ms)
+        perf_nodes=[NodeTime(id=n.id, time_ms=perf.node_ms(n), int8_time_ms=perf.node_ms(n, "int8"))
                     for n in nodes if n.int8_time_ms is not None],
     )
 

@@ -14,8 +14,13 @@ How a profile is measured (:func:`profile_performance`):
    one warm-up run, ignored, + ``profiled_runs`` runs) that also returns the graph the engine ran; each
    kernel's time is averaged per run and attributed to the original nodes
    (:mod:`sparsify_tui.profiling.attribution`: fused and renamed kernels mapped back,
-   ``[layout conversion]`` / ``[unattributed]`` rows). Profiling adds a few µs per kernel, so node
-   times are for *shares*, latency comes from step 2.
+   ``[layout conversion]`` / ``[unattributed]`` rows). A control-flow node (If/Loop/Scan) keeps only its
+   own time: the engine subtracts its body's kernels, which have rows of their own, so each ms is counted
+   once. Profiling adds a few µs per kernel (on a tiny model the profiled kernels take several times the
+   unprofiled median), so latency comes from step 2 and per-node times are **scaled to it**:
+   ``scaled_ms = time_ms · median / Σ time_ms`` (the rows add up to the measured median; ``time_ms`` keeps
+   the raw profiled figure). ``profiled["overhead_ratio"]`` = Σ time_ms / median states the profiler's
+   inflation, and :func:`noise_warnings` flags noisy runs (p90 > 2× median, or profiled runs spread > 2×).
 4. **Pruned estimates** per node (:mod:`sparsify_tui.profiling.perf_estimate`). **onnxruntime itself
    gains nothing from unstructured sparsity**; these are estimates for a sparse-kernel runtime
    (DeepSparse-class) calibrated on measured speedups, never FLOPs-proportional.
@@ -53,11 +58,14 @@ INT8_CALIBRATION_BATCHES = 16
 class NodePerf:
     """One row of a perf profile: an original ONNX node (graph order) or a special row.
 
-    ``time_ms``: measured ms per batch attributed to this node (profiled pass; 0 when fused into
-    another node, see ``fused_into``); ``share``: fraction of the sum of all rows; ``flops``: per batch;
+    ``time_ms``: ms per batch attributed to this node, as measured in the profiled pass (raw: includes the
+    profiler's overhead; 0 when fused into another node, see ``fused_into``); ``scaled_ms``: ``time_ms``
+    scaled to the unprofiled median (:attr:`PerfProfile.scale`; the rows add up to the median; what
+    screens show); ``share``: fraction of the sum of all rows; ``flops``: per batch;
     ``gflops_per_s``: flops / time (None when time is 0); ``est_pruned_ms``: *estimated* ms at each
-    sparsity level (keys "0.4" ... "0.99"); ``int8_time_ms``: measured ms in the INT8 model (None when
-    no INT8 profile). Special rows have ids ``[layout conversion]``, ``[quantize/dequantize]``,
+    sparsity level (keys "0.4" ... "0.99", raw like ``time_ms``); ``int8_time_ms``: measured ms in the INT8
+    model (raw, None when no INT8 profile); ``int8_scaled_ms``: the same scaled to the INT8 median
+    (:attr:`PerfProfile.int8_scale`). Special rows have ids ``[layout conversion]``, ``[quantize/dequantize]``,
     ``[unattributed]`` and ``index`` after the last node.
     """
 
@@ -77,6 +85,8 @@ class NodePerf:
     fused_into: Optional[str] = None
     kernels: list = field(default_factory=list)
     int8_kernels: list = field(default_factory=list)
+    scaled_ms: Optional[float] = None
+    int8_scaled_ms: Optional[float] = None
 
     @classmethod
     def from_dict(cls, d: dict) -> "NodePerf":
@@ -91,6 +101,10 @@ class PerfProfile:
     Units: ``latency_ms`` ms per batch (median, p90, mean, min over unprofiled runs);
     ``items_per_second`` = 1000 · batch_size / median; ``int8``: ``{"latency_ms", "items_per_second",
     "speedup", "quantize_seconds", ...}`` or ``{"error": reason}`` or ``{"enabled": False}``.
+    ``profiled``: the profiled pass: ``kernel_total_ms`` (Σ rows, raw), ``run_ms`` (mean run, ms),
+    ``runs_ms`` (each run), ``scale_to_median`` (median / kernel_total_ms), ``overhead_ratio``
+    (kernel_total_ms / median: how much the profiler inflated the node times), ``run_overhead_ratio``
+    (run_ms / median). ``warnings``: noisy-measurement warnings (:func:`noise_warnings`), one line each.
     """
 
     name: str
@@ -114,6 +128,12 @@ class PerfProfile:
     seconds: float = 0.0
     seconds_without_int8: float = 0.0
     status: str = "completed"
+    warnings: list = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        # profiles stored before scaled times existed: derive them (the same rule as when measuring)
+        if self.nodes and any(n.scaled_ms is None for n in self.nodes):
+            fill_scaled(self)
 
     def to_dict(self) -> dict:
         prof = {
@@ -137,6 +157,7 @@ class PerfProfile:
             "seconds": self.seconds,
             "seconds_without_int8": self.seconds_without_int8,
             "status": self.status,
+            "warnings": list(self.warnings),
         }
         return {"profile": prof, "nodes": [asdict(n) for n in self.nodes]}
 
@@ -154,28 +175,57 @@ class PerfProfile:
     # convenience views -------------------------------------------------------------
     @property
     def total_node_ms(self) -> float:
-        """Sum of all rows (profiled kernel time per batch)."""
+        """Sum of all rows (raw profiled kernel time per batch)."""
         return float(sum(n.time_ms for n in self.nodes))
+
+    @property
+    def scale(self) -> float:
+        """Factor from raw profiled node times to times scaled to the unprofiled median (1.0 if unknown)."""
+        return _scale((self.latency_ms or {}).get("median"), self.total_node_ms)
+
+    @property
+    def int8_scale(self) -> float:
+        """The same factor for the INT8 node times (INT8 median / Σ INT8 node times)."""
+        i8 = self.int8 or {}
+        total = sum(float(n.int8_time_ms or 0.0) for n in self.nodes)
+        return _scale((i8.get("latency_ms") or {}).get("median"), total)
+
+    @property
+    def overhead_ratio(self) -> Optional[float]:
+        """Σ raw node times / unprofiled median: how many times the profiled kernels took the median."""
+        median = (self.latency_ms or {}).get("median")
+        return (self.total_node_ms / median) if median and self.total_node_ms > 0 else None
+
+    def node_ms(self, node: "NodePerf", key: str = "baseline", scaled: bool = True) -> Optional[float]:
+        """One node's ms per batch: ``key`` "baseline", "int8", or a level ("0.9") for the estimated pruned
+        time; ``scaled`` (default): scaled to the unprofiled median like :attr:`NodePerf.scaled_ms`, else the
+        raw profiled figure. None when not measured."""
+        if key == "baseline":
+            v, factor = node.time_ms, self.scale
+        elif key == "int8":
+            v, factor = node.int8_time_ms, self.int8_scale
+        else:
+            v, factor = node.est_pruned_ms.get(str(key), node.time_ms), self.scale
+        if v is None:
+            return None
+        return float(v) * (factor if scaled else 1.0)
 
     def estimated_ms(self, level: str) -> Optional[float]:
         """Estimated whole-model ms per batch at sparsity ``level`` (e.g. "0.9"), scaled to the median."""
         lv = (self.pruned_estimate.get("levels") or {}).get(str(level))
         return lv.get("ms") if lv else None
 
-    def op_type_totals(self, key: str = "baseline") -> dict:
-        """ms per op type: ``key`` "baseline", "int8", or a level ("0.9") for estimated pruned ms."""
+    def op_type_totals(self, key: str = "baseline", scaled: bool = True) -> dict:
+        """ms per op type (:meth:`node_ms` summed): ``key`` "baseline", "int8", or a level ("0.9") for
+        estimated pruned ms. Special rows keep their own label. A control-flow node (If/Loop/Scan) counts
+        its own time only; its body's nodes count under their own op types."""
         out: dict = {}
         for n in self.nodes:
-            if key == "baseline":
-                v = n.time_ms
-            elif key == "int8":
-                v = n.int8_time_ms
-            else:
-                v = n.est_pruned_ms.get(str(key))
+            v = self.node_ms(n, key, scaled)
             if v is None:
                 continue
             op = n.op_type if not n.id.startswith("[") else n.id
-            out[op] = out.get(op, 0.0) + float(v)
+            out[op] = out.get(op, 0.0) + v
         return out
 
 
@@ -183,6 +233,43 @@ class PerfProfile:
 def profiled_runs_for(iterations: int) -> int:
     """Runs in the profiled pass (after one ignored warm-up run): a third of the timed iterations, 3..20."""
     return max(3, min(20, int(iterations) // 3))
+
+
+#: A measurement is flagged noisy when p90 exceeds this multiple of the median, or when the profiled
+#: pass's slowest run took this multiple of its fastest.
+NOISE_RATIO = 2.0
+
+
+def _scale(median: Optional[float], total_ms: float) -> float:
+    return float(median) / total_ms if median and total_ms > 0 else 1.0
+
+
+def fill_scaled(prof: "PerfProfile") -> None:
+    """Set every node's ``scaled_ms`` / ``int8_scaled_ms`` (raw time × :attr:`PerfProfile.scale` /
+    :attr:`PerfProfile.int8_scale`), so each column adds up to its measured median."""
+    s, s8 = prof.scale, prof.int8_scale
+    for n in prof.nodes:
+        n.scaled_ms = float(n.time_ms) * s
+        n.int8_scaled_ms = float(n.int8_time_ms) * s8 if n.int8_time_ms is not None else None
+
+
+def noise_warnings(latency_ms: dict, profiled_runs_ms: list, label: str = "") -> list:
+    """One line per sign of a noisy measurement (the machine was busy), each ending with the advice to rerun:
+
+    * the unprofiled runs: p90 > :data:`NOISE_RATIO` × median;
+    * the profiled pass: its slowest run > :data:`NOISE_RATIO` × its fastest (per-node shares may be off).
+
+    ``label`` prefixes each line ("INT8 ")."""
+    out = []
+    med, p90 = (latency_ms or {}).get("median"), (latency_ms or {}).get("p90")
+    if med and p90 and p90 > NOISE_RATIO * med:
+        out.append(f"{label}noisy timing: p90 {p90:.3f} ms is {p90 / med:.1f}× the median {med:.3f} ms "
+                   "(was the machine busy?); rerun the profile")
+    runs = [float(r) for r in profiled_runs_ms or [] if r and r > 0]
+    if len(runs) >= 2 and max(runs) > NOISE_RATIO * min(runs):
+        out.append(f"{label}noisy profiled pass: its runs took {min(runs):.3f}–{max(runs):.3f} ms "
+                   f"({max(runs) / min(runs):.1f}× apart), so per-node shares may be off; rerun the profile")
+    return out
 
 
 @dataclass
@@ -382,10 +469,14 @@ def profile_performance(
             "kernel_total_ms": kernel_total,
             "run_ms": fp.kernels.run_ms,
             "runs": fp.kernels.runs,
+            "runs_ms": list(fp.kernels.runs_ms),
             "kernels": len(fp.kernels.ms),
             "session_seconds": fp.session_seconds,
             "times_ms": fp.times_ms,
             "phase_seconds": phases,
+            "scale_to_median": _scale(median, kernel_total),
+            "overhead_ratio": (kernel_total / median) if median and kernel_total > 0 else None,
+            "run_overhead_ratio": (fp.kernels.run_ms / median) if median else None,
         },
         dims=dims,
         created=datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
@@ -393,6 +484,11 @@ def profile_performance(
         seconds_without_int8=t_fp32_done - t_start,
     )
     prof.pruned_estimate = _model_estimates(nodes, median, dw_share)
+    fill_scaled(prof)
+    prof.warnings = noise_warnings(fp.latency, fp.kernels.runs_ms)
+    if int8_info.get("latency_ms"):
+        prof.warnings += noise_warnings(int8_info["latency_ms"], (int8_info.get("profiled") or {}).get("runs_ms"),
+                                        "INT8 ")
     return prof
 
 
@@ -466,7 +562,9 @@ def _int8_pass(engine, path: Path, orig: list, feeds: list, cores: int, warmup: 
         "calibration_batches": min(len(feeds), INT8_CALIBRATION_BATCHES),
         "warnings": list(q.warnings),
         "profiled": {"kernel_total_ms": m.kernels.total_ms, "run_ms": m.kernels.run_ms, "runs": m.kernels.runs,
-                     "kernels": len(m.kernels.ms)},
+                     "kernels": len(m.kernels.ms), "runs_ms": list(m.kernels.runs_ms),
+                     "scale_to_median": _scale(med, m.kernels.total_ms),
+                     "overhead_ratio": (m.kernels.total_ms / med) if med else None},
     }
     return info, ia
 

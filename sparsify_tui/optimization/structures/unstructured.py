@@ -59,10 +59,12 @@ class UnstructuredPruning(PruningStructure):
             flops = float(n.get("flops") or 0)
             pn = perf_rows.get(nid) or perf_rows.get(wname)
             if perf is not None:
-                base = float(pn.time_ms or 0.0) if pn else 0.0
-                pts = {0.0: base, **(levels(pn.est_pruned_ms) if pn else {})}
+                # per-node times scaled to the unprofiled median (the Perf screen's "ms" column)
+                base = float(perf.node_ms(pn) or 0.0) if pn else 0.0
+                est = {k: v * perf.scale for k, v in levels(pn.est_pruned_ms).items()} if pn else {}
+                pts = {0.0: base, **est}
                 time_curve = [min(base, interp_curve(pts, s)) if base else 0.0 for s in GRID_LEVELS]
-                int8_ms = pn.int8_time_ms if pn else None
+                int8_ms = perf.node_ms(pn, "int8") if pn else None
             else:
                 base = flops / total_flops  # relative units: share of the model's FLOPs
                 pruned = estimate_node_ms(base, True, dw_share, GRID_LEVELS)
