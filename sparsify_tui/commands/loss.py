@@ -6,6 +6,7 @@ A model path runs in this process without a workspace; a project (id or name) ru
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 from sparsify_tui.cli import stderr_progress as _stderr_progress
@@ -20,7 +21,8 @@ def _summary_text(prof) -> str:
         f"  layers {p['layer_count']}, total params {p['total_params']:,}, prunable {p['prunable_params']:,}",
         f"  est. params reduction at the default optimization: {p['est_params_reduction'] * 100:.1f}%",
         f"  average sensitivity (0.95 - baseline): {p['average_sensitivity']}",
-        f"  est. recovery: {p['est_recovery']}",
+        f"  est. recovery: {prof.recovery_text()}",
+        *(f"  warning: {w}" for w in prof.warnings),
         "",
         f"  {'layer':40s} {'params':>10s} {'@0.5':>10s} {'@0.9':>10s} {'@0.95':>10s} {'int8':>10s}",
     ]
@@ -70,9 +72,12 @@ def cmd_profile_loss(args) -> int:
             prof = load_loss_profile(ws, project["id"], summary["record_id"])
     if args.json:
         print_json(prof.to_dict())
+        for warning in prof.warnings:  # stdout stays pure JSON (the warnings are in it too)
+            print(f"sparsify-tui: warning: {warning}", file=sys.stderr)
     else:
         print(_summary_text(prof))
     return 0
+
 
 
 def register(sub) -> None:

@@ -101,6 +101,7 @@ def render_text(opt: "Optimization", project_name: str) -> str:
     """Human-readable summary of a stored, evaluated optimization (an
     :class:`~sparsify_tui.optimization.record.Optimization`) for the CLI."""
     from sparsify_tui.formatting import format_fixed as _fmt
+    from sparsify_tui.optimization.estimates import recovery_text
 
     est, st, ep, q = opt.estimates, opt.settings, opt.epochs, opt.quantization
     lines = [
@@ -117,7 +118,7 @@ def render_text(opt: "Optimization", project_name: str) -> str:
         f"    onnxruntime: {_fmt(est.ort_ms)} ms/batch, speedup {_fmt(est.ort_speedup)}x "
         f"(no gain from sparsity; INT8 {'measured' if est.int8_measured else 'not measured'})",
         f"    FLOPs reduction {_fmt(est.flops_reduction)}x, params compression "
-        f"{_fmt(est.params_compression)}x, est. recovery {_fmt(est.est_recovery, '.2f')}",
+        f"{_fmt(est.params_compression)}x, est. recovery {recovery_text(est.est_recovery, opt.loss_profile)}",
         "  layers (weight name, sparsity, note):",
     ]
     for l in opt.layers:

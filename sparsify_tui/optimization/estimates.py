@@ -21,7 +21,9 @@ All are **estimates**, and the time ones name the runtime they are for:
   compressed file is ignored).
 * ``est_recovery``: params-weighted mean over pruned layers of the recoverability at their sparsity,
   ``1 - L_i(s_i) / max_j L_j(0.99)`` (0..1; 1 = the loss profile shows no loss for these levels). A relative
-  heuristic to compare configurations, not a predicted accuracy.
+  heuristic to compare configurations, not a predicted accuracy. With the Approximated loss profile (one
+  curve shape scaled per layer, normalised to the single most sensitive layer) it reads near 1 for any
+  sparsity, so :func:`recovery_text` shows it as unavailable.
 """
 
 from __future__ import annotations
@@ -129,3 +131,15 @@ def model_estimates(layers: List[LayerRow], sparsities: Dict[str, float], *, mod
         avg_sparsity=removed / N,
         est_recovery=rec,
     )
+
+
+def recovery_text(est_recovery: Optional[float], loss_ref: Optional[str]) -> str:
+    """``est_recovery`` as the CLI and the TUI show it: the relative heuristic (0-1), or "unavailable" with the
+    reason (the Approximated loss profile has no measured loss; see the module docstring)."""
+    from sparsify_tui.optimization.record import APPROXIMATED
+
+    if loss_ref == APPROXIMATED:
+        return "unavailable (Approximated loss profile: no measured loss)"
+    if est_recovery is None:
+        return "unavailable"
+    return f"{est_recovery:.2f} (relative heuristic, 0-1)"

@@ -44,6 +44,11 @@ Summary fields (all methods):
 * ``est_recovery`` (a heuristic, 0..1): ``1 − R/10`` with R the params-weighted mean over those eligible
   layers of ``(v(s) − v(0)) / (v(s_max) − v(0))`` (each layer's damage at the default sparsity relative to
   its damage at the highest level); gradual pruning with fine-tuning is assumed to win back 90 % of it.
+  None (unavailable) for the approximated method, whose curves are one shape scaled per layer (the value
+  would only restate the curve, not a measurement), and when the outputs were near-flat.
+* ``warnings``: one line per reason the values cannot be trusted; one-shot adds one when the dense class
+  outputs are nearly constant (:data:`sparsify_tui.profiling.loss_oneshot.FLAT_SPAN`: KL is then ~0
+  whatever is pruned, e.g. an untrained model), suggesting the nmse metric.
 """
 
 from __future__ import annotations
@@ -126,6 +131,7 @@ class LossProfile:
     model_path: Optional[str] = None
     seconds: float = 0.0
     extras: dict = field(default_factory=dict)
+    warnings: list = field(default_factory=list)
 
     # -- summary -----------------------------------------------------------------------------------------
     @property
@@ -163,8 +169,16 @@ class LossProfile:
                 removed += max(0, pruned_count(n, s) - int(round(layer.sparsity * n)))
         return removed / self.total_params if self.total_params else 0.0
 
+    @property
+    def outputs_flat(self) -> bool:
+        """The one-shot reference outputs were near-flat: the values carry no signal (module docstring)."""
+        return bool(self.extras.get("flat_outputs"))
+
     def est_recovery(self) -> Optional[float]:
-        """Heuristic recovery (0..1) at the default optimization (module docstring); None without data."""
+        """Heuristic recovery (0..1) at the default optimization (module docstring); None without data, for the
+        approximated method and when the outputs were near-flat."""
+        if self.method == "approximated" or self.outputs_flat:
+            return None
         s = self.default_layer_sparsity()
         num = den = 0.0
         for layer in self.layers:
@@ -178,6 +192,18 @@ class LossProfile:
         if not den:
             return None
         return 1.0 - (num / den) / 10.0
+
+    def recovery_text(self) -> str:
+        """The estimated recovery as the CLI and the TUI show it: the heuristic with its range, or why it is
+        unavailable."""
+        rec = self.est_recovery()
+        if rec is not None:
+            return f"{rec * 100:.1f}% (heuristic, 90-100%)"
+        if self.method == "approximated":
+            return "unavailable (Approximated: no measured loss)"
+        if self.outputs_flat:
+            return "unavailable (outputs nearly constant)"
+        return "unavailable"
 
     def to_dict(self) -> dict:
         return {
@@ -198,6 +224,7 @@ class LossProfile:
                 "average_sensitivity": self.average_sensitivity(),
                 "est_recovery": self.est_recovery(),
                 "seconds": float(self.seconds),
+                "warnings": list(self.warnings),
                 **({"extras": self.extras} if self.extras else {}),
             },
             "layers": [layer.to_dict() for layer in self.layers],
@@ -219,6 +246,7 @@ class LossProfile:
             model_path=p.get("model_path"),
             seconds=float(p.get("seconds", 0.0)),
             extras=dict(p.get("extras", {})),
+            warnings=list(p.get("warnings", [])),
         )
 
 
@@ -335,7 +363,11 @@ def _initializer_size(model, name: Optional[str]) -> int:
 
 
 def _total_params(model) -> int:
-    return int(sum(int(np.prod(t.dims)) if t.dims else 1 for t in model.graph.initializer))
+    """The model's params by the one definition (:func:`sparsify_tui.analysis.nodes.param_count`), the same
+    number the FLOPS profile and ``analyze`` show."""
+    from sparsify_tui.analysis.nodes import param_count
+
+    return param_count(model)
 
 
 def _magnitude_layer(w: np.ndarray, levels, int8: bool, axis: Optional[int]) -> tuple:

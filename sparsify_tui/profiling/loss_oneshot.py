@@ -104,6 +104,32 @@ def nmse(dense: np.ndarray, pruned: np.ndarray) -> float:
     return d / den if den > 0 else d
 
 
+#: A class output is *near-flat* when, in every row, its logits span less than this (for a probability
+#: output: its probabilities times the class count do): the softmax is then uniform to ~0.1 %, and KL
+#: divergence stays near 0 whatever is pruned (an untrained model's logits can span 1e-9).
+FLAT_SPAN = 1e-3
+
+
+def output_span(y: np.ndarray, probs: bool) -> float:
+    """The largest per-row span (max − min over the last axis) of a class output; for a probability output,
+    times the class count (so both compare with :data:`FLAT_SPAN`)."""
+    y = np.asarray(y, dtype=np.float64)
+    if y.size == 0:
+        return 0.0
+    rows = y.reshape(-1, y.shape[-1]) if y.ndim else y.reshape(1, 1)
+    span = float(np.max(rows.max(axis=-1) - rows.min(axis=-1)))
+    return span * rows.shape[-1] if probs else span
+
+
+def flat_warning(spans: dict) -> str:
+    """The one-line warning for near-flat class outputs (``spans``: output name -> :func:`output_span`)."""
+    names = ", ".join(sorted(spans))
+    top = max(spans.values()) if spans else 0.0
+    return (f"outputs nearly constant: the dense {names} logits span at most {top:.2g} per row, so the softmax is "
+            f"uniform and KL divergence stays ~0 whatever is pruned; these sensitivities and the estimated "
+            f"recovery mean nothing. Rerun with the nmse metric (--metric nmse), real sample data or trained weights")
+
+
 class OutputMetric:
     """The per-output metric choice: ``kinds[name]`` in {"kl", "nmse"}, ``probs[name]`` for KL outputs."""
 
@@ -123,6 +149,18 @@ class OutputMetric:
     def label(self) -> str:
         kinds = sorted(set(self.kinds.values()))
         return "+".join(kinds)
+
+    def flat_outputs(self, dense: list) -> dict:
+        """``{name: span}`` of the KL outputs that are near-flat (:data:`FLAT_SPAN`) in every batch of ``dense``
+        (a list of ``{output name: array}``): their KL values carry no signal."""
+        out = {}
+        for name in self.names:
+            if self.kinds[name] != "kl":
+                continue
+            span = max((output_span(d[name], self.probs[name]) for d in dense if name in d), default=0.0)
+            if span < FLAT_SPAN:
+                out[name] = span
+        return out
 
     def value(self, dense: dict, pruned: dict) -> float:
         """Mean over the float outputs (outputs missing from ``pruned`` are unchanged → 0)."""
@@ -486,6 +524,7 @@ def one_shot_profile(
     sess.close()
     del sess
     dense_outs = [{n: c[n] for n in om.names} for c in cache]
+    flat = om.flat_outputs(dense_outs)
     cache = [{k: v for k, v in c.items() if k in keep} for c in cache]  # only the activations groups read
     int8_nodes = {}
     if int8:
@@ -582,6 +621,7 @@ def one_shot_profile(
         },
         metric=om.label,
         levels=levels,
+        warnings=[flat_warning(flat)] if flat else [],
         total_params=_total_params(model),
         prunable_params=sum(x.prunable_params for x in layers),
         layers=layers,
@@ -592,6 +632,7 @@ def one_shot_profile(
             "groups": [[refs[a].node_id, refs[b - 1].node_id, b - a] for a, b in groups],
             "runs": total_runs,
             "output_metrics": dict(om.kinds),
+            **({"flat_outputs": {k: float(v) for k, v in flat.items()}} if flat else {}),
             "seconds_group_sessions": round(t_sessions, 3),
             "seconds_setup": round(t_setup, 3),
             "calibration": {"create_s": round(t_create, 4), "run_s": round(t_run, 5)},

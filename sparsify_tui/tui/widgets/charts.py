@@ -2,13 +2,18 @@
 
 `BarChart`: horizontal bars, one terminal row per bar inside a scroll container (the plot is
 exactly ``bars + 5`` rows high, so plotext never drops a label), first item on top. Display modes:
-``values`` (SI-scaled, e.g. GFLOPs), ``percent`` (% of the total of all bars) and ``log``
-(log10 of the value). Keys: `v` cycles the display mode, `t` toggles chart/table::
+``values`` (SI-scaled, e.g. GFLOPs), ``percent`` (% of the total of all bars) and ``log`` (a log10 scale
+whose baseline is a decade boundary below the smallest value, so every bar grows with its value; the
+x ticks are the values themselves). Long labels lose their common prefix, then their middle, keeping the
+distinguishing tail (:func:`shorten_labels`). Keys: `v` cycles the display mode, `t` toggles
+chart/table; clicking a bar, or `enter` on a row of the table view, posts :class:`BarChart.Inspect`::
 
     chart = BarChart(title="FLOPs per op type", unit="FLOPs", id="op-chart")
     chart.set_data(["Conv", "Relu"], [1.2e9, 3.4e6])
 
-`LineChart`: one or more (x, y) series (benchmarks per iteration, LR schedules)::
+`LineChart`: one or more (x, y) series (benchmarks per iteration, LR schedules), with evenly spaced y
+ticks and the legend on its own line above the plot (each series has its own marker, readable without
+colour)::
 
     line = LineChart(title="Latency per iteration", x_label="iteration", y_label="ms per batch")
     line.set_series({"baseline": (xs, ys), "pruned": (xs, ys2)})
@@ -17,11 +22,15 @@ exactly ``bars + 5`` rows high, so plotext never drops a label), first item on t
 from __future__ import annotations
 
 import math
-from typing import Optional, Sequence
+from dataclasses import dataclass
+from typing import Any, Optional, Sequence
 
+from rich.markup import escape
+from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import VerticalScroll
+from textual.message import Message
 from textual.reactive import reactive
 from textual.widget import Widget
 from textual.widgets import ContentSwitcher, Static
@@ -39,13 +48,78 @@ MAX_LABEL_CHARS = 28
 
 
 def shorten(label: str, limit: int = MAX_LABEL_CHARS) -> str:
-    """Shorten a label in the middle ('/backbone/…/conv1/Conv') so its start and end stay readable."""
+    """Shorten one label to ``limit`` characters, keeping a short head and the longer tail
+    ('/backbone/…ck.3/conv1/Conv'): in hierarchical ONNX names the tail tells nodes apart."""
     label = str(label)
     if len(label) <= limit:
         return label
     keep = limit - 1
-    head = keep // 2
+    head = min(keep // 3, 8)
     return label[:head] + "…" + label[len(label) - (keep - head):]
+
+
+def _common_prefix(labels: Sequence[str]) -> str:
+    """The longest common prefix of ``labels`` that ends at a separator ('/', '.', '_', ':')."""
+    if len(labels) < 2:
+        return ""
+    prefix = labels[0]
+    for lab in labels[1:]:
+        while not lab.startswith(prefix):
+            prefix = prefix[:-1]
+    cut = max(prefix.rfind(c) for c in "/._:")
+    return prefix[: cut + 1] if cut >= 0 else ""
+
+
+def collapse_path(label: str) -> str:
+    """Drop the path segments a later segment repeats: PyTorch exports name nodes by module path, one
+    cumulative segment per level (``/features/features.13/conv/conv.0/conv.0.0/Conv``), so this loses nothing:
+    ``/features.13/conv.0.0/Conv``."""
+    parts = label.split("/")
+    keep = [p for k, p in enumerate(parts)
+            if not (p and k + 1 < len(parts) and parts[k + 1].startswith(p + "."))]
+    return "/".join(keep)
+
+
+def shorten_labels(labels: Sequence[str], limit: int = MAX_LABEL_CHARS) -> list[str]:
+    """Labels of at most ``limit`` characters that stay distinct where the originals were.
+
+    A label that fits is kept. Otherwise: repeated module-path segments are dropped (:func:`collapse_path`),
+    then the prefix all labels share (up to a separator) becomes "…", then the tail is kept
+    (``…features.13/conv.0.0/Conv``). Labels that still collide get their row number: ``#12 …/Conv``."""
+    labels = [str(x) for x in labels]
+    if all(len(x) <= limit for x in labels):
+        return labels
+    collapsed = [collapse_path(x) if len(x) > limit else x for x in labels]
+    prefix = _common_prefix(collapsed)
+
+    def cut(lab: str, room: int) -> str:
+        if len(lab) <= room:
+            return lab
+        core = lab[len(prefix):] if len(prefix) > 1 else lab
+        if len(core) + 1 <= room:
+            return "…" + core
+        return "…" + core[len(core) - (room - 1):]
+
+    out = [cut(lab, limit) for lab in collapsed]
+    if len(set(out)) < len(set(labels)):
+        counts: dict = {}
+        for x in out:
+            counts[x] = counts.get(x, 0) + 1
+        out = [f"#{i} {cut(lab, limit - len(str(i)) - 2)}" if counts[x] > 1 else x
+               for i, (lab, x) in enumerate(zip(collapsed, out))]
+    return out
+
+
+def log_scale(values: Sequence[float]) -> tuple[list[float], Optional[int]]:
+    """(bar lengths, exponent of the baseline) of a log10 bar chart: the baseline is 10**e with
+    ``e = ceil(log10(min positive value)) - 1``, a decade boundary below the smallest value, so every
+    positive value gets a positive bar that grows with it (values at or below 0 get none).
+    ``e`` is None when no value is positive."""
+    positive = [v for v in values if v > 0]
+    if not positive:
+        return [0.0 for _ in values], None
+    e = math.ceil(math.log10(min(positive))) - 1
+    return [math.log10(v) - e if v > 0 else 0.0 for v in values], e
 
 
 def si_scale(max_value: float) -> tuple[float, str]:
@@ -146,9 +220,23 @@ class BarChart(_ChartBase):
     """Horizontal bar chart, one row per bar, with values / % / log display and a table view."""
 
     BINDINGS = [
-        Binding("v", "cycle_mode", "Values/%/log", id="chart.cycle_mode",
+        Binding("v", "cycle_mode", "Mode", id="chart.cycle_mode",
                 tooltip="Cycle the value display: values, % of total, log10"),
     ]
+
+    @dataclass
+    class Inspect(Message):
+        """A bar was chosen (clicked, or `enter` on its row in the table view): ``index`` into the data,
+        ``label`` its full label, ``key`` the key given to :meth:`BarChart.set_data` (default the label)."""
+
+        chart: "BarChart"
+        index: int
+        label: str
+        key: Any
+
+        @property
+        def control(self) -> "BarChart":
+            return self.chart
 
     mode: reactive[str] = reactive("values")
 
@@ -160,6 +248,7 @@ class BarChart(_ChartBase):
         self.modes = tuple(modes)
         self.labels: list[str] = []
         self.values: list[float] = []
+        self.keys: list[Any] = []
         self.total: Optional[float] = None
         self.set_reactive(BarChart.mode, mode)
 
@@ -171,13 +260,16 @@ class BarChart(_ChartBase):
         ]
 
     def set_data(self, labels: Sequence[str], values: Sequence[float], *, title: Optional[str] = None,
-                 unit: Optional[str] = None, x_label: Optional[str] = None, total: Optional[float] = None) -> None:
+                 unit: Optional[str] = None, x_label: Optional[str] = None, total: Optional[float] = None,
+                 keys: Optional[Sequence[Any]] = None) -> None:
         """Show bars `labels[i]` = `values[i]` (first on top). Values in `unit` (e.g. 'FLOPs', 'ms').
 
         `total`: denominator of the % display (e.g. the whole model's FLOPs when only the top N bars
-        are shown); default the sum of `values`."""
+        are shown); default the sum of `values`. `keys`: what :class:`Inspect` carries for each bar
+        (default the labels)."""
         self.labels = [str(x) for x in labels]
         self.values = [float(v or 0.0) for v in values]
+        self.keys = list(keys) if keys is not None else list(self.labels)
         self.total = total
         if title is not None:
             self.title = title
@@ -202,7 +294,10 @@ class BarChart(_ChartBase):
         if self.mode == "percent":
             return ([v / total * 100 if total else 0.0 for v in self.values], f"% of total {self.unit}".strip())
         if self.mode == "log":
-            return ([math.log10(v) if v > 0 else 0.0 for v in self.values], f"log10({self.x_label or 'value'})")
+            bars, e = log_scale(self.values)
+            if e is None:
+                return bars, "log10 scale"
+            return bars, f"{self.x_label or self.unit or 'value'}, log10 scale (bars start at {10.0 ** e:g})"
         factor, prefix = si_scale(max(self.values, default=0.0)) if self.unit in SI_UNITS else (1.0, "")
         label = self.x_label or self.unit
         if prefix:
@@ -240,15 +335,37 @@ class BarChart(_ChartBase):
                   else f"{v / total * 100:.1f}%" if self.mode == "percent" and total
                   else format_value(v, self.unit) for v in self.values]
         limit = self.label_limit()
-        labels = [f"{shorten(lab, limit)} {s}" for lab, s in zip(self.labels, suffix)]
+        labels = [f"{lab} {s}" for lab, s in zip(shorten_labels(self.labels, limit), suffix)]
         # plotext draws horizontal bars bottom-up: reverse so the first item is on top
         plt = plot.plt
         plt.clear_data()
         plt.clear_figure()
         plt.bar(labels[::-1], shown[::-1], orientation="horizontal", width=0.1)
+        if self.mode == "log":
+            _, e = log_scale(self.values)
+            if e is not None:  # ticks at each decade, labelled with the value itself
+                top = max(1, math.ceil(max(shown, default=1.0)))
+                ticks = list(range(0, top + 1))
+                plt.xticks(ticks, [f"{10.0 ** (e + k):g}" for k in ticks])
         plt.xlabel(axis_label)
         plot.styles.height = len(labels) + BAR_MARGIN_ROWS - 1  # no plotext title row
         plot.refresh()
+
+    def on_click(self, event) -> None:
+        """A click on a bar's row inspects it (rows: the plot's top border, then one per bar)."""
+        plot = self.plot
+        if not self.labels or self.show_table or not plot.region.contains(event.screen_x, event.screen_y):
+            return
+        index = event.screen_y - plot.region.y - 1
+        if 0 <= index < len(self.labels):
+            self.post_message(self.Inspect(self, index, self.labels[index], self.keys[index]))
+
+    @on(FilterableTable.RowChosen, "#table-view")
+    def _row_chosen(self, event: FilterableTable.RowChosen) -> None:
+        event.stop()
+        index = int(event.row.get("_key", -1))
+        if 0 <= index < len(self.labels):
+            self.post_message(self.Inspect(self, index, self.labels[index], self.keys[index]))
 
 
 class LineChart(_ChartBase):
@@ -286,8 +403,11 @@ class LineChart(_ChartBase):
             self._replot()
 
     def _replot(self) -> None:
-        self.query_one(".chart-title", Static).update(
-            f"{self.title}  [dim](t: chart/table)[/dim]" if self.title else "[dim](t: chart/table)[/dim]")
+        title = f"{self.title}  [dim](t: chart/table)[/dim]" if self.title else "[dim](t: chart/table)[/dim]"
+        if len(self.series) > 1:  # the legend on its own line: plotext draws it over the top of the plot
+            title += "\n" + "  ".join(f"[{SERIES_COLORS[i % len(SERIES_COLORS)][1]}]{MARKER_GLYPHS[i % len(MARKERS)]}"
+                                       f" {escape(name)}[/]" for i, name in enumerate(self.series))
+        self.query_one(".chart-title", Static).update(title)
         rows = []
         for name, (xs, ys) in self.series.items():
             rows.extend({"_key": f"{name}/{i}", "series": name, "x": x, "y": y}
@@ -302,9 +422,39 @@ class LineChart(_ChartBase):
         plt = plot.plt
         plt.clear_data()
         plt.clear_figure()
-        for name, (xs, ys) in self.series.items():
-            plt.plot(xs, ys, label=name if len(self.series) > 1 else None, marker="braille")
+        for i, (xs, ys) in enumerate(self.series.values()):
+            plt.plot(xs, ys, marker=MARKERS[i % len(MARKERS)], color=SERIES_COLORS[i % len(SERIES_COLORS)][0])
+        ticks = even_ticks([y for _xs, ys in self.series.values() for y in ys])
+        if ticks:
+            plt.yticks(ticks, [tick_label(t, ticks) for t in ticks])
         plt.xlabel(self.x_label)
         plt.ylabel(self.y_label)
         plot.styles.height = self.plot_height
         plot.refresh()
+
+
+#: per series of a line chart: plotext marker (distinct without colour), its glyph in the legend, colour
+MARKERS = ("braille", "dot", "x", "+", "o")
+MARKER_GLYPHS = ("⠿", "•", "x", "+", "o")
+SERIES_COLORS = (("blue+", "blue"), ("orange+", "dark_orange"), ("green+", "green"), ("red+", "red"),
+                 ("magenta+", "magenta"))
+
+
+def even_ticks(values: Sequence[float], count: int = 5) -> list[float]:
+    """``count`` evenly spaced tick positions from the smallest to the largest value ([] when empty)."""
+    if not values:
+        return []
+    lo, hi = min(values), max(values)
+    if hi == lo:
+        return [lo]
+    step = (hi - lo) / (count - 1)
+    return [lo + k * step for k in range(count)]
+
+
+def tick_label(value: float, ticks: Sequence[float]) -> str:
+    """A tick's label with just enough digits to tell the ticks apart ('0.0025', '1.2e-05')."""
+    for digits in range(2, 8):
+        labels = [f"{t:.{digits}g}" for t in ticks]
+        if len(set(labels)) == len(labels):
+            return f"{value:.{digits}g}"
+    return f"{value:.8g}"
