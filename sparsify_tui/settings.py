@@ -102,6 +102,21 @@ def loss_batches(value: Any, flag: str = "--batches") -> int:
     return _count_at_least(value, flag, 1, LOSS_BATCHES)
 
 
+def data_file(value: Any, flag: str = "--data") -> Optional[str]:
+    """Sample data: None when empty, else the absolute path of an existing ``.npz`` or ``.npy`` file
+    (``~`` expanded; its contents are checked against the model inputs when the job starts)."""
+    import os
+
+    if value in (None, ""):
+        return None
+    path = os.path.abspath(os.path.expanduser(str(value).strip()))
+    if not os.path.isfile(path):
+        raise SparsifyError(f"{flag}: {value} does not exist or is not a file: give an .npz or .npy file")
+    if not path.lower().endswith((".npz", ".npy")):
+        raise SparsifyError(f"{flag}: {value} is not .npz or .npy: save your samples with numpy.savez")
+    return path
+
+
 def whole_list(value: Any, check, flag: str) -> list[int]:
     """A list of whole numbers from ``"1,8"``, ``[1, 8]`` or ``8``, each passed through ``check(v, flag)``."""
     if isinstance(value, str):

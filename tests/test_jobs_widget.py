@@ -59,7 +59,8 @@ async def test_widget_follows_job_to_completion(ws):
         assert _status(app) == "completed"
 
 
-async def test_widget_shows_queue_and_cancel_key(ws):
+async def test_widget_shows_queue_and_cancels(ws):
+    """The widget shows the queue; cancel() stops the job (the `c` key is the section's, see test_tui_jobs)."""
     lock = MeasureLock()
     assert lock.try_acquire("blocker 1 elsewhere\n")
     try:
@@ -67,8 +68,8 @@ async def test_widget_shows_queue_and_cancel_key(ws):
         app = JobApp(ws, job["id"])
         async with app.run_test(size=(80, 24)) as pilot:
             await _until(pilot, lambda: _status(app) == "queued behind blocker")
-            app.query_one(JobProgress).focus()
-            await pilot.press("c")
+            assert not app.query_one(JobProgress).can_focus  # no invisible tab stop
+            app.query_one(JobProgress).cancel()
             await _until(pilot, lambda: app.finished)
             assert app.finished[0].status == "canceled"
             assert jobs.get_job(ws, job["id"])["status"] == "canceled"

@@ -96,10 +96,11 @@ def test_profile_page_summary_charts_table(workspace_home, demo_model):
             await pilot.press("left_square_bracket", "left_square_bracket")
             assert view.level == 0.5
             assert "KL divergence" in str(view.query_one("#sens-hint").render())
-            await pilot.press("i")
+            await pilot.press("y")  # pruning -> INT8 sensitivity
             assert chart.values == pytest.approx([0.001 * (6 - i) for i in range(6)])
             assert "INT8" in chart.title
-            await pilot.press("c")
+            await pilot.press("greater_than_sign")  # the next tab: Params
+            assert view.current_tab() == "params"
             assert view.query_one("#params-chart").values == [100 * (i + 1) + 4 for i in range(6)]
             await pilot.press("l")
             table = view.query_one("#loss-table", FilterableTable)
@@ -107,6 +108,14 @@ def test_profile_page_summary_charts_table(workspace_home, demo_model):
             assert len(rows) == 6 and rows[3]["s0.95"] == pytest.approx(4 * 0.95 ** 2 / 10)
             assert [c.key for c in table.columns if c.key.startswith("s0") or c.key == "s0"] == \
                 ["s0", "s0.5", "s0.9", "s0.95"]
+            # enter on a row: the layer's full record, node name and weight name together
+            from sparsify_tui.tui.widgets.dialogs import RecordDialog
+
+            await pilot.press("down", "enter")
+            await wait_for(pilot, lambda: isinstance(pilot.app.screen, RecordDialog))
+            record = pilot.app.screen.text()
+            assert "Node id: conv_1" in record and "Weight: w1" in record and "Sensitivity @0.95: " in record
+            await pilot.press("escape")
 
     import asyncio
 
@@ -125,9 +134,10 @@ def test_add_rerun_delete_with_a_real_job(workspace_home, demo_model):
         async with make_app(ws, pid).run_test(size=(80, 24)) as pilot:
             sec = await open_section(pilot)
             sec.focus_default()
-            await pilot.press("a")
+            await pilot.press("n")
             await wait_for(pilot, lambda: isinstance(pilot.app.screen, LossProfileDialog))
             dlg = pilot.app.screen
+            assert dlg.query_one("#name", Input).value == "baseline"  # free: the seeded one is "seeded"
             dlg.query_one("#name", Input).value = "quick"
             dlg.query_one("#method", Select).value = "magnitude"
             dlg.query_one("#levels", Input).value = "0.5,0.9"
@@ -141,10 +151,17 @@ def test_add_rerun_delete_with_a_real_job(workspace_home, demo_model):
             await wait_for(pilot, lambda: any(r.get("name") == "quick" for r in sec.records), 90)
             new = next(r for r in sec.records if r.get("name") == "quick")
             assert new["method"] == "magnitude" and new["settings"]["levels"] == [0.5, 0.9]
-            # rerun the new profile: a second record with the same settings
+            # rerun the new profile, after a confirmation titled "Rerun quick": its numbers are replaced
+            from sparsify_tui.tui.widgets.dialogs import ConfirmDialog
+
             await wait_for(pilot, lambda: sec.selected == new["id"])
             await pilot.press("r")
-            await wait_for(pilot, lambda: sum(r.get("name") == "quick" for r in sec.records) == 2, 90)
+            await wait_for(pilot, lambda: isinstance(pilot.app.screen, ConfirmDialog))
+            assert pilot.app.screen.dialog_title == "Rerun quick"
+            await pilot.press("y")
+            await wait_for(pilot, lambda: any(r["id"] == new["id"] and r.get("modified") != new.get("modified")
+                                              for r in sec.records), 90)
+            assert sum(r.get("name") == "quick" for r in sec.records) == 1  # not a second "quick"
             # delete the seeded one after confirming
             await select(pilot, sec, rid)
             sec.focus_default()
@@ -195,9 +212,14 @@ def test_snapshot_loss_add_dialog(workspace_home, demo_model, snap_compare):
     pid, _ = seed(ws, demo_model)
 
     async def setup(pilot):
+        from textual.widgets import Input
+
         sec = await open_section(pilot)
         sec.focus_default()
-        await pilot.press("a")
+        await pilot.press("n")
+        await wait_for(pilot, lambda: pilot.app.screen.query("#name"))
+        for widget in pilot.app.screen.query(Input):
+            widget.cursor_blink = False  # a blinking cursor made this snapshot depend on timing
         await pilot.pause(0.3)
 
     assert snap_compare(make_app(ws, pid), terminal_size=(80, 24), run_before=setup)

@@ -88,11 +88,13 @@ def test_create_edit_export_flow(workspace_home, demo_model, tmp_path):
             assert rec["quantization"]["enabled"]
             assert abs(rec["estimates"]["avg_sparsity"] - 0.7) <= 0.02
             assert "tui opt" in str(sec.query_one("#opt-header").render())
-            # per-layer editor: + on the second row, then enter -> dialog -> 0.5
-            sec.query_one("#opt-tabs").active = "tab-layers"
-            await pilot.pause(0.1)
+            # est. recovery is not shown as a number with the Approximated loss profile (issue 15 item 4)
+            assert "Est. recovery unavailable" in str(sec.query_one("#est-summary-text").render())
+            # per-layer editor (l: the Layers tab, its table focused): + on the second row, then enter -> 0.5
+            sec.query_one("#opt-list").focus()
+            await pilot.press("l")
             table = sec.query_one("#layer-table", FilterableTable)
-            table.focus()
+            await wait_for(pilot, lambda: table.data_table.has_focus)
             await pilot.press("down")
             layer = table.current_row()["layer"]
             before = table.current_row()["sparsity"]
@@ -104,11 +106,19 @@ def test_create_edit_export_flow(workspace_home, demo_model, tmp_path):
             app.screen.query_one("#sparsity-value").value = "0.5"
             await pilot.press("enter")
             await wait_for(pilot, lambda: stored(ws, pid)["tui opt"]["overrides"].get(layer) == 0.5)
-            # average sparsity input: re-evaluates and keeps the override
-            sec.query_one("#opt-tabs").active = "tab-pruning"
-            await pilot.pause(0.1)
+            # i: the layer's full record, weight name and node id together
+            from sparsify_tui.tui.widgets.dialogs import RecordDialog
+
+            await pilot.press("i")
+            await wait_for(pilot, lambda: isinstance(app.screen, RecordDialog))
+            assert f"Weight: {layer}" in app.screen.text() and "Node id: " in app.screen.text()
+            await pilot.press("escape")
+            # average sparsity input (m: the Pruning tab, its first input focused): re-evaluates, keeps the override
+            await pilot.press("m")
             inp = sec.query_one("#in-sparsity")
-            inp.focus()
+            await wait_for(pilot, lambda: inp.has_focus)
+            # the inputs are as wide as their content: focused, they still show every digit
+            assert inp.size.width >= len(inp.value) + 1
             inp.value = "0.6"
             await pilot.press("enter")
             await wait_for(pilot, lambda: stored(ws, pid)["tui opt"]["settings"]["sparsity"] == 0.6)
@@ -159,11 +169,12 @@ def test_copy_quantization_and_lr_edit(workspace_home, demo_model):
         async with app.run_test(size=(80, 24)) as pilot:
             sec = await open_section(pilot)
             assert sec.rec["name"] == "base"
-            await pilot.press("c")
+            await pilot.press("C")
             await wait_for(pilot, lambda: "base v2" in stored(ws, pid) and sec.rec["name"] == "base v2")
-            # quantization on, exclude one layer
-            sec.query_one("#opt-tabs").active = "tab-quant"
-            await pilot.pause(0.1)
+            # quantization on, exclude one layer (> > : Pruning -> Layers -> Quant)
+            await pilot.press("greater_than_sign", "greater_than_sign")
+            assert sec.query_one("#opt-tabs").active == "tab-quant"
+            assert str(sec.query_one("#q-enabled").render()).startswith("[ ]")  # off reads as text
             sec.query_one("#q-enabled").value = True
             await wait_for(pilot, lambda: stored(ws, pid)["base v2"]["quantization"]["enabled"])
             await pilot.pause(0.2)
@@ -248,3 +259,38 @@ def test_snapshot_export_dialog(workspace_home, demo_model, snap_compare, monkey
         await settle(pilot, pilot.app.screen)
 
     assert snap_compare(make_app(ws, pid), terminal_size=(80, 24), run_before=setup)
+
+
+def test_training_tab_offers_the_changed_project_settings(workspace_home, demo_model):
+    """The optimization keeps its own copy of the training settings: after the project's change (90 epochs),
+    the Training tab says so and `u` (shown only then) takes them, rebuilding the epoch plan."""
+    from sparsify_tui.services import optimizations
+    from sparsify_tui.store import Workspace
+    from sparsify_tui.tui.widgets.dialogs import ConfirmDialog
+
+    ws = Workspace()
+    pid = make_project(ws, demo_model)
+    optimizations.create_optimization(ws, pid, "base", sparsity=0.7)
+    ws.update_project(pid, epochs=90)
+
+    async def run():
+        app = make_app(ws, pid)
+        async with app.run_test(size=(80, 24)) as pilot:
+            sec = await open_section(pilot)
+            await wait_for(pilot, lambda: sec.project_training is not None)
+            assert sec.rec["training"]["epochs"] == 100
+            sec.action_view_tab("tab-training")
+            text = str(sec.query_one("#training-text").render())
+            assert "epochs 100" in text and "changed since" in text and "epochs 90" in text
+            assert sec.check_action("sync_training", ()) is True
+            await pilot.press("u")
+            await wait_for(pilot, lambda: isinstance(app.screen, ConfirmDialog))
+            await pilot.press("y")
+            await wait_for(pilot, lambda: stored(ws, pid)["base"]["training"]["epochs"] == 90)
+            from sparsify_tui.optimization.schedule import default_epochs
+
+            assert stored(ws, pid)["base"]["epochs"]["total_epochs"] == default_epochs(90)["total_epochs"]
+            await wait_for(pilot, lambda: "changed since" not in str(sec.query_one("#training-text").render()))
+            assert not sec.check_action("sync_training", ())
+
+    asyncio.run(run())

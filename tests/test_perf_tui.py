@@ -76,9 +76,12 @@ async def open_profile(pilot):
     app = pilot.app
     await wait_for(pilot, lambda: app.section == "perf" and len(app.query_one("#perf").records) == 1)
     section = app.query_one("#perf")
-    section.focus_default()
-    await pilot.press("down", "enter")
+    # the section opens on the measured profile (not FLOPS), highlighted in the list
     await wait_for(pilot, lambda: app.query_one(PerfProfileView).profile is not None)
+    assert section.query_one("#profiles").highlighted == 1
+    section.focus_default()
+    await pilot.press("enter")  # picks it: focus moves into its view, so its keys work at once
+    await wait_for(pilot, lambda: app.focused is not None and app.query_one(PerfProfileView) in app.focused.ancestors)
     return section, app.query_one(PerfProfileView)
 
 
@@ -101,17 +104,21 @@ async def test_navigate_a_finished_profile(ws, demo_model):
         assert "1.250 ms/batch" in summary and "800.0 items/s" in summary
         assert "AVX512_VNNI" in summary and "INT8 measured" in summary and "2.50×" in summary
         assert "est." in summary and "no speedup" in summary
+        # per-node times are scaled to the measured median, and the summary says by how much
+        scale = 1.25 / prof.total_node_ms
+        assert f"×{scale:.3g}" in summary and f"took {1 / scale:.1f}× it" in summary
         chart = view.query_one("#op-chart", BarChart)
         assert chart.labels[0] == "Conv" and "Baseline ms" in chart.title
-        conv_total = sum(n.time_ms for n in prof.nodes if n.op_type == "Conv")
+        conv_total = sum(n.time_ms for n in prof.nodes if n.op_type == "Conv") * scale
         assert chart.values[0] == pytest.approx(conv_total)
+        assert sum(chart.values) == pytest.approx(1.25)  # the op types add up to the measured latency
         await pilot.press("m")  # focus the Summary tab (the profile list had the focus)
         await pilot.press("y")  # Summary Type: first pruned level (est.)
         assert "Pruned 0.4 ms (est.)" in chart.title
         for _ in range(len(est.LEVELS)):
             await pilot.press("y")
         assert "INT8 ms (measured)" in chart.title
-        assert chart.values[0] == pytest.approx(conv_total * 0.4)
+        assert sum(chart.values) == pytest.approx(0.5)  # scaled to the INT8 median
 
         await pilot.press("l")  # Layer Results
         table = view.query_one("#layer-table", FilterableTable)
@@ -119,16 +126,28 @@ async def test_navigate_a_finished_profile(ws, demo_model):
         assert [r["index"] for r in table.rows_shown()] == sorted(n.index for n in prof.nodes)  # graph order
         conv = next(n for n in prof.nodes if n.prunable and n.time_ms > 0)
         row = next(r for r in table.rows_shown() if r["id"] == conv.id)
-        assert row["est_ms"] == pytest.approx(conv.est_pruned_ms["0.9"])
-        await pilot.press("k")  # level 0.9 -> 0.95
+        assert row["est_ms"] == pytest.approx(conv.est_pruned_ms["0.9"] * scale)
+        assert row["time_ms"] == pytest.approx(conv.time_ms * scale) and row["raw_ms"] == conv.time_ms
+        await pilot.press("right_square_bracket")  # level 0.9 -> 0.95
         row = next(r for r in table.all_rows if r["id"] == conv.id)
-        assert row["est_ms"] == pytest.approx(conv.est_pruned_ms["0.95"]) and row["est_ms"] < conv.time_ms
+        assert row["est_ms"] == pytest.approx(conv.est_pruned_ms["0.95"] * scale) and row["est_ms"] < row["time_ms"]
         assert "0.95" in str(view.query_one("#level-line").render())
         await pilot.press("slash", *"Conv", "enter")
         n_conv = sum(n.op_type == "Conv" for n in prof.nodes)
         await wait_for(pilot, lambda: n_conv <= len(table.rows_shown()) < len(prof.nodes))
-        for r in table.rows_shown():
-            assert "conv" in " ".join(str(r[k]) for k in ("id", "op_type", "weight_name", "fused_into")).lower()
+        for r in table.rows_shown():  # node id, op type and weight: not the "Fused into" column
+            assert "conv" in " ".join(str(r[k]) for k in ("id", "op_type", "weight_name")).lower()
+        # i (or enter) shows the row's full record: id, op, weight, shapes, every number
+        from sparsify_tui.tui.widgets.dialogs import RecordDialog
+
+        table.data_table.move_cursor(row=next(i for i, r in enumerate(table.rows_shown()) if r["id"] == conv.id))
+        await pilot.press("i")
+        await wait_for(pilot, lambda: isinstance(app.screen, RecordDialog))
+        record = app.screen.text()
+        assert f"Node id: {conv.id}" in record and "Weight shape: " in record and "Output shapes: 1×" in record
+        assert f"ms (raw, profiled pass): {conv.time_ms:.6g}" in record and "Est. pruned 0.99 ms" in record
+        await pilot.press("escape")
+        await wait_for(pilot, lambda: not isinstance(app.screen, RecordDialog))
 
         await pilot.press("g")  # Top Layers
         top = view.query_one("#top-chart", BarChart)
@@ -143,9 +162,14 @@ async def test_add_dialog_validates_and_delete_removes(ws, demo_model):
     app = make_app(ws, pid)
     async with app.run_test(size=SIZE) as pilot:
         section, view = await open_profile(pilot)
-        await pilot.press("a")
+        await pilot.press("n")
         await wait_for(pilot, lambda: isinstance(app.screen, PerfProfileDialog))
         dialog = app.screen
+        assert dialog.query_one("#name").value == "baseline 2"  # a fresh name, not "baseline" again
+        dialog.query_one("#data").value = "no/such/samples.npz"
+        await pilot.press("ctrl+r")
+        assert "does not exist" in str(dialog.query_one("#error").render())
+        dialog.query_one("#data").value = ""
         dialog.query_one("#core_count").value = "0"
         await pilot.press("ctrl+r")
         assert "Cores must be 1 or more" in str(dialog.query_one("#error").render())
@@ -200,7 +224,7 @@ def test_snapshot_add_dialog(workspace_home, demo_model, snap_compare):
         from sparsify_tui.tui.perf.dialogs import PerfProfileDialog
 
         await open_profile(pilot)
-        await pilot.press("a")
+        await pilot.press("n")
         await wait_for(pilot, lambda: isinstance(pilot.app.screen, PerfProfileDialog))
         for widget in pilot.app.screen.query(Input):
             widget.cursor_blink = False  # a blinking cursor makes the snapshot depend on timing

@@ -371,14 +371,31 @@ async def test_project_sections_need_an_open_project(ws):
         assert app.section == "projects" and app.project_id is None
 
 
-async def test_open_model_path_creates_then_reuses_project(ws, tmp_path):
+async def test_open_model_path_offers_the_baseline_profiles_then_reuses_the_project(ws, tmp_path):
+    """`sparsify-tui tiny.onnx` on a new model opens the New Project dialog filled in, offering the baseline
+    profiles as `n` does; the second time it opens the project made the first time."""
+    from textual.widgets import Switch
+
     model = tiny_model(tmp_path / "tiny.onnx")
-    for _ in range(2):  # `sparsify-tui tiny.onnx` twice: one project
-        app = SparsifyApp(model=str(model))
-        async with app.run_test(size=SIZE) as pilot:
-            await wait_for(pilot, lambda: app.project_id is not None)
-            await wait_section(pilot, app, "perf")
-            assert [p["id"] for p in ws.list_projects()] == [app.project_id]
+    app = SparsifyApp(model=str(model))
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(pilot, lambda: isinstance(app.screen, NewProjectDialog) and app.screen.query("#model_path"))
+        dialog = app.screen
+        assert dialog.query_one("#model_path").value == str(model)
+        assert dialog.query_one("#perf_enabled", Switch).value and dialog.query_one("#loss_enabled", Switch).value
+        assert ws.list_projects() == []  # nothing is created before RUN
+        dialog.query_one("#perf_enabled", Switch).value = False  # keep the test quick: no background jobs
+        dialog.query_one("#loss_enabled", Switch).value = False
+        await pilot.press("ctrl+r")
+        await wait_for(pilot, lambda: dialog.project is not None)
+        await pilot.press("escape")
+        await wait_for(pilot, lambda: app.project_id is not None)
+        await wait_section(pilot, app, "perf")
+    app = SparsifyApp(model=str(model))
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(pilot, lambda: app.project_id is not None)
+        await wait_section(pilot, app, "perf")
+        assert [p["id"] for p in ws.list_projects()] == [app.project_id]
 
 
 async def test_open_model_with_symbolic_dims_opens_dialog(ws, demo_model):

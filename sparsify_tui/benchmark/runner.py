@@ -21,6 +21,10 @@ Statistics per combination (all in milliseconds per batch unless named otherwise
 ``min``, ``max``, ``std``; ``ms_per_item = median / batch_size``; ``items_per_second = 1000 * batch_size /
 median``; ``speedup = baseline median / model median`` at the same batch size and core count (the
 baseline is the first model, or the one labelled ``"baseline"``).
+
+**Noise** (:meth:`BenchmarkRun.noise`): a combination is flagged when its p90 exceeds
+:data:`NOISE_P90_RATIO` × its median, or when the medians of its rounds spread more than
+:data:`NOISE_ROUND_SPREAD` ((max − min) / min): the machine was busy, and the speedup may be wrong; rerun.
 """
 
 from __future__ import annotations
@@ -37,6 +41,19 @@ import numpy as np
 from sparsify_tui.engine.timing import LatencyStats
 from sparsify_tui.errors import SparsifyError
 from sparsify_tui.progress import CancelToken, ProgressFn
+
+#: a run is noisy when its p90 exceeds this multiple of its median ...
+NOISE_P90_RATIO = 2.0
+#: ... or when the medians of its interleaved rounds spread more than this fraction of the smallest
+NOISE_ROUND_SPREAD = 0.20
+
+
+def round_shares(iterations: int, rounds: int) -> list[int]:
+    """Timed runs per round: ``iterations`` split over ``rounds`` (at most ``iterations``) as evenly as possible,
+    the first rounds taking the remainder (the order :func:`run_benchmark` times them in)."""
+    rounds = max(1, min(int(rounds), int(iterations)))
+    return [int(iterations) // rounds + (1 if r < int(iterations) % rounds else 0) for r in range(rounds)]
+
 
 @dataclass
 class ModelSpec:
@@ -95,6 +112,26 @@ class BenchmarkRun:
             min_ms=st.min, max_ms=st.max, std_ms=st.std,
         )
 
+    def round_medians(self, rounds: int) -> list[float]:
+        """Median ms per batch of each interleaved round (the runs are stored round after round)."""
+        out, start = [], 0
+        for n in round_shares(len(self.iterations_ms), rounds):
+            part = self.iterations_ms[start:start + n]
+            start += n
+            if part:
+                out.append(float(np.median(part)))
+        return out
+
+    def noise(self, rounds: int) -> list[str]:
+        """Why this run's numbers are noisy (module docstring), one short phrase each; [] when they agree."""
+        out = []
+        if self.median_ms > 0 and self.p90_ms > NOISE_P90_RATIO * self.median_ms:
+            out.append(f"p90 {self.p90_ms / self.median_ms:.1f}× median")
+        meds = self.round_medians(rounds)
+        if len(meds) > 1 and min(meds) > 0 and (max(meds) - min(meds)) / min(meds) > NOISE_ROUND_SPREAD:
+            out.append(f"rounds ±{(max(meds) - min(meds)) / min(meds) * 100:.0f}%")
+        return out
+
     def to_dict(self) -> dict:
         """One entry of ``results`` in the ``benchmark --json`` shape (plus extras)."""
         return {
@@ -145,6 +182,8 @@ class BenchmarkResult:
     system: dict = field(default_factory=dict)
     #: how the sessions were configured (the engine's description)
     engine: str = "onnxruntime CPUExecutionProvider, ORT_ENABLE_ALL, intra_op=cores, inter_op=1"
+    #: interleaved rounds the timed runs were split into
+    rounds: int = 3
 
     @property
     def baseline_label(self) -> str:
@@ -185,8 +224,9 @@ class BenchmarkResult:
                 "ort_version": self.ort_version,
                 "system": dict(self.system),
                 "engine": self.engine,
+                "rounds": self.rounds,
             },
-            "results": [r.to_dict() for r in self.runs],
+            "results": [{**r.to_dict(), "noise": r.noise(self.rounds)} for r in self.runs],
         }
 
     @classmethod
@@ -201,7 +241,7 @@ class BenchmarkResult:
             dims=dict(b.get("dims") or {}), name=b.get("name", "benchmark"), id=b.get("id"),
             created=b.get("created", ""), seconds=float(b.get("seconds", 0.0)), data=b.get("data"),
             ort_version=b.get("ort_version", ""), system=dict(b.get("system") or {}),
-            **({"engine": b["engine"]} if b.get("engine") else {}),
+            **({"engine": b["engine"]} if b.get("engine") else {}), rounds=int(b.get("rounds", 3)),
         )
         res.runs = [BenchmarkRun.from_dict(r) for r in d.get("results", [])]
         return res
@@ -291,8 +331,8 @@ def run_benchmark(
         created=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"), ort_version=engine.version,
         system=engine.system_info().to_dict(), engine=engine.description,
     )
-    rounds = max(1, min(int(rounds), int(iterations)))
-    share = [int(iterations) // rounds + (1 if r < int(iterations) % rounds else 0) for r in range(rounds)]
+    share = round_shares(int(iterations), rounds)
+    rounds = result.rounds = len(share)
     total = len(specs) * len(batch_sizes) * len(core_counts) * rounds
     done = 0
     t_start = time.perf_counter()

@@ -25,13 +25,18 @@ def _list_type(check, flag: str):
 
 
 def _fmt_table(result) -> str:
-    rows = [("model", "batch", "cores", "median ms", "p90 ms", "p99 ms", "mean ms", "ms/item", "items/s", "speedup")]
+    rows = [("model", "batch", "cores", "median ms", "p90 ms", "p99 ms", "mean ms", "ms/item", "items/s", "speedup",
+             "noise")]
     for r in result.runs:
         rows.append((r.model, str(r.batch_size), str(r.core_count), f"{r.median_ms:.3f}", f"{r.p90_ms:.3f}",
                      f"{r.p99_ms:.3f}", f"{r.mean_ms:.3f}", f"{r.ms_per_item:.3f}", f"{r.items_per_second:.1f}",
-                     f"{r.speedup:.2f}x"))
+                     f"{r.speedup:.2f}x", "! " + ", ".join(r.noise(result.rounds)) if r.noise(result.rounds) else ""))
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
-    lines = ["  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(row, widths))) for row in rows]
+    lines = ["  ".join(c.ljust(w) if i in (0, 10) else c.rjust(w) for i, (c, w) in enumerate(zip(row, widths)))
+             for row in rows]
+    if any(r.noise(result.rounds) for r in result.runs):
+        lines.append("! noisy: the machine was busy while these ran (p90 > 2x median, or rounds > 20% apart); "
+                     "rerun the benchmark")
     return "\n".join(lines)
 
 

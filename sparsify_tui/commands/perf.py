@@ -11,7 +11,6 @@ The ``profile`` group itself comes from :func:`sparsify_tui.commands.profile_gro
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 
 from sparsify_tui.cli import stderr_progress as _stderr_progress
 from sparsify_tui.commands import looks_like_model, profile_group
@@ -46,12 +45,10 @@ def cmd_profile_perf(args) -> int:
     from sparsify_tui import settings
     from sparsify_tui.analysis.shapes import parse_dim_args
     from sparsify_tui.cli import print_json
-    from sparsify_tui.errors import SparsifyError
 
     dims = parse_dim_args(args.dim) if args.dim else None
     progress = _stderr_progress(args.quiet)
-    if args.data and not Path(args.data).is_file():
-        raise SparsifyError(f"sample data {args.data} does not exist: check the --data path")
+    args.data = settings.data_file(args.data)
     if looks_like_model(args.target):
         from sparsify_tui.profiling.perf import profile_performance
 
@@ -70,7 +67,7 @@ def cmd_profile_perf(args) -> int:
         project = ws.get_project(args.target)
         job_args = {"name": args.name, "batch_size": args.batch_size, "core_count": args.cores,
                     "warmup": args.warmup, "iterations": args.iterations,
-                    "data": str(Path(args.data).resolve()) if args.data else None,
+                    "data": args.data,
                     "int8": not args.no_int8, "dims": dims}
         job_args = {k: v for k, v in job_args.items() if v is not None}
         perf_settings(project, job_args)  # bad arguments fail here, before a job record exists

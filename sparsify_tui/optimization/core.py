@@ -27,7 +27,7 @@ if TYPE_CHECKING:
     from sparsify_tui.profiling.perf import PerfProfile
 
 __all__ = ["FLOPS", "APPROXIMATED", "DEFAULT_INIT_SPARSITY", "build_optimization", "evaluate", "layer_sparsities",
-           "change_settings", "override", "change_schedule"]
+           "change_settings", "override", "change_schedule", "change_training"]
 
 
 def _quant_epochs(ep: Epochs) -> Dict[str, float]:
@@ -159,6 +159,21 @@ def override(rec: Optimization, weight_name: str, sparsity: Optional[float]) -> 
             raise ProjectError(f"sparsity {s} is out of range: use 0 to 0.99")
         ov[layer.weight_name] = round(s, 4)
     rec.overrides = ov
+    return evaluate(rec)
+
+
+def change_training(rec: Optimization, training: Dict[str, Any]) -> Optimization:
+    """Take the project's training settings again (``optimizer``, ``epochs``, ``init_lr``, ``final_lr``): an
+    optimization keeps its own copy from when it was made, so a later change to the project leaves it alone
+    until this is called. The epoch plan and the LR modifiers are rebuilt from them as for a new optimization
+    (edits to either are replaced; ``init_sparsity`` is kept), and QAT moves with the epochs."""
+    rec.training = dict(training or {})
+    ep = Epochs.from_dict({**schedule.default_epochs(float(rec.training.get("epochs") or 100)),
+                           "init_sparsity": rec.epochs.init_sparsity})
+    rec.epochs = ep
+    rec.lr_modifiers = schedule.default_lr_modifiers(rec.training, ep.to_dict())
+    for k, v in _quant_epochs(ep).items():
+        setattr(rec.quantization, k, v)
     return evaluate(rec)
 
 

@@ -62,7 +62,8 @@ def benchmark_project(ws, project_id: str, args: dict, *, progress: Optional[Pro
 
     ``args``: ``name`` (default "benchmark N"), ``optimizations`` (ids or names; each is applied first
     when it has no up-to-date optimized file), ``batch_sizes`` / ``core_counts`` (default the project
-    setup), ``warmup`` (5), ``iterations`` (30), ``dims`` (default setup dims), ``data`` (sample file).
+    setup), ``warmup`` (5), ``iterations`` (30), ``dims`` (default setup dims), ``data`` (sample file),
+    ``record_id`` (a rerun: the result replaces that record's, which keeps its id and name).
     Progress: applying takes the first 30 % of the bar when anything must be applied.
     """
     from sparsify_tui.benchmark.runner import ModelSpec, run_benchmark
@@ -101,7 +102,12 @@ def benchmark_project(ws, project_id: str, args: dict, *, progress: Optional[Pro
                    "core_counts": s["core_counts"], "warmup": result.warmup, "iterations": result.iterations}
     if args.get("data"):
         stored_args["data"] = str(args["data"])
-    result.id, result.created = new_id(), now_iso()
+    rerun = args.get("record_id")
+    result.id, result.created = (str(rerun) if rerun else new_id()), now_iso()
+    if rerun:
+        rec = ws.replace_record_blob(project_id, TABLE, result.id, result.to_dict(),
+                                     **benchmark_record(result, stored_args))
+        return rec, result
     record = {"id": result.id, "created": result.created, **benchmark_record(result, stored_args)}
     rec = ws.add_record_with_blob(project_id, TABLE, record, result.to_dict())
     return rec, result

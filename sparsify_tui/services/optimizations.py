@@ -97,6 +97,14 @@ def update_schedule(ws, project_id: str, ref: str, **changes: Any) -> Dict[str, 
     return _change(ws, project_id, ref, change_schedule, **changes)
 
 
+def sync_training(ws, project_id: str, ref: str) -> Dict[str, Any]:
+    """:func:`~sparsify_tui.optimization.core.change_training` with the project's current training settings,
+    then save: the optimization's epoch plan and LR schedule follow the project's settings again."""
+    from sparsify_tui.optimization.core import change_training
+
+    return _change(ws, project_id, ref, change_training, dict(ws.get_project(project_id).get("training") or {}))
+
+
 def copy_optimization(ws, project_id: str, ref: str, new_name: Optional[str] = None) -> Dict[str, Any]:
     """A new version of an optimization (same settings, overrides and schedules) named ``new_name`` (default
     ``"<name> v2"``, ``v3``... the first free one). Returns the stored copy."""

@@ -90,10 +90,16 @@ def loss_record(prof) -> Dict[str, Any]:
     }
 
 
-def store_loss_profile(ws, project_id: str, prof, job_id: Optional[str] = None) -> Dict[str, Any]:
-    """Store a loss profile (data file, then record); returns ``{"record_id", "name", "method", "seconds"}``."""
-    rec = ws.add_record_with_blob(project_id, LOSS_TABLE, {**loss_record(prof), "job_id": job_id}, prof.to_dict())
-    return {"record_id": rec["id"], "name": prof.name, "method": prof.method, "seconds": prof.seconds}
+def store_loss_profile(ws, project_id: str, prof, job_id: Optional[str] = None,
+                       record_id: Optional[str] = None) -> Dict[str, Any]:
+    """Store a loss profile (data file, then record), as a new record or replacing record ``record_id`` (a
+    rerun); returns ``{"record_id", "name", "method", "seconds"}``."""
+    fields = {**loss_record(prof), "job_id": job_id}
+    if record_id:
+        ws.replace_record_blob(project_id, LOSS_TABLE, record_id, prof.to_dict(), **fields)
+    else:
+        record_id = ws.add_record_with_blob(project_id, LOSS_TABLE, fields, prof.to_dict())["id"]
+    return {"record_id": record_id, "name": prof.name, "method": prof.method, "seconds": prof.seconds}
 
 
 def approximated_loss_profile(ws, project_id: str):

@@ -80,15 +80,33 @@ class SectionBar(Static):
         self.update("".join(parts))
 
 
+#: (palette label, section, the section's action, help): what the palette can do in the open project
+PROJECT_ACTIONS = [
+    ("New performance profile", "perf", "new", "measure per-layer times with onnxruntime (n in Perf)"),
+    ("Rerun the selected perf profile", "perf", "rerun", "measure it again with its settings (r in Perf)"),
+    ("New loss profile", "loss", "new", "per-layer pruning and INT8 sensitivity (n in Loss)"),
+    ("Optimize: new optimization", "optimization", "new", "per-layer sparsity and INT8 from the profiles "
+                                                           "(n in Optimize)"),
+    ("Export recipe and training code", "optimization", "export", "YAML recipe + PyTorch/Keras code (e in Optimize)"),
+    ("Apply: write the optimized .onnx", "benchmarks", "apply", "prune (and quantize) exactly (a in Bench)"),
+    ("New benchmark", "benchmarks", "new", "baseline vs optimized, measured (n in Bench)"),
+]
+
+
 class SparsifyCommands(Provider):
-    """Command palette: sections, new project, open any project, help."""
+    """Command palette: sections, actions (new project, profiles, optimize, export, apply, benchmark, the Jobs
+    view), open any project, help."""
 
     def _commands(self) -> list[tuple[str, Any, str]]:
         app: SparsifyApp = self.app  # type: ignore[assignment]
         cmds: list[tuple[str, Any, str]] = []
         for n, (sid, label, _short) in enumerate(SECTIONS, start=1):
             cmds.append((f"Go to {label}", partial(app.action_show_section, sid), f"key {n}"))
-        cmds.append(("New project", app.action_new_project, "create a project from an .onnx model"))
+        cmds.append(("New project", app.action_new_project, "create a project from an .onnx model (n in Projects)"))
+        cmds.append(("Jobs: every running, queued and finished job", app.action_jobs, "cancel, log (key j)"))
+        if app.project_id is not None:
+            for label, section, action, help_text in PROJECT_ACTIONS:
+                cmds.append((label, partial(app.action_section_action, section, action), help_text))
         cmds.append(("Help: keys", app.action_help, "every key binding (?)"))
         for project in self._projects:
             cmds.append((f"Open project {project['name']}",
@@ -121,7 +139,7 @@ class SparsifyApp(App[int]):
 
     # app-wide rules first, then each section's own (.tcss next to its widgets)
     CSS_PATH = ["app.tcss", "projects/projects.tcss", "settings/settings.tcss", "perf/perf.tcss",
-                "new_project/new_project.tcss"]
+                "new_project/new_project.tcss", "jobs/jobs.tcss"]
     TITLE = "sparsify-tui"
     COMMANDS = App.COMMANDS | {SparsifyCommands}
 
@@ -138,10 +156,15 @@ class SparsifyApp(App[int]):
                 tooltip="Benchmarks of the open project"),
         Binding("6", "show_section('settings')", "Settings", show=False, id="section.settings",
                 tooltip="Settings of the open project"),
+        Binding("j", "jobs", "Jobs", id="app.jobs",
+                tooltip="Every job of every project: status, progress, ETA, errors; cancel and log"),
         Binding("question_mark", "help", "Help", id="app.help", tooltip="List every key"),
         Binding("escape", "leave_field", "Leave field", show=False, id="app.leave_field",
                 tooltip="Leave a text field (then 1-6 and the section keys work again)"),
         Binding("q", "quit", "Quit", id="app.quit", tooltip="Quit sparsify-tui (jobs keep running)"),
+        Binding("ctrl+p", "command_palette", "Palette", id="app.palette",
+                tooltip="Command palette: sections, actions (new profile, optimize, export, apply, benchmark, jobs), "
+                        "projects"),
     ]
 
     section: reactive[str] = reactive("projects", init=False)
@@ -169,7 +192,7 @@ class SparsifyApp(App[int]):
         yield SectionBar(id="section-bar")
         with ContentSwitcher(initial="projects", id="sections"):
             yield ProjectsSection(id="projects")
-        yield Footer()
+        yield Footer(compact=True, show_command_palette=False)  # ctrl+p is an ordinary binding: it fits 80 cols
 
     def on_mount(self) -> None:
         self._update_chrome()
@@ -305,7 +328,10 @@ class SparsifyApp(App[int]):
 
     @on(messages.OpenProject)
     def _on_open_project(self, message: messages.OpenProject) -> None:
-        self.open_project(message.project_id, message.section, name=message.name)
+        if message.project_id == self.project_id and self.project_id is not None:
+            self.action_show_section(message.section)  # already open: keep its sections as they are
+        else:
+            self.open_project(message.project_id, message.section, name=message.name)
 
     @on(messages.ShowSection)
     def _on_show_section(self, message: messages.ShowSection) -> None:
@@ -339,6 +365,32 @@ class SparsifyApp(App[int]):
     def action_help(self) -> None:
         if not isinstance(self.screen, HelpScreen):
             self.push_screen(HelpScreen())
+
+    def action_jobs(self) -> None:
+        """`j`: the Jobs view (every job of every project)."""
+        from sparsify_tui.tui.jobs import JobsScreen
+
+        if not isinstance(self.screen, JobsScreen):
+            self.push_screen(JobsScreen())
+
+    def action_section_action(self, section: str, action: str) -> None:
+        """Show ``section`` of the open project and run its ``action_<action>`` once it is mounted (the command
+        palette's actions)."""
+        if self.project_id is None:
+            self.action_show_section(section)  # explains that a project must be opened first
+            return
+        self.action_show_section(section)
+
+        async def run_when_mounted() -> None:
+            for _ in range(100):
+                widget = self.current_section_widget()
+                if widget is not None and self.section == section and widget.is_mounted \
+                        and hasattr(widget, f"action_{action}"):
+                    await widget.run_action(action)
+                    return
+                await asyncio.sleep(0.02)
+
+        self.call_later(run_when_mounted)
 
     def action_new_project(self, model_path: str = "") -> None:
         dialog = NewProjectDialog(model_path=model_path)
@@ -385,17 +437,13 @@ class SparsifyApp(App[int]):
 
     @app_work(group="start", description="open model")
     def _open_model(self, model: str) -> None:
-        """`sparsify-tui MODEL.onnx`: open the project of that model (same file or sha256), else create one."""
-        from sparsify_tui.errors import DimensionError
-        from sparsify_tui.services.projects import create_project, find_project_for_model
+        """`sparsify-tui MODEL.onnx`: open the project of that model (same file or sha256); for a new model, the
+        New Project dialog with the path filled in (it offers the baseline profiles and asks for dims)."""
+        from sparsify_tui.services.projects import find_project_for_model
 
-        try:
-            project = find_project_for_model(self.workspace, model)
-            if project is None:
-                self.notify(f"Creating a project for {model}…", timeout=3)  # thread-safe
-                project = create_project(self.workspace, model)
-        except DimensionError:
-            # symbolic dims need values: let the user enter them in the new-project dialog
+        project = find_project_for_model(self.workspace, model)
+        if project is None:
+            # a new model: the New Project dialog, filled in, offers its baseline profiles (and asks for dims)
             post_result(self, messages.ModelNeedsDims(str(model)))
             return
         post_result(self, messages.StartProjectFound(project))

@@ -61,6 +61,7 @@ class StartProjectFound(Message):
 
 @dataclass
 class ModelNeedsDims(Message):
-    """`sparsify-tui MODEL.onnx` for a model with symbolic dims: the new-project dialog asks for them."""
+    """`sparsify-tui MODEL.onnx` for a model that has no project yet: the New Project dialog, filled in, offers
+    its baseline profiles and asks for its symbolic dims."""
 
     model_path: str

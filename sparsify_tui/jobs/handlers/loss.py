@@ -42,12 +42,13 @@ def loss_settings(project: Dict[str, Any], args: Dict[str, Any]) -> Dict[str, An
 
 def run(ctx) -> Dict[str, Any]:
     """Args: ``{name, method, levels, data, batches, int8, metric, dims, batch_size}`` (see
-    :func:`loss_settings`). Stores the profile (data file, then record); returns
-    ``{"record_id", "name", "method", "seconds"}``."""
+    :func:`loss_settings`); ``record_id`` reruns that record (its data is replaced). Stores the profile (data
+    file, then record); returns ``{"record_id", "name", "method", "seconds"}``."""
     from sparsify_tui.profiling.loss import profile_loss
     from sparsify_tui.services.profiles import store_loss_profile
 
     ws, pid = ctx.ws, ctx.project_id
     s = loss_settings(ws.get_project(pid), dict(ctx.args or {}))
     prof = profile_loss(ws.model_path(pid), progress=ctx.progress, cancel=ctx.cancel, **s)
-    return store_loss_profile(ws, pid, prof, job_id=(ctx.job or {}).get("id"))
+    return store_loss_profile(ws, pid, prof, job_id=(ctx.job or {}).get("id"),
+                              record_id=(ctx.args or {}).get("record_id"))

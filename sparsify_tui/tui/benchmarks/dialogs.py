@@ -8,10 +8,11 @@ from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
-from textual.widgets import Button, Input, Label, OptionList, SelectionList, Static
+from textual.widgets import Button, Input, Label, OptionList, Static
 from textual.widgets.option_list import Option
 
 from sparsify_tui.tui.widgets.dialogs import FormDialog
+from sparsify_tui.tui.widgets.toggles import TextSelectionList
 
 
 _DIALOG_CSS = """
@@ -33,10 +34,10 @@ _DIALOG_CSS = """
 
 class BenchmarkDialog(FormDialog[Optional[dict]]):
     """Create a benchmark: models (baseline always, plus the chosen optimizations), batch sizes, core
-    counts, warm-up and iterations. Dismisses with the ``benchmark`` job args, or None."""
+    counts, warm-up, iterations and sample data. Dismisses with the ``benchmark`` job args, or None."""
 
     DEFAULT_CSS = _DIALOG_CSS.format(cls="BenchmarkDialog") + """
-    BenchmarkDialog SelectionList { height: auto; max-height: 8; margin-bottom: 1; }
+    BenchmarkDialog TextSelectionList { height: auto; max-height: 8; margin-bottom: 1; }
     BenchmarkDialog .dialog-error { margin-top: 1; }
     """
 
@@ -64,7 +65,7 @@ class BenchmarkDialog(FormDialog[Optional[dict]]):
             yield Static("Models: baseline (always) +" + ("" if self.optimizations else
                          " no optimizations yet (create one in Optimize, 4)"), classes="hint")
             if self.optimizations:
-                yield SelectionList[str](
+                yield TextSelectionList[str](
                     *[(o.get("name") or o["id"], o["id"], o["id"] in self.selected) for o in self.optimizations],
                     id="models")
             with Horizontal(classes="row"):
@@ -79,6 +80,9 @@ class BenchmarkDialog(FormDialog[Optional[dict]]):
             with Horizontal(classes="row"):
                 yield Label("Timed runs")
                 yield Input(str(d["iterations"]), id="iterations", type="integer", compact=True)
+            with Horizontal(classes="row"):
+                yield Label("Sample data")
+                yield Input("", placeholder="synthetic; or FILE.npz / .npy", id="data", compact=True)
             yield Static("", id="error", classes="dialog-error")
             with Horizontal(classes="buttons"):
                 yield Button("Run", variant="primary", id="run")
@@ -93,9 +97,10 @@ class BenchmarkDialog(FormDialog[Optional[dict]]):
         from sparsify_tui import settings
 
         name = self.query_one("#name", Input).value.strip() or self.defaults["name"]
-        opts = list(self.query_one("#models", SelectionList).selected) if self.optimizations else []
+        opts = list(self.query_one("#models", TextSelectionList).selected) if self.optimizations else []
         field = lambda key: self.query_one(f"#{key}", Input).value  # noqa: E731
-        return {"name": name, "optimizations": opts,
+        data = settings.data_file(field("data").strip(), "Sample data")
+        return {"name": name, "optimizations": opts, **({"data": data} if data else {}),
                 "batch_sizes": settings.whole_list(field("batch_sizes"), settings.batch_size, "Batch sizes"),
                 "core_counts": settings.whole_list(field("core_counts"), settings.core_count, "Core counts"),
                 "warmup": settings.warmup(field("warmup") or None, "Warm-up runs"),
@@ -116,8 +121,9 @@ class BenchmarkDialog(FormDialog[Optional[dict]]):
 
 
 class ApplyDialog(FormDialog[Optional[dict]]):
-    """Apply an optimization and export the optimized .onnx: choose the optimization and the path.
-    Dismisses with ``{"optimization": id, "out_path": path or None}`` (None = only the project copy)."""
+    """Apply an optimization and export the optimized .onnx: choose the optimization, the path and the sample
+    data INT8 calibrates on. Dismisses with ``{"optimization": id, "out_path": path or None, "data": path or
+    None}`` (out_path None = only the project copy; data None = synthetic calibration data)."""
 
     RUN_BUTTON_ID = "apply"
 
@@ -148,6 +154,10 @@ class ApplyDialog(FormDialog[Optional[dict]]):
             with Horizontal(classes="row"):
                 yield Label("Export to")
                 yield Input("", placeholder="path of the .onnx to write", id="out_path", compact=True)
+            with Horizontal(classes="row"):
+                yield Label("Sample data")
+                yield Input("", placeholder="INT8 calibration: synthetic; or FILE.npz / .npy", id="data",
+                            compact=True)
             yield Static("", id="status", classes="hint")
             yield Static("", id="error", classes="dialog-error")
             with Horizontal(classes="buttons"):
@@ -194,20 +204,26 @@ class ApplyDialog(FormDialog[Optional[dict]]):
             return None
         idx = self.query_one("#opts", OptionList).highlighted or 0
         oid = self.optimizations[idx]["id"]
+        from sparsify_tui import settings
+
         path = self.query_one("#out_path", Input).value.strip()
         if not path:
             raise ValueError("Give the path of the .onnx to write")
         if not path.endswith(".onnx"):
             raise ValueError("The export path must end in .onnx")
-        return {"optimization": oid, "out_path": None if path == self.default_paths.get(oid) else path}
+        data = settings.data_file(self.query_one("#data", Input).value.strip(), "Sample data")
+        return {"optimization": oid, "out_path": None if path == self.default_paths.get(oid) else path,
+                "data": data}
 
     def action_run(self) -> None:
         self.action_apply()
 
     def action_apply(self) -> None:
+        from sparsify_tui.errors import SparsifyError
+
         try:
             result = self.current()
-        except ValueError as err:
+        except (ValueError, SparsifyError) as err:
             self.query_one("#error", Static).update(str(err))
             return
         if result is not None:

@@ -10,10 +10,10 @@ from textual.message import Message
 
 @dataclass
 class BenchmarksListed(Message):
-    """The project's benchmark records, and its ``benchmark``/``apply`` jobs still pending or running."""
+    """The project's benchmark records (its running jobs are the jobs pane's:
+    :class:`sparsify_tui.tui.widgets.jobs.SectionJobs`)."""
 
     records: list[dict]
-    active_jobs: list[dict]
 
 
 @dataclass

@@ -1,10 +1,13 @@
 """Benchmarks section: measured ms/batch of the baseline and optimized models.
 
-Left: benchmark cards, newest first (`r` rerun, `delete` delete), running jobs under them. Right: the
-selected benchmark: per-iteration line chart, batch-size scaling, core scaling, baseline-vs-optimized
-bars and a table of every number. `n` creates a benchmark (a background ``benchmark`` job), `a`
-applies an optimization and exports its optimized .onnx (an ``apply`` job), `c` cycles the
-(batch size, cores) combination the charts show.
+Left: benchmark cards, newest first (`r` reruns after a confirmation, replacing its numbers; `d` deletes),
+running and queued benchmark/apply jobs under them (`c` cancels). Right: the selected benchmark's tabs
+(`m` Compare, `l` Table, `<`/`>` any): baseline-vs-optimized bars with speedups, per-iteration line chart,
+batch-size scaling, core scaling and a table of every number. `n` creates a benchmark (a background
+``benchmark`` job), `a` applies an optimization and exports its optimized .onnx (an ``apply`` job), `b`
+cycles the (batch size, cores) combination the charts show. A combination whose runs disagree (p90 > 2×
+median, or rounds > 20 % apart: :meth:`sparsify_tui.benchmark.runner.BenchmarkRun.noise`) is flagged with
+"!" in the table and under the speedups, with the advice to rerun.
 
 What the numbers are: each (model, batch, cores) is timed in the job process with one live session
 (onnxruntime CPU, ORT_ENABLE_ALL, intra-op threads = cores): warm-up runs, then timed runs;
@@ -27,15 +30,16 @@ from textual.widgets.option_list import Option
 from sparsify_tui.tui.benchmarks.dialogs import ApplyDialog, BenchmarkDialog
 from sparsify_tui.tui.benchmarks.messages import (ApplyDialogReady, BenchmarkDeleted, BenchmarkDialogReady,
                                                   BenchmarkJobSubmitted, BenchmarkLoaded, BenchmarksListed)
+from sparsify_tui.tui.widgets import keys
 from sparsify_tui.tui.widgets.charts import BarChart, LineChart
-from sparsify_tui.tui.widgets.dialogs import ConfirmDialog
-from sparsify_tui.tui.widgets.jobs import JobProgress
+from sparsify_tui.tui.widgets.dialogs import ConfirmDialog, fresh_name
+from sparsify_tui.tui.widgets.jobs import JobProgress, SectionJobs
 from sparsify_tui.tui.widgets.tables import Column, FilterableTable
 from sparsify_tui.tui.workers import app_work, post_result
 
 TABLE = "benchmarks"
 JOB_TYPES = ("benchmark", "apply")
-ACTIVE_STATES = ("pending", "running")
+TABS = ("compare", "iter", "batch", "cores", "table")
 
 
 # ------------------------------------------------------------------------------------ pure helpers
@@ -110,10 +114,17 @@ def comparison_bars(result, batch: int, cores: int) -> tuple[list[str], list[flo
 
 
 def speedup_text(result, batch: int, cores: int) -> str:
-    """``speedup vs baseline (b1 c2): opt 2.50×, ...`` at one combination."""
+    """``speedup vs baseline (b1 c2): opt 2.50×, ...`` at one combination, then a noise warning when any of
+    its runs is noisy."""
     parts = [f"{m.label} {r.speedup:.2f}×" for m in result.models
              if m.label != result.baseline_label and (r := result.run(m.label, batch, cores)) is not None]
-    return f"speedup vs baseline (b{batch} c{cores}): " + (", ".join(parts) if parts else "no optimized model")
+    text = f"speedup vs baseline (b{batch} c{cores}): " + (", ".join(parts) if parts else "no optimized model")
+    noisy = [f"{m.label}: {', '.join(n)}" for m in result.models
+             if (r := result.run(m.label, batch, cores)) is not None and (n := r.noise(result.rounds))]
+    if noisy:
+        text += (f"\n[reverse] ! [/] noisy ({'; '.join(noisy)}): the machine was busy, so the speedup may be off; "
+                 "r reruns")
+    return text
 
 
 def shorten_label(label: str, limit: int = 12) -> str:
@@ -127,13 +138,13 @@ def table_rows(result) -> list[dict]:
         rows.append({"_key": i, "model": r.model, "batch": r.batch_size, "cores": r.core_count,
                      "median": r.median_ms, "mean": r.mean_ms, "p90": r.p90_ms, "p99": r.p99_ms,
                      "min": r.min_ms, "max": r.max_ms, "ms_item": r.ms_per_item, "ips": r.items_per_second,
-                     "speedup": r.speedup})
+                     "speedup": r.speedup, "noise": "! " + ", ".join(n) if (n := r.noise(result.rounds)) else ""})
     return rows
 
 
 def header_text(result, combo: Optional[tuple[int, int]]) -> str:
     models = ", ".join(m.label for m in result.models)
-    combo_text = f"charts at batch {combo[0]}, {combo[1]} core{'s' if combo[1] != 1 else ''} (c: next)" if combo else ""
+    combo_text = f"charts at batch {combo[0]}, {combo[1]} core{'s' if combo[1] != 1 else ''} (b: next)" if combo else ""
     return (f"[b]{result.name}[/b]  {result.created[:16].replace('T', ' ')} · warm-up {result.warmup}, "
             f"{result.iterations} timed runs · {models}\n{combo_text}")
 
@@ -143,7 +154,7 @@ def _ms(v: Any) -> str:
 
 
 TABLE_COLUMNS = [
-    Column("model", "Model", filter=True),
+    Column("model", "Model", filter=True, pin=True),
     Column("batch", "Batch", numeric=True),
     Column("cores", "Cores", numeric=True),
     Column("median", "Median ms", numeric=True, fmt=_ms),
@@ -153,6 +164,7 @@ TABLE_COLUMNS = [
     Column("ms_item", "ms/item", numeric=True, fmt=_ms),
     Column("ips", "Items/s", numeric=True, fmt=lambda v: f"{v:.1f}"),
     Column("speedup", "Speedup", numeric=True, fmt=lambda v: f"{v:.2f}×"),
+    Column("noise", "Noise", filter=True),
     Column("min", "Min ms", numeric=True, fmt=_ms),
     Column("max", "Max ms", numeric=True, fmt=_ms),
 ]
@@ -168,9 +180,7 @@ class BenchmarksSection(Widget):
     BenchmarksSection { height: 1fr; }
     BenchmarksSection #bench-left { width: 30; height: 1fr; border-right: solid $panel-lighten-2; }
     BenchmarksSection #bench-left .pane-title { text-style: bold; height: 1; padding: 0 1; }
-    BenchmarksSection #bench-list { height: 1fr; border: none; }
-    BenchmarksSection #bench-jobs { height: auto; max-height: 6; }
-    BenchmarksSection #bench-jobs > * { height: auto; }
+    BenchmarksSection #bench-list { height: 1fr; }
     BenchmarksSection #bench-right { width: 1fr; height: 1fr; }
     BenchmarksSection #bench-header { height: auto; padding: 0 1; }
     BenchmarksSection #compare-speedup { height: auto; padding: 0 1; text-style: bold; }
@@ -181,15 +191,18 @@ class BenchmarksSection(Widget):
     """
 
     BINDINGS = [
-        Binding("n", "new_benchmark", "New", id="benchmarks.new",
-                tooltip="Create a benchmark: models, batch sizes, core counts, iterations"),
-        Binding("r", "rerun", "Rerun", id="benchmarks.rerun", tooltip="Run the selected benchmark again"),
-        Binding("delete", "delete", "Delete", id="benchmarks.delete", tooltip="Delete the selected benchmark"),
-        Binding("a", "apply", "Apply/export", id="benchmarks.apply",
+        keys.new("benchmarks", "benchmark: models, batch sizes, core counts, iterations"),
+        keys.rerun("benchmarks", "benchmark"),
+        keys.delete("benchmarks", "benchmark"),
+        Binding("a", "apply", "Apply", id="benchmarks.apply",
                 tooltip="Write an optimization's optimized .onnx (pruned, INT8 if set) and export it to a path"),
-        Binding("c", "next_combo", "Batch/cores", id="benchmarks.combo",
+        keys.cancel_job("benchmarks"),
+        *keys.tabs("benchmarks"),
+        keys.focus_list("benchmarks", "benchmarks"),
+        keys.tab("benchmarks", "m", "compare", "Compare", "Benchmark: baseline vs optimized bars and speedups"),
+        keys.tab("benchmarks", "l", "table", "Table", "Benchmark: a table of every number"),
+        Binding("b", "next_combo", "Batch/cores", show=False, id="benchmarks.combo",
                 tooltip="Show the charts at the next (batch size, cores) combination"),
-        Binding("b", "focus_list", "List", show=False, id="benchmarks.list", tooltip="Move to the benchmark cards"),
     ]
 
     def __init__(self, project_id: str, **kwargs) -> None:
@@ -199,7 +212,6 @@ class BenchmarksSection(Widget):
         self.selected_id: Optional[str] = None
         self.result = None
         self.combo_index = 0
-        self.jobs: dict[str, Widget] = {}
         self._records_sig: tuple = ()
 
     # -- layout ----------------------------------------------------------------------------
@@ -208,13 +220,18 @@ class BenchmarksSection(Widget):
             with Vertical(id="bench-left"):
                 yield Static("Benchmarks, newest first", classes="pane-title")
                 yield OptionList(id="bench-list")
-                yield Vertical(id="bench-jobs")
+                yield SectionJobs(self.project_id, JOB_TYPES, section="benchmarks", id="bench-jobs")
             with Vertical(id="bench-right"):
                 yield Static("No benchmarks yet. Press n to measure the baseline against your optimizations "
                              "over batch sizes and core counts, or a to apply and export an optimized .onnx.",
                              id="bench-empty")
                 yield Static("", id="bench-header")
-                with TabbedContent(initial="iter", id="bench-tabs"):
+                with TabbedContent(initial="compare", id="bench-tabs"):
+                    with TabPane("Compare (m)", id="compare"):
+                        with VerticalScroll(id="compare-scroll"):
+                            yield Static("", id="compare-speedup")
+                            yield BarChart(title="median ms/batch", unit="ms",
+                                           modes=("values", "log"), id="compare-chart")
                     with TabPane("Iterations", id="iter"):
                         yield LineChart(title="ms per batch of every timed run", x_label="run",
                                         y_label="ms/batch", id="iter-chart")
@@ -224,15 +241,11 @@ class BenchmarksSection(Widget):
                     with TabPane("Cores", id="cores"):
                         yield LineChart(title="median ms/batch by core count", x_label="cores",
                                         y_label="ms/batch", id="cores-chart")
-                    with TabPane("Compare", id="compare"):
-                        with VerticalScroll():
-                            yield Static("", id="compare-speedup")
-                            yield BarChart(title="median ms/batch", unit="ms",
-                                           modes=("values", "log"), id="compare-chart")
-                    with TabPane("Table", id="table"):
+                    with TabPane("Table (l)", id="table"):
                         yield FilterableTable(TABLE_COLUMNS, id="bench-table")
 
     def on_mount(self) -> None:
+        keys.quiet_tabs(self.query_one("#bench-tabs", TabbedContent))
         self._show_selected(None)
         self.reload()
 
@@ -246,24 +259,27 @@ class BenchmarksSection(Widget):
     def action_focus_list(self) -> None:
         self.focus_default()
 
+    def action_view_tab(self, tab: str) -> None:
+        if self.result is None:
+            return
+        self.query_one("#bench-tabs", TabbedContent).active = tab
+        target = {"compare": "#compare-chart", "iter": "#iter-chart", "batch": "#batch-chart",
+                  "cores": "#cores-chart", "table": "#bench-table"}[tab]
+        self.query_one(target).focus()
+
+    def action_cycle_tab(self, step: int) -> None:
+        self.action_view_tab(keys.cycle(list(TABS), self.query_one("#bench-tabs", TabbedContent).active, step))
+
     # -- data ------------------------------------------------------------------------------
     def reload(self) -> None:
         self._load_records()
 
     @app_work(group="bench-list", description="list benchmarks")
     def _load_records(self) -> None:
-        from sparsify_tui import jobs
-
-        ws = self.app.workspace
-        recs = ws.list_records(self.project_id, TABLE)
-        active = [j for j in jobs.list_jobs(ws, self.project_id)
-                  if j.get("type") in JOB_TYPES and j.get("status") in ACTIVE_STATES]
-        post_result(self, BenchmarksListed(recs, active))
+        post_result(self, BenchmarksListed(self.app.workspace.list_records(self.project_id, TABLE)))
 
     @on(BenchmarksListed)
     def _listed(self, message: BenchmarksListed) -> None:
-        for job in message.active_jobs:
-            self._track_job(job)
         self._show_records(message.records)
 
     @app_work(group="bench-load", description="read benchmark")
@@ -296,8 +312,7 @@ class BenchmarksSection(Widget):
         ids = [r["id"] for r in recs]
         sel = self.selected_id if self.selected_id in ids else ids[0]
         lst.highlighted = ids.index(sel)
-        if sel != self.selected_id or self.result is None:
-            self._select(sel)
+        self._select(sel)  # (re)read it: a rerun replaced its numbers
 
     def _select(self, record_id: str) -> None:
         self.selected_id = record_id
@@ -309,6 +324,7 @@ class BenchmarksSection(Widget):
         self.query_one("#bench-empty").display = not has
         self.query_one("#bench-header").display = has
         self.query_one("#bench-tabs").display = has
+        self.refresh_bindings()
 
     @on(OptionList.OptionHighlighted, "#bench-list")
     def _highlighted(self, event: OptionList.OptionHighlighted) -> None:
@@ -317,7 +333,8 @@ class BenchmarksSection(Widget):
 
     @on(OptionList.OptionSelected, "#bench-list")
     def _chosen(self, event: OptionList.OptionSelected) -> None:
-        self.query_one("#bench-tabs", TabbedContent).query_one("Tabs").focus()
+        tabs = self.query_one("#bench-tabs", TabbedContent)
+        self.action_view_tab(tabs.active or "compare")
 
     @property
     def combo(self) -> Optional[tuple[int, int]]:
@@ -353,24 +370,10 @@ class BenchmarksSection(Widget):
         self._render_result()
 
     # -- jobs ------------------------------------------------------------------------------
-    def _track_job(self, job: dict) -> None:
-        if job["id"] in self.jobs:
-            return
-        # lines of finished jobs make room for the new one
-        for jid, w in list(self.jobs.items()):
-            if getattr(w, "_finished", False):
-                w.remove()
-                del self.jobs[jid]
-        widget = JobProgress(job["id"])
-        self.jobs[job["id"]] = widget
-        self.query_one("#bench-jobs").mount(widget)
-
     @on(JobProgress.Finished)
     def _finished(self, event: JobProgress.Finished) -> None:
-        if event.job_id in self.jobs:
-            self._job_finished(event.job)
-
-    def _job_finished(self, job: dict) -> None:
+        event.stop()
+        job = event.job
         status = job.get("status")
         if job.get("type") == "benchmark":
             if status == "completed":
@@ -395,8 +398,11 @@ class BenchmarksSection(Widget):
     @on(BenchmarkJobSubmitted)
     def _submitted(self, message: BenchmarkJobSubmitted) -> None:
         job = message.job
-        self._track_job(job)
-        self.notify(f"{job['type']} job started; it keeps running if you quit.", timeout=3)
+        self.query_one(SectionJobs).follow(job)
+        self.notify(f"{job['type']} job started; it keeps running if you quit (c cancels).", timeout=3)
+
+    def action_cancel_job(self) -> None:
+        self.query_one(SectionJobs).cancel_newest()
 
     @app_work(group="bench-action", description="delete", exclusive=False)
     def _delete(self, record_id: str) -> None:
@@ -409,7 +415,14 @@ class BenchmarksSection(Widget):
         self.reload()
 
     # -- actions ---------------------------------------------------------------------------
-    def action_new_benchmark(self) -> None:
+    def check_action(self, action: str, parameters: tuple) -> Optional[bool]:
+        if action in ("rerun", "delete", "cycle_tab", "view_tab", "next_combo") and self.selected_id is None:
+            return None
+        if action == "cancel_job":
+            return bool(self.query_one(SectionJobs).active) if self.is_mounted else False
+        return True
+
+    def action_new(self) -> None:
         self._open_new_dialog()
 
     @app_work(group="bench-dialog", description="read optimizations and setup")
@@ -425,7 +438,7 @@ class BenchmarksSection(Widget):
     @on(BenchmarkDialogReady)
     def _show_new_dialog(self, message: BenchmarkDialogReady) -> None:
         dialog = BenchmarkDialog(
-            message.optimizations, name=f"benchmark {len(self.records) + 1}",
+            message.optimizations, name=fresh_name("benchmark 1", (r.get("name") for r in self.records)),
             batch_sizes=_fmt_list(sorted({1, message.batch_size})),
             core_counts=_fmt_list(sorted({1, message.core_count})))
         self.app.push_screen(dialog, self._dialog_done)
@@ -444,7 +457,17 @@ class BenchmarksSection(Widget):
             return
         args = dict(rec.get("args") or {})
         args.setdefault("name", rec.get("name"))
-        self._submit("benchmark", args)
+        args["record_id"] = rec["id"]  # the new numbers replace this benchmark's: no second "benchmark 1"
+        name = rec.get("name") or rec["id"]
+
+        def answer(yes: Optional[bool]) -> None:
+            if yes:
+                self._submit("benchmark", args)
+
+        self.app.push_screen(ConfirmDialog(
+            f"Measure benchmark {name!r} again (same models, batch sizes {_fmt_list(args.get('batch_sizes'))}, "
+            f"cores {_fmt_list(args.get('core_counts'))})? Its numbers are replaced when it finishes.",
+            confirm_label="Rerun", title=f"Rerun {name}"), answer)
 
     def action_delete(self) -> None:
         rec = self._selected_record()

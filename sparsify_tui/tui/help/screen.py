@@ -30,8 +30,8 @@ def known_classes() -> list[tuple[str, type]]:
     from sparsify_tui.tui.projects import ProjectsSection
     from sparsify_tui.tui.settings import SettingsSection
     from sparsify_tui.tui.widgets.charts import BarChart
+    from sparsify_tui.tui.jobs import JobsScreen
     from sparsify_tui.tui.widgets.dialogs import ConfirmDialog
-    from sparsify_tui.tui.widgets.jobs import JobProgress
 
     return [
         ("Everywhere", SparsifyApp),
@@ -46,7 +46,7 @@ def known_classes() -> list[tuple[str, type]]:
         ("Settings", SettingsSection),
         ("Tables", FilterableTable),
         ("Charts", BarChart),
-        ("Jobs", JobProgress),
+        ("Jobs view", JobsScreen),
         ("Dialogs", ConfirmDialog),
     ]
 

@@ -7,9 +7,10 @@ from typing import Optional
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
-from textual.widgets import Button, Checkbox, Input, Label, Select, Static
+from textual.widgets import Button, Input, Label, Select, Static
 
 from sparsify_tui.tui.widgets.dialogs import FormDialog
+from sparsify_tui.tui.widgets.toggles import TextCheckbox
 
 
 class LossProfileDialog(FormDialog[Optional[dict]]):
@@ -63,9 +64,9 @@ class LossProfileDialog(FormDialog[Optional[dict]]):
             with Horizontal(classes="row"):
                 yield Label("Metric")
                 yield Select([("auto (KL for classes, else NMSE)", "auto"), ("KL divergence of softmax", "kl"),
-                              ("normalized MSE", "nmse")], value=d["metric"] or "auto", allow_blank=False,
-                             id="metric", compact=True)
-            yield Checkbox("INT8 sensitivity per layer", bool(d["int8"]), id="int8", compact=True)
+                              ("normalized MSE (also untrained models)", "nmse")],
+                             value=d["metric"] or "auto", allow_blank=False, id="metric", compact=True)
+            yield TextCheckbox("INT8 sensitivity per layer", bool(d["int8"]), id="int8", compact=True)
             yield Static("", id="error", classes="dialog-error")
             with Horizontal(classes="buttons"):
                 yield Button("Run", variant="primary", id="run")
@@ -83,10 +84,11 @@ class LossProfileDialog(FormDialog[Optional[dict]]):
         levels_text = self.query_one("#levels", Input).value.strip()
         levels = parse_levels(levels_text) if levels_text else None
         batches = settings.loss_batches(self.query_one("#batches", Input).value.strip() or None, "Batches")
+        data = settings.data_file(self.query_one("#data", Input).value.strip(), "Data file")
         metric = self.query_one("#metric", Select).value
         return {"name": name, "method": self.query_one("#method", Select).value, "levels": levels,
-                "data": self.query_one("#data", Input).value.strip() or None, "batches": batches,
-                "int8": bool(self.query_one("#int8", Checkbox).value),
+                "data": data, "batches": batches,
+                "int8": bool(self.query_one("#int8", TextCheckbox).value),
                 "metric": None if metric == "auto" else metric}
 
     def action_run(self) -> None:

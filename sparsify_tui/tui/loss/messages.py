@@ -3,25 +3,27 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Optional
 
 from textual.message import Message
 
 
 @dataclass
 class LossProfilesListed(Message):
-    """The project's stored loss profile records, and its ``loss_profile`` jobs still pending or running."""
+    """The project's stored loss profile records (its running jobs are the jobs pane's:
+    :class:`sparsify_tui.tui.widgets.jobs.SectionJobs`)."""
 
     records: list[dict]
-    active_jobs: list[dict]
 
 
 @dataclass
 class LossProfileLoaded(Message):
-    """One loss profile (``profiling.loss.LossProfile``): `ref` is ``"approximated"`` or a record id."""
+    """One loss profile (``profiling.loss.LossProfile``): `ref` is ``"approximated"`` or a record id; with the
+    stored analysis' nodes by id (weights and shapes for a layer's record)."""
 
     ref: str
     profile: Any
+    analysis_nodes: Optional[dict] = None
 
 
 @dataclass

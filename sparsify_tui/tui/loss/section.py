@@ -1,17 +1,20 @@
-"""Loss Profiles section: the list of profiles ("Approximated", always there, plus measured ones) and
-the selected profile's page.
+"""Loss Profiles section: the list of profiles ("Approximated", always there, plus measured ones), the
+loss-profile jobs running or queued under it, and the selected profile's page (the newest measured one
+when the section opens).
 
-Profile page tabs: Summary (Model Summary with the method, its settings and the metric), Sensitivity
-(bar chart per layer at a chosen sparsity, `[`/`]` change it, `i` toggles INT8 sensitivity), Params
-(bar chart of params per layer), Table (every number: one row per layer, one column per level).
-`a` adds a profile (a background ``loss_profile`` job with progress and cancel), `r` reruns the selected
-one with the same settings, `delete` deletes it.
+Profile page tabs: Summary (`m`: Model Summary with the method, its settings, the metric and any warning,
+e.g. near-flat outputs), Sensitivity (`g`: bar chart per layer at a chosen sparsity, `[`/`]` change it, `y`
+toggles pruning ↔ INT8 sensitivity), Params (bar chart of params per layer), Table (`l`: every number: one row
+per layer, one column per level; `enter`/`i` shows a layer's full record). `n` adds a profile (a background
+``loss_profile`` job with progress; `c` cancels it), `r` measures the selected one again (asks first; its
+numbers are replaced), `d` deletes it. Keys: :mod:`sparsify_tui.tui.widgets.keys`.
 """
 
 from __future__ import annotations
 
 from typing import Any, Optional
 
+from rich.markup import escape
 from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
@@ -23,9 +26,10 @@ from textual.widgets.option_list import Option
 from sparsify_tui.tui import messages
 from sparsify_tui.tui.loss.dialogs import LossProfileDialog
 from sparsify_tui.tui.loss.messages import LossJobSubmitted, LossProfileDeleted, LossProfileLoaded, LossProfilesListed
+from sparsify_tui.tui.widgets import keys
 from sparsify_tui.tui.widgets.charts import BarChart
-from sparsify_tui.tui.widgets.dialogs import ConfirmDialog
-from sparsify_tui.tui.widgets.jobs import JobProgress
+from sparsify_tui.tui.widgets.dialogs import ConfirmDialog, RecordDialog, analysis_fields, fresh_name
+from sparsify_tui.tui.widgets.jobs import JobProgress, SectionJobs
 from sparsify_tui.tui.widgets.tables import Column, FilterableTable, format_count, format_percent
 from sparsify_tui.tui.workers import app_work, post_result
 
@@ -56,11 +60,10 @@ def summary_text(prof) -> str:
     if s.get("int8"):
         settings.append("INT8")
     avg = d["average_sensitivity"]
-    rec = d["est_recovery"]
-    return "\n".join([
-        f"[b]Model Summary[/b] · {prof.name}",
+    lines = [
+        f"[b]Model Summary[/b] · {escape(prof.name)}",
         f" Method     [b]{prof.method}[/b]",
-        f" Settings   {' · '.join(settings)}",
+        f" Settings   {escape(' · '.join(settings))}",
         " Metric",
         f"   [b]{prof.metric_description}[/b]",
         f" Params     [b]{format_count(d['total_params'])}[/b] (prunable {format_count(d['prunable_params'])}, "
@@ -68,15 +71,18 @@ def summary_text(prof) -> str:
         f" Est. params reduction  [b]{format_percent(d['est_params_reduction'])}[/b]",
         f"   [dim]default: {d['default_layer_sparsity']:.2f} per layer, first/depthwise dense[/dim]",
         f" Avg. sensitivity  [b]{fmt_num(avg)}[/b] [dim](at 0.95 − baseline)[/dim]",
-        f" Est. recovery     [b]{format_percent(rec) if rec is not None else 'n/a'}[/b] [dim](heuristic)[/dim]",
+        f" Est. recovery     [b]{escape(prof.recovery_text())}[/b]",
         *([f" [dim]Measured in {d['seconds']:.1f} s[/dim]"] if d.get("seconds") else []),
-    ])
+    ]
+    for warning in prof.warnings or []:
+        lines.append(f"[b reverse] ! [/] [b]{escape(str(warning))}[/b] [dim](n: a new profile, metric nmse)[/dim]")
+    return "\n".join(lines)
 
 
 def table_columns(prof) -> list[Column]:
     cols = [
-        Column("index", "#", numeric=True),
-        Column("id", "Layer", filter=True),
+        Column("index", "#", numeric=True, pin=True),
+        Column("id", "Layer", filter=True, pin=True),
         Column("op_type", "Op", filter=True),
         Column("params", "Params", numeric=True, fmt=format_count),
         Column("prunable", "Prunable", numeric=True, fmt=format_count),
@@ -115,6 +121,24 @@ def default_level(prof) -> float:
 
 # ------------------------------------------------------------------------------------------ profile page
 
+TABS = ("summary", "sens", "params", "table")
+
+
+def layer_record(prof, layer, analysis_node: Optional[dict]) -> list:
+    """Every field of one layer of a loss profile (with the analysis' weight and shapes) for RecordDialog."""
+    from sparsify_tui.profiling.loss import level_key
+
+    fields = analysis_fields(analysis_node) or [("Node id", layer.id), ("Op type", layer.op_type)]
+    fields += [
+        ("Weight", layer.weight_name), ("Prunable params", layer.prunable_params),
+        ("Current sparsity", f"{layer.sparsity * 100:.2f}%"),
+        ("First layer", layer.first), ("Depthwise/grouped", layer.depthwise),
+        ("Metric", prof.metric_description),
+        ("INT8 sensitivity", layer.int8_sensitivity),
+    ]
+    fields += [(f"Sensitivity @{lv:g}", layer.sensitivity.get(level_key(lv))) for lv in prof.levels]
+    return fields
+
 
 class LossProfileView(Widget):
     """One loss profile: Summary, Sensitivity chart, Params chart, Table."""
@@ -129,25 +153,27 @@ class LossProfileView(Widget):
         self.project_id = project_id
         self.ref = ref
         self.profile = None
+        self.analysis_nodes: dict = {}
         self.level: float = 0.9
         self.show_int8 = False
 
     def compose(self) -> ComposeResult:
         with TabbedContent(initial="summary", id="loss-tabs"):
-            with TabPane("Summary", id="summary"):
-                with VerticalScroll():
+            with TabPane("Summary (m)", id="summary"):
+                with VerticalScroll(id="summary-scroll"):
                     yield Static("Loading the loss profile…", id="loss-summary")
-            with TabPane("Sensitivity", id="sens"):
+            with TabPane("Sensitivity (g)", id="sens"):
                 with VerticalScroll():
                     yield Static("", id="sens-hint")
                     yield BarChart(title="Layer Sensitivities", id="sens-chart", modes=("values", "log"))
             with TabPane("Params", id="params"):
                 with VerticalScroll():
                     yield BarChart(title="Layer Params Counts", unit="params", id="params-chart")
-            with TabPane("Table", id="table"):
+            with TabPane("Table (l)", id="table"):
                 yield FilterableTable([Column("id", "Layer", filter=True)], id="loss-table")
 
     def on_mount(self) -> None:
+        keys.quiet_tabs(self.query_one(TabbedContent))
         self._load(self.ref)
 
     def set_ref(self, ref: str) -> None:
@@ -160,11 +186,18 @@ class LossProfileView(Widget):
     def _load(self, ref: str) -> None:
         from sparsify_tui.services.profiles import load_loss_profile
 
-        post_result(self, LossProfileLoaded(ref, load_loss_profile(self.app.workspace, self.project_id, ref)))
+        ws = self.app.workspace
+        profile = load_loss_profile(ws, self.project_id, ref)
+        try:
+            nodes = {n.get("id"): n for n in (ws.analysis_of(self.project_id).get("nodes") or [])}
+        except Exception:  # noqa: BLE001 - the record dialog then shows the profile's own fields
+            nodes = {}
+        post_result(self, LossProfileLoaded(ref, profile, nodes))
 
     @on(LossProfileLoaded)
     def _loaded(self, message: LossProfileLoaded) -> None:
         if message.ref == self.ref:
+            self.analysis_nodes = message.analysis_nodes or {}
             self.show_profile(message.profile)
 
     @on(messages.WorkFailed)
@@ -177,12 +210,10 @@ class LossProfileView(Widget):
         self.show_int8 = False
         self.query_one("#loss-summary", Static).update(summary_text(prof))
         self.query_one("#params-chart", BarChart).set_data(
-            [x.id for x in prof.layers], [x.params for x in prof.layers],
+            [x.id for x in prof.layers], [x.params for x in prof.layers], keys=list(range(len(prof.layers))),
             title=f"Layer Params Counts ({format_count(prof.total_params)} total)", total=prof.total_params)
         table = self.query_one("#loss-table", FilterableTable)
-        table.columns = table_columns(prof)
-        if table.is_mounted:
-            table._setup_columns()
+        table.set_columns(table_columns(prof))
         table.set_rows(table_rows(prof))
         self._show_sens()
 
@@ -193,22 +224,25 @@ class LossProfileView(Widget):
         chart = self.query_one("#sens-chart", BarChart)
         hint = self.query_one("#sens-hint", Static)
         labels = [x.id for x in prof.layers]
+        positions = list(range(len(prof.layers)))
+        flat = " [b]outputs nearly constant: these values mean nothing (see Summary)[/b]" if prof.outputs_flat else ""
         if self.show_int8:
             vals = [x.int8_sensitivity for x in prof.layers]
             if all(v is None for v in vals):
-                hint.update("No INT8 sensitivity in this profile (add one with INT8 on).  [dim]i: pruning[/dim]")
+                hint.update("No INT8 sensitivity in this profile (add one with INT8 on).  [dim]y: pruning[/dim]")
                 chart.set_data([], [], title="Layer INT8 Sensitivities")
                 return
             if prof.method == "magnitude":
                 what = "weight INT8 noise Σ(w−q)²/Σw²"
             else:
                 what = f"only this layer in INT8 (weight + input) · {prof.metric_description}"
-            hint.update(f"{what}  [dim]i: pruning[/dim]")
-            chart.set_data(labels, [v or 0.0 for v in vals], title="Layer INT8 Sensitivities", unit="",
-                           x_label="INT8 sensitivity")
+            hint.update(f"{what}{flat}  [dim]y: pruning · click: record[/dim]")
+            chart.set_data(labels, [v or 0.0 for v in vals], keys=positions, title="Layer INT8 Sensitivities",
+                           unit="", x_label="INT8 sensitivity")
         else:
-            hint.update(f"Metric: {prof.metric_description}  [dim]\\[ ]: sparsity · i: INT8[/dim]")
-            chart.set_data(labels, [x.value_at(self.level) for x in prof.layers],
+            hint.update(f"Metric: {prof.metric_description}{flat}  [dim]\\[ ]: sparsity · y: INT8 · "
+                        "click: record[/dim]")
+            chart.set_data(labels, [x.value_at(self.level) for x in prof.layers], keys=positions,
                            title=f"Layer Sensitivities at sparsity {self.level:g}", unit="",
                            x_label=f"sensitivity @{self.level:g}")
 
@@ -219,21 +253,53 @@ class LossProfileView(Widget):
         i = min(range(len(levels)), key=lambda k: abs(levels[k] - self.level))
         self.level = levels[max(0, min(len(levels) - 1, i + step))]
         self.show_int8 = False
-        self.query_one("#loss-tabs", TabbedContent).active = "sens"
+        self.action_tab("sens")
         self._show_sens()
 
     def action_toggle_int8(self) -> None:
         self.show_int8 = not self.show_int8
-        self.query_one("#loss-tabs", TabbedContent).active = "sens"
+        self.action_tab("sens")
         self._show_sens()
+
+    def current_tab(self) -> str:
+        return self.query_one("#loss-tabs", TabbedContent).active or "summary"
+
+    def focus_default(self) -> None:
+        self.action_tab(self.current_tab())
 
     def action_tab(self, tab: str) -> None:
         self.query_one("#loss-tabs", TabbedContent).active = tab
-        target = {"summary": None, "sens": "#sens-chart", "params": "#params-chart", "table": "#loss-table"}[tab]
-        if target == "#loss-table":
-            self.query_one(target, FilterableTable).focus()
-        elif target:
-            self.query_one(target).query_one("VerticalScroll").focus()
+        target = {"summary": "#summary-scroll", "sens": "#sens-chart", "params": "#params-chart",
+                  "table": "#loss-table"}[tab]
+        self.query_one(target).focus(scroll_visible=False)
+
+    def action_inspect(self) -> None:
+        if self.profile is None:
+            return
+        if self.current_tab() != "table":
+            self.action_tab("table")
+            self.notify("Pick a row, then i (or enter) shows its record; a click on a bar does too.", timeout=3)
+            return
+        row = self.query_one("#loss-table", FilterableTable).current_row()
+        if row is not None:
+            self.show_record(row["index"])
+
+    def show_record(self, position: int) -> None:
+        prof = self.profile
+        if prof is not None and 0 <= position < len(prof.layers):
+            layer = prof.layers[position]
+            self.app.push_screen(RecordDialog(f"{layer.id} · {layer.op_type}",
+                                              layer_record(prof, layer, self.analysis_nodes.get(layer.id))))
+
+    @on(FilterableTable.RowChosen, "#loss-table")
+    def _row_chosen(self, event: FilterableTable.RowChosen) -> None:
+        event.stop()
+        self.show_record(event.row["index"])
+
+    @on(BarChart.Inspect)
+    def _bar_chosen(self, event: BarChart.Inspect) -> None:
+        event.stop()
+        self.show_record(event.key)
 
 
 # ------------------------------------------------------------------------------------------ the section
@@ -246,27 +312,24 @@ class LossSection(Widget):
     LossSection { height: 1fr; }
     LossSection #loss-pane { width: 24; height: 1fr; border-right: solid $primary-darken-2; }
     LossSection #loss-pane .pane-title { text-style: bold; padding: 0 1; }
-    LossSection #loss-list { height: 1fr; border: none; }
-    LossSection #loss-jobs { height: auto; max-height: 8; }
+    LossSection #loss-list { height: 1fr; }
     LossSection #loss-view { width: 1fr; height: 1fr; }
     """
 
     BINDINGS = [
-        Binding("a", "add_profile", "Add", id="loss.add", tooltip="Measure a new loss profile (background job)"),
-        Binding("r", "rerun_profile", "Rerun", id="loss.rerun", tooltip="Measure the selected loss profile again"),
-        Binding("delete", "delete_profile", "Delete", id="loss.delete", tooltip="Delete the selected loss profile"),
-        Binding("p", "focus_list", "Profiles", id="loss.list", tooltip="Move to the list of loss profiles"),
-        Binding("m", "view_tab('summary')", "Summary", id="loss.tab_summary", tooltip="Profile page: Model Summary"),
-        Binding("g", "view_tab('sens')", "Sensitivity", id="loss.tab_sens",
-                tooltip="Profile page: Layer Sensitivities chart"),
-        Binding("c", "view_tab('params')", "Params", id="loss.tab_params",
-                tooltip="Profile page: Layer Params Counts chart"),
-        Binding("l", "view_tab('table')", "Table", id="loss.tab_table", tooltip="Profile page: table of every number"),
-        Binding("right_square_bracket", "level(1)", "Sparsity +", id="loss.level_up",
-                tooltip="Sensitivity chart: next sparsity level"),
-        Binding("left_square_bracket", "level(-1)", "Sparsity −", id="loss.level_down",
-                tooltip="Sensitivity chart: previous sparsity level"),
-        Binding("i", "toggle_int8", "INT8", id="loss.int8", tooltip="Sensitivity chart: pruning ↔ INT8 sensitivity"),
+        keys.new("loss", "loss profile (background job)"),
+        keys.rerun("loss", "loss profile"),
+        keys.delete("loss", "loss profile"),
+        keys.cancel_job("loss"),
+        *keys.tabs("loss"),
+        keys.focus_list("loss", "loss profiles"),
+        keys.tab("loss", "m", "summary", "Summary", "Profile page: Model Summary"),
+        keys.tab("loss", "l", "table", "Table", "Profile page: table of every number"),
+        keys.tab("loss", "g", "sens", "Sensitivity", "Profile page: Layer Sensitivities chart"),
+        keys.inspect("loss"),
+        *keys.levels("loss", "sparsity level of the Sensitivity chart"),
+        Binding("y", "toggle_int8", "Pruning/INT8", show=False, id="loss.int8",
+                tooltip="Sensitivity chart: pruning ↔ INT8 sensitivity"),
     ]
 
     POLL_SECONDS = 5.0
@@ -276,7 +339,7 @@ class LossSection(Widget):
         self.project_id = project_id
         self.selected: str = APPROX_ID
         self._records: list[dict] = []
-        self._watched: set = set()
+        self._user_chose = False  # until the user picks a profile, the newest measured one is shown
         self._select_after: Optional[str] = None  # record id to show once the list has it (finished job)
 
     def compose(self) -> ComposeResult:
@@ -284,7 +347,7 @@ class LossSection(Widget):
             with Vertical(id="loss-pane"):
                 yield Static("Loss profiles", classes="pane-title")
                 yield OptionList(Option("Approximated", id=APPROX_ID), id="loss-list")
-                yield Vertical(id="loss-jobs")
+                yield SectionJobs(self.project_id, (JOB_TYPE,), section="loss", id="loss-jobs")
             yield Vertical(LossProfileView(self.project_id, APPROX_ID), id="loss-view")
 
     def on_mount(self) -> None:
@@ -301,20 +364,27 @@ class LossSection(Widget):
         views = self.query(LossProfileView)
         return views.first() if views else None
 
-    def action_view_tab(self, tab: str) -> None:
+    def _forward(self, action: str, *args) -> None:
         view = self.current_view()
         if view is not None:
-            view.action_tab(tab)
+            getattr(view, f"action_{action}")(*args)
+
+    def action_view_tab(self, tab: str) -> None:
+        self._forward("tab", tab)
+
+    def action_cycle_tab(self, step: int) -> None:
+        view = self.current_view()
+        if view is not None:
+            view.action_tab(keys.cycle(list(TABS), view.current_tab(), step))
 
     def action_level(self, step: int) -> None:
-        view = self.current_view()
-        if view is not None:
-            view.action_level(step)
+        self._forward("level", step)
 
     def action_toggle_int8(self) -> None:
-        view = self.current_view()
-        if view is not None:
-            view.action_toggle_int8()
+        self._forward("toggle_int8")
+
+    def action_inspect(self) -> None:
+        self._forward("inspect")
 
     # -- list ------------------------------------------------------------------------------------
     def _poll(self) -> None:
@@ -323,39 +393,34 @@ class LossSection(Widget):
 
     @app_work(group="loss-list", description="list loss profiles")
     def _load_records(self) -> None:
-        from sparsify_tui.jobs import list_jobs
-
-        ws = self.app.workspace
-        recs = ws.list_records(self.project_id, TABLE)
-        try:
-            jobs = [j for j in list_jobs(ws, self.project_id) if j.get("type") == JOB_TYPE and j.get("status") in ACTIVE]
-        except Exception:  # noqa: BLE001 - the list must show even if the jobs table is unreadable
-            jobs = []
-        post_result(self, LossProfilesListed(recs, jobs))
+        post_result(self, LossProfilesListed(self.app.workspace.list_records(self.project_id, TABLE)))
 
     @on(LossProfilesListed)
     def _records_listed(self, message: LossProfilesListed) -> None:
         self._show_records(message.records)
-        for job in message.active_jobs:
-            self.watch_job(job["id"])
 
     def _show_records(self, records: list[dict]) -> None:
         key = [(r.get("id"), r.get("name"), r.get("method"), r.get("modified")) for r in records]
-        if key == [(r.get("id"), r.get("name"), r.get("method"), r.get("modified")) for r in self._records]:
-            return
+        changed = key != [(r.get("id"), r.get("name"), r.get("method"), r.get("modified")) for r in self._records]
         self._records = list(records)
-        options = self.query_one("#loss-list", OptionList)
-        options.clear_options()
-        options.add_option(Option("Approximated", id=APPROX_ID))
-        for r in records:
-            options.add_option(Option(f"{r.get('name') or r['id']} ({r.get('method', '?')})", id=str(r["id"])))
         ids = [APPROX_ID] + [str(r["id"]) for r in records]
+        if changed:
+            options = self.query_one("#loss-list", OptionList)
+            options.clear_options()
+            options.add_option(Option("Approximated", id=APPROX_ID))
+            for r in records:
+                options.add_option(Option(f"{r.get('name') or r['id']} ({r.get('method', '?')})", id=str(r["id"])))
         if self._select_after in ids:
-            self.select_profile(self._select_after)
+            self.select_profile(self._select_after, force=True)
             self._select_after = None
+        elif not self._user_chose and len(ids) > 1:
+            newest = max(records, key=lambda r: str(r.get("created") or ""))
+            self.select_profile(str(newest["id"]))
         elif self.selected not in ids:
             self.select_profile(APPROX_ID)
-        options.highlighted = ids.index(self.selected)
+        options = self.query_one("#loss-list", OptionList)
+        if changed or options.highlighted != ids.index(self.selected):
+            options.highlighted = ids.index(self.selected)
 
     @property
     def records(self) -> list[dict]:
@@ -364,7 +429,11 @@ class LossSection(Widget):
     @on(OptionList.OptionSelected, "#loss-list")
     def _option_selected(self, event: OptionList.OptionSelected) -> None:
         event.stop()
+        self._user_chose = True
         self.select_profile(str(event.option.id))
+        view = self.current_view()
+        if view is not None:  # enter on the list: the page's keys work at once
+            view.focus_default()
 
     def select_profile(self, ref: str, force: bool = False) -> None:
         """Show the Approximated profile (``"approximated"``) or a stored one (record id)."""
@@ -376,19 +445,13 @@ class LossSection(Widget):
             self.query_one("#loss-view").mount(LossProfileView(self.project_id, ref))
         else:
             view.set_ref(ref)
+        self.refresh_bindings()
 
     # -- jobs ------------------------------------------------------------------------------------
-    def watch_job(self, job_id: str) -> None:
-        """Show a JobProgress for ``job_id`` under the list (once)."""
-        if job_id in self._watched:
-            return
-        self._watched.add(job_id)
-        self.query_one("#loss-jobs").mount(JobProgress(job_id, id=f"job-{job_id}"))
-
-    def on_job_progress_finished(self, event) -> None:
+    @on(JobProgress.Finished)
+    def _job_finished(self, event: JobProgress.Finished) -> None:
         event.stop()
         job = event.job
-        self._watched.discard(job.get("id"))
         if job.get("status") == "completed":
             event.control.remove()
             rid = (job.get("result") or {}).get("record_id")
@@ -406,31 +469,46 @@ class LossSection(Widget):
 
     @on(LossJobSubmitted)
     def _submitted(self, message: LossJobSubmitted) -> None:
-        self.watch_job(message.job["id"])
+        self.query_one(SectionJobs).follow(message.job)
 
-    def action_add_profile(self) -> None:
+    def action_cancel_job(self) -> None:
+        self.query_one(SectionJobs).cancel_newest()
+
+    def action_new(self) -> None:
         def done(args: Optional[dict]) -> None:
             if args:
                 self._submit(args)
 
-        self.app.push_screen(LossProfileDialog(), done)
+        name = fresh_name("baseline", (r.get("name") for r in self._records))
+        self.app.push_screen(LossProfileDialog({"name": name}), done)
 
     def _selected_record(self) -> Optional[dict]:
         return next((r for r in self._records if str(r.get("id")) == self.selected), None)
 
     def check_action(self, action: str, parameters: tuple) -> Optional[bool]:
-        if action in ("rerun_profile", "delete_profile") and self.selected == APPROX_ID:
+        if action in ("rerun", "delete") and self.selected == APPROX_ID:
             return None  # Approximated is computed from the architecture: nothing to rerun or delete
+        if action == "cancel_job":
+            return bool(self.query_one(SectionJobs).active) if self.is_mounted else False
         return True
 
-    def action_rerun_profile(self) -> None:
+    def action_rerun(self) -> None:
         rec = self._selected_record()
         if rec is None:
             return
         s = rec.get("settings") or {}
-        self._submit({"name": rec.get("name"), "method": rec.get("method"), "levels": s.get("levels"),
-                      "data": s.get("data"), "batches": s.get("batches", 2), "int8": bool(s.get("int8")),
-                      "metric": None if s.get("metric") in (None, "auto") else s.get("metric")})
+        args = {"name": rec.get("name"), "method": rec.get("method"), "levels": s.get("levels"),
+                "data": s.get("data"), "batches": s.get("batches", 2), "int8": bool(s.get("int8")),
+                "metric": None if s.get("metric") in (None, "auto") else s.get("metric"), "record_id": str(rec["id"])}
+        name = rec.get("name") or rec["id"]
+
+        def answer(yes: Optional[bool]) -> None:
+            if yes:
+                self._submit(args)
+
+        self.app.push_screen(ConfirmDialog(
+            f"Measure loss profile {name!r} again ({rec.get('method')}, same settings)? Its numbers are replaced "
+            "when it finishes.", confirm_label="Rerun", title=f"Rerun {name}"), answer)
 
     @app_work(group="loss-delete", description="delete loss profile")
     def _delete(self, record_id: str) -> None:
@@ -439,10 +517,11 @@ class LossSection(Widget):
 
     @on(LossProfileDeleted)
     def _deleted(self, message: LossProfileDeleted) -> None:
+        self._user_chose = True
         self.select_profile(APPROX_ID)
         self._load_records()
 
-    def action_delete_profile(self) -> None:
+    def action_delete(self) -> None:
         rec = self._selected_record()
         if rec is None:
             return

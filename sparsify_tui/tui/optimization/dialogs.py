@@ -9,9 +9,10 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.screen import ModalScreen
-from textual.widgets import Button, Checkbox, Input, Label, Select, Static, TabbedContent, TabPane, TextArea
+from textual.widgets import Button, Input, Label, Select, Static, TabbedContent, TabPane, TextArea
 
 from sparsify_tui.tui.optimization.messages import ExportPreviewed, ExportWritten
+from sparsify_tui.tui.widgets.toggles import TextCheckbox
 from sparsify_tui.tui.workers import app_work, post_result
 
 
@@ -58,7 +59,7 @@ class CreateOptimizationDialog(ModalScreen[Optional[dict]]):
     CreateOptimizationDialog .row Input { width: 1fr; }
     CreateOptimizationDialog .row Select { width: 1fr; }
     CreateOptimizationDialog #create-sparsity, CreateOptimizationDialog #create-balance { width: 12; }
-    CreateOptimizationDialog Checkbox { width: auto; }
+    CreateOptimizationDialog TextCheckbox { width: auto; }
     """
     BINDINGS = [Binding("escape", "cancel", "Cancel", id="optimization.create.cancel", tooltip="Close without creating")]
 
@@ -86,7 +87,7 @@ class CreateOptimizationDialog(ModalScreen[Optional[dict]]):
                 yield Input("0.85", id="create-sparsity")
                 yield Label(" Balance")
                 yield Input("0.5", id="create-balance")
-                yield Checkbox("INT8", id="create-quantize")
+                yield TextCheckbox("INT8", id="create-quantize")
             yield Static("balance: 0 = by time saved, 1 = by loss only", classes="hint")
             yield Static("", classes="msg", id="create-msg")
             with Horizontal(classes="buttons"):
@@ -110,7 +111,7 @@ class CreateOptimizationDialog(ModalScreen[Optional[dict]]):
                 "loss": self.query_one("#create-loss", Select).value,
                 "sparsity": _float(self.query_one("#create-sparsity", Input).value, "sparsity"),
                 "balance": _float(self.query_one("#create-balance", Input).value, "balance"),
-                "quantize": self.query_one("#create-quantize", Checkbox).value,
+                "quantize": self.query_one("#create-quantize", TextCheckbox).value,
             }
         except ValueError as err:
             self.query_one("#create-msg", Static).update(f"[b red]{err}[/]")

@@ -10,9 +10,11 @@ from textual.message import Message
 
 @dataclass
 class OptimizationsListed(Message):
-    """The project's optimization records."""
+    """The project's optimization records, and the project's training settings now (an optimization keeps its
+    own copy: the Training tab compares them)."""
 
     records: list[dict]
+    project_training: Optional[dict] = None
 
 
 @dataclass

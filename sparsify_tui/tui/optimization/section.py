@@ -1,20 +1,22 @@
 """Optimization section: per-layer pruning + INT8 configurations, their estimates, and export.
 
-Left: the project's optimizations (`n` new, `c` copy as a new version, `delete`). Right, for the selected
-one, tabs:
+Left: the project's optimizations (`n` new, `C` copy as a new version, `d` delete). Right, for the selected
+one, tabs (`m` Pruning, `l` Layers, `<`/`>` any):
 
 * **Pruning**: average sparsity, balance, pruning epochs and update frequency inputs (enter applies and
-  re-evaluates; per-layer overrides are kept), estimate tabs (summary, performance, FLOPs, params) and a
-  per-layer sparsity bar chart.
-* **Layers**: the per-layer editor table (sparsity, recoverability, estimated speedup, estimated and
-  baseline time, loss and perf sensitivity). `enter` edits the row's sparsity, `+`/`-` step it by 0.05,
-  `x` releases the override.
-* **Quant**: the INT8 quantization modifier (on/off, layers kept FP32, ordered by INT8 sensitivity).
+  re-evaluates; per-layer overrides are kept), the estimate cards (summary, performance, FLOPs, params) and
+  a per-layer sparsity bar chart.
+* **Layers**: the per-layer editor table (weight name and node id, sparsity, recoverability, estimated
+  speedup, estimated and baseline ms, loss and perf sensitivity). `enter` edits the row's sparsity, `+`/`-`
+  step it by 0.05, `x` releases the override, `i` shows the layer's full record.
+* **Quant**: the INT8 quantization modifier (``[x]``/``[ ]`` on/off, layers kept FP32, ordered by INT8
+  sensitivity).
 * **LR**: the learning-rate schedule chart and its modifiers as editable text (`ctrl+s` applies).
-* **Training**: the project's training settings and the epoch plan.
+* **Training**: the optimization's copy of the project's training settings and its epoch plan. When the
+  project's settings changed since (section 6), it says so and `u` takes them again.
 
 `e` opens the Export dialog (recipe path, framework, preview, write). Estimates are labelled as such and
-name their runtime: onnxruntime gets no speedup from unstructured sparsity.
+name their runtime: onnxruntime gets no speedup from unstructured sparsity. Keys: :mod:`sparsify_tui.tui.widgets.keys`.
 """
 
 from __future__ import annotations
@@ -28,21 +30,25 @@ from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.widget import Widget
 from textual.widgets import (
-    Checkbox, Input, Label, OptionList, SelectionList, Static, TabbedContent, TabPane, TextArea,
+    Input, Label, OptionList, SelectionList, Static, TabbedContent, TabPane, TextArea,
 )
 from textual.widgets.option_list import Option
 
 from sparsify_tui.formatting import format_count, format_fixed
+from sparsify_tui.optimization.estimates import recovery_text
 from sparsify_tui.tui.optimization.dialogs import CreateOptimizationDialog, ExportDialog, SparsityDialog
 from sparsify_tui.tui.optimization.messages import (CreateDialogReady, ExportDialogReady, OptimizationChanged,
                                                     OptimizationsListed)
+from sparsify_tui.tui.widgets import keys
 from sparsify_tui.tui.widgets.charts import BarChart, LineChart
-from sparsify_tui.tui.widgets.dialogs import ConfirmDialog
+from sparsify_tui.tui.widgets.dialogs import ConfirmDialog, RecordDialog
 from sparsify_tui.tui.widgets.tables import Column, FilterableTable
+from sparsify_tui.tui.widgets.toggles import TextCheckbox, TextSelectionList
 from sparsify_tui.tui.workers import app_work, post_result
 
 TABLE = "optimizations"
 STEP = 0.05
+TABS = ("tab-pruning", "tab-layers", "tab-quant", "tab-lr", "tab-training")
 
 
 def _count(x: Any) -> str:
@@ -66,7 +72,7 @@ def estimate_texts(rec: dict) -> dict[str, str]:
     q = rec.get("quantization") or {}
     summary = (f"Pruned layers {pruned} of {len(layers)}, overrides {len(rec.get('overrides') or {})}\n"
                f"Avg sparsity {est.get('avg_sparsity', 0):.3f} (params-weighted; target {st.get('sparsity', 0):.2f})\n"
-               f"Est. recovery {format_fixed(est.get('est_recovery'))} (heuristic from the loss profile)\n"
+               f"Est. recovery {escape(recovery_text(est.get('est_recovery'), rec.get('loss_profile')))}\n"
                f"Quantization {'INT8, ' + str(len(q.get('excluded') or [])) + ' layers FP32' if q.get('enabled') else 'off'}"
                + warn)
     units = "ms" if est.get("baseline_ms") is not None else "relative"
@@ -91,7 +97,8 @@ def layer_rows(rec: dict) -> list[dict]:
     for i, l in enumerate(rec.get("layers") or []):
         note = "override" if l.get("override") else (l.get("reason") or "")
         rows.append({
-            "_key": l["weight_name"], "index": i, "layer": l["weight_name"], "op": l.get("op_type"),
+            "_key": l["weight_name"], "index": i, "layer": l["weight_name"], "node": l.get("node_id") or "",
+            "op": l.get("op_type"),
             "sparsity": float(l.get("sparsity") or 0.0), "recoverability": l.get("recoverability"),
             "speedup": l.get("est_speedup"), "est_ms": l.get("est_ms"), "base_ms": l.get("time_curve", [None])[0],
             "loss": l.get("loss_sensitivity"), "perf": l.get("perf_sensitivity"), "note": note,
@@ -99,12 +106,30 @@ def layer_rows(rec: dict) -> list[dict]:
     return rows
 
 
-def training_text(rec: dict) -> str:
+TRAINING_KEYS = ("optimizer", "epochs", "init_lr", "final_lr")
+
+
+def training_stale(rec: dict, project_training: Optional[dict]) -> bool:
+    """The project's training settings differ from the copy the optimization keeps."""
+    if not project_training:
+        return False
+    own = rec.get("training") or {}
+    return any(str(own.get(k)) != str(project_training.get(k)) for k in TRAINING_KEYS if k in project_training)
+
+
+def training_text(rec: dict, project_training: Optional[dict] = None) -> str:
     t, ep, q = rec.get("training") or {}, rec.get("epochs") or {}, rec.get("quantization") or {}
     lines = [
-        "[b]Training settings[/b] (project settings, section 6)",
+        "[b]Training settings[/b] (this optimization's copy of the project's, section 6)",
         f"Optimizer {t.get('optimizer', '?')} · epochs {t.get('epochs', '?')} · LR {t.get('init_lr', '?')} → "
         f"{t.get('final_lr', '?')}",
+    ]
+    if training_stale(rec, project_training):
+        p = project_training or {}
+        lines.append(f"[b reverse] ! [/] [b]The project's settings changed since: {p.get('optimizer', '?')} · epochs "
+                     f"{p.get('epochs', '?')} · LR {p.get('init_lr', '?')} → {p.get('final_lr', '?')}.[/b] "
+                     "Press [b]u[/b] to take them (the epoch plan and LR schedule are rebuilt).")
+    lines += [
         "",
         "[b]Recipe epochs[/b]",
         f"Stabilization 0 → {ep.get('pruning_start_epoch')} ({ep.get('stabilization_epochs')} epochs)",
@@ -131,17 +156,37 @@ def lr_series(rec: dict, points: int = 120) -> tuple[list[float], list[float]]:
 
 
 LAYER_COLUMNS = [
-    Column("layer", "Layer", filter=True, width=24),
+    Column("layer", "Layer (weight)", filter=True, pin=True),
     Column("sparsity", "Sparsity", numeric=True, fmt=lambda v: f"{v:.3f}"),
     Column("recoverability", "Recov.", numeric=True, fmt=lambda v: format_fixed(v)),
     Column("speedup", "Speedup*", numeric=True, fmt=lambda v: format_fixed(v) + "×" if v else ""),
-    Column("est_ms", "Est. t*", numeric=True, fmt=lambda v: format_fixed(v, ".4g")),
-    Column("base_ms", "Base t", numeric=True, fmt=lambda v: format_fixed(v, ".4g")),
+    Column("est_ms", "Est. ms*", numeric=True, fmt=lambda v: format_fixed(v, ".4g")),
+    Column("base_ms", "Base ms", numeric=True, fmt=lambda v: format_fixed(v, ".4g")),
     Column("loss", "Loss sens", numeric=True, fmt=lambda v: format_fixed(v, ".3f")),
     Column("perf", "Perf sens", numeric=True, fmt=lambda v: format_fixed(v, ".3f")),
     Column("op", "Op", filter=True),
+    Column("node", "Node id", filter=True),
     Column("note", "Note", filter=True),
 ]
+
+
+def layer_record(rec: dict, layer: dict) -> list:
+    """Every field of one layer of an optimization for RecordDialog."""
+    units = "ms" if (rec.get("estimates") or {}).get("baseline_ms") is not None else "relative"
+    curve = layer.get("time_curve") or [None]
+    return [
+        ("Weight", layer.get("weight_name")), ("Node id", layer.get("node_id")), ("Op type", layer.get("op_type")),
+        ("Weight shape", layer.get("weight_shape")), ("Params", layer.get("params")), ("FLOPs", layer.get("flops")),
+        ("Sparsity", layer.get("sparsity")), ("Override", layer.get("override")),
+        ("Why (dense or capped)", layer.get("reason") or layer.get("excluded")),
+        ("Recoverability (0-1)", layer.get("recoverability")),
+        (f"Base time ({units}, measured, scaled to the median)", curve[0]),
+        (f"Est. time at its sparsity ({units}, sparse-kernel runtime)", layer.get("est_ms")),
+        ("Est. speedup (sparse-kernel runtime)", layer.get("est_speedup")),
+        ("Loss sensitivity (share of the model's at 0.9)", layer.get("loss_sensitivity")),
+        ("Perf sensitivity (share of the time saved at 0.9)", layer.get("perf_sensitivity")),
+        ("INT8 sensitivity", layer.get("int8_sensitivity")), ("INT8 time (ms, measured)", layer.get("int8_time_ms")),
+    ]
 
 
 class OptimizationSection(Widget):
@@ -151,18 +196,18 @@ class OptimizationSection(Widget):
     OptimizationSection { height: 1fr; }
     OptimizationSection #opt-left { width: 22; border-right: solid $primary-darken-2; }
     OptimizationSection #opt-left .title { text-style: bold; height: 1; padding: 0 1; }
-    OptimizationSection #opt-list { height: 1fr; border: none; }
+    OptimizationSection #opt-list { height: 1fr; }
     OptimizationSection #opt-left .hint { color: $text-muted; height: auto; padding: 0 1; }
     OptimizationSection #opt-main { width: 1fr; }
     OptimizationSection #opt-header { height: 2; padding: 0 1; }
     OptimizationSection #opt-empty { padding: 1 2; color: $text-muted; }
     OptimizationSection #opt-tabs { height: 1fr; }
     OptimizationSection TabPane { padding: 0; }
-    OptimizationSection .inputs { height: 3; }
-    OptimizationSection .inputs Label { padding: 1 0 0 1; width: auto; }
-    OptimizationSection .inputs Input { width: 10; }
-    OptimizationSection #est-tabs { height: auto; }
-    OptimizationSection #est-tabs Static { height: auto; padding: 0 1; }
+    OptimizationSection .inputs { height: 1; padding: 0 1; }
+    OptimizationSection .inputs Label { width: auto; padding: 0 1 0 0; }
+    OptimizationSection .inputs Input { width: 8; margin-right: 2; }
+    OptimizationSection .card { height: auto; padding: 0 1; margin-top: 1; }
+    OptimizationSection .card-title { text-style: bold underline; height: 1; padding: 0 1; margin-top: 1; }
     OptimizationSection #layer-hint, OptimizationSection .hint { color: $text-muted; height: auto; padding: 0 1; }
     OptimizationSection #q-excluded { height: auto; max-height: 14; }
     OptimizationSection #lr-text { height: 7; }
@@ -170,11 +215,19 @@ class OptimizationSection(Widget):
     """
 
     BINDINGS = [
-        Binding("n", "new", "New", id="optimization.new", tooltip="Create an optimization from the profiles"),
+        keys.new("optimization", "optimization from the perf and loss profiles"),
         Binding("e", "export", "Export", id="optimization.export",
                 tooltip="Export the recipe (.yaml) and integration code"),
-        Binding("c", "copy", "Copy", id="optimization.copy", tooltip="Copy the optimization as a new version"),
-        Binding("delete", "delete", "Delete", id="optimization.delete", tooltip="Delete the selected optimization"),
+        Binding("C", "copy", "Copy", id="optimization.copy", tooltip="Copy the optimization as a new version",
+                key_display="C"),
+        keys.delete("optimization", "optimization"),
+        Binding("u", "sync_training", "Update", id="optimization.sync_training",
+                tooltip="Take the project's changed training settings (the epoch plan and LR schedule are rebuilt)"),
+        *keys.tabs("optimization"),
+        keys.focus_list("optimization", "optimizations"),
+        keys.tab("optimization", "m", "tab-pruning", "Pruning", "Optimization: settings, estimates, sparsity chart"),
+        keys.tab("optimization", "l", "tab-layers", "Layers", "Optimization: the per-layer editor table"),
+        keys.inspect("optimization"),
         Binding("plus,equals_sign", "step(1)", "+0.05", id="optimization.layer_up",
                 tooltip="Raise the selected layer's sparsity by 0.05 (kept as an override)"),
         Binding("minus", "step(-1)", "-0.05", id="optimization.layer_down",
@@ -183,8 +236,6 @@ class OptimizationSection(Widget):
                 tooltip="Release the selected layer's override (back to the automatic value)"),
         Binding("ctrl+s", "apply_lr", "Apply LR", show=False, id="optimization.apply_lr",
                 tooltip="Apply the edited learning-rate modifiers"),
-        Binding("l", "focus_list", "List", show=False, id="optimization.list",
-                tooltip="Move to the optimization list"),
     ]
 
     def __init__(self, project_id: str, **kwargs) -> None:
@@ -194,6 +245,7 @@ class OptimizationSection(Widget):
         self.rec: Optional[dict] = None
         self._select_after: Optional[str] = None
         self._quiet = False
+        self.project_training: Optional[dict] = None  # the project's training settings now
 
     # ---------------------------------------------------------------------------------- layout
     def compose(self) -> ComposeResult:
@@ -201,45 +253,43 @@ class OptimizationSection(Widget):
             with Vertical(id="opt-left"):
                 yield Static("Optimizations", classes="title")
                 yield OptionList(id="opt-list")
-                yield Static("n new · c copy\ne export · del", classes="hint")
+                yield Static("n new · C copy\ne export · d del", classes="hint")
             with Vertical(id="opt-main"):
                 yield Static("", id="opt-header")
                 yield Static("No optimization yet. Press [b]n[/b] to create one from the perf profile "
                              "(or FLOPS) and the loss profile (or Approximated).", id="opt-empty")
                 with TabbedContent(id="opt-tabs"):
-                    with TabPane("Pruning", id="tab-pruning"):
-                        with VerticalScroll():
+                    with TabPane("Pruning (m)", id="tab-pruning"):
+                        with VerticalScroll(id="pruning-scroll"):
+                            # one-line inputs sized to their content: nothing scrolls out of view when focused
                             with Horizontal(classes="inputs"):
                                 yield Label("Sparsity")
-                                yield Input(id="in-sparsity")
+                                yield Input(id="in-sparsity", compact=True)
                                 yield Label("Balance")
-                                yield Input(id="in-balance")
+                                yield Input(id="in-balance", compact=True)
                             with Horizontal(classes="inputs"):
-                                yield Label("Prune ep.")
-                                yield Input(id="in-start")
-                                yield Input(id="in-end")
-                                yield Label("Update")
-                                yield Input(id="in-update")
+                                yield Label("Pruning epochs")
+                                yield Input(id="in-start", compact=True)
+                                yield Label("to")
+                                yield Input(id="in-end", compact=True)
+                                yield Label("update every")
+                                yield Input(id="in-update", compact=True)
                             yield Static("enter applies · balance 0 = time saved, 1 = loss", classes="hint")
-                            with TabbedContent(id="est-tabs"):
-                                with TabPane("Summary", id="est-summary"):
-                                    yield Static("", id="est-summary-text")
-                                with TabPane("Perf", id="est-performance"):
-                                    yield Static("", id="est-performance-text")
-                                with TabPane("FLOPs", id="est-flops"):
-                                    yield Static("", id="est-flops-text")
-                                with TabPane("Params", id="est-params"):
-                                    yield Static("", id="est-params-text")
+                            # the estimate cards, one under the other
+                            for key, title in (("summary", "Summary"), ("performance", "Performance (est.)"),
+                                               ("flops", "FLOPs (est.)"), ("params", "Params and size (est.)")):
+                                yield Static(title, classes="card-title", id=f"est-{key}-title")
+                                yield Static("", id=f"est-{key}-text", classes="card")
                             yield BarChart(title="Sparsity per layer", unit="", x_label="sparsity",
                                            modes=("values",), id="sparsity-chart")
-                    with TabPane("Layers", id="tab-layers"):
-                        yield Static("enter edit · +/- 0.05 · x auto · * estimates", id="layer-hint")
+                    with TabPane("Layers (l)", id="tab-layers"):
+                        yield Static("enter edit · +/- 0.05 · x auto · i record · * estimates", id="layer-hint")
                         yield FilterableTable(LAYER_COLUMNS, id="layer-table")
                     with TabPane("Quant", id="tab-quant"):
                         with VerticalScroll():
-                            yield Checkbox("INT8 quantization modifier", id="q-enabled")
+                            yield TextCheckbox("INT8 quantization modifier", id="q-enabled")
                             yield Static("", id="q-info", classes="hint")
-                            yield SelectionList(id="q-excluded")
+                            yield TextSelectionList(id="q-excluded")
                     with TabPane("LR", id="tab-lr"):
                         with VerticalScroll():
                             yield LineChart(title="Learning rate", x_label="epoch", y_label="LR", height=9,
@@ -247,11 +297,12 @@ class OptimizationSection(Widget):
                             yield Static("modifiers (set/step/multistep/exponential); ctrl+s applies", classes="hint")
                             yield TextArea("", id="lr-text")
                     with TabPane("Training", id="tab-training"):
-                        with VerticalScroll():
+                        with VerticalScroll(id="training-scroll"):
                             yield Static("", id="training-text")
 
     def on_mount(self) -> None:
         self._show_main(False)
+        keys.quiet_tabs(self.query_one("#opt-tabs", TabbedContent))
         self.load_records()
 
     def _show_main(self, has: bool) -> None:
@@ -266,11 +317,13 @@ class OptimizationSection(Widget):
     # ---------------------------------------------------------------------------------- workers
     @app_work(group="opt-load", description="list optimizations")
     def load_records(self) -> None:
-        post_result(self, OptimizationsListed(self.ws.list_records(self.project_id, TABLE)))
+        records = self.ws.list_records(self.project_id, TABLE)
+        post_result(self, OptimizationsListed(records, (self.ws.get_project(self.project_id) or {}).get("training")))
 
     @on(OptimizationsListed)
     def _listed(self, message: OptimizationsListed) -> None:
         self.records = sorted(message.records, key=lambda r: str(r.get("created") or ""))
+        self.project_training = message.project_training
         self._fill_list()
 
     # every edit is one core call on the stored record; the newest edit wins (exclusive group)
@@ -385,7 +438,7 @@ class OptimizationSection(Widget):
             if table.is_mounted and cursor is not None and 0 <= cursor < table.data_table.row_count:
                 table.data_table.move_cursor(row=cursor)
             q = rec["quantization"]
-            self.query_one("#q-enabled", Checkbox).value = bool(q.get("enabled"))
+            self.query_one("#q-enabled", TextCheckbox).value = bool(q.get("enabled"))
             self.query_one("#q-info", Static).update(
                 f"Checked layers stay FP32 (default: INT8-sensitivity outliers). QAT from epoch "
                 f"{q.get('start_epoch')}. Apply (section 5) quantizes with onnxruntime (static QDQ).")
@@ -402,7 +455,8 @@ class OptimizationSection(Widget):
             ta = self.query_one("#lr-text", TextArea)
             if not ta.has_focus:
                 ta.load_text(format_lr_modifiers(rec.get("lr_modifiers") or []))
-            self.query_one("#training-text", Static).update(training_text(rec))
+            self.query_one("#training-text", Static).update(training_text(rec, self.project_training))
+            self.refresh_bindings()
         finally:
             self.call_after_refresh(self._unquiet)
 
@@ -439,8 +493,8 @@ class OptimizationSection(Widget):
             return
         self._update_schedule(self.rec["id"], epochs=ep)
 
-    @on(Checkbox.Changed, "#q-enabled")
-    def _quant_toggled(self, event: Checkbox.Changed) -> None:
+    @on(TextCheckbox.Changed, "#q-enabled")
+    def _quant_toggled(self, event: TextCheckbox.Changed) -> None:
         if self._quiet or self.rec is None or bool(self.rec["quantization"].get("enabled")) == event.value:
             return
         self._update_schedule(self.rec["id"], quantization={"enabled": event.value})
@@ -572,8 +626,58 @@ class OptimizationSection(Widget):
         self.app.push_screen(ExportDialog(self.project_id, message.record_id, message.default_path))
 
     def check_action(self, action: str, parameters: tuple) -> Optional[bool]:
-        if action in ("export", "copy", "delete") and self.rec is None:
+        if action in ("export", "copy", "delete", "cycle_tab", "view_tab", "inspect") and self.rec is None:
             return None
         if action in ("step", "release") and not (self.rec is not None and self._layers_active()):
             return False
+        if action == "sync_training":  # shown only when the project's training settings changed
+            return self.rec is not None and training_stale(self.rec, self.project_training)
         return True
+
+    def action_view_tab(self, tab: str) -> None:
+        """m/l: the Pruning or Layers tab (and its table or inputs take the focus)."""
+        if self.rec is None:
+            return
+        self.query_one("#opt-tabs", TabbedContent).active = tab
+        target = {"tab-pruning": "#in-sparsity", "tab-layers": "#layer-table", "tab-quant": "#q-enabled",
+                  "tab-lr": "#lr-chart", "tab-training": "#training-scroll"}[tab]
+        self.query_one(target).focus()
+
+    def action_cycle_tab(self, step: int) -> None:
+        if self.rec is not None:
+            self.action_view_tab(keys.cycle(list(TABS), self.query_one("#opt-tabs", TabbedContent).active, step))
+
+    def action_inspect(self) -> None:
+        """`i`: the full record of the Layers table row under the cursor."""
+        if self.rec is None:
+            return
+        if not self._layers_active():
+            self.action_view_tab("tab-layers")
+            self.notify("Pick a row, then i shows its record (enter edits its sparsity).", timeout=3)
+            return
+        layer = self._current_layer()
+        if layer is not None:
+            self.app.push_screen(RecordDialog(f"{layer['weight_name']} · {layer.get('op_type')}",
+                                              layer_record(self.rec, layer)))
+
+    def action_sync_training(self) -> None:
+        """`u`: take the project's changed training settings (asks first: edits to the epochs and LR are replaced)."""
+        if self.rec is None or not training_stale(self.rec, self.project_training):
+            return
+        rec_id, p = self.rec["id"], self.project_training or {}
+
+        def answer(yes: Optional[bool]) -> None:
+            if yes:
+                self._sync_training(rec_id)
+
+        self.app.push_screen(ConfirmDialog(
+            f"Take the project's training settings ({p.get('optimizer')}, {p.get('epochs')} epochs, LR "
+            f"{p.get('init_lr')} → {p.get('final_lr')}) into {self.rec['name']!r}? Its epoch plan and LR schedule "
+            "are rebuilt from them (edits to those are replaced).", confirm_label="Update", title="Update training"),
+            answer)
+
+    @app_work(group="opt-action", description="update training settings")
+    def _sync_training(self, rec_id: str) -> None:
+        from sparsify_tui.services import optimizations as core
+
+        post_result(self, OptimizationChanged(core.sync_training(self.ws, self.project_id, rec_id)))

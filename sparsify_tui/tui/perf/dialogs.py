@@ -1,5 +1,5 @@
-"""The add / rerun dialog of the Performance Profiles section: the form (name, batch size, cores, warm-up,
-timed runs, INT8), then the ``perf_profile`` job's live progress."""
+"""The add dialog of the Performance Profiles section: the form (name, batch size, cores, warm-up, timed runs,
+sample data, INT8), then the ``perf_profile`` job's live progress (`c` cancels it, `escape` hides it)."""
 
 from __future__ import annotations
 
@@ -9,17 +9,19 @@ from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
-from textual.widgets import Button, Checkbox, Input, Label, Static
+from textual.widgets import Button, Input, Label, Static
 
 from sparsify_tui.tui.perf.messages import PerfJobSubmitted
 from sparsify_tui.tui.widgets.dialogs import FormDialog
 from sparsify_tui.tui.widgets.jobs import JobProgress
+from sparsify_tui.tui.widgets.toggles import TextCheckbox
 from sparsify_tui.tui.workers import app_work, post_result
 
 
-class PerfProfileDialog(FormDialog[Optional[str]]):
-    """Add (or rerun) a perf profile: the form, then the job's live progress. Dismisses with the new
-    record id when the job completes, or None when closed (the job keeps running in the background)."""
+class PerfProfileDialog(FormDialog[Optional[dict]]):
+    """Add a perf profile: the form, then the job's live progress. Dismisses with ``{"record_id"}`` when the
+    job completes, ``{"job"}`` when hidden while it runs (it keeps running; the section shows it), or None
+    when closed before Run."""
 
     DEFAULT_CSS = """
     PerfProfileDialog { align: center middle; }
@@ -41,6 +43,8 @@ class PerfProfileDialog(FormDialog[Optional[str]]):
         Binding("escape", "close", "Close", id="perfprofile.dialog.close",
                 tooltip="Close the dialog (a started job keeps running)"),
         Binding("ctrl+r", "run", "Run", id="perfprofile.dialog.run", tooltip="Start the perf profile job"),
+        Binding("c", "cancel_job", "Cancel job", id="perfprofile.dialog.cancel_job",
+                tooltip="Cancel the running profile job"),
     ]
 
     def __init__(self, project_id: str, defaults: dict, *, job: Optional[dict] = None) -> None:
@@ -60,8 +64,12 @@ class PerfProfileDialog(FormDialog[Optional[str]]):
                     with Horizontal(classes="row"):
                         yield Label(label)
                         yield Input(str(d.get(key, "")), id=key, type=kind, compact=True)
-                yield Checkbox("Also quantize to INT8 and measure it", bool(d.get("int8", True)), id="int8",
-                               compact=True)
+                with Horizontal(classes="row"):
+                    yield Label("Sample data")
+                    yield Input(str(d.get("data") or ""), placeholder="synthetic; or FILE.npz / .npy", id="data",
+                                compact=True)
+                yield TextCheckbox("Also quantize to INT8 and measure it", bool(d.get("int8", True)), id="int8",
+                                   compact=True)
             yield Static("", id="error")
             yield Vertical(id="progress")
             with Horizontal(classes="buttons"):
@@ -81,7 +89,8 @@ class PerfProfileDialog(FormDialog[Optional[str]]):
 
         name = self.query_one("#name", Input).value.strip() or "baseline"
         field = lambda key: self.query_one(f"#{key}", Input).value.strip()  # noqa: E731
-        return {"name": name, "int8": self.query_one("#int8", Checkbox).value, "dims": self.defaults.get("dims") or {},
+        return {"name": name, "int8": self.query_one("#int8", TextCheckbox).value,
+                "dims": self.defaults.get("dims") or {}, "data": settings.data_file(field("data"), "Sample data"),
                 "batch_size": settings.batch_size(field("batch_size"), "Batch size"),
                 "core_count": settings.core_count(field("core_count"), "Cores"),
                 "warmup": settings.warmup(field("warmup"), "Warm-up runs"),
@@ -124,14 +133,34 @@ class PerfProfileDialog(FormDialog[Optional[str]]):
         self.job = job
         self.query_one("#form").display = False
         self.query_one("#run", Button).display = False
-        self.query_one("#close", Button).label = "Hide"
-        self.query_one("#progress").mount(JobProgress(job["id"], id="job-progress"))
+        self.query_one("#close", Button).label = "Hide (escape)"
+        self.query_one("#progress").mount(JobProgress(job["id"], id="job-progress"),
+                                          Static("c: cancel the job · escape: hide (it keeps running)",
+                                                 classes="hint"))
         self.query_one("#close", Button).focus()
+        self.refresh_bindings()
+
+    def check_action(self, action: str, parameters: tuple) -> Optional[bool]:
+        if action == "cancel_job":
+            return self.job is not None and not self.query_one("#job-progress", JobProgress).finished \
+                if self.query("#job-progress") else False
+        return True
+
+    def action_cancel_job(self) -> None:
+        progress = self.query("#job-progress")
+        if progress:
+            progress.first(JobProgress).cancel()
+
+    def action_close(self) -> None:
+        running = self.job is not None and self.query("#job-progress") and \
+            not self.query_one("#job-progress", JobProgress).finished
+        self.dismiss({"job": self.job} if running else None)
 
     def on_job_progress_finished(self, event) -> None:
+        self.refresh_bindings()
         status = event.status
         if status == "completed":
-            self.dismiss((event.job.get("result") or {}).get("record_id"))
+            self.dismiss({"record_id": (event.job.get("result") or {}).get("record_id")})
         elif status == "error":
             self.query_one("#error", Static).update(f"The profile failed: {event.job.get('error') or 'see the job log'}")
         else:

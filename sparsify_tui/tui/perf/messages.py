@@ -25,10 +25,12 @@ class PerfProfilesListed(Message):
 
 @dataclass
 class PerfProfileLoaded(Message):
-    """One measured profile (``profiling.perf.PerfProfile``), for :class:`PerfProfileView`."""
+    """One measured profile (``profiling.perf.PerfProfile``), for :class:`PerfProfileView`, with the stored
+    analysis' nodes by id (weights and shapes for a node's record)."""
 
     record_id: str
     profile: Any
+    analysis_nodes: Optional[dict] = None
 
 
 @dataclass
@@ -38,6 +40,13 @@ class PerfDialogReady(Message):
 
     defaults: dict
     job: Optional[dict] = None
+
+
+@dataclass
+class PerfRerunSubmitted(Message):
+    """A rerun of a measured profile was submitted (`job`); the section follows it in its jobs pane."""
+
+    job: dict
 
 
 @dataclass

@@ -1,26 +1,30 @@
 """View of one measured performance profile.
 
 `PerfProfileView(project_id, record_id)` is mounted by `sparsify_tui.tui.perf.section.PerfSection` when a
-measured profile is selected. Tabs (keys m / l / g from the section):
+measured profile is selected. Tabs (keys m / l / g, or `<` / `>`, from the section):
 
 * **Summary**: Model Summary (batch, cores, instruction sets; measured ms/batch and items/s; *estimated*
-  pruned ms/batch and speedup at the chosen level; measured INT8 ms/batch and speedup) and Layer
+  pruned ms/batch and speedup at the chosen level; measured INT8 ms/batch and speedup; how the per-node
+  times were scaled and the profiler's overhead; noise warnings with the offer to rerun) and Layer
   Summaries: a bar chart of time per op type. `y` cycles the Summary Type (Baseline ms, Pruned s ms
   (est.) for each level, INT8 ms (measured)); `v` (chart) cycles values / % / log; `t` shows the table.
-* **Layer Results**: every node in graph order (index, node id, op type, weight, baseline ms, % of total,
-  FLOPs, GFLOP/s, est. pruned ms at the chosen level, INT8 ms), sortable (`s`) and filterable (`/`);
-  `k` changes the pruned level.
-* **Top Layers**: chart of the top N nodes by baseline ms (`n`: 10, 20, 50, all).
+* **Layer Results**: every node in graph order (index, node id, op type, weight, ms, raw profiled ms, % of
+  total, FLOPs, GFLOP/s, est. pruned ms at the chosen level, INT8 ms), sortable (`s`) and filterable (`/`,
+  on node id, op type and weight); `[` / `]` change the pruned level; `enter` or `i` shows a row's full record.
+* **Top Layers**: chart of the top N nodes by ms (`+` / `-`: 10, 20, 50, all); clicking a bar shows its record.
 
-Pruned times are estimates for a sparse-kernel runtime: onnxruntime gains nothing from unstructured
-sparsity, and the view says so. The add / rerun / delete actions are PerfSection's; the add dialog is
-`perf.dialogs.PerfProfileDialog`.
+Per-node times are **scaled to the unprofiled median** (:meth:`sparsify_tui.profiling.perf.PerfProfile.node_ms`):
+the profiled pass inflates them (a few µs per kernel), so the rows add up to the measured latency and the
+raw profiled figure is its own column. Pruned times are estimates for a sparse-kernel runtime: onnxruntime
+gains nothing from unstructured sparsity, and the view says so. The add / rerun / delete actions are
+PerfSection's; the add dialog is `perf.dialogs.PerfProfileDialog`.
 """
 
 from __future__ import annotations
 
 from typing import Optional
 
+from rich.markup import escape
 from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
@@ -30,7 +34,9 @@ from textual.widgets import Static, TabbedContent, TabPane
 
 from sparsify_tui.tui import messages
 from sparsify_tui.tui.perf.messages import PerfProfileLoaded
+from sparsify_tui.tui.widgets import keys
 from sparsify_tui.tui.widgets.charts import BarChart
+from sparsify_tui.tui.widgets.dialogs import RecordDialog, analysis_fields
 from sparsify_tui.tui.widgets.tables import Column, FilterableTable, format_count, format_percent
 from sparsify_tui.tui.workers import app_work, post_result
 
@@ -38,6 +44,8 @@ LEVELS = ("0.4", "0.6", "0.7", "0.8", "0.85", "0.9", "0.95", "0.975", "0.99")
 DEFAULT_LEVEL = "0.9"
 TOP_N_CHOICES = (10, 20, 50, 0)  # 0 = all
 TABLE = "perf_profiles"
+TABS = ("summary", "layers", "top")
+CONTROL_FLOW = ("If", "Loop", "Scan")
 
 
 def summary_types(has_int8: bool) -> list[tuple[str, str]]:
@@ -50,20 +58,36 @@ def summary_types(has_int8: bool) -> list[tuple[str, str]]:
 
 
 def _ms(v: Optional[float]) -> str:
-    return "-" if v is None else f"{v:.3f}"
+    return "-" if v is None else f"{v:.4g}" if abs(v) < 0.001 and v else f"{v:.3f}"
+
+
+def op_label(op: str) -> str:
+    """The op-type summary's label: a control-flow node's row holds its own time only (its body's nodes are
+    counted under their own op types), and says so."""
+    return f"{op} (own time)" if op in CONTROL_FLOW else op
 
 
 def node_rows(profile, level: str) -> list[dict]:
-    """Table rows (graph order, special rows last) for the Layer Results table."""
+    """Table rows (graph order, special rows last) for the Layer Results table: times scaled to the median,
+    the raw profiled time next to them."""
     rows = []
     for n in profile.nodes:
         rows.append({
             "_key": n.index, "index": n.index, "id": n.id, "op_type": n.op_type, "weight_name": n.weight_name or "",
-            "time_ms": n.time_ms, "share": n.share, "flops": n.flops, "gflops": n.gflops_per_s,
-            "est_ms": n.est_pruned_ms.get(level, n.time_ms), "int8_ms": n.int8_time_ms,
+            "time_ms": profile.node_ms(n), "raw_ms": n.time_ms, "share": n.share, "flops": n.flops,
+            "gflops": n.gflops_per_s, "est_ms": profile.node_ms(n, level), "int8_ms": profile.node_ms(n, "int8"),
             "fused_into": n.fused_into or "",
         })
     return rows
+
+
+def overhead_text(profile) -> str:
+    """How the per-node ms relate to the measured latency (one line, Rich markup)."""
+    ratio = profile.overhead_ratio
+    if ratio is None:
+        return "[dim]Per-node ms as profiled (no unprofiled median to scale to).[/dim]"
+    return (f"[dim]Per-node ms are scaled to this median (×{profile.scale:.3g}): the profiled pass took "
+            f"{ratio:.1f}× it (profiler overhead). Layer Results shows the raw figures too.[/dim]")
 
 
 def model_summary_text(profile, level: str) -> str:
@@ -72,7 +96,7 @@ def model_summary_text(profile, level: str) -> str:
     lat = p.latency_ms or {}
     isets = ", ".join(p.instruction_sets) or "unknown"
     lines = [
-        f"[b]{p.name}[/b] · batch {p.batch_size} · {p.core_count} cores · onnxruntime {p.ort_version or '?'}",
+        f"[b]{escape(p.name)}[/b] · batch {p.batch_size} · {p.core_count} cores · onnxruntime {p.ort_version or '?'}",
         f"Instruction sets: {isets}",
         f"[b]Measured[/b] {_ms(lat.get('median'))} ms/batch (p90 {_ms(lat.get('p90'))}) · "
         f"{p.items_per_second:.1f} items/s",
@@ -84,15 +108,36 @@ def model_summary_text(profile, level: str) -> str:
                      f"sparse-kernel runtime)")
     i8 = p.int8 or {}
     if i8.get("error"):
-        lines.append(f"[b]INT8[/b] failed: {i8['error']}")
+        lines.append(f"[b]INT8[/b] failed: {escape(str(i8['error']))}")
     elif i8.get("enabled"):
         lines.append(f"[b]INT8 measured[/b] {_ms((i8.get('latency_ms') or {}).get('median'))} ms/batch · "
                      f"{(i8.get('speedup') or 0):.2f}×")
     else:
         lines.append("[b]INT8[/b] not measured")
+    lines.append(overhead_text(p))
+    for warning in p.warnings or []:
+        lines.append(f"[b reverse] ! [/] [b]{escape(str(warning))}[/b] [dim](r: rerun)[/dim]")
     lines.append("[dim]onnxruntime gets no speedup from unstructured sparsity (1.0×): pruned times are "
                  "estimates for a sparse-kernel runtime, calibrated on measured DeepSparse speedups.[/dim]")
     return "\n".join(lines)
+
+
+def node_record(profile, node, analysis_node: Optional[dict]) -> list:
+    """Every field of one node of a perf profile (with the analysis' weight and shapes) for RecordDialog."""
+    fields = analysis_fields(analysis_node) or [("Node id", node.id), ("Op type", node.op_type)]
+    fields += [
+        ("ms (scaled to the median)", profile.node_ms(node)),
+        ("ms (raw, profiled pass)", node.time_ms),
+        ("% of total", f"{node.share * 100:.2f}%"),
+        ("GFLOP/s", node.gflops_per_s),
+        ("Fused into", node.fused_into),
+        ("Kernels", node.kernels),
+        ("INT8 ms (scaled)", profile.node_ms(node, "int8")),
+        ("INT8 ms (raw)", node.int8_time_ms),
+        ("INT8 kernels", node.int8_kernels),
+    ]
+    fields += [(f"Est. pruned {lv} ms", profile.node_ms(node, lv)) for lv in LEVELS]
+    return fields
 
 
 class PerfProfileView(Widget):
@@ -106,12 +151,12 @@ class PerfProfileView(Widget):
     """
 
     BINDINGS = [
-        Binding("y", "cycle_summary_type", "Summary type", id="perfprofile.summary_type",
+        Binding("y", "cycle_summary_type", "Type", show=False, id="perfprofile.summary_type",
                 tooltip="Layer Summaries: baseline ms, pruned ms (est.) at each level, INT8 ms (measured)"),
-        Binding("k", "cycle_level", "Pruned level", id="perfprofile.level",
-                tooltip="Sparsity level of the estimated pruned times (0.4 … 0.99)"),
-        Binding("n", "cycle_top_n", "Top N", show=False, id="perfprofile.top_n",
-                tooltip="Top layers: 10, 20, 50 or all"),
+        Binding("plus,equals_sign", "top_n(1)", "More", show=False, id="perfprofile.top_more",
+                tooltip="Top Layers: more nodes (10, 20, 50, all)"),
+        Binding("minus", "top_n(-1)", "Fewer", show=False, id="perfprofile.top_fewer",
+                tooltip="Top Layers: fewer nodes"),
     ]
 
     def __init__(self, project_id: str, record_id: str, **kwargs) -> None:
@@ -119,55 +164,64 @@ class PerfProfileView(Widget):
         self.project_id = project_id
         self.record_id = record_id
         self.profile = None
+        self.analysis_nodes: dict = {}
         self.level = DEFAULT_LEVEL
         self.summary_type = "baseline"
         self.top_n = 20
 
     def compose(self) -> ComposeResult:
         with TabbedContent(initial="summary"):
-            with TabPane("Summary", id="summary"):
+            with TabPane("Summary (m)", id="summary"):
                 with VerticalScroll():
                     yield Static("Loading the profile…", id="perf-summary")
                     yield Static("", id="summary-type", classes="perf-line")
                     yield BarChart(title="Layer Summaries", unit="ms", id="op-chart")
-            with TabPane("Layer Results", id="layers"):
+            with TabPane("Layer Results (l)", id="layers"):
                 yield Static("", id="level-line", classes="perf-line")
                 yield FilterableTable(self._columns(), id="layer-table")
-            with TabPane("Top Layers", id="top"):
+            with TabPane("Top Layers (g)", id="top"):
                 with VerticalScroll():
-                    yield BarChart(title="Top layers by baseline ms", unit="ms", id="top-chart")
+                    yield BarChart(title="Top layers by ms", unit="ms", id="top-chart")
 
     def _columns(self) -> list[Column]:
         return [
-            Column("index", "#", numeric=True),
-            Column("id", "Node id", filter=True),
+            Column("index", "#", numeric=True, pin=True),
+            Column("id", "Node id", filter=True, pin=True),
             Column("op_type", "Op type", filter=True),
             Column("weight_name", "Weight", filter=True),
             Column("time_ms", "ms", numeric=True, fmt=_ms),
             Column("share", "%", numeric=True, fmt=format_percent),
+            Column("raw_ms", "Raw ms", numeric=True, fmt=_ms),
             Column("flops", "FLOPs", numeric=True, fmt=format_count),
             Column("gflops", "GFLOP/s", numeric=True, fmt=lambda v: "-" if v is None else f"{v:.1f}"),
             Column("est_ms", "Est. ms", numeric=True, fmt=_ms),
             Column("int8_ms", "INT8 ms", numeric=True, fmt=_ms),
-            Column("fused_into", "Fused into", filter=True),
+            Column("fused_into", "Fused into"),
         ]
 
     def on_mount(self) -> None:
+        keys.quiet_tabs(self.query_one(TabbedContent))
         self._load()
 
     def focus_default(self) -> None:
-        self.query_one(TabbedContent).query_one("Tabs").focus()
+        self.action_tab(self.query_one(TabbedContent).active or "summary")
 
     @app_work(group="perf-profile", description="read perf profile")
     def _load(self) -> None:
         from sparsify_tui.services.profiles import load_perf_profile
 
-        profile = load_perf_profile(self.app.workspace, self.project_id, self.record_id)
-        post_result(self, PerfProfileLoaded(self.record_id, profile))
+        ws = self.app.workspace
+        profile = load_perf_profile(ws, self.project_id, self.record_id)
+        try:
+            nodes = {n.get("id"): n for n in (ws.analysis_of(self.project_id).get("nodes") or [])}
+        except Exception:  # noqa: BLE001 - the record dialog then shows the profile's own fields
+            nodes = {}
+        post_result(self, PerfProfileLoaded(self.record_id, profile, nodes))
 
     @on(PerfProfileLoaded)
     def _loaded(self, message: PerfProfileLoaded) -> None:
         if message.record_id == self.record_id:
+            self.analysis_nodes = message.analysis_nodes or {}
             self.show_profile(message.profile)
 
     @on(messages.WorkFailed)
@@ -196,52 +250,82 @@ class PerfProfileView(Widget):
         items = sorted(totals.items(), key=lambda kv: -kv[1])
         self.query_one("#summary-type", Static).update(f"Summary type: {label}  (y: change)")
         self.query_one("#op-chart", BarChart).set_data(
-            [k for k, _ in items], [v for _, v in items], title=f"Layer Summaries: {label} per op type")
+            [op_label(k) for k, _ in items], [v for _, v in items], keys=[k for k, _ in items],
+            title=f"Layer Summaries: {label} per op type")
 
     def _render_table(self) -> None:
         self.query_one("#level-line", Static).update(
-            f"Est. ms: pruned to {self.level} (est.; onnxruntime: no gain) · k: level")
+            f"ms scaled to the median · Est. ms: pruned to {self.level} (est.; onnxruntime: no gain) · "
+            "[ ]: level · enter/i: record")
         self.query_one("#layer-table", FilterableTable).set_rows(node_rows(self.profile, self.level))
 
     def _render_top(self) -> None:
-        nodes = sorted((n for n in self.profile.nodes if n.time_ms > 0), key=lambda n: -n.time_ms)
+        prof = self.profile
+        nodes = sorted((n for n in prof.nodes if n.time_ms > 0), key=lambda n: -n.time_ms)
         if self.top_n:
             nodes = nodes[: self.top_n]
-        title = (f"Top {self.top_n} nodes by baseline ms" if self.top_n else "All nodes by baseline ms")
+        title = (f"Top {self.top_n} nodes by ms" if self.top_n else "All nodes by ms")
         self.query_one("#top-chart", BarChart).set_data(
-            [n.id for n in nodes], [n.time_ms for n in nodes], title=title + " [dim](n: top N)[/dim]",
-            total=self.profile.total_node_ms or None)
+            [n.id for n in nodes], [prof.node_ms(n) for n in nodes], keys=[n.index for n in nodes],
+            title=title + " [dim](+/-: top N · click: record)[/dim]", total=(prof.latency_ms or {}).get("median"))
 
     # -- actions -----------------------------------------------------------------------------------
     def action_cycle_summary_type(self) -> None:
         if self.profile is None:
             return
-        keys = [k for k, _ in summary_types(self._has_int8())]
-        i = keys.index(self.summary_type) if self.summary_type in keys else -1
-        self.summary_type = keys[(i + 1) % len(keys)]
+        keys_ = [k for k, _ in summary_types(self._has_int8())]
+        i = keys_.index(self.summary_type) if self.summary_type in keys_ else -1
+        self.summary_type = keys_[(i + 1) % len(keys_)]
         self._render_op_chart()
 
-    def action_cycle_level(self) -> None:
+    def action_level(self, step: int) -> None:
         if self.profile is None:
             return
-        i = LEVELS.index(self.level) if self.level in LEVELS else -1
-        self.level = LEVELS[(i + 1) % len(LEVELS)]
+        i = LEVELS.index(self.level) if self.level in LEVELS else 0
+        self.level = LEVELS[max(0, min(len(LEVELS) - 1, i + step))]
         self._render_summary()
         self._render_table()
 
-    def action_cycle_top_n(self) -> None:
+    def action_top_n(self, step: int) -> None:
         if self.profile is None:
             return
         i = TOP_N_CHOICES.index(self.top_n) if self.top_n in TOP_N_CHOICES else 0
-        self.top_n = TOP_N_CHOICES[(i + 1) % len(TOP_N_CHOICES)]
+        self.top_n = TOP_N_CHOICES[max(0, min(len(TOP_N_CHOICES) - 1, i + step))]
         self._render_top()
+
+    def current_tab(self) -> str:
+        return self.query_one(TabbedContent).active or "summary"
 
     def action_tab(self, tab: str) -> None:
         tabs = self.query_one(TabbedContent)
         tabs.active = tab
         target = {"summary": "#op-chart", "layers": "#layer-table", "top": "#top-chart"}[tab]
-        widget = self.query_one(target)
-        if isinstance(widget, FilterableTable):
-            widget.focus()
-        else:
-            widget.query_one("VerticalScroll").focus()
+        self.query_one(target).focus(scroll_visible=False)
+
+    def action_inspect(self) -> None:
+        """`i`: the record of the Layer Results row under the cursor."""
+        if self.profile is None:
+            return
+        if self.current_tab() != "layers":
+            self.action_tab("layers")
+            self.notify("Pick a row, then i (or enter) shows its record; a click on a bar does too.", timeout=3)
+            return
+        row = self.query_one("#layer-table", FilterableTable).current_row()
+        if row is not None:
+            self.show_record(row["index"])
+
+    def show_record(self, index: int) -> None:
+        node = next((n for n in self.profile.nodes if n.index == index), None) if self.profile else None
+        if node is not None:
+            self.app.push_screen(RecordDialog(f"{node.id} · {node.op_type}",
+                                              node_record(self.profile, node, self.analysis_nodes.get(node.id))))
+
+    @on(FilterableTable.RowChosen, "#layer-table")
+    def _row_chosen(self, event: FilterableTable.RowChosen) -> None:
+        event.stop()
+        self.show_record(event.row["index"])
+
+    @on(BarChart.Inspect, "#top-chart")
+    def _bar_chosen(self, event: BarChart.Inspect) -> None:
+        event.stop()
+        self.show_record(event.key)

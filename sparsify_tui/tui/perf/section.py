@@ -1,10 +1,11 @@
-"""Performance Profiles section: a list of profiles (FLOPS, always there, plus the measured ones) and the
-selected profile's view.
+"""Performance Profiles section: a list of profiles (FLOPS, always there, plus the measured ones), the
+perf-profile jobs running or queued under it, and the selected profile's view.
 
 The FLOPS profile view is computed from the graph (no run): Model Summary, Layer Summaries (FLOPs per op
 type) and Layer Results (every node in graph order, sortable, `/`-filterable) with a chart of the top
-layers. A measured profile is shown by `perf.profile.PerfProfileView(project_id, record_id)`; `a` adds one
-(`perf.dialogs.PerfProfileDialog`), `r` measures the selected one again, `delete` deletes it.
+layers. A measured profile is shown by `perf.profile.PerfProfileView(project_id, record_id)`; the section
+opens on the newest one. `n` adds one (`perf.dialogs.PerfProfileDialog`), `r` measures the selected one
+again (after a confirmation), `d` deletes it, `c` cancels a running profile (keys: :mod:`sparsify_tui.tui.widgets.keys`).
 """
 
 from __future__ import annotations
@@ -23,10 +24,12 @@ from textual.widgets.option_list import Option
 from sparsify_tui.tui import messages
 from sparsify_tui.tui.perf.dialogs import PerfProfileDialog, profile_defaults, rerun_args
 from sparsify_tui.tui.perf.messages import (FlopsAnalysisLoaded, PerfDialogReady, PerfProfileDeleted,
-                                            PerfProfilesListed)
-from sparsify_tui.tui.perf.profile import TABLE, PerfProfileView
+                                            PerfProfilesListed, PerfRerunSubmitted)
+from sparsify_tui.tui.perf.profile import TABLE, TABS, PerfProfileView
+from sparsify_tui.tui.widgets import keys
 from sparsify_tui.tui.widgets.charts import BarChart
-from sparsify_tui.tui.widgets.dialogs import ConfirmDialog
+from sparsify_tui.tui.widgets.dialogs import ConfirmDialog, RecordDialog, analysis_fields, fresh_name
+from sparsify_tui.tui.widgets.jobs import JobProgress, SectionJobs
 from sparsify_tui.tui.widgets.tables import (Column, FilterableTable, format_count, format_percent,
                                              format_shape)
 from sparsify_tui.tui.workers import app_work, post_result
@@ -98,7 +101,9 @@ class FlopsProfileView(Widget):
     """The FLOPS profile: Model Summary + Layer Summaries, Layer Results, Top Layers (tabs)."""
 
     BINDINGS = [
-        Binding("n", "cycle_top_n", "Top N", show=False, id="flops.top_n", tooltip="Top layers: 10, 20, 50 or all"),
+        Binding("plus,equals_sign", "top_n(1)", "More", show=False, id="flops.top_more",
+                tooltip="Top Layers: more nodes (10, 20, 50, all)"),
+        Binding("minus", "top_n(-1)", "Fewer", show=False, id="flops.top_fewer", tooltip="Top Layers: fewer nodes"),
     ]
 
     def __init__(self, project_id: str, **kwargs) -> None:
@@ -110,15 +115,15 @@ class FlopsProfileView(Widget):
     TABS = (("summary", "Summary", "m"), ("layers", "Layer Results", "l"), ("top", "Top Layers", "g"))
 
     def compose(self) -> ComposeResult:
-        # a one-line tab bar (clickable; keys m/l/g) over a ContentSwitcher: no animated underline
+        # a one-line tab bar (clickable; keys m/l/g, < >) over a ContentSwitcher: no animated underline
         yield TabBar("", classes="view-tabs")
         with ContentSwitcher(initial="summary"):
             with VerticalScroll(id="summary"):
                 yield Static("Loading the model analysis…", id="model-summary")
                 yield BarChart(title="Layer Summaries: FLOPs per op type", unit="FLOPs", id="op-chart")
             yield FilterableTable([
-                Column("index", "#", numeric=True),
-                Column("id", "Node id", filter=True),
+                Column("index", "#", numeric=True, pin=True),
+                Column("id", "Node id", filter=True, pin=True),
                 Column("op_type", "Op type", filter=True),
                 Column("weight_name", "Weight", filter=True),
                 Column("output_shape", "Output shape", fmt=format_shape),
@@ -131,7 +136,7 @@ class FlopsProfileView(Widget):
                 yield BarChart(title="Top layers by FLOPs", unit="FLOPs", id="top-chart")
 
     def _show_tabs(self) -> None:
-        current = self.query_one(ContentSwitcher).current
+        current = self.current_tab()
         parts = []
         for tab_id, label, key in self.TABS:
             text = f" {label} ({key}) "
@@ -141,12 +146,15 @@ class FlopsProfileView(Widget):
                 parts.append(f"[@click=tab('{tab_id}')]{text}[/]")
         self.query_one(".view-tabs", TabBar).update(" ".join(parts))
 
+    def current_tab(self) -> str:
+        return self.query_one(ContentSwitcher).current or "summary"
+
     def on_mount(self) -> None:
         self._show_tabs()
         self._load()
 
     def focus_default(self) -> None:
-        self.query_one("#op-chart").focus(scroll_visible=False)
+        self.action_tab(self.current_tab())
 
     @app_work(group="flops", description="read analysis")
     def _load(self) -> None:
@@ -176,11 +184,12 @@ class FlopsProfileView(Widget):
         title = f"Top {self.top_n} layers by FLOPs" if self.top_n else "All nodes by FLOPs"
         total = float((self.analysis.get("totals") or {}).get("flops") or 0) or None
         self.query_one("#top-chart", BarChart).set_data(
-            [r["id"] for r in rows], [r["flops"] for r in rows], title=title + " [dim](n: top N)[/dim]", total=total)
+            [r["id"] for r in rows], [r["flops"] for r in rows], keys=[r["_key"] for r in rows],
+            title=title + " [dim](+/-: top N · click: record)[/dim]", total=total)
 
-    def action_cycle_top_n(self) -> None:
+    def action_top_n(self, step: int) -> None:
         i = TOP_N_CHOICES.index(self.top_n) if self.top_n in TOP_N_CHOICES else 0
-        self.top_n = TOP_N_CHOICES[(i + 1) % len(TOP_N_CHOICES)]
+        self.top_n = TOP_N_CHOICES[max(0, min(len(TOP_N_CHOICES) - 1, i + step))]
         self._show_top()
 
     def action_tab(self, tab: str) -> None:
@@ -190,21 +199,51 @@ class FlopsProfileView(Widget):
         target = {"summary": "#op-chart", "layers": "#layers", "top": "#top-chart"}[tab]
         self.query_one(target).focus(scroll_visible=False)
 
+    def action_inspect(self) -> None:
+        if self.current_tab() != "layers":
+            self.action_tab("layers")
+            self.notify("Pick a row, then i (or enter) shows its record; a click on a bar does too.", timeout=3)
+            return
+        row = self.query_one("#layers", FilterableTable).current_row()
+        if row is not None:
+            self.show_record(row["_key"])
+
+    def show_record(self, position: int) -> None:
+        nodes = self.analysis.get("nodes") or []
+        if 0 <= position < len(nodes):
+            node = nodes[position]
+            total = float((self.analysis.get("totals") or {}).get("flops") or 0)
+            share = f"{float(node.get('flops') or 0) / total * 100:.2f}% of the model's FLOPs" if total else None
+            self.app.push_screen(RecordDialog(f"{node.get('id')} · {node.get('op_type')}",
+                                              analysis_fields(node) + [("Share", share)]))
+
+    @on(FilterableTable.RowChosen, "#layers")
+    def _row_chosen(self, event: FilterableTable.RowChosen) -> None:
+        event.stop()
+        self.show_record(event.row["_key"])
+
+    @on(BarChart.Inspect, "#top-chart")
+    def _bar_chosen(self, event: BarChart.Inspect) -> None:
+        event.stop()
+        self.show_record(event.key)
+
 
 class PerfSection(Widget):
-    """Performance Profiles of one project: profile list on the left, the selected profile on the right."""
+    """Performance Profiles of one project: profile list and running jobs on the left, the selected profile
+    on the right."""
 
     BINDINGS = [
-        Binding("a", "add_profile", "Add", id="perf.add", tooltip="Measure a new performance profile"),
-        Binding("r", "rerun_profile", "Rerun", id="perf.rerun", tooltip="Measure the selected profile again"),
-        Binding("delete", "delete_profile", "Delete", id="perf.delete", tooltip="Delete the selected profile"),
-        Binding("p", "focus_list", "Profiles", id="perf.list", tooltip="Move to the list of profiles"),
-        Binding("m", "view_tab('summary')", "Summary", id="perf.tab_summary",
-                tooltip="Profile view: Model Summary and Layer Summaries"),
-        Binding("l", "view_tab('layers')", "Layers", id="perf.tab_layers",
-                tooltip="Profile view: Layer Results table (every node)"),
-        Binding("g", "view_tab('top')", "Top", id="perf.tab_top",
-                tooltip="Profile view: chart of the top layers"),
+        keys.new("perf", "performance profile, measured with onnxruntime"),
+        keys.rerun("perf", "profile"),
+        keys.delete("perf", "profile"),
+        keys.cancel_job("perf"),
+        *keys.tabs("perf"),
+        keys.focus_list("perf", "profiles"),
+        keys.tab("perf", "m", "summary", "Summary", "Profile view: Model Summary and Layer Summaries"),
+        keys.tab("perf", "l", "layers", "Layers", "Profile view: Layer Results table (every node)"),
+        keys.tab("perf", "g", "top", "Top", "Profile view: chart of the top layers"),
+        keys.inspect("perf"),
+        *keys.levels("perf", "pruned level of the estimated times (0.4 … 0.99)"),
     ]
 
     POLL_SECONDS = 5.0
@@ -214,12 +253,15 @@ class PerfSection(Widget):
         self.project_id = project_id
         self.selected: str = FLOPS_ID
         self._records: list[dict] = []
+        self._user_chose = False  # until the user picks a profile, the newest measured one is shown
+        self._select_after: Optional[str] = None
 
     def compose(self) -> ComposeResult:
         with Horizontal():
             with Vertical(id="profile-pane"):
                 yield Static("Profiles", classes="pane-title")
                 yield OptionList(Option("FLOPS", id=FLOPS_ID), id="profiles")
+                yield SectionJobs(self.project_id, ("perf_profile",), section="perf", id="perf-jobs")
             yield Vertical(FlopsProfileView(self.project_id, id="flops-view"), id="profile-view")
 
     def on_mount(self) -> None:
@@ -234,11 +276,26 @@ class PerfSection(Widget):
         views = self.query("#profile-view > *")
         return views.first() if views else None  # type: ignore[return-value]
 
+    def _forward(self, action: str, *args) -> None:
+        view = self.current_view()
+        method = getattr(view, f"action_{action}", None) if view is not None else None
+        if method is not None:
+            method(*args)
+
     def action_view_tab(self, tab: str) -> None:
-        """m/l/g: forwarded to the current view's `action_tab(tab)` (tabs 'summary', 'layers', 'top')."""
+        """m/l/g: the current view's tab ('summary', 'layers', 'top')."""
+        self._forward("tab", tab)
+
+    def action_cycle_tab(self, step: int) -> None:
         view = self.current_view()
         if view is not None:
-            view.action_tab(tab)
+            view.action_tab(keys.cycle(list(TABS), view.current_tab(), step))
+
+    def action_inspect(self) -> None:
+        self._forward("inspect")
+
+    def action_level(self, step: int) -> None:
+        self._forward("level", step)
 
     def action_focus_list(self) -> None:
         self.query_one("#profiles", OptionList).focus()
@@ -262,25 +319,35 @@ class PerfSection(Widget):
         self._show_records(message.records)
 
     def _show_records(self, records: list[dict]) -> None:
-        summary = [(r.get("id"), r.get("name"), r.get("batch_size"), r.get("core_count")) for r in records]
-        if summary == [(r.get("id"), r.get("name"), r.get("batch_size"), r.get("core_count")) for r in self._records]:
-            return  # nothing changed: no redraw
+        summary = [(r.get("id"), r.get("name"), r.get("batch_size"), r.get("core_count"), r.get("modified"))
+                   for r in records]
+        old = [(r.get("id"), r.get("name"), r.get("batch_size"), r.get("core_count"), r.get("modified"))
+               for r in self._records]
+        changed = summary != old
         self._records = list(records)
-        options = self.query_one("#profiles", OptionList)
-        options.clear_options()
-        options.add_option(Option("FLOPS", id=FLOPS_ID))
-        for r in records:
-            label = str(r.get("name") or r.get("id"))
-            extra = []
-            if r.get("batch_size"):
-                extra.append(f"b{r['batch_size']}")
-            if r.get("core_count"):
-                extra.append(f"{r['core_count']}c")
-            options.add_option(Option(f"{label} ({', '.join(extra)})" if extra else label, id=str(r["id"])))
         ids = [FLOPS_ID] + [str(r["id"]) for r in records]
-        if self.selected not in ids:
+        if changed:
+            options = self.query_one("#profiles", OptionList)
+            options.clear_options()
+            options.add_option(Option("FLOPS", id=FLOPS_ID))
+            for r in records:
+                label = str(r.get("name") or r.get("id"))
+                extra = []
+                if r.get("batch_size"):
+                    extra.append(f"b{r['batch_size']}")
+                if r.get("core_count"):
+                    extra.append(f"{r['core_count']}c")
+                options.add_option(Option(f"{label} ({', '.join(extra)})" if extra else label, id=str(r["id"])))
+        if self._select_after in ids:
+            self.select_profile(self._select_after, refresh=True)
+            self._select_after = None
+        elif not self._user_chose and len(ids) > 1:
+            newest = max(records, key=lambda r: str(r.get("created") or ""))
+            self.select_profile(str(newest["id"]))
+        elif self.selected not in ids:
             self.select_profile(FLOPS_ID)
-        options.highlighted = ids.index(self.selected)
+        if changed or self.query_one("#profiles", OptionList).highlighted != ids.index(self.selected):
+            self.query_one("#profiles", OptionList).highlighted = ids.index(self.selected)
 
     @property
     def records(self) -> list[dict]:
@@ -290,42 +357,77 @@ class PerfSection(Widget):
     @on(OptionList.OptionSelected, "#profiles")
     def _option_selected(self, event: OptionList.OptionSelected) -> None:
         event.stop()
-        self.select_profile(str(event.option.id))
+        self._user_chose = True
+        self.select_profile(str(event.option.id), focus=True)
 
-    def select_profile(self, profile_id: str) -> None:
-        """Show the FLOPS view (`"flops"`) or a measured profile (record id)."""
-        if profile_id == self.selected and self.query("#profile-view > *"):
+    def select_profile(self, profile_id: str, *, focus: bool = False, refresh: bool = False) -> None:
+        """Show the FLOPS view (`"flops"`) or a measured profile (record id); ``focus``: move focus into the
+        view once it is shown (enter on the list), so its keys work at once; ``refresh``: re-read it even if
+        it is shown (a rerun replaced its numbers)."""
+        if profile_id == self.selected and self.query("#profile-view > *") and not refresh:
+            if focus:
+                self._focus_view()
             return
         self.selected = profile_id
         view = self.query_one("#profile-view")
         view.remove_children()
         if profile_id == FLOPS_ID:
-            view.mount(FlopsProfileView(self.project_id, id="flops-view"))
+            mounting = view.mount(FlopsProfileView(self.project_id, id="flops-view"))
         else:
-            view.mount(PerfProfileView(self.project_id, profile_id, id="measured-view"))
+            mounting = view.mount(PerfProfileView(self.project_id, profile_id, id="measured-view"))
+        self.refresh_bindings()
+        if focus:
+            async def focus_when_mounted() -> None:
+                await mounting
+                self._focus_view()
+
+            self.call_later(focus_when_mounted)
+
+    def _focus_view(self) -> None:
+        view = self.current_view()
+        if view is not None:
+            view.focus_default()
 
     def selected_record_id(self) -> Optional[str]:
         return None if self.selected == FLOPS_ID else self.selected
 
-    # -- add / rerun / delete ------------------------------------------------------------------
+    # -- new / rerun / delete / cancel ----------------------------------------------------------
     def check_action(self, action: str, parameters: tuple) -> Optional[bool]:
-        if action in ("rerun_profile", "delete_profile") and self.selected == FLOPS_ID:
+        if action in ("rerun", "delete") and self.selected == FLOPS_ID:
             return None  # the FLOPS profile cannot be rerun or deleted
+        if action == "cancel_job":
+            return bool(self.query_one(SectionJobs).active) if self.is_mounted else False
         return True
 
-    def action_add_profile(self) -> None:
-        """Key `a`: the add dialog (name, batch, cores, warm-up, iterations, INT8), then the job
+    def action_new(self) -> None:
+        """Key `n`: the add dialog (name, batch, cores, warm-up, iterations, data, INT8), then the job
         (``jobs.submit(ws, project, "perf_profile", args)``) with live progress."""
         self._open_add_dialog()
 
     @app_work(group="perf-dialog", description="read the project's profile setup")
     def _open_add_dialog(self) -> None:
-        post_result(self, PerfDialogReady(profile_defaults(self.app.workspace.get_project(self.project_id))))
+        ws = self.app.workspace
+        defaults = profile_defaults(ws.get_project(self.project_id))
+        defaults["name"] = fresh_name(defaults["name"], (r.get("name") for r in ws.list_records(self.project_id, TABLE)))
+        post_result(self, PerfDialogReady(defaults))
 
-    def action_rerun_profile(self) -> None:
-        """Key `r`: measure the selected profile again with its settings; the result replaces its data."""
-        if self.selected != FLOPS_ID:
-            self._rerun(self.selected)
+    def action_rerun(self) -> None:
+        """Key `r`: after a confirmation, measure the selected profile again with its settings; the result
+        replaces its numbers. Progress shows under the list."""
+        if self.selected == FLOPS_ID:
+            return
+        record_id = self.selected
+        record = next((r for r in self._records if str(r.get("id")) == record_id), {})
+        name = record.get("name") or record_id
+
+        def answer(yes: Optional[bool]) -> None:
+            if yes:
+                self._rerun(record_id)
+
+        self.app.push_screen(ConfirmDialog(
+            f"Measure perf profile {name!r} again (batch {record.get('batch_size', '?')}, "
+            f"{record.get('core_count', '?')} cores, same settings)? Its numbers are replaced when it finishes.",
+            confirm_label="Rerun", title=f"Rerun {name}"), answer)
 
     @app_work(group="perf-dialog", description="rerun perf profile")
     def _rerun(self, record_id: str) -> None:
@@ -334,20 +436,48 @@ class PerfSection(Widget):
         ws = self.app.workspace
         record = ws.get_record(self.project_id, TABLE, record_id)
         defaults = profile_defaults(ws.get_project(self.project_id), record)
-        job = jobs.submit(ws, self.project_id, "perf_profile", rerun_args(defaults, record_id))
-        post_result(self, PerfDialogReady(defaults, job=job))
+        post_result(self, PerfRerunSubmitted(jobs.submit(ws, self.project_id, "perf_profile",
+                                                         rerun_args(defaults, record_id))))
+
+    @on(PerfRerunSubmitted)
+    def _rerun_submitted(self, message: PerfRerunSubmitted) -> None:
+        self.query_one(SectionJobs).follow(message.job)
+        self.notify("Rerun started: its progress shows under the list (c cancels).", timeout=4)
 
     @on(PerfDialogReady)
     def _show_dialog(self, message: PerfDialogReady) -> None:
-        def done(record_id: Optional[str]) -> None:
+        def done(result: Optional[dict]) -> None:
             self.reload_profiles()
-            if record_id:
-                self.select_profile(str(record_id))
+            if not result:
+                return
+            if result.get("record_id"):
+                self._user_chose = True
+                self._select_after = str(result["record_id"])
+            elif result.get("job"):  # hidden while its job runs: follow it under the list
+                self.query_one(SectionJobs).follow(result["job"])
 
         self.app.push_screen(PerfProfileDialog(self.project_id, message.defaults, job=message.job), done)
 
-    def action_delete_profile(self) -> None:
-        """Key `delete`: confirm, then delete the record and its stored result."""
+    @on(JobProgress.Finished)
+    def _job_finished(self, event: JobProgress.Finished) -> None:
+        if not isinstance(event.control.parent, SectionJobs):
+            return
+        event.stop()
+        job = event.job
+        if job.get("status") == "completed":
+            rid = (job.get("result") or {}).get("record_id")
+            if rid:
+                self._select_after = str(rid)
+            self.notify(f"Perf profile {((job.get('args') or {}).get('name') or '')!r} finished.", timeout=3)
+        elif job.get("status") == "error":
+            self.app.show_error(job.get("error") or "the perf profile job failed", title="Perf profile failed")
+        self.reload_profiles()
+
+    def action_cancel_job(self) -> None:
+        self.query_one(SectionJobs).cancel_newest()
+
+    def action_delete(self) -> None:
+        """Key `d`: confirm, then delete the record and its stored result."""
         if self.selected == FLOPS_ID:
             return
         record_id = self.selected
@@ -366,5 +496,6 @@ class PerfSection(Widget):
 
     @on(PerfProfileDeleted)
     def _deleted(self, message: PerfProfileDeleted) -> None:
+        self._user_chose = True
         self.select_profile(FLOPS_ID)
         self.reload_profiles()

@@ -1,4 +1,6 @@
-"""Projects section: every project in the workspace; `n` new, `enter` open, `d` delete."""
+"""Projects section: every project in the workspace, with its profiles and running jobs; `n` new, `enter` open,
+`d` delete. The list re-reads the workspace every few seconds while it is shown, so projects, profiles and
+jobs made by the CLI or another TUI appear without a key."""
 
 from __future__ import annotations
 
@@ -10,50 +12,95 @@ from textual.widgets import Static
 
 from sparsify_tui.tui import messages
 from sparsify_tui.tui.projects.messages import ProjectsListed
-from sparsify_tui.tui.widgets import tables
+from sparsify_tui.tui.widgets import keys, tables
 from sparsify_tui.tui.widgets.dialogs import ConfirmDialog
 from sparsify_tui.tui.widgets.tables import Column, FilterableTable, format_count
 from sparsify_tui.tui.workers import app_work, post_result
 
+POLL_SECONDS = 3.0
+
+
+def profiles_text(counts: dict) -> str:
+    """``2 perf · 1 loss · 1 opt · 1 bench`` (kinds with none left out; "-" when empty)."""
+    parts = [f"{counts[k]} {label}" for k, label in (("perf_profiles", "perf"), ("loss_profiles", "loss"),
+                                                       ("optimizations", "opt"), ("benchmarks", "bench"))
+             if counts.get(k)]
+    return " · ".join(parts) or "-"
+
+
+def jobs_text(jobs: list) -> str:
+    """``1 running · 1 queued`` of a project's active jobs, or the last job's outcome when one failed."""
+    running = sum(j.get("status") == "running" for j in jobs)
+    queued = sum(j.get("status") == "pending" for j in jobs)
+    parts = ([f"{running} running"] if running else []) + ([f"{queued} queued"] if queued else [])
+    if parts:
+        return " · ".join(parts)
+    last = max(jobs, key=lambda j: str(j.get("created") or ""), default=None)
+    return f"last: {last.get('status')}" if last is not None and last.get("status") in ("error", "canceled") else ""
+
 
 class ProjectsSection(Widget):
-    """Table of projects: name, model file, params, created, modified."""
+    """Table of projects: name, model file, params, profiles, jobs, modified."""
 
     BINDINGS = [
-        Binding("n", "new_project", "New", id="projects.new", tooltip="Create a project from an .onnx model"),
+        keys.new("projects", "project from an .onnx model"),
         Binding("enter", "open_project", "Open", id="projects.open", tooltip="Open the selected project"),
-        Binding("d", "delete_project", "Delete", id="projects.delete", tooltip="Delete the selected project"),
-        Binding("ctrl+r", "reload", "Refresh", id="projects.refresh", tooltip="Re-read the projects from disk"),
+        keys.delete("projects", "project (its folder; a linked model file is kept)"),
     ]
+
+    def __init__(self, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self._signature: tuple = ()
 
     def compose(self) -> ComposeResult:
         yield Static("Projects", classes="section-title")
         yield Static("No projects yet. Press [b]n[/b] to create one from an .onnx model "
                      "(or run [b]sparsify-tui demo[/b]).", id="projects-empty")
         yield FilterableTable([
-            Column("name", "Name", filter=True),
+            Column("name", "Name", filter=True, pin=True),
             Column("model_file", "Model file", filter=True),
             Column("params", "Params", numeric=True, fmt=format_count),
-            Column("created", "Created", fmt=lambda v: tables.format_timestamp(v)),
+            Column("profiles", "Profiles"),
+            Column("jobs", "Jobs", filter=True),
             Column("modified", "Modified", fmt=lambda v: tables.format_timestamp(v)),
+            Column("created", "Created", fmt=lambda v: tables.format_timestamp(v)),
         ], id="projects-table")
 
     def on_mount(self) -> None:
         self.reload()
+        self.set_interval(POLL_SECONDS, self._poll)
+
+    def _poll(self) -> None:
+        if getattr(self.app, "section", None) == "projects" and self.app.screen is self.screen:
+            self.reload()
 
     def focus_default(self) -> None:
         self.query_one(FilterableTable).focus()
 
-    def action_reload(self) -> None:
-        self.reload()
-
     def reload(self) -> None:
-        """Re-read the projects (thread worker; the table updates when done)."""
+        """Re-read the projects (thread worker; the table updates when something changed)."""
         self._load()
 
     @app_work(group="projects", description="list projects")
     def _load(self) -> None:
-        post_result(self, ProjectsListed(self.app.workspace.list_projects()))
+        from sparsify_tui.jobs import list_jobs
+
+        ws = self.app.workspace
+        projects = ws.list_projects()
+        try:
+            jobs = list_jobs(ws)
+        except Exception:  # noqa: BLE001 - the list must show even if the jobs table is unreadable
+            jobs = []
+        for p in projects:
+            counts = {}
+            for table in ("perf_profiles", "loss_profiles", "optimizations", "benchmarks"):
+                try:
+                    counts[table] = len(ws.list_records(p["id"], table))
+                except Exception:  # noqa: BLE001 - a damaged project still lists
+                    counts[table] = 0
+            p["_counts"] = counts
+            p["_jobs"] = [j for j in jobs if j.get("project_id") == p["id"]]
+        post_result(self, ProjectsListed(projects))
 
     @on(ProjectsListed)
     def _show(self, message: ProjectsListed) -> None:
@@ -64,16 +111,21 @@ class ProjectsSection(Widget):
             "name": p.get("name", ""),
             "model_file": (p.get("model") or {}).get("file", ""),
             "params": (p.get("model") or {}).get("params"),
+            "profiles": profiles_text(p.get("_counts") or {}),
+            "jobs": jobs_text(p.get("_jobs") or []),
             "created": p.get("created"),
             "modified": p.get("modified"),
         } for p in projects]
+        signature = tuple(tuple(r.values()) for r in rows)
         self.query_one("#projects-empty").display = not rows
-        self.query_one(FilterableTable).set_rows(rows)
+        if signature != self._signature:  # no redraw when nothing changed (it polls)
+            self._signature = signature
+            self.query_one(FilterableTable).set_rows(rows)
 
     def _selected(self) -> dict | None:
         return self.query_one(FilterableTable).current_row()
 
-    def action_new_project(self) -> None:
+    def action_new(self) -> None:
         self.app.action_new_project()
 
     def action_open_project(self) -> None:
@@ -88,7 +140,7 @@ class ProjectsSection(Widget):
         event.stop()
         self.post_message(messages.OpenProject(event.row["id"], name=event.row.get("name")))
 
-    def action_delete_project(self) -> None:
+    def action_delete(self) -> None:
         row = self._selected()
         if row is None:
             return

@@ -36,6 +36,7 @@ from textual.widget import Widget
 from textual.widgets import ContentSwitcher, Static
 from textual_plotext import PlotextPlot
 
+from sparsify_tui.tui.widgets.labels import MAX_LABEL_CHARS, shorten, shorten_labels  # noqa: F401 (re-exported)
 from sparsify_tui.tui.widgets.tables import Column, FilterableTable, format_count, format_percent
 
 MODES = ("values", "percent", "log")
@@ -44,70 +45,6 @@ MODE_LABELS = {"values": "values", "percent": "% of total", "log": "log10"}
 SI_UNITS = {"FLOPs", "MACs", "params", "FLOP/s", "items", "bytes", ""}
 # extra rows around the bars: title, top border, bottom border, x ticks, x label
 BAR_MARGIN_ROWS = 5
-MAX_LABEL_CHARS = 28
-
-
-def shorten(label: str, limit: int = MAX_LABEL_CHARS) -> str:
-    """Shorten one label to ``limit`` characters, keeping a short head and the longer tail
-    ('/backbone/…ck.3/conv1/Conv'): in hierarchical ONNX names the tail tells nodes apart."""
-    label = str(label)
-    if len(label) <= limit:
-        return label
-    keep = limit - 1
-    head = min(keep // 3, 8)
-    return label[:head] + "…" + label[len(label) - (keep - head):]
-
-
-def _common_prefix(labels: Sequence[str]) -> str:
-    """The longest common prefix of ``labels`` that ends at a separator ('/', '.', '_', ':')."""
-    if len(labels) < 2:
-        return ""
-    prefix = labels[0]
-    for lab in labels[1:]:
-        while not lab.startswith(prefix):
-            prefix = prefix[:-1]
-    cut = max(prefix.rfind(c) for c in "/._:")
-    return prefix[: cut + 1] if cut >= 0 else ""
-
-
-def collapse_path(label: str) -> str:
-    """Drop the path segments a later segment repeats: PyTorch exports name nodes by module path, one
-    cumulative segment per level (``/features/features.13/conv/conv.0/conv.0.0/Conv``), so this loses nothing:
-    ``/features.13/conv.0.0/Conv``."""
-    parts = label.split("/")
-    keep = [p for k, p in enumerate(parts)
-            if not (p and k + 1 < len(parts) and parts[k + 1].startswith(p + "."))]
-    return "/".join(keep)
-
-
-def shorten_labels(labels: Sequence[str], limit: int = MAX_LABEL_CHARS) -> list[str]:
-    """Labels of at most ``limit`` characters that stay distinct where the originals were.
-
-    A label that fits is kept. Otherwise: repeated module-path segments are dropped (:func:`collapse_path`),
-    then the prefix all labels share (up to a separator) becomes "…", then the tail is kept
-    (``…features.13/conv.0.0/Conv``). Labels that still collide get their row number: ``#12 …/Conv``."""
-    labels = [str(x) for x in labels]
-    if all(len(x) <= limit for x in labels):
-        return labels
-    collapsed = [collapse_path(x) if len(x) > limit else x for x in labels]
-    prefix = _common_prefix(collapsed)
-
-    def cut(lab: str, room: int) -> str:
-        if len(lab) <= room:
-            return lab
-        core = lab[len(prefix):] if len(prefix) > 1 else lab
-        if len(core) + 1 <= room:
-            return "…" + core
-        return "…" + core[len(core) - (room - 1):]
-
-    out = [cut(lab, limit) for lab in collapsed]
-    if len(set(out)) < len(set(labels)):
-        counts: dict = {}
-        for x in out:
-            counts[x] = counts.get(x, 0) + 1
-        out = [f"#{i} {cut(lab, limit - len(str(i)) - 2)}" if counts[x] > 1 else x
-               for i, (lab, x) in enumerate(zip(collapsed, out))]
-    return out
 
 
 def log_scale(values: Sequence[float]) -> tuple[list[float], Optional[int]]:
@@ -167,7 +104,7 @@ class _ChartBase(Widget, can_focus=True):
     """
 
     BINDINGS = [
-        Binding("t", "toggle_table", "Chart/table", id="chart.toggle_table",
+        Binding("t", "toggle_table", "Chart/table", show=False, id="chart.toggle_table",
                 tooltip="Switch between the chart and a table of the same numbers"),
     ]
 
@@ -220,7 +157,7 @@ class BarChart(_ChartBase):
     """Horizontal bar chart, one row per bar, with values / % / log display and a table view."""
 
     BINDINGS = [
-        Binding("v", "cycle_mode", "Mode", id="chart.cycle_mode",
+        Binding("v", "cycle_mode", "Mode", show=False, id="chart.cycle_mode",
                 tooltip="Cycle the value display: values, % of total, log10"),
     ]
 

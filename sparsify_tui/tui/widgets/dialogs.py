@@ -1,4 +1,4 @@
-"""Modal dialogs shared by every section: errors and yes/no confirmations.
+"""Modal dialogs shared by every section: errors, yes/no confirmations, the full record of one row.
 
 Usage from any widget::
 
@@ -9,7 +9,7 @@ Usage from any widget::
 
 from __future__ import annotations
 
-from typing import Generic, TypeVar
+from typing import Generic, Optional, TypeVar
 
 from textual import on
 from textual.app import ComposeResult
@@ -148,3 +148,106 @@ class FormDialog(ModalScreen[ResultT], Generic[ResultT]):
             self.action_run()
         else:
             self.action_close()
+
+
+def format_field(value: object) -> str:
+    """A record value as text, never cut: floats with 6 significant digits, lists/tuples joined with ", ",
+    dicts as ``key=value`` pairs, None as "-"."""
+    if value is None or value == "":
+        return "-"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, float):
+        return f"{value:.6g}"
+    if isinstance(value, dict):
+        return ", ".join(f"{k}={format_field(v)}" for k, v in value.items()) or "-"
+    if isinstance(value, (list, tuple)):
+        return ", ".join(format_field(v) for v in value) or "-"
+    return str(value)
+
+
+class RecordDialog(ModalScreen[None]):
+    """The full record of one row (a layer, a node, a bar): every field on its own line, nothing cut (long
+    values wrap); arrows/page keys scroll, `escape` or `enter` closes. ``fields``: (name, value) pairs in the
+    order shown; values are formatted by :func:`format_field`."""
+
+    DEFAULT_CSS = """
+    RecordDialog { align: center middle; }
+    RecordDialog > Vertical {
+        width: 96; max-width: 100%; height: auto; max-height: 100%;
+        border: thick $primary; background: $surface; padding: 0 1;
+    }
+    RecordDialog .dialog-title { text-style: bold; height: auto; }
+    RecordDialog VerticalScroll { height: auto; max-height: 100%; }
+    RecordDialog .hint { color: $text-muted; height: 1; }
+    """
+
+    BINDINGS = [
+        Binding("escape,enter", "close", "Close", id="dialog.record.close", tooltip="Close the record"),
+    ]
+
+    def __init__(self, title: str, fields: list) -> None:
+        super().__init__()
+        self.dialog_title = title
+        self.fields = [(str(k), format_field(v)) for k, v in fields]
+
+    def compose(self) -> ComposeResult:
+        from rich.table import Table
+
+        table = Table.grid(padding=(0, 1))
+        table.add_column(style="bold", no_wrap=True)
+        table.add_column(overflow="fold")
+        for name, value in self.fields:
+            table.add_row(name, value)
+        with Vertical():
+            yield Static(self.dialog_title, classes="dialog-title", markup=False)
+            with VerticalScroll(id="record-scroll"):
+                yield Static(table, id="record-fields")
+            yield Static("escape/enter: close · arrows: scroll", classes="hint")
+
+    def on_mount(self) -> None:
+        self.query_one("#record-scroll").focus()
+
+    def action_close(self) -> None:
+        self.dismiss(None)
+
+    def text(self) -> str:
+        """Every field as ``name: value`` lines (for tests and logs)."""
+        return "\n".join(f"{k}: {v}" for k, v in self.fields)
+
+
+def analysis_fields(node: Optional[dict]) -> list:
+    """The (name, value) fields of a node of the stored model analysis (``analyze --json`` node): what it is,
+    its weight and shapes and its counts. [] when ``node`` is None."""
+    if not node:
+        return []
+    from sparsify_tui.tui.widgets.tables import format_shape
+
+    return [
+        ("Node id", node.get("id")), ("Op type", node.get("op_type")),
+        ("Graph", node.get("graph") or "main"),
+        ("Weight", node.get("weight_name")), ("Weight shape", format_shape(node.get("weight_shape"))
+                                               if node.get("weight_shape") else None),
+        ("Bias", node.get("bias_name")),
+        ("Input shapes", format_shape(node.get("input_shapes"))),
+        ("Output shapes", format_shape(node.get("output_shapes"))),
+        ("Params", node.get("params")), ("Zero params", node.get("zero_params")),
+        ("Prunable layer", bool(node.get("prunable"))),
+        ("MACs", node.get("macs")), ("FLOPs", node.get("flops")),
+        ("Attributes", node.get("attrs") or None),
+    ]
+
+
+def fresh_name(base: str, taken) -> str:
+    """``base`` if no record is named so, else the next free number: ``baseline`` -> ``baseline 2``,
+    ``benchmark 1`` -> ``benchmark 2`` (add dialogs propose it, so a new record never repeats a name)."""
+    import re
+
+    taken = {str(t) for t in taken if t}
+    if base not in taken:
+        return base
+    m = re.fullmatch(r"(.*?) (\d+)", base)
+    stem, k = (m.group(1), int(m.group(2)) + 1) if m else (base, 2)
+    while f"{stem} {k}" in taken:
+        k += 1
+    return f"{stem} {k}"

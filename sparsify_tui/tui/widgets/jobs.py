@@ -3,8 +3,15 @@
 The job runs in its own process; this widget only watches it. A one-shot thread worker reads the job
 from the workspace (never blocking the event loop) and posts it as :class:`JobProgress.Updated`; the next
 read is scheduled with ``set_timer``, at most ``1 / poll_interval_s`` times a second (4 Hz by default,
-never faster than 10 Hz), which is kind to slow SSH links. Key ``c`` cancels the job. When the job ends
-(completed, canceled or error) the widget posts :class:`JobProgress.Finished` and stops polling.
+never faster than 10 Hz), which is kind to slow SSH links. :meth:`JobProgress.cancel` asks the job to stop
+(the widget takes no focus: the section or dialog showing it binds `c`). When the job ends (completed,
+canceled or error) the widget posts :class:`JobProgress.Finished` and stops polling.
+
+:class:`SectionJobs` is the pane under a section's list: one JobProgress per running or queued job of the
+section's job types (found by polling, so jobs started by the CLI or another TUI appear too, and jobs still
+running when the TUI is opened again); a finished job's line stays until the next one starts (an error
+keeps its message). A section binds ``c`` to :meth:`SectionJobs.cancel_newest` while
+:attr:`SectionJobs.active` is not empty.
 """
 
 from __future__ import annotations
@@ -13,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any, Dict, Optional
 
 from textual.app import ComposeResult
-from textual.binding import Binding
+from textual.containers import Vertical
 from textual.message import Message
 from textual.widget import Widget
 from textual.widgets import Label, ProgressBar
@@ -21,6 +28,18 @@ from textual.widgets import Label, ProgressBar
 from sparsify_tui.tui.workers import app_work, post_result
 
 FINAL = ("completed", "canceled", "error")
+
+
+JOB_LABELS = {"perf_profile": "perf profile", "loss_profile": "loss profile", "benchmark": "benchmark",
+              "apply": "apply", "sleep": "sleep"}
+
+
+def job_title(job: Dict[str, Any]) -> str:
+    """``perf profile 'baseline'``: the job's kind and the name it was given (its id when unnamed)."""
+    kind = JOB_LABELS.get(str(job.get("type")), str(job.get("type") or "job"))
+    args = job.get("args") or {}
+    name = args.get("name") or args.get("optimization")
+    return f"{kind} {name!r}" if name else f"{kind} {job.get('id', '')}"
 
 
 def job_status_text(job: Dict[str, Any]) -> str:
@@ -52,7 +71,7 @@ def _fmt_eta(seconds: float) -> str:
     return f"{seconds // 3600} h {seconds % 3600 // 60:02d} min"
 
 
-class JobProgress(Widget, can_focus=True):
+class JobProgress(Widget):
     """Shows one job: title, a ProgressBar, and a status line (step, %, ETA, "queued behind <id>", errors).
 
     ``job_id``: the job to follow; ``workspace``: a :class:`sparsify_tui.store.Workspace` (default
@@ -70,11 +89,6 @@ class JobProgress(Widget, can_focus=True):
     JobProgress.-error > #job-status { color: $error; }
     JobProgress.-completed > #job-status { color: $success; }
     """
-
-    BINDINGS = [
-        Binding("c", "cancel_job", "Cancel job", id="job.cancel",
-                tooltip="Cancel the running job (it stops within about a second)"),
-    ]
 
     class Finished(Message):
         """The followed job ended. ``job``: the final job dict; ``status``: completed, canceled or error."""
@@ -163,7 +177,7 @@ class JobProgress(Widget, can_focus=True):
         if job_id != self.job_id or self._finished or not self.is_mounted:
             return
         self.job = job
-        self.query_one("#job-title", Label).update(f"{job.get('type') or 'job'} {job_id}")
+        self.query_one("#job-title", Label).update(f"{job_title(job)} · {job_id}")
         bar = self.query_one("#job-bar", ProgressBar)
         fraction = float((job.get("progress") or {}).get("fraction") or 0.0)
         if job.get("status") == "completed":
@@ -179,7 +193,13 @@ class JobProgress(Widget, can_focus=True):
         else:
             self.set_timer(self.poll_interval_s, self._poll)
 
-    def action_cancel_job(self) -> None:
+    @property
+    def finished(self) -> bool:
+        """The followed job has ended (completed, canceled or error)."""
+        return self._finished
+
+    def cancel(self) -> None:
+        """Ask the job to stop (it does within about a second); the status line says so meanwhile."""
         if self._finished:
             self.notify("The job has already ended", severity="warning")
             return
@@ -197,3 +217,97 @@ class JobProgress(Widget, can_focus=True):
 
     def on_job_progress_cancel_failed(self, message: "JobProgress.CancelFailed") -> None:
         self.notify(f"cancel failed: {message.error}", severity="error")
+
+
+class SectionJobs(Vertical):
+    """The running and queued jobs of ``job_types`` in one project, one :class:`JobProgress` each (module
+    docstring). ``section``: the app section it belongs to (it polls only while that section is shown)."""
+
+    DEFAULT_CSS = """
+    SectionJobs { height: auto; max-height: 9; }
+    SectionJobs > JobProgress { height: auto; }
+    """
+
+    POLL_SECONDS = 3.0
+
+    @dataclass
+    class Listed(Message, bubble=False):
+        """The project's jobs of the pane's types that are pending or running (posted by its poll)."""
+
+        jobs: list
+
+    def __init__(self, project_id: str, job_types: tuple, *, section: str, **kwargs) -> None:
+        super().__init__(**kwargs)
+        self.project_id = project_id
+        self.job_types = tuple(job_types)
+        self.section = section
+        self.widgets: Dict[str, JobProgress] = {}
+
+    def on_mount(self) -> None:
+        self.refresh_jobs()
+        self.set_interval(self.POLL_SECONDS, self._poll)
+
+    def _poll(self) -> None:
+        if getattr(self.app, "section", None) == self.section:
+            self.refresh_jobs()
+
+    def refresh_jobs(self) -> None:
+        """Look for jobs started elsewhere (the CLI, another TUI, before a restart)."""
+        self._list()
+
+    @app_work(group="section-jobs", description="list running jobs")
+    def _list(self) -> None:
+        from sparsify_tui.jobs import ACTIVE, list_jobs
+
+        jobs = [j for j in list_jobs(self.app.workspace, self.project_id)
+                if j.get("type") in self.job_types and j.get("status") in ACTIVE]
+        post_result(self, self.Listed(jobs))
+
+    def on_section_jobs_listed(self, message: "SectionJobs.Listed") -> None:
+        for job in message.jobs:
+            self.follow(job)
+
+    def follow(self, job: Dict[str, Any]) -> JobProgress:
+        """Show job ``job`` (a job dict; at once after a submit). Lines of finished jobs make room."""
+        if job["id"] in self.widgets:
+            return self.widgets[job["id"]]
+        for jid, widget in list(self.widgets.items()):
+            if widget.finished:
+                widget.remove()
+                del self.widgets[jid]
+        widget = JobProgress(job["id"], id=f"job-{job['id']}")
+        self.widgets[job["id"]] = widget
+        self.mount(widget)
+        self.app.refresh_bindings()  # `c` Cancel appears in the footer
+        return widget
+
+    def on_job_progress_finished(self, event: JobProgress.Finished) -> None:
+        # bubbles on to the section, which reloads its list; the footer loses `c` when nothing runs
+        self.app.refresh_bindings()
+
+    @property
+    def active(self) -> list:
+        """The JobProgress widgets of jobs still running or queued, oldest first."""
+        return [w for w in self.widgets.values() if not w.finished]
+
+    def cancel_newest(self) -> None:
+        """`c`: cancel the only running job after a confirmation; with several, open the Jobs view to choose."""
+        active = self.active
+        if not active:
+            self.notify("No job of this section is running.", severity="warning")
+            return
+        if len(active) > 1:
+            self.app.action_jobs()
+            return
+        widget = active[0]
+        title = job_title(widget.job or {"id": widget.job_id})
+
+        def answer(yes: Optional[bool]) -> None:
+            if yes and not widget.finished:
+                widget.cancel()
+
+        from sparsify_tui.tui.widgets.dialogs import ConfirmDialog
+
+        self.app.push_screen(ConfirmDialog(f"Cancel the {title} job ({widget.job_id})? It stops within about a "
+                                           "second; nothing it measured is kept.", confirm_label="Cancel job",
+                                           title="Cancel job"), answer)

@@ -12,8 +12,16 @@ Usage::
     table.rows_shown()            # the dicts currently displayed, in display order
 
 Keys (when the table has focus): `/` filter, `escape` clear the filter, `s` sort by the next column,
-`S` reverse the sort, `o` back to the original order. Clicking a header sorts by it (again: reverses).
-Selecting a row (enter) posts `FilterableTable.RowChosen(table, row_dict)`.
+`S` reverse the sort, `o` back to the original order, `←`/`→` the previous/next columns when they do not
+all fit. Clicking a header sorts by it (again: reverses). Selecting a row (enter) posts
+`FilterableTable.RowChosen(table, row_dict)`.
+
+**No cell is ever cut.** Every column is as wide as its widest cell (numbers always whole). When the columns
+do not all fit, the table shows the leading *pinned* columns (``Column(pin=True)``: the row's index and
+name) and then as many *whole* columns as fit; `←`/`→` page through the rest a column at a time, and the
+status line says which are shown. A pinned text column is at most 40 % of the table wide: longer names are
+shortened as chart labels are (:func:`sparsify_tui.tui.widgets.labels.shorten_labels`, distinct and keeping
+their tail; the full text is in the row's record, and the filter searches it).
 """
 
 from __future__ import annotations
@@ -29,6 +37,7 @@ from textual.widget import Widget
 from textual.widgets import DataTable, Input, Static
 
 from sparsify_tui.formatting import format_bytes, format_count  # noqa: F401 (column formatters)
+from sparsify_tui.tui.widgets.labels import shorten_labels
 
 
 def format_percent(value: Any) -> str:
@@ -52,7 +61,9 @@ def format_shape(value: Any) -> str:
 @dataclass
 class Column:
     """One table column: `key` in the row dicts, header `label`, `numeric` (sort as number, right
-    aligned), `filter` (the `/` filter searches it), `fmt` (value -> display text)."""
+    aligned), `filter` (the `/` filter searches it), `fmt` (value -> display text), `pin` (stays on the
+    left when the other columns page sideways), `width` (at most this many characters: a longer text
+    keeps its head and tail)."""
 
     key: str
     label: str
@@ -60,6 +71,7 @@ class Column:
     filter: bool = False
     fmt: Optional[Callable[[Any], str]] = None
     width: Optional[int] = None
+    pin: bool = False
 
     def text(self, value: Any) -> str:
         if self.fmt is not None:
@@ -69,6 +81,23 @@ class Column:
         if isinstance(value, float):
             return f"{value:.4g}"
         return str(value)
+
+
+class _Table(DataTable):
+    """The DataTable of a FilterableTable: with a row cursor, `←`/`→` page the columns (never a partial
+    column, see the module docstring) instead of scrolling by characters."""
+
+    def action_cursor_left(self) -> None:
+        if self.cursor_type == "row" and isinstance(self.parent, FilterableTable):
+            self.parent.shift_columns(-1)
+        else:
+            super().action_cursor_left()
+
+    def action_cursor_right(self) -> None:
+        if self.cursor_type == "row" and isinstance(self.parent, FilterableTable):
+            self.parent.shift_columns(1)
+        else:
+            super().action_cursor_right()
 
 
 class FilterableTable(Widget):
@@ -85,7 +114,7 @@ class FilterableTable(Widget):
     BINDINGS = [
         Binding("slash", "start_filter", "Filter", id="table.filter", tooltip="Filter rows (substring, case-insensitive)"),
         Binding("escape", "clear_filter", "Clear filter", show=False, id="table.clear_filter", tooltip="Clear the filter"),
-        Binding("s", "next_sort", "Sort", id="table.sort", tooltip="Sort by the next column"),
+        Binding("s", "next_sort", "Sort", show=False, id="table.sort", tooltip="Sort by the next column"),
         Binding("S", "reverse_sort", "Reverse", show=False, id="table.reverse", tooltip="Reverse the sort order"),
         Binding("o", "original_order", "Original order", show=False, id="table.original_order",
                 tooltip="Back to the original (graph) order"),
@@ -112,20 +141,27 @@ class FilterableTable(Widget):
         self.sort_key: Optional[str] = None
         self.sort_reverse = False
         self._filter_timer = None
+        self._texts: list[list[str]] = []  # formatted cells of the shown rows, one list per row
+        self.col_offset = 0  # first unpinned column shown
+        self._layout: tuple = ()  # (visible column indexes, their widths): what the DataTable holds now
+        self._fitted: dict = {}  # column index -> its shortened texts (columns capped in width)
 
     def compose(self) -> ComposeResult:
         filter_input = Input(placeholder="filter (substring, any case); enter: apply, escape: clear",
                              id="filter-input", compact=True)
         filter_input.can_focus = False  # only while filtering (never auto-focused)
         yield filter_input
-        table: DataTable = DataTable(cursor_type="row", zebra_stripes=True, id="table")
+        table: DataTable = _Table(cursor_type="row", zebra_stripes=True, id="table")
         yield table
         if self.show_status:
             yield Static("", classes="table-status")
 
     def on_mount(self) -> None:
-        self._setup_columns()
         self._refresh()
+
+    def on_resize(self) -> None:
+        if self._rows or self._layout:
+            self._draw(force=False)
 
     @property
     def data_table(self) -> DataTable:
@@ -136,6 +172,15 @@ class FilterableTable(Widget):
         return self
 
     # -- data -----------------------------------------------------------------------------
+    def set_columns(self, columns: list[Column]) -> None:
+        """Replace the columns (rows are redrawn; a sort by a column that is gone is dropped)."""
+        self.columns = list(columns)
+        self.col_offset = 0
+        if self.sort_key is not None and all(c.key != self.sort_key for c in self.columns):
+            self.sort_key, self.sort_reverse = None, False
+        if self.is_mounted:
+            self._refresh()
+
     def set_rows(self, rows: list[dict]) -> None:
         """Replace the rows (keeps the current sort and filter)."""
         self._rows = list(rows)
@@ -150,14 +195,53 @@ class FilterableTable(Widget):
     def all_rows(self) -> list[dict]:
         return list(self._rows)
 
-    def _setup_columns(self) -> None:
-        table = self.data_table
-        table.clear(columns=True)
-        for col in self.columns:
-            label = col.label
-            if col.key == self.sort_key:
-                label += " ▼" if self.sort_reverse else " ▲"
-            table.add_column(label, key=col.key, width=col.width)
+    def _label(self, col: Column) -> str:
+        if col.key == self.sort_key:
+            return col.label + (" ▼" if self.sort_reverse else " ▲")
+        return col.label
+
+    def column_layout(self) -> tuple[list[int], list[int]]:
+        """(indexes of the columns shown, their widths in characters) for the current width and column
+        offset: every column as wide as its widest cell, pinned ones first, then whole columns while they fit."""
+        n = len(self.columns)
+        widths = [len(self._label(c)) for c in self.columns]
+        for row in self._texts:
+            for j, text in enumerate(row):
+                if len(text) > widths[j]:
+                    widths[j] = len(text)
+        width = self.size.width or 80
+        room = width - 2  # the vertical scrollbar
+        pinned = [j for j, _c in zip(range(n), self.columns) if all(c.pin for c in self.columns[: j + 1])]
+        self._fitted = {}
+        for j, col in enumerate(self.columns):
+            cap = col.width or (max(12, int(width * 0.4) - 2) if j in pinned else None)
+            if cap is not None and widths[j] > max(cap, len(self._label(col))):
+                fitted = shorten_labels([t[j] for t in self._texts], max(cap, len(self._label(col))))
+                self._fitted[j] = fitted
+                widths[j] = max([len(self._label(col))] + [len(t) for t in fitted])
+        used = sum(widths[j] + 2 for j in pinned)
+        rest = [j for j in range(n) if j not in pinned]
+        self.col_offset = max(0, min(self.col_offset, max(0, len(rest) - 1)))
+        shown = list(pinned)
+        for k, j in enumerate(rest[self.col_offset:]):
+            if used + widths[j] + 2 > room and (k > 0 or pinned):
+                break
+            shown.append(j)
+            used += widths[j] + 2
+        return shown, [widths[j] for j in shown]
+
+    def shift_columns(self, step: int) -> None:
+        """`←`/`→`: page the unpinned columns by one (nothing happens at either end)."""
+        rest = sum(1 for c in self.columns if not c.pin) if self.columns else 0
+        shown, _ = self.column_layout()
+        unpinned_shown = sum(1 for j in shown if not self.columns[j].pin)
+        if step > 0 and self.col_offset + unpinned_shown >= rest:
+            return
+        if step < 0 and self.col_offset == 0:
+            return
+        self.col_offset = max(0, self.col_offset + step)
+        self._draw(force=False)
+        self._update_status()
 
     def _visible_rows(self) -> list[dict]:
         rows = self._rows
@@ -183,36 +267,64 @@ class FilterableTable(Widget):
         return rows
 
     def _refresh(self) -> None:
+        """Filter, sort and format the rows, then draw them (:meth:`_draw`)."""
+        self._shown = self._visible_rows()
+        self._texts = [[c.text(r.get(c.key)) for c in self.columns] for r in self._shown]
+        self._draw(force=True)
+        self._update_status()
+
+    def _draw(self, force: bool) -> None:
+        """Put the visible columns and the rows in the DataTable; ``force=False`` only redraws when the
+        column layout changed (a resize, `←`/`→`)."""
         from rich.text import Text
 
+        shown, widths = self.column_layout()
+        layout = (tuple(shown), tuple(widths), tuple(self._label(self.columns[j]) for j in shown))
+        if not force and layout == self._layout:
+            return
         table = self.data_table
-        self._shown = self._visible_rows()
         cursor_row = table.cursor_row
-        table.clear()
+        if layout != self._layout:
+            table.clear(columns=True)
+            for j, w in zip(shown, widths):
+                table.add_column(self._label(self.columns[j]), key=self.columns[j].key, width=w)
+            self._layout = layout
+        else:
+            table.clear()
+        columns = []  # per visible column: its texts (long names shortened, keeping them distinct)
+        for j in shown:
+            texts = self._fitted.get(j) or [t[j] for t in self._texts]
+            columns.append((texts, self.columns[j].numeric))
         for i, r in enumerate(self._shown):
-            cells = []
-            for c in self.columns:
-                text = c.text(r.get(c.key))
-                cells.append(Text(text, justify="right") if c.numeric else Text(text))
-            table.add_row(*cells, key=str(r.get("_key", i)))
+            table.add_row(*[Text(texts[i], justify="right") if numeric else Text(texts[i]) for texts, numeric in columns],
+                          key=str(r.get("_key", i)))
         if self._shown:
             table.move_cursor(row=min(cursor_row, len(self._shown) - 1), animate=False)
-        if self.show_status:
-            parts = [f"{len(self._shown)} of {len(self._rows)} rows"]
-            if self.filter_text:
-                parts.append(f"filter: {self.filter_text!r}")
-            if self.sort_key:
-                label = next(c.label for c in self.columns if c.key == self.sort_key)
-                parts.append(f"sorted by {label} {'desc' if self.sort_reverse else 'asc'}")
-            parts.append("/ filter · s sort · S reverse · o original order")
-            self.query_one(".table-status", Static).update(" · ".join(parts))
+
+    def _update_status(self) -> None:
+        if not self.show_status:
+            return
+        parts = [f"{len(self._shown)} of {len(self._rows)} rows"]
+        if self.filter_text:
+            parts.append(f"filter: {self.filter_text!r}")
+        if self.sort_key:
+            label = next(c.label for c in self.columns if c.key == self.sort_key)
+            parts.append(f"sorted by {label} {'desc' if self.sort_reverse else 'asc'}")
+        shown, _ = self.column_layout() if self._layout else ([], [])
+        if self._layout and len(shown) < len(self.columns):
+            rest = [j for j, c in enumerate(self.columns) if not c.pin]
+            visible = [j for j in shown if not self.columns[j].pin]
+            if visible:
+                a, b = rest.index(visible[0]) + 1, rest.index(visible[-1]) + 1
+                parts.append(f"←→ columns {a}–{b} of {len(rest)}")
+        parts.append("/ filter · s sort · S reverse · o original order")
+        self.query_one(".table-status", Static).update(" · ".join(parts))
 
     # -- sorting --------------------------------------------------------------------------
     def sort_by(self, key: Optional[str], reverse: bool = False) -> None:
         """Sort by column `key` (None = original order)."""
         self.sort_key = key
         self.sort_reverse = reverse
-        self._setup_columns()
         self._refresh()
 
     def action_next_sort(self) -> None:

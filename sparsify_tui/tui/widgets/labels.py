@@ -1,0 +1,75 @@
+"""Short labels for long node names that stay readable and distinct (charts' bar labels, tables' name columns).
+
+ONNX node names are often long module paths whose start is shared and whose distinguishing part is in the
+middle (``/features/features.13/conv/conv.0/conv.0.0/Conv``). Cutting them in the middle made every
+mobilenet_v2 row read the same; :func:`shorten_labels` keeps what tells them apart.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+MAX_LABEL_CHARS = 28
+
+
+def shorten(label: str, limit: int = MAX_LABEL_CHARS) -> str:
+    """Shorten one label to ``limit`` characters, keeping a short head and the longer tail
+    ('/backbone/…ck.3/conv1/Conv'): in hierarchical ONNX names the tail tells nodes apart."""
+    label = str(label)
+    if len(label) <= limit:
+        return label
+    keep = limit - 1
+    head = min(keep // 3, 8)
+    return label[:head] + "…" + label[len(label) - (keep - head):]
+
+
+def _common_prefix(labels: Sequence[str]) -> str:
+    """The longest common prefix of ``labels`` that ends at a separator ('/', '.', '_', ':')."""
+    if len(labels) < 2:
+        return ""
+    prefix = labels[0]
+    for lab in labels[1:]:
+        while not lab.startswith(prefix):
+            prefix = prefix[:-1]
+    cut = max(prefix.rfind(c) for c in "/._:")
+    return prefix[: cut + 1] if cut >= 0 else ""
+
+
+def collapse_path(label: str) -> str:
+    """Drop the path segments a later segment repeats: PyTorch exports name nodes by module path, one
+    cumulative segment per level (``/features/features.13/conv/conv.0/conv.0.0/Conv``), so this loses nothing:
+    ``/features.13/conv.0.0/Conv``."""
+    parts = label.split("/")
+    keep = [p for k, p in enumerate(parts)
+            if not (p and k + 1 < len(parts) and parts[k + 1].startswith(p + "."))]
+    return "/".join(keep)
+
+
+def shorten_labels(labels: Sequence[str], limit: int = MAX_LABEL_CHARS) -> list[str]:
+    """Labels of at most ``limit`` characters that stay distinct where the originals were.
+
+    A label that fits is kept. Otherwise: repeated module-path segments are dropped (:func:`collapse_path`),
+    then the prefix all labels share (up to a separator) becomes "…", then the tail is kept
+    (``…features.13/conv.0.0/Conv``). Labels that still collide get their row number: ``#12 …/Conv``."""
+    labels = [str(x) for x in labels]
+    if all(len(x) <= limit for x in labels):
+        return labels
+    collapsed = [collapse_path(x) if len(x) > limit else x for x in labels]
+    prefix = _common_prefix(collapsed)
+
+    def cut(lab: str, room: int) -> str:
+        if len(lab) <= room:
+            return lab
+        core = lab[len(prefix):] if len(prefix) > 1 else lab
+        if len(core) + 1 <= room:
+            return "…" + core
+        return "…" + core[len(core) - (room - 1):]
+
+    out = [cut(lab, limit) for lab in collapsed]
+    if len(set(out)) < len(set(labels)):
+        counts: dict = {}
+        for x in out:
+            counts[x] = counts.get(x, 0) + 1
+        out = [f"#{i} {cut(lab, limit - len(str(i)) - 2)}" if counts[x] > 1 else x
+               for i, (lab, x) in enumerate(zip(collapsed, out))]
+    return out
