@@ -16,8 +16,9 @@ from sparsify_tui.services.projects import create_project
 DEMO_DIMS = {"x:2": 48, "x:3": 192}
 
 
-def seeded_result(name: str, created: str, scale: float = 1.0) -> BenchmarkResult:
-    """A deterministic stored result: baseline and "opt one" at batch 1,4 × cores 1,2, 6 runs each."""
+def seeded_result(name: str, created: str, scale: float = 1.0, noisy: bool = False) -> BenchmarkResult:
+    """A deterministic stored result: baseline and "opt one" at batch 1,4 × cores 1,2, 6 runs each (in 3
+    rounds of 2). ``noisy``: the baseline's second round at b4 c2 ran 3× slower (a busy machine)."""
     res = BenchmarkResult(models=[ModelSpec("baseline", "base.onnx"), ModelSpec("opt one", "opt.onnx", "opt1")],
                           batch_sizes=[1, 4], core_counts=[1, 2], warmup=2, iterations=6, name=name,
                           created=created, ort_version="1.31.1")
@@ -26,6 +27,8 @@ def seeded_result(name: str, created: str, scale: float = 1.0) -> BenchmarkResul
             for model, base in (("baseline", 2.0), ("opt one", 0.8)):
                 med = base * scale * (0.3 + 0.7 * b) / (1 + 0.8 * (c - 1))
                 times = [med * f for f in (1.3, 1.02, 0.99, 1.0, 1.01, 0.98)]
+                if noisy and model == "baseline" and (b, c) == (4, 2):
+                    times = [med * f for f in (1.0, 1.0, 3.0, 3.1, 1.0, 1.0)]
                 res.runs.append(BenchmarkRun.from_times(model, None if model == "baseline" else "opt1", b, c, times))
     res.compute_speedups()
     return res
@@ -99,7 +102,7 @@ def test_cards_views_and_table(workspace_home, demo_model):
             assert sec.combo == (1, 1)
             iter_chart = sec.query_one("#iter-chart")
             assert set(iter_chart.series) == {"baseline", "opt one"} and len(iter_chart.series["baseline"][1]) == 6
-            await pilot.press("c")
+            await pilot.press("b")  # the next (batch, cores) combination
             assert sec.combo == (1, 2)
             batch = sec.query_one("#batch-chart").series
             assert batch["baseline"][0] == [1.0, 4.0]
@@ -153,10 +156,17 @@ def test_create_dialog_runs_benchmark_job_then_rerun_and_delete(workspace_home, 
             assert rec["batch_sizes"] == [1, 2] and rec["core_counts"] == [1]
             assert [m["label"] for m in rec["models"]] == ["baseline", "opt one"]
             await wait_for(pilot, lambda: sec.result is not None and sec.result.id == rec["id"], 10)
-            # rerun the selected card: a second record with the same settings
+            # rerun the selected card after a confirmation: its numbers are replaced, no second "from tui"
+            from sparsify_tui.tui.widgets.dialogs import ConfirmDialog
+
             n = len(sec.records)
             await pilot.press("r")
-            await wait_for(pilot, lambda: len(sec.records) == n + 1, 90)
+            await wait_for(pilot, lambda: isinstance(app.screen, ConfirmDialog), 10)
+            assert app.screen.dialog_title == "Rerun from tui"
+            await pilot.press("y")
+            await wait_for(pilot, lambda: any(r["id"] == rec["id"] and r.get("modified") != rec.get("modified")
+                                              for r in sec.records), 90)
+            assert len(sec.records) == n and sum(r.get("name") == "from tui" for r in sec.records) == 1
             assert sec.records[0]["args"]["batch_sizes"] == [1, 2]
             # delete it (confirm)
             target = sec.selected_id
@@ -205,6 +215,7 @@ def test_snapshot_benchmarks_section(workspace_home, demo_model, snap_compare):
 
     async def setup(pilot):
         await open_section(pilot)
+        await pilot.press("greater_than_sign")  # the Iterations tab (Compare is the first)
         for inp in pilot.app.screen.query("Input"):
             inp.cursor_blink = False  # a blinking cursor makes the snapshot flaky
         await pilot.wait_for_scheduled_animations()
@@ -245,3 +256,35 @@ def test_snapshot_create_dialog(workspace_home, demo_model, snap_compare):
         await pilot.pause(0.3)
 
     assert snap_compare(make_app(ws, pid), terminal_size=(80, 24), run_before=setup)
+
+
+def test_noisy_runs_are_flagged(workspace_home, demo_model):
+    """A combination whose rounds disagree (or whose p90 > 2× median) is flagged in the table and under the
+    speedups, with the advice to rerun; the others are not."""
+    from sparsify_tui.benchmark.runner import BenchmarkResult
+    from sparsify_tui.store import Workspace
+    from sparsify_tui.tui.widgets.tables import FilterableTable
+
+    ws = Workspace()
+    pid, _ = seed(ws, demo_model)
+    noisy = seeded_result("noisy run", "2026-01-03T10:00:00+00:00", noisy=True)
+    noisy.id = "bench1"
+    ws.write_blob(pid, "benchmarks/bench1.json", noisy.to_dict())
+    flags = BenchmarkResult.from_dict(noisy.to_dict()).run("baseline", 4, 2).noise(3)
+    assert flags == ["p90 3.0× median", "rounds ±205%"]
+
+    async def run():
+        app = make_app(ws, pid)
+        async with app.run_test(size=(80, 24)) as pilot:
+            sec = await open_section(pilot)
+            rows = sec.query_one("#bench-table", FilterableTable).all_rows
+            flagged = [(r["model"], r["batch"], r["cores"]) for r in rows if r["noise"]]
+            assert flagged == [("baseline", 4, 2)]
+            assert "rounds ±205%" in next(r["noise"] for r in rows if r["noise"])
+            assert "noisy" not in str(sec.query_one("#compare-speedup").render())  # b1 c1 is clean
+            while sec.combo != (4, 2):
+                await pilot.press("b")
+            text = str(sec.query_one("#compare-speedup").render())
+            assert "noisy (baseline: p90 3.0× median, rounds ±205%)" in text and "r reruns" in text
+
+    asyncio.run(run())

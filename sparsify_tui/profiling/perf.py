@@ -170,6 +170,8 @@ class PerfProfile:
         for k, default in (("instruction_sets", []), ("latency_ms", {}), ("int8", {}), ("items_per_second", 0.0),
                            ("name", ""), ("batch_size", 1), ("core_count", 1)):
             kw.setdefault(k, default)
+        if "warnings" not in p:  # stored before warnings existed: the same checks on what it kept
+            kw["warnings"] = noise_warnings(kw["latency_ms"], (kw.get("profiled") or {}).get("runs_ms") or [])
         return cls(**kw)
 
     # convenience views -------------------------------------------------------------

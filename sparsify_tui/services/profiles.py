@@ -120,6 +120,10 @@ def load_loss_profile(ws, project_id: str, ref: str):
     rec = ws.find_record(project_id, LOSS_TABLE, ref)
     prof = LossProfile.from_dict(ws.read_record_blob(project_id, LOSS_TABLE, rec["id"]))
     prof.extras.setdefault("record_id", rec["id"])
+    # one definition of params: the project's analysis (profiles stored before counted every initializer)
+    params = ((ws.analysis_of(project_id) or {}).get("totals") or {}).get("params")
+    if params:
+        prof.total_params = int(params)
     return prof
 
 

@@ -176,6 +176,8 @@ class SparsifyApp(App[int]):
         if "TEXTUAL_ANIMATIONS" not in os.environ:
             # no sliding tab underlines or smooth scrolls: every animation frame is bytes on a slow SSH link
             self.animation_level = "none"
+        if os.environ.get("NO_COLOR"):
+            self.add_class("-no-color")  # app.tcss: cursors and active tabs also change their text style
         if workspace is None:
             from sparsify_tui.store import Workspace
 
@@ -443,6 +445,9 @@ class SparsifyApp(App[int]):
 
         project = find_project_for_model(self.workspace, model)
         if project is None:
+            from sparsify_tui.tui.new_project.dialog import inspect_model
+
+            inspect_model(str(model))  # a bad model: its one-line error in the error dialog, nothing opened
             # a new model: the New Project dialog, filled in, offers its baseline profiles (and asks for dims)
             post_result(self, messages.ModelNeedsDims(str(model)))
             return

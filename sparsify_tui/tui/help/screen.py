@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Iterable
 
+from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical
@@ -108,7 +109,7 @@ class HelpScreen(ModalScreen[None]):
     HelpScreen { align: center middle; }
     HelpScreen > Vertical { width: 100; max-width: 100%; height: 100%; border: thick $primary;
                             background: $surface; padding: 0 1; }
-    HelpScreen .dialog-title { text-style: bold; }
+    HelpScreen .dialog-title { text-style: bold; height: auto; }
     """
 
     BINDINGS = [
@@ -116,13 +117,15 @@ class HelpScreen(ModalScreen[None]):
     ]
 
     def compose(self) -> ComposeResult:
+        # "Does" takes the width left by the key and where (a longer text ends in "…"; enter shows it whole)
+        does = max(24, min(self.app.size.width, 100) - 4 - 10 - 16 - 4)
         with Vertical():
-            yield Static("Keys  [dim](escape closes · / filters · remap: keymap.json {binding id: key})[/dim]",
-                         classes="dialog-title")
+            yield Static("Keys  [dim](escape closes · / filters · enter: the whole row · remap: keymap.json "
+                         "{binding id: key})[/dim]", classes="dialog-title")
             yield FilterableTable([
-                Column("key", "Key", filter=True),
-                Column("where", "Where", filter=True),
-                Column("description", "Does", filter=True),
+                Column("key", "Key", filter=True, pin=True),
+                Column("where", "Where", filter=True, pin=True),
+                Column("description", "Does", filter=True, width=does, clip="end"),
                 Column("id", "Binding id", filter=True),
             ], id="help-table")
 
@@ -130,6 +133,16 @@ class HelpScreen(ModalScreen[None]):
         table = self.query_one(FilterableTable)
         table.set_rows(binding_rows(self.app))
         table.focus()
+
+    @on(FilterableTable.RowChosen)
+    def _row_chosen(self, event: FilterableTable.RowChosen) -> None:
+        from sparsify_tui.tui.widgets.dialogs import RecordDialog
+
+        event.stop()
+        row = event.row
+        self.app.push_screen(RecordDialog(f"Key {row['key']}", [("Key", row["key"]), ("Where", row["where"]),
+                                                                 ("Does", row["description"]),
+                                                                 ("Binding id", row["id"])]))
 
     def action_close(self) -> None:
         self.dismiss(None)

@@ -108,7 +108,7 @@ class JobsScreen(Screen):
 
     def compose(self) -> ComposeResult:
         yield Header(show_clock=False, icon="◆")
-        yield Static("Jobs of every project, newest first", id="jobs-title")
+        yield Static("Jobs, newest first", id="jobs-title")
         yield FilterableTable([
             Column("status", "Status", filter=True),
             Column("what", "Job", filter=True),
@@ -150,8 +150,8 @@ class JobsScreen(Screen):
         if [tuple(r.values()) for r in rows] != [tuple(r.values()) for r in table.all_rows]:
             table.set_rows(rows)
         self.query_one("#jobs-title", Static).update(
-            f"Jobs of every project, newest first · {sum(j.get('status') in ACTIVE for j in message.jobs)} running "
-            f"or queued · {len(message.jobs)} in all")
+            f"Jobs, newest first · {sum(j.get('status') in ACTIVE for j in message.jobs)} running or queued · "
+            f"{len(message.jobs)} in all  [dim](enter: its project · c: cancel · l: log)[/dim]")
         self._show_detail()
         self.refresh_bindings()
         if self.is_attached:

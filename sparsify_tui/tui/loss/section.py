@@ -80,18 +80,21 @@ def summary_text(prof) -> str:
 
 
 def table_columns(prof) -> list[Column]:
+    # the values first: at 80 columns they show next to the layer, the rest pages in with →
     cols = [
         Column("index", "#", numeric=True, pin=True),
         Column("id", "Layer", filter=True, pin=True),
-        Column("op_type", "Op", filter=True),
-        Column("params", "Params", numeric=True, fmt=format_count),
-        Column("prunable", "Prunable", numeric=True, fmt=format_count),
-        Column("sparsity", "Sparsity", numeric=True, fmt=format_percent),
-        Column("int8", "INT8", numeric=True, fmt=fmt_num),
     ]
     for lv in prof.levels:
         cols.append(Column(f"s{lv:g}", f"@{lv:g}", numeric=True, fmt=fmt_num))
-    cols.append(Column("weight_name", "Weight", filter=True))
+    cols += [
+        Column("int8", "INT8", numeric=True, fmt=fmt_num),
+        Column("params", "Params", numeric=True, fmt=format_count),
+        Column("prunable", "Prunable", numeric=True, fmt=format_count),
+        Column("sparsity", "Sparsity", numeric=True, fmt=format_percent),
+        Column("op_type", "Op", filter=True),
+        Column("weight_name", "Weight", filter=True),
+    ]
     return cols
 
 

@@ -205,8 +205,8 @@ class OptimizationSection(Widget):
     OptimizationSection TabPane { padding: 0; }
     OptimizationSection .inputs { height: 1; padding: 0 1; }
     OptimizationSection .inputs Label { width: auto; padding: 0 1 0 0; }
-    OptimizationSection .inputs Input { width: 8; margin-right: 2; }
-    OptimizationSection .card { height: auto; padding: 0 1; margin-top: 1; }
+    OptimizationSection .inputs Input { width: 8; margin-right: 1; }
+    OptimizationSection .card { height: auto; padding: 0 1; }
     OptimizationSection .card-title { text-style: bold underline; height: 1; padding: 0 1; margin-top: 1; }
     OptimizationSection #layer-hint, OptimizationSection .hint { color: $text-muted; height: auto; padding: 0 1; }
     OptimizationSection #q-excluded { height: auto; max-height: 14; }

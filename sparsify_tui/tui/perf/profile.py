@@ -184,18 +184,19 @@ class PerfProfileView(Widget):
                     yield BarChart(title="Top layers by ms", unit="ms", id="top-chart")
 
     def _columns(self) -> list[Column]:
+        # the times first: at 80 columns they show next to the node id, the rest pages in with → (or wide)
         return [
             Column("index", "#", numeric=True, pin=True),
             Column("id", "Node id", filter=True, pin=True),
-            Column("op_type", "Op type", filter=True),
-            Column("weight_name", "Weight", filter=True),
             Column("time_ms", "ms", numeric=True, fmt=_ms),
             Column("share", "%", numeric=True, fmt=format_percent),
-            Column("raw_ms", "Raw ms", numeric=True, fmt=_ms),
-            Column("flops", "FLOPs", numeric=True, fmt=format_count),
-            Column("gflops", "GFLOP/s", numeric=True, fmt=lambda v: "-" if v is None else f"{v:.1f}"),
             Column("est_ms", "Est. ms", numeric=True, fmt=_ms),
             Column("int8_ms", "INT8 ms", numeric=True, fmt=_ms),
+            Column("raw_ms", "Raw ms", numeric=True, fmt=_ms),
+            Column("op_type", "Op type", filter=True),
+            Column("weight_name", "Weight", filter=True),
+            Column("flops", "FLOPs", numeric=True, fmt=format_count),
+            Column("gflops", "GFLOP/s", numeric=True, fmt=lambda v: "-" if v is None else f"{v:.1f}"),
             Column("fused_into", "Fused into"),
         ]
 
@@ -255,8 +256,7 @@ class PerfProfileView(Widget):
 
     def _render_table(self) -> None:
         self.query_one("#level-line", Static).update(
-            f"ms scaled to the median · Est. ms: pruned to {self.level} (est.; onnxruntime: no gain) · "
-            "[ ]: level · enter/i: record")
+            f"Est. ms: pruned {self.level} (est.) · \\[ ]: level · enter/i: record")
         self.query_one("#layer-table", FilterableTable).set_rows(node_rows(self.profile, self.level))
 
     def _render_top(self) -> None:

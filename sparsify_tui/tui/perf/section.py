@@ -124,13 +124,13 @@ class FlopsProfileView(Widget):
             yield FilterableTable([
                 Column("index", "#", numeric=True, pin=True),
                 Column("id", "Node id", filter=True, pin=True),
-                Column("op_type", "Op type", filter=True),
-                Column("weight_name", "Weight", filter=True),
-                Column("output_shape", "Output shape", fmt=format_shape),
-                Column("params", "Params", numeric=True, fmt=format_count),
-                Column("macs", "MACs", numeric=True, fmt=format_count),
                 Column("flops", "FLOPs", numeric=True, fmt=format_count),
                 Column("share", "% of total", numeric=True, fmt=format_percent),
+                Column("params", "Params", numeric=True, fmt=format_count),
+                Column("macs", "MACs", numeric=True, fmt=format_count),
+                Column("op_type", "Op type", filter=True),
+                Column("output_shape", "Output shape", fmt=format_shape),
+                Column("weight_name", "Weight", filter=True),
             ], id="layers")
             with VerticalScroll(id="top"):
                 yield BarChart(title="Top layers by FLOPs", unit="FLOPs", id="top-chart")

@@ -72,6 +72,9 @@ class Column:
     fmt: Optional[Callable[[Any], str]] = None
     width: Optional[int] = None
     pin: bool = False
+    #: how a text longer than ``width`` is cut: "name" keeps what tells names apart (their tail,
+    #: :func:`sparsify_tui.tui.widgets.labels.shorten_labels`), "end" keeps the start (sentences)
+    clip: str = "name"
 
     def text(self, value: Any) -> str:
         if self.fmt is not None:
@@ -216,7 +219,10 @@ class FilterableTable(Widget):
         for j, col in enumerate(self.columns):
             cap = col.width or (max(12, int(width * 0.4) - 2) if j in pinned else None)
             if cap is not None and widths[j] > max(cap, len(self._label(col))):
-                fitted = shorten_labels([t[j] for t in self._texts], max(cap, len(self._label(col))))
+                room_j = max(cap, len(self._label(col)))
+                texts = [t[j] for t in self._texts]
+                fitted = (shorten_labels(texts, room_j) if col.clip == "name"
+                          else [t if len(t) <= room_j else t[: room_j - 1] + "…" for t in texts])
                 self._fitted[j] = fitted
                 widths[j] = max([len(self._label(col))] + [len(t) for t in fitted])
         used = sum(widths[j] + 2 for j in pinned)

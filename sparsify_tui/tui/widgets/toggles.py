@@ -10,6 +10,8 @@ These draw a different glyph per state, so the state survives any colour system:
 
 from __future__ import annotations
 
+from typing import Generic, TypeVar
+
 from rich.segment import Segment
 from rich.style import Style
 from textual.content import Content
@@ -18,6 +20,7 @@ from textual.widgets import Checkbox, OptionList, SelectionList
 from textual.widgets.option_list import OptionDoesNotExist
 
 ON, OFF = "[x]", "[ ]"
+ValueT = TypeVar("ValueT")
 
 
 class TextCheckbox(Checkbox):
@@ -28,7 +31,7 @@ class TextCheckbox(Checkbox):
         return Content.styled(ON if self.value else OFF, self.get_visual_style("toggle--button"))
 
 
-class TextSelectionList(SelectionList):
+class TextSelectionList(SelectionList[ValueT], Generic[ValueT]):
     """A SelectionList whose options start with ``[x]`` / ``[ ]``."""
 
     def render_line(self, y: int) -> Strip:
