@@ -159,7 +159,7 @@ class SparsifyApp(App[int]):
         Binding("j", "jobs", "Jobs", id="app.jobs",
                 tooltip="Every job of every project: status, progress, ETA, errors; cancel and log"),
         Binding("question_mark", "help", "Help", id="app.help", tooltip="List every key"),
-        Binding("escape", "leave_field", "Leave field", show=False, id="app.leave_field",
+        Binding("escape", "leave_field", "Leave field", id="app.leave_field",
                 tooltip="Leave a text field (then 1-6 and the section keys work again)"),
         Binding("q", "quit", "Quit", id="app.quit", tooltip="Quit sparsify-tui (jobs keep running)"),
         Binding("ctrl+p", "command_palette", "Palette", id="app.palette",
@@ -249,6 +249,10 @@ class SparsifyApp(App[int]):
     def check_action(self, action: str, parameters: tuple) -> Optional[bool]:
         if action == "show_section" and parameters and parameters[0] != "projects" and self.project_id is None:
             return None  # shown greyed out; pressing it explains why
+        if action == "leave_field":  # in the footer only while a text field has the focus (q and ? type there)
+            from textual.widgets import Input, Select, TextArea
+
+            return isinstance(self.focused, (Input, TextArea, Select))
         return True
 
     def action_show_section(self, section: str) -> None:
