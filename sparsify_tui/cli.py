@@ -3,6 +3,8 @@
 * ``sparsify-tui`` opens the TUI on the projects screen.
 * ``sparsify-tui MODEL.onnx`` creates (or reopens) a project for that model, then opens the TUI on it.
 * ``sparsify-tui COMMAND ...`` runs a headless command; see ``sparsify-tui --help``.
+* The TUI needs a terminal: with stdin or stdout not a TTY (``sparsify-tui | tee log``) it refuses with one
+  line (``demo`` runs headless instead).
 
 User errors (:class:`sparsify_tui.errors.SparsifyError`) print one line on stderr and exit with code 2.
 """
@@ -68,7 +70,31 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def terminal_problem() -> Optional[str]:
+    """Why the TUI cannot run here, or None: it needs stdin and stdout to be a terminal
+    (``sparsify-tui | tee log`` or a cron job would draw escape codes into a pipe and wait for keys forever),
+    unless a Textual driver that needs none is set (``sparsify-tui serve``'s browser sessions)."""
+    import os
+
+    if os.environ.get("TEXTUAL_DRIVER"):
+        return None
+    for name, stream in (("stdout", sys.stdout), ("stdin", sys.stdin)):
+        try:
+            tty = stream is not None and stream.isatty()
+        except (AttributeError, ValueError, OSError):
+            tty = False
+        if not tty:
+            return f"{name} is not a terminal"
+    return None
+
+
 def _run_tui(model: Optional[str], no_mouse: bool) -> int:
+    from sparsify_tui.errors import SparsifyError
+
+    problem = terminal_problem()
+    if problem:
+        raise SparsifyError(f"the TUI needs a terminal ({problem}): run sparsify-tui without a pipe or "
+                            "redirection, or use a command such as `sparsify-tui list` (see --help)")
     from sparsify_tui.tui.app import run_app
 
     return run_app(model=model, mouse=not no_mouse)

@@ -152,3 +152,15 @@ def test_demo_runs_the_baseline_profiles_once(cli):
     assert [j["type"] for j in perf if j["status"] == "completed"].count("perf_profile") == 1
     again = json.loads(cli("demo", "--headless", "--json").stdout)
     assert again["records"] == summary["records"]
+
+
+def test_not_a_terminal_the_tui_refuses_and_the_demo_runs_headless(cli):
+    """`sparsify-tui | tee log` and `sparsify-tui demo | tee log` (stdout a pipe): the TUI refuses with one line
+    (exit 2); the demo does its work headless and prints its summary into the pipe."""
+    r = cli(ok=False)
+    assert r.returncode == 2 and r.stdout == ""
+    assert r.stderr.strip().count("\n") == 0 and "the TUI needs a terminal (stdout is not a terminal)" in r.stderr
+    r = cli("demo", "--no-profile", ok=False)
+    assert r.returncode == 0, r.stderr
+    assert "running the demo headless" in r.stderr
+    assert r.stdout.startswith("demo (") and "ppocr_cls.onnx" in r.stdout and "\x1b[" not in r.stdout

@@ -15,6 +15,7 @@ COMMAND_MODULES = [
     "optimize",   # optimize, export
     "benchmark",  # apply, benchmark
     "jobs",       # job run/list/show/cancel/log
+    "serve",      # serve (the TUI in a browser)
 ]
 
 

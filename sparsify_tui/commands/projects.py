@@ -213,8 +213,12 @@ def run_demo_profiles(ws, project: dict) -> None:
 
 
 def _demo(args) -> int:
-    from sparsify_tui.cli import print_json
+    from sparsify_tui.cli import print_json, terminal_problem
 
+    problem = None if args.headless else terminal_problem()
+    if problem:  # `sparsify-tui demo | tee log`: the same work, headless, the summary into the pipe
+        print(f"sparsify-tui: {problem}: running the demo headless (as with --headless)", file=sys.stderr)
+        args.headless = True
     ws = _ws()
     project = ensure_demo_project(ws)
     if not args.no_profile:

@@ -1,0 +1,94 @@
+"""`sparsify-tui serve`: the TUI through textual-serve in a real headless browser (Debian's chromium, driven over
+the DevTools protocol: tests/browser_cdp.py). Skipped when chromium or textual-serve is missing."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+from browser_cdp import ROOT, Chromium, ServedApp, chromium_path, free_port
+from sparsify_tui.commands.serve import is_loopback, serve_command
+from sparsify_tui.services.projects import create_project
+from sparsify_tui.store import Workspace
+
+DEMO_DIMS = {"x:2": 48, "x:3": 192}
+
+
+def needs_browser():
+    pytest.importorskip("textual_serve")
+    pytest.importorskip("aiohttp")
+    if chromium_path() is None:
+        pytest.skip("chromium is not installed (apt-get install chromium)")
+
+
+def test_loopback_rule():
+    assert is_loopback("127.0.0.1") and is_loopback("localhost") and is_loopback("::1") and is_loopback("127.8.0.1")
+    assert not is_loopback("0.0.0.0") and not is_loopback("192.168.1.5") and not is_loopback("example.org")
+    assert serve_command().endswith("-m sparsify_tui")
+
+
+def test_serve_binds_loopback_and_warns_for_another_host(tmp_path):
+    """Bound to 127.0.0.1 by default (not reachable on other addresses); --host 0.0.0.0 is only done when given,
+    with a warning on stderr."""
+    pytest.importorskip("textual_serve")
+    import socket
+
+    port = free_port()
+    env = {"SPARSIFY_TUI_HOME": str(tmp_path / "ws"), "PATH": "/usr/bin:/bin"}
+    proc = subprocess.Popen([sys.executable, "-m", "sparsify_tui", "serve", "--port", str(port)], cwd=ROOT,
+                            env={**env, "PYTHONPATH": str(ROOT)}, stderr=subprocess.PIPE, text=True)
+    try:
+        line = proc.stderr.readline()
+        assert f"serving on http://127.0.0.1:{port}" in line and "ssh -L" in line
+        for _ in range(100):
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=0.5).close()
+                break
+            except OSError:
+                time.sleep(0.1)
+        listening = subprocess.run(["ss", "-ltnH", f"sport = :{port}"], capture_output=True, text=True).stdout
+        if listening.strip():  # `ss` is there: only the loopback address listens
+            local = {line.split()[3] for line in listening.splitlines() if line.strip()}
+            assert local == {f"127.0.0.1:{port}"}, listening
+    finally:
+        proc.terminate()
+        proc.wait(10)
+    port = free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "sparsify_tui", "serve", "--port", str(port), "--host", "0.0.0.0"],
+                            cwd=ROOT, env={**env, "PYTHONPATH": str(ROOT)}, stderr=subprocess.PIPE, text=True)
+    try:
+        warning = proc.stderr.readline()
+        assert "warning: serving on 0.0.0.0, not loopback" in warning and "without a login" in warning
+    finally:
+        proc.terminate()
+        proc.wait(10)
+
+
+def test_the_projects_screen_renders_in_a_browser_and_keys_reach_the_app(tmp_path):
+    needs_browser()
+    home = tmp_path / "ws"
+    home.mkdir()
+    os.environ["SPARSIFY_TUI_HOME"] = str(home)
+    try:
+        create_project(Workspace(home), ROOT / "sparsify_tui" / "demo" / "ppocr_cls.onnx", "browser-demo",
+                       dims=DEMO_DIMS)
+    finally:
+        del os.environ["SPARSIFY_TUI_HOME"]
+
+    async def run():
+        async with ServedApp(home, free_port()) as served, Chromium.launch(tmp_path) as browser:
+            page = await browser.open(served.url)
+            await page.wait_for_text("browser-demo", timeout=60)  # the Projects screen, with the project
+            assert "Projects" in page.received()
+            mark = len(page.frames)
+            await page.press("n")  # a key typed in the browser reaches the app: the New Project dialog
+            await page.wait_for_text("New project", since=mark, timeout=30)
+            png = await page.screenshot(tmp_path / "browser.png")
+            assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 5000
+
+    asyncio.run(run())
