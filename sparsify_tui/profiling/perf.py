@@ -129,6 +129,7 @@ class PerfProfile:
     seconds_without_int8: float = 0.0
     status: str = "completed"
     warnings: list = field(default_factory=list)
+    _scales: Optional[tuple] = field(default=None, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         # profiles stored before scaled times existed: derive them (the same rule as when measuring)
@@ -182,15 +183,18 @@ class PerfProfile:
 
     @property
     def scale(self) -> float:
-        """Factor from raw profiled node times to times scaled to the unprofiled median (1.0 if unknown)."""
-        return _scale((self.latency_ms or {}).get("median"), self.total_node_ms)
+        """Factor from raw profiled node times to times scaled to the unprofiled median (1.0 if unknown). Computed
+        by :func:`fill_scaled` (once: a profile's nodes do not change after it is measured or loaded)."""
+        if self._scales is None:
+            fill_scaled(self)
+        return self._scales[0]
 
     @property
     def int8_scale(self) -> float:
         """The same factor for the INT8 node times (INT8 median / Σ INT8 node times)."""
-        i8 = self.int8 or {}
-        total = sum(float(n.int8_time_ms or 0.0) for n in self.nodes)
-        return _scale((i8.get("latency_ms") or {}).get("median"), total)
+        if self._scales is None:
+            fill_scaled(self)
+        return self._scales[1]
 
     @property
     def overhead_ratio(self) -> Optional[float]:
@@ -203,8 +207,12 @@ class PerfProfile:
         time; ``scaled`` (default): scaled to the unprofiled median like :attr:`NodePerf.scaled_ms`, else the
         raw profiled figure. None when not measured."""
         if key == "baseline":
+            if scaled and node.scaled_ms is not None:
+                return node.scaled_ms
             v, factor = node.time_ms, self.scale
         elif key == "int8":
+            if scaled and node.int8_scaled_ms is not None:
+                return node.int8_scaled_ms
             v, factor = node.int8_time_ms, self.int8_scale
         else:
             v, factor = node.est_pruned_ms.get(str(key), node.time_ms), self.scale
@@ -247,9 +255,12 @@ def _scale(median: Optional[float], total_ms: float) -> float:
 
 
 def fill_scaled(prof: "PerfProfile") -> None:
-    """Set every node's ``scaled_ms`` / ``int8_scaled_ms`` (raw time × :attr:`PerfProfile.scale` /
-    :attr:`PerfProfile.int8_scale`), so each column adds up to its measured median."""
-    s, s8 = prof.scale, prof.int8_scale
+    """Compute the profile's scales (median / Σ node times, FP32 and INT8) and set every node's ``scaled_ms`` /
+    ``int8_scaled_ms`` (raw time × scale), so each column adds up to its measured median."""
+    i8 = prof.int8 or {}
+    s = _scale((prof.latency_ms or {}).get("median"), prof.total_node_ms)
+    s8 = _scale((i8.get("latency_ms") or {}).get("median"), sum(float(n.int8_time_ms or 0.0) for n in prof.nodes))
+    prof._scales = (s, s8)
     for n in prof.nodes:
         n.scaled_ms = float(n.time_ms) * s
         n.int8_scaled_ms = float(n.int8_time_ms) * s8 if n.int8_time_ms is not None else None

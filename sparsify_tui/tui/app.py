@@ -29,14 +29,7 @@ from textual.widgets import ContentSwitcher, Footer, Header, Static
 from textual.worker import Worker, WorkerState
 
 from sparsify_tui.tui import messages
-from sparsify_tui.tui.benchmarks import BenchmarksSection
-from sparsify_tui.tui.help import HelpScreen
-from sparsify_tui.tui.loss import LossSection
-from sparsify_tui.tui.new_project import NewProjectDialog
-from sparsify_tui.tui.optimization import OptimizationSection
-from sparsify_tui.tui.perf import PerfSection
 from sparsify_tui.tui.projects import ProjectsSection
-from sparsify_tui.tui.settings import SettingsSection
 from sparsify_tui.tui.widgets.dialogs import ErrorDialog, error_message
 from sparsify_tui.tui.workers import app_work, post_result
 
@@ -50,14 +43,23 @@ SECTIONS = [
     ("settings", "Settings", "Settings"),
 ]
 SECTION_LABELS = {sid: label for sid, label, _ in SECTIONS}
-# the Widget class of each per-project section (mounted when first shown for the open project)
-SECTION_CLASSES: dict[str, type[Widget]] = {
-    "perf": PerfSection,
-    "loss": LossSection,
-    "optimization": OptimizationSection,
-    "benchmarks": BenchmarksSection,
-    "settings": SettingsSection,
+# the Widget class of each per-project section, by module and name (mounted when first shown for the open
+# project; imported then, so the Projects screen starts without them: cold start is a user's first wait)
+SECTION_CLASSES = {
+    "perf": ("sparsify_tui.tui.perf", "PerfSection"),
+    "loss": ("sparsify_tui.tui.loss", "LossSection"),
+    "optimization": ("sparsify_tui.tui.optimization", "OptimizationSection"),
+    "benchmarks": ("sparsify_tui.tui.benchmarks", "BenchmarksSection"),
+    "settings": ("sparsify_tui.tui.settings", "SettingsSection"),
 }
+
+
+def section_class(section: str) -> type[Widget]:
+    """The Widget class of a per-project section (imported on first use)."""
+    import importlib
+
+    module, name = SECTION_CLASSES[section]
+    return getattr(importlib.import_module(module), name)
 
 
 class SectionBar(Static):
@@ -266,7 +268,7 @@ class SparsifyApp(App[int]):
         switcher = self.query_one("#sections", ContentSwitcher)
         mounting = None
         if section != "projects" and not switcher.query(f"#{section}"):
-            mounting = switcher.mount(SECTION_CLASSES[section](self.project_id, id=section))
+            mounting = switcher.mount(section_class(section)(self.project_id, id=section))
         switcher.current = section
         if section == "projects" and self.section != "projects":
             self.query_one(ProjectsSection).reload()  # pick up projects made by the CLI meanwhile
@@ -369,6 +371,8 @@ class SparsifyApp(App[int]):
         self.set_focus(None)
 
     def action_help(self) -> None:
+        from sparsify_tui.tui.help import HelpScreen
+
         if not isinstance(self.screen, HelpScreen):
             self.push_screen(HelpScreen())
 
@@ -399,6 +403,8 @@ class SparsifyApp(App[int]):
         self.call_later(run_when_mounted)
 
     def action_new_project(self, model_path: str = "") -> None:
+        from sparsify_tui.tui.new_project import NewProjectDialog
+
         dialog = NewProjectDialog(model_path=model_path)
 
         def done(project_id: Optional[str]) -> None:

@@ -35,7 +35,6 @@ from textual.widgets import (
 from textual.widgets.option_list import Option
 
 from sparsify_tui.formatting import format_count, format_fixed
-from sparsify_tui.optimization.estimates import recovery_text
 from sparsify_tui.tui.optimization.dialogs import CreateOptimizationDialog, ExportDialog, SparsityDialog
 from sparsify_tui.tui.optimization.messages import (CreateDialogReady, ExportDialogReady, OptimizationChanged,
                                                     OptimizationsListed)
@@ -64,7 +63,9 @@ def header_text(rec: dict) -> str:
 
 
 def estimate_texts(rec: dict) -> dict[str, str]:
-    """Texts of the Summary / Performance / FLOPs / Params estimate tabs."""
+    """Texts of the Summary / Performance / FLOPs / Params estimate cards."""
+    from sparsify_tui.optimization.estimates import recovery_text  # (imports numpy: not at start-up)
+
     est, st = rec.get("estimates") or {}, rec.get("settings") or {}
     layers = rec.get("layers") or []
     pruned = sum(1 for l in layers if l.get("sparsity"))

@@ -251,7 +251,7 @@ class PerfSection(Widget):
     def __init__(self, project_id: str, **kwargs) -> None:
         super().__init__(**kwargs)
         self.project_id = project_id
-        self.selected: str = FLOPS_ID
+        self.selected: Optional[str] = None  # chosen when the list first arrives (the newest measured, else FLOPS)
         self._records: list[dict] = []
         self._user_chose = False  # until the user picks a profile, the newest measured one is shown
         self._select_after: Optional[str] = None
@@ -262,7 +262,7 @@ class PerfSection(Widget):
                 yield Static("Profiles", classes="pane-title")
                 yield OptionList(Option("FLOPS", id=FLOPS_ID), id="profiles")
                 yield SectionJobs(self.project_id, ("perf_profile",), section="perf", id="perf-jobs")
-            yield Vertical(FlopsProfileView(self.project_id, id="flops-view"), id="profile-view")
+            yield Vertical(id="profile-view")  # the view is mounted once the list says which one to show
 
     def on_mount(self) -> None:
         self.reload_profiles()
@@ -346,6 +346,8 @@ class PerfSection(Widget):
             self.select_profile(str(newest["id"]))
         elif self.selected not in ids:
             self.select_profile(FLOPS_ID)
+        if self.app.section == "perf" and self.app.focused is None:
+            self.focus_default()
         if changed or self.query_one("#profiles", OptionList).highlighted != ids.index(self.selected):
             self.query_one("#profiles", OptionList).highlighted = ids.index(self.selected)
 
@@ -393,7 +395,7 @@ class PerfSection(Widget):
 
     # -- new / rerun / delete / cancel ----------------------------------------------------------
     def check_action(self, action: str, parameters: tuple) -> Optional[bool]:
-        if action in ("rerun", "delete") and self.selected == FLOPS_ID:
+        if action in ("rerun", "delete") and self.selected in (FLOPS_ID, None):
             return None  # the FLOPS profile cannot be rerun or deleted
         if action == "cancel_job":
             return bool(self.query_one(SectionJobs).active) if self.is_mounted else False
@@ -414,7 +416,7 @@ class PerfSection(Widget):
     def action_rerun(self) -> None:
         """Key `r`: after a confirmation, measure the selected profile again with its settings; the result
         replaces its numbers. Progress shows under the list."""
-        if self.selected == FLOPS_ID:
+        if self.selected in (FLOPS_ID, None):
             return
         record_id = self.selected
         record = next((r for r in self._records if str(r.get("id")) == record_id), {})
@@ -478,7 +480,7 @@ class PerfSection(Widget):
 
     def action_delete(self) -> None:
         """Key `d`: confirm, then delete the record and its stored result."""
-        if self.selected == FLOPS_ID:
+        if self.selected in (FLOPS_ID, None):
             return
         record_id = self.selected
         record = next((r for r in self._records if str(r.get("id")) == record_id), {})

@@ -119,11 +119,12 @@ class _ChartBase(Widget, can_focus=True):
 
     def compose(self) -> ComposeResult:
         yield Static("", classes="chart-title")
+        # the table view is mounted the first time `t` asks for it: a screen holds several charts, and most
+        # are never shown as a table (fewer widgets to build when a section opens)
         with ContentSwitcher(initial="chart-view"):
             with _ChartScroll(id="chart-view"):
                 yield Static("No data.", classes="chart-empty")
                 yield PlotextPlot(id="plot")
-            yield FilterableTable(self._table_columns(), show_status=False, id="table-view")
 
     def on_mount(self) -> None:
         self._replot()
@@ -134,9 +135,20 @@ class _ChartBase(Widget, can_focus=True):
 
     @property
     def table(self) -> FilterableTable:
+        """The table view (mounted by the first `t`)."""
         return self.query_one("#table-view", FilterableTable)
 
-    def action_toggle_table(self) -> None:
+    def _set_table_rows(self, rows: list[dict]) -> None:
+        self._table_rows = rows
+        tables = self.query("#table-view")
+        if tables:
+            tables.first(FilterableTable).set_rows(rows)
+
+    async def action_toggle_table(self) -> None:
+        if not self.query("#table-view"):
+            table = FilterableTable(self._table_columns(), show_status=False, id="table-view")
+            await self.query_one(ContentSwitcher).mount(table)
+            table.set_rows(getattr(self, "_table_rows", []))
         self.show_table = not self.show_table
 
     def watch_show_table(self, show: bool) -> None:
@@ -257,7 +269,7 @@ class BarChart(_ChartBase):
     def _replot(self) -> None:
         self.query_one(".chart-title", Static).update(self._title_text())
         total = self.total or sum(self.values)
-        self.table.set_rows([
+        self._set_table_rows([
             {"_key": i, "label": lab, "value": v, "share": (v / total if total else 0.0)}
             for i, (lab, v) in enumerate(zip(self.labels, self.values))
         ])
@@ -349,7 +361,7 @@ class LineChart(_ChartBase):
         for name, (xs, ys) in self.series.items():
             rows.extend({"_key": f"{name}/{i}", "series": name, "x": x, "y": y}
                         for i, (x, y) in enumerate(zip(xs, ys)))
-        self.table.set_rows(rows)
+        self._set_table_rows(rows)
         empty = not rows
         self.query_one(".chart-empty").display = empty
         plot = self.plot

@@ -1,0 +1,270 @@
+#!/usr/bin/env python3
+"""How fast the TUI answers (issue 15 item 27): cold start, opening a project, switching sections, Layer Results and
+its filter, on a model of ~1,500 nodes with one measured perf profile.
+
+Figures (each the median of ``--rounds`` runs, in ms, and as a multiple of the *floor*: a minimal Textual app
+switching between two lists with a key, timed the same way in the same rounds, which shows how much of a figure
+is this machine's load rather than sparsify-tui):
+
+* **cold start**: ``sparsify-tui`` started in a pseudo-terminal (as a user's shell starts it), until its first
+  frame shows the Projects screen (goal <= 1000 ms);
+* in-process with Pilot (``App.run_test``), from the key press until the screen is idle: the data the key asks
+  for is on screen, no worker is running and no message is pending (goal <= 100 ms each):
+  * **open project**: `enter` on the Projects list, the first open (the Performance section opens on the
+    measured profile's Summary);
+  * **section switch** `2`..`6` and back, the first time each section of the project is shown (it is built
+    then) and again (it is only shown);
+  * **Layer Results** (`l`: 1,500 rows);
+  * **filter, per key**: typing "conv" into the Layer Results filter, until the filtered rows are shown.
+
+The model (``--nodes``, default 1,500) is built here by stacking Conv/BatchNormalization/Relu/Conv/Add blocks
+(ir_version 8, opset 17), or given with ``--model`` (e.g. ``../built-models/bert_base.onnx``); its perf profile
+is measured once (3 timed runs, no INT8) in a temporary workspace. The machine is shared: read the figures
+against each other and against the goals, not as absolutes.
+
+Usage (from the repo root):  python benchmarks/tui.py [--rounds 5] [--nodes 1500] [--model PATH] [--dim K=V]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import pty
+import select
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+SIZE = (120, 40)
+
+
+def build_model(path: Path, nodes: int = 1500) -> Path:
+    """A residual stack of ``nodes // 5`` blocks Conv3x3 -> BatchNormalization -> Relu -> Conv1x1 -> Add,
+    16 channels at 8x8 (small: the point is the node count, not the FLOPs)."""
+    import numpy as np
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(0)
+    c, blocks = 16, max(1, nodes // 5)
+    graph_nodes, inits = [], []
+    x = "input"
+    for b in range(blocks):
+        p = f"/blocks/block.{b}"
+        w1, w2 = f"blocks.{b}.conv1.weight", f"blocks.{b}.conv2.weight"
+        inits += [numpy_helper.from_array((rng.standard_normal((c, c, 3, 3)) * 0.1).astype(np.float32), w1),
+                  numpy_helper.from_array((rng.standard_normal((c, c, 1, 1)) * 0.1).astype(np.float32), w2)]
+        for name, value in (("scale", 1.0), ("bias", 0.0), ("mean", 0.0), ("var", 1.0)):
+            inits.append(numpy_helper.from_array(np.full(c, value, np.float32), f"blocks.{b}.bn.{name}"))
+        graph_nodes += [
+            helper.make_node("Conv", [x, w1], [f"{p}/conv1/Conv_output_0"], name=f"{p}/conv1/Conv", pads=[1, 1, 1, 1]),
+            helper.make_node("BatchNormalization", [f"{p}/conv1/Conv_output_0"] +
+                             [f"blocks.{b}.bn.{n}" for n in ("scale", "bias", "mean", "var")],
+                             [f"{p}/bn/BatchNormalization_output_0"], name=f"{p}/bn/BatchNormalization"),
+            helper.make_node("Relu", [f"{p}/bn/BatchNormalization_output_0"], [f"{p}/relu/Relu_output_0"],
+                             name=f"{p}/relu/Relu"),
+            helper.make_node("Conv", [f"{p}/relu/Relu_output_0", w2], [f"{p}/conv2/Conv_output_0"],
+                             name=f"{p}/conv2/Conv"),
+            helper.make_node("Add", [f"{p}/conv2/Conv_output_0", x], [f"{p}/Add_output_0"], name=f"{p}/Add"),
+        ]
+        x = f"{p}/Add_output_0"
+    graph = helper.make_graph(graph_nodes, "stack", [helper.make_tensor_value_info("input", TensorProto.FLOAT,
+                                                                                    ["batch", c, 8, 8])],
+                              [helper.make_tensor_value_info(x, TensorProto.FLOAT, ["batch", c, 8, 8])],
+                              initializer=inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    onnx.save(model, str(path))
+    return path
+
+
+def cold_start_ms(home: Path) -> float:
+    """``sparsify-tui`` in a pseudo-terminal of 120x40 until the Projects screen is drawn (ms)."""
+    import fcntl
+    import struct
+    import termios
+
+    env = dict(os.environ, SPARSIFY_TUI_HOME=str(home), TERM="xterm-256color", PYTHONPATH=str(ROOT),
+               COLUMNS=str(SIZE[0]), LINES=str(SIZE[1]))
+    master, slave = pty.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", SIZE[1], SIZE[0], 0, 0))
+    t0 = time.perf_counter()
+    proc = subprocess.Popen([sys.executable, "-m", "sparsify_tui"], stdin=slave, stdout=slave, stderr=slave,
+                            env=env, close_fds=True, start_new_session=True)
+    os.close(slave)
+    seen = b""
+    try:
+        while time.perf_counter() - t0 < 30:
+            ready, _, _ = select.select([master], [], [], 0.05)
+            if ready:
+                try:
+                    seen += os.read(master, 65536)
+                except OSError:
+                    break
+                if b"Projects" in seen and b"Quit" in seen:  # the screen and its footer: the first full frame
+                    return (time.perf_counter() - t0) * 1000
+        raise RuntimeError("no first frame within 30 s")
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(5)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+        os.close(master)
+
+
+async def until_idle(pilot, done, timeout: float = 30.0) -> None:
+    """Until ``done()`` and the app is idle (no worker running, no pending message after a pause)."""
+    app = pilot.app
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        await pilot.pause()
+        try:
+            ok = done()
+        except Exception:
+            ok = False
+        if ok and not any(w.is_running for w in app.workers):
+            await pilot.pause()
+            return
+    raise RuntimeError(f"not idle after {timeout} s")
+
+
+async def timed(pilot, keys, done) -> float:
+    t0 = time.perf_counter()
+    await pilot.press(*keys)
+    await until_idle(pilot, done)
+    return (time.perf_counter() - t0) * 1000
+
+
+async def floor_round() -> float:
+    """The floor on this machine now: a minimal Textual app (header, two sections of one focusable list each,
+    footer) switching sections with a key, timed the same way (ms, median of 6 switches)."""
+    from textual.app import App
+    from textual.binding import Binding
+    from textual.widgets import ContentSwitcher, Footer, Header, OptionList
+
+    class Floor(App):
+        BINDINGS = [Binding("1", "show('a')", "A"), Binding("2", "show('b')", "B")]
+
+        def compose(self):
+            yield Header()
+            with ContentSwitcher(initial="a"):
+                yield OptionList("one", "two", id="a")
+                yield OptionList("three", "four", id="b")
+            yield Footer()
+
+        def action_show(self, which: str) -> None:
+            self.query_one(ContentSwitcher).current = which
+            self.query_one(f"#{which}").focus()
+
+    app = Floor()
+    times = []
+    async with app.run_test(size=SIZE) as pilot:
+        await until_idle(pilot, lambda: app.focused is not None)
+        for key, which in (("2", "b"), ("1", "a")) * 3:
+            times.append(await timed(pilot, [key], lambda w=which: app.focused.id == w))
+    return statistics.median(times)
+
+
+async def in_app_round(ws, pid) -> dict:
+    from sparsify_tui.tui.app import SparsifyApp
+    from sparsify_tui.tui.perf.profile import PerfProfileView
+
+    app = SparsifyApp(workspace=ws)
+    out: dict = {}
+
+    def section_ready(section: str):
+        def check() -> bool:
+            widget = app.query_one(f"#sections > #{section}")
+            if app.section != section or app.focused is None or widget not in app.focused.ancestors_with_self:
+                return False
+            if section == "perf":
+                return app.query_one(PerfProfileView).profile is not None
+            if section == "loss":
+                return widget.query_one("LossProfileView").profile is not None
+            if section == "optimization":
+                return widget.records is not None and widget.query("#opt-empty")
+            if section == "benchmarks":
+                return bool(widget.query("#bench-empty"))
+            return True
+        return check
+
+    async with app.run_test(size=SIZE) as pilot:
+        await until_idle(pilot, lambda: app.query_one("#projects-table").rows_shown())
+        out["open project"] = await timed(pilot, ["enter"], section_ready("perf"))
+        for label in ("first", "again"):
+            for key, section in (("3", "loss"), ("4", "optimization"), ("5", "benchmarks"), ("6", "settings"),
+                                 ("2", "perf")):
+                out[f"section {key} {section} ({label})"] = await timed(pilot, [key], section_ready(section))
+        view = app.query_one(PerfProfileView)
+        table = view.query_one("#layer-table")
+        out["Layer Results (l)"] = await timed(pilot, ["l"], lambda: table.rows_shown() and table.data_table.row_count)
+        await pilot.press("slash")
+        await until_idle(pilot, lambda: table.has_class("-filtering"))
+        per_key = []
+        for i, ch in enumerate("conv"):
+            want = "conv"[: i + 1]
+            per_key.append(await timed(pilot, [ch], lambda w=want: table.filter_text == w))
+        out["filter, per key"] = statistics.median(per_key)
+        out["_rows"] = len(table.all_rows)
+        out["_filtered"] = len(table.rows_shown())
+    return out
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--nodes", type=int, default=1500, help="nodes of the built model (default 1500)")
+    parser.add_argument("--model", default=None, help="an .onnx to use instead of the built stack")
+    parser.add_argument("--dim", action="append", default=[], metavar="NAME=VALUE", help="its symbolic dims")
+    args = parser.parse_args()
+
+    with tempfile.TemporaryDirectory() as tmp:
+        home = Path(tmp) / "ws"
+        os.environ["SPARSIFY_TUI_HOME"] = str(home)
+        from sparsify_tui.analysis.shapes import parse_dim_args
+        from sparsify_tui.jobs import run_here
+        from sparsify_tui.services.projects import create_project
+        from sparsify_tui.store import Workspace
+
+        model = Path(args.model) if args.model else build_model(Path(tmp) / f"stack{args.nodes}.onnx", args.nodes)
+        ws = Workspace(home)
+        t0 = time.perf_counter()
+        project = create_project(ws, model, "bench", dims=parse_dim_args(args.dim) if args.dim else None)
+        pid = project["id"]
+        run_here(ws, pid, "perf_profile", {"name": "baseline", "iterations": 3, "warmup": 1, "int8": False})
+        nodes = len(ws.analysis_of(pid)["nodes"])
+        print(f"model {model.name}: {nodes} nodes; project and perf profile made in {time.perf_counter() - t0:.1f} s",
+              flush=True)
+
+        starts = [cold_start_ms(home) for _ in range(args.rounds)]
+        rounds, floors = [], []
+        for _ in range(args.rounds):  # side by side, so machine load hits both alike
+            floors.append(asyncio.run(floor_round()))
+            rounds.append(asyncio.run(in_app_round(ws, pid)))
+    floor = statistics.median(floors)
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else float("nan")
+    print(f"\nmedian of {args.rounds} rounds, ms (terminal {SIZE[0]}x{SIZE[1]}; goal: start <= 1000, the rest <= 100); "
+          f"load average {load:.1f} on {os.cpu_count()} cores")
+    print(f"  {'floor: a minimal Textual app, one switch':42s} {floor:8.1f}   (x floor)")
+    print(f"  {'cold start to the first frame':42s} {statistics.median(starts):8.1f}   "
+          f"(min {min(starts):.1f}, max {max(starts):.1f})")
+    for key in rounds[0]:
+        if key.startswith("_"):
+            continue
+        values = [r[key] for r in rounds]
+        print(f"  {key:42s} {statistics.median(values):8.1f}   {statistics.median(values) / floor:5.1f}x   "
+              f"(min {min(values):.1f}, max {max(values):.1f})")
+    print(f"  (Layer Results: {rounds[0]['_rows']} rows; 'conv' keeps {rounds[0]['_filtered']})")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
