@@ -318,6 +318,11 @@ class PerfSection(Widget):
     def _records_listed(self, message: PerfProfilesListed) -> None:
         self._show_records(message.records)
 
+    @on(messages.WorkFailed)
+    def _list_failed(self, message: messages.WorkFailed) -> None:
+        if message.group == "perf-list" and self.selected is None:
+            self.select_profile(FLOPS_ID)  # the error dialog says why; the FLOPS profile needs no record
+
     def _show_records(self, records: list[dict]) -> None:
         summary = [(r.get("id"), r.get("name"), r.get("batch_size"), r.get("core_count"), r.get("modified"))
                    for r in records]

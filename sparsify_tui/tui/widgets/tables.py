@@ -204,7 +204,7 @@ class FilterableTable(Widget):
         self._stale = True  # drawn when shown (on_show), with its real width
 
     def on_resize(self) -> None:
-        if self._rows or self._layout:
+        if not self._stale and (self._rows or self._layout):
             self._draw(force=False)
 
     @property
@@ -347,6 +347,10 @@ class FilterableTable(Widget):
         column layout changed (a resize, `←`/`→`)."""
         from rich.text import Text
 
+        if self._all_texts is None:  # rows or columns replaced since the last draw: pick the rows again
+            self._format_all()
+            self._shown = self._visible_rows()
+            force = True
         shown, widths = self.column_layout()
         layout = (tuple(shown), tuple(widths), tuple(self._label(self.columns[j]) for j in shown))
         if not force and layout == self._layout:
