@@ -1,10 +1,13 @@
-"""Regenerate screenshots/*.svg: one SVG per screen of sparsify-tui, from a demo project.
+"""Regenerate screenshots/: an SVG of every screen of sparsify-tui, populated, and a PNG of it in a browser.
 
-Run from the repo root:  python screenshots/make_screenshots.py [--size 120x40] [--out screenshots]
+Run from the repo root:  python screenshots/make_screenshots.py [--size 120x40] [--out screenshots] [--no-browser]
 
-It creates a temporary workspace ($SPARSIFY_TUI_HOME), a project from the bundled demo model
-(sparsify_tui/demo/ppocr_cls.onnx, dims x:2=48, x:3=192), drives the app with Pilot like a user and
-saves `app.save_screenshot` SVGs. Nothing is measured (no perf/loss jobs), so it takes seconds.
+It creates a temporary workspace ($SPARSIFY_TUI_HOME) with a project from the bundled demo model
+(sparsify_tui/demo/ppocr_cls.onnx, dims x:2=48, x:3=192), measures what the screens show (its perf profile with
+INT8, a weight-magnitude loss profile, an optimization with INT8, its benchmark against the baseline: about a
+minute on a quiet machine), leaves one perf profile queued behind the measuring lock (a job in progress), drives
+the app with Pilot like a user and saves `app.save_screenshot` SVGs. With chromium and textual-serve installed it
+also serves the app (`sparsify-tui serve`) and saves the browser's view as 13_browser.png.
 """
 
 from __future__ import annotations
@@ -16,14 +19,14 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from sparsify_tui.services.projects import create_project
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 DEMO = ROOT / "sparsify_tui" / "demo" / "ppocr_cls.onnx"
+DIMS = {"x:2": 48, "x:3": 192}
 
 
-async def settle(pilot, predicate, timeout: float = 20.0) -> None:
+async def settle(pilot, predicate, timeout: float = 30.0) -> None:
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         await pilot.pause(0.05)
@@ -32,18 +35,34 @@ async def settle(pilot, predicate, timeout: float = 20.0) -> None:
                 break
         except Exception:
             pass
-    await pilot.pause(0.3)
+    await pilot.pause(0.4)
 
 
-async def make(out: Path, size: tuple[int, int]) -> list[Path]:
+def populate(ws) -> dict:
+    """The demo project with a measured perf profile (INT8), a loss profile, an INT8 optimization and a benchmark."""
+    from sparsify_tui.jobs import run_here
+    from sparsify_tui.services.optimizations import create_optimization
+    from sparsify_tui.services.projects import create_project
+
+    project = create_project(ws, DEMO, "ppocr-demo", "Bundled demo: PP-OCR text direction classifier", dims=DIMS)
+    pid = project["id"]
+    print("measuring the baseline perf profile (INT8 included) ...", file=sys.stderr)
+    run_here(ws, pid, "perf_profile", {"name": "baseline", "iterations": 30, "int8": True})
+    print("loss profile (weight magnitude) ...", file=sys.stderr)
+    run_here(ws, pid, "loss_profile", {"name": "baseline", "method": "magnitude", "int8": True})
+    opt = create_optimization(ws, pid, "pruned 0.85 + INT8", sparsity=0.85, quantize=True)
+    print("benchmark: baseline vs the optimization (applied first) ...", file=sys.stderr)
+    run_here(ws, pid, "benchmark", {"name": "benchmark 1", "optimizations": [opt["id"]], "batch_sizes": [1, 4],
+                                    "core_counts": [1, 2], "warmup": 3, "iterations": 30})
+    return project
+
+
+async def make(out: Path, size: tuple[int, int], project: dict, suffix: str) -> list[Path]:
     from sparsify_tui.store import Workspace
     from sparsify_tui.tui.app import SparsifyApp
 
     ws = Workspace()
-    project = create_project(ws, DEMO, "ppocr-demo", "Bundled demo: PP-OCR text direction classifier",
-                                dims={"x:2": 48, "x:3": 192})
     saved: list[Path] = []
-    suffix = "" if size == (80, 24) else f"_{size[0]}x{size[1]}"
 
     def shot(app, name: str) -> None:
         path = out / f"{name}{suffix}.svg"
@@ -54,9 +73,10 @@ async def make(out: Path, size: tuple[int, int]) -> list[Path]:
         widget = app.query_one(f"#sections > #{section}")
         return app.section == section and app.focused is not None and widget in app.focused.ancestors_with_self
 
-    app = SparsifyApp()
+    app = SparsifyApp(workspace=ws)
     async with app.run_test(size=size) as pilot:
-        await settle(pilot, lambda: app.query_one("#projects-table").rows_shown())
+        await settle(pilot, lambda: app.query_one("#projects-table").rows_shown()
+                     and "queued" in str(app.query_one("#projects-table").rows_shown()[0]["jobs"]))
         shot(app, "01_projects")
         await pilot.press("n")
         await settle(pilot, lambda: app.screen.query("#model_path"))
@@ -71,42 +91,106 @@ async def make(out: Path, size: tuple[int, int]) -> list[Path]:
         await pilot.press("escape")
         await pilot.pause(0.2)
 
-    app = SparsifyApp(project=project["id"])
+    app = SparsifyApp(project=project["id"], workspace=ws)
     async with app.run_test(size=size) as pilot:
-        await settle(pilot, lambda: in_section(app, "perf") and app.query_one("#perf #op-chart").labels)
-        shot(app, "03_perf_flops_summary")
+        from sparsify_tui.tui.perf.profile import PerfProfileView
+
+        # the measured profile, with the queued rerun under the list (a job in progress)
+        await settle(pilot, lambda: in_section(app, "perf") and app.query_one(PerfProfileView).profile is not None
+                     and app.query("#perf-jobs JobProgress"))
+        await settle(pilot, lambda: "queued" in str(app.query_one("#perf-jobs JobProgress #job-status").render()))
+        shot(app, "03_perf_summary_with_running_job")
         await pilot.press("l")
-        await settle(pilot, lambda: app.query_one("#perf #layers").rows_shown())
+        await settle(pilot, lambda: app.query_one(PerfProfileView).query_one("#layer-table").rows_shown())
         shot(app, "04_perf_layer_results")
-        await pilot.press("slash", *"conv", "enter", *("s" * 8))
+        await pilot.press("slash", *"conv", "enter", "s", "s", "s")  # sorted by ms, largest first
         await pilot.pause(0.3)
         shot(app, "05_perf_layer_results_filtered")
         await pilot.press("escape", "o", "g")
-        await pilot.pause(0.3)
+        await pilot.pause(0.4)
         shot(app, "06_perf_top_layers")
-        for n, (key, name) in enumerate([("3", "loss"), ("4", "optimization"), ("5", "benchmarks"),
-                                         ("6", "settings")], start=7):
-            await pilot.press(key)
-            await settle(pilot, lambda: app.section == name, timeout=5)
-            await pilot.pause(0.7)
-            shot(app, f"{n:02d}_{name}")
-        await pilot.press("question_mark")
+        await pilot.press("3")
+        await settle(pilot, lambda: in_section(app, "loss") and app.query_one("LossProfileView").profile is not None)
+        await pilot.press("g")
+        await pilot.pause(0.4)
+        shot(app, "07_loss_sensitivity")
+        await pilot.press("4")
+        await settle(pilot, lambda: in_section(app, "optimization") and app.query_one("#optimization").rec)
+        shot(app, "08_optimization_cards")
+        await pilot.press("l")
+        await pilot.pause(0.4)
+        shot(app, "08b_optimization_layers")
+        await pilot.press("5")
+        await settle(pilot, lambda: in_section(app, "benchmarks") and app.query_one("#benchmarks").result is not None)
+        await pilot.pause(0.4)
+        shot(app, "09_benchmarks_compare")
+        await pilot.press("6")
+        await settle(pilot, lambda: app.section == "settings" and app.query_one("#settings #name").value)
+        shot(app, "10_settings")
+        await pilot.press("escape", "question_mark")
         await settle(pilot, lambda: app.screen.query("#help-table"))
         shot(app, "11_help")
+        await pilot.press("escape")
+        await pilot.pause(0.2)
+        await pilot.press("j")
+        await settle(pilot, lambda: type(app.screen).__name__ == "JobsScreen" and app.screen.jobs)
+        shot(app, "12_jobs_view")
     return saved
+
+
+async def browser_png(out: Path, home: Path) -> Path | None:
+    """The app served by `sparsify-tui serve`, as headless Chromium shows it (None without chromium/textual-serve)."""
+    sys.path.insert(0, str(ROOT / "tests"))
+    try:
+        import textual_serve  # noqa: F401
+
+        from browser_cdp import Chromium, ServedApp, chromium_path, free_port
+    except ImportError:
+        return None
+    if chromium_path() is None:
+        return None
+    with tempfile.TemporaryDirectory() as tmp:
+        async with ServedApp(home, free_port()) as served, Chromium.launch(Path(tmp), size=(1100, 660)) as browser:
+            page = await browser.open(served.url)
+            await page.wait_for_text("ppocr-demo", timeout=60)
+            await asyncio.sleep(1.5)
+            return await page.screenshot(out / "13_browser.png")
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--size", default="80x24", help="terminal size WIDTHxHEIGHT (default 80x24)")
+    parser.add_argument("--size", action="append", default=None,
+                        help="terminal size WIDTHxHEIGHT, repeatable (default: 80x24 and 120x40)")
     parser.add_argument("--out", default=str(ROOT / "screenshots"), help="output folder")
+    parser.add_argument("--no-browser", action="store_true", help="skip the browser PNG")
     args = parser.parse_args()
-    width, height = (int(v) for v in args.size.lower().split("x"))
+    sizes = [tuple(int(v) for v in s.lower().split("x")) for s in (args.size or ["80x24", "120x40"])]
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory() as home:
         os.environ["SPARSIFY_TUI_HOME"] = home
-        saved = asyncio.run(make(out, (width, height)))
+        os.environ["SPARSIFY_TUI_MEASURE_LOCK"] = str(Path(home) / "measure.lock")
+        from sparsify_tui import jobs
+        from sparsify_tui.jobs.runner import MeasureLock
+        from sparsify_tui.store import Workspace
+
+        ws = Workspace()
+        project = populate(ws)
+        lock = MeasureLock()  # held by "screenshots": the rerun below waits, as behind another measuring job
+        lock.try_acquire("screenshots\n")
+        job = jobs.submit(ws, project["id"], "perf_profile", {"name": "baseline 2"})
+        saved: list[Path] = []
+        try:
+            for size in sizes:
+                suffix = "" if size == (80, 24) else f"_{size[0]}x{size[1]}"
+                saved += asyncio.run(make(out, size, project, suffix))
+            if not args.no_browser:
+                png = asyncio.run(browser_png(out, Path(home)))
+                if png is not None:
+                    saved.append(png)
+        finally:
+            jobs.cancel(ws, job["id"])
+            lock.release()
     for path in saved:
         print(path.relative_to(ROOT) if path.is_relative_to(ROOT) else path)
     return 0

@@ -84,6 +84,7 @@ class JobProgress(Widget):
         height: auto;
         padding: 0 1;
     }
+    JobProgress > Label { width: 100%; }  /* wrap in a narrow list pane instead of cutting the text */
     JobProgress > #job-title { text-style: bold; }
     JobProgress > #job-bar { width: 1fr; }
     JobProgress.-error > #job-status { color: $error; }
