@@ -76,7 +76,12 @@ def project(workspace_home, demo_model):
 
 
 def footer_keys(app) -> list:
-    return [w for w in app.screen.query("FooterKey") if w.display]
+    """The keys of the footer on view: the top screen's, or under a dialog the screen's below it."""
+    for screen in reversed(app.screen_stack):
+        keys = [w for w in screen.query("FooterKey") if w.display]
+        if keys:
+            return keys
+    return []
 
 
 async def test_every_footer_fits_80_columns_with_help_and_quit(project):
@@ -98,6 +103,18 @@ async def test_every_footer_fits_80_columns_with_help_and_quit(project):
                 assert all(k.region.right <= SIZE[0] for k in keys), (section, texts)
                 await pilot.press("tab")
                 await pilot.pause(0.2)
+        # the per-row table of every tabbed view, and every section's new dialog over it
+        for key, section in (("2", "perf"), ("3", "loss"), ("4", "optimization"), ("5", "benchmarks")):
+            await pilot.press("escape", key)
+            await wait_for(pilot, lambda: app.section == section and app.focused is not None)
+            await pilot.pause(0.3)
+            for keys_ in (["l"], ["n"]):
+                await pilot.press(*keys_)
+                await pilot.pause(0.5)
+                texts = [str(k.render()) for k in footer_keys(app)]
+                assert all(k.region.right <= SIZE[0] for k in footer_keys(app)), (section, keys_, texts)
+            await pilot.press("escape")
+            await wait_for(pilot, lambda: type(app.screen).__name__ == "Screen")
 
 
 VISIBLE_BY_STYLE = (OptionList, SelectionList, DataTable, TextArea, BarChart, LineChart, VerticalScroll)

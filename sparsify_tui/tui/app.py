@@ -251,10 +251,11 @@ class SparsifyApp(App[int]):
     def check_action(self, action: str, parameters: tuple) -> Optional[bool]:
         if action == "show_section" and parameters and parameters[0] != "projects" and self.project_id is None:
             return None  # shown greyed out; pressing it explains why
-        if action == "leave_field":  # in the footer only while a text field has the focus (q and ? type there)
+        if action == "leave_field":  # in the footer only while a text field of a section has the focus
+            from textual.screen import ModalScreen
             from textual.widgets import Input, Select, TextArea
 
-            return isinstance(self.focused, (Input, TextArea, Select))
+            return isinstance(self.focused, (Input, TextArea, Select)) and not isinstance(self.screen, ModalScreen)
         return True
 
     def action_show_section(self, section: str) -> None:

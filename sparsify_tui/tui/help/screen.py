@@ -83,8 +83,6 @@ def binding_rows(app) -> list[dict]:
             rows.append({"_key": f"{where}/{b.id or b.key}", "key": display,
                          "description": b.tooltip or b.description or b.action,
                          "where": where, "id": b.id or ""})
-    rows.append({"_key": "palette", "key": "ctrl+p", "description": "Command palette (sections, projects, actions)",
-                 "where": "Everywhere", "id": "command_palette"})
     return rows
 
 
