@@ -33,3 +33,30 @@ def test_dialog_asks_for_named_dims_and_scalar_inputs_but_not_the_batch(tmp_path
 def test_dialog_addresses_anonymous_dims_by_input_and_axis(demo_model):
     _, dims = inspect_model(str(demo_model))
     assert [d["key"] for d in dims] == ["x:2", "x:3"]
+
+
+async def test_run_refuses_an_empty_scalar_input_value(tmp_path, monkeypatch):
+    """silero_vad's `sr`: a scalar input left empty stops RUN with one line naming it (the project is not made
+    and its profile jobs do not fail later on the missing value)."""
+    import time
+
+    from sparsify_tui.store import Workspace
+    from sparsify_tui.tui.app import SparsifyApp
+    from sparsify_tui.tui.widgets.dialogs import ErrorDialog
+
+    monkeypatch.setenv("SPARSIFY_TUI_HOME", str(tmp_path / "ws"))
+    path = tmp_path / "m.onnx"
+    _model_with_scalar_input(path)
+    app = SparsifyApp(model=str(path))
+    async with app.run_test(size=(80, 24)) as pilot:
+        deadline = time.monotonic() + 30
+        while not (app.screen.query("#dim-1") and len(getattr(app.screen, "dims", [])) == 2):
+            assert time.monotonic() < deadline
+            await pilot.pause(0.05)
+        app.screen.query_one("#dim-0").value = "16"  # seq given, sr left empty
+        await pilot.press("ctrl+r")
+        while not isinstance(app.screen, ErrorDialog):
+            assert time.monotonic() < deadline
+            await pilot.pause(0.05)
+        assert "dim sr" in app.screen.message and "needs a value" in app.screen.message
+        assert Workspace().list_projects() == []

@@ -286,11 +286,16 @@ class NewProjectDialog(ModalScreen[Optional[str]]):
             grid.mount(*widgets)
 
     def dim_values(self) -> dict[str, int]:
+        """Every symbolic dim's value; one left empty is an error that names it (nothing is silently set)."""
+        from sparsify_tui.errors import DimensionError
+
         out = {}
         for i, d in enumerate(self.dims):
             text = self.query_one(f"#dim-{i}", Input).value
-            if text.strip():
-                out[d["key"]] = settings.dim_value(text, f"dim {d['label']}")
+            if not text.strip():
+                raise DimensionError(f"dim {d['label']} needs a value (e.g. {d['suggestion']}): the model's inputs "
+                                     "depend on it")
+            out[d["key"]] = settings.dim_value(text, f"dim {d['label']}")
         return out
 
     def action_browse(self) -> None:
