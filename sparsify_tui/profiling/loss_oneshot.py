@@ -125,7 +125,7 @@ def flat_warning(spans: dict) -> str:
     """The one-line warning for near-flat class outputs (``spans``: output name -> :func:`output_span`)."""
     names = ", ".join(sorted(spans))
     top = max(spans.values()) if spans else 0.0
-    return (f"outputs nearly constant: the dense {names} logits span at most {top:.2g} per row, so the softmax is "
+    return (f"outputs nearly constant: the dense output {names} spans at most {top:.2g} per row, so its softmax is "
             f"uniform and KL divergence stays ~0 whatever is pruned; these sensitivities and the estimated "
             f"recovery mean nothing. Rerun with the nmse metric (--metric nmse), real sample data or trained weights")
 
