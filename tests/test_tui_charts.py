@@ -112,3 +112,29 @@ async def test_tables_never_cut_a_number():
         await pilot.pause(0.1)
         assert [c.label.plain for c in table.data_table.ordered_columns][-1] == "@0.9"
         assert table.data_table.ordered_columns[1].label.plain == "Layer"  # the name stays pinned
+
+
+async def test_clicking_a_bar_inspects_it():
+    """Selecting a bar (a click on its row) posts BarChart.Inspect with that bar's key (a section then shows the
+    layer's full record); so does enter on its row in the table view."""
+    seen = []
+
+    class InspectApp(ChartApp):
+        def on_bar_chart_inspect(self, message: BarChart.Inspect) -> None:
+            seen.append((message.index, message.label, message.key))
+
+    app = InspectApp()
+    async with app.run_test(size=(100, 40)) as pilot:
+        chart = app.query_one(BarChart)
+        chart.set_data(["Conv", "Add", "Reshape"], [1.2, 0.05, 0.0059], keys=[10, 11, 12])
+        await pilot.pause(0.3)
+        plot = chart.plot
+        await pilot.click(plot, offset=(plot.region.width // 2, 2))  # the second bar's row (after the top border)
+        await pilot.pause(0.2)
+        assert seen == [(1, "Add", 11)]
+        chart.focus()
+        await pilot.press("t")
+        await pilot.pause(0.3)
+        await pilot.press("down", "down", "enter")
+        await pilot.pause(0.2)
+        assert seen[-1] == (2, "Reshape", 12)
