@@ -179,3 +179,22 @@ def test_gmp_cubic_formula():
     # s_t = s_f + (s_i - s_f)(1 - (t - t0)/(n dt))^3 at update steps
     assert gmp_sparsity(5.0, 0.05, 0.9, 1.0, 11.0, 1.0) == pytest.approx(0.9 + (0.05 - 0.9) * (1 - 0.4) ** 3)
     assert gmp_sparsity(5.5, 0.05, 0.9, 1.0, 11.0, 1.0) == gmp_sparsity(5.0, 0.05, 0.9, 1.0, 11.0, 1.0)
+
+
+def test_generated_code_names_only_commands_and_flags_that_exist(demo_rec):
+    """Every `sparsify-tui COMMAND --flag` the generated code tells the user to run is a real command and flag (it
+    once said `apply --quantize`, which does not exist)."""
+    import re
+
+    from sparsify_tui.cli import build_parser
+
+    parser = build_parser()
+    commands = parser._subparsers._group_actions[0].choices
+    for framework in FRAMEWORKS:
+        code = generate_code(demo_rec, framework, "recipe.yaml")
+        for command, rest in re.findall(r"sparsify-tui \(?(\w+)([^`\n)]*)", code):
+            assert command in commands, (framework, command)
+            flags = {o for a in commands[command]._actions for o in a.option_strings}
+            for flag in re.findall(r"--[\w-]+", rest):
+                assert flag in flags, (framework, command, flag)
+    assert "apply --quantize" not in generate_code(demo_rec, "pytorch-plain", "recipe.yaml")

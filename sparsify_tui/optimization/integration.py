@@ -148,8 +148,9 @@ def _pytorch_plain(rec: Optimization, recipe_path: str) -> str:
     #             ... forward / backward / optimizer.step() ...
     #     pruner.finalize()                    # makes the zeros permanent (prune.remove)
     # or simply: train(model, optimizer, loader, loss_fn)
-    # Quantization-aware training is not part of this variant: quantize the exported ONNX model
-    # with sparsify-tui (apply --quantize) or onnxruntime.quantization instead.
+    # Quantization-aware training is not part of this variant: quantize the exported ONNX model with
+    # `sparsify-tui apply PROJECT OPTIMIZATION` (INT8 when the optimization quantizes: made with
+    # `sparsify-tui optimize ... --quantize`, or Quant on in the TUI) or with onnxruntime.quantization.
 
 
     def set_lr(optimizer, epoch):
