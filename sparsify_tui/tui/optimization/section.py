@@ -397,6 +397,12 @@ class OptimizationSection(Widget):
         self.rec = self.records[idx]
         self.render_record()
 
+    @on(OptionList.OptionSelected, "#opt-list")
+    def _selected(self, event: OptionList.OptionSelected) -> None:
+        """enter on the list: into the optimization's current tab, so its keys work at once."""
+        if self.rec is not None:
+            self.action_view_tab(self.query_one("#opt-tabs", TabbedContent).active or "tab-pruning")
+
     @on(OptionList.OptionHighlighted, "#opt-list")
     def _highlighted(self, event: OptionList.OptionHighlighted) -> None:
         rec = next((r for r in self.records if r["id"] == event.option.id), None)
