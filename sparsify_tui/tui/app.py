@@ -199,6 +199,7 @@ class SparsifyApp(App[int]):
         yield Footer(compact=True, show_command_palette=False)  # ctrl+p is an ordinary binding: it fits 80 cols
 
     def on_mount(self) -> None:
+        self.call_after_refresh(self._preload_sections)
         self._update_chrome()
         if self._start_project:
             self._find_start_project(self._start_project)
@@ -206,6 +207,21 @@ class SparsifyApp(App[int]):
             self._open_model(self._start_model)
         else:
             self.call_after_refresh(self._focus_section, "projects")
+
+    def _preload_sections(self) -> None:
+        """After the first frame, import the sections' modules in a thread: the Projects screen does not wait
+        for them (cold start), and opening a project rarely does (they are imported by then)."""
+        import importlib
+        import threading
+
+        def preload() -> None:
+            for module, _name in SECTION_CLASSES.values():
+                try:
+                    importlib.import_module(module)
+                except Exception:  # noqa: BLE001 - the section reports it when it is opened
+                    return
+
+        threading.Thread(target=preload, name="preload-sections", daemon=True).start()
 
     def on_resize(self) -> None:
         self._update_chrome()
