@@ -9,6 +9,7 @@ from pathlib import Path
 
 import onnx
 import pytest
+from conftest import steady
 
 from sparsify_tui.benchmark.runner import BenchmarkResult, BenchmarkRun, ModelSpec
 from sparsify_tui.services.projects import create_project
@@ -208,7 +209,7 @@ def test_snapshot_benchmarks_section(workspace_home, demo_model, snap_compare):
         for inp in pilot.app.screen.query("Input"):
             inp.cursor_blink = False  # a blinking cursor makes the snapshot flaky
         await pilot.wait_for_scheduled_animations()
-        await pilot.pause(0.3)
+        await steady(pilot)
 
     assert snap_compare(make_app(ws, pid), terminal_size=(80, 24), run_before=setup)
 
@@ -223,7 +224,7 @@ def test_snapshot_compare_tab(workspace_home, demo_model, snap_compare):
         sec = await open_section(pilot)
         sec.query_one("#bench-tabs").active = "compare"
         await pilot.wait_for_scheduled_animations()
-        await pilot.pause(0.3)
+        await steady(pilot)
 
     assert snap_compare(make_app(ws, pid), terminal_size=(80, 24), run_before=setup)
 
@@ -242,6 +243,6 @@ def test_snapshot_create_dialog(workspace_home, demo_model, snap_compare):
         for inp in pilot.app.screen.query("Input"):
             inp.cursor_blink = False  # a blinking cursor makes the snapshot flaky
         await pilot.wait_for_scheduled_animations()
-        await pilot.pause(0.3)
+        await steady(pilot)
 
     assert snap_compare(make_app(ws, pid), terminal_size=(80, 24), run_before=setup)

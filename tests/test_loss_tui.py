@@ -7,6 +7,7 @@ from __future__ import annotations
 import time
 
 import pytest
+from conftest import steady
 
 from sparsify_tui.profiling.loss import LossLayer, LossProfile, level_key
 from sparsify_tui.services.profiles import store_loss_profile as store_profile
@@ -168,7 +169,7 @@ def test_snapshot_loss_summary(workspace_home, demo_model, snap_compare):
     async def setup(pilot):
         sec = await open_section(pilot)
         await select(pilot, sec, rid)
-        await pilot.pause(0.3)
+        await steady(pilot)
 
     assert snap_compare(make_app(ws, pid), terminal_size=(80, 24), run_before=setup)
 
@@ -183,7 +184,7 @@ def test_snapshot_loss_sensitivity_chart(workspace_home, demo_model, snap_compar
         sec = await open_section(pilot)
         await select(pilot, sec, rid)
         await pilot.press("g")
-        await pilot.pause(0.3)
+        await steady(pilot)
 
     assert snap_compare(make_app(ws, pid), terminal_size=(80, 24), run_before=setup)
 
@@ -198,6 +199,6 @@ def test_snapshot_loss_add_dialog(workspace_home, demo_model, snap_compare):
         sec = await open_section(pilot)
         sec.focus_default()
         await pilot.press("a")
-        await pilot.pause(0.3)
+        await steady(pilot)
 
     assert snap_compare(make_app(ws, pid), terminal_size=(80, 24), run_before=setup)

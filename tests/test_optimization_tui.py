@@ -7,6 +7,7 @@ import asyncio
 import time
 
 import pytest
+from conftest import steady
 import yaml
 from sparsify_tui.services.projects import create_project
 
@@ -50,10 +51,10 @@ async def open_section(pilot):
 
 
 async def settle(pilot, node):
-    """Wait until no worker of the section/dialog runs, then let the screen repaint."""
-    await wait_for(pilot, lambda: not any(w.is_running for w in node.workers))
-    await pilot.pause(0.5)
+    """Wait until no worker runs (workers are owned by the App), then until the screen stops changing."""
+    await wait_for(pilot, lambda: not any(w.is_running for w in pilot.app.workers))
     await pilot.wait_for_scheduled_animations()
+    await steady(pilot)
 
 
 def stored(ws, pid):
