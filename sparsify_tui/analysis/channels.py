@@ -332,6 +332,7 @@ class _Walk:
         self.outputs = {o.name for o in model.graph.output}
         self.in_subgraphs = _subgraph_reads(model)
         self.shape_checked: set = set()  # nodes whose shape-vector input a handler validated
+        self.lookup = ConstantLookup(model, base_dir)
 
     # -- spaces and elements
     def new_space(self, n: int, kind: str, node: int, name: str) -> np.ndarray:
@@ -378,7 +379,7 @@ class _Walk:
         if not self.is_const(name):
             return None
         try:
-            return constant_view(self.model, name, self.consts, self.base_dir)
+            return constant_view(self.model, name, self.lookup)
         except Exception:  # noqa: BLE001 - unusual chains: treat as unknown
             return None
 
@@ -1392,24 +1393,35 @@ def _unique(xs: Iterable) -> list:
 # ------------------------------------------------------------------------------ constants and importance
 
 
-def constant_view(model: onnx.ModelProto, name: str, consts: Optional[ConstSources] = None,
+class ConstantLookup:
+    """Initializers and node producers of a model's main graph, indexed once for :func:`constant_view`."""
+
+    def __init__(self, model: onnx.ModelProto, base_dir=None) -> None:
+        self.model = model
+        self.base_dir = base_dir
+        self.inits = {t.name: t for t in model.graph.initializer}
+        self.producer = {o: n for n in model.graph.node for o in n.output}
+
+
+def constant_view(model: onnx.ModelProto, name: str, lookup: Optional[ConstantLookup] = None,
                   base_dir=None) -> np.ndarray:
-    """The value of constant tensor ``name`` as the nodes reading it see it: its initializer, followed forward
-    through the weight chain (:data:`sparsify_tui.analysis.layers.WEIGHT_CHAIN_OPS`: Transpose, Reshape,
-    Identity, Cast, Squeeze, Unsqueeze, Flatten) with numpy. Raises ``KeyError`` when ``name`` is not a
-    constant of the main graph, ``ValueError`` for a DequantizeLinear chain."""
+    """The value of constant tensor ``name`` as the nodes reading it see it: its initializer (a read-only view
+    of the stored bytes when possible), followed forward through the weight chain
+    (:data:`sparsify_tui.analysis.layers.WEIGHT_CHAIN_OPS`: Transpose, Reshape, Identity, Cast, Squeeze,
+    Unsqueeze, Flatten) with numpy. ``lookup`` (:class:`ConstantLookup`) saves indexing the model on every
+    call. Raises ``KeyError`` when ``name`` is not a constant of the main graph, ``ValueError`` for another op
+    (a DequantizeLinear chain)."""
     from sparsify_tui.analysis.loading import tensor_array
 
-    inits = {t.name: t for t in model.graph.initializer}
-    if name in inits:
-        return np.asarray(tensor_array(inits[name], base_dir))
-    prod = {o: n for n in model.graph.node for o in n.output}
-    node = prod.get(name)
+    lk = lookup if lookup is not None else ConstantLookup(model, base_dir)
+    if name in lk.inits:
+        return np.asarray(tensor_array(lk.inits[name], lk.base_dir))
+    node = lk.producer.get(name)
     if node is None:
         raise KeyError(name)
     if node.op_type == "Constant":
         return onnx.numpy_helper.to_array(next(a.t for a in node.attribute if a.name == "value"))
-    x = constant_view(model, node.input[0], consts, base_dir)
+    x = constant_view(model, node.input[0], lk)
     attrs = {a.name: onnx.helper.get_attribute_value(a) for a in node.attribute}
     op = node.op_type
     if op == "Identity":
@@ -1424,7 +1436,7 @@ def constant_view(model: onnx.ModelProto, name: str, consts: Optional[ConstSourc
     if op in ("Squeeze", "Unsqueeze"):
         axes = attrs.get("axes")
         if axes is None and len(node.input) > 1 and node.input[1]:
-            axes = constant_view(model, node.input[1], consts, base_dir).reshape(-1).tolist()
+            axes = constant_view(model, node.input[1], lk).reshape(-1).tolist()
         if op == "Squeeze":
             return np.squeeze(x, axis=tuple(int(a) for a in axes) if axes else None)
         out_rank = x.ndim + len(axes)
@@ -1432,7 +1444,7 @@ def constant_view(model: onnx.ModelProto, name: str, consts: Optional[ConstSourc
             x = np.expand_dims(x, a)
         return x
     if op == "Reshape":
-        shape = [int(v) for v in constant_view(model, node.input[1], consts, base_dir).reshape(-1).tolist()]
+        shape = [int(v) for v in constant_view(model, node.input[1], lk).reshape(-1).tolist()]
         if not attrs.get("allowzero", 0):
             shape = [x.shape[j] if v == 0 else v for j, v in enumerate(shape)]
         return x.reshape(shape)
@@ -1460,25 +1472,19 @@ def channel_importance(model: onnx.ModelProto, groups: ChannelGroups, method: st
     """
     if method not in ("l2", "bn_scale"):
         raise SparsifyError(f"unknown channel importance {method!r}: use l2 or bn_scale")
-    consts = ConstSources()
-    consts.add_graph(model.graph, main=True)
-    for node in model.graph.node:
-        consts.follow(node)
+    lookup = ConstantLookup(model, base_dir)
     n_el = len(groups.element_root)
     sq = np.zeros(n_el, dtype=np.float64)
     bn = np.zeros(n_el, dtype=np.float64)
     has_bn = np.zeros(n_el, dtype=bool)
-    cache: dict = {}
     for e in groups.edits:
         if e.kind != "weight" or e.role not in IMPORTANCE_ROLES:
             continue
-        name = model.graph.node[e.node].input[e.input]
-        if name not in cache:
-            cache[name] = np.asarray(constant_view(model, name, consts, base_dir), dtype=np.float64)
-        arr = np.moveaxis(cache[name], e.axis, 0).reshape(len(e.emap), -1)
-        np.add.at(sq, e.emap, (arr ** 2).sum(axis=1))
+        arr = constant_view(model, model.graph.node[e.node].input[e.input], lookup)
+        rows = np.moveaxis(arr, e.axis, 0).reshape(len(e.emap), -1)
+        np.add.at(sq, e.emap, np.einsum("ij,ij->i", rows, rows, dtype=np.float64))
         if e.role == "batchnorm_scale":
-            np.add.at(bn, e.emap, np.abs(arr).sum(axis=1))
+            np.add.at(bn, e.emap, np.abs(rows).sum(axis=1, dtype=np.float64))
             has_bn[e.emap] = True
     root = groups.element_root
     sq_cls = np.zeros(n_el, dtype=np.float64)

@@ -34,11 +34,12 @@ import onnx
 from onnx import numpy_helper
 
 from sparsify_tui.analysis.channels import (
-    ChannelGroups, channel_importance, choose_removed, constant_view, groups_from_analysis, round_kept,
+    ChannelGroups, ConstantLookup, channel_importance, choose_removed, constant_view, groups_from_analysis,
+    round_kept,
 )
 from sparsify_tui.analysis.graph import iter_graphs
 from sparsify_tui.analysis.layers import WEIGHT_CHAIN_OPS
-from sparsify_tui.engine.weights import EXTERNAL_DATA_BYTES, file_size, lower_ir_version, save
+from sparsify_tui.engine.weights import IN_MEMORY, file_size, lower_ir_version, write_model
 from sparsify_tui.errors import ModelError, SparsifyError
 from sparsify_tui.progress import CancelToken, ProgressFn, maybe_check
 
@@ -77,11 +78,28 @@ def _uses(model: onnx.ModelProto) -> dict:
     return uses
 
 
+def _placeholder(t: onnx.TensorProto, name: str, arr: np.ndarray) -> None:
+    """Make ``t`` a data-less tensor named ``name`` with the type and dims of ``arr`` (its data handed over
+    separately, as :func:`sparsify_tui.engine.weights.write_model` expects)."""
+    t.Clear()
+    t.name = name
+    t.data_type = onnx.helper.np_dtype_to_tensor_dtype(arr.dtype)
+    t.dims.extend(arr.shape)
+    t.data_location = onnx.TensorProto.EXTERNAL
+    entry = t.external_data.add()
+    entry.key, entry.value = "location", IN_MEMORY
+
+
 def apply_channel_edits(model: onnx.ModelProto, groups: ChannelGroups, dead: np.ndarray, *,
-                        mode: str = "thin") -> int:
+                        mode: str = "thin", base_dir=None, arrays: Optional[dict] = None) -> int:
     """Carry out the edits of ``groups`` for the removed elements ``dead`` (bool per element, from
-    :meth:`ChannelGroups.removed_elements`) on ``model`` (the model the groups were found on, weights
-    loaded), in place. Returns how many tensors changed.
+    :meth:`ChannelGroups.removed_elements`) on ``model`` (the model the groups were found on), in place.
+    Returns how many tensors changed.
+
+    Weights are read from the proto or, for external-data references (``load_model(map_weights=True)``),
+    from ``base_dir``. With ``arrays`` (a dict), every rewritten weight becomes a data-less placeholder and
+    its new values go to ``arrays[name]`` (write the model with
+    :func:`sparsify_tui.engine.weights.write_model`); without it the new values go into the proto.
 
     ``mode="thin"`` removes the channels; ``mode="zero"`` only zeroes the consumers' input weights at them
     (the exactness reference; nothing else changes). Raises ``SparsifyError`` when a tensor would lose every
@@ -104,12 +122,13 @@ def apply_channel_edits(model: onnx.ModelProto, groups: ChannelGroups, dead: np.
             raise SparsifyError(f"removing these channels would leave no channel in "
                                 f"{nodes[e.node].op_type} '{nodes[e.node].name or nodes[e.node].output[0]}': "
                                 "keep at least one channel of each part")
+    lookup = ConstantLookup(model, base_dir)
     for (ni, k), edits in by_input.items():
         keeps = [_kept(dead, e.emap) for e in edits]
         if all(kp.all() for kp in keeps):
             continue
         name = nodes[ni].input[k]
-        arr = np.asarray(constant_view(model, name))
+        arr = np.asarray(constant_view(model, name, lookup))
         if mode == "thin":
             for e, kp in zip(edits, keeps):
                 arr = np.compress(kp, arr, axis=e.axis)
@@ -118,18 +137,21 @@ def apply_channel_edits(model: onnx.ModelProto, groups: ChannelGroups, dead: np.
             for e, kp in zip(edits, keeps):
                 view = np.moveaxis(arr, e.axis, 0)
                 view[~kp] = 0
-        if name in inits and uses.get(name, 0) == 1 and name not in graph_inputs:
-            inits[name].CopyFrom(numpy_helper.from_array(np.ascontiguousarray(arr), name))
+        in_place = name in inits and uses.get(name, 0) == 1 and name not in graph_inputs
+        target = name if in_place else _unique_name(taken, f"{name}_thinned" if mode == "thin" else f"{name}_zeroed")
+        t = inits[name] if in_place else model.graph.initializer.add()
+        if arrays is not None:
+            _placeholder(t, target, arr)
+            arrays[target] = arr
         else:
-            new = _unique_name(taken, f"{name}_thinned" if mode == "thin" else f"{name}_zeroed")
-            t = model.graph.initializer.add()
-            t.CopyFrom(numpy_helper.from_array(np.ascontiguousarray(arr), new))
-            inits[new] = t
-            nodes[ni].input[k] = new
+            t.CopyFrom(numpy_helper.from_array(np.ascontiguousarray(arr), target))
+        if not in_place:
+            inits[target] = t
+            nodes[ni].input[k] = target
             orphans.add(name)
         changed += 1
     if mode == "thin":
-        changed += _apply_structure_edits(model, groups, dead, inits, taken, orphans)
+        changed += _apply_structure_edits(model, groups, dead, inits, taken, orphans, base_dir)
         _drop_orphans(model, orphans)
         del model.graph.value_info[:]  # stale shapes; onnx infers them again
     return changed
@@ -146,10 +168,12 @@ def _set_attr(node: onnx.NodeProto, name: str, value) -> None:
     node.attribute.append(onnx.helper.make_attribute(name, value))
 
 
-def _apply_structure_edits(model, groups: ChannelGroups, dead, inits: dict, taken: set, orphans: set) -> int:
+def _apply_structure_edits(model, groups: ChannelGroups, dead, inits: dict, taken: set, orphans: set,
+                           base_dir=None) -> int:
     """Slice bounds, Split sizes, literal channel counts and depthwise ``group`` attributes."""
     nodes = model.graph.node
     opset = _opset(model)
+    lookup = ConstantLookup(model, base_dir)
     changed = 0
     for e in groups.edits:
         kp = _kept(dead, e.emap)
@@ -160,7 +184,7 @@ def _apply_structure_edits(model, groups: ChannelGroups, dead, inits: dict, take
             _set_attr(node, "group", int(kp.sum()))
         elif e.kind == "shape_literal":
             t = inits[e.extra["tensor"]]
-            arr = np.array(numpy_helper.to_array(t), copy=True)
+            arr = np.array(constant_view(model, t.name, lookup), copy=True)
             arr.reshape(-1)[e.extra["index"]] = int(kp.sum())
             t.CopyFrom(numpy_helper.from_array(arr, t.name))
         elif e.kind == "slice":
@@ -175,7 +199,7 @@ def _apply_structure_edits(model, groups: ChannelGroups, dead, inits: dict, take
                 _set_attr(node, "ends", ends)
             else:
                 for k, value in ((1, new_start), (2, new_end)):
-                    arr = np.array(constant_view(model, node.input[k]), copy=True).reshape(-1)
+                    arr = np.array(constant_view(model, node.input[k], lookup), copy=True).reshape(-1)
                     arr[pos] = value
                     new = _unique_name(taken, f"{node.input[k]}_thinned")
                     model.graph.initializer.add().CopyFrom(numpy_helper.from_array(arr, new))
@@ -434,7 +458,7 @@ def thin_model(model_path: Union[str, os.PathLike], out_path: Union[str, os.Path
     from sparsify_tui.analysis.nodes import analyze_model
     from sparsify_tui.engine import get_engine
     from sparsify_tui.engine.compare import output_difference
-    from sparsify_tui.engine.weights import has_external_data, runnable_path
+    from sparsify_tui.engine.weights import runnable_path
 
     src, out = Path(model_path), Path(out_path)
     dims = dict(dims or {})
@@ -450,31 +474,33 @@ def thin_model(model_path: Union[str, os.PathLike], out_path: Union[str, os.Path
     with _PeakRSS() as mem:
         step("loading", 0.0)
         t = time.perf_counter()
-        model = load_model(src)
+        model = load_model(src, map_weights=True)  # structure only: weights are read from the file as needed
+        external = any(x.data_location == onnx.TensorProto.EXTERNAL and x.external_data[0].value != src.name
+                       for x in model.graph.initializer if x.external_data)
         seconds["load_s"] = time.perf_counter() - t
         step("channel groups", 0.1)
         t = time.perf_counter()
         analysis = analyze_model(model, batch_size=batch_size, dims=dims, count_zeros=False, include_system=False,
                                  engine=engine)
-        groups = groups_from_analysis(model, analysis)
+        groups = groups_from_analysis(model, analysis, base_dir=src.parent)
         seconds["analysis_s"] = time.perf_counter() - t
         t = time.perf_counter()
-        scores = channel_importance(model, groups, importance)
+        scores = channel_importance(model, groups, importance, base_dir=src.parent)
         removed, ratio_of = resolve_removed(groups, scores, ratio=ratio, ratios=ratios, kept=kept,
                                             round_to=round_to)
         dead = groups.removed_elements(removed)
         seconds["importance_s"] = time.perf_counter() - t
         step("thinning", 0.3)
         t = time.perf_counter()
-        apply_channel_edits(model, groups, dead, mode="thin")
+        arrays: dict = {}
+        apply_channel_edits(model, groups, dead, mode="thin", base_dir=src.parent, arrays=arrays)
         lower_ir_version(model)
         seconds["rewrite_s"] = time.perf_counter() - t
         step("saving", 0.4)
         t = time.perf_counter()
-        external = has_external_data(src) or model.ByteSize() >= EXTERNAL_DATA_BYTES
-        save(model, out, external)
+        write_model(model, out, arrays=arrays, base_dir=src.parent, external=external)
         seconds["save_s"] = time.perf_counter() - t
-        del model
+        del model, arrays
     thinning_seconds = time.perf_counter() - t_start
 
     result_groups = []
@@ -504,12 +530,12 @@ def thin_model(model_path: Union[str, os.PathLike], out_path: Union[str, os.Path
             feeds = _check_feeds(src, batch_size, dims, samples)
         with tempfile.TemporaryDirectory(prefix="sparsify-thin-") as tmp:
             tmp = Path(tmp)
-            ref = load_model(src)
-            apply_channel_edits(ref, groups, dead, mode="zero")
+            ref, ref_arrays = load_model(src, map_weights=True), {}
+            apply_channel_edits(ref, groups, dead, mode="zero", base_dir=src.parent, arrays=ref_arrays)
             lower_ir_version(ref)
             ref_path = tmp / "reference.onnx"
-            save(ref, ref_path, ref.ByteSize() >= EXTERNAL_DATA_BYTES)
-            del ref
+            write_model(ref, ref_path, arrays=ref_arrays, base_dir=src.parent, external=external)
+            del ref, ref_arrays
             exact = output_difference(ref_path, out, feeds, cancel=cancel, engine=engine)
             exactness = float(exact["max_rel"])
             step("output difference", 0.8)
