@@ -531,13 +531,19 @@ def thin_model(model_path: Union[str, os.PathLike], out_path: Union[str, os.Path
         with tempfile.TemporaryDirectory(prefix="sparsify-thin-") as tmp:
             tmp = Path(tmp)
             ref, ref_arrays = load_model(src, map_weights=True), {}
+            probes = _probe_tensors(ref)
             apply_channel_edits(ref, groups, dead, mode="zero", base_dir=src.parent, arrays=ref_arrays)
             lower_ir_version(ref)
-            ref_path = tmp / "reference.onnx"
-            write_model(ref, ref_path, arrays=ref_arrays, base_dir=src.parent, external=external)
+            ref_path, probe_path = tmp / "reference.onnx", tmp / "thinned_probed.onnx"
+            write_model(_with_outputs(ref, probes), ref_path, arrays=ref_arrays, base_dir=src.parent,
+                        external=external)
             del ref, ref_arrays
-            exact = output_difference(ref_path, out, feeds, cancel=cancel, engine=engine)
+            thin = load_model(out, map_weights=True)
+            write_model(_with_outputs(thin, probes), probe_path, base_dir=out.parent, external=external)
+            del thin
+            exact = output_difference(ref_path, probe_path, feeds, cancel=cancel, engine=engine)
             exactness = float(exact["max_rel"])
+            checks["exactness_tensors"] = sorted(exact["outputs"])
             step("output difference", 0.8)
             base = runnable_path(src, int(analysis.ir_version), tmp)
             diff = output_difference(base, out, feeds, cancel=cancel, engine=engine)
@@ -557,6 +563,42 @@ def thin_model(model_path: Union[str, os.PathLike], out_path: Union[str, os.Path
         thinning_seconds=thinning_seconds, seconds=seconds, peak_memory_bytes=mem.added,
         batch_size=int(batch_size), dims=dims, checks=checks,
     )
+
+
+def _probe_tensors(model: onnx.ModelProto, depth: int = 3) -> dict:
+    """``{tensor name: elem type}`` of the tensors feeding the graph outputs, up to ``depth`` nodes back along
+    each producer's activation inputs (constants excluded). The exactness check compares them too: a
+    saturated output (a detector's probability map on random inputs, all 0) would agree trivially, while the
+    logits before it do not. Tensors whose channels were thinned have another shape and are skipped by the
+    comparison."""
+    inferred = onnx.shape_inference.infer_shapes(model, check_type=False, strict_mode=False)
+    types = {vi.name: vi.type.tensor_type.elem_type for vi in list(inferred.graph.value_info)
+             if vi.type.HasField("tensor_type")}
+    producer = {o: n for n in model.graph.node for o in n.output}
+    consts = {t.name for t in model.graph.initializer}
+    outputs = {o.name for o in model.graph.output}
+    found: dict = {}
+    frontier = list(outputs)
+    for _ in range(depth):
+        nxt = []
+        for name in frontier:
+            node = producer.get(name)
+            if node is None:
+                continue
+            for x in node.input:
+                if x and x not in consts and x not in outputs and x in producer and x not in found and \
+                        types.get(x) in (onnx.TensorProto.FLOAT, onnx.TensorProto.FLOAT16, onnx.TensorProto.DOUBLE):
+                    found[x] = types[x]
+                    nxt.append(x)
+        frontier = nxt
+    return found
+
+
+def _with_outputs(model: onnx.ModelProto, probes: dict) -> onnx.ModelProto:
+    """``model`` (changed in place) with the ``probes`` (``{name: elem type}``) added as graph outputs."""
+    for name, elem in probes.items():
+        model.graph.output.append(onnx.helper.make_tensor_value_info(name, elem, None))
+    return model
 
 
 def _check_written(src: Path, out: Path) -> dict:
