@@ -621,5 +621,11 @@ def _check_written(src: Path, out: Path) -> dict:
     try:
         onnx.checker.check_model(str(out))
     except Exception as err:  # noqa: BLE001
-        raise ModelError(f"the thinned model fails onnx.checker ({str(err).splitlines()[0]})") from None
+        plain_err = str(err).splitlines()[0] if str(err) else type(err).__name__
+        try:
+            onnx.checker.check_model(str(src))
+        except Exception:  # noqa: BLE001 - the original is just as invalid: not ours to fix
+            return {"onnx_checker": f"fails on the original model too ({plain_err})"}
+        raise ModelError(f"the thinned model fails onnx.checker ({plain_err}): a bug in sparsify-tui's channel "
+                         "rules, please report it with the model") from None
     return {"onnx_checker": f"passed (plain check; the full check fails on the original model too: {thin_err})"}
