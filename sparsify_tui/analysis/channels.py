@@ -456,6 +456,7 @@ def _subgraph_reads(model: onnx.ModelProto) -> set:
             continue
         for n in g.node:
             out.update(x for x in n.input if x)
+        out.update(o.name for o in g.output)  # a branch may return an outer tensor as it is
     return out
 
 
@@ -765,8 +766,11 @@ def _same_size(w: _Walk, i: int) -> None:
         w.pin(c.emap, f"{node.op_type} '{w.ids[i]}' changes the channel axis")
         return
     if node.op_type == "Resize" and len(node.input) > 3 and node.input[3]:
-        if not _check_shape_vector(w, i, node.input[3], c.axis, c.emap, node.input[0], c.axis):
+        axes = w.attr(i, "axes")  # opset 18: sizes list only these axes
+        pos = c.axis if axes is None else next((j for j, a in enumerate(axes) if int(a) % len(xs) == c.axis), None)
+        if pos is not None and not _check_shape_vector(w, i, node.input[3], pos, c.emap, node.input[0], c.axis):
             return
+        w.shape_checked.add(i)
     if node.op_type == "Pad" and len(node.input) > 1 and node.input[1]:
         pads = w.const_value(node.input[1])
         axes = w.const_value(node.input[3]) if len(node.input) > 3 and node.input[3] else None
