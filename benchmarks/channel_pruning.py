@@ -47,7 +47,7 @@ import numpy as np  # noqa: E402
 
 from sparsify_tui.benchmark.runner import run_benchmark  # noqa: E402
 from sparsify_tui.engine import get_engine  # noqa: E402
-from sparsify_tui.engine.thinning import DEFAULT_ROUND_TO, thin_model  # noqa: E402
+from sparsify_tui.engine.thinning import thin_model  # noqa: E402
 
 GOALS = {  # issue 12, at R = 0.3 (batch 1 and 8, 2 cores)
     "resnet50": {"speedup": 1.6, "int8": 4.5, "efficiency": 0.75, "thin_s": 2.0},
@@ -114,7 +114,7 @@ def main() -> int:
     ap.add_argument("--iterations", type=int, default=36, help="timed runs per variant and batch, over all rounds")
     ap.add_argument("--warmup", type=int, default=3, help="untimed runs per session (one session per round)")
     ap.add_argument("--int8", default="resnet50", help="models measured with INT8 on top (comma list, '' for none)")
-    ap.add_argument("--round-to", type=int, default=DEFAULT_ROUND_TO)
+    ap.add_argument("--round-to", type=int, default=None, help="default: 16 on AVX-512, else 8")
     ap.add_argument("--sweep-round-to", default="", help="compare kept-count rounding at R=0.3, e.g. 1,8,16")
     ap.add_argument("--thin-repeats", type=int, default=3)
     ap.add_argument("--json", default="", help="write every figure to this JSON file")

@@ -417,3 +417,27 @@ def test_real_models_thin_exactly(tmp_path, name, dims, prunable):
     path = shared_model(name)
     res = check_thin(path, tmp_path, dims=dims, ratio=0.5, round_to=8, samples=1)
     assert len(res.groups) == prunable
+
+
+def test_headless_thin_entry_one_line_errors_and_json(tmp_path):
+    """benchmarks/thin_model.py, the end-to-end entry until apply calls thin_model."""
+    import subprocess
+    import sys
+
+    from conftest import ROOT
+
+    script = ROOT / "benchmarks" / "thin_model.py"
+    dims = ["--dim", "x:2=48", "--dim", "x:3=192"]
+    bad = subprocess.run([sys.executable, str(script), str(DEMO_MODEL), str(tmp_path / "t.onnx"), "--ratio", "0.3",
+                          "--override", "fc_0.w_0=0.5", *dims], capture_output=True, text=True)
+    assert bad.returncode == 2 and bad.stdout == ""
+    assert bad.stderr.count("\n") == 1 and "channel group 'fc_0.w_0' is not prunable" in bad.stderr
+    ok = subprocess.run([sys.executable, str(script), str(DEMO_MODEL), str(tmp_path / "t.onnx"), "--ratio", "0.3",
+                         "--override", "conv1_weights=0", *dims, "--json"], capture_output=True, text=True)
+    assert ok.returncode == 0, ok.stderr
+    doc = json.loads(ok.stdout)
+    assert doc["structure"] == "channel" and doc["exactness_max_rel_diff"] <= EXACTNESS_TOLERANCE
+    first = next(g for g in doc["groups"] if g["id"] == "conv1_weights")
+    assert first["kept"] == first["channels"] == 8 and first["kept_indices"] == list(range(8))
+    assert {"macs_before", "macs_after", "output_diff", "file_size_bytes_before", "file_size_bytes_after",
+            "thinning_seconds", "peak_memory_bytes"} <= set(doc)

@@ -34,8 +34,8 @@ import onnx
 from onnx import numpy_helper
 
 from sparsify_tui.analysis.channels import (
-    ChannelGroups, ConstantLookup, channel_importance, choose_removed, constant_view, groups_from_analysis,
-    round_kept,
+    ChannelGroups, ConstantLookup, channel_importance, choose_removed, constant_view, default_round_to,
+    groups_from_analysis, round_kept,
 )
 from sparsify_tui.analysis.graph import iter_graphs
 from sparsify_tui.analysis.layers import WEIGHT_CHAIN_OPS
@@ -43,8 +43,6 @@ from sparsify_tui.engine.weights import IN_MEMORY, file_size, lower_ir_version, 
 from sparsify_tui.errors import ModelError, SparsifyError
 from sparsify_tui.progress import CancelToken, ProgressFn, maybe_check
 
-#: kept channel counts are rounded to a multiple of this by default (measured: see README "Channel pruning")
-DEFAULT_ROUND_TO = 8
 #: the exactness check passes when thinned and reference outputs agree to this (max |Δ| / max |y_ref|)
 EXACTNESS_TOLERANCE = 1e-4
 
@@ -391,7 +389,7 @@ def _check_feeds(model_path, batch_size: int, dims: dict, samples: int) -> list:
 
 
 def resolve_removed(groups: ChannelGroups, importance: dict, *, ratio: Optional[float] = None,
-                    ratios: Optional[dict] = None, kept: Optional[dict] = None, round_to: int = DEFAULT_ROUND_TO):
+                    ratios: Optional[dict] = None, kept: Optional[dict] = None, round_to: int):
     """``({group id: channel indices removed}, {group id: ratio asked or None})`` from a uniform ``ratio``
     (every prunable group), per-group ``ratios`` (override it; 0 leaves a group whole) and explicit ``kept``
     indices (override both; not rounded). Raises ``SparsifyError`` (one line) for an unknown group, a
@@ -425,7 +423,7 @@ def resolve_removed(groups: ChannelGroups, importance: dict, *, ratio: Optional[
 
 def thin_model(model_path: Union[str, os.PathLike], out_path: Union[str, os.PathLike], *,
                ratio: Optional[float] = None, ratios: Optional[dict] = None, kept: Optional[dict] = None,
-               round_to: int = DEFAULT_ROUND_TO, importance: str = "l2", batch_size: int = 1,
+               round_to: Optional[int] = None, importance: str = "l2", batch_size: int = 1,
                dims: Optional[dict] = None, feeds: Optional[Sequence[dict]] = None, samples: int = 4,
                check: bool = True, engine: Any = None, progress: Optional[ProgressFn] = None,
                cancel: Optional[CancelToken] = None) -> ThinResult:
@@ -438,7 +436,8 @@ def thin_model(model_path: Union[str, os.PathLike], out_path: Union[str, os.Path
         ratio: fraction of channels removed from every prunable group (0 <= R < 1).
         ratios: ``{group id: ratio}`` per group, over ``ratio`` (0 keeps a group whole).
         kept: ``{group id: channel indices to keep}``, over both (taken as given, not rounded).
-        round_to: kept counts round to a multiple of this (:func:`sparsify_tui.analysis.channels.round_kept`).
+        round_to: kept counts round to a multiple of this (:func:`sparsify_tui.analysis.channels.round_kept`);
+            default :func:`sparsify_tui.analysis.channels.default_round_to` (16 on AVX-512, else 8: measured).
         importance: ``"l2"`` (group L2 norm, DepGraph) or ``"bn_scale"``
             (:func:`sparsify_tui.analysis.channels.channel_importance`): the least important channels go.
         batch_size, dims: input sizes for shapes and MACs (MACs are per batch) and for the check inputs.
@@ -462,6 +461,7 @@ def thin_model(model_path: Union[str, os.PathLike], out_path: Union[str, os.Path
 
     src, out = Path(model_path), Path(out_path)
     dims = dict(dims or {})
+    round_to = default_round_to() if round_to is None else int(round_to)
     engine = get_engine(engine)
     seconds: dict = {}
 
