@@ -441,3 +441,42 @@ def test_headless_thin_entry_one_line_errors_and_json(tmp_path):
     assert first["kept"] == first["channels"] == 8 and first["kept_indices"] == list(range(8))
     assert {"macs_before", "macs_after", "output_diff", "file_size_bytes_before", "file_size_bytes_after",
             "thinning_seconds", "peak_memory_bytes"} <= set(doc)
+
+
+@pytest.mark.parametrize("use", ["reshape_same_channels", "arithmetic"])
+def test_channel_count_read_by_shape(tmp_path, use):
+    """Shape(x)[1] may size the channel axis of a Reshape of x itself (it follows the thinning); used in
+    arithmetic it would carry the old count elsewhere, so the group is pinned."""
+    inits = [numpy_helper.from_array(np.array([1], np.int64), "one"),
+             numpy_helper.from_array(np.array([-1], np.int64), "minus1"),
+             numpy_helper.from_array(np.array([0], np.int64), "zero")]
+    nodes = [conv("a", "x", "a", 3, 8, inits=inits), helper.make_node("Shape", ["a"], ["s"]),
+             helper.make_node("Gather", ["s", "one"], ["c"], axis=0),
+             helper.make_node("Gather", ["s", "zero"], ["n"], axis=0)]
+    if use == "reshape_same_channels":
+        nodes += [helper.make_node("Concat", ["n", "c", "minus1"], ["shape"], axis=0),
+                  helper.make_node("Reshape", ["a", "shape"], ["r"]), helper.make_node("ReduceMax", ["r"], ["m"],
+                                                                                        axes=[2], keepdims=0),
+                  helper.make_node("MatMul", ["m", "fc"], ["y"])]
+        inits.append(numpy_helper.from_array(w(8, 3), "fc"))
+    else:
+        nodes += [helper.make_node("Mul", ["c", "one"], ["c2"]), helper.make_node("Cast", ["c2"], ["cf"], to=1),
+                  conv("b", "a", "b", 8, 4, inits=inits), helper.make_node("Mul", ["b", "cf"], ["y"])]
+    x_in = [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 4, 4])]
+    path = save(tmp_path, nodes, inits, x_in, out(), opset=13)
+    g = by_producer(groups_of(path), "a")
+    if use == "reshape_same_channels":
+        assert g.prunable, g.reason
+        check_thin(path, tmp_path, ratio=0.5)
+    else:
+        assert not g.prunable and "the channel count is read by Shape and used by Mul" in g.reason
+
+
+def test_concat_of_one_tensor_twice(tmp_path):
+    inits = []
+    nodes = [conv("a", "x", "a", 3, 4, inits=inits), helper.make_node("Concat", ["a", "a"], ["cat"], axis=1),
+             conv("b", "cat", "y", 8, 2, inits=inits)]
+    path = save(tmp_path, nodes, inits, image(), out())
+    g = by_producer(groups_of(path), "a")
+    assert g.prunable and g.channels == 4
+    check_thin(path, tmp_path, kept={"a.weight": [1, 2]})

@@ -45,7 +45,7 @@ output channel ``i`` of its first producer whenever that producer covers every c
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Callable, Iterable, Optional, Sequence
+from typing import Iterable, Optional, Sequence
 
 import numpy as np
 import onnx
@@ -466,11 +466,6 @@ def _subgraph_reads(model: onnx.ModelProto) -> set:
 def _pin_unknown(w: _Walk, i: int) -> None:
     node = w.nodes[i]
     w.pin_inputs(i, f"feeds {node.op_type} '{w.ids[i]}' (not known to keep channels apart)")
-
-
-def _out_rank(w: _Walk, i: int, k: int = 0) -> Optional[int]:
-    outs = w.nodes[i].output
-    return w.rank(outs[k]) if k < len(outs) and outs[k] else None
 
 
 def _set_out(w: _Walk, i: int, axis: int, emap: np.ndarray, k: int = 0) -> None:
@@ -1453,9 +1448,6 @@ def constant_view(model: onnx.ModelProto, name: str, lookup: Optional[ConstantLo
             shape = [x.shape[j] if v == 0 else v for j, v in enumerate(shape)]
         return x.reshape(shape)
     raise ValueError(f"cannot evaluate {op} '{node_id(node)}' on constants")
-
-
-ImportanceFn = Callable[[np.ndarray], np.ndarray]
 
 
 def channel_importance(model: onnx.ModelProto, groups: ChannelGroups, method: str = "l2",

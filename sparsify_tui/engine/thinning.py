@@ -453,7 +453,7 @@ def thin_model(model_path: Union[str, os.PathLike], out_path: Union[str, os.Path
             cannot be loaded (``ModelError``), missing dims (``DimensionError``), a thinned model that fails
             ``onnx.checker`` or the exactness check (a bug: the message says so), ``JobCanceled``.
     """
-    from sparsify_tui.analysis.loading import load_model
+    from sparsify_tui.analysis.loading import external_data_info, load_model
     from sparsify_tui.analysis.nodes import analyze_model
     from sparsify_tui.engine import get_engine
     from sparsify_tui.engine.compare import output_difference
@@ -475,8 +475,8 @@ def thin_model(model_path: Union[str, os.PathLike], out_path: Union[str, os.Path
         step("loading", 0.0)
         t = time.perf_counter()
         model = load_model(src, map_weights=True)  # structure only: weights are read from the file as needed
-        external = any(x.data_location == onnx.TensorProto.EXTERNAL and x.external_data[0].value != src.name
-                       for x in model.graph.initializer if x.external_data)
+        external = any((info := external_data_info(x)) is not None and info["location"] != src.name
+                       for x in model.graph.initializer)  # the source keeps weights in other files
         seconds["load_s"] = time.perf_counter() - t
         step("channel groups", 0.1)
         t = time.perf_counter()
