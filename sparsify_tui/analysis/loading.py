@@ -224,8 +224,98 @@ def constants_to_initializers(model: onnx.ModelProto) -> int:
     return converted
 
 
+#: in-file initializers with at least this many bytes of ``raw_data`` are left in the file by ``map_weights``
+MAPPED_MIN_BYTES = 1024
+
+
+def _varint(buf, pos: int) -> tuple:
+    """Decode a protobuf varint at ``pos``: ``(value, next position)``."""
+    result = shift = 0
+    while True:
+        b = buf[pos]
+        pos += 1
+        result |= (b & 0x7F) << shift
+        if b < 0x80:
+            return result, pos
+        shift += 7
+
+
+def _fields(buf, start: int, end: int) -> Iterator[tuple]:
+    """The fields of the protobuf message encoded in ``buf[start:end]``: ``(field number, wire type, start of
+    the field's encoding, start of its value, end)``; a length-delimited value spans ``[value start, end)``."""
+    pos = start
+    while pos < end:
+        field_start = pos
+        key, pos = _varint(buf, pos)
+        number, wire = key >> 3, key & 7
+        if wire == 0:
+            _, pos = _varint(buf, pos)
+            yield number, wire, field_start, pos, pos
+        elif wire == 1:
+            pos += 8
+            yield number, wire, field_start, pos - 8, pos
+        elif wire == 2:
+            n, pos = _varint(buf, pos)
+            yield number, wire, field_start, pos, pos + n
+            pos += n
+        elif wire == 5:
+            pos += 4
+            yield number, wire, field_start, pos - 4, pos
+        else:
+            raise ValueError(f"unsupported protobuf wire type {wire}")
+
+
+def _field_number(message_type, name: str) -> int:
+    return message_type.DESCRIPTOR.fields_by_name[name].number
+
+
+def _load_mapped(p: Path) -> onnx.ModelProto:
+    """Parse ``p`` leaving the ``raw_data`` of every in-file initializer of :data:`MAPPED_MIN_BYTES` or more in
+    the file: each becomes an external-data reference into the ``.onnx`` file itself (``location`` = its
+    name, ``offset``/``length`` = where its bytes are), read later with :func:`tensor_array` (memory-mapped).
+    Only the structure is parsed into memory; the protobuf wire format is walked to find the bytes."""
+    import mmap
+
+    graph_no = _field_number(onnx.ModelProto, "graph")
+    init_no = _field_number(onnx.GraphProto, "initializer")
+    raw_no = _field_number(onnx.TensorProto, "raw_data")
+    with open(p, "rb") as fh, mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as buf:
+        head, graph_range = [], None
+        for number, wire, fstart, vstart, vend in _fields(buf, 0, len(buf)):
+            if number == graph_no and wire == 2:
+                graph_range = (vstart, vend)
+            else:
+                head.append(buf[fstart:vend])
+        model = onnx.ModelProto.FromString(b"".join(head))
+        if graph_range is None:
+            return model
+        rest, tensors = [], []
+        for number, wire, fstart, vstart, vend in _fields(buf, *graph_range):
+            if number != init_no or wire != 2:
+                rest.append(buf[fstart:vend])
+                continue
+            parts, raw = [], None
+            for tn, tw, tfs, tvs, tve in _fields(buf, vstart, vend):
+                if tn == raw_no and tw == 2 and tve - tvs >= MAPPED_MIN_BYTES:
+                    raw = (tvs, tve - tvs)
+                else:
+                    parts.append(buf[tfs:tve])
+            t = onnx.TensorProto.FromString(b"".join(parts))
+            if raw is not None:
+                t.data_location = onnx.TensorProto.EXTERNAL
+                for key, value in (("location", p.name), ("offset", str(raw[0])), ("length", str(raw[1]))):
+                    entry = t.external_data.add()
+                    entry.key, entry.value = key, value
+            tensors.append(t)
+        graph = onnx.GraphProto.FromString(b"".join(rest))
+        graph.initializer.extend(tensors)
+        model.graph.CopyFrom(graph)
+    return model
+
+
 def load_model(
-    path: PathLike, *, load_external_data: bool = True, constants_as_initializers: bool = True
+    path: PathLike, *, load_external_data: bool = True, constants_as_initializers: bool = True,
+    map_weights: bool = False,
 ) -> onnx.ModelProto:
     """Load and validate an ONNX model file.
 
@@ -235,6 +325,10 @@ def load_model(
             when only the structure is needed; use :func:`tensor_array` to read one tensor at a time.
         constants_as_initializers: convert weight-holding ``Constant`` nodes to initializers (see
             :func:`constants_to_initializers`), so every weight has an initializer name.
+        map_weights: parse only the structure: in-file initializers of 1 KiB or more stay in the file as
+            external-data references into the ``.onnx`` itself, and external data stays in its files; read
+            them with :func:`tensor_array` (memory-mapped). The model in memory is then a few hundred KB
+            whatever the weights weigh (channel thinning streams weights from the file this way).
 
     Returns:
         The ``onnx.ModelProto`` (IR version lowered in memory when it is newer than onnxruntime loads
@@ -268,7 +362,7 @@ def load_model(
             "from your framework"
         )
     try:
-        model = onnx.load(str(p), load_external_data=False)
+        model = _load_mapped(p) if map_weights else onnx.load(str(p), load_external_data=False)
     except Exception as err:  # noqa: BLE001 - protobuf DecodeError, RuntimeError...
         reason = str(err).splitlines()[0] if str(err) else type(err).__name__
         raise ModelError(
@@ -286,7 +380,7 @@ def load_model(
     _check_external_data(model, p.parent, name)
     if model.ir_version > ORT_MAX_IR_VERSION:
         set_ir_version(model, LOWERED_IR_VERSION, name)
-    if load_external_data:
+    if load_external_data and not map_weights:
         try:
             onnx.load_external_data_for_model(model, str(p.parent))
         except Exception as err:  # noqa: BLE001
