@@ -2,8 +2,7 @@
 
 :func:`output_difference` is what one-shot apply reports against the baseline and what channel thinning
 uses for its exactness check (:mod:`sparsify_tui.engine.thinning`). It runs models, so it lives in the
-engine; ``sparsify_tui.optimization.apply.output_difference`` is the same function (to be re-exported from
-here when the optimization package is next touched).
+engine.
 """
 
 from __future__ import annotations

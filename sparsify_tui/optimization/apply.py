@@ -15,7 +15,7 @@ Steps of :func:`apply_optimization`:
    configured sparsity.
 4. ``ir_version`` is lowered to 10 when the opsets allow (:func:`sparsify_tui.engine.weights.lower_ir_version`).
 5. Measure: the sparsity of every layer read back from the written file, and the output difference
-   against the baseline model on the calibration inputs (:func:`output_difference`).
+   against the baseline model on the calibration inputs (:func:`sparsify_tui.engine.compare.output_difference`).
 
 Pruning alone gives no speedup on onnxruntime (no sparse kernels); the gain is a smaller compressed
 file and, with INT8, the measured INT8 speedup. See the benchmark section for measured times.
@@ -73,7 +73,7 @@ class ApplyResult:
 
     ``out_path``: written model; ``file_size_bytes`` (+ its external data file, if any);
     ``quantized``: INT8 QDQ written; ``excluded``: node ids kept FP32; ``layers``: per-layer
-    :class:`LayerApplied`; ``output_diff``: see :func:`output_difference`; ``seconds``: wall time (s);
+    :class:`LayerApplied`; ``output_diff``: see :func:`sparsify_tui.engine.compare.output_difference`; ``seconds``: wall time (s);
     ``quantization``: :class:`QuantizationResult.to_dict` or None; ``warnings``: non-fatal problems.
     """
 
@@ -200,76 +200,6 @@ def measure_sparsities(model_path: Union[str, Path], layers: dict[str, Optional[
 
 
 # --------------------------------------------------------------------------------- output difference
-
-
-def output_difference(baseline_path, model_path, feeds: Sequence[dict], *, cancel: Optional[CancelToken] = None,
-                      engine: Any = None) -> dict:
-    """Compare the outputs of ``model_path`` against ``baseline_path`` on ``feeds`` (list of feed dicts).
-
-    Returns ``{"max_abs": float, "nmse": float, "top1_agreement": float|None, "samples": int,
-    "outputs": {name: {"max_abs", "nmse"}}}`` where, over all batches,
-    ``max_abs = max |y - y_base|`` and ``nmse = sum (y - y_base)^2 / sum y_base^2`` (normalized MSE;
-    0 = identical), and ``top1_agreement`` is the fraction of items whose argmax over the last axis
-    agrees, for classifier-like first outputs of shape ``[batch, classes>1]`` (else None).
-    Both models run on ``engine`` (default onnxruntime) with every core; one session is alive at a time.
-    """
-    from sparsify_tui.engine import get_engine
-    from sparsify_tui.engine.timing import canceled_as_job
-
-    engine = get_engine(engine)
-
-    def run_all(path):
-        with engine.open_session(str(path)) as sess:
-            names = list(sess.output_names)
-            input_names = set(sess.input_names)
-            run = sess.runner(names, cancel)
-            res = []
-            with canceled_as_job(cancel):
-                for f in feeds:
-                    maybe_check(cancel)
-                    res.append(run({k: v for k, v in f.items() if k in input_names}))
-            del run
-        return names, res
-
-    names, base = run_all(baseline_path)
-    names2, new = run_all(model_path)
-    per = {}
-    tot_err = tot_ref = 0.0
-    max_abs = 0.0
-    agree = total = 0
-    for bi, (b_outs, n_outs) in enumerate(zip(base, new)):
-        for oi, name in enumerate(names):
-            a = np.asarray(b_outs[oi])
-            c = np.asarray(n_outs[names2.index(name)] if name in names2 else n_outs[oi])
-            if not np.issubdtype(a.dtype, np.number) or a.shape != c.shape:
-                continue
-            a64, c64 = a.astype(np.float64), c.astype(np.float64)
-            d = np.abs(a64 - c64)
-            m = float(d.max()) if d.size else 0.0
-            err, ref = float((d ** 2).sum()), float((a64 ** 2).sum())
-            p = per.setdefault(name, {"max_abs": 0.0, "_err": 0.0, "_ref": 0.0})
-            p["max_abs"] = max(p["max_abs"], m)
-            p["_err"] += err
-            p["_ref"] += ref
-            max_abs = max(max_abs, m)
-            tot_err += err
-            tot_ref += ref
-            if oi == 0 and a.ndim == 2 and a.shape[1] > 1:
-                agree += int((a.argmax(axis=1) == c.argmax(axis=1)).sum())
-                total += a.shape[0]
-    outputs = {k: {"max_abs": v["max_abs"], "nmse": (v["_err"] / v["_ref"]) if v["_ref"] > 0 else 0.0}
-               for k, v in per.items()}
-    return {
-        "max_abs": max_abs,
-        "nmse": (tot_err / tot_ref) if tot_ref > 0 else 0.0,
-        "top1_agreement": (agree / total) if total else None,
-        "samples": len(feeds),
-        "metric": "max |y - y_baseline|; nmse = sum((y - y_baseline)^2) / sum(y_baseline^2); top-1 agreement",
-        "outputs": outputs,
-    }
-
-
-# ------------------------------------------------------------------------------------------- apply
 
 
 def calibration_inputs(model_path, *, dims: Optional[dict] = None, data=None, samples: int = 16,
@@ -442,6 +372,8 @@ def apply_optimization(
         prog("comparing outputs", 0.85)
         if calibration is None:
             calibration = calibration_inputs(src, dims=dims, data=data, samples=min(4, calibration_samples))
+        from sparsify_tui.engine.compare import output_difference
+
         diff = output_difference(src, out, list(calibration), cancel=cancel, engine=engine)
     prog("done", 1.0)
     return ApplyResult(
