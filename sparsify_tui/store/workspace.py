@@ -28,7 +28,7 @@ from typing import Any, Dict, List, Optional, Union
 
 from tinydb import Query
 
-from sparsify_tui.errors import ModelError, ProjectError, RecordNotFound
+from sparsify_tui.errors import ProjectError, RecordNotFound
 from sparsify_tui import settings
 from sparsify_tui.store.db import atomic_write_json, open_db, read_json
 
@@ -68,13 +68,14 @@ def _plain(doc: Any) -> Dict[str, Any]:
     return dict(doc) if doc is not None else None  # type: ignore[return-value]
 
 
-def _sha256_copy(src: Path, dst: Optional[Path]) -> tuple:
-    """Stream ``src`` (to ``dst`` if given) in 4 MiB chunks; return (sha256 hex, bytes)."""
+def _sha256_copy(src, dst: Optional[Path]) -> tuple:
+    """Stream ``src`` (a path, or an open read-only file descriptor, which is closed) to ``dst`` if given, in
+    4 MiB chunks; return (sha256 hex, bytes). ``dst`` is written and fsynced."""
     h = hashlib.sha256()
     size = 0
     out = open(dst, "wb") if dst is not None else None
     try:
-        with open(src, "rb") as fh:
+        with (os.fdopen(src, "rb") if isinstance(src, int) else open(src, "rb")) as fh:
             while True:
                 chunk = fh.read(4 << 20)
                 if not chunk:
@@ -92,19 +93,26 @@ def _sha256_copy(src: Path, dst: Optional[Path]) -> tuple:
     return h.hexdigest(), size
 
 
-def _external_data_files(model_path: Path) -> List[str]:
-    """Relative locations of the external data files a model references (main graph and subgraphs)."""
+def _copy_external_data(src: Path, model_dir: Path) -> None:
+    """Copy the external data files of the model ``src`` into ``model_dir``, each opened only through
+    :func:`sparsify_tui.analysis.loading.open_external_data` (location checked first: relative, no ``..``,
+    no link, inside the model's folder), so nothing outside the model's folder is ever read."""
     import onnx
-    from onnx.external_data_helper import _get_all_tensors
 
-    model = onnx.load(str(model_path), load_external_data=False)
-    locations: List[str] = []
-    for tensor in _get_all_tensors(model):
-        if tensor.data_location == onnx.TensorProto.EXTERNAL:
-            for entry in tensor.external_data:
-                if entry.key == "location" and entry.value not in locations:
-                    locations.append(entry.value)
-    return locations
+    from sparsify_tui.analysis.loading import _all_tensors, external_data_info, open_external_data
+
+    model = onnx.load(str(src), load_external_data=False)
+    done: set = set()
+    for tensor in _all_tensors(model):
+        info = external_data_info(tensor, src.name)
+        if info is None or info["location"] in done:
+            continue
+        loc = info["location"]
+        fd = open_external_data(src.parent, loc, tensor.name, src.name)
+        dst = model_dir / os.path.normpath(loc)
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        _sha256_copy(fd, dst)
+        done.add(loc)
 
 
 class Workspace:
@@ -204,7 +212,8 @@ class Workspace:
         name = (name or src.stem).strip()
         self.check_name_free(name)
         adict = dict(analysis)
-        src = src.resolve()
+        # not resolve(): external data is looked up next to the path the model was analyzed at (onnx's rule)
+        src = Path(os.path.abspath(src))
 
         pid = new_id()
         self.projects_dir.mkdir(parents=True, exist_ok=True)
@@ -223,15 +232,7 @@ class Workspace:
                 model_dir = tmp_dir / "model"
                 model_dir.mkdir()
                 sha, size = _sha256_copy(src, model_dir / src.name)
-                for loc in _external_data_files(src):
-                    ext_src = (src.parent / loc).resolve()
-                    ext_dst = (model_dir / loc).resolve()
-                    if model_dir.resolve() not in ext_dst.parents:
-                        raise ModelError(
-                            f"{src.name} references external data outside its folder ({loc}): create the project with --link"
-                        )
-                    ext_dst.parent.mkdir(parents=True, exist_ok=True)
-                    _sha256_copy(ext_src, ext_dst)
+                _copy_external_data(src, model_dir)
                 stored_path = final_dir / "model" / src.name
             totals = dict(adict.get("totals") or {})
             opset = (adict.get("model") or {}).get("opset")
