@@ -4,9 +4,10 @@
   ``python -m sparsify_tui job run JOB_ID`` in a new session (``start_new_session=True``, stdin
   ``/dev/null``, stdout+stderr appended to ``<workspace>/jobs/<id>.log``), so closing the TUI or
   dropping the SSH session does not kill it.
-* The job process (:func:`run_job`) waits for the **machine-wide measuring lock** (an ``flock`` on
-  ``/tmp/sparsify-tui-measure.lock``, or ``$SPARSIFY_TUI_MEASURE_LOCK``) when the job measures: one
-  measuring job per machine, across workspaces and users. While it waits the job stays ``pending``
+* The job process (:func:`run_job`) waits for the **measuring lock** (:mod:`sparsify_tui.jobs.measure_lock`:
+  an ``flock`` on a per-user file, or on ``$SPARSIFY_TUI_MEASURE_LOCK`` for one lock shared by every user
+  of the machine) when the job measures: one measuring job at a time, across workspaces. While it waits the
+  job stays ``pending``
   with ``queued_behind`` set to the id of the job holding the lock. Then it runs the handler of its
   type (:mod:`sparsify_tui.jobs.registry`) with a :class:`JobContext`.
 * Progress (step, fraction, ETA) is written at most 4 times a second.
@@ -36,13 +37,12 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional
 
 from sparsify_tui.errors import JobCanceled, JobError, SparsifyError
+from sparsify_tui.jobs.measure_lock import MEASURE_LOCK_ENV, MeasureLock, measure_lock_path  # noqa: F401
 from sparsify_tui.progress import CancelToken, ProgressFn
 from sparsify_tui.store.workspace import Workspace, new_id, now_iso
 
 ACTIVE = ("pending", "running")
 FINAL = ("completed", "canceled", "error")
-MEASURE_LOCK_ENV = "SPARSIFY_TUI_MEASURE_LOCK"
-DEFAULT_MEASURE_LOCK = "/tmp/sparsify-tui-measure.lock"
 PROGRESS_INTERVAL_S = 0.25
 """Minimum seconds between two progress writes (at most 4 per second)."""
 POLL_INTERVAL_S = 0.2
@@ -320,68 +320,6 @@ def wait(ws: Workspace, job_id: str, timeout_s: float = 60.0, poll_s: float = 0.
 
 
 # ---------------------------------------------------------------------------- measuring lock
-def measure_lock_path() -> Path:
-    """The machine-wide measuring lock file: ``$SPARSIFY_TUI_MEASURE_LOCK`` or ``/tmp/sparsify-tui-measure.lock``."""
-    return Path(os.environ.get(MEASURE_LOCK_ENV) or DEFAULT_MEASURE_LOCK)
-
-
-class MeasureLock:
-    """Exclusive flock on :func:`measure_lock_path`; the holder writes its job id into the file."""
-
-    def __init__(self) -> None:
-        self.path = measure_lock_path()
-        self.fd: Optional[int] = None
-        self.writable = True
-
-    def _open(self) -> int:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        try:
-            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o666)
-            try:
-                os.fchmod(fd, 0o666)  # other users on this machine must be able to take it too
-            except OSError:
-                pass
-            return fd
-        except PermissionError:
-            self.writable = False
-            return os.open(self.path, os.O_RDONLY)
-
-    def try_acquire(self, holder: str) -> bool:
-        import fcntl
-
-        if self.fd is None:
-            self.fd = self._open()
-        try:
-            fcntl.flock(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            return False
-        if self.writable:
-            os.ftruncate(self.fd, 0)
-            os.pwrite(self.fd, holder.encode(), 0)
-        return True
-
-    def holder(self) -> Optional[str]:
-        """The job id written by the current holder, if any."""
-        try:
-            text = self.path.read_text().strip()
-        except OSError:
-            return None
-        return text.split()[0] if text else None
-
-    def release(self) -> None:
-        import fcntl
-
-        if self.fd is None:
-            return
-        try:
-            if self.writable:
-                os.ftruncate(self.fd, 0)
-            fcntl.flock(self.fd, fcntl.LOCK_UN)
-        finally:
-            os.close(self.fd)
-            self.fd = None
-
-
 def _wait_for_lock(ws: Workspace, job_id: str, lock: MeasureLock, token: CancelToken) -> None:
     shown: Optional[str] = None
     while not lock.try_acquire(f"{job_id} {os.getpid()} {ws.root}\n"):
