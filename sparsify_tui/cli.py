@@ -35,6 +35,12 @@ def print_json(data: Any) -> None:
     sys.stdout.write("\n")
 
 
+def print_warnings(warnings) -> None:
+    """Print each warning (for example NaN/Inf weights) as ``sparsify-tui: warning: ...`` on stderr."""
+    for w in warnings or []:
+        print(f"sparsify-tui: warning: {w}", file=sys.stderr)
+
+
 def stderr_progress(quiet: bool = False):
     """A :data:`sparsify_tui.progress.ProgressFn` printing ``NN.N%  step`` on stderr, at most twice a second
     (plus every step change and the end), so stdout stays pure JSON. Prints nothing when ``quiet``."""
@@ -53,8 +59,19 @@ def stderr_progress(quiet: bool = False):
     return progress
 
 
+class OneLineParser(argparse.ArgumentParser):
+    """An ArgumentParser whose errors (unknown option, ``invalid int value``, a missing argument...) are one
+    line on stderr, ``sparsify-tui: error: <problem> (in `<command>`): see `<command> --help``, exit code 2,
+    instead of the whole usage block. Sub-parsers inherit it."""
+
+    def error(self, message: str):  # type: ignore[override]
+        message = " ".join(str(message).split())
+        where = f" (in `{self.prog}`)" if self.prog != "sparsify-tui" else ""
+        self.exit(2, f"sparsify-tui: error: {message}{where}: see `{self.prog} --help`\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = OneLineParser(
         prog="sparsify-tui",
         description="Analyze and optimize ONNX models on this server, in the terminal.",
     )

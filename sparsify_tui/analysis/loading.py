@@ -583,3 +583,42 @@ def model_base_dir(path_or_model) -> Optional[Path]:
     if isinstance(path_or_model, (str, os.PathLike)):
         return Path(path_or_model).parent
     return None
+
+
+#: Float element types whose values are checked for NaN/Inf.
+_FLOAT_TENSOR_TYPES = {TensorProto.FLOAT, TensorProto.DOUBLE, TensorProto.FLOAT16}
+
+
+def nonfinite_weights(model: onnx.ModelProto, base_dir: Optional[PathLike] = None) -> dict:
+    """``{tensor name: NaN/Inf count}`` over the float initializers and Constant tensors of ``model`` (subgraphs
+    included) that hold any. External data is streamed from ``base_dir`` (skipped when None); tensors whose
+    data was stripped are skipped. Raises ``ModelError`` like :func:`weight_stats`."""
+    out: dict = {}
+    for t in _all_tensors(model):
+        if t.data_type not in _FLOAT_TENSOR_TYPES:
+            continue
+        external = t.data_location == TensorProto.EXTERNAL
+        if external and base_dir is None:
+            continue
+        if not external and not t.HasField("raw_data") and not len(t.float_data) and not len(t.double_data) \
+                and not len(t.int32_data):
+            continue
+        try:
+            bad = weight_stats(t, base_dir)[1]
+        except ModelError:
+            if external:
+                raise
+            continue  # stripped or damaged in-memory tensor: load_model reports damage in one line
+        if bad:
+            out[t.name] = out.get(t.name, 0) + bad
+    return out
+
+
+def weight_warnings(counts: dict, model_name: str = "the model") -> list:
+    """One warning line for NaN/Inf weights (``counts`` from :func:`nonfinite_weights`), or ``[]``."""
+    if not counts:
+        return []
+    worst = sorted(counts.items(), key=lambda kv: -kv[1])
+    shown = ", ".join(f"'{k}': {v:,}" for k, v in worst[:3]) + (" ..." if len(worst) > 3 else "")
+    return [f"{len(counts)} weight tensor(s) of {model_name} hold {sum(counts.values()):,} NaN/Inf values ({shown}): "
+            "the model is probably a broken export, so its numbers may be meaningless; check the export"]

@@ -57,9 +57,11 @@ def cmd_benchmark(args) -> int:
 
         job_args["dims"] = {**(project.get("setup") or {}).get("dims", {}), **parse_dim_args(args.dim)}
     if args.data:
-        job_args["data"] = args.data
-    # bad arguments fail here, before a job record exists
-    checked = benchmark_settings(project, job_args)
+        from pathlib import Path
+
+        job_args["data"] = str(Path(args.data).absolute())
+    # bad arguments and inputs fail here, before a job record exists
+    checked = benchmark_settings(project, job_args, model_path=ws.model_path(project["id"]))
     job_args["batch_sizes"], job_args["core_counts"] = checked["batch_sizes"], checked["core_counts"]
     for ref in job_args["optimizations"]:
         get_optimization(ws, project["id"], ref)
@@ -77,6 +79,7 @@ def cmd_benchmark(args) -> int:
 def cmd_apply(args) -> int:
     from sparsify_tui.cli import print_json
     from sparsify_tui.jobs import run_here
+    from sparsify_tui.jobs.handlers.apply import apply_settings
     from sparsify_tui.services.optimizations import get_optimization
     from sparsify_tui.store import Workspace
 
@@ -85,7 +88,11 @@ def cmd_apply(args) -> int:
     opt = get_optimization(ws, project["id"], args.optimization)
     job_args = {"optimization": opt["id"], "out_path": args.output}
     if args.data:
-        job_args["data"] = args.data
+        from pathlib import Path
+
+        job_args["data"] = str(Path(args.data).absolute())
+    # bad arguments and inputs fail here, before a job record exists
+    apply_settings(project, job_args, model_path=ws.model_path(project["id"]))
     run_here(ws, project["id"], "apply", job_args, progress=_stderr_progress(args.json))
     applied = get_optimization(ws, project["id"], opt["id"])["applied"]
     if args.json:

@@ -114,6 +114,7 @@ class PerfProfile:
     seconds: float = 0.0
     seconds_without_int8: float = 0.0
     status: str = "completed"
+    warnings: list = field(default_factory=list)
 
     def to_dict(self) -> dict:
         prof = {
@@ -137,6 +138,7 @@ class PerfProfile:
             "seconds": self.seconds,
             "seconds_without_int8": self.seconds_without_int8,
             "status": self.status,
+            "warnings": list(self.warnings),
         }
         return {"profile": prof, "nodes": [asdict(n) for n in self.nodes]}
 
@@ -303,10 +305,14 @@ def profile_performance(
 
     # one parse of the model for input specs and the node table (no weights when stored externally)
     model = load_model(str(path), load_external_data=False)
+    from sparsify_tui.analysis.loading import nonfinite_weights, weight_warnings
+
+    warnings = weight_warnings(nonfinite_weights(model, path.parent), path.name)
     _strip_large_weights(model)  # the profile needs weight shapes, not values (onnxruntime reads the file)
     specs = ainputs.input_specs(model, batch_size=batch_size, dims=dims)
     if data:
         feeds = ainputs.load_sample_data(str(data), specs, batch_size)
+        warnings += ainputs.sample_data_warnings(feeds)
         source = {"source": "sample data", "path": str(data), "batches": len(feeds)}
     else:
         feeds = [ainputs.synthetic_inputs(specs, seed=0, values=dims)]
@@ -391,6 +397,7 @@ def profile_performance(
         created=datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
         seconds=t_end - t_start,
         seconds_without_int8=t_fp32_done - t_start,
+        warnings=warnings,
     )
     prof.pruned_estimate = _model_estimates(nodes, median, dw_share)
     return prof
