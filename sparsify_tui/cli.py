@@ -85,6 +85,25 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def recover_on_start() -> None:
+    """Start-up clean-up after killed processes: finish or undo half-done project deletes and creates, remove
+    stale temp files of the workspace (:meth:`sparsify_tui.store.Workspace.recover`) and stale temp folders of
+    profiles (:func:`sparsify_tui.tempfiles.clean_stale_temp_dirs`). Never fails a command: a workspace that
+    cannot be read is reported by the command itself."""
+    try:
+        from sparsify_tui.store import Workspace
+
+        Workspace().recover()
+    except Exception:  # noqa: BLE001 - best effort
+        pass
+    try:
+        from sparsify_tui.tempfiles import clean_stale_temp_dirs
+
+        clean_stale_temp_dirs()
+    except Exception:  # noqa: BLE001 - best effort
+        pass
+
+
 def _run_tui(model: Optional[str], no_mouse: bool) -> int:
     from sparsify_tui.tui.app import run_app
 
@@ -104,8 +123,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             opts, rest = parser.parse_known_args([a for a in argv if a.startswith("-")])
             if len(positional) > 1:
                 parser.error(f"unknown command {positional[0]!r}")
+            recover_on_start()
             return _run_tui(positional[0] if positional else None, opts.no_mouse)
         args = parser.parse_args(argv)
+        recover_on_start()
         return int(args.handler(args) or 0)
     except SparsifyError as err:
         print(f"sparsify-tui: error: {err}", file=sys.stderr)

@@ -37,7 +37,7 @@ def run(args) -> int:
     from sparsify_tui import settings
     from sparsify_tui.analysis.nodes import analyze_model
     from sparsify_tui.analysis.shapes import parse_dim_args
-    from sparsify_tui.cli import print_json
+    from sparsify_tui.cli import print_json, print_warnings
     from sparsify_tui.engine import get_engine
     from sparsify_tui.formatting import format_count
 
@@ -45,6 +45,7 @@ def run(args) -> int:
     dims = parse_dim_args(args.dim)
     analysis = analyze_model(args.model, batch_size=args.batch_size, dims=dims, count_zeros=not args.no_zero_count,
                              engine=get_engine())
+    print_warnings(analysis.warnings)
     if args.json:
         print_json(analysis.to_dict())
         return 0

@@ -382,10 +382,12 @@ def _watch(ws: Workspace, job_id: str, token: CancelToken, reporter: _Reporter, 
             pass
 
 
-def _execute(ws: Workspace, job: Dict[str, Any], token: CancelToken, extra: Optional[ProgressFn]) -> Dict[str, Any]:
+def _execute(ws: Workspace, job: Dict[str, Any], token: CancelToken, extra: Optional[ProgressFn],
+             log=None) -> Dict[str, Any]:
     """Wait for the lock, run the handler, record the outcome. Returns the final job dict.
 
-    The exception (if any) is attached as ``job["_exc"]`` for :func:`run_here` to re-raise.
+    The exception (if any) is attached as ``job["_exc"]`` for :func:`run_here` to re-raise. ``log``: the open
+    log of a foreground job (a detached job's stderr already is its log), where a crash's traceback goes.
     """
     from sparsify_tui.jobs import registry
 
@@ -430,8 +432,9 @@ def _execute(ws: Workspace, job: Dict[str, Any], token: CancelToken, extra: Opti
             if token.is_cancelled() or isinstance(err, KeyboardInterrupt):
                 final = {"status": "canceled"}
             else:
-                traceback.print_exc(file=sys.stderr)
-                sys.stderr.flush()
+                out = log if log is not None else sys.stderr
+                traceback.print_exc(file=out)
+                out.flush()
                 final = {"status": "error", "error": f"{type(err).__name__}: {err}"}
     finally:
         stop.set()
@@ -482,9 +485,31 @@ def run_job(job_id: str, ws: Optional[Workspace] = None) -> int:
     return {"completed": 0, "canceled": 3}.get(job["status"], 1)
 
 
+class _LogProgress:
+    """A foreground job's progress written to its log: a line per step change, at most one a second."""
+
+    def __init__(self, log, extra: Optional[ProgressFn]) -> None:
+        self.log, self.extra = log, extra
+        self.last = (0.0, "")
+
+    def __call__(self, step: str, fraction: float) -> None:
+        if self.extra is not None:
+            self.extra(step, fraction)
+        now = time.monotonic()
+        if step != self.last[1] or now - self.last[0] >= 1.0:
+            self.last = (now, step)
+            try:
+                self.log.write(f"{now_iso()}  {float(fraction) * 100:5.1f}%  {step}\n")
+            except (OSError, ValueError, TypeError):
+                pass
+
+
 def run_here(ws: Workspace, project_id: Optional[str], job_type: str, args: Dict[str, Any],
              progress: Optional[ProgressFn] = None, *, measuring: bool = True) -> Dict[str, Any]:
-    """Run a job in this process (headless CLI): same job record, same machine-wide measuring lock.
+    """Run a job in this process (headless CLI): same job record, same measuring lock, and a log like a
+    detached job's (``<workspace>/jobs/<id>.log``: the arguments, progress steps, a crash's traceback or a
+    native crash's stack via ``faulthandler``, and the outcome), so ``job log`` and the error of a killed
+    foreground job point to a real file.
 
     ``progress`` additionally receives every progress call (unthrottled). SIGTERM (for example a
     ``sparsify-tui job cancel`` from elsewhere) and Ctrl-C cancel it. Returns the handler's summary;
@@ -492,16 +517,29 @@ def run_here(ws: Workspace, project_id: Optional[str], job_type: str, args: Dict
     """
     job = _new_job(ws, project_id, job_type, args, measuring)
     job["pid"], job["pid_start"] = os.getpid(), _proc_start_time(os.getpid())
+    ws.jobs_dir.mkdir(parents=True, exist_ok=True)
+    log = open(log_path(ws, job["id"]), "a", encoding="utf-8", buffering=1)  # before the record points to it
+    log.write(f"{now_iso()}  foreground job {job['id']} ({job_type}) in process {os.getpid()}, "
+              f"args {json.dumps(job['args'], default=str)}\n")
     ws.add_job(job)
     token = CancelToken()
     old = None
     if threading.current_thread() is threading.main_thread():
         old = signal.signal(signal.SIGTERM, lambda *_: token.cancel())
+    own_faulthandler = not faulthandler.is_enabled()
+    if own_faulthandler:
+        faulthandler.enable(file=log, all_threads=True)
     try:
-        job = _execute(ws, job, token, progress)
+        job = _execute(ws, job, token, _LogProgress(log, progress), log=log)
     finally:
+        if own_faulthandler:
+            faulthandler.disable()
         if old is not None:
             signal.signal(signal.SIGTERM, old)
+        try:
+            log.write(f"{now_iso()}  {job.get('status')}" + (f": {job.get('error')}" if job.get("error") else "") + "\n")
+        finally:
+            log.close()
     exc = job.pop("_exc", None)
     if exc is not None:
         raise exc

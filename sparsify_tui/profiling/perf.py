@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import tempfile
 import time
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
@@ -44,6 +43,7 @@ from sparsify_tui import settings
 from sparsify_tui.errors import JobCanceled, ModelError, SparsifyError
 from sparsify_tui.profiling import perf_estimate as est
 from sparsify_tui.progress import CancelToken, ProgressFn, maybe_check
+from sparsify_tui.tempfiles import fast_tmp, make_temp_dir
 
 #: Calibration batches used for INT8 (calibration.md used 16).
 INT8_CALIBRATION_BATCHES = 16
@@ -324,7 +324,7 @@ def profile_performance(
 
     share_int8 = 0.45 if int8 else 0.0
     f_fp32 = 1.0 - share_int8
-    tmp = Path(tempfile.mkdtemp(prefix="sparsify-perf-", dir=_fast_tmp()))
+    tmp = make_temp_dir("perf", fast_tmp())  # named after this pid: removed at start-up if we are killed
     try:
         run_path = runnable_path(path, model.ir_version, tmp)
         t_phase = time.perf_counter()
@@ -417,12 +417,6 @@ def _strip_large_weights(model, limit_bytes: int = 4096) -> None:
         for f in ("float_data", "int32_data", "int64_data", "double_data", "uint64_data"):
             if len(getattr(t, f)) * 4 > limit_bytes:
                 t.ClearField(f)
-
-
-def _fast_tmp() -> Optional[str]:
-    """/dev/shm when usable (the trace and optimized graph are written there), else the default temp dir."""
-    shm = "/dev/shm"
-    return shm if os.path.isdir(shm) and os.access(shm, os.W_OK) else None
 
 
 def _int8_pass(engine, path: Path, orig: list, feeds: list, cores: int, warmup: int, iterations: int, tmp: Path,

@@ -38,8 +38,9 @@ def create_optimization(ws, project_id: str, name: str, perf: Optional[str] = No
         raise ProjectError(f"optimization {name!r} already exists in project {project['name']!r}: "
                            f"choose another name or copy it")
     analysis = ws.analysis_of(pid)
-    perf_prof, perf_ref, perf_name = profiles.resolve_perf_profile(ws, pid, perf)
-    loss_prof, loss_ref, loss_name = profiles.resolve_loss_profile(ws, pid, loss)
+    skipped: list = []  # newest profiles whose data file is missing: skipped and reported, never fatal
+    perf_prof, perf_ref, perf_name = profiles.resolve_perf_profile(ws, pid, perf, skipped)
+    loss_prof, loss_ref, loss_name = profiles.resolve_loss_profile(ws, pid, loss, skipped)
     rec = core.build_optimization(name, analysis, perf_prof.to_dict() if perf_prof else None,
                                   loss_prof.to_dict() if loss_prof else None, training=project.get("training"),
                                   sparsity=sparsity, balance=balance, quantize=quantize, perf_ref=perf_ref,
@@ -49,6 +50,8 @@ def create_optimization(ws, project_id: str, name: str, perf: Optional[str] = No
         rec = core.change_settings(rec, **settings)
     for w, s in (overrides or {}).items():
         rec = core.override(rec, w, s)
+    if skipped:
+        rec["warnings"] = list(rec.get("warnings") or []) + skipped
     return ws.add_record(pid, TABLE, rec)
 
 
