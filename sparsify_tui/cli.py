@@ -43,13 +43,15 @@ def print_warnings(warnings) -> None:
 
 def stderr_progress(quiet: bool = False):
     """A :data:`sparsify_tui.progress.ProgressFn` printing ``NN.N%  step`` on stderr, at most twice a second
-    (plus every step change and the end), so stdout stays pure JSON. Prints nothing when ``quiet``."""
+    (plus every step change and the end), so stdout stays pure JSON. Prints nothing when ``quiet``, and
+    nothing before the work has started (fraction 0: loading and preparing), so a model or input refused at
+    that point is exactly one error line on stderr."""
     import time
 
     last = [0.0, ""]
 
     def progress(step: str, fraction: float) -> None:
-        if quiet:
+        if quiet or not fraction > 0:
             return
         now = time.monotonic()
         if step != last[1] or now - last[0] >= 0.5 or fraction >= 1.0:

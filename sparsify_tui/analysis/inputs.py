@@ -152,7 +152,8 @@ def find_vocab_size(model: onnx.ModelProto, input_name: str, base_dir=None) -> O
 
 
 def input_specs(
-    model_or_path: Union[str, os.PathLike, onnx.ModelProto], batch_size: int = 1, dims: Optional[dict] = None
+    model_or_path: Union[str, os.PathLike, onnx.ModelProto], batch_size: int = 1, dims: Optional[dict] = None,
+    base_dir: Optional[Union[str, os.PathLike]] = None,
 ) -> list[InputSpec]:
     """One :class:`InputSpec` per model input (initializers excluded), shapes resolved for ``batch_size``.
 
@@ -170,9 +171,8 @@ def input_specs(
     from sparsify_tui.analysis.shapes import graph_inputs, input_shapes
 
     dims = dict(dims or {})
-    base_dir = None
     if isinstance(model_or_path, onnx.ModelProto):
-        model = model_or_path
+        model = model_or_path  # external constants are read from ``base_dir`` when given
     else:
         from sparsify_tui.analysis.loading import load_model
 
@@ -256,13 +256,19 @@ def check_run_inputs(model_path: Union[str, os.PathLike], batch_size: int = 1, d
     """Everything about a run's inputs that can be refused before anything runs, is allocated or is recorded:
     the model loads (``load_model`` without weights: external-data locations, tensor sizes, input types),
     every ``dims`` name exists in the model and every symbolic dim has a value >= 1, one batch fits in the
-    memory available, and the sample data ``data`` (headers only, :func:`check_sample_data`) matches the
+    memory available, onnx's strict shape check passes at these shapes (what onnxruntime checks when it
+    loads the model: :func:`sparsify_tui.analysis.shapes.check_shapes`), and the sample data ``data`` (headers only, :func:`check_sample_data`) matches the
     inputs, or else every scalar input has a value. Returns the input specs.
 
     Raises:
         ModelError, DimensionError, SampleDataError: one line each.
     """
-    specs = input_specs(model_path, batch_size=batch_size, dims=dims or {})
+    from sparsify_tui.analysis.loading import load_model
+    from sparsify_tui.analysis.shapes import check_shapes
+
+    model = load_model(model_path, load_external_data=False)
+    specs = input_specs(model, batch_size=batch_size, dims=dims or {}, base_dir=Path(model_path).parent)
+    check_shapes(model, batch_size, dims)
     if data:
         check_sample_data(data, specs, batch_size)
     else:

@@ -36,7 +36,7 @@ import numpy as np
 import onnx
 from onnx import TensorProto
 
-from sparsify_tui.analysis.graph import iter_graphs, replace_nodes
+from sparsify_tui.analysis.graph import iter_graphs, replace_nodes, subgraphs
 from sparsify_tui.errors import ModelError
 
 #: Op domains onnxruntime's CPU provider can run (onnx standard, ML, Microsoft contrib ops, training preview).
@@ -110,6 +110,73 @@ def _check_domains(model: onnx.ModelProto, name: str) -> None:
             f"{name} uses op(s) {', '.join(sorted(bad_ops))} that do not exist in the ONNX standard "
             f"(opset {opset.get('', opset.get('ai.onnx', '?'))}): re-export the model with standard ONNX ops"
         )
+
+
+def _check_opsets(model: onnx.ModelProto, name: str) -> None:
+    """Refuse an opset of the standard domain newer than this onnx knows (onnxruntime would refuse it too)."""
+    newest = onnx.defs.onnx_opset_version()
+    for o in model.opset_import:
+        if o.domain in ("", "ai.onnx") and int(o.version) > newest:
+            raise ModelError(f"{name} imports opset {o.version}, newer than this onnx/onnxruntime knows (up to "
+                             f"{newest}): re-export the model with opset {newest} or lower")
+
+
+def _check_wiring(model: onnx.ModelProto, name: str) -> None:
+    """Refuse a graph onnxruntime cannot load: a name that is not valid UTF-8, a node input that nothing
+    provides (no graph input, initializer, node output or outer-scope value), or a cycle. Nodes need not
+    be sorted (onnxruntime sorts them), only acyclic. Subgraphs see the names of every enclosing graph."""
+
+    def text(value, what: str) -> str:
+        if not isinstance(value, str):
+            raise ModelError(f"{name} has a {what} that is not valid UTF-8 ({bytes(value)[:40]!r}): the file is "
+                             "damaged or was written by a broken exporter; re-export the model")
+        return value
+
+    def walk(graph: onnx.GraphProto, outer: frozenset) -> None:
+        known = set(outer)
+        known.update(text(vi.name, "graph input name") for vi in graph.input)
+        known.update(text(t.name, "tensor name") for t in graph.initializer)
+        known.update(text(t.values.name, "tensor name") for t in graph.sparse_initializer)
+        producer: dict = {}
+        for i, node in enumerate(graph.node):
+            text(node.op_type, "node type")
+            text(node.domain, "node domain")
+            text(node.name, "node name")
+            for o in node.output:
+                if text(o, "tensor name"):
+                    producer[o] = i
+        defined = known | set(producer)
+        for node in graph.node:
+            for inp in node.input:
+                if text(inp, "tensor name") and inp not in defined:
+                    raise ModelError(f"node '{node.name or node.op_type}' of {name} reads '{inp}', which no graph "
+                                     "input, initializer or node provides: the model is incomplete; re-export it")
+        # Kahn's algorithm on the node -> node edges of this graph: anything left over is on a cycle
+        users: dict = {}
+        needs = []
+        for i, node in enumerate(graph.node):
+            deps = {producer[x] for x in node.input if x in producer and x not in known}
+            needs.append(len(deps))
+            for d in deps:
+                users.setdefault(d, []).append(i)
+        ready = [i for i, n in enumerate(needs) if n == 0]
+        seen = 0
+        while ready:
+            i = ready.pop()
+            seen += 1
+            for u in users.get(i, []):
+                needs[u] -= 1
+                if needs[u] == 0:
+                    ready.append(u)
+        if seen != len(graph.node):
+            stuck = next(graph.node[i] for i, n in enumerate(needs) if n > 0)
+            raise ModelError(f"{name} has a cycle in its graph (through node '{stuck.name or stuck.op_type}'): "
+                             "onnxruntime refuses cyclic graphs; re-export the model")
+        for node in graph.node:
+            for _label, sub in subgraphs(node):
+                walk(sub, frozenset(defined))
+
+    walk(model.graph, frozenset())
 
 
 def external_data_info(tensor: TensorProto, model_name: str = "the model") -> Optional[dict]:
@@ -275,7 +342,14 @@ def check_tensor_data(tensor: TensorProto, name: str = "the model") -> None:
     if any(d < 0 for d in dims):
         raise ModelError(f"tensor '{tensor.name}' of {name} has negative dims {dims}: {fix}")
     numel = tensor_numel(tensor)
-    if tensor.data_type in (TensorProto.STRING, TensorProto.UNDEFINED):
+    try:
+        onnx.helper.tensor_dtype_to_np_dtype(tensor.data_type)
+        known = tensor.data_type != TensorProto.UNDEFINED
+    except Exception:  # noqa: BLE001 - KeyError/ValueError for a number onnx does not know
+        known = False
+    if not known:
+        raise ModelError(f"tensor '{tensor.name}' of {name} has no valid data type ({tensor.data_type}): {fix}")
+    if tensor.data_type == TensorProto.STRING:
         return
     if tensor.HasField("raw_data"):
         need = tensor_nbytes(tensor)
@@ -456,6 +530,8 @@ def load_model(
         )
     if constants_as_initializers:
         constants_to_initializers(model)
+    _check_opsets(model, name)
+    _check_wiring(model, name)
     _check_domains(model, name)
     _check_external_data(model, p.parent, name)
     _check_tensor_sizes(model, name)

@@ -495,7 +495,7 @@ def infer_shapes_ex(
     dims = dict(dims or {})
     shapes_in = input_shapes(model, batch_size, dims)
     light = skeleton_model(model, shapes_in)
-    shapes = _run_onnx_inference(light, shapes_in)
+    shapes = _run_onnx_inference(light, shapes_in, strict=True)
     taken: dict[str, str] = {}
     known_inputs = {}
     for vi in graph_inputs(model):
@@ -521,13 +521,26 @@ def infer_shapes_ex(
     return shapes, taken
 
 
-def _run_onnx_inference(light: onnx.ModelProto, shapes_in: dict) -> dict:
+def check_shapes(model: onnx.ModelProto, batch_size: int = 1, dims: Optional[dict[str, int]] = None) -> None:
+    """onnx's strict shape check of ``model`` at these input shapes (the first pass of :func:`infer_shapes_ex`,
+    on a weight-free copy). Raises ``ModelError`` for a model (or dims) onnxruntime would refuse to load."""
+    shapes_in = input_shapes(model, batch_size, dims)
+    _run_onnx_inference(skeleton_model(model, shapes_in), shapes_in, strict=True)
+
+
+def _run_onnx_inference(light: onnx.ModelProto, shapes_in: dict, strict: bool = False) -> dict:
+    """onnx shape inference with data propagation. ``strict``: a shape error of a standard op (a Gemm whose
+    weight does not fit, a Conv weight of the wrong rank, a Reshape to a negative size, a dim too small for a
+    kernel) is a ``ModelError`` instead of an unknown shape: onnxruntime runs the same checks when it loads
+    the model, so such a model (or such dims) could never be profiled."""
     try:
-        inferred = onnx.shape_inference.infer_shapes(light, check_type=False, strict_mode=False, data_prop=True)
+        inferred = onnx.shape_inference.infer_shapes(light, check_type=False, strict_mode=strict, data_prop=True)
     except Exception as err:  # noqa: BLE001 - InferenceError for inconsistent dims
-        msg = str(err).splitlines()[0][:200]
+        msg = " ".join(str(err).split())
+        msg = msg.replace("[ShapeInferenceError] Inference error(s): ", "")[:240]
         raise ModelError(
-            f"shape inference failed with input shapes {shapes_in} ({msg}): check --batch-size and --dim values"
+            f"shape check failed with input shapes {shapes_in} ({msg}): onnxruntime would refuse it too; check "
+            "--batch-size and --dim values, or re-export the model"
         ) from None
     return _collect(inferred)
 
