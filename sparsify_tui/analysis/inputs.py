@@ -286,8 +286,9 @@ def _describe_head(head: bytes) -> str:
     return f"it looks like text starting with {text[0][:40]!r}" if printable else "unknown binary format"
 
 
-def _npy_header(fh, where: str) -> tuple[tuple, np.dtype]:
-    """(shape, dtype) from an open .npy stream positioned at its magic; refuses object (pickled) arrays."""
+def _npy_header(fh, where: str, size: Optional[int] = None) -> tuple[tuple, np.dtype]:
+    """(shape, dtype) from an open .npy stream positioned at its magic; refuses object (pickled) arrays and,
+    given the stream's ``size`` in bytes, data shorter than the header declares (a cut file)."""
     from numpy.lib import format as npformat
 
     try:
@@ -303,7 +304,13 @@ def _npy_header(fh, where: str) -> tuple[tuple, np.dtype]:
     if dtype.hasobject:
         raise SampleDataError(f"{where} holds Python objects (pickled data), which sparsify-tui never loads: save "
                               "plain numeric arrays with numpy.savez(path, input_name=array)")
-    return tuple(int(d) for d in shape), dtype
+    shape = tuple(int(d) for d in shape)
+    if size is not None:
+        need = fh.tell() + int(np.prod(shape, dtype=object)) * dtype.itemsize
+        if size < need:
+            raise SampleDataError(f"{where} is truncated ({size} bytes, its header needs {need}): save it again "
+                                  "with numpy.save/numpy.savez")
+    return shape, dtype
 
 
 def inspect_sample_data(path: Union[str, os.PathLike]) -> Optional[dict]:
@@ -328,7 +335,7 @@ def inspect_sample_data(path: Union[str, os.PathLike]) -> Optional[dict]:
             head = fh.read(64)
             if head.startswith(_NPY_MAGIC):
                 fh.seek(0)
-                arrays: dict = {None: _npy_header(fh, f"sample data {p.name}")}
+                arrays: dict = {None: _npy_header(fh, f"sample data {p.name}", os.fstat(fh.fileno()).st_size)}
             elif head[:4] in _ZIP_MAGICS:
                 arrays = {}
                 try:
@@ -338,7 +345,8 @@ def inspect_sample_data(path: Union[str, os.PathLike]) -> Optional[dict]:
                                 raise SampleDataError(f"sample data {p.name} holds {member!r}, which is not a .npy "
                                                       "array: save it with numpy.savez(path, input_name=array)")
                             with zf.open(member) as mf:
-                                arrays[member[:-4]] = _npy_header(mf, f"array '{member[:-4]}' of sample data {p.name}")
+                                arrays[member[:-4]] = _npy_header(mf, f"array '{member[:-4]}' of sample data {p.name}",
+                                                                  zf.getinfo(member).file_size)
                 except (zipfile.BadZipFile, zipfile.LargeZipFile, EOFError) as err:
                     raise SampleDataError(f"sample data {p.name} is a damaged .npz ({err}): save it again with "
                                           "numpy.savez") from None

@@ -521,11 +521,13 @@ def infer_shapes_ex(
     return shapes, taken
 
 
-def check_shapes(model: onnx.ModelProto, batch_size: int = 1, dims: Optional[dict[str, int]] = None) -> None:
+def check_shapes(model: onnx.ModelProto, batch_size: Optional[int] = 1, dims: Optional[dict[str, int]] = None) -> None:
     """onnx's strict shape check of ``model`` at these input shapes (the first pass of :func:`infer_shapes_ex`,
-    on a weight-free copy). Raises ``ModelError`` for a model (or dims) onnxruntime would refuse to load."""
-    shapes_in = input_shapes(model, batch_size, dims)
-    _run_onnx_inference(skeleton_model(model, shapes_in), shapes_in, strict=True)
+    on a weight-free copy), or with ``batch_size=None`` at the shapes the model declares (symbolic dims left
+    symbolic: what onnxruntime checks when it loads the model). Raises ``ModelError`` for a model (or dims)
+    onnxruntime would refuse to load."""
+    shapes_in = input_shapes(model, batch_size, dims) if batch_size is not None else {}
+    _run_onnx_inference(skeleton_model(model, shapes_in), shapes_in or "as declared", strict=True)
 
 
 def _run_onnx_inference(light: onnx.ModelProto, shapes_in: dict, strict: bool = False) -> dict:

@@ -62,7 +62,7 @@ def benchmark_settings(project: dict, args: dict, *, model_path=None,
         "core_counts": settings.core_counts(args.get("core_counts"), default_cores, f["core_counts"]),
         "warmup": settings.warmup(args.get("warmup"), f["warmup"]),
         "iterations": settings.iterations(args.get("iterations"), f["iterations"]),
-        "dims": settings.dims(args.get("dims") if args.get("dims") is not None else (setup.get("dims") or {})),
+        "dims": settings.dims({**(setup.get("dims") or {}), **(args.get("dims") or {})}),
     }
     if model_path is not None:
         from sparsify_tui.analysis.inputs import check_run_inputs

@@ -739,7 +739,7 @@ def _validate_training(t: Dict[str, Any]) -> Dict[str, Any]:
             except (TypeError, ValueError):
                 iv = 0
             if iv <= 0 or float(value) != iv:
-                raise ProjectError(f"epochs must be a whole number > 0, not {value!r}")
+                raise ProjectError(f"epochs {value!r} is out of range: give a whole number of 1 or more")
             out[key] = iv
         else:
             try:
@@ -747,7 +747,7 @@ def _validate_training(t: Dict[str, Any]) -> Dict[str, Any]:
             except (TypeError, ValueError):
                 fv = -1.0
             if not fv > 0 or fv != fv or fv == float("inf"):
-                raise ProjectError(f"{key} must be a number > 0, not {value!r}")
+                raise ProjectError(f"{key} {value!r} is out of range: give a number above 0, e.g. 0.01")
             out[key] = fv
     return out
 
@@ -763,13 +763,14 @@ def _validate_setup(s: Dict[str, Any]) -> Dict[str, Any]:
             except (TypeError, ValueError):
                 iv = 0
             if iv <= 0:
-                raise ProjectError(f"{key} must be a whole number > 0, not {value!r}")
+                raise ProjectError(f"{key} {value!r} is out of range: give a whole number of 1 or more")
             out[key] = iv
         elif key == "dims":
             try:
                 out[key] = {str(k): int(v) for k, v in dict(value or {}).items()}
             except (TypeError, ValueError):
-                raise ProjectError(f"dims must map names to whole numbers, not {value!r}") from None
+                raise ProjectError(f"dims {value!r} are not names mapped to whole numbers: give e.g. "
+                                   "{'x:2': 48}") from None
         elif key in ("perf_enabled", "loss_enabled"):
             out[key] = bool(value)
         else:

@@ -16,8 +16,8 @@ def loss_settings(project: Dict[str, Any], args: Dict[str, Any], *, model_path=N
     """Validated arguments of a loss profile: ``name, method, levels, data, batches, batch_size, dims, int8,
     metric, core_count``; missing ones default from the project's ``setup``. ``flags``: the label of each
     argument in error messages (default :data:`FLAGS`, the CLI's). With ``model_path`` the model and the
-    inputs are checked too, before anything runs: every method loads the model and checks the ``--dim``
-    names; one-shot (which runs the model) also checks dims, memory and sample data
+    inputs are checked too, before anything runs: every method loads the model, checks the ``--dim`` names
+    and onnx's strict shape check; one-shot (which runs the model) also checks dims, memory and sample data
     (:func:`sparsify_tui.analysis.inputs.check_run_inputs`). Raises ``SparsifyError`` (one line)."""
     from sparsify_tui.errors import SparsifyError
     from sparsify_tui.profiling.loss import METHODS, parse_levels
@@ -67,9 +67,11 @@ def loss_settings(project: Dict[str, Any], args: Dict[str, Any], *, model_path=N
             check_run_inputs(model_path, out["batch_size"], out["dims"], out["data"])
         else:
             from sparsify_tui.analysis.loading import load_model
-            from sparsify_tui.analysis.shapes import dim_keys
+            from sparsify_tui.analysis.shapes import check_shapes, dim_keys
 
-            settings.dims(out["dims"], dim_keys(load_model(model_path, load_external_data=False)))
+            model = load_model(model_path, load_external_data=False)
+            settings.dims(out["dims"], dim_keys(model))
+            check_shapes(model, None)  # a model onnxruntime cannot load is refused even by weight magnitude
     return out
 
 

@@ -14,15 +14,13 @@ def perf_settings(project: Dict[str, Any], args: Dict[str, Any], *, model_path=N
                   flags: Optional[Mapping[str, str]] = None) -> Dict[str, Any]:
     """Validated arguments of a perf profile: ``name, batch_size, core_count, warmup, iterations, data, int8,
     dims``. Missing ones default from the project's ``setup`` (its core count capped at the cores available
-    now), then from :mod:`sparsify_tui.settings`. ``flags``: the label of each argument in error messages
+    now; ``dims`` given add to the setup's), then from :mod:`sparsify_tui.settings`. ``flags``: the label of each argument in error messages
     (default :data:`FLAGS`, the CLI's). With ``model_path`` the inputs are checked too, before anything runs
     (:func:`sparsify_tui.analysis.inputs.check_run_inputs`: the model, dim names, memory, sample data).
     Raises ``SparsifyError`` (one line)."""
     f = {**FLAGS, **(flags or {})}
     setup = project.get("setup") or {}
-    dims = args.get("dims")
-    if dims is None:
-        dims = setup.get("dims") or {}
+    dims = {**(setup.get("dims") or {}), **(args.get("dims") or {})}  # --dim adds to / overrides the setup's
     cores = args.get("core_count")
     if cores is None:
         cores = min(int(setup.get("core_count") or settings.available_cores()), settings.available_cores())

@@ -1,0 +1,316 @@
+"""Reliability loops: kill -9 at random points of workspace writes, and concurrent writers (issue 11).
+
+Run::
+
+    python benchmarks/reliability.py                      # 100 kill iterations, 4 writers x 50 writes
+    python benchmarks/reliability.py --iterations 300 --writers 6 --writes 100 --seed 7
+
+**Kill loop.** A workspace holds a project ``base`` (the bundled demo model). Each iteration runs one real CLI
+command in its own process, round robin: ``create`` (a new project), ``edit base --description``, ``optimize
+base``, ``profile loss base`` (weight magnitude, stored as record + data file) and ``delete`` (a project made
+earlier). The command gets ``SIGKILL`` after a random delay between 0 and its measured duration (so some
+commands finish, most die at a random point of their run). Then, like the next ``sparsify-tui`` start, the
+loop runs :meth:`Workspace.recover` and checks:
+
+* the workspace loads (``Workspace.list_projects``, and ``sparsify-tui list --json`` every 10 iterations);
+* **corrupt files**: every ``*.json`` of the workspace parses;
+* **lost records**: everything a *completed* command committed is there (its project, its description or a
+  later one, its optimization, its loss profile with its data file, and a completed delete stays deleted);
+* **records without data**: no loss-profile record lacks its data file;
+* **leftovers**: no temp file, ``.creating-*`` or ``.deleting-*`` folder remains after recovery.
+
+**Concurrent writers.** ``--writers`` processes each make ``--writes`` rounds of: add an optimization record
+to one shared project, change that project's description, add a job to the workspace table, and write a data
+file. One more writer is killed with ``SIGKILL`` midway. Afterwards every record, job and data file of the
+finished writers must be there and every JSON file must parse.
+
+The figures printed are what the issue quotes: iterations, corrupt files, lost records, time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any, Dict, List, Optional
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+DEMO = ROOT / "sparsify_tui" / "demo" / "ppocr_cls.onnx"
+DEMO_DIMS = ["--dim", "x:2=48", "--dim", "x:3=192"]
+OPS = ("create", "edit", "optimize", "loss", "delete")
+
+
+def _env(root: Path) -> Dict[str, str]:
+    env = dict(os.environ, SPARSIFY_TUI_HOME=str(root), PYTHONPATH=str(ROOT))
+    env.setdefault("SPARSIFY_TUI_MEASURE_LOCK", str(root.parent / "measure.lock"))
+    return env
+
+
+def cli(root: Path, *args: str, timeout: float = 300) -> subprocess.CompletedProcess:
+    """Run ``sparsify-tui ARGS`` in a new process on workspace ``root``."""
+    return subprocess.run([sys.executable, "-m", "sparsify_tui", *args], env=_env(root), capture_output=True,
+                          text=True, timeout=timeout)
+
+
+def _command(op: str, i: int, victim: Optional[str]) -> List[str]:
+    if op == "create":
+        return ["create", str(DEMO), "--name", f"p{i}", *DEMO_DIMS]
+    if op == "edit":
+        return ["edit", "base", "--description", f"d{i}"]
+    if op == "optimize":
+        return ["optimize", "base", "--name", f"o{i}"]
+    if op == "loss":
+        return ["profile", "loss", "base", "--name", f"l{i}"]
+    return ["delete", str(victim), "--yes"]
+
+
+def workspace_files(root: Path) -> Dict[str, List[str]]:
+    """``{"json": [...], "leftovers": [...]}``: the JSON files of a workspace and the temp files/folders of
+    killed writes still in it."""
+    out: Dict[str, List[str]] = {"json": [], "leftovers": []}
+    for dirpath, dirnames, filenames in os.walk(root):
+        for d in list(dirnames):
+            if d.startswith((".creating-", ".deleting-")):
+                out["leftovers"].append(os.path.join(dirpath, d))
+        for f in filenames:
+            p = os.path.join(dirpath, f)
+            if f.startswith(".") and f.endswith(".tmp"):
+                out["leftovers"].append(p)
+            elif f.endswith(".json"):
+                out["json"].append(p)
+    return out
+
+
+def corrupt_files(root: Path) -> List[str]:
+    """JSON files of the workspace that do not parse."""
+    bad = []
+    for p in workspace_files(root)["json"]:
+        try:
+            json.loads(Path(p).read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            bad.append(p)
+    return bad
+
+
+class Expected:
+    """What completed commands committed (and what killed ones may have)."""
+
+    def __init__(self) -> None:
+        self.projects: set = {"base"}          # must exist
+        self.maybe_projects: set = set()       # killed create/delete: may exist
+        self.deleted: set = set()              # completed delete: must not exist
+        self.descriptions: set = {""}          # base's description: the last committed one or a later attempt
+        self.optimizations: set = set()
+        self.loss_profiles: set = set()
+
+
+def check(root: Path, exp: Expected) -> Dict[str, Any]:
+    """Recover like a start-up, then compare the workspace with ``exp``. Returns the problems found."""
+    from sparsify_tui.store import Workspace
+
+    ws = Workspace(root)
+    ws.recover()
+    problems: Dict[str, Any] = {"load_failure": None, "lost": [], "without_data": [], "corrupt": [],
+                                "leftovers": []}
+    problems["corrupt"] = corrupt_files(root)
+    problems["leftovers"] = workspace_files(root)["leftovers"]
+    try:
+        projects = {p["name"]: p for p in ws.list_projects()}
+        for name in projects:
+            ws.analysis_of(projects[name]["id"])
+    except Exception as err:  # noqa: BLE001 - reported
+        problems["load_failure"] = f"{type(err).__name__}: {err}"
+        return problems
+    for name in exp.projects:
+        if name not in projects:
+            problems["lost"].append(f"project {name}")
+    for name in exp.deleted:
+        if name in projects:
+            problems["lost"].append(f"deleted project {name} came back")
+    base = projects.get("base")
+    if base is not None:
+        if base.get("description", "") not in exp.descriptions:
+            problems["lost"].append(f"description {base.get('description')!r} not in {sorted(exp.descriptions)}")
+        opts = {r["name"] for r in ws.list_records(base["id"], "optimizations")}
+        problems["lost"] += [f"optimization {o}" for o in exp.optimizations - opts]
+        loss = ws.list_records(base["id"], "loss_profiles")
+        problems["lost"] += [f"loss profile {n}" for n in exp.loss_profiles - {r["name"] for r in loss}]
+        for r in loss:
+            path = ws.project_dir(base["id"]) / ws.record_blob_key("loss_profiles", r["id"])
+            if not path.is_file():
+                problems["without_data"].append(f"loss profile {r['name']}")
+    return problems
+
+
+def kill_loop(root: Path, iterations: int = 100, seed: int = 0, verbose: bool = False) -> Dict[str, Any]:
+    """The kill -9 loop (module docstring) on a new workspace at ``root``. Returns the figures."""
+    rng = random.Random(seed)
+    t0 = time.perf_counter()
+    r = cli(root, "create", str(DEMO), "--name", "base", *DEMO_DIMS)
+    if r.returncode != 0:
+        raise RuntimeError(f"cannot create the base project: {r.stderr}")
+    exp = Expected()
+    durations: Dict[str, float] = {}
+    figures = {"iterations": 0, "killed": 0, "completed": 0, "corrupt_files": 0, "lost_records": 0,
+               "records_without_data": 0, "leftovers": 0, "load_failures": 0, "per_op": {op: [0, 0] for op in OPS}}
+    problems_seen: List[str] = []
+    for i in range(iterations):
+        op = OPS[i % len(OPS)]
+        victim = None
+        if op == "delete":
+            candidates = sorted((exp.projects | exp.maybe_projects) - {"base"})
+            if not candidates:
+                cli(root, "create", str(DEMO), "--name", f"v{i}", *DEMO_DIMS)
+                exp.projects.add(f"v{i}")
+                candidates = [f"v{i}"]
+            victim = rng.choice(candidates)
+        cmd = _command(op, i, victim)
+        if op not in durations:  # calibrate: the full duration of this command, measured once
+            ts = time.perf_counter()
+            first = subprocess.run([sys.executable, "-m", "sparsify_tui", *cmd], env=_env(root), capture_output=True)
+            durations[op] = time.perf_counter() - ts
+            returncode, killed = first.returncode, False
+        else:
+            proc = subprocess.Popen([sys.executable, "-m", "sparsify_tui", *cmd], env=_env(root),
+                                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            try:
+                proc.wait(timeout=rng.uniform(0.0, durations[op]))
+            except subprocess.TimeoutExpired:
+                pass
+            killed = proc.poll() is None
+            if killed:
+                os.kill(proc.pid, signal.SIGKILL)
+            returncode = proc.wait()
+        done = returncode == 0 and not killed
+        figures["iterations"] += 1
+        figures["killed" if killed else "completed"] += 1
+        figures["per_op"][op][0 if killed else 1] += 1
+        if op == "create":
+            (exp.projects if done else exp.maybe_projects).add(f"p{i}")
+        elif op == "edit":
+            exp.descriptions = {f"d{i}"} if done else exp.descriptions | {f"d{i}"}
+        elif op == "optimize" and done:
+            exp.optimizations.add(f"o{i}")
+        elif op == "loss" and done:
+            exp.loss_profiles.add(f"l{i}")
+        elif op == "delete":
+            exp.projects.discard(victim)
+            if done:
+                exp.maybe_projects.discard(victim)
+                exp.deleted.add(victim)
+            else:
+                exp.maybe_projects.add(victim)
+        problems = check(root, exp)
+        if i % 10 == 9:
+            listed = cli(root, "list", "--json")
+            if listed.returncode != 0:
+                problems["load_failure"] = problems["load_failure"] or listed.stderr.strip()
+        figures["corrupt_files"] += len(problems["corrupt"])
+        figures["lost_records"] += len(problems["lost"])
+        figures["records_without_data"] += len(problems["without_data"])
+        figures["leftovers"] += len(problems["leftovers"])
+        figures["load_failures"] += 1 if problems["load_failure"] else 0
+        flat = problems["corrupt"] + problems["lost"] + problems["without_data"] + problems["leftovers"] + \
+            ([problems["load_failure"]] if problems["load_failure"] else [])
+        if flat:
+            problems_seen.append(f"iteration {i} ({op}, {'killed' if killed else 'done'}): {flat}")
+        if verbose:
+            print(f"  {i:4d} {op:9s} {'killed' if killed else 'done  '} problems={len(flat)}", file=sys.stderr)
+    figures["seconds"] = round(time.perf_counter() - t0, 1)
+    figures["problems"] = problems_seen
+    return figures
+
+
+# ----------------------------------------------------------------------------------------------- writers
+def _writer(root: str, project_id: str, wid: int, writes: int, delay: float) -> None:
+    from sparsify_tui.store import Workspace
+
+    ws = Workspace(root)
+    for k in range(writes):
+        tag = f"w{wid}-{k}"
+        ws.add_record(project_id, "optimizations", {"name": tag, "writer": wid})
+        ws.update_project(project_id, description=tag)
+        ws.add_job({"id": f"job-{tag}", "type": "sleep", "project_id": project_id, "status": "completed"})
+        ws.write_blob(project_id, f"writers/{tag}.json", {"tag": tag, "payload": list(range(200))})
+        if delay:
+            time.sleep(delay)
+
+
+def concurrent_writers(root: Path, writers: int = 4, writes: int = 50) -> Dict[str, Any]:
+    """``writers`` processes writing to one project at once, plus one killed with SIGKILL midway (module
+    docstring). Returns the figures."""
+    from sparsify_tui.store import Workspace
+
+    t0 = time.perf_counter()
+    r = cli(root, "create", str(DEMO), "--name", "shared", *DEMO_DIMS)
+    if r.returncode != 0:
+        raise RuntimeError(f"cannot create the shared project: {r.stderr}")
+    ws = Workspace(root)
+    pid = ws.get_project("shared")["id"]
+    ctx = multiprocessing.get_context("spawn")
+    procs = [ctx.Process(target=_writer, args=(str(root), pid, w, writes, 0.0)) for w in range(writers)]
+    victim = ctx.Process(target=_writer, args=(str(root), pid, writers, writes, 0.005))
+    for p in procs + [victim]:
+        p.start()
+    time.sleep(0.5)
+    if victim.is_alive():
+        os.kill(victim.pid, signal.SIGKILL)
+    for p in procs + [victim]:
+        p.join()
+    failed_writers = sum(1 for p in procs if p.exitcode != 0)
+    ws.recover()
+    opts = {r["name"] for r in ws.list_records(pid, "optimizations")}
+    jobs = {j["id"] for j in ws.list_jobs()}
+    lost = 0
+    for w in range(writers):
+        for k in range(writes):
+            tag = f"w{w}-{k}"
+            lost += (tag not in opts) + (f"job-{tag}" not in jobs)
+            lost += not (ws.project_dir(pid) / "writers" / f"{tag}.json").is_file()
+    return {"writers": writers, "writes_each": writes, "writes": writers * writes * 4, "failed_writers": failed_writers,
+            "lost_records": lost, "corrupt_files": len(corrupt_files(root)),
+            "leftovers": len(workspace_files(root)["leftovers"]), "seconds": round(time.perf_counter() - t0, 1)}
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--iterations", type=int, default=100, help="kill -9 iterations (default 100)")
+    parser.add_argument("--writers", type=int, default=4, help="concurrent writer processes (default 4)")
+    parser.add_argument("--writes", type=int, default=50, help="write rounds per writer (default 50)")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--workdir", default=None, help="where the workspaces go (default a new temp folder)")
+    parser.add_argument("--verbose", action="store_true")
+    args = parser.parse_args(argv)
+    import tempfile
+
+    work = Path(args.workdir or tempfile.mkdtemp(prefix="sparsify-reliability-"))
+    print(f"workspaces under {work}", file=sys.stderr)
+    k = kill_loop(work / "kill", args.iterations, args.seed, args.verbose)
+    c = concurrent_writers(work / "writers", args.writers, args.writes)
+    print(f"kill -9 loop: {k['iterations']} iterations ({k['killed']} killed mid-run, {k['completed']} completed; "
+          + ", ".join(f"{op} {n[0]}/{n[0] + n[1]} killed" for op, n in k["per_op"].items()) + ")")
+    print(f"  corrupt files {k['corrupt_files']}, lost records {k['lost_records']}, records without data "
+          f"{k['records_without_data']}, leftovers after recovery {k['leftovers']}, load failures "
+          f"{k['load_failures']}, time {k['seconds']} s")
+    for line in k["problems"][:20]:
+        print(f"  PROBLEM {line}")
+    print(f"concurrent writers: {c['writers']} processes x {c['writes_each']} rounds ({c['writes']} writes) + 1 "
+          f"killed midway: lost records {c['lost_records']}, corrupt files {c['corrupt_files']}, leftovers "
+          f"{c['leftovers']}, failed writers {c['failed_writers']}, time {c['seconds']} s")
+    bad = (k["corrupt_files"] + k["lost_records"] + k["records_without_data"] + k["leftovers"] + k["load_failures"]
+           + c["lost_records"] + c["corrupt_files"] + c["failed_writers"] + c["leftovers"])
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
