@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import multiprocessing
 import os
 import random
 import signal
@@ -257,17 +256,18 @@ def concurrent_writers(root: Path, writers: int = 4, writes: int = 50) -> Dict[s
         raise RuntimeError(f"cannot create the shared project: {r.stderr}")
     ws = Workspace(root)
     pid = ws.get_project("shared")["id"]
-    ctx = multiprocessing.get_context("spawn")
-    procs = [ctx.Process(target=_writer, args=(str(root), pid, w, writes, 0.0)) for w in range(writers)]
-    victim = ctx.Process(target=_writer, args=(str(root), pid, writers, writes, 0.005))
-    for p in procs + [victim]:
-        p.start()
+    def spawn(wid: int, delay: float) -> subprocess.Popen:
+        return subprocess.Popen([sys.executable, __file__, "--writer", str(root), pid, str(wid), str(writes),
+                                 str(delay)], env=_env(root))
+
+    procs = [spawn(w, 0.0) for w in range(writers)]
+    victim = spawn(writers, 0.005)
     time.sleep(0.5)
-    if victim.is_alive():
+    if victim.poll() is None:
         os.kill(victim.pid, signal.SIGKILL)
     for p in procs + [victim]:
-        p.join()
-    failed_writers = sum(1 for p in procs if p.exitcode != 0)
+        p.wait()
+    failed_writers = sum(1 for p in procs if p.returncode != 0)
     ws.recover()
     opts = {r["name"] for r in ws.list_records(pid, "optimizations")}
     jobs = {j["id"] for j in ws.list_jobs()}
@@ -283,6 +283,11 @@ def concurrent_writers(root: Path, writers: int = 4, writes: int = 50) -> Dict[s
 
 
 def main(argv=None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["--writer"]:  # one concurrent writer process (see concurrent_writers)
+        root, pid, wid, writes, delay = argv[1:6]
+        _writer(root, pid, int(wid), int(writes), float(delay))
+        return 0
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--iterations", type=int, default=100, help="kill -9 iterations (default 100)")
     parser.add_argument("--writers", type=int, default=4, help="concurrent writer processes (default 4)")
