@@ -8,8 +8,8 @@ Run::
 **Kill loop.** A workspace holds a project ``base`` (the bundled demo model). Each iteration runs one real CLI
 command in its own process, round robin: ``create`` (a new project), ``edit base --description``, ``optimize
 base``, ``profile loss base`` (weight magnitude, stored as record + data file) and ``delete`` (a project made
-earlier). The command gets ``SIGKILL`` after a random delay between 0 and its measured duration (so some
-commands finish, most die at a random point of their run). Then, like the next ``sparsify-tui`` start, the
+earlier). The command gets ``SIGKILL`` after a random delay between 0 and 1.15x the median duration of its
+completed runs (so some commands finish, most die at a random point of their run). Then, like the next ``sparsify-tui`` start, the
 loop runs :meth:`Workspace.recover` and checks:
 
 * the workspace loads (``Workspace.list_projects``, and ``sparsify-tui list --json`` every 10 iterations);
@@ -118,9 +118,9 @@ def check(root: Path, exp: Expected) -> Dict[str, Any]:
     from sparsify_tui.store import Workspace
 
     ws = Workspace(root)
-    ws.recover()
+    found = ws.recover()
     problems: Dict[str, Any] = {"load_failure": None, "lost": [], "without_data": [], "corrupt": [],
-                                "leftovers": []}
+                                "leftovers": [], "recovered": len(found["removed"]) + len(found["deleted"])}
     problems["corrupt"] = corrupt_files(root)
     problems["leftovers"] = workspace_files(root)["leftovers"]
     try:
@@ -159,9 +159,10 @@ def kill_loop(root: Path, iterations: int = 100, seed: int = 0, verbose: bool = 
     if r.returncode != 0:
         raise RuntimeError(f"cannot create the base project: {r.stderr}")
     exp = Expected()
-    durations: Dict[str, float] = {}
+    durations: Dict[str, List[float]] = {}  # of each command's completed runs
     figures = {"iterations": 0, "killed": 0, "completed": 0, "corrupt_files": 0, "lost_records": 0,
-               "records_without_data": 0, "leftovers": 0, "load_failures": 0, "per_op": {op: [0, 0] for op in OPS}}
+               "records_without_data": 0, "leftovers": 0, "load_failures": 0, "recovered": 0,
+               "per_op": {op: [0, 0] for op in OPS}}
     problems_seen: List[str] = []
     for i in range(iterations):
         op = OPS[i % len(OPS)]
@@ -174,22 +175,24 @@ def kill_loop(root: Path, iterations: int = 100, seed: int = 0, verbose: bool = 
                 candidates = [f"v{i}"]
             victim = rng.choice(candidates)
         cmd = _command(op, i, victim)
-        if op not in durations:  # calibrate: the full duration of this command, measured once
-            ts = time.perf_counter()
+        ts = time.perf_counter()
+        if op not in durations:  # calibrate: the full duration of this command
             first = subprocess.run([sys.executable, "-m", "sparsify_tui", *cmd], env=_env(root), capture_output=True)
-            durations[op] = time.perf_counter() - ts
             returncode, killed = first.returncode, False
         else:
             proc = subprocess.Popen([sys.executable, "-m", "sparsify_tui", *cmd], env=_env(root),
                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-            try:
-                proc.wait(timeout=rng.uniform(0.0, durations[op]))
+            typical = sorted(durations[op])[len(durations[op]) // 2]
+            try:  # anywhere in the run, up to a bit after its usual end: most die mid-run, some finish
+                proc.wait(timeout=rng.uniform(0.0, 1.15 * typical))
             except subprocess.TimeoutExpired:
                 pass
             killed = proc.poll() is None
             if killed:
                 os.kill(proc.pid, signal.SIGKILL)
             returncode = proc.wait()
+        if not killed and returncode == 0:
+            durations.setdefault(op, []).append(time.perf_counter() - ts)
         done = returncode == 0 and not killed
         figures["iterations"] += 1
         figures["killed" if killed else "completed"] += 1
@@ -219,6 +222,7 @@ def kill_loop(root: Path, iterations: int = 100, seed: int = 0, verbose: bool = 
         figures["records_without_data"] += len(problems["without_data"])
         figures["leftovers"] += len(problems["leftovers"])
         figures["load_failures"] += 1 if problems["load_failure"] else 0
+        figures["recovered"] += 1 if problems["recovered"] else 0
         flat = problems["corrupt"] + problems["lost"] + problems["without_data"] + problems["leftovers"] + \
             ([problems["load_failure"]] if problems["load_failure"] else [])
         if flat:
@@ -304,6 +308,8 @@ def main(argv=None) -> int:
     c = concurrent_writers(work / "writers", args.writers, args.writes)
     print(f"kill -9 loop: {k['iterations']} iterations ({k['killed']} killed mid-run, {k['completed']} completed; "
           + ", ".join(f"{op} {n[0]}/{n[0] + n[1]} killed" for op, n in k["per_op"].items()) + ")")
+    print(f"  {k['recovered']} kills left a half-done write that start-up recovery cleaned (temp files, "
+          ".creating/.deleting folders, unindexed folders)")
     print(f"  corrupt files {k['corrupt_files']}, lost records {k['lost_records']}, records without data "
           f"{k['records_without_data']}, leftovers after recovery {k['leftovers']}, load failures "
           f"{k['load_failures']}, time {k['seconds']} s")
