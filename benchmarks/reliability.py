@@ -19,6 +19,12 @@ loop runs :meth:`Workspace.recover` and checks:
 * **records without data**: no loss-profile record lacks its data file;
 * **leftovers**: no temp file, ``.creating-*`` or ``.deleting-*`` folder remains after recovery.
 
+**Crash at every write point.** Each of the same commands runs in a forked child that dies like ``kill -9``
+(``os._exit``, no clean-up) right before its 1st, then 2nd, 3rd ... disk-changing call (``os.replace``,
+``os.mkdir``, ``os.unlink``, ``os.fsync``, ``shutil.rmtree`` ...), until it completes; the same checks follow each
+crash. This reaches the short windows (between a data file and its record, between moving a deleted project's
+folder and unindexing it) that random kills rarely hit.
+
 **Concurrent writers.** ``--writers`` processes each make ``--writes`` rounds of: add an optimization record
 to one shared project, change that project's description, add a job to the workspace table, and write a data
 file. One more writer is killed with ``SIGKILL`` midway. Afterwards every record, job and data file of the
@@ -123,6 +129,12 @@ def check(root: Path, exp: Expected) -> Dict[str, Any]:
                                 "leftovers": [], "recovered": len(found["removed"]) + len(found["deleted"])}
     problems["corrupt"] = corrupt_files(root)
     problems["leftovers"] = workspace_files(root)["leftovers"]
+    try:  # a project folder nothing indexes is an orphan nothing would ever clean
+        indexed = {e["id"] for e in ws._index()}
+        problems["leftovers"] += [f"orphan folder {d.name}" for d in ws.projects_dir.iterdir()
+                                  if d.is_dir() and not d.name.startswith(".") and d.name not in indexed]
+    except (OSError, ValueError):
+        pass
     try:
         projects = {p["name"]: p for p in ws.list_projects()}
         for name in projects:
@@ -151,6 +163,13 @@ def check(root: Path, exp: Expected) -> Dict[str, Any]:
     return problems
 
 
+def _existing(root: Path) -> List[str]:
+    """Names of the projects the workspace lists now."""
+    from sparsify_tui.store import Workspace
+
+    return [p["name"] for p in Workspace(root).list_projects()]
+
+
 def kill_loop(root: Path, iterations: int = 100, seed: int = 0, verbose: bool = False) -> Dict[str, Any]:
     """The kill -9 loop (module docstring) on a new workspace at ``root``. Returns the figures."""
     rng = random.Random(seed)
@@ -168,7 +187,7 @@ def kill_loop(root: Path, iterations: int = 100, seed: int = 0, verbose: bool = 
         op = OPS[i % len(OPS)]
         victim = None
         if op == "delete":
-            candidates = sorted((exp.projects | exp.maybe_projects) - {"base"})
+            candidates = sorted(set(_existing(root)) - {"base"})
             if not candidates:
                 cli(root, "create", str(DEMO), "--name", f"v{i}", *DEMO_DIMS)
                 exp.projects.add(f"v{i}")
@@ -229,6 +248,119 @@ def kill_loop(root: Path, iterations: int = 100, seed: int = 0, verbose: bool = 
             problems_seen.append(f"iteration {i} ({op}, {'killed' if killed else 'done'}): {flat}")
         if verbose:
             print(f"  {i:4d} {op:9s} {'killed' if killed else 'done  '} problems={len(flat)}", file=sys.stderr)
+    figures["seconds"] = round(time.perf_counter() - t0, 1)
+    figures["problems"] = problems_seen
+    return figures
+
+
+# ------------------------------------------------------------------------------------------ crash points
+#: The calls that change the disk; a crash is injected right before the k-th of them.
+_WRITE_CALLS = (("os", "replace"), ("os", "rename"), ("os", "mkdir"), ("os", "unlink"), ("os", "rmdir"),
+                ("os", "fsync"), ("os", "ftruncate"), ("shutil", "rmtree"), ("shutil", "copyfile"))
+
+
+def _run_crashing_at(root: Path, args: List[str], k: int) -> int:
+    """Run ``sparsify-tui ARGS`` in a forked child that dies like ``kill -9`` (``os._exit(137)``, no clean-up)
+    right before its ``k``-th disk-changing call (:data:`_WRITE_CALLS`); ``k = 0`` never dies. Returns the exit
+    code (137 when it died)."""
+    pid = os.fork()
+    if pid == 0:  # child
+        import shutil
+
+        try:
+            os.environ["SPARSIFY_TUI_HOME"] = str(root)
+            null = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(null, 1)
+            os.dup2(null, 2)
+            count = [0]
+            mods = {"os": os, "shutil": shutil}
+
+            def wrap(fn):
+                def inner(*a, **kw):
+                    count[0] += 1
+                    if count[0] == k:
+                        os._exit(137)
+                    return fn(*a, **kw)
+                return inner
+
+            for mod, name in _WRITE_CALLS:
+                setattr(mods[mod], name, wrap(getattr(mods[mod], name)))
+            from sparsify_tui.cli import main
+
+            try:
+                code = main(args)
+            except SystemExit as ex:
+                code = ex.code if isinstance(ex.code, int) else 1
+            os._exit(int(code or 0))
+        except BaseException:  # noqa: BLE001
+            os._exit(99)
+    _, status = os.waitpid(pid, 0)
+    return os.waitstatus_to_exitcode(status)
+
+
+def crash_points(root: Path, max_points: int = 400, ops=OPS, stride: int = 1) -> Dict[str, Any]:
+    """Every disk-changing step of ``ops`` (create, edit, optimize, a loss profile and delete), crashed one at a
+    time (:func:`_run_crashing_at` with k = 1, 1 + stride, ... until the command completes), each followed by
+    the start-up recovery and the checks of the kill loop. Returns the figures."""
+    import sparsify_tui.cli  # noqa: F401 - imported once, before the forks
+    import onnx  # noqa: F401
+    import numpy  # noqa: F401
+
+    t0 = time.perf_counter()
+    r = cli(root, "create", str(DEMO), "--name", "base", *DEMO_DIMS)
+    if r.returncode != 0:
+        raise RuntimeError(f"cannot create the base project: {r.stderr}")
+    exp = Expected()
+    figures = {"crash_points": 0, "completed": 0, "corrupt_files": 0, "lost_records": 0, "records_without_data": 0,
+               "leftovers": 0, "load_failures": 0, "recovered": 0, "per_op": {}}
+    problems_seen: List[str] = []
+    i = 0
+    for op in ops:
+        k = 1
+        while k <= max_points:
+            i += 1
+            victim = None
+            if op == "delete":
+                candidates = sorted(set(_existing(root)) - {"base"})
+                if not candidates:
+                    _run_crashing_at(root, _command("create", 10_000 + i, None), 0)
+                    exp.projects.add(f"p{10_000 + i}")
+                    candidates = [f"p{10_000 + i}"]
+                victim = candidates[0]
+            code = _run_crashing_at(root, _command(op, i, victim), k)
+            done = code == 0
+            if code not in (0, 137):
+                problems_seen.append(f"{op} crash point {k}: exit code {code}")
+            figures["crash_points" if not done else "completed"] += 1
+            if op == "create":
+                (exp.projects if done else exp.maybe_projects).add(f"p{i}")
+            elif op == "edit":
+                exp.descriptions = {f"d{i}"} if done else exp.descriptions | {f"d{i}"}
+            elif op == "optimize" and done:
+                exp.optimizations.add(f"o{i}")
+            elif op == "loss" and done:
+                exp.loss_profiles.add(f"l{i}")
+            elif op == "delete":
+                exp.projects.discard(victim)
+                if done:
+                    exp.maybe_projects.discard(victim)
+                    exp.deleted.add(victim)
+                else:
+                    exp.maybe_projects.add(victim)
+            problems = check(root, exp)
+            for key, fig in (("corrupt", "corrupt_files"), ("lost", "lost_records"),
+                             ("without_data", "records_without_data"), ("leftovers", "leftovers")):
+                figures[fig] += len(problems[key])
+            figures["load_failures"] += 1 if problems["load_failure"] else 0
+            figures["recovered"] += 1 if problems["recovered"] else 0
+            flat = problems["corrupt"] + problems["lost"] + problems["without_data"] + problems["leftovers"] + \
+                ([problems["load_failure"]] if problems["load_failure"] else [])
+            if flat:
+                problems_seen.append(f"{op} crash point {k}: {flat}")
+            if done:
+                break
+            k += stride
+        figures["per_op"][op] = k - 1
     figures["seconds"] = round(time.perf_counter() - t0, 1)
     figures["problems"] = problems_seen
     return figures
@@ -305,6 +437,7 @@ def main(argv=None) -> int:
     work = Path(args.workdir or tempfile.mkdtemp(prefix="sparsify-reliability-"))
     print(f"workspaces under {work}", file=sys.stderr)
     k = kill_loop(work / "kill", args.iterations, args.seed, args.verbose)
+    cp = crash_points(work / "crash")
     c = concurrent_writers(work / "writers", args.writers, args.writes)
     print(f"kill -9 loop: {k['iterations']} iterations ({k['killed']} killed mid-run, {k['completed']} completed; "
           + ", ".join(f"{op} {n[0]}/{n[0] + n[1]} killed" for op, n in k["per_op"].items()) + ")")
@@ -315,10 +448,19 @@ def main(argv=None) -> int:
           f"{k['load_failures']}, time {k['seconds']} s")
     for line in k["problems"][:20]:
         print(f"  PROBLEM {line}")
+    print(f"crash at every write point: {cp['crash_points']} crash points ("
+          + ", ".join(f"{op} {n}" for op, n in cp["per_op"].items()) + f"), each command then run to completion "
+          f"({cp['completed']}): corrupt files {cp['corrupt_files']}, lost records {cp['lost_records']}, records "
+          f"without data {cp['records_without_data']}, leftovers after recovery {cp['leftovers']}, load failures "
+          f"{cp['load_failures']}, time {cp['seconds']} s")
+    for line in cp["problems"][:20]:
+        print(f"  PROBLEM {line}")
     print(f"concurrent writers: {c['writers']} processes x {c['writes_each']} rounds ({c['writes']} writes) + 1 "
           f"killed midway: lost records {c['lost_records']}, corrupt files {c['corrupt_files']}, leftovers "
           f"{c['leftovers']}, failed writers {c['failed_writers']}, time {c['seconds']} s")
     bad = (k["corrupt_files"] + k["lost_records"] + k["records_without_data"] + k["leftovers"] + k["load_failures"]
+           + cp["corrupt_files"] + cp["lost_records"] + cp["records_without_data"] + cp["leftovers"]
+           + cp["load_failures"] + len(cp["problems"])
            + c["lost_records"] + c["corrupt_files"] + c["failed_writers"] + c["leftovers"])
     return 1 if bad else 0
 

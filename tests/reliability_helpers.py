@@ -143,8 +143,9 @@ class Canary:
 
     def __init__(self, path: Path) -> None:
         self.path = Path(path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self.path.write_bytes(np.full(64, 7.0, np.float32).tobytes())
+        if not self.path.exists():  # an existing file (a real model's data) is watched as it is
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+            self.path.write_bytes(np.full(64, 7.0, np.float32).tobytes())
         self.fd = -1
 
     @staticmethod

@@ -125,3 +125,37 @@ def test_the_rules_match_onnx_and_onnxruntime(tmp_path, canary):
         if name != "hardlink":  # onnxruntime accepts hard links; onnx's loader does not, so neither do we
             with pytest.raises(Exception):
                 ort.InferenceSession(str(model), providers=["CPUExecutionProvider"])
+
+
+@pytest.mark.realmodels
+def test_a_real_model_with_external_data_passes_and_its_outside_copy_does_not(tmp_path, shared_models, canary,
+                                                                              workspace_home, capsys):
+    import onnx
+
+    from conftest import shared_model
+
+    model = onnx.load(str(shared_model("mobilenet_v2.onnx")))
+    inside = tmp_path / "inside" / "mobilenet.onnx"
+    inside.parent.mkdir()
+    onnx.save(model, str(inside), save_as_external_data=True, location="mobilenet.onnx.data", size_threshold=1024)
+    r = run_main(capsys, "analyze", inside, "--json")
+    assert r.code == 0, r.err
+    r = run_main(capsys, "create", inside, "--name", "mobilenet")
+    assert r.code == 0, r.err
+    assert run_main(capsys, "profile", "loss", "mobilenet").code == 0
+    # the same model with its weights in the canary's folder: refused, and the data is never read
+    outside = tmp_path / "outside_model" / "mobilenet.onnx"
+    outside.parent.mkdir()
+    os.replace(inside.parent / "mobilenet.onnx.data", canary.path.parent / "mobilenet.onnx.data")
+    m2 = onnx.load(str(inside), load_external_data=False)
+    for t in m2.graph.initializer:
+        for e in t.external_data:
+            if e.key == "location":
+                e.value = "../outside/mobilenet.onnx.data"
+    onnx.save(m2, str(outside))
+    with Canary(canary.path.parent / "mobilenet.onnx.data") as data:
+        for cmd in (["analyze", outside], ["create", outside, "--link", "--name", "out"],
+                    ["profile", "loss", outside], ["profile", "perf", outside, "--iterations", "2"]):
+            assert_refused(run_main(capsys, *cmd), "'..'")
+        assert data.events() == 0
+        data.self_test()

@@ -53,6 +53,14 @@ def test_kill_loop_loses_nothing(tmp_path):
         assert figures[key] == 0, figures
 
 
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="crash points fork the command")
+def test_crash_at_every_write_point_of_edit_and_delete(tmp_path):
+    figures = _bench().crash_points(tmp_path / "ws", ops=("edit", "delete"), stride=2)
+    assert figures["problems"] == [] and figures["crash_points"] >= 5, figures
+    for key in ("corrupt_files", "lost_records", "records_without_data", "leftovers", "load_failures"):
+        assert figures[key] == 0, figures
+
+
 def test_concurrent_writers_lose_nothing(tmp_path):
     figures = _bench().concurrent_writers(tmp_path / "ws", writers=3, writes=12)
     assert figures["failed_writers"] == 0 and figures["lost_records"] == 0, figures

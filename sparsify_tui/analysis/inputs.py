@@ -252,13 +252,14 @@ def check_scalar_values(specs: list[InputSpec], values: Optional[dict] = None) -
 
 
 def check_run_inputs(model_path: Union[str, os.PathLike], batch_size: int = 1, dims: Optional[dict] = None,
-                     data: Optional[Union[str, os.PathLike]] = None) -> list[InputSpec]:
+                     data: Optional[Union[str, os.PathLike]] = None, batches: int = 1) -> list[InputSpec]:
     """Everything about a run's inputs that can be refused before anything runs, is allocated or is recorded:
     the model loads (``load_model`` without weights: external-data locations, tensor sizes, input types),
     every ``dims`` name exists in the model and every symbolic dim has a value >= 1, one batch fits in the
     memory available, onnx's strict shape check passes at these shapes (what onnxruntime checks when it
     loads the model: :func:`sparsify_tui.analysis.shapes.check_shapes`), and the sample data ``data`` (headers only, :func:`check_sample_data`) matches the
-    inputs, or else every scalar input has a value. Returns the input specs.
+    inputs, or else every scalar input has a value; ``batches`` synthetic batches kept together must fit in
+    memory too. Returns the input specs.
 
     Raises:
         ModelError, DimensionError, SampleDataError: one line each.
@@ -269,6 +270,10 @@ def check_run_inputs(model_path: Union[str, os.PathLike], batch_size: int = 1, d
     model = load_model(model_path, load_external_data=False)
     specs = input_specs(model, batch_size=batch_size, dims=dims or {}, base_dir=Path(model_path).parent)
     check_shapes(model, batch_size, dims)
+    if batches > 1 and not data:
+        from sparsify_tui.analysis.shapes import check_input_memory, input_shapes
+
+        check_input_memory(model, input_shapes(model, batch_size, dims), batches=batches)
     if data:
         check_sample_data(data, specs, batch_size)
     else:

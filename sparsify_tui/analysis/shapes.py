@@ -331,11 +331,11 @@ def input_batch_bytes(model: onnx.ModelProto, shapes: dict[str, list[int]]) -> d
 
 
 def check_input_memory(model: onnx.ModelProto, shapes: dict[str, list[int]],
-                       available: Optional[int] = None) -> None:
-    """Refuse input shapes whose one batch would not fit in the memory this process can still use
-    (:func:`sparsify_tui.analysis.system.available_memory_bytes`, or ``available``), *before* anything is
-    allocated. The message names the biggest input and the dim to lower: ``--batch-size``, ``--dim NAME``, or
-    the model's own fixed dim (re-export).
+                       available: Optional[int] = None, batches: int = 1) -> None:
+    """Refuse input shapes whose ``batches`` batches (kept in memory together, e.g. one-shot's ``--batches``)
+    would not fit in the memory this process can still use (:func:`sparsify_tui.analysis.system.available_memory_bytes`,
+    or ``available``), *before* anything is allocated. The message names the biggest input and what to lower:
+    ``--batch-size``, ``--dim NAME``, the model's own fixed dim (re-export), or ``--batches``.
 
     Raises:
         DimensionError: one line with the bytes needed, the bytes available and the fix.
@@ -345,26 +345,33 @@ def check_input_memory(model: onnx.ModelProto, shapes: dict[str, list[int]],
 
     per_input = input_batch_bytes(model, shapes)
     total = sum(per_input.values())
+    batches = max(1, int(batches))
     if available is None:
-        if total < 1 << 28:  # under 256 MiB: not worth reading /proc
+        if total * batches < 1 << 28:  # under 256 MiB: not worth reading /proc
             return
         available = available_memory_bytes()
-    if available is None or total <= available:
+    if available is None or total * batches <= available:
         return
     name = max(per_input, key=per_input.get)
     shape = shapes[name]
-    axis = max(range(len(shape)), key=lambda a: shape[a])
-    sd = {(d.input_name, d.axis): d for d in symbolic_dims(model)}.get((name, axis))
-    if sd is None:
-        fix = (f"the model fixes dim {axis} of input '{name}' at {shape[axis]}: re-export it with a smaller or a "
-               "symbolic dim")
-    elif sd.is_batch:
-        fix = f"lower --batch-size (now {shape[axis]})"
+    if total <= available:
+        fix = f"lower --batches (now {batches})"
+    elif not shape:
+        fix = "re-export the model with smaller inputs"
     else:
-        fix = f"lower --dim {sd.name if sd.named else sd.key} (now {shape[axis]})"
+        axis = max(range(len(shape)), key=lambda a: shape[a])
+        sd = {(d.input_name, d.axis): d for d in symbolic_dims(model)}.get((name, axis))
+        if sd is None:
+            fix = (f"the model fixes dim {axis} of input '{name}' at {shape[axis]}: re-export it with a smaller or a "
+                   "symbolic dim")
+        elif sd.is_batch:
+            fix = f"lower --batch-size (now {shape[axis]})"
+        else:
+            fix = f"lower --dim {sd.name if sd.named else sd.key} (now {shape[axis]})"
+    many = f" x {batches} batches" if batches > 1 else ""
     raise DimensionError(
         f"model input '{name}' {shape} needs {format_bytes(per_input[name])} per batch (all inputs "
-        f"{format_bytes(total)}), more than the {format_bytes(available)} of memory available: {fix}"
+        f"{format_bytes(total)}{many}), more than the {format_bytes(available)} of memory available: {fix}"
     )
 
 

@@ -757,22 +757,24 @@ def _validate_setup(s: Dict[str, Any]) -> Dict[str, Any]:
     for key, value in s.items():
         if key not in _SETUP_KEYS:
             raise ProjectError(f"unknown setup setting {key!r}: use one of {', '.join(sorted(_SETUP_KEYS))}")
-        if key in ("batch_size", "core_count"):
-            try:
-                iv = int(value)
-            except (TypeError, ValueError):
-                iv = 0
-            if iv <= 0:
-                raise ProjectError(f"{key} {value!r} is out of range: give a whole number of 1 or more")
-            out[key] = iv
+        if key == "batch_size":
+            out[key] = _setting(settings.batch_size, value, "batch size")
+        elif key == "core_count":
+            out[key] = _setting(settings.core_count, value, "core count")
         elif key == "dims":
-            try:
-                out[key] = {str(k): int(v) for k, v in dict(value or {}).items()}
-            except (TypeError, ValueError):
-                raise ProjectError(f"dims {value!r} are not names mapped to whole numbers: give e.g. "
-                                   "{'x:2': 48}") from None
+            out[key] = _setting(settings.dims, value or {}, "dims")
         elif key in ("perf_enabled", "loss_enabled"):
             out[key] = bool(value)
         else:
             out[key] = str(value)
     return out
+
+
+def _setting(check, value: Any, flag: str) -> Any:
+    """A setup value through the shared validator (:mod:`sparsify_tui.settings`), as a :class:`ProjectError`."""
+    from sparsify_tui.errors import SparsifyError
+
+    try:
+        return check(value, flag=flag)
+    except SparsifyError as err:
+        raise ProjectError(str(err)) from None

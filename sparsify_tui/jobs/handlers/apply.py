@@ -27,7 +27,9 @@ def apply_settings(project: Dict[str, Any], args: Dict[str, Any], *, model_path=
     if model_path is not None:
         from sparsify_tui.analysis.inputs import check_run_inputs
 
-        check_run_inputs(model_path, 1, settings.dims((project.get("setup") or {}).get("dims") or {}), out["data"])
+        # calibration: 16 batches of one item (optimization.apply.calibration_inputs)
+        check_run_inputs(model_path, 1, settings.dims((project.get("setup") or {}).get("dims") or {}), out["data"],
+                         batches=16)
     return out
 
 

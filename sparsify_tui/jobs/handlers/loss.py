@@ -64,7 +64,7 @@ def loss_settings(project: Dict[str, Any], args: Dict[str, Any], *, model_path=N
         if method == "one-shot":
             from sparsify_tui.analysis.inputs import check_run_inputs
 
-            check_run_inputs(model_path, out["batch_size"], out["dims"], out["data"])
+            check_run_inputs(model_path, out["batch_size"], out["dims"], out["data"], batches=out["batches"])
         else:
             from sparsify_tui.analysis.loading import load_model
             from sparsify_tui.analysis.shapes import check_shapes, dim_keys
