@@ -92,7 +92,7 @@ def cmd_apply(args) -> int:
 
         job_args["data"] = str(Path(args.data).absolute())
     # bad arguments and inputs fail here, before a job record exists
-    apply_settings(project, job_args, model_path=ws.model_path(project["id"]))
+    apply_settings(project, job_args, model_path=ws.model_path(project["id"]), project_dir=ws.project_dir(project["id"]))
     run_here(ws, project["id"], "apply", job_args, progress=_stderr_progress(args.json))
     applied = get_optimization(ws, project["id"], opt["id"])["applied"]
     if args.json:

@@ -8,22 +8,28 @@ from typing import Any, Dict, Mapping, Optional
 FLAGS = {"optimization": "OPTIMIZATION", "out_path": "-o", "data": "--data"}
 
 
-def apply_settings(project: Dict[str, Any], args: Dict[str, Any], *, model_path=None,
+def apply_settings(project: Dict[str, Any], args: Dict[str, Any], *, model_path=None, project_dir=None,
                    flags: Optional[Mapping[str, str]] = None) -> Dict[str, Any]:
     """Validated arguments of an apply: ``optimization`` (required), ``out_path`` (optional; its folder must
-    exist, :func:`sparsify_tui.settings.output_path`), ``data`` (optional calibration data). With
-    ``model_path`` the calibration inputs are checked too (the project's dims, batch 1, the sample data),
-    before anything runs. Raises ``SparsifyError`` (one line)."""
+    exist, :func:`sparsify_tui.settings.output_path`, except the project's own ``optimized/`` folder under
+    ``project_dir``, created on demand), ``data`` (optional calibration data). With ``model_path`` the
+    calibration inputs are checked too (the project's dims, 16 batches of one item, the sample data), before
+    anything runs. Raises ``SparsifyError`` (one line)."""
+    from pathlib import Path
+
     from sparsify_tui import settings
     from sparsify_tui.errors import SparsifyError
 
     f = {**FLAGS, **(flags or {})}
     if not args.get("optimization"):
         raise SparsifyError(f"apply needs an optimization ({f['optimization']}): give its name or id")
-    out = {"optimization": str(args["optimization"]),
-           "out_path": settings.output_path(args["out_path"], f["out_path"], allow_dir=True)
-           if args.get("out_path") else None,
-           "data": args.get("data") or None}
+    out_path = args.get("out_path") or None
+    if out_path:
+        own = project_dir is not None and \
+            Path(out_path).expanduser().absolute().parent == (Path(project_dir) / "optimized").absolute()
+        out_path = str(Path(out_path).expanduser()) if own else settings.output_path(out_path, f["out_path"],
+                                                                                     allow_dir=True)
+    out = {"optimization": str(args["optimization"]), "out_path": out_path, "data": args.get("data") or None}
     if model_path is not None:
         from sparsify_tui.analysis.inputs import check_run_inputs
 
@@ -40,7 +46,7 @@ def run(ctx) -> Dict[str, Any]:
     from sparsify_tui.services.optimizations import get_optimization
 
     s = apply_settings(ctx.ws.get_project(ctx.project_id), dict(ctx.args or {}),
-                       model_path=ctx.ws.model_path(ctx.project_id))
+                       model_path=ctx.ws.model_path(ctx.project_id), project_dir=ctx.ws.project_dir(ctx.project_id))
     opt = get_optimization(ctx.ws, ctx.project_id, s["optimization"])
     applied = apply_record(ctx.ws, ctx.project_id, opt["id"], out_path=s["out_path"],
                            data=s["data"], progress=ctx.progress, cancel=ctx.cancel)
