@@ -8,7 +8,7 @@ from sparsify_tui import settings
 
 #: How the CLI names each argument in its errors; a TUI dialog passes its own field labels as ``flags``.
 FLAGS = {"batches": "--batches", "batch_size": "--batch-size", "core_count": "--cores", "levels": "--levels",
-         "method": "--method", "metric": "--metric"}
+         "method": "--method", "metric": "--metric", "data": "--data"}
 
 
 def loss_settings(project: Dict[str, Any], args: Dict[str, Any], *, model_path=None,
@@ -45,8 +45,8 @@ def loss_settings(project: Dict[str, Any], args: Dict[str, Any], *, model_path=N
         cores = min(int(setup.get("core_count") or settings.available_cores()), settings.available_cores())
     data = args.get("data") or None
     if data and method != "one-shot":
-        raise SparsifyError(f"--data is used by the one-shot method only, not {method}: drop it or add "
-                            "--method one-shot")
+        raise SparsifyError(f"{f['data']} is used by the one-shot method only, not {method}: drop it or choose "
+                            f"{f['method']} one-shot")
     out = {
         "name": args.get("name") or setup.get("loss_name") or "baseline",
         "method": method,
