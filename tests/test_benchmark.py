@@ -168,6 +168,7 @@ def test_cli_apply_and_benchmark_json(workspace_home, demo_model, tmp_path, caps
     ws = Workspace()
     project, opt = demo_project(ws, demo_model, quantize=True)
     out = tmp_path / "export" / "out.onnx"
+    out.parent.mkdir()  # -o never creates folders (issue 11): a missing one is refused
     assert main(["apply", "demo", "opt one", "-o", str(out), "--json"]) == 0
     d = json.loads(capsys.readouterr().out)
     applied = d["applied"]

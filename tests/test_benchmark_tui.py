@@ -176,6 +176,7 @@ def test_apply_dialog_exports_optimized_model(workspace_home, demo_model, tmp_pa
     ws = Workspace()
     pid, opt = seed(ws, demo_model)
     out = tmp_path / "exported" / "demo_opt.onnx"
+    out.parent.mkdir()  # an export path's folder must exist (issue 11): apply never creates folders
 
     async def run():
         app = make_app(ws, pid)

@@ -169,6 +169,7 @@ def test_snapshot_loss_summary(workspace_home, demo_model, snap_compare):
     async def setup(pilot):
         sec = await open_section(pilot)
         await select(pilot, sec, rid)
+        sec.focus_default()  # where the section puts focus when it opens, however late the open finished
         await steady(pilot)
 
     assert snap_compare(make_app(ws, pid), terminal_size=(80, 24), run_before=setup)

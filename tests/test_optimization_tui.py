@@ -68,6 +68,7 @@ def test_create_edit_export_flow(workspace_home, demo_model, tmp_path):
     ws = Workspace()
     pid = make_project(ws, demo_model)
     out = tmp_path / "out" / "my recipe.yaml"
+    out.parent.mkdir()  # an export path's folder must exist (issue 11): export never creates folders
 
     async def run():
         app = make_app(ws, pid)

@@ -43,7 +43,7 @@ def run(args) -> int:
     from sparsify_tui import settings
     from sparsify_tui.analysis.nodes import analyze_model
     from sparsify_tui.analysis.shapes import parse_dim_args
-    from sparsify_tui.cli import print_json
+    from sparsify_tui.cli import print_json, print_warnings
     from sparsify_tui.engine import get_engine
     from sparsify_tui.formatting import format_count
 
@@ -53,6 +53,7 @@ def run(args) -> int:
         return _channel_groups(args, dims)
     analysis = analyze_model(args.model, batch_size=args.batch_size, dims=dims, count_zeros=not args.no_zero_count,
                              engine=get_engine())
+    print_warnings(analysis.warnings)
     if args.json:
         print_json(analysis.to_dict())
         return 0

@@ -38,8 +38,7 @@ def _fmt_table(result) -> str:
 def cmd_benchmark(args) -> int:
     from sparsify_tui.cli import print_json
     from sparsify_tui.jobs import run_here
-    from sparsify_tui.services.benchmarks import benchmark_settings, load_benchmark
-    from sparsify_tui.services.optimizations import get_optimization
+    from sparsify_tui.services.benchmarks import load_benchmark
     from sparsify_tui.store import Workspace
 
     ws = Workspace()
@@ -57,12 +56,10 @@ def cmd_benchmark(args) -> int:
 
         job_args["dims"] = {**(project.get("setup") or {}).get("dims", {}), **parse_dim_args(args.dim)}
     if args.data:
-        job_args["data"] = args.data
-    # bad arguments fail here, before a job record exists
-    checked = benchmark_settings(project, job_args)
-    job_args["batch_sizes"], job_args["core_counts"] = checked["batch_sizes"], checked["core_counts"]
-    for ref in job_args["optimizations"]:
-        get_optimization(ws, project["id"], ref)
+        from pathlib import Path
+
+        job_args["data"] = str(Path(args.data).absolute())
+    # bad arguments and inputs are refused by run_here before a job record exists (jobs.registry.JOB_CHECKS)
     summary = run_here(ws, project["id"], "benchmark", job_args, progress=_stderr_progress(args.json))
     result = load_benchmark(ws, project["id"], summary["benchmark"])
     if args.json:
@@ -85,7 +82,9 @@ def cmd_apply(args) -> int:
     opt = get_optimization(ws, project["id"], args.optimization)
     job_args = {"optimization": opt["id"], "out_path": args.output}
     if args.data:
-        job_args["data"] = args.data
+        from pathlib import Path
+
+        job_args["data"] = str(Path(args.data).absolute())
     run_here(ws, project["id"], "apply", job_args, progress=_stderr_progress(args.json))
     applied = get_optimization(ws, project["id"], opt["id"])["applied"]
     if args.json:

@@ -34,40 +34,39 @@ def _summary_text(prof) -> str:
 
 
 def cmd_profile_loss(args) -> int:
-    from sparsify_tui import settings
     from sparsify_tui.analysis.shapes import parse_dim_args
-    from sparsify_tui.cli import print_json
-    from sparsify_tui.profiling.loss import parse_levels, profile_loss
+    from sparsify_tui.cli import print_json, print_warnings
+    from sparsify_tui.jobs.handlers.loss import loss_settings
 
-    levels = parse_levels(args.levels) if args.levels else None
     dims = parse_dim_args(args.dim or [])
+    job_args = {"name": args.name or "baseline", "method": args.method, "levels": args.levels,
+                "data": str(Path(args.data).absolute()) if args.data else None, "batches": args.batches,
+                "int8": args.int8, "metric": args.metric}
+    if dims:
+        job_args["dims"] = dims
+    if args.batch_size is not None:
+        job_args["batch_size"] = args.batch_size
     if looks_like_model(args.target):
-        prof = profile_loss(
-            Path(args.target), method=args.method, levels=levels, data=args.data,
-            batches=settings.loss_batches(args.batches), batch_size=settings.batch_size(args.batch_size or 1),
-            dims=dims, int8=args.int8, metric=args.metric, name=args.name or "baseline",
-            progress=_stderr_progress(args.json),
-        )
+        from sparsify_tui.profiling.loss import profile_loss
+
+        # bad arguments and inputs fail here, before any progress line
+        s = loss_settings({}, job_args, model_path=args.target)
+        prof = profile_loss(Path(args.target), progress=_stderr_progress(args.json), **s)
     else:
         from sparsify_tui.jobs import run_here
-        from sparsify_tui.jobs.handlers.loss import loss_settings
         from sparsify_tui.services.profiles import load_loss_profile
         from sparsify_tui.store import Workspace
 
         ws = Workspace()
         project = ws.get_project(args.target)
         if args.method == "approximated":
+            loss_settings(project, job_args, model_path=ws.model_path(project["id"]))
             prof = load_loss_profile(ws, project["id"], "approximated")
         else:
-            job_args = {"name": args.name or "baseline", "method": args.method, "levels": levels,
-                        "data": args.data, "batches": args.batches, "int8": args.int8, "metric": args.metric}
-            if dims:
-                job_args["dims"] = dims
-            if args.batch_size:
-                job_args["batch_size"] = args.batch_size
-            loss_settings(project, job_args)  # bad arguments fail here, before a job record exists
+            # bad arguments and inputs are refused by run_here before a job record exists (jobs.registry.JOB_CHECKS)
             summary = run_here(ws, project["id"], "loss_profile", job_args, progress=_stderr_progress(args.json))
             prof = load_loss_profile(ws, project["id"], summary["record_id"])
+    print_warnings(prof.warnings)
     if args.json:
         print_json(prof.to_dict())
     else:

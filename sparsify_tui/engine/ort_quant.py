@@ -173,7 +173,7 @@ def quantize_int8(
     large = _needs_external_data(src)
     maybe_check(cancel)
     prog("pre-processing", 0.0)
-    with tempfile.TemporaryDirectory(prefix="sparsify-quant-") as tmp:
+    with tempfile.TemporaryDirectory(prefix=f"sparsify-quant-{os.getpid()}-") as tmp:  # pid: cleaned if killed
         pre = Path(tmp) / "preprocessed.onnx"
         src_q = src
         if per_channel and not large:

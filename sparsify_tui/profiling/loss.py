@@ -126,6 +126,7 @@ class LossProfile:
     model_path: Optional[str] = None
     seconds: float = 0.0
     extras: dict = field(default_factory=dict)
+    warnings: list = field(default_factory=list)
 
     # -- summary -----------------------------------------------------------------------------------------
     @property
@@ -198,6 +199,7 @@ class LossProfile:
                 "average_sensitivity": self.average_sensitivity(),
                 "est_recovery": self.est_recovery(),
                 "seconds": float(self.seconds),
+                "warnings": list(self.warnings),
                 **({"extras": self.extras} if self.extras else {}),
             },
             "layers": [layer.to_dict() for layer in self.layers],
@@ -219,6 +221,7 @@ class LossProfile:
             model_path=p.get("model_path"),
             seconds=float(p.get("seconds", 0.0)),
             extras=dict(p.get("extras", {})),
+            warnings=list(p.get("warnings", [])),
         )
 
 
@@ -228,7 +231,7 @@ def _eligible(layer: LossLayer) -> bool:
 
 def _check_levels(levels) -> list:
     out = sorted({round(float(x), 6) for x in levels})
-    if not out or out[0] < 0 or out[-1] >= 1:
+    if not out or out[0] < 0 or out[-1] >= 1 or any(x != x for x in out):
         raise ValueError(f"sparsity levels must be in [0, 1), got {list(levels)}")
     return out
 
@@ -339,11 +342,13 @@ def _total_params(model) -> int:
 
 
 def _magnitude_layer(w: np.ndarray, levels, int8: bool, axis: Optional[int]) -> tuple:
-    """(sensitivity dict, zero count, int8 error or None) of one weight; releases the GIL in numpy."""
+    """(sensitivity dict, zero count, int8 error or None, NaN/Inf count) of one weight; releases the GIL in
+    numpy. NaN and Inf sort last, so counting them costs one binary search."""
     flat = np.abs(np.asarray(w, dtype=np.float32).reshape(-1))
     flat.sort(kind="quicksort")
     zeros = int(np.searchsorted(flat, 0.0, side="right"))
-    return magnitude_values(flat, levels), zeros, (weight_int8_error(w, axis) if int8 else None)
+    nonfinite = int(flat.size - np.searchsorted(flat, np.inf, side="left"))
+    return magnitude_values(flat, levels), zeros, (weight_int8_error(w, axis) if int8 else None), nonfinite
 
 
 def magnitude_profile(model_path, *, levels=None, int8=False, name="magnitude", progress=None, cancel=None) -> LossProfile:
@@ -356,6 +361,7 @@ def magnitude_profile(model_path, *, levels=None, int8=False, name="magnitude", 
     """
     from concurrent.futures import ThreadPoolExecutor
 
+    from sparsify_tui.analysis.loading import weight_warnings
     from sparsify_tui.settings import available_cores
     from sparsify_tui.profiling.loss_protoscan import scan_model
 
@@ -383,10 +389,13 @@ def magnitude_profile(model_path, *, levels=None, int8=False, name="magnitude", 
         return _magnitude_layer(get(ref), levels, int8, ref.channel_axis)
 
     out = []
+    nonfinite: dict = {}
     try:
         with ThreadPoolExecutor(max_workers=max(1, min(2, available_cores()))) as pool:
-            for i, (ref, (sens, zeros, i8)) in enumerate(zip(refs, pool.map(work, refs))):
+            for i, (ref, (sens, zeros, i8, bad)) in enumerate(zip(refs, pool.map(work, refs))):
                 out.append(_layer_entry(model, ref, i == 0, sens, zeros, i8))
+                if bad:
+                    nonfinite[ref.weight_name] = bad
                 if progress:
                     progress("weight magnitudes", (i + 1) / len(refs))
     finally:
@@ -403,6 +412,7 @@ def magnitude_profile(model_path, *, levels=None, int8=False, name="magnitude", 
         layers=out,
         model_path=str(model_path),
         seconds=time.perf_counter() - t0,
+        warnings=weight_warnings(nonfinite, Path(model_path).name),
     )
 
 

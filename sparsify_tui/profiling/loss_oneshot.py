@@ -398,12 +398,18 @@ def one_shot_profile(
     step = progress or (lambda s, f: None)
     engine = get_engine(engine)
     model = load_model(model_path, load_external_data=True)
+    from sparsify_tui.analysis.inputs import sample_data_warnings
+    from sparsify_tui.analysis.loading import nonfinite_weights, weight_warnings
+
+    warnings = weight_warnings(nonfinite_weights(model), Path(model_path).name)
     refs: list[LayerRef] = find_layers(model)
     if not refs:
         raise ModelError(f"{Path(model_path).name} has no prunable layers (Conv/Gemm/MatMul with a weight initializer)")
     if strategy not in ("auto", "single", "layer"):
         raise SparsifyError(f"unknown one-shot strategy {strategy!r}: use auto, single or layer")
     batches_list = feeds if feeds is not None else sample_batches(model_path, data, batches, batch_size, dims)
+    if feeds is None and data:
+        warnings += sample_data_warnings(batches_list)
     nb = len(batches_list)
     step("dense pass", 0.0)
 
@@ -587,6 +593,7 @@ def one_shot_profile(
         layers=layers,
         model_path=str(model_path),
         seconds=time.perf_counter() - t0,
+        warnings=warnings,
         extras={
             "sessions": n_sessions + 1,
             "groups": [[refs[a].node_id, refs[b - 1].node_id, b - a] for a, b in groups],

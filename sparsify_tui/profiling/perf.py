@@ -28,9 +28,7 @@ One live session at a time: each session is deleted before the next is created.
 
 from __future__ import annotations
 
-import os
 import shutil
-import tempfile
 import time
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
@@ -44,6 +42,7 @@ from sparsify_tui import settings
 from sparsify_tui.errors import JobCanceled, ModelError, SparsifyError
 from sparsify_tui.profiling import perf_estimate as est
 from sparsify_tui.progress import CancelToken, ProgressFn, maybe_check
+from sparsify_tui.tempfiles import fast_tmp, make_temp_dir
 
 #: Calibration batches used for INT8 (calibration.md used 16).
 INT8_CALIBRATION_BATCHES = 16
@@ -114,6 +113,7 @@ class PerfProfile:
     seconds: float = 0.0
     seconds_without_int8: float = 0.0
     status: str = "completed"
+    warnings: list = field(default_factory=list)
 
     def to_dict(self) -> dict:
         prof = {
@@ -137,6 +137,7 @@ class PerfProfile:
             "seconds": self.seconds,
             "seconds_without_int8": self.seconds_without_int8,
             "status": self.status,
+            "warnings": list(self.warnings),
         }
         return {"profile": prof, "nodes": [asdict(n) for n in self.nodes]}
 
@@ -303,10 +304,14 @@ def profile_performance(
 
     # one parse of the model for input specs and the node table (no weights when stored externally)
     model = load_model(str(path), load_external_data=False)
+    from sparsify_tui.analysis.loading import nonfinite_weights, weight_warnings
+
+    warnings = weight_warnings(nonfinite_weights(model, path.parent), path.name)
     _strip_large_weights(model)  # the profile needs weight shapes, not values (onnxruntime reads the file)
     specs = ainputs.input_specs(model, batch_size=batch_size, dims=dims)
     if data:
         feeds = ainputs.load_sample_data(str(data), specs, batch_size)
+        warnings += ainputs.sample_data_warnings(feeds)
         source = {"source": "sample data", "path": str(data), "batches": len(feeds)}
     else:
         feeds = [ainputs.synthetic_inputs(specs, seed=0, values=dims)]
@@ -318,7 +323,7 @@ def profile_performance(
 
     share_int8 = 0.45 if int8 else 0.0
     f_fp32 = 1.0 - share_int8
-    tmp = Path(tempfile.mkdtemp(prefix="sparsify-perf-", dir=_fast_tmp()))
+    tmp = make_temp_dir("perf", fast_tmp())  # named after this pid: removed at start-up if we are killed
     try:
         run_path = runnable_path(path, model.ir_version, tmp)
         t_phase = time.perf_counter()
@@ -391,6 +396,7 @@ def profile_performance(
         created=datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
         seconds=t_end - t_start,
         seconds_without_int8=t_fp32_done - t_start,
+        warnings=warnings,
     )
     prof.pruned_estimate = _model_estimates(nodes, median, dw_share)
     return prof
@@ -410,12 +416,6 @@ def _strip_large_weights(model, limit_bytes: int = 4096) -> None:
         for f in ("float_data", "int32_data", "int64_data", "double_data", "uint64_data"):
             if len(getattr(t, f)) * 4 > limit_bytes:
                 t.ClearField(f)
-
-
-def _fast_tmp() -> Optional[str]:
-    """/dev/shm when usable (the trace and optimized graph are written there), else the default temp dir."""
-    shm = "/dev/shm"
-    return shm if os.path.isdir(shm) and os.access(shm, os.W_OK) else None
 
 
 def _int8_pass(engine, path: Path, orig: list, feeds: list, cores: int, warmup: int, iterations: int, tmp: Path,

@@ -43,6 +43,10 @@ def apply_record(ws, project_id: str, opt_ref: str, *, out_path=None, data=None,
     opt = get_optimization(ws, project_id, opt_ref)
     setup = ws.get_project(project_id).get("setup") or {}
     quant, excluded = quantization_settings(opt)
+    if opt.get("applied"):
+        # the file is about to be rewritten in place: a kill midway must not leave a record that vouches for a
+        # half-written model, so the record forgets it first and gets it back when the new file is complete
+        ws.update_record(project_id, TABLE, opt["id"], applied=None)
     res = apply_optimization(
         ws.model_path(project_id), layer_sparsities(opt), quantize=quant, excluded=excluded,
         structure=(opt.get("settings") or {}).get("structure", "unstructured"),

@@ -42,18 +42,34 @@ def load_benchmark(ws, project_id: str, ref: str):
     return res
 
 
-def benchmark_settings(project: dict, args: dict) -> Dict[str, Any]:
+#: How the CLI names each argument in its errors; a TUI dialog passes its own field labels as ``flags``.
+FLAGS = {"batch_sizes": "--batch-sizes", "core_counts": "--cores", "warmup": "--warmup", "iterations": "--iterations"}
+
+
+def benchmark_settings(project: dict, args: dict, *, model_path=None,
+                       flags: Optional[Dict[str, str]] = None) -> Dict[str, Any]:
     """Validated benchmark settings from job ``args`` with the project's setup as defaults:
-    ``batch_sizes``, ``core_counts``, ``warmup``, ``iterations``, ``dims``. Raises ``SparsifyError``."""
+    ``batch_sizes``, ``core_counts``, ``warmup``, ``iterations``, ``dims``. ``flags``: the label of each argument
+    in error messages (default :data:`FLAGS`, the CLI's). With ``model_path`` (the baseline model) the inputs
+    are checked for every batch size before anything runs (:func:`sparsify_tui.analysis.inputs.check_run_inputs`:
+    the model, dim names, memory, sample data ``args["data"]``). Raises ``SparsifyError``."""
+    f = {**FLAGS, **(flags or {})}
     setup = project.get("setup") or {}
     default_cores = min(int(setup.get("core_count") or settings.available_cores()), settings.available_cores())
-    return {
-        "batch_sizes": settings.batch_sizes(args.get("batch_sizes"), int(setup.get("batch_size") or 1)),
-        "core_counts": settings.core_counts(args.get("core_counts"), default_cores),
-        "warmup": settings.warmup(args.get("warmup")),
-        "iterations": settings.iterations(args.get("iterations")),
-        "dims": args.get("dims") if args.get("dims") is not None else (setup.get("dims") or {}),
+    out = {
+        "batch_sizes": settings.batch_sizes(args.get("batch_sizes"), int(setup.get("batch_size") or 1),
+                                            f["batch_sizes"]),
+        "core_counts": settings.core_counts(args.get("core_counts"), default_cores, f["core_counts"]),
+        "warmup": settings.warmup(args.get("warmup"), f["warmup"]),
+        "iterations": settings.iterations(args.get("iterations"), f["iterations"]),
+        "dims": settings.dims({**(setup.get("dims") or {}), **(args.get("dims") or {})}),
     }
+    if model_path is not None:
+        from sparsify_tui.analysis.inputs import check_run_inputs
+
+        for b in out["batch_sizes"]:
+            check_run_inputs(model_path, b, out["dims"], args.get("data"))
+    return out
 
 
 def benchmark_project(ws, project_id: str, args: dict, *, progress: Optional[ProgressFn] = None,
@@ -68,7 +84,7 @@ def benchmark_project(ws, project_id: str, args: dict, *, progress: Optional[Pro
     from sparsify_tui.benchmark.runner import ModelSpec, run_benchmark
 
     project = ws.get_project(project_id)
-    s = benchmark_settings(project, args)
+    s = benchmark_settings(project, args, model_path=ws.model_path(project_id))
     refs = [str(r) for r in (args.get("optimizations") or [])]
     name = args.get("name") or f"benchmark {len(ws.list_records(project_id, TABLE)) + 1}"
     prog = progress or (lambda step, frac: None)

@@ -58,18 +58,36 @@ def load_perf_profile(ws, project_id: str, ref: str):
     return PerfProfile.from_dict(ws.read_record_blob(project_id, PERF_TABLE, rec["id"]))
 
 
-def resolve_perf_profile(ws, project_id: str, ref: Optional[str]):
-    """``(profile or None, record id or "flops", display name)`` for an optimization's perf profile: ``ref``
-    an id or name, ``"flops"`` for the FLOPS profile, None = the newest completed perf profile, else FLOPS."""
+def _newest_readable(ws, project_id: str, table: str, load, skipped: Optional[list]):
+    """``(record, profile)`` of the newest completed record of ``table`` whose data file loads, or None. A record
+    whose data file is missing or damaged (a run killed before it was written, a file deleted by hand) is
+    skipped, and reported in ``skipped`` (one line each), instead of failing the whole command."""
+    from sparsify_tui.errors import ProjectError
+
+    records = [r for r in ws.list_records(project_id, table) if r.get("status", "completed") == "completed"]
+    for rec in sorted(records, key=lambda r: r.get("created", ""), reverse=True):
+        try:
+            return rec, load(ws, project_id, rec["id"])
+        except ProjectError as err:  # RecordNotFound (no data file) or a corrupt one
+            if skipped is not None:
+                kind = "perf profile" if table == PERF_TABLE else "loss profile"
+                skipped.append(f"{kind} {rec.get('name', '')!r} ({rec['id']}) was skipped: {err}")
+    return None
+
+
+def resolve_perf_profile(ws, project_id: str, ref: Optional[str], skipped: Optional[list] = None):
+    """``(profile or None, record id or "flops", display name)`` for an optimization's perf profile: ``ref`` an
+    id or name, ``"flops"`` for the FLOPS profile, None = the newest completed perf profile whose data loads
+    (records without data are skipped and reported in ``skipped``), else FLOPS."""
     if ref is not None and str(ref).lower() == FLOPS:
         return None, FLOPS, "FLOPS"
     if ref is None:
-        records = [r for r in ws.list_records(project_id, PERF_TABLE) if r.get("status", "completed") == "completed"]
-        if not records:
+        found = _newest_readable(ws, project_id, PERF_TABLE, load_perf_profile, skipped)
+        if found is None:
             return None, FLOPS, "FLOPS"
-        rec = sorted(records, key=lambda r: r.get("created", ""))[-1]
-    else:
-        rec = ws.find_record(project_id, PERF_TABLE, ref)
+        rec, prof = found
+        return prof, rec["id"], rec.get("name", rec["id"])
+    rec = ws.find_record(project_id, PERF_TABLE, ref)
     return load_perf_profile(ws, project_id, rec["id"]), rec["id"], rec.get("name", rec["id"])
 
 
@@ -117,15 +135,16 @@ def load_loss_profile(ws, project_id: str, ref: str):
     return prof
 
 
-def resolve_loss_profile(ws, project_id: str, ref: Optional[str]):
+def resolve_loss_profile(ws, project_id: str, ref: Optional[str], skipped: Optional[list] = None):
     """``(profile, record id or "approximated", display name)`` for an optimization's loss profile: ``ref`` an
-    id or name, ``"approximated"``, None = the newest completed loss profile, else Approximated."""
+    id or name, ``"approximated"``, None = the newest completed loss profile whose data loads (records without
+    data are skipped and reported in ``skipped``), else Approximated."""
+    if ref is None:
+        found = _newest_readable(ws, project_id, LOSS_TABLE, load_loss_profile, skipped)
+        if found is not None:
+            rec, prof = found
+            return prof, rec["id"], rec.get("name", rec["id"])
     if ref is None or str(ref).lower() == APPROXIMATED:
-        records = ws.list_records(project_id, LOSS_TABLE) if ref is None else []
-        records = [r for r in records if r.get("status", "completed") == "completed"]
-        if not records:
-            return approximated_loss_profile(ws, project_id), APPROXIMATED, "Approximated"
-        rec = sorted(records, key=lambda r: r.get("created", ""))[-1]
-    else:
-        rec = ws.find_record(project_id, LOSS_TABLE, ref)
+        return approximated_loss_profile(ws, project_id), APPROXIMATED, "Approximated"
+    rec = ws.find_record(project_id, LOSS_TABLE, ref)
     return load_loss_profile(ws, project_id, rec["id"]), rec["id"], rec.get("name", rec["id"])

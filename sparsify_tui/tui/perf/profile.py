@@ -30,6 +30,7 @@ from textual.widgets import Static, TabbedContent, TabPane
 
 from sparsify_tui.tui import messages
 from sparsify_tui.tui.perf.messages import PerfProfileLoaded
+from sparsify_tui.tui.widgets.tabs import place_tab_underlines
 from sparsify_tui.tui.widgets.charts import BarChart
 from sparsify_tui.tui.widgets.tables import Column, FilterableTable, format_count, format_percent
 from sparsify_tui.tui.workers import app_work, post_result
@@ -177,6 +178,7 @@ class PerfProfileView(Widget):
     # -- rendering -------------------------------------------------------------------------------
     def show_profile(self, profile) -> None:
         self.profile = profile
+        place_tab_underlines(self)
         self._render_summary()
         self._render_op_chart()
         self._render_table()
