@@ -249,7 +249,7 @@ class ExportDialog(ModalScreen[Optional[dict]]):
 
         try:
             result = export_optimization(self.app.workspace, self.project_id, self.record_id, recipe_path=path,
-                                         framework=fw or None)
+                                         framework=fw or None, flags={"recipe_path": "Recipe path"})
         except Exception as err:  # noqa: BLE001 - shown in the dialog
             post_result(self, ExportWritten(None, err))
             return
