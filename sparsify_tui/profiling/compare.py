@@ -14,6 +14,8 @@ Every row of both profiles appears once, in A's graph order, then B's extra rows
   neighbour on the other side (Conv+Add in FP32, a separate QLinearAdd in INT8, say). Its time sits in another
   row on that side: :attr:`PerfComparison.fusion_groups` joins the nodes that share a kernel on either side, so
   the group's ratio compares like with like;
+* ``removed in A`` / ``removed in B``: the node is in both, has time on one side and no kernel at all on the
+  other (folded away there: a Clip absorbed into the INT8 quantization range, a constant-folded node);
 * ``only in A`` / ``only in B``: the node id is missing on the other side (different models);
 * ``op type differs``: the same id names nodes of different op types;
 * ``not a node``: the special rows ``[layout conversion]``, ``[quantize/dequantize]`` and ``[unattributed]``.
@@ -40,6 +42,8 @@ from typing import Iterable, Optional, Sequence
 VIEWS = ("fp32", "int8")
 MATCHED = "matched"
 FUSED_DIFFERENTLY = "fused differently"
+REMOVED_A = "removed in A"
+REMOVED_B = "removed in B"
 ONLY_A = "only in A"
 ONLY_B = "only in B"
 OP_DIFFERS = "op type differs"
@@ -124,7 +128,7 @@ class GroupRow:
 @dataclass
 class FusionGroup:
     """Nodes that share a kernel on one side or the other, joined because at least one of them is fused
-    differently: ``ids`` (graph order), ``a_ms`` / ``b_ms`` (sums over the ids), ``ratio``."""
+    differently (two or more nodes): ``ids`` (graph order), ``a_ms`` / ``b_ms`` (sums over the ids), ``ratio``."""
 
     ids: list
     a_ms: float
@@ -251,6 +255,14 @@ class _Union:
                 self.parent[rb] = ra
 
 
+def _covered(profile, view: str) -> Optional[set]:
+    """Ids of the nodes some kernel covers in ``view``; None when the profile records no kernels (then a node
+    without time counts as fused, not removed)."""
+    attr = "int8_kernels" if view == "int8" else "kernels"
+    ids = {n.id for n in profile.nodes if getattr(n, attr, None)}
+    return ids or None
+
+
 def _kernel_links(profile, view: str, union: _Union) -> None:
     """Join the nodes of ``profile`` that one kernel covers in ``view`` (else a node and its ``fused_into``)."""
     by_kernel: dict = {}
@@ -284,6 +296,7 @@ def compare_perf(a, b, *, a_view: str = "fp32", b_view: str = "fp32", a_side: Op
     a_nodes = {n.id: n for n in a.nodes}
     b_nodes = {n.id: n for n in b.nodes}
     a_total, b_total = sum(ta.values()), sum(tb.values())
+    cov_a, cov_b = _covered(a, a_view), _covered(b, b_view)
 
     rows: list[CompareRow] = []
     order = [n.id for n in a.nodes if not _is_special(n.id)]
@@ -304,7 +317,11 @@ def compare_perf(a, b, *, a_view: str = "fp32", b_view: str = "fp32", a_side: Op
         elif na.op_type != nb.op_type:
             status = OP_DIFFERS
         elif (am > 0) != (bm > 0):
-            status = FUSED_DIFFERENTLY
+            zero_side, covered = ("A", cov_a) if am <= 0 else ("B", cov_b)
+            if covered is not None and nid not in covered:
+                status = REMOVED_A if zero_side == "A" else REMOVED_B
+            else:
+                status = FUSED_DIFFERENTLY
         else:
             status = MATCHED
         op = (na or nb).op_type if not _is_special(nid) else nid
@@ -329,6 +346,9 @@ def compare_perf(a, b, *, a_view: str = "fp32", b_view: str = "fp32", a_side: Op
     n_fused = sum(r.status == FUSED_DIFFERENTLY for r in rows)
     if n_fused:
         notes.append(f"{n_fused} nodes are fused differently: compare their fusion groups, not the single rows")
+    n_removed = sum(r.status in (REMOVED_A, REMOVED_B) for r in rows)
+    if n_removed:
+        notes.append(f"{n_removed} nodes have time on one side only and no kernel on the other (folded away there)")
     only = sum(r.status in (ONLY_A, ONLY_B) for r in rows)
     if only:
         notes.append(f"{only} node ids are on one side only (different models?): listed, never dropped")
@@ -354,6 +374,8 @@ def _fusion_groups(a, b, a_view: str, b_view: str, rows: list) -> list:
             r.group = seen[root]
             continue
         group_rows = members.get(root, [r])
+        if len(group_rows) < 2:
+            continue
         a_ms = sum(x.a_ms or 0.0 for x in group_rows)
         b_ms = sum(x.b_ms or 0.0 for x in group_rows)
         seen[root] = r.group = len(out)
