@@ -337,9 +337,9 @@ def compare_perf(a, b, *, a_view: str = "fp32", b_view: str = "fp32", a_side: Op
     groups = _op_groups(rows, a_total, b_total)
     notes = []
     if a.batch_size != b.batch_size:
-        notes.append(f"batch sizes differ ({a.batch_size} vs {b.batch_size}): times are ms per batch; "
-                     f"per item, B/A is {(b_total / b.batch_size) / (a_total / a.batch_size):.3g}"
-                     if a_total > 0 and b_total > 0 else f"batch sizes differ ({a.batch_size} vs {b.batch_size})")
+        per_item = (f"; per item B/A {(b_total / b.batch_size) / (a_total / a.batch_size):.3g}"
+                    if a_total > 0 and b_total > 0 else "")
+        notes.append(f"batch {a.batch_size} vs {b.batch_size}: times are ms per batch{per_item}")
     if (a_side.target.get("cpu_model") and b_side.target.get("cpu_model")
             and a_side.target["cpu_model"] != b_side.target["cpu_model"]):
         notes.append(f"different CPUs: {a_side.target['cpu_model']} vs {b_side.target['cpu_model']}")

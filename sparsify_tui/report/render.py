@@ -87,7 +87,7 @@ def blocks(report: Report, top: int = 10) -> list:
     out: list = [Heading(1, report.title),
                  Para(f"Generated {report.generated} by sparsify-tui {report.version}. Times are ms per batch, "
                       "throughput items/s. Measured numbers come from onnxruntime on the machine named with each "
-                      "profile or benchmark; *est.* marks estimates.")]
+                      "profile or benchmark; \"est.\" marks estimates.")]
     p, m = report.project, report.model
     if p.get("description"):
         out.append(Para(p["description"]))
