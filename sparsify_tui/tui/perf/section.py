@@ -217,9 +217,9 @@ class PerfSection(Widget):
                 tooltip="Profile view: Layer Results table (every node)"),
         Binding("g", "view_tab('top')", "Top", id="perf.tab_top",
                 tooltip="Profile view: chart of the top layers"),
-        Binding("space", "toggle_mark", "Mark", id="perf.mark",
+        Binding("space", "toggle_mark", "Mark", show=False, id="perf.mark",
                 tooltip="Mark the highlighted profile for comparing (A, then B)"),
-        Binding("equals_sign", "compare", "Compare", id="perf.compare",
+        Binding("equals_sign", "compare", "Compare", show=False, id="perf.compare",
                 tooltip="Compare the two marked profiles per node (one profile: its FP32 vs INT8)"),
     ]
 
