@@ -35,7 +35,8 @@ import onnx
 from sparsify_tui.analysis.graph import node_id, subgraph_path, subgraphs
 from sparsify_tui.analysis.loading import is_weight_constant
 
-#: metric -> (what the value is, unit). ``int8_ratio`` < 1: the node ran faster in the INT8 model.
+#: metric -> (what the value is, unit). ``int8_ratio`` < 1: the node ran faster in the INT8 model. Values are
+#: rounded for display: ms to 0.1 µs, % to 0.001, ratios to 0.001, sensitivities to 4 significant digits.
 METRICS = {
     "ms": ("measured ms per batch of the node (profiled pass; 0 when fused into another node)", "ms"),
     "share": ("share of the profile's total node time", "%"),
@@ -169,15 +170,15 @@ def node_data(model: onnx.ModelProto, profile, *, loss=None, level: float = 0.9,
         e = placed.get(n.id)
         if e is None or e.graph_id is None:
             continue
-        values["ms"][n.id] = float(n.time_ms or 0.0)
-        values["share"][n.id] = 100.0 * float(n.time_ms or 0.0) / total if total > 0 else 0.0
+        values["ms"][n.id] = round(float(n.time_ms or 0.0), 4)
+        values["share"][n.id] = round(100.0 * float(n.time_ms or 0.0) / total, 3) if total > 0 else 0.0
         if n.int8_time_ms is not None and n.time_ms and n.time_ms > 0:
-            values["int8_ratio"][n.id] = float(n.int8_time_ms) / float(n.time_ms)
+            values["int8_ratio"][n.id] = round(float(n.int8_time_ms) / float(n.time_ms), 3)
     if loss is not None:
         for layer in loss.layers:
             e = placed.get(layer.id)
             if e is not None and e.graph_id is not None:
-                values["sensitivity"][layer.id] = float(layer.value_at(level))
+                values["sensitivity"][layer.id] = float(f"{float(layer.value_at(level)):.4g}")
     out = NodeData(nodes=sum(1 for e in placed.values() if e.graph_id is not None))
     out.not_on_graph = [n.id for n in profile.nodes if n.id not in placed or placed[n.id].graph_id is None]
     prefix = f"{label} " if label else ""
