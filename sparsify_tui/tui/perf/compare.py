@@ -171,7 +171,7 @@ class PerfCompareScreen(ModalScreen[None]):
         groups = [g for g in cmp.groups if g.a_ms or g.b_ms]
         self.query_one("#cmp-ops", DivergingBarChart).set_data(
             [g.name for g in groups], [g.a_ms for g in groups], [g.b_ms for g in groups],
-            title=f"Per op type ({len(groups)} with time)")
+            title=f"Per op type ({len(groups)})")
         self.query_one("#cmp-table", FilterableTable).set_rows(comparison_rows(cmp))
         self._render_top()
 

@@ -105,7 +105,7 @@ class DivergingBarChart(_ChartBase):
     def _replot(self) -> None:
         keys = "v: Δ/ratio · " + ("t: chart" if self.show_table else "t: table")
         self.query_one(".chart-title", Static).update(
-            f"{self.title} · {MODE_LABELS[self.mode]} [dim]({keys} · right: more in B)[/dim]")
+            f"{self.title} · {MODE_LABELS[self.mode]} [dim]({keys} · right = more in B)[/dim]")
         self.table.set_rows([
             {"_key": i, "label": lab, "a": a, "b": b, "delta": (b or 0.0) - (a or 0.0), "ratio": _ratio(a, b)}
             for i, (lab, a, b) in enumerate(zip(self.labels, self.a, self.b))
