@@ -294,3 +294,19 @@ def test_measured_demo_profiles_fp32_int8_and_batch(ws, demo_model):
     cmp = compare_perf_profiles(ws, pid, "b1", "b1:int8")
     assert cmp.totals["b_latency_ms"] == b1.int8["latency_ms"]["median"]
     assert sum(r.b_ms for r in cmp.rows) == pytest.approx(b1.int8["profiled"]["kernel_total_ms"])
+
+
+def test_structure_row_fields_are_compared_too():
+    """A structure's own per-layer fields (here kept channels, stored next to the shared ones) are compared like
+    the sparsity."""
+    from sparsify_tui.optimization.compare import compare_optimizations
+
+    def rec(rid, kept):
+        return {"id": rid, "name": rid, "layers": [{"weight_name": "w0", "node_id": "conv0", "op_type": "Conv",
+                                                   "params": 216, "sparsity": 0.5, "kept_channels": kept}]}
+
+    cmp = compare_optimizations([rec("a", 8), rec("b", 4)])
+    (row,) = cmp.layers
+    assert row.sparsity == [0.5, 0.5] and row.extra == {"kept_channels": [8, 4]} and row.differs
+    with pytest.raises(ValueError):
+        compare_optimizations([rec("a", 8)])

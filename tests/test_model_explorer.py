@@ -20,7 +20,6 @@ import pytest
 from compare_fixtures import DEMO_DIMS, edge_model, profile_from_analysis
 from conftest import SHARED_MODELS
 
-from sparsify_tui.analysis.loading import load_model
 from sparsify_tui.cli import main
 from sparsify_tui.profiling.model_explorer import model_explorer_ids
 from sparsify_tui.services.profiles import store_perf_profile

@@ -180,10 +180,11 @@ def format_optimizations(cmp, top: int = 30) -> str:
     layers = [r for r in cmp.layers if r.differs] or cmp.layers
     shown = layers[:top] if top else layers
     title = "layers that differ" if any(r.differs for r in cmp.layers) else "layers (all equal)"
-    lines.append(f"{title}, sparsity ({len(shown)} of {len(layers)}):")
-    lines += _table([("weight", "op") + tuple(names)] +
+    lines.append(f"{title}, sparsity (* override) and the structure's own fields ({len(shown)} of {len(layers)}):")
+    lines += _table([("weight", "op") + tuple(names) + ("",)] +
                     [(_short(r.weight_name, 48), r.op_type or "") +
                      tuple("-" if s is None else f"{s:.3f}" + ("*" if o else "") for s, o in zip(r.sparsity, r.overridden))
+                     + ("  ".join(f"{k}: {' / '.join(_val(v) for v in vals)}" for k, vals in r.extra.items()),)
                      for r in shown], set(range(2, 2 + len(names))))
     lines += ["", "measured:"]
     for name, m in zip(names, cmp.measured):

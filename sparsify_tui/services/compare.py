@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any, Dict, Optional, Sequence
 
 from sparsify_tui.errors import ProjectError, RecordNotFound
-from sparsify_tui.services.profiles import LOSS_TABLE, PERF_TABLE, load_loss_profile, load_perf_profile
+from sparsify_tui.services.profiles import PERF_TABLE, load_loss_profile, load_perf_profile
 
 VIEW_SUFFIXES = {":int8": "int8", ":fp32": "fp32"}
 

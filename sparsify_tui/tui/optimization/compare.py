@@ -5,7 +5,8 @@ one it was copied from are checked first) and shows :func:`sparsify_tui.services
 for the checked ones (the same call as ``sparsify-tui compare PROJECT --optimizations A,B``):
 
 * **Settings**: settings and estimates, one column per optimization, ``*`` where they differ;
-* **Layers**: per-layer sparsity (``*`` marks an override), the layers that differ first;
+* **Layers**: per-layer sparsity (``*`` marks an override) and a structure's own row fields (kept channels...), the
+  layers that differ first;
 * **Measured**: the applied model's output difference and size, and the benchmark runs of each.
 
 Keys: `space`/`enter` in the list checks an optimization, `p` goes back to the list, `e` Settings & estimates,
@@ -61,6 +62,8 @@ def layer_rows(cmp) -> list[dict]:
                "op_type": r.op_type or ""}
         row.update({f"v{k}": "-" if s is None else f"{s:.3f}" + (" *" if o else "")
                     for k, (s, o) in enumerate(zip(r.sparsity, r.overridden))})
+        # a structure's own row fields (kept channels...), one value per optimization
+        row["extra"] = "  ".join(f"{k}: {' / '.join(value_text(v) for v in vals)}" for k, vals in r.extra.items())
         rows.append(row)
     return rows
 
@@ -208,8 +211,8 @@ class OptimizationCompareScreen(ModalScreen[None]):
     def show_comparison(self, cmp) -> None:
         self.comparison = cmp
         names = tuple(cmp.names)
-        if names != self._columns:
-            self._columns = names
+        if (names, any(r.extra for r in cmp.layers)) != self._columns:
+            self._columns = (names, any(r.extra for r in cmp.layers))
             value_cols = [Column(f"v{i}", n, numeric=True) for i, n in enumerate(names)]
             for box, table_id, cols in (
                 ("#ocmp-settings-box", "ocmp-settings",
@@ -218,9 +221,11 @@ class OptimizationCompareScreen(ModalScreen[None]):
                  [Column("diff", "≠"), Column("weight_name", "Weight", filter=True),
                   Column("op_type", "Op", filter=True)]),
             ):
+                extra = [Column("extra", "Other", filter=True)] if table_id == "ocmp-layers" and any(
+                    r.extra for r in cmp.layers) else []
                 container = self.query_one(box)
                 container.remove_children()
-                container.mount(FilterableTable(cols + value_cols, id=table_id))
+                container.mount(FilterableTable(cols + value_cols + extra, id=table_id))
         self.call_after_refresh(self._fill, cmp)
 
     def _fill(self, cmp) -> None:
