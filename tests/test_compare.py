@@ -175,6 +175,7 @@ def test_loss_profiles_per_layer_with_rank_change(capsys, ws, demo_model):
     assert top["a_rank"] == 1 and top["b_rank"] == len(prof.layers) and top["rank_change"] == 1 - len(prof.layers)
     assert top["a_value"] == pytest.approx(prof.layers[order[0]].value_at(0.9))
     assert d["rank_correlation"] == pytest.approx(-1.0)
+    assert "is a loss profile: add --loss" in run_error(capsys, "compare", "demo", "mag", "reversed")
     same = run_json(capsys, "compare", "demo", "mag", "mag", "--loss", "--json")
     assert same["rank_correlation"] == pytest.approx(1.0) and all(r["rank_change"] == 0 for r in same["rows"])
     assert main(["compare", "demo", "mag", "approximated", "--loss"]) == 0

@@ -36,7 +36,7 @@ def register(sub) -> None:
 
 def cmd_compare(args) -> int:
     from sparsify_tui.cli import print_json
-    from sparsify_tui.errors import SparsifyError
+    from sparsify_tui.errors import RecordNotFound, SparsifyError
     from sparsify_tui.services import compare as svc
     from sparsify_tui.store import Workspace
 
@@ -57,7 +57,15 @@ def cmd_compare(args) -> int:
                                                level=args.level, int8=args.int8)
             text = format_loss
         else:
-            result = svc.compare_perf_profiles(ws, args.project, args.a, args.b, project_b=args.project_b)
+            try:
+                result = svc.compare_perf_profiles(ws, args.project, args.a, args.b, project_b=args.project_b)
+            except RecordNotFound as err:
+                loss = svc.loss_profile_names(ws, args.project) | (
+                    svc.loss_profile_names(ws, args.project_b) if args.project_b else set())
+                if {args.a, args.b} & loss:
+                    raise RecordNotFound(f"{err} ({', '.join(sorted({args.a, args.b} & loss))} is a loss profile: "
+                                         "add --loss)") from None
+                raise
             text = format_perf
     if args.json:
         print_json(result.to_dict())

@@ -29,6 +29,17 @@ def parse_perf_spec(ws, project_id: str, spec: str) -> tuple[dict, str]:
         raise
 
 
+def loss_profile_names(ws, project_ref: str) -> set:
+    """Names of the project's stored loss profiles (to tell a user who named one without ``--loss``)."""
+    from sparsify_tui.services.profiles import LOSS_TABLE
+
+    try:
+        project = ws.get_project(project_ref)
+    except RecordNotFound:
+        return set()
+    return {r.get("name") for r in ws.list_records(project["id"], LOSS_TABLE)}
+
+
 def _perf_side(ws, project: dict, spec: str, cross: bool):
     from sparsify_tui.profiling.compare import profile_side
 
