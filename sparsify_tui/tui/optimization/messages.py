@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional
+from typing import Any, Optional
 
 from textual.message import Message
 
@@ -56,3 +56,12 @@ class ExportWritten(Message):
 
     result: Optional[dict]
     error: Optional[BaseException] = None
+
+
+@dataclass
+class OptimizationsCompared(Message):
+    """Optimizations side by side (``optimization.compare.OptimizationComparison``) for the ids in `ids`, for
+    :class:`~sparsify_tui.tui.optimization.compare.OptimizationCompareScreen`."""
+
+    comparison: Any
+    ids: tuple

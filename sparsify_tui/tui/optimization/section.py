@@ -185,6 +185,8 @@ class OptimizationSection(Widget):
                 tooltip="Apply the edited learning-rate modifiers"),
         Binding("l", "focus_list", "List", show=False, id="optimization.list",
                 tooltip="Move to the optimization list"),
+        Binding("C", "compare", "Compare", show=False, id="optimization.compare",
+                tooltip="Optimizations (versions) side by side: settings, layers, estimates, measured"),
     ]
 
     def __init__(self, project_id: str, **kwargs) -> None:
@@ -349,6 +351,12 @@ class OptimizationSection(Widget):
         if rec is not None and (self.rec is None or rec["id"] != self.rec.get("id")):
             self.rec = rec
             self.render_record()
+
+    def action_compare(self) -> None:
+        """`C`: optimizations side by side (:mod:`sparsify_tui.tui.optimization.compare`)."""
+        from sparsify_tui.tui.optimization.compare import OptimizationCompareScreen
+
+        self.app.push_screen(OptimizationCompareScreen(self.project_id, (self.rec or {}).get("id")))
 
     # ---------------------------------------------------------------------------------- render
     def render_record(self) -> None:
