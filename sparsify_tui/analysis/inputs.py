@@ -238,13 +238,15 @@ def synthetic_inputs(specs: list[InputSpec], seed: int = 0, values: Optional[dic
     return out
 
 
-def load_sample_data(path: Union[str, os.PathLike], specs: list[InputSpec], batch_size: int) -> list[dict]:
+def load_sample_data(path: Union[str, os.PathLike], specs: list[InputSpec], batch_size: int,
+                     ignore: tuple = ()) -> list[dict]:
     """Split user sample data into batches of ``batch_size`` items.
 
     ``.npz``: one array per input name; ``.npy``: one array for a model with one non-scalar input. Arrays
     are ``[items, ...]`` with the remaining dims equal to the spec shape without its batch axis; scalar
     inputs may be given as a 0-d array (used for every batch) and otherwise come from ``spec.value``.
-    Leftover items (fewer than ``batch_size``) are dropped. Loaded with ``allow_pickle=False``.
+    Leftover items (fewer than ``batch_size``) are dropped. Loaded with ``allow_pickle=False``. Keys in
+    ``ignore`` (e.g. the labels array, :mod:`sparsify_tui.analysis.labels`) are not inputs and are skipped.
 
     Returns:
         A list of feeds ``{input name: array}``, one per batch.
@@ -271,7 +273,7 @@ def load_sample_data(path: Union[str, os.PathLike], specs: list[InputSpec], batc
         arrays = {tensors[0].name: loaded}
     else:
         with loaded:
-            arrays = {k: loaded[k] for k in loaded.files}
+            arrays = {k: loaded[k] for k in loaded.files if k not in ignore}
     unknown = [k for k in arrays if k not in by_name]
     if unknown:
         raise SampleDataError(f"sample data has array(s) {', '.join(unknown)} that are not model inputs "
