@@ -43,11 +43,11 @@ import numpy as np
 from sparsify_tui.errors import ModelError, SparsifyError
 from sparsify_tui.optimization.record import Int8Group, Int8Search, Int8Trial
 from sparsify_tui.progress import CancelToken, ProgressFn, maybe_check
+from sparsify_tui.settings import CALIBRATION_METHODS
 
 #: ops that onnxruntime's QDQ quantizer never touches: they do not join a group (shape and control ops)
 _NOT_QUANTIZED = frozenset({"Constant", "Shape", "Size", "Identity", "If", "Loop", "Scan", "ConstantOfShape",
                             "Range", "NonZero"})
-CALIBRATION_METHODS = ("minmax", "entropy", "percentile")
 #: defaults of the search's short interleaved timing
 TIMING = {"rounds": 3, "warmup": 2, "iterations": 12}
 
@@ -146,6 +146,7 @@ def search_int8(
     model_path,
     *,
     max_drop: float,
+    reference_path=None,
     metric: Optional[str] = None,
     data=None,
     labels_key: Optional[str] = None,
@@ -165,6 +166,9 @@ def search_int8(
     docstring for every step).
 
     Args:
+        reference_path: the FP32 model the metric compares with and the timing divides by (default
+            ``model_path``; the original model when ``model_path`` is its pruned copy, so pruning counts
+            against the budget as it does in apply's output difference).
         max_drop: the budget, in the metric's units (:data:`sparsify_tui.profiling.metrics.BUDGET_UNITS`).
         metric: one of :data:`sparsify_tui.profiling.metrics.METRICS`, or None for the default from the outputs.
         data / labels_key: sample data (``.npz``/``.npy``) and the key of its labels (default ``labels`` when
@@ -199,6 +203,7 @@ def search_int8(
     prog = progress or (lambda step, frac: None)
     tm = {**TIMING, **(timing or {})}
     src = Path(model_path)
+    ref_path = Path(reference_path) if reference_path else src
 
     prog("loading data", 0.0)
     n_eval = max(int(eval_batches), int(calibration_size)) if data else int(calibration_size)
@@ -208,7 +213,7 @@ def search_int8(
     calib = feeds[: max(1, int(calibration_size))]
     maybe_check(cancel)
     prog("FP32 reference", 0.02)
-    reference = _run_outputs(engine, src, feeds, cancel)
+    reference = _run_outputs(engine, ref_path, feeds, cancel)
     choice = choose_metric(reference[0], metric, labelled=samples.labels is not None)
     if samples.labels is not None and choice.class_output is not None:
         samples.check_classes(int(np.shape(reference[0][choice.class_output])[-1]))
@@ -322,7 +327,7 @@ def search_int8(
         def tprog(done, total):
             prog("timing FP32 and the candidates (interleaved)", 0.8 + 0.19 * done / total)
 
-        times = interleaved_times(engine, [str(src)] + [str(paths[t.index]) for t in cands], feeds_t, core_count,
+        times = interleaved_times(engine, [str(ref_path)] + [str(paths[t.index]) for t in cands], feeds_t, core_count,
                                   rounds=tm["rounds"], warmup=tm["warmup"], iterations=tm["iterations"],
                                   cancel=cancel, on_step=tprog)
         fp32 = LatencyStats.from_times(times[0])

@@ -31,9 +31,7 @@ from typing import Mapping, Optional, Sequence
 import numpy as np
 
 from sparsify_tui.errors import ModelError, SampleDataError, SparsifyError
-
-#: every metric a budget can be stated in
-METRICS = ("top1", "nmse", "kl", "max_abs")
+from sparsify_tui.settings import METRICS  # noqa: F401 (every metric a budget can be stated in)
 #: what the budget (``max_drop``) of each metric means
 BUDGET_UNITS = {
     "top1": "absolute drop of top-1 accuracy (with labels) or of top-1 agreement with FP32 (0.01 = 1 point)",
