@@ -203,18 +203,23 @@ def measure_sparsities(model_path: Union[str, Path], layers: dict[str, Optional[
 
 
 def output_difference(baseline_path, model_path, feeds: Sequence[dict], *, cancel: Optional[CancelToken] = None,
-                      engine: Any = None) -> dict:
-    """Compare the outputs of ``model_path`` against ``baseline_path`` on ``feeds`` (list of feed dicts).
+                      engine: Any = None, labels: Optional[Sequence[np.ndarray]] = None,
+                      metric: Optional[str] = None) -> dict:
+    """Compare the outputs of ``model_path`` against ``baseline_path`` on ``feeds`` (list of feed dicts), with the
+    metrics of :mod:`sparsify_tui.profiling.metrics`.
 
-    Returns ``{"max_abs": float, "nmse": float, "top1_agreement": float|None, "samples": int,
-    "outputs": {name: {"max_abs", "nmse"}}}`` where, over all batches,
-    ``max_abs = max |y - y_base|`` and ``nmse = sum (y - y_base)^2 / sum y_base^2`` (normalized MSE;
-    0 = identical), and ``top1_agreement`` is the fraction of items whose argmax over the last axis
-    agrees, for classifier-like first outputs of shape ``[batch, classes>1]`` (else None).
+    Returns ``{"max_abs", "nmse", "kl", "top1_agreement", "accuracy", "accuracy_baseline", "samples",
+    "metric_name", "metric_reason", "metric_value", "metric", "outputs": {name: {"max_abs", "nmse"}}}`` where,
+    over all batches, ``max_abs = max |y - y_base|``, ``nmse = sum (y - y_base)^2 / sum y_base^2`` (0 =
+    identical), ``kl`` and ``top1_agreement`` (fraction of items whose argmax agrees) are over the class output
+    ``[batch, classes>1]`` (else None), and ``accuracy`` / ``accuracy_baseline`` are top-1 against ``labels``
+    (one int array per feed; else None). ``metric_name`` is ``metric`` or the default chosen from the outputs,
+    with its reason; ``metric_value`` its budgeted quantity (absolute top-1 drop, or the nmse/kl/max_abs value).
     Both models run on ``engine`` (default onnxruntime) with every core; one session is alive at a time.
     """
     from sparsify_tui.engine import get_engine
     from sparsify_tui.engine.timing import canceled_as_job
+    from sparsify_tui.profiling.metrics import choose_metric, evaluate, nmse as _nmse, max_abs as _max_abs
 
     engine = get_engine(engine)
 
@@ -227,49 +232,43 @@ def output_difference(baseline_path, model_path, feeds: Sequence[dict], *, cance
             with canceled_as_job(cancel):
                 for f in feeds:
                     maybe_check(cancel)
-                    res.append(run({k: v for k, v in f.items() if k in input_names}))
+                    res.append(dict(zip(names, run({k: v for k, v in f.items() if k in input_names}))))
             del run
-        return names, res
+        return res
 
-    names, base = run_all(baseline_path)
-    names2, new = run_all(model_path)
+    base = run_all(baseline_path)
+    new = run_all(model_path)
+    choice = choose_metric(base[0], metric, labelled=labels is not None)
+    ev = evaluate(base, new, choice, labels)
     per = {}
-    tot_err = tot_ref = 0.0
-    max_abs = 0.0
-    agree = total = 0
-    for bi, (b_outs, n_outs) in enumerate(zip(base, new)):
-        for oi, name in enumerate(names):
-            a = np.asarray(b_outs[oi])
-            c = np.asarray(n_outs[names2.index(name)] if name in names2 else n_outs[oi])
-            if not np.issubdtype(a.dtype, np.number) or a.shape != c.shape:
-                continue
-            a64, c64 = a.astype(np.float64), c.astype(np.float64)
-            d = np.abs(a64 - c64)
-            m = float(d.max()) if d.size else 0.0
-            err, ref = float((d ** 2).sum()), float((a64 ** 2).sum())
-            p = per.setdefault(name, {"max_abs": 0.0, "_err": 0.0, "_ref": 0.0})
-            p["max_abs"] = max(p["max_abs"], m)
-            p["_err"] += err
-            p["_ref"] += ref
-            max_abs = max(max_abs, m)
-            tot_err += err
-            tot_ref += ref
-            if oi == 0 and a.ndim == 2 and a.shape[1] > 1:
-                agree += int((a.argmax(axis=1) == c.argmax(axis=1)).sum())
-                total += a.shape[0]
-    outputs = {k: {"max_abs": v["max_abs"], "nmse": (v["_err"] / v["_ref"]) if v["_ref"] > 0 else 0.0}
-               for k, v in per.items()}
+    for name in base[0]:
+        pairs = [(b[name], n[name]) for b, n in zip(base, new)
+                 if name in n and np.issubdtype(np.asarray(b[name]).dtype, np.number)
+                 and np.shape(b[name]) == np.shape(n[name])]
+        if pairs:
+            ys = np.concatenate([np.asarray(p[0], dtype=np.float64).ravel() for p in pairs])
+            yh = np.concatenate([np.asarray(p[1], dtype=np.float64).ravel() for p in pairs])
+            per[name] = {"max_abs": _max_abs(ys, yh), "nmse": _nmse(ys, yh)}
     return {
-        "max_abs": max_abs,
-        "nmse": (tot_err / tot_ref) if tot_ref > 0 else 0.0,
-        "top1_agreement": (agree / total) if total else None,
+        "max_abs": ev.max_abs,
+        "nmse": ev.nmse,
+        "kl": ev.kl,
+        "top1_agreement": ev.top1_agreement,
+        "accuracy": ev.accuracy,
+        "accuracy_baseline": ev.accuracy_reference,
         "samples": len(feeds),
+        "metric_name": choice.name,
+        "metric_reason": choice.reason,
+        "metric_value": ev.drop,
         "metric": "max |y - y_baseline|; nmse = sum((y - y_baseline)^2) / sum(y_baseline^2); top-1 agreement",
-        "outputs": outputs,
+        "outputs": per,
     }
 
 
 # ------------------------------------------------------------------------------------------- apply
+
+#: with sample data, the output difference is measured on up to this many items (the INT8 search's default)
+EVAL_BATCHES = 64
 
 
 def calibration_inputs(model_path, *, dims: Optional[dict] = None, data=None, samples: int = 16,
@@ -321,6 +320,9 @@ def apply_optimization(
     data: Optional[Union[str, Path]] = None,
     calibration_samples: int = 16,
     measure_outputs: bool = True,
+    calibration_method: str = "minmax",
+    labels_key: Optional[str] = None,
+    metric: Optional[str] = None,
     progress: Optional[ProgressFn] = None,
     cancel: Optional[CancelToken] = None,
 ) -> ApplyResult:
@@ -336,6 +338,9 @@ def apply_optimization(
             :func:`calibration_inputs` (``data`` sample file or synthetic with ``dims``,
             ``calibration_samples`` batches of 1).
         measure_outputs: compute ``output_diff`` (runs both models on the calibration feeds).
+        calibration_method: INT8 calibration ("minmax", "entropy", "percentile"), as the INT8 search used.
+        labels_key / metric: labels in ``data`` (:mod:`sparsify_tui.analysis.labels`; default key ``labels``
+            when present) for the accuracy in ``output_diff``, and the metric it states (default from the outputs).
 
     Returns: :class:`ApplyResult`. Raises ``ModelError`` (unknown weight, quantization failure),
     ``DimensionError``/``SampleDataError`` (calibration inputs), ``JobCanceled``, ``ValueError``
@@ -356,6 +361,19 @@ def apply_optimization(
     for w, s in sparsities.items():
         if not 0.0 <= float(s) <= 1.0:
             raise SparsifyError(f"sparsity {s} of {w} is outside [0, 1]: fix the optimization's layer sparsity")
+    labels = None
+    eval_feeds = None
+    if data and calibration is None:
+        from sparsify_tui.analysis.labels import sample_set
+
+        # the INT8 search's split: calibrate on the first batches, measure on up to EVAL_BATCHES
+        ss = sample_set(src, data=data, labels_key=labels_key, dims=dims,
+                        max_batches=max(EVAL_BATCHES, calibration_samples))
+        calibration, eval_feeds, labels = ss.feeds[:calibration_samples], ss.feeds, ss.labels
+    elif labels_key:
+        from sparsify_tui.errors import SampleDataError
+
+        raise SampleDataError(f"--labels {labels_key} needs --data FILE.npz holding the inputs and the labels")
     prog("loading", 0.0)
     external = _has_external_data(src) or src.stat().st_size >= EXTERNAL_DATA_BYTES
     model = _load(src)
@@ -400,8 +418,9 @@ def apply_optimization(
 
             qtmp = Path(tmp) / "int8.onnx"
             try:
+                qkw = {"calibration_method": calibration_method} if calibration_method != "minmax" else {}
                 qres = engine.quantize_int8(pruned_path, qtmp, list(calibration), per_channel=True,
-                                            excluded_nodes=list(excluded), progress=qprog, cancel=cancel)
+                                            excluded_nodes=list(excluded), progress=qprog, cancel=cancel, **qkw)
             except ModelError as err:
                 reason = str(err).split(" failed: ", 1)[-1]
                 raise ModelError(f"INT8 quantization of the pruned {src.name} failed ({reason}): turn quantization "
@@ -442,7 +461,8 @@ def apply_optimization(
         prog("comparing outputs", 0.85)
         if calibration is None:
             calibration = calibration_inputs(src, dims=dims, data=data, samples=min(4, calibration_samples))
-        diff = output_difference(src, out, list(calibration), cancel=cancel, engine=engine)
+        diff = output_difference(src, out, list(eval_feeds or calibration), cancel=cancel, engine=engine,
+                                 labels=labels, metric=metric)
     prog("done", 1.0)
     return ApplyResult(
         out_path=out, quantized=bool(quantize), excluded=list(excluded), layers=layers, output_diff=diff,
@@ -460,6 +480,19 @@ def quantization_settings(opt: dict) -> tuple[bool, list]:
     return bool(q.get("enabled")), [str(x) for x in (q.get("excluded") or [])]
 
 
+def calibration_settings(opt: dict) -> dict:
+    """What apply calibrates and measures with for an optimization record: ``calibration_method`` (default
+    "minmax"), and from its INT8 search (when any) ``data``, ``labels_key``, ``metric`` and
+    ``calibration_samples``, so the applied model is the configuration the search measured."""
+    q = opt.get("quantization") or {}
+    search = q.get("search") or {}
+    out = {"calibration_method": q.get("calibration_method") or "minmax"}
+    if search:
+        out.update({"data": search.get("data"), "labels_key": search.get("labels_key"),
+                    "metric": search.get("metric"), "calibration_samples": int(search.get("calibration_size") or 16)})
+    return out
+
+
 def optimization_fingerprint(opt: dict) -> str:
     """A hash of what apply writes for ``opt`` (layer sparsities + quantization): an applied file
     whose fingerprint differs from the record's current one is stale."""
@@ -471,6 +504,9 @@ def optimization_fingerprint(opt: dict) -> str:
     structure = (opt.get("settings") or {}).get("structure", "unstructured")
     if structure != "unstructured":  # unstructured files applied before structures existed stay valid
         fields["structure"] = structure
+    method = (opt.get("quantization") or {}).get("calibration_method")
+    if quant and method and method != "minmax":  # files applied before calibration methods existed stay valid
+        fields["calibration"] = method
     payload = json.dumps(fields, sort_keys=True)
     return hashlib.sha256(payload.encode()).hexdigest()[:16]
 

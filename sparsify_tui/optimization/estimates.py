@@ -117,8 +117,7 @@ def model_estimates(layers: List[LayerRow], sparsities: Dict[str, float], *, mod
         factor, source = searched, "INT8 search: this exact configuration, timed interleaved with FP32"
     else:
         factor = None if flops_profile else int8_factor(model.baseline_ms, model.int8_ms, excluded, model.perf_nodes)
-        source = ("perf profile: model INT8 time, FP32 layers give back their per-node saving"
-                  if factor is not None else None)
+        source = None  # the perf profile (records written before the search read back unchanged)
     q = factor if (quantize and factor) else 1.0
     # per-node times are from the profiled pass: scale the saving to the unprofiled latency
     nodes_total_ms = model.nodes_total_ms

@@ -411,8 +411,8 @@ class Estimates(JsonRecord):
     """Measured INT8 time / FP32 time with the excluded layers kept FP32 (<1 is faster); None if not measured."""
     int8_measured: bool = False
     int8_source: Optional[str] = field(default=None, metadata={"omit_none": True})
-    """Where ``int8_factor`` comes from: the perf profile (model INT8 time, FP32 layers giving back their
-    per-node saving) or the INT8 search's interleaved timing of this exact configuration."""
+    """Where ``int8_factor`` comes from when it is not the perf profile's (model INT8 time, FP32 layers giving
+    back their per-node saving; None): the INT8 search's interleaved timing of this exact configuration."""
     flops: Optional[float] = None
     """Per batch, dense."""
     flops_pruned: Optional[float] = None
