@@ -58,6 +58,17 @@ def cmd_benchmark(args) -> int:
         job_args["dims"] = {**(project.get("setup") or {}).get("dims", {}), **parse_dim_args(args.dim)}
     if args.data:
         job_args["data"] = args.data
+    if args.labels:
+        job_args["labels"] = args.labels
+    if args.metric:
+        from sparsify_tui import settings
+
+        job_args["metric"] = settings.metric(args.metric)
+    if args.data or args.labels:  # labels and data are checked before a job record exists
+        from sparsify_tui.analysis.labels import sample_set
+
+        sample_set(ws.model_path(project["id"]), data=args.data, labels_key=args.labels,
+                   dims=job_args.get("dims") or (project.get("setup") or {}).get("dims") or {}, max_batches=1)
     # bad arguments fail here, before a job record exists
     checked = benchmark_settings(project, job_args)
     job_args["batch_sizes"], job_args["core_counts"] = checked["batch_sizes"], checked["core_counts"]
@@ -71,7 +82,23 @@ def cmd_benchmark(args) -> int:
         print(f"benchmark {result.name!r} ({result.id}) on {project['name']}: warmup {result.warmup}, "
               f"{result.iterations} timed runs per row; speedup = baseline median / model median")
         print(_fmt_table(result))
+        if result.accuracy:
+            print(_fmt_accuracy(result.accuracy))
     return 0
+
+
+def _fmt_accuracy(acc: dict) -> str:
+    """Accuracy of each model against the baseline, next to the speed table."""
+    lines = [f"accuracy on {acc['items']} items ({acc['data']}): metric {acc['metric']} ({acc['reason']})"]
+    rows = [("model", acc["metric"], "top-1 agree", "accuracy", "NMSE", "max |diff|")]
+    for label, e in acc["models"].items():
+        rows.append((label, f"{e['drop']:.4g}", "" if e["top1_agreement"] is None else f"{e['top1_agreement']:.1%}",
+                     "" if e["accuracy"] is None else f"{e['accuracy']:.1%}", f"{e['nmse']:.4g}",
+                     f"{e['max_abs']:.4g}"))
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    lines += ["  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths)))
+              for r in rows]
+    return "\n".join(lines)
 
 
 def cmd_apply(args) -> int:
@@ -86,6 +113,13 @@ def cmd_apply(args) -> int:
     job_args = {"optimization": opt["id"], "out_path": args.output}
     if args.data:
         job_args["data"] = args.data
+    if args.labels:
+        job_args["labels"] = args.labels
+    if args.data or args.labels:  # labels and data are checked before a job record exists
+        from sparsify_tui.analysis.labels import sample_set
+
+        sample_set(ws.model_path(project["id"]), data=args.data, labels_key=args.labels,
+                   dims=(project.get("setup") or {}).get("dims") or {}, max_batches=1)
     run_here(ws, project["id"], "apply", job_args, progress=_stderr_progress(args.json))
     applied = get_optimization(ws, project["id"], opt["id"])["applied"]
     if args.json:
@@ -100,8 +134,12 @@ def cmd_apply(args) -> int:
         print(f"  layers pruned: {len(s)}, every layer exact to the weight: {'yes' if applied['layers_exact'] else 'NO'}")
         print(f"  size: {applied['file_size_bytes'] / 1e6:.2f} MB (baseline {applied['baseline_size_bytes'] / 1e6:.2f} MB)")
         if d:
-            print(f"  output vs baseline on {d.get('samples')} calibration batches: max |diff| {d['max_abs']:.4g}, "
-                  f"normalized MSE {d['nmse']:.4g}" + (f", top-1 agreement {top1:.1%}" if top1 is not None else ""))
+            print(f"  output vs baseline on {d.get('samples')} batches: max |diff| {d['max_abs']:.4g}, "
+                  f"normalized MSE {d['nmse']:.4g}" + (f", top-1 agreement {top1:.1%}" if top1 is not None else "")
+                  + (f", accuracy {d['accuracy']:.1%} (baseline {d['accuracy_baseline']:.1%})"
+                     if d.get("accuracy") is not None else ""))
+            if d.get("metric_name"):
+                print(f"  metric {d['metric_name']}: {d['metric_value']:.4g} ({d.get('metric_reason')})")
         for w in applied.get("warnings") or []:
             print(f"  note: {w}")
     return 0
@@ -128,6 +166,9 @@ def register(sub) -> None:
     p.add_argument("--dim", action="append", metavar="NAME=VALUE",
                    help="symbolic input dimension, e.g. x:2=48 or seq=128 (default: the project's)")
     p.add_argument("--data", default=None, metavar="FILE", help="sample inputs (.npz keyed by input name, or .npy)")
+    p.add_argument("--labels", default=None, metavar="KEY",
+                   help="key of the labels array in --data: accuracy of baseline and optimized (default labels)")
+    p.add_argument("--metric", default=None, metavar="M", help="top1 | nmse | kl | max_abs (default from the outputs)")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
     p.set_defaults(handler=cmd_benchmark)
 
@@ -142,5 +183,6 @@ def register(sub) -> None:
     a.add_argument("optimization", metavar="OPTIMIZATION", help="optimization name or id")
     a.add_argument("-o", "--output", default=None, metavar="OUT.onnx", help="also export the model to this path")
     a.add_argument("--data", default=None, metavar="FILE", help="calibration inputs (.npz/.npy); default synthetic")
+    a.add_argument("--labels", default=None, metavar="KEY", help="key of the labels array in --data (default labels)")
     a.add_argument("--json", action="store_true", help="print the result as JSON")
     a.set_defaults(handler=cmd_apply)

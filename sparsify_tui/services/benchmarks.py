@@ -29,6 +29,11 @@ def benchmark_record(result, args: dict) -> dict:
         "summary": [{"model": r.model, "batch_size": r.batch_size, "core_count": r.core_count,
                      "median_ms": r.median_ms, "items_per_second": r.items_per_second, "speedup": r.speedup}
                     for r in result.runs],
+        **({"accuracy": {"metric": result.accuracy["metric"], "label": result.accuracy["label"],
+                         "models": {k: {"drop": v["drop"], "accuracy": v["accuracy"],
+                                        "top1_agreement": v["top1_agreement"], "nmse": v["nmse"]}
+                                    for k, v in result.accuracy["models"].items()}}}
+           if result.accuracy else {}),
     }
 
 
@@ -96,11 +101,15 @@ def benchmark_project(ws, project_id: str, args: dict, *, progress: Optional[Pro
 
     result = run_benchmark(models, batch_sizes=s["batch_sizes"], core_counts=s["core_counts"], warmup=s["warmup"],
                            iterations=s["iterations"], dims=s["dims"], data=args.get("data"), name=name,
+                           labels_key=args.get("labels"), metric=settings.metric(args.get("metric")),
                            progress=bprog, cancel=cancel)
     stored_args = {"name": name, "optimizations": [o["id"] for o in opts], "batch_sizes": s["batch_sizes"],
                    "core_counts": s["core_counts"], "warmup": result.warmup, "iterations": result.iterations}
     if args.get("data"):
         stored_args["data"] = str(args["data"])
+    for key in ("labels", "metric"):
+        if args.get(key):
+            stored_args[key] = str(args[key])
     result.id, result.created = new_id(), now_iso()
     record = {"id": result.id, "created": result.created, **benchmark_record(result, stored_args)}
     rec = ws.add_record_with_blob(project_id, TABLE, record, result.to_dict())
