@@ -140,7 +140,7 @@ def _optimize_int8(args, overrides: dict, flags: list) -> int:
                 "labels": args.labels, "calibration": args.calibration, "calibration_size": args.calibration_size}
     checked = int8_settings(project, job_args)  # one line, exit 2, before a job record exists
     check_name_free(ws, project["id"], checked["name"])
-    if checked["data"]:
+    if checked["data"] or checked["labels"]:
         from sparsify_tui.analysis.labels import sample_set
 
         sample_set(ws.model_path(project["id"]), data=checked["data"], labels_key=checked["labels"],

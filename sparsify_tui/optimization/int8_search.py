@@ -23,7 +23,8 @@
 5. **Speed.** Every trial the search touched, the FP32 model and full INT8 are timed together in a short
    interleaved timing (:func:`sparsify_tui.engine.timing.interleaved_times`: ``rounds`` rounds, one
    session at a time). The result is the **fastest trial within budget** (with ms per batch measured in the
-   same rounds as FP32), not just the smallest exclusion list.
+   same rounds as FP32), not just the smallest exclusion list (:func:`choose_fastest`: a trial with more
+   groups FP32 wins over the fewest-groups one only when it is faster by more than the timing's own spread).
 
 ``quantize_static`` failures stop the search with ``ModelError`` and onnxruntime's reason. When no trial fits
 (every group reverted is still over budget), the result says so (``status = "over budget"``, ``chosen``
@@ -338,7 +339,7 @@ def search_int8(
             t.speedup = fp32.median / st.median if st.median > 0 else None
         within = [t for t in cands if t.within_budget and t.median_ms is not None]
         if within:
-            best = min(within, key=lambda t: t.median_ms)
+            best = choose_fastest(within)
             result.chosen = best.index
             if best.median_ms > fp32.median:
                 result.warnings.append(f"the fastest INT8 configuration within budget ({best.median_ms:.3g} ms) is "
@@ -354,6 +355,21 @@ def search_int8(
         return result
     finally:
         shutil.rmtree(work, ignore_errors=True)
+
+
+def choose_fastest(within: Sequence[Int8Trial], margin: float = 0.03) -> Int8Trial:
+    """The trial to keep among ``within`` (trials within budget, timed): start from the one with the fewest
+    groups FP32; another replaces it only when its median is lower by more than the noise of the two, i.e.
+    ``median_other < median_base − max(margin · median_base, spread)`` with spread = the larger p90 − median of
+    the two (a short timing on a shared machine moves by a few percent between identical models)."""
+    base = min(within, key=lambda t: (t.groups, t.index))
+    best = base
+    for t in sorted(within, key=lambda t: t.median_ms):
+        spread = max((t.p90_ms or t.median_ms) - t.median_ms, (base.p90_ms or base.median_ms) - base.median_ms)
+        if t is not base and t.median_ms < base.median_ms - max(margin * base.median_ms, spread) \
+                and t.median_ms < best.median_ms:
+            best = t
+    return best
 
 
 # ------------------------------------------------------------------------------------------------ views
@@ -391,4 +407,5 @@ def layer_states(quantization, layers) -> List[dict]:
     return rows
 
 
-__all__ = ["CALIBRATION_METHODS", "TIMING", "int8_groups", "excluded_nodes", "search_int8", "layer_states"]
+__all__ = ["CALIBRATION_METHODS", "TIMING", "int8_groups", "excluded_nodes", "search_int8", "choose_fastest",
+           "layer_states"]
