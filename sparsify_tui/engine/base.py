@@ -196,6 +196,12 @@ class Engine(ABC):
         calibration data (pre-processed model, calibrated ranges); None reuses nothing.
         Raises ``ModelError`` (one line with the runtime's reason), ``JobCanceled``."""
 
+    def int8_graph(self, model_path: Union[str, Path], reuse_dir: Union[str, Path]) -> Path:
+        """The graph :meth:`quantize_int8` quantizes (after the engine's own pre-processing, kept in ``reuse_dir``
+        for the next :meth:`quantize_int8` with the same ``reuse_dir``): the node names ``excluded_nodes`` refer
+        to. Default: the model itself."""
+        return Path(model_path)
+
     def infer_shapes(self, model) -> dict:
         """Extra shape inference for tensors onnx leaves unknown: ``{tensor name: shape}`` or an inferred
         ``ModelProto`` (used last by :func:`sparsify_tui.analysis.shapes.infer_shapes_ex`). Default: none."""

@@ -196,6 +196,11 @@ class OnnxRuntimeEngine(Engine):
                              excluded_nodes=excluded_nodes, progress=progress, cancel=cancel,
                              calibration_method=calibration_method, reuse_dir=reuse_dir)
 
+    def int8_graph(self, model_path, reuse_dir) -> Path:
+        from sparsify_tui.engine.ort_quant import int8_graph
+
+        return int8_graph(model_path, reuse_dir)
+
     def infer_shapes(self, model) -> Any:
         """onnxruntime's ``SymbolicShapeInference`` (contrib ops, more data-dependent shapes); needs sympy,
         which sparsify-tui does not install: without it this raises ImportError and callers skip it."""

@@ -146,6 +146,66 @@ class _Reader:
         self._i = 0
 
 
+def _prepare(src: Path, work: Path, per_channel: bool, large: bool, prog) -> tuple:
+    """(model to quantize, per_channel, warnings, seconds): the opset upgrade and ``quant_pre_process`` of
+    ``src`` into ``work``, or what an earlier call left there (``preprocess.json``)."""
+    t0 = time.perf_counter()
+    pre = work / "preprocessed.onnx"
+    state = work / "preprocess.json"
+    if state.is_file():
+        info = json.loads(state.read_text())
+        return Path(info["source"]), bool(info["per_channel"]) and per_channel, list(info["warnings"]), 0.0
+    prog("pre-processing", 0.0)
+    src_q = src
+    pre_warn: list = []
+    if per_channel and not large:
+        # Per-channel QDQ needs DequantizeLinear's `axis` (opset 13); older models are upgraded first.
+        src_q, warn = _upgrade_opset(src, work / "opset13.onnx")
+        if warn:
+            pre_warn.append(warn)
+            per_channel = False
+    warn = _preprocess(src_q, pre, large)
+    if warn:
+        pre_warn.append(warn)
+    source = pre if pre.is_file() else src_q
+    if not large:
+        source = _name_nodes(source, work / "named.onnx")
+    state.write_text(json.dumps({"source": str(source), "per_channel": per_channel, "warnings": pre_warn}))
+    return source, per_channel, pre_warn, time.perf_counter() - t0
+
+
+def _name_nodes(path: Path, dst: Path) -> Path:
+    """``path`` itself when every main-graph node has a name, else a copy at ``dst`` where each unnamed node is
+    named by its node id (:func:`sparsify_tui.analysis.graph.node_id`: its first output). ``quantize_static``'s
+    ``nodes_to_exclude`` matches node names, and ``quant_pre_process`` leaves the nodes it inlines (HardSwish ->
+    HardSigmoid + Mul) unnamed: without this they could never be kept FP32."""
+    import onnx
+
+    from sparsify_tui.analysis.graph import node_id
+
+    model = onnx.load(str(path))
+    unnamed = [(i, n) for i, n in enumerate(model.graph.node) if not n.name]
+    if not unnamed:
+        return path
+    for i, n in unnamed:
+        n.name = node_id(n, i)
+    onnx.save(model, str(dst))
+    return dst
+
+
+def int8_graph(model_path: Union[str, Path], reuse_dir: Union[str, Path], per_channel: bool = True) -> Path:
+    """The model :func:`quantize_int8` inserts Quantize/DequantizeLinear pairs into: ``model_path`` after the
+    opset upgrade and ``quant_pre_process`` (kept in ``reuse_dir`` for the next quantization). Its node names are
+    the ones ``excluded_nodes`` must use: pre-processing folds BatchNormalization into Conv and inlines
+    function ops (HardSwish becomes ``_inlfunc_HardSwish_*`` HardSigmoid and Mul nodes), so some nodes of the
+    original graph are gone and new ones appear. Raises ``ModelError`` for an unreadable model."""
+    src = Path(model_path)
+    work = Path(reuse_dir)
+    work.mkdir(parents=True, exist_ok=True)
+    source, _, _, _ = _prepare(src, work, per_channel, _needs_external_data(src), lambda step, frac: None)
+    return source
+
+
 def quantize_int8(
     model_path: Union[str, Path],
     out_path: Union[str, Path],
@@ -205,33 +265,9 @@ def quantize_int8(
         else:
             work = Path(reuse_dir)
             work.mkdir(parents=True, exist_ok=True)
-        pre = work / "preprocessed.onnx"
-        state = work / "preprocess.json"
         cache = work / f"calibration_{calibration_method}.json" if reuse_dir is not None else None
-        if reuse_dir is not None and state.is_file():
-            info = json.loads(state.read_text())
-            source, per_channel = Path(info["source"]), bool(info["per_channel"]) and per_channel
-            warnings.extend(info["warnings"])
-            pre_s = 0.0
-        else:
-            prog("pre-processing", 0.0)
-            src_q = src
-            pre_warn: list = []
-            if per_channel and not large:
-                # Per-channel QDQ needs DequantizeLinear's `axis` (opset 13); older models are upgraded first.
-                src_q, warn = _upgrade_opset(src, work / "opset13.onnx")
-                if warn:
-                    pre_warn.append(warn)
-                    per_channel = False
-            warn = _preprocess(src_q, pre, large)
-            if warn:
-                pre_warn.append(warn)
-            source = pre if pre.is_file() else src_q
-            pre_s = time.perf_counter() - t0
-            warnings.extend(pre_warn)
-            if reuse_dir is not None:
-                state.write_text(json.dumps({"source": str(source), "per_channel": per_channel,
-                                             "warnings": pre_warn}))
+        source, per_channel, pre_warn, pre_s = _prepare(src, work, per_channel, large, prog)
+        warnings.extend(pre_warn)
         if not calibration and not (cache is not None and cache.is_file()):
             raise ModelError(f"INT8 quantization of {src.name} needs at least one calibration batch: "
                              "give sample data")

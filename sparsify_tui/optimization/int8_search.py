@@ -9,7 +9,9 @@
 2. **Full INT8** (static QDQ, per-channel, after ``quant_pre_process``; the engine's ``quantize_int8``): if
    its metric is within ``max_drop``, done. Pre-processing and calibration run once; every later trial reuses
    them (``reuse_dir``), so a trial costs one ``quantize_static`` graph rewrite plus the evaluation runs.
-3. **Groups and ranking.** Reverting a Conv/Gemm/MatMul alone leaves its input activation quantized (the node
+3. **Groups and ranking**, in the graph the engine quantizes (:meth:`Engine.int8_graph`: after
+   ``quant_pre_process``, which folds BatchNormalization into Conv and inlines HardSwish as new
+   HardSigmoid/Mul nodes: names from the original graph would miss those). Reverting a Conv/Gemm/MatMul alone leaves its input activation quantized (the node
    producing it still gets a Quantize/DequantizeLinear pair), so the unit reverted is a **group**: a prunable
    layer plus the quantizable nodes between it and the layers above it (:func:`int8_groups`). Its
    sensitivity is the layer's measured one-shot INT8 sensitivity (weight and input activation quantized, the
@@ -128,18 +130,21 @@ def _run_outputs(engine, path, feeds, cancel) -> List[Dict[str, np.ndarray]]:
 
 def _ranking(model_path, groups, loss_profile, feeds, metric_choice, dims, engine, core_count, progress,
              cancel) -> tuple:
-    """(sensitivity by layer weight name, source text, metric label) for the layer groups."""
+    """(sensitivity by layer node id, source text, metric label) for the layer groups. ``model_path``: the graph
+    the engine quantizes (its node ids are the groups')."""
     prof = loss_profile
     if prof is not None and prof.method == "one-shot" and any(l.int8_sensitivity is not None for l in prof.layers):
-        sens = {l.weight_name: l.int8_sensitivity for l in prof.layers if l.int8_sensitivity is not None}
-        return sens, f"loss profile {prof.name!r} (one-shot INT8 sensitivity)", prof.metric
+        ids = {g.node_id for g in groups}
+        sens = {l.id: l.int8_sensitivity for l in prof.layers if l.int8_sensitivity is not None}
+        if sum(1 for k in sens if k in ids) >= 0.8 * max(1, sum(1 for g in groups if g.weight_name)):
+            return sens, f"loss profile {prof.name!r} (one-shot INT8 sensitivity)", prof.metric
     from sparsify_tui.profiling.loss_oneshot import one_shot_profile
 
     proxy = "nmse" if metric_choice.name in ("nmse", "max_abs") else "kl"
     prof = one_shot_profile(model_path, levels=[0.0], int8=True, feeds=list(feeds), metric=proxy, dims=dims,
                             core_count=core_count, engine=engine, name="int8 ranking", progress=progress,
                             cancel=cancel)
-    sens = {l.weight_name: l.int8_sensitivity for l in prof.layers}
+    sens = {l.id: l.int8_sensitivity for l in prof.layers}
     return sens, f"measured now: one-shot INT8 sensitivity on {len(feeds)} batch(es)", prof.metric
 
 
@@ -226,15 +231,17 @@ def search_int8(
                         eval_items=samples.items, calibration_method=calibration_method,
                         calibration_size=len(calib), accuracy_fp32=ref_eval.accuracy_reference,
                         timing={**tm, "cores": core_count})
-    model = load_model(src)
-    groups = int8_groups(model)
-    del model
     out_names = list(reference[0])
     om = None
     work = Path(tempfile.mkdtemp(prefix="sparsify-int8-search-"))
     paths: Dict[int, Path] = {}
     try:
         reuse = work / "reuse"
+        # groups, names and ranking live in the graph the engine quantizes (after its pre-processing)
+        graph = engine.int8_graph(src, reuse)
+        model = load_model(graph)
+        groups = int8_groups(model)
+        del model
 
         def trial(k: int, excluded: List[str], note: str, frac: float) -> Int8Trial:
             idx = len(result.trials)
@@ -269,12 +276,12 @@ def search_int8(
             def rprog(step, frac):
                 prog(f"INT8 sensitivity: {step}", 0.2 + 0.2 * frac)
 
-            sens, source, rmetric = _ranking(src, groups, loss_profile, rank_feeds, choice, dims, engine,
+            sens, source, rmetric = _ranking(graph, groups, loss_profile, rank_feeds, choice, dims, engine,
                                              core_count, rprog, cancel)
             result.ranking_source, result.ranking_metric = source, rmetric
             for g in groups:
                 if g.weight_name is not None:
-                    g.sensitivity = sens.get(g.weight_name)
+                    g.sensitivity = sens.get(g.node_id)
             tail = next((g for g in groups if g.weight_name is None), None)
             if tail is not None:
                 # the tail has no layer: measure it with only the tail INT8, in the ranking's metric
@@ -381,11 +388,12 @@ def layer_states(quantization, layers) -> List[dict]:
     ``layers`` (rows), in the order of the search's ranking when there is one, else graph order."""
     excluded = set(quantization.excluded or [])
     search = quantization.search
+    by_id = {g.node_id: g for g in (search.groups if search else []) if g.node_id}
     by_weight = {g.weight_name: g for g in (search.groups if search else []) if g.weight_name}
     chosen = search.chosen_trial if search else None
     rows = []
     for l in layers:
-        g = by_weight.get(l.weight_name)
+        g = by_id.get(l.node_id) or by_weight.get(l.weight_name)
         sens = g.sensitivity if g is not None and g.sensitivity is not None else l.int8_sensitivity
         fp32 = l.node_id in excluded
         if not quantization.enabled:

@@ -9,7 +9,9 @@ one, tabs:
 * **Layers**: the per-layer editor table (sparsity, recoverability, estimated speedup, estimated and
   baseline time, loss and perf sensitivity). `enter` edits the row's sparsity, `+`/`-` step it by 0.05,
   `x` releases the override.
-* **Quant**: the INT8 quantization modifier (on/off, layers kept FP32, ordered by INT8 sensitivity).
+* **Quant**: the INT8 quantization modifier (on/off, layers kept FP32, ordered by INT8 sensitivity), then the
+  INT8 card (:mod:`sparsify_tui.tui.optimization.int8`): the accuracy-controlled search's budget, metric,
+  trials, chart, per-layer states, and apply's result next to the benchmark. `i` starts a search.
 * **LR**: the learning-rate schedule chart and its modifiers as editable text (`ctrl+s` applies).
 * **Training**: the project's training settings and the epoch plan.
 
@@ -34,8 +36,9 @@ from textual.widgets.option_list import Option
 
 from sparsify_tui.formatting import format_count, format_fixed
 from sparsify_tui.tui.optimization.dialogs import CreateOptimizationDialog, ExportDialog, SparsityDialog
-from sparsify_tui.tui.optimization.messages import (CreateDialogReady, ExportDialogReady, OptimizationChanged,
-                                                    OptimizationsListed)
+from sparsify_tui.tui.optimization.int8 import Int8Card, Int8SearchDialog, latest_benchmark
+from sparsify_tui.tui.optimization.messages import (CreateDialogReady, ExportDialogReady, Int8BenchmarkFound,
+                                                    Int8SearchSubmitted, OptimizationChanged, OptimizationsListed)
 from sparsify_tui.tui.widgets.charts import BarChart, LineChart
 from sparsify_tui.tui.widgets.dialogs import ConfirmDialog
 from sparsify_tui.tui.widgets.tables import Column, FilterableTable
@@ -185,6 +188,8 @@ class OptimizationSection(Widget):
                 tooltip="Apply the edited learning-rate modifiers"),
         Binding("l", "focus_list", "List", show=False, id="optimization.list",
                 tooltip="Move to the optimization list"),
+        Binding("i", "int8_search", "INT8 search", show=False, id="optimization.int8_search",
+                tooltip="Search the fastest INT8 config within an accuracy budget (a background job)"),
     ]
 
     def __init__(self, project_id: str, **kwargs) -> None:
@@ -240,6 +245,7 @@ class OptimizationSection(Widget):
                             yield Checkbox("INT8 quantization modifier", id="q-enabled")
                             yield Static("", id="q-info", classes="hint")
                             yield SelectionList(id="q-excluded")
+                            yield Int8Card(id="int8-card")
                     with TabPane("LR", id="tab-lr"):
                         with VerticalScroll():
                             yield LineChart(title="Learning rate", x_label="epoch", y_label="LR", height=9,
@@ -403,11 +409,62 @@ class OptimizationSection(Widget):
             if not ta.has_focus:
                 ta.load_text(format_lr_modifiers(rec.get("lr_modifiers") or []))
             self.query_one("#training-text", Static).update(training_text(rec))
+            self.query_one("#int8-card", Int8Card).show(rec)
+            self._load_int8_benchmark(rec["id"])
         finally:
             self.call_after_refresh(self._unquiet)
 
     def _unquiet(self) -> None:
         self._quiet = False
+
+    # ---------------------------------------------------------------------------------- INT8 card
+    @app_work(group="opt-int8-bench", description="newest benchmark of the optimization")
+    def _load_int8_benchmark(self, rec_id: str) -> None:
+        post_result(self, Int8BenchmarkFound(rec_id, latest_benchmark(self.ws.list_records(self.project_id,
+                                                                                          "benchmarks"), rec_id)))
+
+    @on(Int8BenchmarkFound)
+    def _int8_benchmark(self, message: Int8BenchmarkFound) -> None:
+        if self.rec is not None and self.rec.get("id") == message.record_id and message.benchmark is not None:
+            self.query_one("#int8-card", Int8Card).show(self.rec, message.benchmark)
+
+    def action_int8_search(self) -> None:
+        names = {r.get("name") for r in self.records}
+        k = 1
+        while f"int8-{k}" in names:
+            k += 1
+
+        def done(values: Optional[dict]) -> None:
+            if values:
+                self._submit_int8(values)
+
+        self.app.push_screen(Int8SearchDialog(f"int8-{k}"), done)
+
+    @app_work(group="opt-int8-submit", description="submit an INT8 search job")
+    def _submit_int8(self, values: dict) -> None:
+        from sparsify_tui.jobs import submit
+        from sparsify_tui.services.int8 import check_name_free, int8_settings
+
+        try:
+            s = int8_settings(self.ws.get_project(self.project_id), values)
+            check_name_free(self.ws, self.project_id, s["name"])
+            if s["data"] or s["labels"]:
+                from sparsify_tui.analysis.labels import sample_set
+
+                sample_set(self.ws.model_path(self.project_id), data=s["data"], labels_key=s["labels"],
+                           dims=s["dims"], max_batches=1)
+            args = {k: v for k, v in s.items() if k != "dims" and v is not None}
+            post_result(self, Int8SearchSubmitted(submit(self.ws, self.project_id, "int8_search", args)))
+        except Exception as err:  # noqa: BLE001 - the answer to the dialog: shown, the app stays up
+            post_result(self, Int8SearchSubmitted(None, err))
+
+    @on(Int8SearchSubmitted)
+    def _int8_submitted(self, message: Int8SearchSubmitted) -> None:
+        if message.error is not None:
+            self.app.show_error(message.error)
+            return
+        self.app.notify(f"INT8 search started (job {message.job['id']}); the optimization appears when it ends. "
+                        "It keeps running if you quit.")
 
     @on(TabbedContent.TabActivated, "#opt-tabs")
     def _tab_changed(self) -> None:
