@@ -262,7 +262,10 @@ def _searched(ws, pid, monkeypatch):
     monkeypatch.setattr(timing, "interleaved_times",
                         lambda engine, models, *a, **k: [[4.0 - 2.0 * i / len(models)] * 3 for i in range(len(models))])
     rec = search_int8_optimization(ws, pid, {"name": "int8 snap", "max_drop": 0.2, "metric": "top1",
-                                             "calibration_size": 8})
+                                             "calibration_size": 8, "core_count": 1})  # 1 thread: same floats
+    q = rec["quantization"]
+    q["search"]["seconds"] = 12.5  # wall time: pinned for the snapshot
+    rec = ws.update_record(pid, "optimizations", rec["id"], quantization=q)
     ws.add_record(pid, "benchmarks", {"name": "bench 1", "created": "2026-01-02T03:04:05",
                                       "models": [{"label": "baseline"}, {"label": "int8 snap",
                                                                          "optimization_id": rec["id"]}],
@@ -288,6 +291,9 @@ def test_int8_card_shows_the_search_and_starts_one(workspace_home, demo_model, m
             sec.query_one("#opt-tabs").active = "tab-quant"
             await settle(pilot, sec)
             card = sec.query_one("#int8-card")
+            await pilot.pause(0.5)
+            # showing the Quant tab (its layer list) does not rewrite the search's exclusions
+            assert stored(ws, pid)["int8 snap"]["quantization"]["excluded"] == rec["quantization"]["excluded"]
             summary = str(card.query_one("#i8-summary").render())
             assert "max drop 0.2" in summary and "Metric" in summary and "top1" in summary
             trials = card.query_one("#i8-trials", FilterableTable).rows_shown()

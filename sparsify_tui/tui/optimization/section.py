@@ -507,9 +507,12 @@ class OptimizationSection(Widget):
         if self._quiet or self.rec is None:
             return
         selected = list(event.selection_list.selected)
-        if set(selected) == set(self.rec["quantization"].get("excluded") or []):
-            return
-        self._update_schedule(self.rec["id"], quantization={"excluded": selected})
+        current = list(self.rec["quantization"].get("excluded") or [])
+        layer_ids = {l["node_id"] for l in self.rec.get("layers") or []}
+        if set(selected) == {x for x in current if x in layer_ids}:
+            return  # the list shows layers only: the INT8 search's other FP32 nodes are not a change
+        kept = [x for x in current if x not in layer_ids]
+        self._update_schedule(self.rec["id"], quantization={"excluded": kept + selected})
 
     def action_apply_lr(self) -> None:
         if self.rec is None:
