@@ -83,9 +83,11 @@ q = nncf.quantize_with_accuracy_control(
 wall = time.perf_counter() - t0
 onnx.save(q, cfg["out"])
 log = stream.getvalue()
-m = re.findall(r"(\d+) out of (\d+)", log)
+m = re.findall(r"(\d+) out of (\d+) were reverted", log)
 drop = 1.0 - validate(q, items)
-print(json.dumps({"wall_s": wall, "reverted": int(m[-1][0]) if m else 0, "quantized_ops": int(m[-1][1]) if m else None,
+n_ops = re.findall(r"Total number of quantized operations in the model: (\d+)", log)
+print(json.dumps({"wall_s": wall, "reverted": int(m[-1][0]) if m else 0,
+                  "quantized_ops": int(m[-1][1]) if m else (int(n_ops[-1]) if n_ops else None),
                   "nmse": drop, "log_tail": log.strip().splitlines()[-4:]}))
 '''
 
@@ -187,7 +189,8 @@ def main() -> int:
                 row["nncf"] = {"wall_s": nn["wall_s"], "excluded": nn["reverted"], "of": nn["quantized_ops"],
                                "nmse": nn["nmse"], "speedup": sp[3]}
                 row["nncf_over_ours_wall"] = nn["wall_s"] / ours_s
-            if full.metric_value > args.max_drop and sp[1] > 0:
+            row["ours"]["phases_s"] = res.timing.get("phases_s")
+            if full.metric_value > args.max_drop and sp[1] > 0 and chosen is not None:
                 row["kept_of_full_int8_speedup"] = sp[2] / sp[1]
             rows.append(row)
             o = row["ours"]
@@ -201,7 +204,9 @@ def main() -> int:
                       f"NMSE {nn['nmse']:.5f}, speedup {sp[3]:.2f}x  -> NNCF/ours wall {row['nncf_over_ours_wall']:.2f}x")
             if "kept_of_full_int8_speedup" in row:
                 print(f"  kept {row['kept_of_full_int8_speedup']:.0%} of the full-INT8 speedup")
-            print(f"  spread p90/median: " + ", ".join(f"{x:.2f}" for x in spread), flush=True)
+            print(f"  our phases (s): {res.timing.get('phases_s')}")
+            print("  spread p90/median (FP32, full INT8, ours, NNCF): " + ", ".join(f"{x:.2f}" for x in spread),
+                  flush=True)
     print(json.dumps(rows, indent=1))
     return 0
 

@@ -316,3 +316,15 @@ def test_older_records_read_back_unchanged_and_search_round_trips():
     assert back.to_dict() == q.to_dict() and back.search.chosen_trial.median_ms == 2.0
     rec = Optimization(quantization=q)
     assert Optimization.from_dict(rec.to_dict()).to_dict() == rec.to_dict()
+
+
+def test_predicted_k_from_the_sensitivity_shares():
+    from sparsify_tui.optimization.int8_search import predicted_k
+    from sparsify_tui.optimization.record import Int8Group
+
+    groups = [Int8Group(node_id=f"n{i}", sensitivity=s) for i, s in enumerate([0.5, 0.3, 0.1, 0.1])]
+    # full 1.0, budget 0.25 (x0.8 = 0.2): reverting the top 2 leaves 0.2 of the sensitivity
+    assert predicted_k(groups, 1.0, 0.25) == 2
+    assert predicted_k(groups, 1.0, 0.7) == 1
+    assert predicted_k(groups, 1.0, 0.0) == 4
+    assert predicted_k([Int8Group(node_id="t")], 1.0, 0.1) == 1  # nothing measured

@@ -19,9 +19,13 @@
    one-shot engine (:func:`sparsify_tui.profiling.loss_oneshot.one_shot_profile`, level 0 only, on up to
    ``ranking_batches`` batches). The **tail** (nodes below the last layers, e.g. a detector's Sigmoid) has no
    layer: its sensitivity is measured by one real trial with only the tail INT8, same one-shot metric.
-4. **Bisection over the ranked list.** Revert the top k groups for k = 1, 2, 4, … until the metric fits,
-   then bisect between the last k over budget and the first within: about 2·log2(k) trials, not one per
-   layer. It stops at the fewest groups within budget (the metric is taken as non-increasing in k).
+4. **Bisection over the ranked list.** The first k is predicted from the ranking (:func:`predicted_k`:
+   errors of independent groups roughly add, so reverting the top k leaves about the full-INT8 metric times
+   the share of sensitivity not yet reverted); then k doubles until the metric fits (or, when the guess fits
+   at once, k shrinks by 4× until it does not), and bisection between the last k over budget and the first
+   within finds the fewest: a few trials, about log2 of the answer, not one per layer. It stops at the fewest
+   groups within budget (the metric is taken as non-increasing in k). A tail of fewer than
+   :data:`TAIL_TRIAL_NODES` nodes is ranked last without a trial.
 5. **Speed.** Every trial the search touched, the FP32 model and full INT8 are timed together in a short
    interleaved timing (:func:`sparsify_tui.engine.timing.interleaved_times`: ``rounds`` rounds, one
    session at a time). The result is the **fastest trial within budget** (with ms per batch measured in the
@@ -51,6 +55,8 @@ from sparsify_tui.settings import CALIBRATION_METHODS
 #: ops that onnxruntime's QDQ quantizer never touches: they do not join a group (shape and control ops)
 _NOT_QUANTIZED = frozenset({"Constant", "Shape", "Size", "Identity", "If", "Loop", "Scan", "ConstantOfShape",
                             "Range", "NonZero"})
+#: a tail group of at least this many nodes is ranked by a real "tail only INT8" trial; a smaller one goes last
+TAIL_TRIAL_NODES = 4
 #: defaults of the search's short interleaved timing
 TIMING = {"rounds": 3, "warmup": 2, "iterations": 12}
 
@@ -95,6 +101,22 @@ def int8_groups(model) -> List[Int8Group]:
     if tail:
         groups.append(Int8Group(node_id=None, weight_name=None, nodes=tail))
     return groups
+
+
+def predicted_k(ranked: Sequence[Int8Group], full_metric: float, max_drop: float, safety: float = 0.8) -> int:
+    """First guess of how many of the ``ranked`` groups (most sensitive first) must be FP32: the smallest k with
+    ``full_metric · (1 − S_k / S) ≤ safety · max_drop``, S_k the sum of the top k sensitivities and S the sum of
+    all (unmeasured ones count as 0). At least 1, at most ``len(ranked)``; 1 when nothing is measured."""
+    vals = [max(0.0, float(g.sensitivity)) if g.sensitivity is not None else 0.0 for g in ranked]
+    total = sum(vals)
+    if not ranked or total <= 0 or full_metric <= 0:
+        return 1
+    acc = 0.0
+    for k, v in enumerate(vals, start=1):
+        acc += v
+        if full_metric * (1.0 - acc / total) <= safety * max_drop:
+            return k
+    return len(ranked)
 
 
 def excluded_nodes(groups: Sequence[Int8Group], k: int) -> List[str]:
@@ -211,6 +233,14 @@ def search_int8(
     src = Path(model_path)
     ref_path = Path(reference_path) if reference_path else src
 
+    phases: Dict[str, float] = {}
+    t_phase = [time.perf_counter()]
+
+    def phase(name: str) -> None:
+        now = time.perf_counter()
+        phases[name] = round(phases.get(name, 0.0) + now - t_phase[0], 3)
+        t_phase[0] = now
+
     prog("loading data", 0.0)
     n_eval = max(int(eval_batches), int(calibration_size)) if data else int(calibration_size)
     samples = sample_set(src, data=data, labels_key=labels_key, dims=dims, batch_size=1,
@@ -225,6 +255,7 @@ def search_int8(
         samples.check_classes(int(np.shape(reference[0][choice.class_output])[-1]))
     labels = samples.labels
     ref_eval = reference_evaluation(reference, choice, labels)
+    phase("data_and_fp32_reference")
     result = Int8Search(max_drop=max_drop, metric=choice.name, metric_reason=choice.reason,
                         budget_units=choice.budget_units, labelled=choice.labelled,
                         data=str(data) if data else None, labels_key=samples.labels_key,
@@ -242,6 +273,7 @@ def search_int8(
         model = load_model(graph)
         groups = int8_groups(model)
         del model
+        phase("preprocess_and_groups")
 
         def trial(k: int, excluded: List[str], note: str, frac: float) -> Int8Trial:
             idx = len(result.trials)
@@ -263,6 +295,7 @@ def search_int8(
             t.extra["outputs"] = outs  # dropped before returning
             result.trials.append(t)
             paths[idx] = path
+            phase("trials")
             return t
 
         full = trial(0, [], "full INT8", 0.05)
@@ -278,12 +311,15 @@ def search_int8(
 
             sens, source, rmetric = _ranking(graph, groups, loss_profile, rank_feeds, choice, dims, engine,
                                              core_count, rprog, cancel)
+            phase("ranking")
             result.ranking_source, result.ranking_metric = source, rmetric
             for g in groups:
                 if g.weight_name is not None:
                     g.sensitivity = sens.get(g.node_id)
             tail = next((g for g in groups if g.weight_name is None), None)
-            if tail is not None:
+            if tail is not None and len(tail.nodes) < TAIL_TRIAL_NODES:
+                tail.sensitivity = None  # a few nodes: ranked last rather than paying a trial to rank them
+            elif tail is not None:
                 # the tail has no layer: measure it with only the tail INT8, in the ranking's metric
                 others = [n for g in groups if g is not tail for n in g.nodes]
                 tt = trial(0, others, "tail only INT8 (ranks the tail)", 0.4)
@@ -298,9 +334,9 @@ def search_int8(
                 g.rank = i + 1
             result.groups = ranked
             n = len(ranked)
-            # exponential growth, then bisection, over the ranked list
+            # a first guess from the ranking, then galloping up (x2) and bisection, over the ranked list
             lo, hi = 0, None
-            k = 1
+            k = predicted_k(ranked, full.metric_value, max_drop)
             while k <= n:
                 t = trial(k, excluded_nodes(ranked, k), f"top {k} group(s) FP32", 0.45 + 0.3 * min(1, k / n))
                 if t.within_budget:
@@ -313,6 +349,18 @@ def search_int8(
             if hi is None:
                 result.status = "over budget"
             else:
+                if hi > 1 and lo == 0:  # the guess fit at once: gallop down to find the fewest
+                    k = max(1, hi // 4)
+                    while k < hi:
+                        t = trial(k, excluded_nodes(ranked, k), f"top {k} group(s) FP32 (down)", 0.7)
+                        if t.within_budget:
+                            hi = k
+                            k = max(1, k // 4)
+                            if k == hi:
+                                break
+                        else:
+                            lo = k
+                            break
                 while hi - lo > 1:
                     mid = (lo + hi) // 2
                     t = trial(mid, excluded_nodes(ranked, mid), f"bisection: top {mid} group(s) FP32", 0.75)
@@ -338,6 +386,7 @@ def search_int8(
         times = interleaved_times(engine, [str(ref_path)] + [str(paths[t.index]) for t in cands], feeds_t, core_count,
                                   rounds=tm["rounds"], warmup=tm["warmup"], iterations=tm["iterations"],
                                   cancel=cancel, on_step=tprog)
+        phase("timing")
         fp32 = LatencyStats.from_times(times[0])
         result.fp32_ms = fp32.median
         for t, ts in zip(cands, times[1:]):
@@ -358,6 +407,7 @@ def search_int8(
                                    f"with {best_t.groups} group(s) FP32, measured {best_t.metric_value:.4g}; "
                                    "INT8 is left off")
         result.seconds = round(time.perf_counter() - t_start, 3)
+        result.timing["phases_s"] = phases
         prog("done", 1.0)
         return result
     finally:
@@ -415,5 +465,5 @@ def layer_states(quantization, layers) -> List[dict]:
     return rows
 
 
-__all__ = ["CALIBRATION_METHODS", "TIMING", "int8_groups", "excluded_nodes", "search_int8", "choose_fastest",
+__all__ = ["CALIBRATION_METHODS", "TIMING", "TAIL_TRIAL_NODES", "int8_groups", "predicted_k", "excluded_nodes", "search_int8", "choose_fastest",
            "layer_states"]
