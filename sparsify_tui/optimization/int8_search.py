@@ -154,6 +154,8 @@ def _ranking(model_path, groups, loss_profile, feeds, metric_choice, dims, engin
              cancel) -> tuple:
     """(sensitivity by layer node id, source text, metric label) for the layer groups. ``model_path``: the graph
     the engine quantizes (its node ids are the groups')."""
+    if not any(g.weight_name for g in groups):
+        return {}, "no prunable layer in the main graph: only the tail group", ""
     prof = loss_profile
     if prof is not None and prof.method == "one-shot" and any(l.int8_sensitivity is not None for l in prof.layers):
         ids = {g.node_id for g in groups}
