@@ -134,6 +134,8 @@ def main() -> int:
     ap.add_argument("--items", type=int, default=32)
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--nncf-python", default=os.environ.get("NNCF_PYTHON", "/work/nncfenv/bin/python"))
+    ap.add_argument("--nncf-timeout", type=float, default=1200.0,
+                    help="seconds after which NNCF is stopped (reported as slower than that)")
     args = ap.parse_args()
     from sparsify_tui.engine import get_engine
     from sparsify_tui.engine.timing import LatencyStats, interleaved_times
@@ -164,15 +166,24 @@ def main() -> int:
             calib = sample_set(path, data=data, dims=dims, max_batches=16).feeds
             engine.quantize_int8(path, tmp / "full.onnx", calib, reuse_dir=tmp / "reuse")
             engine.quantize_int8(path, tmp / "ours.onnx", calib, excluded_nodes=ex, reuse_dir=tmp / "reuse")
+            print(f"{key}: sparsify-tui {ours_s:.1f} s, {res.status}, {len(res.trials)} trials, {len(ex)} nodes FP32, "
+                  f"full INT8 NMSE {full.metric_value:.4g}, chosen NMSE "
+                  f"{chosen.metric_value if chosen else float('nan'):.4g}; phases {res.timing.get('phases_s')}",
+                  flush=True)
             cfg = {"model": str(path), "data": str(data), "inputs": inputs, "calibration": 16,
                    "max_drop": args.max_drop, "out": str(tmp / "nncf.onnx")}
-            proc = subprocess.run([args.nncf_python, "-c", NNCF_HELPER, str(ROOT), json.dumps(cfg)],
-                                  capture_output=True, text=True)
-            if proc.returncode != 0:
-                print(f"{key}: NNCF failed: {proc.stderr.strip().splitlines()[-1:]}")
-                nn = None
-            else:
-                nn = json.loads(proc.stdout.strip().splitlines()[-1])
+            nn, nncf_timeout = None, False
+            try:
+                proc = subprocess.run([args.nncf_python, "-c", NNCF_HELPER, str(ROOT), json.dumps(cfg)],
+                                      capture_output=True, text=True, timeout=args.nncf_timeout)
+                if proc.returncode != 0:
+                    print(f"{key}: NNCF failed: {proc.stderr.strip().splitlines()[-1:]}")
+                else:
+                    nn = json.loads(proc.stdout.strip().splitlines()[-1])
+            except subprocess.TimeoutExpired:
+                nncf_timeout = True
+                print(f"{key}: NNCF stopped after {args.nncf_timeout:.0f} s without a result: ours is at least "
+                      f"{args.nncf_timeout / ours_s:.1f}x faster", flush=True)
             models = [str(path), str(tmp / "full.onnx"), str(tmp / "ours.onnx")] + ([str(tmp / "nncf.onnx")] if nn else [])
             feeds = calib[:1]
             times = interleaved_times(engine, models, feeds, 2, rounds=args.rounds, warmup=3,
@@ -185,6 +196,9 @@ def main() -> int:
                             "excluded": len(ex), "groups": chosen.groups if chosen else None,
                             "nmse": chosen.metric_value if chosen else None, "speedup": sp[2]},
                    "full_int8_speedup": sp[1], "fp32_ms": st[0].median, "spread_p90_over_median": spread}
+            if nncf_timeout:
+                row["nncf"] = {"timeout_s": args.nncf_timeout}
+                row["nncf_over_ours_wall_at_least"] = args.nncf_timeout / ours_s
             if nn:
                 row["nncf"] = {"wall_s": nn["wall_s"], "excluded": nn["reverted"], "of": nn["quantized_ops"],
                                "nmse": nn["nmse"], "speedup": sp[3]}

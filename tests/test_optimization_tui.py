@@ -282,7 +282,15 @@ def test_int8_card_shows_the_search_and_starts_one(workspace_home, demo_model, m
     pid = make_project(ws, demo_model)
     rec = _searched(ws, pid, monkeypatch)
     submitted = []
-    monkeypatch.setattr("sparsify_tui.jobs.submit", lambda ws, p, t, a: submitted.append((t, a)) or {"id": "job1"})
+    from sparsify_tui import jobs
+
+    real_submit = jobs.submit
+
+    def fake_submit(ws_, p, t, a):  # record the arguments; run a short real job the card follows instead
+        submitted.append((t, a))
+        return real_submit(ws_, p, "sleep", {"steps": 2, "step_s": 0.05}, measuring=False)
+
+    monkeypatch.setattr("sparsify_tui.jobs.submit", fake_submit)
 
     async def run():
         app = make_app(ws, pid)
@@ -312,6 +320,7 @@ def test_int8_card_shows_the_search_and_starts_one(workspace_home, demo_model, m
             await wait_for(pilot, lambda: submitted)
             job_type, args = submitted[0]
             assert job_type == "int8_search" and args["max_drop"] == 0.05 and args["name"] == "int8-1"
+            await wait_for(pilot, lambda: card.query("JobProgress"))  # the card follows the job
             # a bad budget is refused with one line, no job
             await pilot.press("i")
             await wait_for(pilot, lambda: type(app.screen).__name__ == "Int8SearchDialog")

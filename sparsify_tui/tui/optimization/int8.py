@@ -148,10 +148,12 @@ class Int8Card(Widget):
     Int8Card FilterableTable { height: auto; max-height: 14; }
     Int8Card FilterableTable > DataTable { height: auto; max-height: 12; }
     Int8Card .i8-title { text-style: bold; padding: 0 1; height: 1; }
+    Int8Card #i8-jobs { height: auto; }
     """
 
     def compose(self) -> ComposeResult:
         with Vertical():
+            yield Vertical(id="i8-jobs")
             yield Static("", id="i8-summary")
             yield Static("", id="i8-applied")
             yield Static("Metric vs measured speedup (● trials, ◆ chosen, — budget)", classes="i8-title")
@@ -160,6 +162,18 @@ class Int8Card(Widget):
             yield FilterableTable(TRIAL_COLUMNS, show_status=False, id="i8-trials")
             yield Static("Layers: INT8 sensitivity, FP32 or INT8, and why", classes="i8-title")
             yield FilterableTable(LAYER_COLUMNS, show_status=False, id="i8-layers")
+
+    def track(self, job: dict) -> None:
+        """Follow a running ``int8_search`` job (progress, ETA, `c` cancels) at the top of the card."""
+        from sparsify_tui.tui.widgets.jobs import JobProgress
+
+        box = self.query_one("#i8-jobs", Vertical)
+        if any(getattr(w, "job_id", None) == job["id"] for w in box.children):
+            return
+        for w in list(box.children):
+            if getattr(w, "_finished", False):
+                w.remove()
+        box.mount(JobProgress(job["id"]))
 
     def show(self, rec: dict, bench: Optional[dict] = None) -> None:
         self.query_one("#i8-summary", Static).update(summary_text(rec))

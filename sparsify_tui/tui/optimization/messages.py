@@ -72,3 +72,10 @@ class Int8SearchSubmitted(Message):
 
     job: Optional[dict]
     error: Optional[BaseException] = None
+
+
+@dataclass
+class Int8JobsListed(Message):
+    """The project's INT8 search jobs still pending or running (followed by the INT8 card)."""
+
+    jobs: list[dict]

@@ -38,7 +38,9 @@ from sparsify_tui.formatting import format_count, format_fixed
 from sparsify_tui.tui.optimization.dialogs import CreateOptimizationDialog, ExportDialog, SparsityDialog
 from sparsify_tui.tui.optimization.int8 import Int8Card, Int8SearchDialog, latest_benchmark
 from sparsify_tui.tui.optimization.messages import (CreateDialogReady, ExportDialogReady, Int8BenchmarkFound,
-                                                    Int8SearchSubmitted, OptimizationChanged, OptimizationsListed)
+                                                    Int8JobsListed, Int8SearchSubmitted, OptimizationChanged,
+                                                    OptimizationsListed)
+from sparsify_tui.tui.widgets.jobs import JobProgress
 from sparsify_tui.tui.widgets.charts import BarChart, LineChart
 from sparsify_tui.tui.widgets.dialogs import ConfirmDialog
 from sparsify_tui.tui.widgets.tables import Column, FilterableTable
@@ -259,6 +261,7 @@ class OptimizationSection(Widget):
     def on_mount(self) -> None:
         self._show_main(False)
         self.load_records()
+        self._load_int8_jobs()
 
     def _show_main(self, has: bool) -> None:
         self.query_one("#opt-tabs").display = has
@@ -458,11 +461,37 @@ class OptimizationSection(Widget):
         except Exception as err:  # noqa: BLE001 - the answer to the dialog: shown, the app stays up
             post_result(self, Int8SearchSubmitted(None, err))
 
+    @app_work(group="opt-int8-jobs", description="running INT8 searches")
+    def _load_int8_jobs(self) -> None:
+        from sparsify_tui.jobs import list_jobs
+
+        post_result(self, Int8JobsListed([j for j in list_jobs(self.ws, self.project_id)
+                                          if j.get("type") == "int8_search"
+                                          and j.get("status") in ("pending", "running")]))
+
+    @on(Int8JobsListed)
+    def _int8_jobs(self, message: Int8JobsListed) -> None:
+        for job in message.jobs:
+            self.query_one("#int8-card", Int8Card).track(job)
+
+    @on(JobProgress.Finished)
+    def _int8_job_finished(self, event: JobProgress.Finished) -> None:
+        job = event.job or {}
+        if job.get("type") != "int8_search":
+            return
+        if job.get("status") == "completed":
+            self._select_after = (job.get("result") or {}).get("optimization")
+            self.app.notify(f"INT8 search finished: {(job.get('result') or {}).get('status')}.", timeout=5)
+        self.load_records()
+
     @on(Int8SearchSubmitted)
     def _int8_submitted(self, message: Int8SearchSubmitted) -> None:
         if message.error is not None:
             self.app.show_error(message.error)
             return
+        self.query_one("#int8-card", Int8Card).track(message.job)
+        if self.rec is not None:
+            self.query_one("#opt-tabs", TabbedContent).active = "tab-quant"
         self.app.notify(f"INT8 search started (job {message.job['id']}); the optimization appears when it ends. "
                         "It keeps running if you quit.")
 
