@@ -2,6 +2,8 @@
 
     sparsify-tui optimize PROJECT --name NAME [--perf NAME|flops] [--loss NAME|approximated]
                           [--sparsity 0.85] [--balance 0.5] [--quantize] [--override WEIGHT=S ...] [--json]
+    sparsify-tui optimize PROJECT --name NAME --quantize --max-drop D [--metric top1|nmse|kl|max_abs]
+                          [--data FILE.npz [--labels KEY]] [--calibration minmax|entropy|percentile] [--json]
     sparsify-tui export PROJECT OPTIMIZATION [-o recipe.yaml]
                         [--code pytorch|pytorch-plain|keras|tensorflow [-O file.py]] [--json]
 """
@@ -25,8 +27,8 @@ def register(sub) -> None:
                    help="perf profile name or id, or 'flops' (default: newest perf profile, else FLOPS)")
     o.add_argument("--loss", metavar="NAME", default=None,
                    help="loss profile name or id, or 'approximated' (default: newest loss profile, else Approximated)")
-    o.add_argument("--sparsity", type=float, default=0.85, metavar="S",
-                   help="target params-weighted average sparsity (default 0.85)")
+    o.add_argument("--sparsity", type=float, default=None, metavar="S",
+                   help="target params-weighted average sparsity (default 0.85; 0 with --max-drop: INT8 only)")
     o.add_argument("--balance", type=float, default=0.5, metavar="B",
                    help="0 = rank layers by time saved only, 1 = by loss sensitivity only (default 0.5)")
     o.add_argument("--quantize", action="store_true", help="add the INT8 quantization modifier")
@@ -34,6 +36,16 @@ def register(sub) -> None:
     o.add_argument("--max-sparsity", type=float, default=None, metavar="S", help="per-layer cap (0.95)")
     o.add_argument("--override", action="extend", nargs="+", default=[], metavar="WEIGHT=S",
                    help="fix a layer's sparsity by weight name (repeatable)")
+    g = o.add_argument_group("accuracy-controlled INT8 (with --quantize)")
+    g.add_argument("--max-drop", default=None, metavar="D",
+                   help="search the fastest INT8 config whose metric stays within D: absolute drop for top1 "
+                        "(0.01 = 1 point), the value itself for nmse/kl/max_abs")
+    g.add_argument("--metric", default=None, metavar="M",
+                   help="top1 | nmse | kl | max_abs (default from the model outputs; the choice is printed)")
+    g.add_argument("--data", default=None, metavar="FILE", help="sample inputs .npz (+ labels) or .npy")
+    g.add_argument("--labels", default=None, metavar="KEY", help="key of the labels array in --data (default labels)")
+    g.add_argument("--calibration", default=None, metavar="METHOD", help="minmax (default) | entropy | percentile")
+    g.add_argument("--calibration-size", default=None, metavar="N", help="calibration batches of 1 item (16)")
     o.add_argument("--json", action="store_true", help="print the optimization as JSON")
     o.set_defaults(handler=_optimize)
 
@@ -83,8 +95,15 @@ def _optimize(args) -> int:
             overrides[k] = float(v)
         except ValueError:
             raise ProjectError(f"--override {item!r}: {v!r} is not a number") from None
+    searched = [f for f, v in (("--max-drop", args.max_drop), ("--metric", args.metric), ("--data", args.data),
+                                ("--labels", args.labels), ("--calibration", args.calibration),
+                                ("--calibration-size", args.calibration_size)) if v is not None]
+    if searched:
+        return _optimize_int8(args, overrides, searched)
     ws = _ws()
     project = ws.get_project(args.project)
+    if args.sparsity is None:
+        args.sparsity = 0.85
     extra = {k: v for k, v in (("min_sparsity", args.min_sparsity), ("max_sparsity", args.max_sparsity))
              if v is not None}
     opt = Optimization.from_dict(create_optimization(
@@ -95,6 +114,88 @@ def _optimize(args) -> int:
         return 0
     print(render_text(opt, project["name"]))
     return 0
+
+
+def _optimize_int8(args, overrides: dict, flags: list) -> int:
+    """``optimize --quantize --max-drop D``: the INT8 search as an ``int8_search`` job in this process (the
+    measuring lock, progress on stderr); bad arguments fail before the job exists."""
+    from sparsify_tui.cli import print_json, stderr_progress
+    from sparsify_tui.errors import ProjectError
+    from sparsify_tui.jobs import run_here
+    from sparsify_tui.optimization.record import Optimization
+    from sparsify_tui.services.int8 import check_name_free, int8_settings
+    from sparsify_tui.services.optimizations import get_optimization
+
+    if not args.quantize:
+        raise ProjectError(f"{flags[0]} belongs to the INT8 search: add --quantize (and --max-drop D)")
+    if args.max_drop is None:
+        raise ProjectError("the INT8 search needs a budget: add --max-drop D (e.g. 0.01 for 1 point of top-1)")
+    if overrides or args.min_sparsity is not None or args.max_sparsity is not None:
+        raise ProjectError("--override/--min-sparsity/--max-sparsity are not used with --max-drop: create the "
+                           "INT8 optimization first, then edit it")
+    ws = _ws()
+    project = ws.get_project(args.project)
+    job_args = {"name": args.name, "perf": args.perf, "loss": args.loss, "sparsity": args.sparsity,
+                "balance": args.balance, "max_drop": args.max_drop, "metric": args.metric, "data": args.data,
+                "labels": args.labels, "calibration": args.calibration, "calibration_size": args.calibration_size}
+    checked = int8_settings(project, job_args)  # one line, exit 2, before a job record exists
+    check_name_free(ws, project["id"], checked["name"])
+    if checked["data"] or checked["labels"]:
+        from sparsify_tui.analysis.labels import sample_set
+
+        sample_set(ws.model_path(project["id"]), data=checked["data"], labels_key=checked["labels"],
+                   dims=checked["dims"], max_batches=1)
+    job_args = {k: v for k, v in checked.items() if k != "dims" and v is not None}
+    if args.sparsity is None:
+        print("sparsity 0 (INT8 only): give --sparsity to prune too", file=sys.stderr)
+    summary = run_here(ws, project["id"], "int8_search", job_args, progress=stderr_progress(args.json))
+    opt = Optimization.from_dict(get_optimization(ws, project["id"], summary["optimization"]))
+    if args.json:
+        print_json(summary_json(opt))
+        return 0
+    print(render_int8_text(opt))
+    print(render_text(opt, project["name"]))
+    return 0
+
+
+def summary_json(opt: "Optimization") -> dict:
+    """:func:`summary` (the ``optimize --json`` document)."""
+    return summary(opt)
+
+
+def render_int8_text(opt: "Optimization") -> str:
+    """The INT8 search of an optimization for the CLI: metric and why, budget, every trial, per-layer states."""
+    from sparsify_tui.formatting import format_fixed as _fmt
+    from sparsify_tui.optimization.int8_search import layer_states
+
+    s = opt.quantization.search
+    if s is None:
+        return ""
+    lines = [
+        f"metric: {s.metric} ({s.metric_reason})",
+        f"budget: --max-drop {s.max_drop:g} = {s.budget_units}",
+        f"data: {s.data or 'synthetic'}, {s.eval_items} items evaluated, calibration {s.calibration_method} on "
+        f"{s.calibration_size} batches" + (f", FP32 accuracy {s.accuracy_fp32:.4f}" if s.accuracy_fp32 is not None
+                                             else ""),
+        f"ranking: {s.ranking_source or 'not needed (full INT8 fits)'}",
+        f"result: {s.status}; {len(s.trials)} trials in {s.seconds:.1f} s; FP32 {_fmt(s.fp32_ms, '.3f')} ms/batch "
+        f"(short interleaved timing, {s.timing.get('rounds')} rounds)",
+        "  trial  FP32 groups  FP32 nodes  metric      within  median ms  speedup  note",
+    ]
+    for t in s.trials:
+        mark = "*" if t.index == s.chosen else " "
+        lines.append(f"{mark} {t.index:>4}  {t.groups:>11}  {t.excluded_count:>10}  {t.metric_value:<10.4g}  "
+                     f"{'yes' if t.within_budget else 'no ':<6}  {_fmt(t.median_ms, '.3f'):>9}  "
+                     f"{_fmt(t.speedup):>6}x  {t.note}")
+    lines.append("  (* = chosen: the fastest trial within budget)")
+    rows = [r for r in layer_states(opt.quantization, opt.layers) if r["state"] == "FP32"]
+    if rows and opt.quantization.enabled:
+        lines.append(f"  layers kept FP32 ({len(rows)}):")
+        for r in rows[:20]:
+            lines.append(f"    {str(r['node_id'])[:40]:<40} INT8 sens. {_fmt(r['sensitivity'], '.3g', '-'):>9}  {r['why']}")
+        if len(rows) > 20:
+            lines.append(f"    ... {len(rows) - 20} more (--json lists them)")
+    return "\n".join(lines)
 
 
 def render_text(opt: "Optimization", project_name: str) -> str:
@@ -115,7 +216,8 @@ def render_text(opt: "Optimization", project_name: str) -> str:
         "  estimates:",
         f"    {est.sparse_runtime}: {_fmt(est.sparse_ms)} ms/batch, speedup {_fmt(est.sparse_speedup)}x (est.)",
         f"    onnxruntime: {_fmt(est.ort_ms)} ms/batch, speedup {_fmt(est.ort_speedup)}x "
-        f"(no gain from sparsity; INT8 {'measured' if est.int8_measured else 'not measured'})",
+        f"(no gain from sparsity; INT8 {'measured' if est.int8_measured else 'not measured'}"
+        + (f": {est.int8_source}" if est.int8_source else "") + ")",
         f"    FLOPs reduction {_fmt(est.flops_reduction)}x, params compression "
         f"{_fmt(est.params_compression)}x, est. recovery {_fmt(est.est_recovery, '.2f')}",
         "  layers (weight name, sparsity, note):",

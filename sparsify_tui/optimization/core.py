@@ -197,6 +197,8 @@ def change_schedule(rec: Optimization, *, epochs: Optional[Dict[str, Any]] = Non
                 q.enabled = bool(v)
             elif k == "excluded":
                 ids = {l.node_id for l in rec.layers}
+                if q.search is not None:  # the search's groups also hold the nodes feeding each layer
+                    ids |= {n for g in q.search.groups for n in g.nodes}
                 q.excluded = [str(x) for x in v if str(x) in ids]
             elif k in ("start_epoch", "disable_quantization_observer_epoch", "freeze_bn_stats_epoch"):
                 setattr(q, k, float(v))

@@ -55,86 +55,15 @@ from sparsify_tui.progress import maybe_check
 
 ONE = np.array(1.0, dtype=np.float32)
 RUN_OVERHEAD_S = 0.0003  # python + feed binding per run, order of magnitude on this class of machine
-_FLOAT_TYPES = (np.float16, np.float32, np.float64)
 _NONDETERMINISTIC = {"RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike", "Multinomial",
                      "Bernoulli", "Dropout"}
 
 
-# -- metrics ---------------------------------------------------------------------------------------------
-
-
-def _softmax(x: np.ndarray) -> np.ndarray:
-    x = x.astype(np.float64)
-    x = x - x.max(axis=-1, keepdims=True)
-    e = np.exp(x)
-    return e / e.sum(axis=-1, keepdims=True)
-
-
-def is_probability(y: np.ndarray) -> bool:
-    """Rows (last axis) are in [0, 1] and sum to 1 (±1e-3): the output already is a distribution."""
-    if y.size == 0:
-        return False
-    return bool(np.all(y >= 0) and np.all(y <= 1) and np.allclose(y.sum(axis=-1), 1.0, atol=1e-3))
-
-
-def auto_metric(y: np.ndarray) -> str:
-    """``"kl"`` for class outputs (2-D ``[batch, classes]`` with ≥ 2 classes), ``"nmse"`` otherwise."""
-    return "kl" if y.ndim == 2 and y.shape[-1] >= 2 else "nmse"
-
-
-def kl_divergence(dense: np.ndarray, pruned: np.ndarray, probs: bool) -> float:
-    """Mean over rows of KL(p ‖ q) in nats, p from ``dense``, q from ``pruned`` (softmax over the last axis
-    unless ``probs``; probabilities are clipped to ≥ 1e-12)."""
-    if probs:
-        p = np.clip(dense.astype(np.float64), 1e-12, None)
-        q = np.clip(pruned.astype(np.float64), 1e-12, None)
-        p /= p.sum(axis=-1, keepdims=True)
-        q /= q.sum(axis=-1, keepdims=True)
-    else:
-        p, q = _softmax(dense), np.clip(_softmax(pruned), 1e-300, None)
-    kl = np.sum(p * (np.log(np.clip(p, 1e-300, None)) - np.log(q)), axis=-1)
-    return float(max(0.0, np.mean(kl)))
-
-
-def nmse(dense: np.ndarray, pruned: np.ndarray) -> float:
-    """``Σ(y − ŷ)² / Σy²`` (``Σ(y − ŷ)²`` when ``y`` is all zeros)."""
-    y = dense.astype(np.float64)
-    d = float(np.sum((pruned.astype(np.float64) - y) ** 2))
-    den = float(np.sum(y * y))
-    return d / den if den > 0 else d
-
-
-class OutputMetric:
-    """The per-output metric choice: ``kinds[name]`` in {"kl", "nmse"}, ``probs[name]`` for KL outputs."""
-
-    def __init__(self, names: list, dense: list, choice: Optional[str]):
-        self.names, self.kinds, self.probs = [], {}, {}
-        for name, y in zip(names, dense):
-            if not isinstance(y, np.ndarray) or y.dtype.type not in _FLOAT_TYPES:
-                continue
-            kind = auto_metric(y) if choice in (None, "auto") else choice
-            self.names.append(name)
-            self.kinds[name] = kind
-            self.probs[name] = kind == "kl" and is_probability(y)
-        if not self.names:
-            raise ModelError("the model has no float outputs to compare: one-shot sensitivity needs float outputs")
-
-    @property
-    def label(self) -> str:
-        kinds = sorted(set(self.kinds.values()))
-        return "+".join(kinds)
-
-    def value(self, dense: dict, pruned: dict) -> float:
-        """Mean over the float outputs (outputs missing from ``pruned`` are unchanged → 0)."""
-        vals = []
-        for name in self.names:
-            if name not in pruned:
-                vals.append(0.0)
-            elif self.kinds[name] == "kl":
-                vals.append(kl_divergence(dense[name], pruned[name], self.probs[name]))
-            else:
-                vals.append(nmse(dense[name], pruned[name]))
-        return float(np.mean(vals))
+# -- metrics: one place, sparsify_tui.profiling.metrics (re-exported here for existing callers) ----------
+from sparsify_tui.profiling.metrics import (  # noqa: E402,F401
+    OutputMetric, auto_metric, is_probability, kl_divergence, nmse,
+)
+from sparsify_tui.profiling.metrics import softmax as _softmax  # noqa: E402,F401
 
 
 # -- graph structure ---------------------------------------------------------------------------------------

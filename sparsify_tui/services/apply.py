@@ -27,16 +27,17 @@ def is_applied(ws, project_id: str, opt: dict) -> bool:
         applied.get("fingerprint") == optimization_fingerprint(opt)
 
 
-def apply_record(ws, project_id: str, opt_ref: str, *, out_path=None, data=None,
+def apply_record(ws, project_id: str, opt_ref: str, *, out_path=None, data=None, labels_key=None,
                  progress: Optional[ProgressFn] = None, cancel: Optional[CancelToken] = None) -> Dict[str, Any]:
     """Apply optimization ``opt_ref`` (id or name) of a project, store ``applied`` on its record and
-    optionally export to ``out_path``. Returns the ``applied`` dict:
+    optionally export to ``out_path``. ``data``/``labels_key``: sample data (and its labels) to calibrate and
+    measure on; default the INT8 search's data, else the project's. Returns the ``applied`` dict:
     ``{path, exported_to, fingerprint, quantized, excluded, sparsity: {weight_name: measured},
     layers_exact: bool, output_diff, file_size_bytes, baseline_size_bytes, ir_version, seconds, warnings,
     applied_at}``.
     """
     from sparsify_tui.optimization.apply import (
-        apply_optimization, export_model, optimization_fingerprint, quantization_settings,
+        apply_optimization, calibration_settings, export_model, optimization_fingerprint, quantization_settings,
     )
     from sparsify_tui.optimization.core import layer_sparsities
 
@@ -47,11 +48,14 @@ def apply_record(ws, project_id: str, opt_ref: str, *, out_path=None, data=None,
         # the file is about to be rewritten in place: a kill midway must not leave a record that vouches for a
         # half-written model, so the record forgets it first and gets it back when the new file is complete
         ws.update_record(project_id, TABLE, opt["id"], applied=None)
+    cal = calibration_settings(opt)
+    if data:  # the user's data replaces the search's (its labels key too)
+        cal.update({"data": data, "labels_key": labels_key})
     res = apply_optimization(
         ws.model_path(project_id), layer_sparsities(opt), quantize=quant, excluded=excluded,
         structure=(opt.get("settings") or {}).get("structure", "unstructured"),
-        out_path=optimized_path(ws, project_id, opt), dims=setup.get("dims") or {}, data=data or setup.get("data"),
-        progress=progress, cancel=cancel,
+        out_path=optimized_path(ws, project_id, opt), dims=setup.get("dims") or {},
+        data=cal.pop("data", None) or setup.get("data"), progress=progress, cancel=cancel, **cal,
     )
     applied = {
         "path": str(res.out_path),

@@ -9,7 +9,9 @@ one, tabs:
 * **Layers**: the per-layer editor table (sparsity, recoverability, estimated speedup, estimated and
   baseline time, loss and perf sensitivity). `enter` edits the row's sparsity, `+`/`-` step it by 0.05,
   `x` releases the override.
-* **Quant**: the INT8 quantization modifier (on/off, layers kept FP32, ordered by INT8 sensitivity).
+* **Quant**: the INT8 quantization modifier (on/off, layers kept FP32, ordered by INT8 sensitivity), then the
+  INT8 card (:mod:`sparsify_tui.tui.optimization.int8`): the accuracy-controlled search's budget, metric,
+  trials, chart, per-layer states, and apply's result next to the benchmark. `i` starts a search.
 * **LR**: the learning-rate schedule chart and its modifiers as editable text (`ctrl+s` applies).
 * **Training**: the project's training settings and the epoch plan.
 
@@ -34,8 +36,11 @@ from textual.widgets.option_list import Option
 
 from sparsify_tui.formatting import format_count, format_fixed
 from sparsify_tui.tui.optimization.dialogs import CreateOptimizationDialog, ExportDialog, SparsityDialog
-from sparsify_tui.tui.optimization.messages import (CreateDialogReady, ExportDialogReady, OptimizationChanged,
+from sparsify_tui.tui.optimization.int8 import Int8Card, Int8SearchDialog, latest_benchmark
+from sparsify_tui.tui.optimization.messages import (CreateDialogReady, ExportDialogReady, Int8BenchmarkFound,
+                                                    Int8JobsListed, Int8SearchSubmitted, OptimizationChanged,
                                                     OptimizationsListed)
+from sparsify_tui.tui.widgets.jobs import JobProgress
 from sparsify_tui.tui.widgets.charts import BarChart, LineChart
 from sparsify_tui.tui.widgets.dialogs import ConfirmDialog
 from sparsify_tui.tui.widgets.tables import Column, FilterableTable
@@ -187,6 +192,10 @@ class OptimizationSection(Widget):
                 tooltip="Move to the optimization list"),
         Binding("C", "compare", "Compare", show=False, id="optimization.compare",
                 tooltip="Optimizations (versions) side by side: settings, layers, estimates, measured"),
+
+
+        Binding("i", "int8_search", "INT8 search", show=False, id="optimization.int8_search",
+                tooltip="Search the fastest INT8 config within an accuracy budget (a background job)"),
     ]
 
     def __init__(self, project_id: str, **kwargs) -> None:
@@ -242,6 +251,7 @@ class OptimizationSection(Widget):
                             yield Checkbox("INT8 quantization modifier", id="q-enabled")
                             yield Static("", id="q-info", classes="hint")
                             yield SelectionList(id="q-excluded")
+                            yield Int8Card(id="int8-card")
                     with TabPane("LR", id="tab-lr"):
                         with VerticalScroll():
                             yield LineChart(title="Learning rate", x_label="epoch", y_label="LR", height=9,
@@ -255,6 +265,7 @@ class OptimizationSection(Widget):
     def on_mount(self) -> None:
         self._show_main(False)
         self.load_records()
+        self._load_int8_jobs()
 
     def _show_main(self, has: bool) -> None:
         self.query_one("#opt-tabs").display = has
@@ -411,11 +422,88 @@ class OptimizationSection(Widget):
             if not ta.has_focus:
                 ta.load_text(format_lr_modifiers(rec.get("lr_modifiers") or []))
             self.query_one("#training-text", Static).update(training_text(rec))
+            self.query_one("#int8-card", Int8Card).show(rec)
+            self._load_int8_benchmark(rec["id"])
         finally:
             self.call_after_refresh(self._unquiet)
 
     def _unquiet(self) -> None:
         self._quiet = False
+
+    # ---------------------------------------------------------------------------------- INT8 card
+    @app_work(group="opt-int8-bench", description="newest benchmark of the optimization")
+    def _load_int8_benchmark(self, rec_id: str) -> None:
+        post_result(self, Int8BenchmarkFound(rec_id, latest_benchmark(self.ws.list_records(self.project_id,
+                                                                                          "benchmarks"), rec_id)))
+
+    @on(Int8BenchmarkFound)
+    def _int8_benchmark(self, message: Int8BenchmarkFound) -> None:
+        if self.rec is not None and self.rec.get("id") == message.record_id and message.benchmark is not None:
+            self.query_one("#int8-card", Int8Card).show(self.rec, message.benchmark)
+
+    def action_int8_search(self) -> None:
+        names = {r.get("name") for r in self.records}
+        k = 1
+        while f"int8-{k}" in names:
+            k += 1
+
+        def done(values: Optional[dict]) -> None:
+            if values:
+                self._submit_int8(values)
+
+        self.app.push_screen(Int8SearchDialog(f"int8-{k}"), done)
+
+    @app_work(group="opt-int8-submit", description="submit an INT8 search job")
+    def _submit_int8(self, values: dict) -> None:
+        from sparsify_tui.jobs import submit
+        from sparsify_tui.services.int8 import check_name_free, int8_settings
+
+        try:
+            s = int8_settings(self.ws.get_project(self.project_id), values)
+            check_name_free(self.ws, self.project_id, s["name"])
+            if s["data"] or s["labels"]:
+                from sparsify_tui.analysis.labels import sample_set
+
+                sample_set(self.ws.model_path(self.project_id), data=s["data"], labels_key=s["labels"],
+                           dims=s["dims"], max_batches=1)
+            args = {k: v for k, v in s.items() if k != "dims" and v is not None}
+            post_result(self, Int8SearchSubmitted(submit(self.ws, self.project_id, "int8_search", args)))
+        except Exception as err:  # noqa: BLE001 - the answer to the dialog: shown, the app stays up
+            post_result(self, Int8SearchSubmitted(None, err))
+
+    @app_work(group="opt-int8-jobs", description="running INT8 searches")
+    def _load_int8_jobs(self) -> None:
+        from sparsify_tui.jobs import list_jobs
+
+        post_result(self, Int8JobsListed([j for j in list_jobs(self.ws, self.project_id)
+                                          if j.get("type") == "int8_search"
+                                          and j.get("status") in ("pending", "running")]))
+
+    @on(Int8JobsListed)
+    def _int8_jobs(self, message: Int8JobsListed) -> None:
+        for job in message.jobs:
+            self.query_one("#int8-card", Int8Card).track(job)
+
+    @on(JobProgress.Finished)
+    def _int8_job_finished(self, event: JobProgress.Finished) -> None:
+        job = event.job or {}
+        if job.get("type") != "int8_search":
+            return
+        if job.get("status") == "completed":
+            self._select_after = (job.get("result") or {}).get("optimization")
+            self.app.notify(f"INT8 search finished: {(job.get('result') or {}).get('status')}.", timeout=5)
+        self.load_records()
+
+    @on(Int8SearchSubmitted)
+    def _int8_submitted(self, message: Int8SearchSubmitted) -> None:
+        if message.error is not None:
+            self.app.show_error(message.error)
+            return
+        self.query_one("#int8-card", Int8Card).track(message.job)
+        if self.rec is not None:
+            self.query_one("#opt-tabs", TabbedContent).active = "tab-quant"
+        self.app.notify(f"INT8 search started (job {message.job['id']}); the optimization appears when it ends. "
+                        "It keeps running if you quit.")
 
     @on(TabbedContent.TabActivated, "#opt-tabs")
     def _tab_changed(self) -> None:
@@ -458,9 +546,12 @@ class OptimizationSection(Widget):
         if self._quiet or self.rec is None:
             return
         selected = list(event.selection_list.selected)
-        if set(selected) == set(self.rec["quantization"].get("excluded") or []):
-            return
-        self._update_schedule(self.rec["id"], quantization={"excluded": selected})
+        current = list(self.rec["quantization"].get("excluded") or [])
+        layer_ids = {l["node_id"] for l in self.rec.get("layers") or []}
+        if set(selected) == {x for x in current if x in layer_ids}:
+            return  # the list shows layers only: the INT8 search's other FP32 nodes are not a change
+        kept = [x for x in current if x not in layer_ids]
+        self._update_schedule(self.rec["id"], quantization={"excluded": kept + selected})
 
     def action_apply_lr(self) -> None:
         if self.rec is None:
