@@ -14,6 +14,7 @@ COMMAND_MODULES = [
     "loss",       # profile loss
     "optimize",   # optimize, export
     "benchmark",  # apply, benchmark
+    "channel",    # profile channel-calibration, optimization show
     "jobs",       # job run/list/show/cancel/log
 ]
 

@@ -12,13 +12,14 @@ from __future__ import annotations
 from typing import Callable, Dict
 
 from sparsify_tui.errors import JobError
-from sparsify_tui.jobs.handlers import apply, benchmark, loss, perf, sleep
+from sparsify_tui.jobs.handlers import apply, benchmark, channel_calibration, loss, perf, sleep
 
 JOB_TYPES: Dict[str, Callable] = {
     "perf_profile": perf.run,
     "loss_profile": loss.run,
     "apply": apply.run,
     "benchmark": benchmark.run,
+    "channel_calibration": channel_calibration.run,
     # test and diagnostic job: sleeps in steps, reports progress, honours cancel
     "sleep": sleep.run,
 }

@@ -43,6 +43,7 @@ def store_perf_profile(ws, project_id: str, prof, *, job_id: Optional[str] = Non
     fields with ``record_id``."""
     fields = {**perf_record(prof), "job_id": job_id}
     if record_id:
+        fields["channel_calibration"] = None  # a rerun drops the calibration of the old measurements
         ws.replace_record_blob(project_id, PERF_TABLE, record_id, prof.to_dict(), **fields)
     else:
         record_id = ws.add_record_with_blob(project_id, PERF_TABLE, fields, prof.to_dict())["id"]
@@ -71,6 +72,27 @@ def resolve_perf_profile(ws, project_id: str, ref: Optional[str]):
     else:
         rec = ws.find_record(project_id, PERF_TABLE, ref)
     return load_perf_profile(ws, project_id, rec["id"]), rec["id"], rec.get("name", rec["id"])
+
+
+def perf_profile_extras(ws, project_id: str, ref: Optional[str]) -> Dict[str, Any]:
+    """What is stored with perf profile ``ref`` besides the profile itself (``{"channel_calibration": ...}``);
+    ``{}`` for the FLOPS profile or a profile without extras."""
+    if not ref or str(ref).lower() == FLOPS:
+        return {}
+    rec = ws.find_record(project_id, PERF_TABLE, ref)
+    blob = ws.read_record_blob(project_id, PERF_TABLE, rec["id"]) or {}
+    return {k: v for k, v in blob.items() if k not in ("profile", "nodes")}
+
+
+def store_channel_calibration(ws, project_id: str, ref: str, calibration: Dict[str, Any]) -> Dict[str, Any]:
+    """Store a channel calibration (:meth:`~sparsify_tui.profiling.channel_calibration.ChannelCalibration.to_dict`)
+    with perf profile ``ref``: in its data file (key ``channel_calibration``, replaced by a rerun of the profile)
+    and a summary on its record (``channel_calibration``: ratios, seconds, created). Returns the record."""
+    rec = ws.find_record(project_id, PERF_TABLE, ref)
+    blob = dict(ws.read_record_blob(project_id, PERF_TABLE, rec["id"]) or {})
+    blob["channel_calibration"] = calibration
+    summary = {k: calibration.get(k) for k in ("ratios", "seconds", "created", "round_to", "fit_rel_error")}
+    return ws.replace_record_blob(project_id, PERF_TABLE, rec["id"], blob, channel_calibration=summary)
 
 
 # ----------------------------------------------------------------------------------------- loss profiles
@@ -117,12 +139,20 @@ def load_loss_profile(ws, project_id: str, ref: str):
     return prof
 
 
-def resolve_loss_profile(ws, project_id: str, ref: Optional[str]):
+def loss_structure(record: Dict[str, Any]) -> str:
+    """The structure a stored loss profile record measured: ``"channel"`` (rows are channel groups) or
+    ``"unstructured"`` (rows are layers; every profile made before channel profiles existed)."""
+    return str((record.get("settings") or {}).get("structure") or "unstructured")
+
+
+def resolve_loss_profile(ws, project_id: str, ref: Optional[str], structure: str = "unstructured"):
     """``(profile, record id or "approximated", display name)`` for an optimization's loss profile: ``ref`` an
-    id or name, ``"approximated"``, None = the newest completed loss profile, else Approximated."""
+    id or name, ``"approximated"``, None = the newest completed loss profile of ``structure``
+    (:func:`loss_structure`), else Approximated."""
     if ref is None or str(ref).lower() == APPROXIMATED:
         records = ws.list_records(project_id, LOSS_TABLE) if ref is None else []
-        records = [r for r in records if r.get("status", "completed") == "completed"]
+        records = [r for r in records if r.get("status", "completed") == "completed" and
+                   loss_structure(r) == structure]
         if not records:
             return approximated_loss_profile(ws, project_id), APPROXIMATED, "Approximated"
         rec = sorted(records, key=lambda r: r.get("created", ""))[-1]

@@ -9,7 +9,7 @@ from sparsify_tui import settings
 
 def loss_settings(project: Dict[str, Any], args: Dict[str, Any]) -> Dict[str, Any]:
     """Validated arguments of a loss profile: ``name, method, levels, data, batches, batch_size, dims, int8,
-    metric, core_count``; missing ones default from the project's ``setup``. Raises ``SparsifyError``."""
+    metric, core_count, structure``; missing ones default from the project's ``setup``. Raises ``SparsifyError``."""
     from sparsify_tui.profiling.loss import METHODS, parse_levels
 
     setup = project.get("setup") or {}
@@ -37,7 +37,23 @@ def loss_settings(project: Dict[str, Any], args: Dict[str, Any]) -> Dict[str, An
         "int8": bool(args.get("int8", False)),
         "metric": args.get("metric"),
         "core_count": settings.core_count(cores),
+        "structure": _structure(args.get("structure"), method, bool(args.get("int8", False))),
     }
+
+
+def _structure(value, method: str, int8: bool) -> str:
+    """``"unstructured"`` (rows are layers) or ``"channel"`` (rows are channel groups: magnitude or one-shot, no
+    INT8). Raises ``SparsifyError`` (one line)."""
+    from sparsify_tui.errors import SparsifyError
+
+    structure = str(value or "unstructured")
+    if structure not in ("unstructured", "channel"):
+        raise SparsifyError(f"unknown loss structure {structure!r}: use unstructured or channel")
+    if structure == "channel" and int8:
+        raise SparsifyError("INT8 sensitivity is measured per layer: drop --int8 or use --structure unstructured")
+    if structure == "channel" and method == "approximated":
+        raise SparsifyError("channel loss profiles are magnitude or one-shot: use --method magnitude or one-shot")
+    return structure
 
 
 def run(ctx) -> Dict[str, Any]:
