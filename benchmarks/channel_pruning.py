@@ -100,10 +100,10 @@ def round_ratios(run_times: dict, base: str, rounds: int) -> dict:
             for label, t in run_times.items()}
 
 
-def measure(variants: list, batch_sizes, cores, rounds, iterations, warmup):
+def measure(variants: list, batch_sizes, cores, rounds, iterations, warmup, dims=None):
     """run_benchmark over ``variants`` [(label, path)]; returns {batch: {label: (median ms, [round speedups])}}."""
     res = run_benchmark(variants, batch_sizes=batch_sizes, core_counts=[cores], warmup=warmup,
-                        iterations=iterations, rounds=rounds,
+                        iterations=iterations, rounds=rounds, dims=dims or {},
                         progress=lambda step, f: print(f"    {f * 100:5.1f}%  {step}", file=sys.stderr, flush=True))
     out = {}
     for bs in batch_sizes:
@@ -323,7 +323,8 @@ def run_goals(args) -> int:
                                       "ratio": rec.settings.sparsity if rec.name.startswith("uniform") else None,
                                       "groups_thinned": rec.estimates.groups_thinned}
                     variants.append((rec.name, applied["path"]))
-            figures, _res = measure(variants, [1], args.cores, args.goal_rounds, args.goal_iterations, args.warmup)
+            figures, _res = measure(variants, [1], args.cores, args.goal_rounds, args.goal_iterations, args.warmup,
+                                    dims=dims)
             fig = figures[1]
             base_ms, base_p10 = fig["baseline"][0], fig["baseline"][2]
             rep = report["models"][name] = {"path": str(path), "calibration": {k: cal.to_dict()[k] for k in

@@ -2,7 +2,7 @@
 server, stored with a perf profile) and ``sparsify-tui optimization show`` (an optimization's estimates next to
 its measured benchmark), plus the text layout of a channel optimization.
 
-    sparsify-tui profile channel-calibration PROJECT [--perf NAME] [--ratios 0.25,0.5] [--json]
+    sparsify-tui profile channel-calibration PROJECT [--perf NAME] [--ratios 0.25,0.5,0.7] [--json]
     sparsify-tui optimization show PROJECT OPTIMIZATION [--json]
 """
 
@@ -120,7 +120,7 @@ def register(sub) -> None:
     c.add_argument("project", metavar="PROJECT", help="project id or name")
     c.add_argument("--perf", metavar="NAME", default=None, help="perf profile name or id (default: the newest)")
     c.add_argument("--ratios", default=None, metavar="R1,R2",
-                   help="uniform ratios of channels removed that are measured (default 0.25,0.5)")
+                   help="uniform ratios of channels removed that are measured (default 0.25,0.5,0.7)")
     c.add_argument("--json", action="store_true", help="print the calibration as JSON")
     c.set_defaults(handler=cmd_calibrate)
 

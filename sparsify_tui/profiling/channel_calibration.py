@@ -3,7 +3,7 @@
 Speedups from channel pruning are not MACs-proportional (calibration.md: 1.7-2.4x for 2.1x fewer MACs on one CPU,
 1.35x on a GPU), so a channel optimization estimates its time from measurements on the target:
 
-1. **Thin** the model uniformly at a few ratios (default 0.25 and 0.5; kept counts rounded to this CPU's
+1. **Thin** the model uniformly at a few ratios (default 0.25, 0.5 and 0.7; kept counts rounded to this CPU's
    ``round_to``) with :func:`sparsify_tui.engine.thinning.thin_model`.
 2. **Latency**: the dense and thinned models timed *unprofiled*, interleaved in ``rounds`` rounds (a fresh session
    per model per round, order alternating, one live session at a time), median ms per batch each.
@@ -45,8 +45,9 @@ import numpy as np
 from sparsify_tui.errors import SparsifyError
 from sparsify_tui.progress import maybe_check
 
-DEFAULT_RATIOS = (0.25, 0.5)
-"""Uniform ratios measured by default (the dense model is always measured too)."""
+DEFAULT_RATIOS = (0.25, 0.5, 0.7)
+"""Uniform ratios measured by default (the dense model is always measured too): up to the default per-group cap
+(0.7), so an allocation interpolates each node between measured points rather than extrapolating."""
 DEFAULT_ROUNDS = 5
 """Interleaved timing rounds (a fresh session per model per round)."""
 MIN_RUNS_PER_ROUND = 10

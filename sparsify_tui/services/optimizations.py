@@ -54,13 +54,13 @@ def create_optimization(ws, project_id: str, name: str, perf: Optional[str] = No
     if kind.loss_structure != UNSTRUCTURED and loss_ref == profiles.APPROXIMATED:
         # no loss profile of this structure: the structure computes its own curves from the weights
         loss_prof, loss_name = None, getattr(kind, "computed_loss_name", "computed from the weights")
-    setup = project.get("setup") or {}
-    extras = kind.analysis_extras(
-        ws.model_path(pid), analysis,
-        batch_size=int(perf_prof.batch_size if perf_prof is not None else setup.get("batch_size") or 1),
-        dims=dict(perf_prof.dims if perf_prof is not None and perf_prof.dims else setup.get("dims") or {}),
-        perf_extras=profiles.perf_profile_extras(ws, pid, perf_ref))
-    if extras:
+    if kind.model_level:  # it reads the model itself (channel groups) and what is stored with the perf profile
+        setup = project.get("setup") or {}
+        extras = kind.analysis_extras(
+            ws.model_path(pid), analysis,
+            batch_size=int(perf_prof.batch_size if perf_prof is not None else setup.get("batch_size") or 1),
+            dims=dict(perf_prof.dims if perf_prof is not None and perf_prof.dims else setup.get("dims") or {}),
+            perf_extras=profiles.perf_profile_extras(ws, pid, perf_ref))
         analysis = {**analysis, **extras}
     rec = core.build_optimization(name, analysis, perf_prof, loss_prof, training=project.get("training"),
                                   sparsity=st.sparsity, balance=st.balance, quantize=quantize, perf_ref=perf_ref,
