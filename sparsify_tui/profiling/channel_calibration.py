@@ -48,7 +48,7 @@ from sparsify_tui.progress import maybe_check
 DEFAULT_RATIOS = (0.25, 0.5, 0.7)
 """Uniform ratios measured by default (the dense model is always measured too): up to the default per-group cap
 (0.7), so an allocation interpolates each node between measured points rather than extrapolating."""
-DEFAULT_ROUNDS = 5
+DEFAULT_ROUNDS = 7
 """Interleaved timing rounds (a fresh session per model per round)."""
 MIN_RUNS_PER_ROUND = 10
 """Timed runs per model and round, at least."""
