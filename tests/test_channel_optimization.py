@@ -302,3 +302,26 @@ def test_channel_time_model_matches_thinned_macs(demo_model, tmp_path):
     res = thin_model(demo_model, tmp_path / "t.onnx", ratios=ratios, round_to=8, dims=DIMS, check=False)
     other = analysis.totals["macs"] - sum(n.macs for n in nodes)
     assert other + sum(n.macs * node_fraction(n, kf) for n in nodes) == pytest.approx(res.macs_after, rel=1e-9)
+
+
+def test_exactness_measures_bounded_outputs_against_their_range():
+    from sparsify_tui.engine.thinning import exactness_figure
+
+    outs = {"prob": {"max_abs": 9e-8, "ref_max_abs": 2e-7}, "logits": {"max_abs": 1e-5, "ref_max_abs": 41.0}}
+    assert exactness_figure(outs, {"prob"}) == pytest.approx(1e-5 / 41.0)
+    assert exactness_figure(outs, set()) == pytest.approx(0.45)
+
+
+@pytest.mark.realmodels
+def test_single_group_thinning_of_the_detector_is_exact(tmp_path):
+    """PP-OCRv4 det: each of these groups thinned alone (per-group ratios, as allocations make them) used to fail
+    the exactness check on the saturated probability map; the logits agree, and so does the check now."""
+    from conftest import shared_model
+
+    from sparsify_tui.engine.thinning import EXACTNESS_TOLERANCE, thin_model
+
+    det = shared_model("ch_PP-OCRv4_det_infer.onnx")
+    for gid in ("conv2d_153.w_0", "conv2d_132.w_0", "conv2d_417.w_0"):
+        res = thin_model(det, tmp_path / "d.onnx", ratios={gid: 0.5}, dims={"x:2": 320, "x:3": 320}, samples=1)
+        assert any(g.kept < g.channels for g in res.groups)
+        assert res.exactness_max_rel_diff <= EXACTNESS_TOLERANCE
