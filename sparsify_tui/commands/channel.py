@@ -49,12 +49,14 @@ def render_channel_text(opt: "Optimization", project_name: str) -> str:
         lines.append(f"  measured (benchmark {measured.get('benchmark_name')!r}, batch {measured.get('batch_size')}, "
                      f"{measured.get('core_count')} cores): speedup {_fmt(measured.get('speedup'))}x vs "
                      f"estimated {_fmt(measured.get('estimated_speedup'))}x{stale}")
-    lines.append("  groups (id, channels -> kept, ratio, est. ms, est. loss, note):")
+    timed = est.baseline_ms is not None  # group ms only from a measured perf profile (FLOPS: relative units)
+    lines.append(f"  groups (id, channels -> kept, ratio, {'est. ms' if timed else 'est. speedup'}, est. loss, note):")
     for l in opt.layers:
         note = "override" if l.override else (l.reason or "")
         kept = l.kept if l.kept is not None else l.channels
+        t = _fmt(l.est_ms, '.3f') if timed else _fmt(l.est_speedup) + "x"
         lines.append(f"    {l.weight_name[:40]:<40} {l.channels:>5} -> {kept:<5} {l.sparsity:.3f}  "
-                     f"{_fmt(l.est_ms, '.3f'):>8}  {_fmt(l.est_loss, '.3g'):>8}  {note[:60]}")
+                     f"{t:>8}  {_fmt(l.est_loss, '.3g'):>8}  {note[:60]}")
     for w in opt.warnings:
         lines.append(f"  warning: {w}")
     lines.append(f"next: sparsify-tui apply {project_name!r} {opt.name!r} --json, then sparsify-tui benchmark "

@@ -111,7 +111,8 @@ class ChannelSettings(Settings):
 
 @dataclass
 class ChannelRow(LayerRow):
-    """One channel group (:class:`LayerRow` plus): ``channels``; ``kept`` (after evaluation); ``prunable`` and
+    """One channel group (:class:`LayerRow` plus; ``params`` counts its channels, the unit a ratio counts):
+    ``channels``; ``kept`` (after evaluation); ``prunable`` and
     ``not_prunable`` (the reason); ``param_group`` (weights pruned on their output axis: producers, depthwise
     convs); ``dependents`` (tensors that shrink with the group: consumers' input axis, biases, BatchNorm and
     per-channel constants); ``producers`` / ``consumers`` (node ids); ``macs`` (MACs of the layers the group
@@ -303,14 +304,13 @@ class ChannelPruning(PruningStructure):
                 gain_curve.append(round(scale * (dense_lat - tm.latency(kf)), 6) if kf else 0.0)
             row = ChannelRow(
                 weight_name=gid, node_id=(g.get("producers") or [gid])[0], op_type="channel group",
-                params=int(sum(1 for _ in param_group)), weight_shape=None, flops=2.0 * float(g.get("macs") or 0),
+                params=int(g["channels"]), weight_shape=None, flops=2.0 * float(g.get("macs") or 0),
                 baseline_ms=dense_groups.get(gid) if tm.baseline_ms else None, time_curve=time_curve,
                 loss_curve=loss_curve(sens.get(gid, {})) if g["prunable"] else [0.0] * len(GRID_LEVELS),
                 gain_curve=gain_curve, channels=int(g["channels"]), prunable=bool(g["prunable"]),
                 not_prunable=g.get("reason"), param_group=param_group, dependents=dependents,
                 producers=list(g.get("producers") or []), consumers=list(g.get("consumers") or []),
                 macs=int(g.get("macs") or 0))
-            row.params = int(g["channels"])  # rows weigh by channels (the unit a ratio counts)
             row.extra["first_layer"] = bool(g.get("first_layer") or gid == first_id)
             row.excluded = self.excluded_reason(settings, i, row)
             rows.append(row)
