@@ -17,6 +17,9 @@ COMMAND_MODULES = [
     "benchmark",  # apply, benchmark
     "compare",    # compare (profiles, optimizations)
     "report",     # report
+
+
+    "channel",    # profile channel-calibration, optimization show
     "jobs",       # job run/list/show/cancel/log
 ]
 

@@ -117,8 +117,15 @@ def cmd_apply(args) -> int:
         print(f"wrote {applied['path']}" + (f"\nexported to {applied['exported_to']}" if applied.get("exported_to") else ""))
         print(f"  quantized INT8: {'yes' if applied['quantized'] else 'no'}"
               + (f" (FP32 kept: {', '.join(applied['excluded'])})" if applied['excluded'] else ""))
-        s = [v for v in applied["sparsity"].values() if v is not None]
-        print(f"  layers pruned: {len(s)}, every layer exact to the weight: {'yes' if applied['layers_exact'] else 'NO'}")
+        if applied.get("structure") == "channel":
+            thinned = [g for g in applied.get("groups") or [] if g["kept"] < g["channels"]]
+            print(f"  channel groups thinned: {len(thinned)} of {len(applied.get('groups') or [])}; MACs "
+                  f"{applied['macs_before']:,} -> {applied['macs_after']:,} ({applied['macs_reduction']:.2f}x fewer); "
+                  f"exactness max rel diff {applied['exactness_max_rel_diff']:.2e}")
+        else:
+            s = [v for v in applied["sparsity"].values() if v is not None]
+            print(f"  layers pruned: {len(s)}, every layer exact to the weight: "
+                  f"{'yes' if applied['layers_exact'] else 'NO'}")
         print(f"  size: {applied['file_size_bytes'] / 1e6:.2f} MB (baseline {applied['baseline_size_bytes'] / 1e6:.2f} MB)")
         if d:
             print(f"  output vs baseline on {d.get('samples')} batches: max |diff| {d['max_abs']:.4g}, "

@@ -4,6 +4,9 @@
                           [--sparsity 0.85] [--balance 0.5] [--quantize] [--override WEIGHT=S ...] [--json]
     sparsify-tui optimize PROJECT --name NAME --quantize --max-drop D [--metric top1|nmse|kl|max_abs]
                           [--data FILE.npz [--labels KEY]] [--calibration minmax|entropy|percentile] [--json]
+    sparsify-tui optimize PROJECT --name NAME --structure channel
+                          (--sparsity R [--allocate] | --target-speedup X | --macs-reduction X)
+                          [--max-sparsity 0.7] [--round-to N] [--override GROUP=R ...] [--quantize] [--json]
     sparsify-tui export PROJECT OPTIMIZATION [-o recipe.yaml]
                         [--code pytorch|pytorch-plain|keras|tensorflow [-O file.py]] [--json]
 """
@@ -27,15 +30,29 @@ def register(sub) -> None:
                    help="perf profile name or id, or 'flops' (default: newest perf profile, else FLOPS)")
     o.add_argument("--loss", metavar="NAME", default=None,
                    help="loss profile name or id, or 'approximated' (default: newest loss profile, else Approximated)")
+    o.add_argument("--structure", choices=("unstructured", "channel"), default="unstructured",
+                   help="what is pruned: single weights (default) or whole channels (a smaller dense model)")
     o.add_argument("--sparsity", type=float, default=None, metavar="S",
-                   help="target params-weighted average sparsity (default 0.85; 0 with --max-drop: INT8 only)")
+                   help="unstructured: target params-weighted average sparsity (default 0.85; 0 with --max-drop: "
+                        "INT8 only); channel: the fraction R of channels removed from every prunable group "
+                        "(default 0.3)")
+    o.add_argument("--allocate", action="store_true",
+                   help="channel: remove R of all prunable channels where it hurts least, instead of R per group")
+    o.add_argument("--target-speedup", type=float, default=None, metavar="X",
+                   help="channel: thin to an estimated X times faster model on onnxruntime, at the least loss")
+    o.add_argument("--macs-reduction", type=float, default=None, metavar="X",
+                   help="channel: thin to X times fewer MACs, at the least loss")
+    o.add_argument("--round-to", type=int, default=None, metavar="N",
+                   help="channel: kept channel counts round to a multiple of N (default: this CPU's NCHWc block)")
     o.add_argument("--balance", type=float, default=0.5, metavar="B",
                    help="0 = rank layers by time saved only, 1 = by loss sensitivity only (default 0.5)")
     o.add_argument("--quantize", action="store_true", help="add the INT8 quantization modifier")
     o.add_argument("--min-sparsity", type=float, default=None, metavar="S", help="filter: min layer sparsity (0.4)")
-    o.add_argument("--max-sparsity", type=float, default=None, metavar="S", help="per-layer cap (0.95)")
+    o.add_argument("--max-sparsity", type=float, default=None, metavar="S",
+                   help="per-layer cap (0.95); channel: per-group cap on the fraction removed (0.7)")
     o.add_argument("--override", action="extend", nargs="+", default=[], metavar="WEIGHT=S",
-                   help="fix a layer's sparsity by weight name (repeatable)")
+                   help="fix a layer's sparsity by weight name, or a channel group's ratio by group id "
+                        "(GROUP=0 keeps it whole; repeatable)")
     g = o.add_argument_group("accuracy-controlled INT8 (with --quantize)")
     g.add_argument("--max-drop", default=None, metavar="D",
                    help="search the fastest INT8 config whose metric stays within D: absolute drop for top1 "
@@ -75,7 +92,12 @@ def summary(opt: "Optimization") -> dict:
     rec = opt.to_dict()
     drop = {"time_curve", "loss_curve", "gain_curve"}
     out = {k: v for k, v in rec.items() if k not in ("layers", "model")}
-    out["model"] = {k: v for k, v in rec["model"].items() if k != "perf_nodes"}
+    out["model"] = {k: v for k, v in rec["model"].items() if k not in ("perf_nodes", "channel_time_model",
+                                                                        "channel_layers")}
+    tm = rec["model"].get("channel_time_model")
+    if tm:  # the per-node time model is large: its kind and calibration only
+        out["model"]["channel_time_model"] = {k: tm.get(k) for k in ("kind", "description", "round_to", "calibration",
+                                                                      "batch_size", "core_count")}
     out["layers"] = [{k: v for k, v in l.items() if k not in drop} for l in rec["layers"]]
     return out
 
@@ -98,16 +120,39 @@ def _optimize(args) -> int:
     searched = [f for f, v in (("--max-drop", args.max_drop), ("--metric", args.metric), ("--data", args.data),
                                 ("--labels", args.labels), ("--calibration", args.calibration),
                                 ("--calibration-size", args.calibration_size)) if v is not None]
+    channel = args.structure == "channel"
     if searched:
+        if channel:
+            raise ProjectError(f"{searched[0]} belongs to the INT8 search of an unstructured optimization: drop "
+                               "--structure channel (a channel optimization takes --quantize alone)")
         return _optimize_int8(args, overrides, searched)
-    ws = _ws()
-    project = ws.get_project(args.project)
-    if args.sparsity is None:
-        args.sparsity = 0.85
     extra = {k: v for k, v in (("min_sparsity", args.min_sparsity), ("max_sparsity", args.max_sparsity))
              if v is not None}
+    targets = [f for f, v in (("--target-speedup", args.target_speedup), ("--macs-reduction", args.macs_reduction))
+               if v is not None]
+    if not channel:
+        used = targets + [f for f, v in (("--allocate", args.allocate), ("--round-to", args.round_to)) if v]
+        if used:
+            raise ProjectError(f"{used[0]} is a channel-pruning setting: add --structure channel")
+    else:
+        if len(targets) > 1 or (targets and args.sparsity is not None):
+            raise ProjectError("give one channel target: --sparsity R, --target-speedup X or --macs-reduction X")
+        extra["structure"] = "channel"
+        if args.target_speedup is not None:
+            extra.update(target="speedup", target_speedup=args.target_speedup)
+        elif args.macs_reduction is not None:
+            extra.update(target="macs", macs_reduction=args.macs_reduction)
+        else:
+            extra["target"] = "sparsity" if args.allocate else "uniform"
+        if args.round_to is not None:
+            if args.round_to < 1:
+                raise ProjectError(f"--round-to {args.round_to} is not allowed: --round-to must be 1 or more")
+            extra["round_to"] = args.round_to
+    sparsity = args.sparsity if args.sparsity is not None else (0.3 if channel else 0.85)
+    ws = _ws()
+    project = ws.get_project(args.project)
     opt = Optimization.from_dict(create_optimization(
-        ws, project["id"], args.name, perf=args.perf, loss=args.loss, sparsity=args.sparsity, balance=args.balance,
+        ws, project["id"], args.name, perf=args.perf, loss=args.loss, sparsity=sparsity, balance=args.balance,
         quantize=args.quantize, settings=extra, overrides=overrides))
     if args.json:
         print_json(summary(opt))
@@ -199,6 +244,15 @@ def render_int8_text(opt: "Optimization") -> str:
 
 
 def render_text(opt: "Optimization", project_name: str) -> str:
+    """Human-readable summary of a stored, evaluated optimization for the CLI (its structure's layout)."""
+    if opt.settings.structure == "channel":
+        from sparsify_tui.commands.channel import render_channel_text
+
+        return render_channel_text(opt, project_name)
+    return _render_unstructured(opt, project_name)
+
+
+def _render_unstructured(opt: "Optimization", project_name: str) -> str:
     """Human-readable summary of a stored, evaluated optimization (an
     :class:`~sparsify_tui.optimization.record.Optimization`) for the CLI."""
     from sparsify_tui.formatting import format_fixed as _fmt

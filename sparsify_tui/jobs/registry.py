@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Callable, Dict
 
 from sparsify_tui.errors import JobError
-from sparsify_tui.jobs.handlers import apply, benchmark, int8_search, loss, perf, sleep
+from sparsify_tui.jobs.handlers import apply, benchmark, channel_calibration, int8_search, loss, perf, sleep
 
 JOB_TYPES: Dict[str, Callable] = {
     "perf_profile": perf.run,
@@ -20,6 +20,7 @@ JOB_TYPES: Dict[str, Callable] = {
     "apply": apply.run,
     "benchmark": benchmark.run,
     "int8_search": int8_search.run,
+    "channel_calibration": channel_calibration.run,
     # test and diagnostic job: sleeps in steps, reports progress, honours cancel
     "sleep": sleep.run,
 }
@@ -29,6 +30,8 @@ JOB_CHECKS: Dict[str, Callable] = {
     "loss_profile": loss.check,
     "apply": apply.check,
     "benchmark": benchmark.check,
+    "int8_search": int8_search.check,
+    "channel_calibration": channel_calibration.check,
 }
 """``check(ws, project, args)`` per job type: raises ``SparsifyError`` (one line) for bad arguments. Run by
 :func:`sparsify_tui.jobs.submit` and :func:`sparsify_tui.jobs.run_here` before a job record exists, so a

@@ -88,6 +88,9 @@ class ApplyResult:
     ir_version: int
     quantization: Optional[dict] = None
     warnings: list = field(default_factory=list)
+    structure: str = "unstructured"
+    structure_result: Optional[dict] = None
+    """A model-level structure's report (channel: :meth:`sparsify_tui.engine.thinning.ThinResult.to_dict`)."""
 
     @property
     def sparsities(self) -> dict:
@@ -107,6 +110,8 @@ class ApplyResult:
             "layers": [asdict(l) for l in self.layers],
             "quantization": self.quantization,
             "warnings": list(self.warnings),
+            "structure": self.structure,
+            "structure_result": self.structure_result,
         }
 
 
@@ -287,10 +292,16 @@ def apply_optimization(
     calibration_method: str = "minmax",
     labels_key: Optional[str] = None,
     metric: Optional[str] = None,
+    settings: Optional[dict] = None,
+    batch_size: int = 1,
     progress: Optional[ProgressFn] = None,
     cancel: Optional[CancelToken] = None,
 ) -> ApplyResult:
     """Prune (and optionally INT8-quantize) ``model_path`` and write ``out_path``; see the module doc.
+
+    A ``model_level`` structure (channel) rewrites the whole model instead of each weight:
+    :func:`apply_model_level` (``settings``: the record's settings dict; ``batch_size``: of the check inputs
+    and the MACs it reports).
 
     Args:
         sparsities: ``{weight_name: sparsity in [0, 1]}``; 0 leaves a layer dense.
@@ -315,7 +326,14 @@ def apply_optimization(
     from sparsify_tui.optimization.structures import get_structure
 
     engine = get_engine(engine)
-    prune_weight = get_structure(structure).prune_weight
+    kind = get_structure(structure)
+    if kind.model_level:
+        return apply_model_level(model_path, sparsities, structure=structure, quantize=quantize, engine=engine,
+                                 excluded=excluded, out_path=out_path, calibration=calibration, dims=dims,
+                                 data=data, calibration_samples=calibration_samples,
+                                 measure_outputs=measure_outputs, settings=settings, batch_size=batch_size,
+                                 progress=progress, cancel=cancel)
+    prune_weight = kind.prune_weight
     t0 = time.perf_counter()
     prog = progress or (lambda s, f: None)
     src = Path(model_path)
@@ -435,6 +453,86 @@ def apply_optimization(
     )
 
 
+def _quantize_file(engine, src: Path, in_path: Path, out: Path, calibration, excluded, prog, cancel, what: str):
+    """INT8 (the engine's ``quantize_int8``: static QDQ, per-channel) of ``in_path`` into ``out``; returns the
+    quantization result. A failure is one line naming ``what`` was quantized."""
+    def qprog(step, frac):
+        prog(f"quantizing: {step}", 0.3 + 0.4 * frac)
+
+    try:
+        return engine.quantize_int8(in_path, out, list(calibration), per_channel=True,
+                                    excluded_nodes=list(excluded), progress=qprog, cancel=cancel)
+    except ModelError as err:
+        reason = str(err).split(" failed: ", 1)[-1]
+        raise ModelError(f"INT8 quantization of the {what} {src.name} failed ({reason}): turn quantization "
+                         "off for this optimization or exclude the failing layers") from err
+
+
+def apply_model_level(model_path, sparsities: dict, *, structure: str, quantize: bool = False, engine: Any = None,
+                      excluded: Sequence[str] = (), out_path, calibration=None, dims: Optional[dict] = None,
+                      data=None, calibration_samples: int = 16, measure_outputs: bool = True,
+                      settings: Optional[dict] = None, batch_size: int = 1, progress: Optional[ProgressFn] = None,
+                      cancel: Optional[CancelToken] = None) -> ApplyResult:
+    """Apply a ``model_level`` structure: its ``apply_model`` writes the pruned FP32 model (channel: thinned,
+    exact and checked; ``sparsities`` are the per-group ratios), **then** INT8 when ``quantize`` (the same
+    ``quantize_int8`` as every apply), then the output difference of the written file against the baseline on the
+    calibration inputs. ``ApplyResult.layers`` is empty; ``structure_result`` holds the structure's report.
+    Raises as :func:`apply_optimization`."""
+    from sparsify_tui.engine import get_engine
+    from sparsify_tui.optimization.structures import get_structure
+
+    engine = get_engine(engine)
+    kind = get_structure(structure)
+    t0 = time.perf_counter()
+    prog = progress or (lambda s, f: None)
+    src, out = Path(model_path), Path(out_path)
+    if not src.is_file():
+        raise ModelError(f"model {src} does not exist: check the project's model path")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    if calibration is None:
+        prog("calibration inputs", 0.0)
+        calibration = calibration_inputs(src, dims=dims, data=data, samples=calibration_samples,
+                                         batch_size=batch_size)
+    warnings: list = []
+    with tempfile.TemporaryDirectory(prefix="sparsify-apply-") as tmp:
+        pruned_path = Path(tmp) / "pruned.onnx" if quantize else out
+
+        def sprog(step, frac):
+            prog(f"{structure}: {step}", 0.02 + 0.25 * frac)
+
+        report = kind.apply_model(src, pruned_path, sparsities, settings=settings, batch_size=batch_size,
+                                  dims=dims, feeds=list(calibration)[:4], engine=engine, progress=sprog,
+                                  cancel=cancel)
+        maybe_check(cancel)
+        quant_info = None
+        if quantize:
+            prog("quantizing", 0.3)
+            qres = _quantize_file(engine, src, pruned_path, out, calibration, excluded, prog, cancel,
+                                  f"{structure}-pruned")
+            warnings.extend(qres.warnings)
+            quant_info = qres.to_dict()
+            quant_info["out_path"] = str(out)
+        if quantize:  # as every apply writes it: IR lowered when the opsets allow
+            qm = _load(out)
+            ir = lower_ir_version(qm)
+            _save(qm, out, _has_external_data(src) or src.stat().st_size >= EXTERNAL_DATA_BYTES)
+            del qm
+        else:
+            import onnx
+
+            ir = int(onnx.load(str(out), load_external_data=False).ir_version)
+    diff: dict = {}
+    if measure_outputs:
+        prog("comparing outputs", 0.85)
+        diff = output_difference(src, out, list(calibration)[:max(1, min(len(calibration), 4))], cancel=cancel,
+                                 engine=engine)
+    prog("done", 1.0)
+    return ApplyResult(out_path=out, quantized=bool(quantize), excluded=list(excluded) if quantize else [],
+                       layers=[], output_diff=diff, seconds=time.perf_counter() - t0,
+                       file_size_bytes=file_size(out), baseline_size_bytes=file_size(src), ir_version=ir,
+                       quantization=quant_info, warnings=warnings, structure=structure, structure_result=report)
+
+
 # ------------------------------------------------------------------------------ records (plain data)
 
 
@@ -468,6 +566,10 @@ def optimization_fingerprint(opt: dict) -> str:
     structure = (opt.get("settings") or {}).get("structure", "unstructured")
     if structure != "unstructured":  # unstructured files applied before structures existed stay valid
         fields["structure"] = structure
+        st = opt.get("settings") or {}
+        for key in ("round_to", "importance"):  # how a model-level structure picks what it removes
+            if key in st:
+                fields[key] = st[key]
     method = (opt.get("quantization") or {}).get("calibration_method")
     if quant and method and method != "minmax":  # files applied before calibration methods existed stay valid
         fields["calibration"] = method

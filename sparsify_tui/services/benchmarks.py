@@ -130,4 +130,8 @@ def benchmark_project(ws, project_id: str, args: dict, *, progress: Optional[Pro
     result.id, result.created = new_id(), now_iso()
     record = {"id": result.id, "created": result.created, **benchmark_record(result, stored_args)}
     rec = ws.add_record_with_blob(project_id, TABLE, record, result.to_dict())
+    from sparsify_tui.services.measured import record_measured
+
+    record_measured(ws, project_id, result, [o["id"] for o in opts], baseline_path=models[0].path,
+                    data=args.get("data"), progress=prog, cancel=cancel)
     return rec, result

@@ -5,6 +5,17 @@ from __future__ import annotations
 from typing import Any, Dict
 
 
+def check(ws, project: Dict[str, Any], args: Dict[str, Any]) -> None:
+    """Refuse bad arguments before a job record exists: :func:`sparsify_tui.services.int8.int8_settings`, a free
+    name, and the sample data with its labels (:func:`sparsify_tui.analysis.inputs.check_run_inputs`)."""
+    from sparsify_tui.analysis.inputs import check_run_inputs
+    from sparsify_tui.services.int8 import check_name_free, int8_settings
+
+    s = int8_settings(project, args)
+    check_name_free(ws, project["id"], s["name"])
+    check_run_inputs(ws.model_path(project["id"]), 1, s["dims"], s["data"], labels_key=s["labels"])
+
+
 def run(ctx) -> Dict[str, Any]:
     """Args: see :func:`sparsify_tui.services.int8.int8_settings` (``name``, ``max_drop``, ``metric``, ``data``,
     ``labels``, ``calibration``, ...). Stores the optimization; returns ``{optimization, name, status, chosen,
