@@ -7,7 +7,9 @@ It creates a temporary workspace ($SPARSIFY_TUI_HOME) with a project from the bu
 INT8, a weight-magnitude loss profile, an optimization with INT8, its benchmark against the baseline: about a
 minute on a quiet machine), leaves one perf profile queued behind the measuring lock (a job in progress), drives
 the app with Pilot like a user and saves `app.save_screenshot` SVGs. With chromium and textual-serve installed it
-also serves the app (`sparsify-tui serve`) and saves the browser's view as 13_browser.png.
+also serves the app (`sparsify-tui serve`) and saves the browser's view as 13_browser.png. Then a channel
+optimization of the demo (est. speedup 1.5x, FLOPS profile, group-norm magnitude) is applied and benchmarked for
+real (a few seconds), and its Groups tab, pruning card and benchmark are saved (14-16).
 """
 
 from __future__ import annotations
@@ -135,6 +137,7 @@ async def make(out: Path, size: tuple[int, int], project: dict, suffix: str) -> 
         await pilot.press("j")
         await settle(pilot, lambda: type(app.screen).__name__ == "JobsScreen" and app.screen.jobs)
         shot(app, "12_jobs_view")
+    await make_channel(ws, project["id"], shot, size)
     return saved
 
 
@@ -155,6 +158,41 @@ async def browser_png(out: Path, home: Path) -> Path | None:
             await page.wait_for_text("ppocr-demo", timeout=60)
             await asyncio.sleep(1.5)
             return await page.screenshot(out / "13_browser.png")
+
+
+async def make_channel(ws, pid: str, shot, size: tuple[int, int]) -> None:
+    """A channel optimization of the demo project, applied and benchmarked: Groups tab, pruning card, benchmark."""
+    from sparsify_tui.services import optimizations
+    from sparsify_tui.services.apply import apply_record
+    from sparsify_tui.services.benchmarks import benchmark_project
+    from sparsify_tui.tui.app import SparsifyApp
+
+    rec = optimizations.create_optimization(ws, pid, "channel 1.5x", settings={
+        "structure": "channel", "target": "speedup", "target_speedup": 1.5})
+    apply_record(ws, pid, rec["id"])
+    benchmark_project(ws, pid, {"name": "channel vs baseline", "optimizations": [rec["id"]], "batch_sizes": [1],
+                                "core_counts": [1], "iterations": 30})
+    app = SparsifyApp(project=pid, workspace=ws)
+    async with app.run_test(size=size) as pilot:
+        await pilot.press("4")
+        await settle(pilot, lambda: app.query_one("OptimizationSection").rec is not None)
+        sec = app.query_one("OptimizationSection")
+        sec.query_one("#opt-tabs").active = "tab-groups"
+        await pilot.pause(0.3)
+        sec.query_one("#group-table").focus()
+        await pilot.pause(0.5)
+        shot(app, "14_channel_groups")
+        sec.query_one("#opt-tabs").active = "tab-pruning"
+        sec.query_one("#opt-list").focus()
+        await pilot.pause(0.3)
+        sec.query_one("#est-performance-title").scroll_visible(animate=False, top=True)
+        await pilot.pause(0.7)
+        shot(app, "15_channel_pruning_card")
+        await pilot.press("5")
+        await settle(pilot, lambda: app.query_one("BenchmarksSection").result is not None)
+        app.query_one("BenchmarksSection").query_one("#bench-tabs").active = "compare"
+        await pilot.pause(0.7)
+        shot(app, "16_channel_benchmark")
 
 
 def main() -> int:

@@ -37,15 +37,23 @@ def print_json(data: Any) -> None:
     sys.stdout.write("\n")
 
 
+def print_warnings(warnings) -> None:
+    """Print each warning (for example NaN/Inf weights) as ``sparsify-tui: warning: ...`` on stderr."""
+    for w in warnings or []:
+        print(f"sparsify-tui: warning: {w}", file=sys.stderr)
+
+
 def stderr_progress(quiet: bool = False):
     """A :data:`sparsify_tui.progress.ProgressFn` printing ``NN.N%  step`` on stderr, at most twice a second
-    (plus every step change and the end), so stdout stays pure JSON. Prints nothing when ``quiet``."""
+    (plus every step change and the end), so stdout stays pure JSON. Prints nothing when ``quiet``, and
+    nothing before the work has started (fraction 0: loading and preparing), so a model or input refused at
+    that point is exactly one error line on stderr."""
     import time
 
     last = [0.0, ""]
 
     def progress(step: str, fraction: float) -> None:
-        if quiet:
+        if quiet or not fraction > 0:
             return
         now = time.monotonic()
         if step != last[1] or now - last[0] >= 0.5 or fraction >= 1.0:
@@ -55,8 +63,19 @@ def stderr_progress(quiet: bool = False):
     return progress
 
 
+class OneLineParser(argparse.ArgumentParser):
+    """An ArgumentParser whose errors (unknown option, ``invalid int value``, a missing argument...) are one
+    line on stderr, ``sparsify-tui: error: <problem> (in `<command>`): see `<command> --help``, exit code 2,
+    instead of the whole usage block. Sub-parsers inherit it."""
+
+    def error(self, message: str):  # type: ignore[override]
+        message = " ".join(str(message).split())
+        where = f" (in `{self.prog}`)" if self.prog != "sparsify-tui" else ""
+        self.exit(2, f"sparsify-tui: error: {message}{where}: see `{self.prog} --help`\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = OneLineParser(
         prog="sparsify-tui",
         description="Analyze and optimize ONNX models on this server, in the terminal.",
     )
@@ -88,6 +107,25 @@ def terminal_problem() -> Optional[str]:
     return None
 
 
+def recover_on_start() -> None:
+    """Start-up clean-up after killed processes: finish or undo half-done project deletes and creates, remove
+    stale temp files of the workspace (:meth:`sparsify_tui.store.Workspace.recover`) and stale temp folders of
+    profiles (:func:`sparsify_tui.tempfiles.clean_stale_temp_dirs`). Never fails a command: a workspace that
+    cannot be read is reported by the command itself."""
+    try:
+        from sparsify_tui.store import Workspace
+
+        Workspace().recover()
+    except Exception:  # noqa: BLE001 - best effort
+        pass
+    try:
+        from sparsify_tui.tempfiles import clean_stale_temp_dirs
+
+        clean_stale_temp_dirs()
+    except Exception:  # noqa: BLE001 - best effort
+        pass
+
+
 def _run_tui(model: Optional[str], no_mouse: bool) -> int:
     from sparsify_tui.errors import SparsifyError
 
@@ -113,8 +151,10 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             opts, rest = parser.parse_known_args([a for a in argv if a.startswith("-")])
             if len(positional) > 1:
                 parser.error(f"unknown command {positional[0]!r}")
+            recover_on_start()
             return _run_tui(positional[0] if positional else None, opts.no_mouse)
         args = parser.parse_args(argv)
+        recover_on_start()
         return int(args.handler(args) or 0)
     except SparsifyError as err:
         print(f"sparsify-tui: error: {err}", file=sys.stderr)

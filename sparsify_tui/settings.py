@@ -5,7 +5,7 @@ Every check raises :class:`sparsify_tui.errors.SparsifyError` with one line that
 allowed and how to fix it, for example::
 
     --cores 1000 is more than the 2 cores this process may use: give 1 to 2
-    --warmup must be 0 or more, not -1: the default is 5
+    --warmup -1 is not allowed: --warmup must be 0 or more (default 5)
 
 ``flag`` names the setting the way the caller's user typed it (``--cores`` on the CLI, ``core count`` in a
 dialog). This module is a leaf: it imports nothing of sparsify-tui but :mod:`sparsify_tui.errors`.
@@ -14,7 +14,7 @@ dialog). This module is a leaf: it imports nothing of sparsify-tui but :mod:`spa
 from __future__ import annotations
 
 import os
-from typing import Any, Iterable, Optional
+from typing import Any, Iterable, Mapping, Optional
 
 from sparsify_tui.errors import SparsifyError
 
@@ -44,7 +44,7 @@ def _whole(value: Any, flag: str) -> int:
     except (TypeError, ValueError, OverflowError):
         ok = False
     if not ok:
-        raise SparsifyError(f"{flag} must be a whole number, not {value!r}")
+        raise SparsifyError(f"{flag} {value!r} is not allowed: {flag} must be a whole number")
     return number
 
 
@@ -52,15 +52,7 @@ def batch_size(value: Any, flag: str = "--batch-size") -> int:
     """A batch size in 1..:data:`MAX_BATCH_SIZE` items."""
     n = _whole(value, flag)
     if not 1 <= n <= MAX_BATCH_SIZE:
-        raise SparsifyError(f"{flag} must be 1 to {MAX_BATCH_SIZE}, not {value}: give a batch size in that range")
-    return n
-
-
-def dim_value(value: Any, flag: str = "--dim") -> int:
-    """The value of a symbolic dim or scalar input: a whole number >= 1."""
-    n = _whole(value, flag)
-    if n < 1:
-        raise SparsifyError(f"{flag} must be 1 or more, not {value}: give the real input size")
+        raise SparsifyError(f"{flag} {value} is not allowed: {flag} must be 1 to {MAX_BATCH_SIZE}")
     return n
 
 
@@ -71,7 +63,8 @@ def core_count(value: Any, flag: str = "--cores") -> int:
         return cores
     n = _whole(value, flag)
     if n < 1:
-        raise SparsifyError(f"{flag} must be 1 or more, not {value}: give 1 to {cores} (the cores this process may use)")
+        raise SparsifyError(f"{flag} {value} is not allowed: {flag} must be 1 or more, up to the {cores} cores "
+                            "this process may use")
     if n > cores:
         raise SparsifyError(f"{flag} {value} is more than the {cores} cores this process may use: give 1 to {cores}")
     return n
@@ -83,7 +76,7 @@ def _count_at_least(value: Any, flag: str, low: int, default: int) -> int:
         return default
     n = _whole(value, flag)
     if n < low:
-        raise SparsifyError(f"{flag} must be {low} or more, not {value}: the default is {default}")
+        raise SparsifyError(f"{flag} {value} is not allowed: {flag} must be {low} or more (default {default})")
     return n
 
 
@@ -144,3 +137,135 @@ def batch_sizes(value: Any, default: int, flag: str = "--batch-sizes") -> list[i
 def core_counts(value: Any, default: Optional[int], flag: str = "--cores") -> list[int]:
     """Core counts of a benchmark (``None``: ``[default]``, itself ``None`` for every core)."""
     return [core_count(default, flag)] if value in (None, "", []) else whole_list(value, core_count, flag)
+
+
+def dim_value(value: Any, flag: str = "--dim") -> int:
+    """The value of a symbolic input dim: a whole number >= 1 (the memory an input needs is checked against
+    this machine by :func:`sparsify_tui.analysis.shapes.input_shapes`)."""
+    n = _whole(value, flag)
+    if n < 1:
+        raise SparsifyError(f"{flag} {value} is not allowed: {flag} must be at least 1 (give the real input size)")
+    return n
+
+
+def _dim_items(value: Any, flag: str) -> list[tuple[str, Any]]:
+    if value is None:
+        return []
+    if isinstance(value, Mapping):
+        return [(str(k), v) for k, v in value.items()]
+    texts = [value] if isinstance(value, str) else list(value)
+    out = []
+    for text in texts:
+        for part in str(text).split(","):
+            part = part.strip()
+            if not part:
+                continue
+            name, sep, number = part.rpartition("=")
+            if not sep or not name.strip() or not number.strip():
+                raise SparsifyError(f"bad {flag} value {part!r}: write NAME=VALUE with an integer value, "
+                                    f"e.g. {flag} seq=128 or {flag} x:2=48")
+            out.append((name.strip(), number.strip()))
+    return out
+
+
+def dims(value: Any, known: Optional[Iterable[str]] = None, flag: str = "--dim") -> dict[str, int]:
+    """Values of symbolic dims, scalar inputs (``sr=16000``) and vocabulary sizes of integer inputs, by name or
+    ``INPUT:AXIS``: from a mapping, ``"seq=128,x:2=48"`` or a list of such strings. Each value is a whole
+    number >= 0 (a dim must be >= 1: :func:`dim_value`, checked where the dims are resolved).
+
+    ``known``: the names the model accepts (:func:`sparsify_tui.analysis.shapes.dim_keys`); a name not among
+    them is refused, listing them, instead of being silently ignored."""
+    out: dict[str, int] = {}
+    for name, raw in _dim_items(value, flag):
+        try:
+            n = _whole(raw, flag)
+        except SparsifyError:
+            raise SparsifyError(f"{flag} {name}={raw} is not a whole number: write NAME=VALUE with an integer value, "
+                                f"e.g. {flag} {name}=128") from None
+        if n < 0:
+            raise SparsifyError(f"{flag} {name}={raw} is negative: give a whole number of 0 or more")
+        out[name] = n
+    if known is not None:
+        known = list(known)
+        unknown = [k for k in out if k not in known]
+        if unknown:
+            if known:
+                shown = ", ".join(known[:12]) + (" ..." if len(known) > 12 else "")
+                fix = f"give one of {shown} (a dim's name or INPUT:AXIS, or a scalar/integer input's name)"
+            else:
+                fix = f"drop {flag}: the model has no symbolic dims or scalar inputs"
+            raise SparsifyError(f"{flag} {unknown[0]}={out[unknown[0]]} names nothing in the model: {fix}")
+    return out
+
+
+def output_path(value: Any, flag: str = "-o", *, allow_dir: bool = False) -> str:
+    """A file path to write: its folder must already exist and be writable (nothing creates folders the user
+    did not ask for); an existing folder is accepted only with ``allow_dir`` (the file is written inside)."""
+    from pathlib import Path
+
+    text = str(value or "").strip()
+    if not text:
+        raise SparsifyError(f"{flag} is empty: give the path of the file to write")
+    p = Path(text).expanduser()
+    if p.is_dir():
+        if allow_dir and os.access(p, os.W_OK):
+            return str(p)
+        raise SparsifyError(f"{flag} {text} is a folder: give a file path inside it, e.g. {flag} {p / 'out'}")
+    parent = p.parent
+    if not parent.is_dir():
+        raise SparsifyError(f"{flag} {text}: folder {parent} does not exist: create it first (mkdir -p {parent}) "
+                            "or choose another path")
+    if not os.access(parent, os.W_OK):
+        raise SparsifyError(f"{flag} {text}: folder {parent} is not writable: choose a folder you can write to")
+    return str(p)
+
+
+METRICS = ("top1", "nmse", "kl", "max_abs")
+"""Output metrics an accuracy budget can be stated in (:mod:`sparsify_tui.profiling.metrics`)."""
+CALIBRATION_METHODS = ("minmax", "entropy", "percentile")
+"""INT8 calibration methods (:data:`sparsify_tui.engine.ort_quant.CALIBRATION_METHODS`)."""
+MAX_DROP = 0.01
+"""Default accuracy budget of the INT8 search (NNCF's default ``max_drop``)."""
+CALIBRATION_SIZE = 16
+"""Calibration batches (1 item each) of INT8 quantization (calibration.md used 16)."""
+
+
+def max_drop(value: Any, flag: str = "--max-drop") -> float:
+    """An accuracy budget: a number >= 0 in the metric's units (absolute drop for top1; the value of
+    nmse/kl/max_abs). ``None`` gives :data:`MAX_DROP`."""
+    if value is None or value == "":
+        return MAX_DROP
+    try:
+        v = float(value)
+    except (TypeError, ValueError):
+        raise SparsifyError(f"{flag} {value!r} is not allowed: {flag} must be a number, e.g. 0.01 "
+                            "(1 point of top-1)") from None
+    if not v >= 0 or v == float("inf"):
+        raise SparsifyError(f"{flag} {value} is not allowed: {flag} must be 0 or more, e.g. 0.01 (1 point of top-1) "
+                            "or 0.05 (NMSE)")
+    return v
+
+
+def metric(value: Any, flag: str = "--metric") -> Optional[str]:
+    """An output metric of :data:`METRICS`, or None / "auto" for the default chosen from the model outputs."""
+    if value in (None, "", "auto"):
+        return None
+    if value not in METRICS:
+        raise SparsifyError(f"{flag} {value!r} is not allowed: {flag} must be one of {', '.join(METRICS)} (or "
+                            "leave it out for the default from the model outputs)")
+    return str(value)
+
+
+def calibration_method(value: Any, flag: str = "--calibration") -> str:
+    """An INT8 calibration method of :data:`CALIBRATION_METHODS` (``None``: "minmax")."""
+    if value in (None, ""):
+        return "minmax"
+    if value not in CALIBRATION_METHODS:
+        raise SparsifyError(f"{flag} {value!r} is not allowed: {flag} must be one of "
+                            f"{', '.join(CALIBRATION_METHODS)}")
+    return str(value)
+
+
+def calibration_size(value: Any, flag: str = "--calibration-size") -> int:
+    """Calibration batches: 1 or more (default :data:`CALIBRATION_SIZE`)."""
+    return _count_at_least(value, flag, 1, CALIBRATION_SIZE)

@@ -63,7 +63,8 @@ class ServedApp:
     async def __aenter__(self) -> "ServedApp":
         import aiohttp
 
-        env = dict(os.environ, SPARSIFY_TUI_HOME=str(self.home), PYTHONPATH=str(ROOT))
+        path = os.pathsep.join(p for p in (str(ROOT), os.environ.get("PYTHONPATH", "")) if p)
+        env = dict(os.environ, SPARSIFY_TUI_HOME=str(self.home), PYTHONPATH=path)
         self._log = open(self.stderr_path, "wb")
         self.proc = subprocess.Popen([sys.executable, "-m", "sparsify_tui", "serve", "--port", str(self.port),
                                       *self.extra_args], cwd=ROOT, env=env, stdout=self._log, stderr=self._log,

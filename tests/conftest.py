@@ -40,3 +40,28 @@ def workspace_home(tmp_path, monkeypatch) -> Path:
     home = tmp_path / "workspace"
     monkeypatch.setenv("SPARSIFY_TUI_HOME", str(home))
     return home
+
+
+async def steady(pilot, timeout: float = 20.0) -> None:
+    """Wait until the screen stops changing, for an SVG snapshot that does not depend on the machine's load.
+
+    Freezes blinking cursors (Input, TextArea) on every screen, then waits until the frame exported twice 0.15 s
+    apart is the same three times in a row (a worker still loading, a tab underline not yet placed, or a
+    chart still drawing all change the frame)."""
+    import time
+
+    from textual.widgets import Input, TextArea
+
+    app = pilot.app
+    deadline = time.monotonic() + timeout
+    same, last = 0, None
+    while time.monotonic() < deadline and same < 3:
+        for screen in app.screen_stack:
+            for widget in screen.query(Input):
+                widget.cursor_blink = False
+            for widget in screen.query(TextArea):
+                widget.cursor_blink = False
+        await pilot.pause(0.15)
+        frame = app.export_screenshot()
+        same = same + 1 if frame == last else 0
+        last = frame

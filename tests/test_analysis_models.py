@@ -3,6 +3,8 @@ external-data models built here."""
 
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import onnx
 import pytest
@@ -224,7 +226,7 @@ def test_zero_counting_streams_external_data_in_chunks(tmp_path, monkeypatch):
     model = load_model(path, load_external_data=False)
     w = next(t for t in model.graph.initializer if t.name == "W")
     reads = []
-    real_open = open
+    real_fdopen = os.fdopen
 
     class Spy:
         def __init__(self, fh):
@@ -243,7 +245,8 @@ def test_zero_counting_streams_external_data_in_chunks(tmp_path, monkeypatch):
             reads.append(len(buf))
             return self.fh.readinto(buf)
 
-    monkeypatch.setattr("builtins.open", lambda *a, **k: Spy(real_open(*a, **k)))
+    # external data is opened only through loading.open_external_data (a checked O_NOFOLLOW descriptor)
+    monkeypatch.setattr(os, "fdopen", lambda *a, **k: Spy(real_fdopen(*a, **k)))
     assert loading.count_zeros(w, path.parent, chunk_bytes=4096) == 100 * 128
     assert len(reads) == 256 * 128 * 4 // 4096 and max(reads) == 4096  # never the whole tensor at once
 

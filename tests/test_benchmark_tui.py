@@ -9,6 +9,7 @@ from pathlib import Path
 
 import onnx
 import pytest
+from conftest import steady
 
 from sparsify_tui.benchmark.runner import BenchmarkResult, BenchmarkRun, ModelSpec
 from sparsify_tui.services.projects import create_project
@@ -185,6 +186,7 @@ def test_apply_dialog_exports_optimized_model(workspace_home, demo_model, tmp_pa
     ws = Workspace()
     pid, opt = seed(ws, demo_model)
     out = tmp_path / "exported" / "demo_opt.onnx"
+    out.parent.mkdir()  # an export path's folder must exist (issue 11): apply never creates folders
 
     async def run():
         app = make_app(ws, pid)
@@ -219,7 +221,7 @@ def test_snapshot_benchmarks_section(workspace_home, demo_model, snap_compare):
         for inp in pilot.app.screen.query("Input"):
             inp.cursor_blink = False  # a blinking cursor makes the snapshot flaky
         await pilot.wait_for_scheduled_animations()
-        await pilot.pause(0.3)
+        await steady(pilot)
 
     assert snap_compare(make_app(ws, pid), terminal_size=(80, 24), run_before=setup)
 
@@ -234,7 +236,7 @@ def test_snapshot_compare_tab(workspace_home, demo_model, snap_compare):
         sec = await open_section(pilot)
         sec.query_one("#bench-tabs").active = "compare"
         await pilot.wait_for_scheduled_animations()
-        await pilot.pause(0.3)
+        await steady(pilot)
 
     assert snap_compare(make_app(ws, pid), terminal_size=(80, 24), run_before=setup)
 
@@ -253,7 +255,7 @@ def test_snapshot_create_dialog(workspace_home, demo_model, snap_compare):
         for inp in pilot.app.screen.query("Input"):
             inp.cursor_blink = False  # a blinking cursor makes the snapshot flaky
         await pilot.wait_for_scheduled_animations()
-        await pilot.pause(0.3)
+        await steady(pilot)
 
     assert snap_compare(make_app(ws, pid), terminal_size=(80, 24), run_before=setup)
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 import time
 
 import pytest
+from conftest import steady
 
 from sparsify_tui.profiling.loss import LossLayer, LossProfile, level_key
 from sparsify_tui.services.profiles import store_loss_profile as store_profile
@@ -185,7 +186,8 @@ def test_snapshot_loss_summary(workspace_home, demo_model, snap_compare):
     async def setup(pilot):
         sec = await open_section(pilot)
         await select(pilot, sec, rid)
-        await pilot.pause(0.3)
+        sec.focus_default()  # where the section puts focus when it opens, however late the open finished
+        await steady(pilot)
 
     assert snap_compare(make_app(ws, pid), terminal_size=(80, 24), run_before=setup)
 
@@ -200,7 +202,7 @@ def test_snapshot_loss_sensitivity_chart(workspace_home, demo_model, snap_compar
         sec = await open_section(pilot)
         await select(pilot, sec, rid)
         await pilot.press("g")
-        await pilot.pause(0.3)
+        await steady(pilot)
 
     assert snap_compare(make_app(ws, pid), terminal_size=(80, 24), run_before=setup)
 
@@ -212,14 +214,10 @@ def test_snapshot_loss_add_dialog(workspace_home, demo_model, snap_compare):
     pid, _ = seed(ws, demo_model)
 
     async def setup(pilot):
-        from textual.widgets import Input
-
         sec = await open_section(pilot)
         sec.focus_default()
         await pilot.press("n")
         await wait_for(pilot, lambda: pilot.app.screen.query("#name"))
-        for widget in pilot.app.screen.query(Input):
-            widget.cursor_blink = False  # a blinking cursor made this snapshot depend on timing
-        await pilot.pause(0.3)
+        await steady(pilot)
 
     assert snap_compare(make_app(ws, pid), terminal_size=(80, 24), run_before=setup)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import time
 
 import pytest
+from conftest import steady
 
 from sparsify_tui.profiling import perf_estimate as est
 from sparsify_tui.profiling.perf import NodePerf, PerfProfile, _model_estimates
@@ -193,7 +194,7 @@ def test_snapshot_profile_summary(workspace_home, demo_model, snap_compare):
 
     async def setup(pilot):
         await open_profile(pilot)
-        await pilot.pause(0.3)
+        await steady(pilot)
 
     assert snap_compare(make_app(ws, pid), terminal_size=SIZE, run_before=setup)
 
@@ -207,7 +208,7 @@ def test_snapshot_layer_results(workspace_home, demo_model, snap_compare):
     async def setup(pilot):
         await open_profile(pilot)
         await pilot.press("l")
-        await pilot.pause(0.3)
+        await steady(pilot)
 
     assert snap_compare(make_app(ws, pid), terminal_size=SIZE, run_before=setup)
 
@@ -228,6 +229,6 @@ def test_snapshot_add_dialog(workspace_home, demo_model, snap_compare):
         await wait_for(pilot, lambda: isinstance(pilot.app.screen, PerfProfileDialog))
         for widget in pilot.app.screen.query(Input):
             widget.cursor_blink = False  # a blinking cursor makes the snapshot depend on timing
-        await pilot.pause(0.3)
+        await steady(pilot)
 
     assert snap_compare(make_app(ws, pid), terminal_size=SIZE, run_before=setup)

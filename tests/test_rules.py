@@ -183,7 +183,7 @@ def test_available_cores_is_the_affinity_mask(monkeypatch):
     assert settings.core_count(None) == 3 and settings.core_count(2) == 2
     with pytest.raises(SparsifyError, match="more than the 3 cores"):
         settings.core_count(4)
-    with pytest.raises(SparsifyError, match="must be 1 or more"):
+    with pytest.raises(SparsifyError, match="--cores 0 is not allowed"):
         settings.core_count(0)
 
 

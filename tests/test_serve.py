@@ -41,7 +41,8 @@ def test_serve_binds_loopback_and_warns_for_another_host(tmp_path):
     port = free_port()
     env = {"SPARSIFY_TUI_HOME": str(tmp_path / "ws"), "PATH": "/usr/bin:/bin"}
     proc = subprocess.Popen([sys.executable, "-m", "sparsify_tui", "serve", "--port", str(port)], cwd=ROOT,
-                            env={**env, "PYTHONPATH": str(ROOT)}, stderr=subprocess.PIPE, text=True)
+                            env={**env, "PYTHONPATH": os.pathsep.join(p for p in (str(ROOT), os.environ.get(
+                                "PYTHONPATH", "")) if p)}, stderr=subprocess.PIPE, text=True)
     try:
         line = proc.stderr.readline()
         assert f"serving on http://127.0.0.1:{port}" in line and "ssh -L" in line

@@ -159,6 +159,7 @@ async def test_flops_summary_and_op_type_chart(ws, demo_project):
     app = SparsifyApp(project=demo_project["id"])
     async with app.run_test(size=SIZE) as pilot:
         await wait_section(pilot, app, "perf")
+        await wait_for(pilot, lambda: app.query("#perf #op-chart"))  # the FLOPS view is built when first shown
         chart = app.query_one("#perf #op-chart")
         await wait_for(pilot, lambda: chart.labels)
         nodes = ws.analysis_of(demo_project["id"])["nodes"]

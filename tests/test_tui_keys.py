@@ -55,16 +55,28 @@ def test_one_action_one_key_in_every_section():
     keys = {name: bindings(cls) for name, cls in SECTIONS.items()}
     for key, action in {"n": "new", "d": "delete", "delete": "delete", "r": "rerun", "c": "cancel_job",
                         "p": "focus_list", "less_than_sign": "cycle_tab(-1)", "greater_than_sign": "cycle_tab(1)",
-                        "i": "inspect", "m": None, "l": None, "g": None}.items():
+                        "i": "inspect", "equals_sign": "compare", "m": None, "l": None, "g": None}.items():
         seen = {name: k[key] for name, k in keys.items() if key in k}
         assert seen, key
         if action is not None:
             assert set(seen.values()) == {action}, (key, seen)
         else:  # m / l / g switch the view to its main tab / its table / its chart
             assert all(a.startswith("view_tab(") for a in seen.values()), (key, seen)
-    # the keys that meant several things before (c: Params, Copy, Batch/cores, Cancel; l: List) do not now
+    # the keys that meant several things before (c: Params, Copy, Batch/cores, Cancel; l: List) do not now;
+    # the INT8 search and the comparisons joined the scheme (I, =) without taking a shared key
     assert keys["optimization"].get("C") == "copy" and keys["benchmarks"].get("b") == "next_combo"
-    assert "c" not in keys["optimization"]
+    assert keys["optimization"].get("I") == "int8_search" and keys["perf"].get("space") == "toggle_mark"
+    # `=` compares everywhere: no view inside a section takes it for something else (it was "more" there)
+    from sparsify_tui.tui.optimization.compare import OptimizationCompareScreen
+    from sparsify_tui.tui.perf import FlopsProfileView, PerfProfileView
+    from sparsify_tui.tui.perf.compare import PerfCompareScreen
+
+    for cls in (FlopsProfileView, PerfProfileView, PerfCompareScreen, OptimizationCompareScreen):
+        assert "equals_sign" not in bindings(cls), cls
+    # the comparison screens switch tabs with the sections' keys
+    for cls in (PerfCompareScreen, OptimizationCompareScreen):
+        own = bindings(cls)
+        assert own["m"].startswith("tab(") and own["l"].startswith("tab(") and "less_than_sign" in own, cls
 
 
 @pytest.fixture

@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 
 import pytest
+from conftest import steady
 
 from sparsify_tui.store import Workspace
 from sparsify_tui.tui.app import SparsifyApp
@@ -58,7 +59,7 @@ async def settle(pilot, predicate, timeout: float = 20.0) -> None:
                 break
         except Exception:
             pass
-    await pilot.pause(0.2)
+    await steady(pilot)
 
 
 def tabs_drawn(app, where: str) -> bool:

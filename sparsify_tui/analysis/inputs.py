@@ -100,10 +100,15 @@ def _const_values(name: str, consts, producers, base_dir, depth: int = 0) -> Opt
     from sparsify_tui.analysis.loading import tensor_array
 
     if name in consts:
+        from sparsify_tui.errors import ModelError
+
         t = consts[name]
         if np.prod(t.dims, dtype=np.int64) > 1 << 20:
             return None
-        return np.asarray(tensor_array(t, base_dir))
+        try:
+            return np.asarray(tensor_array(t, base_dir))
+        except ModelError:
+            return None  # data stripped for shapes only (or damaged: load_model reports that in one line)
     node = producers.get(name)
     if node is None or depth > 6 or node.op_type not in _PASS_OPS or not node.input:
         return None
@@ -147,7 +152,8 @@ def find_vocab_size(model: onnx.ModelProto, input_name: str, base_dir=None) -> O
 
 
 def input_specs(
-    model_or_path: Union[str, os.PathLike, onnx.ModelProto], batch_size: int = 1, dims: Optional[dict] = None
+    model_or_path: Union[str, os.PathLike, onnx.ModelProto], batch_size: int = 1, dims: Optional[dict] = None,
+    base_dir: Optional[Union[str, os.PathLike]] = None,
 ) -> list[InputSpec]:
     """One :class:`InputSpec` per model input (initializers excluded), shapes resolved for ``batch_size``.
 
@@ -165,9 +171,8 @@ def input_specs(
     from sparsify_tui.analysis.shapes import graph_inputs, input_shapes
 
     dims = dict(dims or {})
-    base_dir = None
     if isinstance(model_or_path, onnx.ModelProto):
-        model = model_or_path
+        model = model_or_path  # external constants are read from ``base_dir`` when given
     else:
         from sparsify_tui.analysis.loading import load_model
 
@@ -177,6 +182,11 @@ def input_specs(
     specs = []
     for vi in graph_inputs(model):
         elem = vi.type.tensor_type.elem_type
+        if elem == onnx.TensorProto.STRING:
+            from sparsify_tui.errors import ModelError
+
+            raise ModelError(f"model input '{vi.name}' takes strings, which sparsify-tui cannot generate or feed: "
+                             "re-export the model with numeric inputs (e.g. tokenize outside the model)")
         dtype = np.dtype(onnx.helper.tensor_dtype_to_np_dtype(elem))
         shape = tuple(int(d) for d in shapes[vi.name])
         user = dims.get(vi.name)
@@ -207,15 +217,11 @@ def synthetic_inputs(specs: list[InputSpec], seed: int = 0, values: Optional[dic
     """
     rng = np.random.default_rng(seed)
     values = dict(values or {})
+    check_scalar_values(specs, values)
     out: dict[str, np.ndarray] = {}
-    missing = []
     for s in specs:
         if s.kind == "scalar":
-            v = values.get(s.name, s.value)
-            if v is None:
-                missing.append(s)
-                continue
-            out[s.name] = np.array(v, dtype=s.dtype)
+            out[s.name] = np.array(values.get(s.name, s.value), dtype=s.dtype)
         elif s.kind == "float":
             out[s.name] = rng.standard_normal(s.shape, dtype=np.float32).astype(s.dtype, copy=False)
         elif s.kind == "mask":
@@ -226,6 +232,14 @@ def synthetic_inputs(specs: list[InputSpec], seed: int = 0, values: Optional[dic
                 out[s.name] = np.zeros(s.shape, dtype=s.dtype)
             else:
                 out[s.name] = rng.integers(0, int(high), size=s.shape).astype(s.dtype)
+    return out
+
+
+def check_scalar_values(specs: list[InputSpec], values: Optional[dict] = None) -> None:
+    """Refuse synthetic inputs when a scalar input has no value (``values[name]`` or ``spec.value``), without
+    allocating anything. Raises ``DimensionError`` naming it and the ``--dim NAME=VALUE`` fix."""
+    values = dict(values or {})
+    missing = [s for s in specs if s.kind == "scalar" and values.get(s.name, s.value) is None]
     if missing:
         names = ", ".join(f"'{s.name}' ({s.dtype.name} scalar)" for s in missing)
         from sparsify_tui.analysis.shapes import suggest_scalar
@@ -235,70 +249,187 @@ def synthetic_inputs(specs: list[InputSpec], seed: int = 0, values: Optional[dic
             f"model input {names} needs a value the model depends on (e.g. a sample rate or a mode): "
             f"give it with {hint} (an example value: use the real one), or pass sample data"
         )
-    return out
 
 
-def load_sample_data(path: Union[str, os.PathLike], specs: list[InputSpec], batch_size: int) -> list[dict]:
-    """Split user sample data into batches of ``batch_size`` items.
-
-    ``.npz``: one array per input name; ``.npy``: one array for a model with one non-scalar input. Arrays
-    are ``[items, ...]`` with the remaining dims equal to the spec shape without its batch axis; scalar
-    inputs may be given as a 0-d array (used for every batch) and otherwise come from ``spec.value``.
-    Leftover items (fewer than ``batch_size``) are dropped. Loaded with ``allow_pickle=False``.
-
-    Returns:
-        A list of feeds ``{input name: array}``, one per batch.
+def check_run_inputs(model_path: Union[str, os.PathLike], batch_size: int = 1, dims: Optional[dict] = None,
+                     data: Optional[Union[str, os.PathLike]] = None, batches: int = 1,
+                     labels_key: Optional[str] = None) -> list[InputSpec]:
+    """Everything about a run's inputs that can be refused before anything runs, is allocated or is recorded:
+    the model loads (``load_model`` without weights: external-data locations, tensor sizes, input types),
+    every ``dims`` name exists in the model and every symbolic dim has a value >= 1, one batch fits in the
+    memory available, onnx's strict shape check passes at these shapes (what onnxruntime checks when it
+    loads the model: :func:`sparsify_tui.analysis.shapes.check_shapes`), and the sample data ``data`` (headers only, :func:`check_sample_data`) matches the
+    inputs, or else every scalar input has a value; ``batches`` synthetic batches kept together must fit in
+    memory too. The labels array of ``data`` (``labels_key``, default ``labels`` when present,
+    :mod:`sparsify_tui.analysis.labels`) is not an input: it is validated as labels. Returns the input specs.
 
     Raises:
-        SampleDataError: unreadable file, unknown or missing input name, wrong shape or dtype, or fewer than
-            ``batch_size`` items.
+        ModelError, DimensionError, SampleDataError: one line each.
+    """
+    from sparsify_tui.analysis.loading import load_model
+    from sparsify_tui.analysis.shapes import check_shapes
+
+    model = load_model(model_path, load_external_data=False)
+    specs = input_specs(model, batch_size=batch_size, dims=dims or {}, base_dir=Path(model_path).parent)
+    check_shapes(model, batch_size, dims)
+    if batches > 1 and not data:
+        from sparsify_tui.analysis.shapes import check_input_memory, input_shapes
+
+        check_input_memory(model, input_shapes(model, batch_size, dims), batches=batches)
+    if data:
+        from sparsify_tui.analysis.labels import check_labels, split_labels
+
+        raw, key = split_labels(data, labels_key) if not any(s.name == (labels_key or "labels") for s in specs) \
+            else (None, None)
+        batches_given = check_sample_data(data, specs, batch_size, ignore=(key,) if key else ())
+        if raw is not None:
+            items = next((int(shape[0]) for name, (shape, _dt) in inspect_sample_data(data).items()
+                          if name != key and len(shape)), batches_given * batch_size)
+            check_labels(raw, items, key)
+    else:
+        if labels_key:
+            raise SampleDataError(f"--labels {labels_key} needs --data FILE.npz holding the inputs and the labels")
+        check_scalar_values(specs, dims)
+    return specs
+
+
+_NPY_MAGIC = b"\x93NUMPY"
+_ZIP_MAGICS = (b"PK\x03\x04", b"PK\x05\x06")
+
+
+def _describe_head(head: bytes) -> str:
+    text = head.decode("utf-8", "replace").strip().splitlines()
+    printable = text and all(ch.isprintable() for ch in text[0][:40])
+    return f"it looks like text starting with {text[0][:40]!r}" if printable else "unknown binary format"
+
+
+def _npy_header(fh, where: str, size: Optional[int] = None) -> tuple[tuple, np.dtype]:
+    """(shape, dtype) from an open .npy stream positioned at its magic; refuses object (pickled) arrays and,
+    given the stream's ``size`` in bytes, data shorter than the header declares (a cut file)."""
+    from numpy.lib import format as npformat
+
+    try:
+        version = npformat.read_magic(fh)
+        if version == (1, 0):
+            shape, _fortran, dtype = npformat.read_array_header_1_0(fh)
+        else:
+            shape, _fortran, dtype = npformat.read_array_header_2_0(fh) if version == (2, 0) else \
+                npformat._read_array_header(fh, version)  # noqa: SLF001 - 3.0 headers
+    except Exception as err:  # noqa: BLE001 - ValueError, EOFError...
+        raise SampleDataError(f"{where} has a damaged .npy header ({str(err).splitlines()[0][:80]}): "
+                              "save it again with numpy.save/numpy.savez") from None
+    if dtype.hasobject:
+        raise SampleDataError(f"{where} holds Python objects (pickled data), which sparsify-tui never loads: save "
+                              "plain numeric arrays with numpy.savez(path, input_name=array)")
+    shape = tuple(int(d) for d in shape)
+    if size is not None:
+        need = fh.tell() + int(np.prod(shape, dtype=object)) * dtype.itemsize
+        if size < need:
+            raise SampleDataError(f"{where} is truncated ({size} bytes, its header needs {need}): save it again "
+                                  "with numpy.save/numpy.savez")
+    return shape, dtype
+
+
+def inspect_sample_data(path: Union[str, os.PathLike]) -> Optional[dict]:
+    """Names, shapes and dtypes of the arrays in a sample data file, read from the headers only (no data).
+
+    Returns ``{array name: (shape, dtype)}`` for a ``.npz``, or ``{None: (shape, dtype)}`` for a ``.npy``.
+
+    Raises:
+        SampleDataError: the path is missing or not a file, the file is neither a .npy nor a .npz (a text
+            file, say), a header is damaged, an array holds Python objects (pickles are never loaded), or
+            the arrays need more memory than is available.
+    """
+    import zipfile
+
+    p = Path(path)
+    if not p.exists():
+        raise SampleDataError(f"sample data {p} does not exist: give a .npz (one array per input) or .npy file")
+    if not p.is_file():
+        raise SampleDataError(f"sample data {p} is not a file: give a .npz (one array per input) or .npy file")
+    try:
+        with open(p, "rb") as fh:
+            head = fh.read(64)
+            if head.startswith(_NPY_MAGIC):
+                fh.seek(0)
+                arrays: dict = {None: _npy_header(fh, f"sample data {p.name}", os.fstat(fh.fileno()).st_size)}
+            elif head[:4] in _ZIP_MAGICS:
+                arrays = {}
+                try:
+                    with zipfile.ZipFile(p) as zf:
+                        for member in zf.namelist():
+                            if not member.endswith(".npy"):
+                                raise SampleDataError(f"sample data {p.name} holds {member!r}, which is not a .npy "
+                                                      "array: save it with numpy.savez(path, input_name=array)")
+                            with zf.open(member) as mf:
+                                arrays[member[:-4]] = _npy_header(mf, f"array '{member[:-4]}' of sample data {p.name}",
+                                                                  zf.getinfo(member).file_size)
+                except (zipfile.BadZipFile, zipfile.LargeZipFile, EOFError) as err:
+                    raise SampleDataError(f"sample data {p.name} is a damaged .npz ({err}): save it again with "
+                                          "numpy.savez") from None
+                if not arrays:
+                    raise SampleDataError(f"sample data {p.name} holds no arrays: save one per model input with "
+                                          "numpy.savez(path, input_name=array)")
+            else:
+                kind = "is empty" if not head else f"is not a .npy or .npz file ({_describe_head(head)})"
+                raise SampleDataError(f"sample data {p} {kind}: save arrays with numpy.save (.npy, one input) or "
+                                      "numpy.savez (.npz, one array per input name)")
+    except OSError as err:
+        raise SampleDataError(f"sample data {p} cannot be read ({err.strerror}): check its permissions") from None
+    need = sum(int(np.prod(shape, dtype=object)) * dt.itemsize for shape, dt in arrays.values())
+    if need > 1 << 28:
+        from sparsify_tui.analysis.system import available_memory_bytes
+        from sparsify_tui.formatting import format_bytes
+
+        free = available_memory_bytes()
+        if free is not None and need > free:
+            raise SampleDataError(f"sample data {p.name} needs {format_bytes(need)} in memory, more than the "
+                                  f"{format_bytes(free)} available: give fewer items")
+    return arrays
+
+
+def check_sample_data(path: Union[str, os.PathLike], specs: list[InputSpec], batch_size: int,
+                      ignore: tuple = ()) -> int:
+    """Check a sample data file against the model inputs from its headers alone (no data is read), so a bad
+    file is refused before anything runs. Returns the number of batches it gives.
+
+    Raises:
+        SampleDataError: as :func:`inspect_sample_data`, plus an unknown or missing input name, a wrong shape or
+            dtype kind, different item counts, or fewer items than ``batch_size``.
     """
     p = Path(path)
-    if not p.is_file():
-        raise SampleDataError(f"sample data {p} does not exist: give a .npz (one array per input) or .npy file")
-    try:
-        loaded = np.load(p, allow_pickle=False)
-    except Exception as err:  # noqa: BLE001 - ValueError for pickles, OSError, zip errors
-        raise SampleDataError(f"sample data {p} cannot be read as .npy/.npz ({str(err).splitlines()[0][:120]}): "
-                              "save it with numpy.savez (no pickled objects)") from None
+    headers = {k: v for k, v in inspect_sample_data(p).items() if k not in ignore}
     by_name = {s.name: s for s in specs}
     tensors = [s for s in specs if s.kind != "scalar"]
-    if isinstance(loaded, np.ndarray):
+    if None in headers:
         if len(tensors) != 1:
             raise SampleDataError(
                 f"{p.name} holds one array but the model has inputs {', '.join(by_name)}: "
                 "save a .npz with one array per input name (numpy.savez(path, **arrays))")
-        arrays = {tensors[0].name: loaded}
-    else:
-        with loaded:
-            arrays = {k: loaded[k] for k in loaded.files}
-    unknown = [k for k in arrays if k not in by_name]
+        headers = {tensors[0].name: headers[None]}
+    unknown = [k for k in headers if k not in by_name]
     if unknown:
         raise SampleDataError(f"sample data has array(s) {', '.join(unknown)} that are not model inputs "
                               f"({', '.join(by_name)}): rename them to the input names")
-    fixed: dict[str, np.ndarray] = {}
     counts = {}
     for s in specs:
-        if s.name not in arrays:
+        if s.name not in headers:
             if s.kind == "scalar" and s.value is not None:
-                fixed[s.name] = np.array(s.value, dtype=s.dtype)
                 continue
             raise SampleDataError(f"sample data has no array for input '{s.name}': add it "
                                   f"(shape [items{''.join(', ' + str(d) for d in s.shape[1:])}], {s.dtype.name})")
-        a = arrays[s.name]
-        a = _check_dtype(a, s)
+        shape, dtype = headers[s.name]
+        _check_kind(dtype, s)
         if s.kind == "scalar" or len(s.shape) == 0:
-            if a.size != 1:
+            if int(np.prod(shape, dtype=object)) != 1:
                 raise SampleDataError(f"sample input '{s.name}' must be a single value (model input is a scalar), "
-                                      f"got shape {list(a.shape)}: save it as a 0-d array")
-            fixed[s.name] = a.reshape(())
+                                      f"got shape {list(shape)}: save it as a 0-d array")
             continue
-        if a.ndim != len(s.shape) or tuple(a.shape[1:]) != tuple(s.shape[1:]):
+        if len(shape) != len(s.shape) or tuple(shape[1:]) != tuple(s.shape[1:]):
             want = "[items, " + ", ".join(str(d) for d in s.shape[1:]) + "]"
-            raise SampleDataError(f"sample input '{s.name}' has shape {list(a.shape)}, the model needs {want}: "
+            raise SampleDataError(f"sample input '{s.name}' has shape {list(shape)}, the model needs {want}: "
                                   "reshape the data or set --dim values matching it")
-        counts[s.name] = a.shape[0]
-        arrays[s.name] = a
+        counts[s.name] = shape[0]
     if counts and len(set(counts.values())) > 1:
         raise SampleDataError(f"sample inputs have different item counts {counts}: give the same number of items "
                               "for every input")
@@ -306,13 +437,81 @@ def load_sample_data(path: Union[str, os.PathLike], specs: list[InputSpec], batc
     if counts and items < batch_size:
         raise SampleDataError(f"sample data has {items} item(s), fewer than the batch size {batch_size}: "
                               "add items or lower the batch size")
-    n_batches = items // batch_size if counts else 1
+    return items // batch_size if counts else 1
+
+
+def load_sample_data(path: Union[str, os.PathLike], specs: list[InputSpec], batch_size: int,
+                     ignore: tuple = ()) -> list[dict]:
+    """Split user sample data into batches of ``batch_size`` items.
+
+    ``.npz``: one array per input name; ``.npy``: one array for a model with one non-scalar input. Arrays
+    are ``[items, ...]`` with the remaining dims equal to the spec shape without its batch axis; scalar
+    inputs may be given as a 0-d array (used for every batch) and otherwise come from ``spec.value``.
+    Leftover items (fewer than ``batch_size``) are dropped. The file is checked from its headers first
+    (:func:`check_sample_data`), then loaded with ``allow_pickle=False``. Keys in ``ignore`` (e.g. the labels
+    array, :mod:`sparsify_tui.analysis.labels`) are not inputs and are skipped.
+
+    Returns:
+        A list of feeds ``{input name: array}``, one per batch.
+
+    Raises:
+        SampleDataError: as :func:`check_sample_data`, a damaged or truncated file, or integer values that do
+            not fit the input's dtype.
+    """
+    p = Path(path)
+    n_batches = check_sample_data(p, specs, batch_size, ignore)
+    tensors = [s for s in specs if s.kind != "scalar"]
+    try:
+        loaded = np.load(p, allow_pickle=False)
+        if isinstance(loaded, np.ndarray):
+            arrays = {tensors[0].name: loaded}
+        else:
+            with loaded:
+                arrays = {k: loaded[k] for k in loaded.files if k not in ignore}
+    except Exception as err:  # noqa: BLE001 - ValueError, OSError, zip errors, EOFError on a cut file
+        raise SampleDataError(f"sample data {p} cannot be read ({str(err).splitlines()[0][:120] if str(err) else type(err).__name__}): "
+                              "save it again with numpy.savez (plain numeric arrays)") from None
+    fixed: dict[str, np.ndarray] = {}
+    counts = {}
+    for s in specs:
+        if s.name not in arrays:
+            fixed[s.name] = np.array(s.value, dtype=s.dtype)
+            continue
+        a = _check_dtype(arrays[s.name], s)
+        if s.kind == "scalar" or len(s.shape) == 0:
+            fixed[s.name] = a.reshape(())
+            continue
+        counts[s.name] = a.shape[0]
+        arrays[s.name] = a
     batches = []
     for b in range(n_batches):
         feed = {name: arrays[name][b * batch_size:(b + 1) * batch_size] for name in counts}
         feed.update(fixed)
         batches.append(feed)
     return batches
+
+
+def sample_data_warnings(batches: list[dict]) -> list[str]:
+    """Warnings for NaN/Inf values in sample data (probably a broken export of the data): one per input."""
+    bad: dict[str, list[int]] = {}
+    for feed in batches:
+        for name, a in feed.items():
+            a = np.asarray(a)
+            if a.dtype.kind == "f" and a.size:
+                n = int(a.size - np.count_nonzero(np.isfinite(a)))
+                tot = bad.setdefault(name, [0, 0])
+                tot[0] += n
+                tot[1] += int(a.size)
+    return [f"sample data input '{name}' has {n:,} NaN/Inf values out of {size:,}: the measured numbers may be "
+            "meaningless; check how the data was made" for name, (n, size) in bad.items() if n]
+
+
+def _check_kind(dtype: np.dtype, s: InputSpec) -> None:
+    """Refuse a sample array whose dtype kind cannot become the input's dtype (header-level check)."""
+    if dtype == s.dtype or dtype.kind == s.dtype.kind or (dtype.kind in "iu" and s.dtype.kind in "iu"):
+        return
+    raise SampleDataError(f"sample input '{s.name}' is {dtype.name}, the model needs {s.dtype.name}: "
+                          f"save it as {s.dtype.name}")
 
 
 def _check_dtype(a: np.ndarray, s: InputSpec) -> np.ndarray:

@@ -46,7 +46,7 @@ from sparsify_tui.analysis.flops import OpShapes, count_macs_flops
 from sparsify_tui.analysis.graph import iter_nodes, node_id, subgraph_path, subgraphs
 from sparsify_tui.analysis.layers import FLOAT_TYPES as _PARAM_DTYPES
 from sparsify_tui.analysis.layers import ConstSources
-from sparsify_tui.analysis.loading import count_zeros, load_model
+from sparsify_tui.analysis.loading import load_model, weight_stats, weight_warnings
 from sparsify_tui.analysis.shapes import graph_inputs, infer_shapes_ex, resolve_dims
 
 _QUANT_DTYPES = {TensorProto.INT8, TensorProto.UINT8}
@@ -124,6 +124,7 @@ class ModelAnalysis:
     opsets: dict = field(default_factory=dict)
     system: Optional[dict] = None
     analysis_seconds: float = 0.0
+    warnings: list = field(default_factory=list)
 
     def to_dict(self) -> dict:
         """Exactly the ``sparsify-tui analyze --json`` document: ``{"model", "nodes", "totals", "system"}``."""
@@ -140,6 +141,7 @@ class ModelAnalysis:
                 "batch_size": self.batch_size,
                 "dims": dict(self.dims),
                 "analysis_seconds": self.analysis_seconds,
+                "warnings": list(self.warnings),
             },
             "nodes": [n.to_dict() for n in self.nodes],
             "totals": dict(self.totals),
@@ -165,6 +167,7 @@ class ModelAnalysis:
             opsets=dict(m.get("opsets", {})),
             system=d.get("system"),
             analysis_seconds=float(m.get("analysis_seconds", 0.0)),
+            warnings=list(m.get("warnings", [])),
         )
 
     def node(self, node_id: str) -> NodeInfo:
@@ -231,6 +234,7 @@ class _ConstTable(ConstSources):
         super().__init__()
         self.base_dir = base_dir
         self._zeros: dict[str, int] = {}
+        self.nonfinite: dict[str, int] = {}
 
     def numel(self, name: str) -> int:
         t = self.tensors[name]
@@ -239,7 +243,9 @@ class _ConstTable(ConstSources):
     def zeros(self, name: str) -> int:
         """Exact zeros in one tensor, read lazily (streamed or viewed in place) and dropped right after."""
         if name not in self._zeros:
-            self._zeros[name] = count_zeros(self.tensors[name], self.base_dir)
+            self._zeros[name], bad = weight_stats(self.tensors[name], self.base_dir)
+            if bad and self.tensors[name].data_type in (TensorProto.FLOAT, TensorProto.DOUBLE, TensorProto.FLOAT16):
+                self.nonfinite[name] = bad
         return self._zeros[name]
 
 
@@ -387,6 +393,7 @@ def analyze_model(
         opsets=opsets,
         system=system,
         analysis_seconds=round(time.perf_counter() - t0, 3),
+        warnings=weight_warnings(consts.nonfinite, Path(path).name if path is not None else "the model"),
     )
 
 

@@ -79,6 +79,15 @@ def _dim_name(dim) -> str:
 
 def _check_has_shape(vi: onnx.ValueInfoProto) -> None:
     t = vi.type
+    if not vi.HasField("type") or t.WhichOneof("value") is None:
+        raise ModelError(
+            f"model input '{vi.name}' has no type (neither element type nor shape), so it cannot be fed: "
+            "re-export the model with typed inputs (e.g. torch.onnx.export with example inputs)"
+        )
+    if t.HasField("tensor_type") and t.tensor_type.elem_type == TensorProto.UNDEFINED:
+        raise ModelError(
+            f"model input '{vi.name}' has no element type, so it cannot be fed: re-export the model with typed inputs"
+        )
     if t.HasField("tensor_type"):
         if not t.tensor_type.HasField("shape"):
             raise ModelError(
@@ -139,29 +148,38 @@ def scalar_inputs(model: onnx.ModelProto) -> list[str]:
 
 
 def parse_dim_args(args: Optional[Iterable[str]]) -> dict[str, int]:
-    """Parse ``--dim`` values: ``["x:2=48", "seq=128", "sr=16000"]`` -> ``{"x:2": 48, "seq": 128, "sr": 16000}``.
+    """Parse ``--dim`` values: ``["x:2=48", "seq=128", "sr=16000"]`` -> ``{"x:2": 48, "seq": 128, "sr": 16000}``
+    (:func:`sparsify_tui.settings.dims`; names are checked against the model by :func:`resolve_dims`).
 
     Raises:
         DimensionError: an item is not ``NAME=INT`` (or the value is negative).
     """
-    out: dict[str, int] = {}
-    for item in args or []:
-        for part in str(item).split(","):
-            part = part.strip()
-            if not part:
-                continue
-            name, sep, value = part.rpartition("=")
-            name = name.strip()
-            try:
-                number = int(value.strip())
-            except ValueError:
-                number = None
-            if not sep or not name or number is None or number < 0:
-                raise DimensionError(
-                    f"bad --dim value {part!r}: write NAME=VALUE with an integer value, e.g. --dim seq=128 or --dim x:2=48"
-                )
-            out[name] = number
-    return out
+    from sparsify_tui import settings
+    from sparsify_tui.errors import SparsifyError
+
+    try:
+        return settings.dims(list(args or []))
+    except SparsifyError as err:
+        raise DimensionError(str(err)) from None
+
+
+def dim_keys(model: onnx.ModelProto) -> list[str]:
+    """Every name ``--dim`` accepts for this model: each symbolic dim by name (when named) and by
+    ``INPUT:AXIS``, each scalar input, and each integer input (its vocabulary size). Raises ``ModelError``
+    for an input without a shape."""
+    keys: list[str] = []
+    for sd in symbolic_dims(model):
+        for k in ((sd.name,) if sd.named else ()) + (sd.key,):
+            if k not in keys:
+                keys.append(k)
+    for vi in graph_inputs(model):
+        elem = vi.type.tensor_type.elem_type
+        if vi.name not in keys and elem not in _FLOAT_ELEM_TYPES:
+            keys.append(vi.name)
+    return keys
+
+
+_FLOAT_ELEM_TYPES = {TensorProto.FLOAT, TensorProto.DOUBLE, TensorProto.FLOAT16, TensorProto.BFLOAT16}
 
 
 def suggest_dim(rank: int, sd: SymbolicDim) -> int:
@@ -228,10 +246,16 @@ def resolve_dims(
         DimensionError: some dims have no value; the message lists all of them with ``--dim`` suggestions.
         ModelError: an input has no shape.
     """
-    dims = dict(dims or {})
+    from sparsify_tui import settings
+    from sparsify_tui.errors import SparsifyError
+
     if batch_size is None or int(batch_size) < 1:
         raise DimensionError(f"batch size must be at least 1 (got {batch_size}): pass --batch-size 1 or more")
     batch_size = int(batch_size)
+    try:
+        dims = settings.dims(dims or {}, dim_keys(model))
+    except SparsifyError as err:
+        raise DimensionError(str(err)) from None
     sym = symbolic_dims(model)
     shapes = {vi.name: list(vi.type.tensor_type.shape.dim) for vi in graph_inputs(model)}
     resolved: dict[tuple[str, int], int] = {}
@@ -247,7 +271,8 @@ def resolve_dims(
             missing.append(sd)
             continue
         if int(value) < 1:
-            raise DimensionError(f"dim {sd.key} ({sd.name or 'unnamed'}) must be at least 1 (got {value}): pass a positive --dim value")
+            raise DimensionError(f"dim {sd.key} ({sd.name or 'unnamed'}) must be at least 1 (got {value}): "
+                                 "pass a positive --dim value")
         resolved[(sd.input_name, sd.axis)] = int(value)
     if missing:
         parts, hints, seen = [], [], set()
@@ -282,7 +307,72 @@ def input_shapes(
             v = _dim_value(dim)
             shape.append(v if v is not None else resolved[(vi.name, axis)])
         out[vi.name] = shape
+    check_input_memory(model, out)
     return out
+
+
+def input_batch_bytes(model: onnx.ModelProto, shapes: dict[str, list[int]]) -> dict[str, int]:
+    """Bytes one batch of each input takes (``{input name: bytes}``; string inputs count 0)."""
+    import numpy as np
+
+    out = {}
+    for vi in graph_inputs(model):
+        try:
+            itemsize = np.dtype(onnx.helper.tensor_dtype_to_np_dtype(vi.type.tensor_type.elem_type)).itemsize
+        except Exception:  # noqa: BLE001 - exotic element type
+            itemsize = 1
+        if vi.type.tensor_type.elem_type == TensorProto.STRING:
+            itemsize = 0
+        n = 1
+        for d in shapes.get(vi.name, []):
+            n *= int(d)
+        out[vi.name] = n * itemsize
+    return out
+
+
+def check_input_memory(model: onnx.ModelProto, shapes: dict[str, list[int]],
+                       available: Optional[int] = None, batches: int = 1) -> None:
+    """Refuse input shapes whose ``batches`` batches (kept in memory together, e.g. one-shot's ``--batches``)
+    would not fit in the memory this process can still use (:func:`sparsify_tui.analysis.system.available_memory_bytes`,
+    or ``available``), *before* anything is allocated. The message names the biggest input and what to lower:
+    ``--batch-size``, ``--dim NAME``, the model's own fixed dim (re-export), or ``--batches``.
+
+    Raises:
+        DimensionError: one line with the bytes needed, the bytes available and the fix.
+    """
+    from sparsify_tui.analysis.system import available_memory_bytes
+    from sparsify_tui.formatting import format_bytes
+
+    per_input = input_batch_bytes(model, shapes)
+    total = sum(per_input.values())
+    batches = max(1, int(batches))
+    if available is None:
+        if total * batches < 1 << 28:  # under 256 MiB: not worth reading /proc
+            return
+        available = available_memory_bytes()
+    if available is None or total * batches <= available:
+        return
+    name = max(per_input, key=per_input.get)
+    shape = shapes[name]
+    if total <= available:
+        fix = f"lower --batches (now {batches})"
+    elif not shape:
+        fix = "re-export the model with smaller inputs"
+    else:
+        axis = max(range(len(shape)), key=lambda a: shape[a])
+        sd = {(d.input_name, d.axis): d for d in symbolic_dims(model)}.get((name, axis))
+        if sd is None:
+            fix = (f"the model fixes dim {axis} of input '{name}' at {shape[axis]}: re-export it with a smaller or a "
+                   "symbolic dim")
+        elif sd.is_batch:
+            fix = f"lower --batch-size (now {shape[axis]})"
+        else:
+            fix = f"lower --dim {sd.name if sd.named else sd.key} (now {shape[axis]})"
+    many = f" x {batches} batches" if batches > 1 else ""
+    raise DimensionError(
+        f"model input '{name}' {shape} needs {format_bytes(per_input[name])} per batch (all inputs "
+        f"{format_bytes(total)}{many}), more than the {format_bytes(available)} of memory available: {fix}"
+    )
 
 
 _KEEP_DATA_MAX_ELEMENTS = 4096
@@ -412,7 +502,7 @@ def infer_shapes_ex(
     dims = dict(dims or {})
     shapes_in = input_shapes(model, batch_size, dims)
     light = skeleton_model(model, shapes_in)
-    shapes = _run_onnx_inference(light, shapes_in)
+    shapes = _run_onnx_inference(light, shapes_in, strict=True)
     taken: dict[str, str] = {}
     known_inputs = {}
     for vi in graph_inputs(model):
@@ -438,13 +528,28 @@ def infer_shapes_ex(
     return shapes, taken
 
 
-def _run_onnx_inference(light: onnx.ModelProto, shapes_in: dict) -> dict:
+def check_shapes(model: onnx.ModelProto, batch_size: Optional[int] = 1, dims: Optional[dict[str, int]] = None) -> None:
+    """onnx's strict shape check of ``model`` at these input shapes (the first pass of :func:`infer_shapes_ex`,
+    on a weight-free copy), or with ``batch_size=None`` at the shapes the model declares (symbolic dims left
+    symbolic: what onnxruntime checks when it loads the model). Raises ``ModelError`` for a model (or dims)
+    onnxruntime would refuse to load."""
+    shapes_in = input_shapes(model, batch_size, dims) if batch_size is not None else {}
+    _run_onnx_inference(skeleton_model(model, shapes_in), shapes_in or "as declared", strict=True)
+
+
+def _run_onnx_inference(light: onnx.ModelProto, shapes_in: dict, strict: bool = False) -> dict:
+    """onnx shape inference with data propagation. ``strict``: a shape error of a standard op (a Gemm whose
+    weight does not fit, a Conv weight of the wrong rank, a Reshape to a negative size, a dim too small for a
+    kernel) is a ``ModelError`` instead of an unknown shape: onnxruntime runs the same checks when it loads
+    the model, so such a model (or such dims) could never be profiled."""
     try:
-        inferred = onnx.shape_inference.infer_shapes(light, check_type=False, strict_mode=False, data_prop=True)
+        inferred = onnx.shape_inference.infer_shapes(light, check_type=False, strict_mode=strict, data_prop=True)
     except Exception as err:  # noqa: BLE001 - InferenceError for inconsistent dims
-        msg = str(err).splitlines()[0][:200]
+        msg = " ".join(str(err).split())
+        msg = msg.replace("[ShapeInferenceError] Inference error(s): ", "")[:240]
         raise ModelError(
-            f"shape inference failed with input shapes {shapes_in} ({msg}): check --batch-size and --dim values"
+            f"shape check failed with input shapes {shapes_in} ({msg}): onnxruntime would refuse it too; check "
+            "--batch-size and --dim values, or re-export the model"
         ) from None
     return _collect(inferred)
 

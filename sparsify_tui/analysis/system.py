@@ -51,7 +51,8 @@ class SystemInfo:
 
     ``available_cores``: CPUs in this process's affinity mask (what a session may use, see
     :func:`sparsify_tui.settings.available_cores`); ``physical_cores``/``sockets``: hardware topology (None when unknown);
-    ``instruction_sets``: SIMD extensions relevant to inference speed (VNNI/AMX speed up INT8);
+    ``instruction_sets``: SIMD extensions relevant to inference speed (VNNI/AMX speed up INT8); ``hostname``: the
+    network name of this machine (``platform.node()``), which tells two targets apart;
     ``ort_version``/``ort_providers``: the engine's version and execution providers ("" and [] when
     described without an engine, see :func:`machine_info`).
     """
@@ -66,6 +67,7 @@ class SystemInfo:
     python_version: str = ""
     logical_cores: Optional[int] = None
     machine: str = ""
+    hostname: str = ""
 
     def to_dict(self) -> dict:
         """JSON-able dict (the ``system`` key of ``analyze --json``)."""
@@ -143,4 +145,47 @@ def machine_info(runtime_version: str = "", runtime_providers: Optional[list] = 
         python_version=platform.python_version() or sys.version.split()[0],
         logical_cores=os.cpu_count(),
         machine=platform.machine(),
+        hostname=platform.node(),
     )
+
+
+def _int_file(path: str) -> Optional[int]:
+    text = _read(path).strip()
+    try:
+        return int(text)
+    except ValueError:
+        return None  # "max" (no cgroup limit), missing file
+
+
+def available_memory_bytes() -> Optional[int]:
+    """Bytes this process can still allocate, or None when unknown (non-Linux).
+
+    The smallest of: ``MemAvailable`` of ``/proc/meminfo``; the cgroup limit minus its usage (v2
+    ``memory.max``/``memory.current``, v1 ``memory.limit_in_bytes``/``memory.usage_in_bytes``), which is what
+    a container may use; the address-space limit (``RLIMIT_AS``) minus this process's ``VmSize``.
+    """
+    candidates = []
+    for line in _read("/proc/meminfo").splitlines():
+        if line.startswith("MemAvailable:"):
+            try:
+                candidates.append(int(line.split()[1]) * 1024)
+            except (IndexError, ValueError):
+                pass
+    for limit, usage in (("/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory.current"),
+                         ("/sys/fs/cgroup/memory/memory.limit_in_bytes", "/sys/fs/cgroup/memory/memory.usage_in_bytes")):
+        lim, used = _int_file(limit), _int_file(usage)
+        if lim is not None and used is not None and lim < 1 << 60:
+            candidates.append(max(0, lim - used))
+    try:
+        import resource
+
+        soft, _hard = resource.getrlimit(resource.RLIMIT_AS)
+        if soft not in (resource.RLIM_INFINITY, -1):
+            vm = 0
+            for line in _read("/proc/self/status").splitlines():
+                if line.startswith("VmSize:"):
+                    vm = int(line.split()[1]) * 1024
+            candidates.append(max(0, soft - vm))
+    except (ImportError, ValueError, OSError):  # pragma: no cover - non-Unix
+        pass
+    return min(candidates) if candidates else None

@@ -1,7 +1,10 @@
-"""``sparsify-tui analyze MODEL [--batch-size N] [--dim NAME=VALUE ...] [--json]``.
+"""``sparsify-tui analyze MODEL [--batch-size N] [--dim NAME=VALUE ...] [--channel-groups] [--json]``.
 
 Prints the node table of a model (params, zero params, prunable flag, MACs, FLOPs per node) and totals,
-as JSON (``{"model", "nodes", "totals", "system"}``) or as a short human summary.
+as JSON (``{"model", "nodes", "totals", "system"}``) or as a short human summary. With ``--channel-groups``
+it prints the model's channel groups instead (:mod:`sparsify_tui.analysis.channels`): JSON
+``{"model", "channel_groups": [{"id", "members", "channels", "prunable", "reason", "macs", ...}],
+"channel_summary"}`` or a table, with the share of Conv/Gemm/MatMul MACs in prunable groups.
 """
 
 from __future__ import annotations
@@ -28,6 +31,9 @@ def register(sub) -> None:
     p.add_argument("--no-zero-count", action="store_true",
                    help="skip reading the weights to count zeros (zero_params = 0): faster on very large models")
     p.add_argument("--top", type=int, default=10, metavar="K", help="nodes listed in the human summary (default 10)")
+    p.add_argument("--channel-groups", action="store_true",
+                   help="list the channel groups (tensors whose channels are removed together by channel pruning), "
+                   "which are prunable and why not, and the share of Conv/Gemm/MatMul MACs in prunable groups")
     p.add_argument("--json", action="store_true", help="print the full analysis as JSON")
     p.set_defaults(handler=run)
 
@@ -37,14 +43,17 @@ def run(args) -> int:
     from sparsify_tui import settings
     from sparsify_tui.analysis.nodes import analyze_model
     from sparsify_tui.analysis.shapes import parse_dim_args
-    from sparsify_tui.cli import print_json
+    from sparsify_tui.cli import print_json, print_warnings
     from sparsify_tui.engine import get_engine
     from sparsify_tui.formatting import format_count
 
     settings.batch_size(args.batch_size)
     dims = parse_dim_args(args.dim)
+    if args.channel_groups:
+        return _channel_groups(args, dims)
     analysis = analyze_model(args.model, batch_size=args.batch_size, dims=dims, count_zeros=not args.no_zero_count,
                              engine=get_engine())
+    print_warnings(analysis.warnings)
     if args.json:
         print_json(analysis.to_dict())
         return 0
@@ -73,5 +82,41 @@ def run(args) -> int:
             nid = n.id if len(n.id) <= 40 else "…" + n.id[-39:]
             lines.append(f"{nid:40} {n.op_type:14} {_fmt(n.params):>9} {_fmt(n.macs):>9} {_fmt(n.flops):>9} "
                          f"{n.flops / total * 100:6.2f}")
+    print("\n".join(lines))
+    return 0
+
+
+def _channel_groups(args, dims: dict) -> int:
+    """``analyze --channel-groups``: the channel groups as JSON or a table."""
+    from sparsify_tui.analysis.channels import analyze_channels
+    from sparsify_tui.cli import print_json
+    from sparsify_tui.engine import get_engine
+    from sparsify_tui.formatting import format_count
+
+    _model, analysis, groups = analyze_channels(args.model, args.batch_size, dims, engine=get_engine())
+    if args.json:
+        model = analysis.to_dict()["model"]
+        print_json({"model": model, **groups.to_dict()})
+        return 0
+    summary = groups.to_dict()["channel_summary"]
+    lines = [
+        f"model     {args.model}  (batch {analysis.batch_size}" + (f", dims {analysis.dims}" if analysis.dims else "") + ")",
+        f"groups    {summary['groups']} channel groups, {summary['prunable_groups']} prunable "
+        f"({summary['prunable_channels']} of {summary['channels']} channels)",
+        f"MACs      {summary['prunable_macs_share'] * 100:.1f}% of Conv/Gemm/MatMul MACs are in prunable groups "
+        f"({format_count(summary['prunable_macs'], sep='')} of {format_count(summary['matrix_macs'], sep='')} per batch)",
+    ]
+    if not groups.groups:
+        lines.append("          no prunable layer in the main graph (layers inside If/Loop/Scan subgraphs are not pruned)")
+    if summary["top_reasons"]:
+        lines.append("not prunable, most frequent reasons:")
+        lines += [f"  {r['groups']:4} group(s)  {r['reason']}" for r in summary["top_reasons"]]
+    lines.append("")
+    width = min(48, max([len(g.id) for g in groups.groups] + [5]))
+    lines.append(f"{'group':{width}} {'channels':>8} {'MACs':>8} {'members':>7}  prunable")
+    for g in groups.groups:
+        gid = g.id if len(g.id) <= width else "…" + g.id[-(width - 1):]
+        state = "yes" if g.prunable else f"no: {g.reason}"
+        lines.append(f"{gid:{width}} {g.channels:>8} {format_count(g.macs, sep=''):>8} {len(g.members):>7}  {state}")
     print("\n".join(lines))
     return 0

@@ -11,6 +11,7 @@ The ``profile`` group itself comes from :func:`sparsify_tui.commands.profile_gro
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
 from sparsify_tui.cli import stderr_progress as _stderr_progress
 from sparsify_tui.commands import looks_like_model, profile_group
@@ -42,39 +43,35 @@ def register(sub) -> None:
 
 
 def cmd_profile_perf(args) -> int:
-    from sparsify_tui import settings
     from sparsify_tui.analysis.shapes import parse_dim_args
-    from sparsify_tui.cli import print_json
+    from sparsify_tui.cli import print_json, print_warnings
+    from sparsify_tui.jobs.handlers.perf import perf_settings
 
     dims = parse_dim_args(args.dim) if args.dim else None
-    progress = _stderr_progress(args.quiet)
-    args.data = settings.data_file(args.data)
+    job_args = {"name": args.name, "batch_size": args.batch_size, "core_count": args.cores,
+                "warmup": args.warmup, "iterations": args.iterations,
+                "data": str(Path(args.data).absolute()) if args.data else None,
+                "int8": not args.no_int8, "dims": dims}
+    job_args = {k: v for k, v in job_args.items() if v is not None}
     if looks_like_model(args.target):
         from sparsify_tui.profiling.perf import profile_performance
 
-        prof = profile_performance(
-            args.target, batch_size=settings.batch_size(args.batch_size or 1), core_count=settings.core_count(args.cores),
-            dims=dims, warmup=settings.warmup(args.warmup), iterations=settings.iterations(args.iterations),
-            data=args.data, int8=not args.no_int8, name=args.name or "baseline", progress=progress,
-        )
+        # bad arguments and inputs fail here, before any progress line
+        s = perf_settings({}, job_args, model_path=args.target)
+        prof = profile_performance(args.target, progress=_stderr_progress(args.quiet), **s)
     else:
         from sparsify_tui.jobs import run_here
-        from sparsify_tui.jobs.handlers.perf import perf_settings
         from sparsify_tui.services.profiles import load_perf_profile
         from sparsify_tui.store import Workspace
 
         ws = Workspace()
         project = ws.get_project(args.target)
-        job_args = {"name": args.name, "batch_size": args.batch_size, "core_count": args.cores,
-                    "warmup": args.warmup, "iterations": args.iterations,
-                    "data": args.data,
-                    "int8": not args.no_int8, "dims": dims}
-        job_args = {k: v for k, v in job_args.items() if v is not None}
-        perf_settings(project, job_args)  # bad arguments fail here, before a job record exists
-        summary = run_here(ws, project["id"], "perf_profile", job_args, progress=progress)
+        # bad arguments and inputs are refused by run_here before a job record exists (jobs.registry.JOB_CHECKS)
+        summary = run_here(ws, project["id"], "perf_profile", job_args, progress=_stderr_progress(args.quiet))
         prof = load_perf_profile(ws, project["id"], summary["record_id"])
         if not args.json:
             print(f"stored as perf profile {summary['record_id']} in project {project['name']!r}", file=sys.stderr)
+    print_warnings(prof.warnings)
     if args.json:
         print_json(prof.to_dict())
     else:
@@ -104,8 +101,6 @@ def format_profile(prof, top: int = 15) -> str:
     lines.append(f"  est. pruned speedup ({pe.get('runtime')}): {est}")
     lines.append(f"  note: {pe.get('note')}")
     lines.append(f"  {overhead_line(prof)}")
-    for warning in prof.warnings:
-        lines.append(f"  warning: {warning}")
     lines.append("")
     rows = [("node id", "op", "ms", "raw ms", "share", "GFLOP/s", "est. 0.9 ms", "INT8 ms")]
     for n in sorted(prof.nodes, key=lambda n: -n.time_ms)[:top]:

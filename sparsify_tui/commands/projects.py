@@ -98,9 +98,13 @@ def _create(args) -> int:
     from sparsify_tui.formatting import format_count
     from sparsify_tui.services.projects import create_project
 
+    from sparsify_tui.cli import print_warnings
+
     dims = parse_dim_args(args.dim)
-    project = create_project(_ws(), args.model, args.name, args.description, link=args.link,
+    ws = _ws()
+    project = create_project(ws, args.model, args.name, args.description, link=args.link,
                              batch_size=args.batch_size, dims=dims)
+    print_warnings(((ws.analysis_of(project["id"]) or {}).get("model") or {}).get("warnings"))
     if args.json:
         print_json(project)
     else:

@@ -9,7 +9,7 @@ is :func:`sparsify_tui.analysis.loading.set_ir_version`; :func:`lower_ir_version
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Union
+from typing import Optional, Union
 
 import numpy as np
 
@@ -209,3 +209,154 @@ def strip_initializers(model, min_bytes: int = 1024) -> dict:
             entry = t.external_data.add()
             entry.key, entry.value = key, value
     return arrays
+
+
+def _varint_bytes(n: int) -> bytes:
+    out = bytearray()
+    while True:
+        b = n & 0x7F
+        n >>= 7
+        if n:
+            out.append(b | 0x80)
+        else:
+            out.append(b)
+            return bytes(out)
+
+
+def _key(number: int, wire: int = 2) -> bytes:
+    return _varint_bytes((number << 3) | wire)
+
+
+def _without(message, skip: str):
+    """A copy of ``message`` (a protobuf message) without its field ``skip`` (copied field by field, so the
+    skipped field, e.g. a graph's initializers, is never duplicated in memory)."""
+    out = type(message)()
+    for fd, value in message.ListFields():
+        if fd.name == skip:
+            continue
+        repeated = fd.is_repeated if hasattr(fd, "is_repeated") else fd.label == fd.LABEL_REPEATED
+        if repeated:
+            getattr(out, fd.name).extend(value)
+        elif fd.type == fd.TYPE_MESSAGE:
+            getattr(out, fd.name).CopyFrom(value)
+        else:
+            setattr(out, fd.name, value)
+    return out
+
+
+def write_model(model, path: Union[str, Path], *, arrays: Optional[dict] = None, base_dir=None,
+                external: bool = False, chunk_bytes: int = 1 << 24) -> int:
+    """Write ``model`` to ``path`` streaming its initializers one at a time; returns the bytes written (model
+    file plus ``<path>.data``).
+
+    ``save`` serializes the whole model at once; this writes models whose weights are not (all) in the proto:
+    initializers that are external-data references (data in ``base_dir``, including references into an
+    ``.onnx`` file loaded with ``load_model(map_weights=True)``) are copied from their file in ``chunk_bytes``
+    pieces, and placeholders listed in ``arrays`` (``{initializer name: numpy array}``, the array replacing
+    the tensor's data, dims and type) are written from memory. Memory stays about one chunk above what the
+    caller holds. With ``external`` (forced when the model would pass protobuf's 2 GB limit), every tensor of
+    1 KiB or more goes to ``<path>.data`` (an old one is removed first); otherwise the file is self-contained.
+    Raises ``ModelError`` when an external file is missing or short.
+    """
+    import onnx
+    from onnx import TensorProto, helper
+
+    from sparsify_tui.analysis.loading import external_data_info
+
+    arrays = dict(arrays or {})
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    data_path = path.with_name(path.name + ".data")
+    if data_path.exists():
+        data_path.unlink()
+    graph_no = onnx.ModelProto.DESCRIPTOR.fields_by_name["graph"].number
+    init_no = onnx.GraphProto.DESCRIPTOR.fields_by_name["initializer"].number
+    raw_no = TensorProto.DESCRIPTOR.fields_by_name["raw_data"].number
+    head = _without(model, "graph").SerializeToString()
+    body = _without(model.graph, "initializer").SerializeToString()
+
+    # one plan per initializer: (header TensorProto without data, payload size, payload source)
+    plans = []
+    for t in model.graph.initializer:
+        if t.name in arrays:
+            arr = np.ascontiguousarray(arrays[t.name])
+            if arr.dtype.byteorder == ">":
+                arr = arr.astype(arr.dtype.newbyteorder("<"))
+            h = TensorProto(name=t.name, data_type=helper.np_dtype_to_tensor_dtype(arr.dtype), dims=list(arr.shape))
+            plans.append((h, arr.nbytes, ("array", arr)))
+            continue
+        info = external_data_info(t)
+        if info is not None and info["location"] != IN_MEMORY:
+            if base_dir is None:
+                raise ModelError(f"tensor '{t.name}' has external data but the model folder is unknown")
+            h = TensorProto()
+            h.CopyFrom(t)
+            del h.external_data[:]
+            h.data_location = TensorProto.DEFAULT
+            n = info["length"] if info["length"] is not None else None
+            if n is None:
+                from sparsify_tui.analysis.loading import tensor_nbytes
+
+                n = tensor_nbytes(t)
+            plans.append((h, int(n), ("file", Path(base_dir) / info["location"], info["offset"])))
+            continue
+        if info is not None:
+            raise ModelError(f"tensor '{t.name}' is an in-memory placeholder without an array: pass it in arrays")
+        plans.append((t, None, None))
+    total = len(head) + len(body) + sum(len(h.SerializeToString()) + (p or 0) for h, p, _ in plans)
+    external = external or total >= EXTERNAL_DATA_BYTES
+
+    def copy_payload(src, n_bytes: int, out_fh) -> None:
+        if src[0] == "array":
+            out_fh.write(memoryview(src[1]).cast("B"))
+            return
+        _, file, offset = src
+        left = n_bytes
+        try:
+            with open(file, "rb") as fh:
+                fh.seek(offset)
+                while left:
+                    chunk = fh.read(min(chunk_bytes, left))
+                    if not chunk:
+                        raise ModelError(f"external data file {file.name} ends inside a tensor: re-copy it")
+                    out_fh.write(chunk)
+                    left -= len(chunk)
+        except OSError as err:
+            raise ModelError(f"external data file {file} cannot be read ({err.strerror})") from None
+
+    encoded = []  # (tensor bytes before the payload, payload size, payload source) per initializer
+    data_fh = open(data_path, "wb") if external else None
+    try:
+        offset = 0
+        for h, n_payload, src in plans:
+            if src is None:
+                encoded.append((h.SerializeToString(), 0, None))
+            elif external and n_payload >= 1024:
+                pad = (-offset) % 4096  # page-aligned, as onnx's own writer does
+                data_fh.write(b"\0" * pad)
+                offset += pad
+                copy_payload(src, n_payload, data_fh)
+                h.data_location = TensorProto.EXTERNAL
+                for key, value in (("location", data_path.name), ("offset", str(offset)),
+                                   ("length", str(n_payload))):
+                    entry = h.external_data.add()
+                    entry.key, entry.value = key, value
+                offset += n_payload
+                encoded.append((h.SerializeToString(), 0, None))
+            else:
+                encoded.append((h.SerializeToString() + _key(raw_no) + _varint_bytes(n_payload), n_payload, src))
+    finally:
+        if data_fh is not None:
+            data_fh.close()
+    graph_len = len(body) + sum(len(_key(init_no)) + len(_varint_bytes(len(b) + n)) + len(b) + n
+                                for b, n, _ in encoded)
+    with open(path, "wb") as fh:
+        fh.write(head)
+        fh.write(_key(graph_no) + _varint_bytes(graph_len))
+        fh.write(body)
+        for b, n, src in encoded:
+            fh.write(_key(init_no) + _varint_bytes(len(b) + n))
+            fh.write(b)
+            if src is not None:
+                copy_payload(src, n, fh)
+    return file_size(path)

@@ -1,4 +1,4 @@
-"""Job types and their handlers, named in code.
+"""Job types, their handlers and their argument checks, named in code.
 
 A handler is ``run(ctx: JobContext) -> dict``: it does the work (reporting through ``ctx.progress`` and
 checking ``ctx.cancel``), stores its results through :mod:`sparsify_tui.services` and returns a small
@@ -12,16 +12,30 @@ from __future__ import annotations
 from typing import Callable, Dict
 
 from sparsify_tui.errors import JobError
-from sparsify_tui.jobs.handlers import apply, benchmark, loss, perf, sleep
+from sparsify_tui.jobs.handlers import apply, benchmark, channel_calibration, int8_search, loss, perf, sleep
 
 JOB_TYPES: Dict[str, Callable] = {
     "perf_profile": perf.run,
     "loss_profile": loss.run,
     "apply": apply.run,
     "benchmark": benchmark.run,
+    "int8_search": int8_search.run,
+    "channel_calibration": channel_calibration.run,
     # test and diagnostic job: sleeps in steps, reports progress, honours cancel
     "sleep": sleep.run,
 }
+
+JOB_CHECKS: Dict[str, Callable] = {
+    "perf_profile": perf.check,
+    "loss_profile": loss.check,
+    "apply": apply.check,
+    "benchmark": benchmark.check,
+    "int8_search": int8_search.check,
+    "channel_calibration": channel_calibration.check,
+}
+"""``check(ws, project, args)`` per job type: raises ``SparsifyError`` (one line) for bad arguments. Run by
+:func:`sparsify_tui.jobs.submit` and :func:`sparsify_tui.jobs.run_here` before a job record exists, so a
+refused job leaves nothing behind, from the CLI and the TUI alike."""
 
 
 def resolve(job_type: str) -> Callable:

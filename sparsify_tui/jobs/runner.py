@@ -4,9 +4,10 @@
   ``python -m sparsify_tui job run JOB_ID`` in a new session (``start_new_session=True``, stdin
   ``/dev/null``, stdout+stderr appended to ``<workspace>/jobs/<id>.log``), so closing the TUI or
   dropping the SSH session does not kill it.
-* The job process (:func:`run_job`) waits for the **machine-wide measuring lock** (an ``flock`` on
-  ``/tmp/sparsify-tui-measure.lock``, or ``$SPARSIFY_TUI_MEASURE_LOCK``) when the job measures: one
-  measuring job per machine, across workspaces and users. While it waits the job stays ``pending``
+* The job process (:func:`run_job`) waits for the **measuring lock** (:mod:`sparsify_tui.jobs.measure_lock`:
+  an ``flock`` on a per-user file, or on ``$SPARSIFY_TUI_MEASURE_LOCK`` for one lock shared by every user
+  of the machine) when the job measures: one measuring job at a time, across workspaces. While it waits the
+  job stays ``pending``
   with ``queued_behind`` set to the id of the job holding the lock. Then it runs the handler of its
   type (:mod:`sparsify_tui.jobs.registry`) with a :class:`JobContext`.
 * Progress (step, fraction, ETA) is written at most 4 times a second.
@@ -36,13 +37,12 @@ from pathlib import Path
 from typing import Any, Dict, List, Optional
 
 from sparsify_tui.errors import JobCanceled, JobError, SparsifyError
+from sparsify_tui.jobs.measure_lock import MEASURE_LOCK_ENV, MeasureLock, measure_lock_path  # noqa: F401
 from sparsify_tui.progress import CancelToken, ProgressFn
 from sparsify_tui.store.workspace import Workspace, new_id, now_iso
 
 ACTIVE = ("pending", "running")
 FINAL = ("completed", "canceled", "error")
-MEASURE_LOCK_ENV = "SPARSIFY_TUI_MEASURE_LOCK"
-DEFAULT_MEASURE_LOCK = "/tmp/sparsify-tui-measure.lock"
 PROGRESS_INTERVAL_S = 0.25
 """Minimum seconds between two progress writes (at most 4 per second)."""
 POLL_INTERVAL_S = 0.2
@@ -146,12 +146,16 @@ def _new_job(ws: Workspace, project_id: Optional[str], job_type: str, args: Dict
     from sparsify_tui.jobs import registry
 
     registry.resolve(job_type)
-    if project_id is not None:
-        project_id = ws.get_project(project_id)["id"]
     try:
         args = json.loads(json.dumps(dict(args or {})))
     except (TypeError, ValueError) as err:
         raise JobError(f"job arguments must be JSON values ({err}): pass strings, numbers, lists or dicts") from None
+    if project_id is not None:
+        project = ws.get_project(project_id)
+        project_id = project["id"]
+        check = registry.JOB_CHECKS.get(job_type)
+        if check is not None:
+            check(ws, project, args)
     return {
         "id": new_id(),
         "project_id": project_id,
@@ -320,68 +324,6 @@ def wait(ws: Workspace, job_id: str, timeout_s: float = 60.0, poll_s: float = 0.
 
 
 # ---------------------------------------------------------------------------- measuring lock
-def measure_lock_path() -> Path:
-    """The machine-wide measuring lock file: ``$SPARSIFY_TUI_MEASURE_LOCK`` or ``/tmp/sparsify-tui-measure.lock``."""
-    return Path(os.environ.get(MEASURE_LOCK_ENV) or DEFAULT_MEASURE_LOCK)
-
-
-class MeasureLock:
-    """Exclusive flock on :func:`measure_lock_path`; the holder writes its job id into the file."""
-
-    def __init__(self) -> None:
-        self.path = measure_lock_path()
-        self.fd: Optional[int] = None
-        self.writable = True
-
-    def _open(self) -> int:
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        try:
-            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o666)
-            try:
-                os.fchmod(fd, 0o666)  # other users on this machine must be able to take it too
-            except OSError:
-                pass
-            return fd
-        except PermissionError:
-            self.writable = False
-            return os.open(self.path, os.O_RDONLY)
-
-    def try_acquire(self, holder: str) -> bool:
-        import fcntl
-
-        if self.fd is None:
-            self.fd = self._open()
-        try:
-            fcntl.flock(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            return False
-        if self.writable:
-            os.ftruncate(self.fd, 0)
-            os.pwrite(self.fd, holder.encode(), 0)
-        return True
-
-    def holder(self) -> Optional[str]:
-        """The job id written by the current holder, if any."""
-        try:
-            text = self.path.read_text().strip()
-        except OSError:
-            return None
-        return text.split()[0] if text else None
-
-    def release(self) -> None:
-        import fcntl
-
-        if self.fd is None:
-            return
-        try:
-            if self.writable:
-                os.ftruncate(self.fd, 0)
-            fcntl.flock(self.fd, fcntl.LOCK_UN)
-        finally:
-            os.close(self.fd)
-            self.fd = None
-
-
 def _wait_for_lock(ws: Workspace, job_id: str, lock: MeasureLock, token: CancelToken) -> None:
     shown: Optional[str] = None
     while not lock.try_acquire(f"{job_id} {os.getpid()} {ws.root}\n"):
@@ -444,10 +386,12 @@ def _watch(ws: Workspace, job_id: str, token: CancelToken, reporter: _Reporter, 
             pass
 
 
-def _execute(ws: Workspace, job: Dict[str, Any], token: CancelToken, extra: Optional[ProgressFn]) -> Dict[str, Any]:
+def _execute(ws: Workspace, job: Dict[str, Any], token: CancelToken, extra: Optional[ProgressFn],
+             log=None) -> Dict[str, Any]:
     """Wait for the lock, run the handler, record the outcome. Returns the final job dict.
 
-    The exception (if any) is attached as ``job["_exc"]`` for :func:`run_here` to re-raise.
+    The exception (if any) is attached as ``job["_exc"]`` for :func:`run_here` to re-raise. ``log``: the open
+    log of a foreground job (a detached job's stderr already is its log), where a crash's traceback goes.
     """
     from sparsify_tui.jobs import registry
 
@@ -492,8 +436,9 @@ def _execute(ws: Workspace, job: Dict[str, Any], token: CancelToken, extra: Opti
             if token.is_cancelled() or isinstance(err, KeyboardInterrupt):
                 final = {"status": "canceled"}
             else:
-                traceback.print_exc(file=sys.stderr)
-                sys.stderr.flush()
+                out = log if log is not None else sys.stderr
+                traceback.print_exc(file=out)
+                out.flush()
                 final = {"status": "error", "error": f"{type(err).__name__}: {err}"}
     finally:
         stop.set()
@@ -544,9 +489,31 @@ def run_job(job_id: str, ws: Optional[Workspace] = None) -> int:
     return {"completed": 0, "canceled": 3}.get(job["status"], 1)
 
 
+class _LogProgress:
+    """A foreground job's progress written to its log: a line per step change, at most one a second."""
+
+    def __init__(self, log, extra: Optional[ProgressFn]) -> None:
+        self.log, self.extra = log, extra
+        self.last = (0.0, "")
+
+    def __call__(self, step: str, fraction: float) -> None:
+        if self.extra is not None:
+            self.extra(step, fraction)
+        now = time.monotonic()
+        if step != self.last[1] or now - self.last[0] >= 1.0:
+            self.last = (now, step)
+            try:
+                self.log.write(f"{now_iso()}  {float(fraction) * 100:5.1f}%  {step}\n")
+            except (OSError, ValueError, TypeError):
+                pass
+
+
 def run_here(ws: Workspace, project_id: Optional[str], job_type: str, args: Dict[str, Any],
              progress: Optional[ProgressFn] = None, *, measuring: bool = True) -> Dict[str, Any]:
-    """Run a job in this process (headless CLI): same job record, same machine-wide measuring lock.
+    """Run a job in this process (headless CLI): same job record, same measuring lock, and a log like a
+    detached job's (``<workspace>/jobs/<id>.log``: the arguments, progress steps, a crash's traceback or a
+    native crash's stack via ``faulthandler``, and the outcome), so ``job log`` and the error of a killed
+    foreground job point to a real file.
 
     ``progress`` additionally receives every progress call (unthrottled). SIGTERM (for example a
     ``sparsify-tui job cancel`` from elsewhere) and Ctrl-C cancel it. Returns the handler's summary;
@@ -554,16 +521,29 @@ def run_here(ws: Workspace, project_id: Optional[str], job_type: str, args: Dict
     """
     job = _new_job(ws, project_id, job_type, args, measuring)
     job["pid"], job["pid_start"] = os.getpid(), _proc_start_time(os.getpid())
+    ws.jobs_dir.mkdir(parents=True, exist_ok=True)
+    log = open(log_path(ws, job["id"]), "a", encoding="utf-8", buffering=1)  # before the record points to it
+    log.write(f"{now_iso()}  foreground job {job['id']} ({job_type}) in process {os.getpid()}, "
+              f"args {json.dumps(job['args'], default=str)}\n")
     ws.add_job(job)
     token = CancelToken()
     old = None
     if threading.current_thread() is threading.main_thread():
         old = signal.signal(signal.SIGTERM, lambda *_: token.cancel())
+    own_faulthandler = not faulthandler.is_enabled()
+    if own_faulthandler:
+        faulthandler.enable(file=log, all_threads=True)
     try:
-        job = _execute(ws, job, token, progress)
+        job = _execute(ws, job, token, _LogProgress(log, progress), log=log)
     finally:
+        if own_faulthandler:
+            faulthandler.disable()
         if old is not None:
             signal.signal(signal.SIGTERM, old)
+        try:
+            log.write(f"{now_iso()}  {job.get('status')}" + (f": {job.get('error')}" if job.get("error") else "") + "\n")
+        finally:
+            log.close()
     exc = job.pop("_exc", None)
     if exc is not None:
         raise exc

@@ -78,6 +78,7 @@ METRIC_DESCRIPTIONS = {
     "kl": "KL divergence of softmax outputs vs dense (nats)",
     "nmse": "normalized MSE of outputs vs dense",
     "kl+nmse": "KL divergence (class outputs) and normalized MSE (other outputs) vs dense, averaged",
+    "channel magnitude": "L2 norm of the coupled weights of the channels removed (DepGraph group norm)",
 }
 
 
@@ -256,7 +257,7 @@ def _eligible(layer: LossLayer) -> bool:
 
 def _check_levels(levels) -> list:
     out = sorted({round(float(x), 6) for x in levels})
-    if not out or out[0] < 0 or out[-1] >= 1:
+    if not out or out[0] < 0 or out[-1] >= 1 or any(x != x for x in out):
         raise ValueError(f"sparsity levels must be in [0, 1), got {list(levels)}")
     return out
 
@@ -371,11 +372,13 @@ def _total_params(model) -> int:
 
 
 def _magnitude_layer(w: np.ndarray, levels, int8: bool, axis: Optional[int]) -> tuple:
-    """(sensitivity dict, zero count, int8 error or None) of one weight; releases the GIL in numpy."""
+    """(sensitivity dict, zero count, int8 error or None, NaN/Inf count) of one weight; releases the GIL in
+    numpy. NaN and Inf sort last, so counting them costs one binary search."""
     flat = np.abs(np.asarray(w, dtype=np.float32).reshape(-1))
     flat.sort(kind="quicksort")
     zeros = int(np.searchsorted(flat, 0.0, side="right"))
-    return magnitude_values(flat, levels), zeros, (weight_int8_error(w, axis) if int8 else None)
+    nonfinite = int(flat.size - np.searchsorted(flat, np.inf, side="left"))
+    return magnitude_values(flat, levels), zeros, (weight_int8_error(w, axis) if int8 else None), nonfinite
 
 
 def magnitude_profile(model_path, *, levels=None, int8=False, name="magnitude", progress=None, cancel=None) -> LossProfile:
@@ -388,6 +391,7 @@ def magnitude_profile(model_path, *, levels=None, int8=False, name="magnitude", 
     """
     from concurrent.futures import ThreadPoolExecutor
 
+    from sparsify_tui.analysis.loading import weight_warnings
     from sparsify_tui.settings import available_cores
     from sparsify_tui.profiling.loss_protoscan import scan_model
 
@@ -415,10 +419,13 @@ def magnitude_profile(model_path, *, levels=None, int8=False, name="magnitude", 
         return _magnitude_layer(get(ref), levels, int8, ref.channel_axis)
 
     out = []
+    nonfinite: dict = {}
     try:
         with ThreadPoolExecutor(max_workers=max(1, min(2, available_cores()))) as pool:
-            for i, (ref, (sens, zeros, i8)) in enumerate(zip(refs, pool.map(work, refs))):
+            for i, (ref, (sens, zeros, i8, bad)) in enumerate(zip(refs, pool.map(work, refs))):
                 out.append(_layer_entry(model, ref, i == 0, sens, zeros, i8))
+                if bad:
+                    nonfinite[ref.weight_name] = bad
                 if progress:
                     progress("weight magnitudes", (i + 1) / len(refs))
     finally:
@@ -435,6 +442,7 @@ def magnitude_profile(model_path, *, levels=None, int8=False, name="magnitude", 
         layers=out,
         model_path=str(model_path),
         seconds=time.perf_counter() - t0,
+        warnings=weight_warnings(nonfinite, Path(model_path).name),
     )
 
 
@@ -522,8 +530,12 @@ def profile_loss(
     engine=None,
     progress=None,
     cancel=None,
+    structure: str = "unstructured",
 ) -> LossProfile:
     """Loss profile of the model at ``model_path`` with ``method`` (module docstring).
+
+    ``structure="channel"``: rows are channel groups and levels fractions of channels removed
+    (:func:`sparsify_tui.profiling.loss_channel.channel_profile`; magnitude or one-shot, no INT8).
 
     ``data``: an ``.npz``/``.npy`` sample-data path (one-shot only; synthetic data otherwise), split in
     batches of ``batch_size``; ``batches``: how many batches are run per measurement; ``dims``: values of
@@ -539,6 +551,23 @@ def profile_loss(
         from sparsify_tui.errors import SparsifyError
 
         raise SparsifyError(f"unknown metric {metric!r}: use kl, nmse or auto")
+    if structure not in ("unstructured", "channel"):
+        from sparsify_tui.errors import SparsifyError
+
+        raise SparsifyError(f"unknown loss structure {structure!r}: use unstructured or channel")
+    if structure == "channel":
+        from sparsify_tui.errors import SparsifyError
+        from sparsify_tui.profiling.loss_channel import channel_profile
+
+        if int8:
+            raise SparsifyError("INT8 sensitivity is measured per layer: drop --int8 or use --structure unstructured")
+        if method == "approximated":
+            raise SparsifyError("channel loss profiles are magnitude or one-shot: use --method magnitude or one-shot")
+        prof = channel_profile(model_path, method=method, levels=levels, data=data, batches=batches,
+                               batch_size=batch_size, dims=dims, metric=metric, name=name, core_count=core_count,
+                               engine=engine, progress=progress, cancel=cancel)
+        prof.settings.update({"batch_size": batch_size, "dims": dict(dims or {})})
+        return prof
     if method == "magnitude":
         prof = magnitude_profile(model_path, levels=levels, int8=int8, name=name, progress=progress, cancel=cancel)
     elif method == "approximated":

@@ -39,6 +39,7 @@ written: weights live in this process only.
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
@@ -55,124 +56,15 @@ from sparsify_tui.progress import maybe_check
 
 ONE = np.array(1.0, dtype=np.float32)
 RUN_OVERHEAD_S = 0.0003  # python + feed binding per run, order of magnitude on this class of machine
-_FLOAT_TYPES = (np.float16, np.float32, np.float64)
 _NONDETERMINISTIC = {"RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike", "Multinomial",
                      "Bernoulli", "Dropout"}
 
 
-# -- metrics ---------------------------------------------------------------------------------------------
-
-
-def _softmax(x: np.ndarray) -> np.ndarray:
-    x = x.astype(np.float64)
-    x = x - x.max(axis=-1, keepdims=True)
-    e = np.exp(x)
-    return e / e.sum(axis=-1, keepdims=True)
-
-
-def is_probability(y: np.ndarray) -> bool:
-    """Rows (last axis) are in [0, 1] and sum to 1 (±1e-3): the output already is a distribution."""
-    if y.size == 0:
-        return False
-    return bool(np.all(y >= 0) and np.all(y <= 1) and np.allclose(y.sum(axis=-1), 1.0, atol=1e-3))
-
-
-def auto_metric(y: np.ndarray) -> str:
-    """``"kl"`` for class outputs (2-D ``[batch, classes]`` with ≥ 2 classes), ``"nmse"`` otherwise."""
-    return "kl" if y.ndim == 2 and y.shape[-1] >= 2 else "nmse"
-
-
-def kl_divergence(dense: np.ndarray, pruned: np.ndarray, probs: bool) -> float:
-    """Mean over rows of KL(p ‖ q) in nats, p from ``dense``, q from ``pruned`` (softmax over the last axis
-    unless ``probs``; probabilities are clipped to ≥ 1e-12)."""
-    if probs:
-        p = np.clip(dense.astype(np.float64), 1e-12, None)
-        q = np.clip(pruned.astype(np.float64), 1e-12, None)
-        p /= p.sum(axis=-1, keepdims=True)
-        q /= q.sum(axis=-1, keepdims=True)
-    else:
-        p, q = _softmax(dense), np.clip(_softmax(pruned), 1e-300, None)
-    kl = np.sum(p * (np.log(np.clip(p, 1e-300, None)) - np.log(q)), axis=-1)
-    return float(max(0.0, np.mean(kl)))
-
-
-def nmse(dense: np.ndarray, pruned: np.ndarray) -> float:
-    """``Σ(y − ŷ)² / Σy²`` (``Σ(y − ŷ)²`` when ``y`` is all zeros)."""
-    y = dense.astype(np.float64)
-    d = float(np.sum((pruned.astype(np.float64) - y) ** 2))
-    den = float(np.sum(y * y))
-    return d / den if den > 0 else d
-
-
-#: A class output is *near-flat* when, in every row, its logits span less than this (for a probability
-#: output: its probabilities times the class count do): the softmax is then uniform to ~0.1 %, and KL
-#: divergence stays near 0 whatever is pruned (an untrained model's logits can span 1e-9).
-FLAT_SPAN = 1e-3
-
-
-def output_span(y: np.ndarray, probs: bool) -> float:
-    """The largest per-row span (max − min over the last axis) of a class output; for a probability output,
-    times the class count (so both compare with :data:`FLAT_SPAN`)."""
-    y = np.asarray(y, dtype=np.float64)
-    if y.size == 0:
-        return 0.0
-    rows = y.reshape(-1, y.shape[-1]) if y.ndim else y.reshape(1, 1)
-    span = float(np.max(rows.max(axis=-1) - rows.min(axis=-1)))
-    return span * rows.shape[-1] if probs else span
-
-
-def flat_warning(spans: dict) -> str:
-    """The one-line warning for near-flat class outputs (``spans``: output name -> :func:`output_span`)."""
-    names = ", ".join(sorted(spans))
-    top = max(spans.values()) if spans else 0.0
-    return (f"outputs nearly constant: the dense output {names} spans at most {top:.2g} per row, so its softmax is "
-            f"uniform and KL divergence stays ~0 whatever is pruned; these sensitivities and the estimated "
-            f"recovery mean nothing. Rerun with the nmse metric (--metric nmse), real sample data or trained weights")
-
-
-class OutputMetric:
-    """The per-output metric choice: ``kinds[name]`` in {"kl", "nmse"}, ``probs[name]`` for KL outputs."""
-
-    def __init__(self, names: list, dense: list, choice: Optional[str]):
-        self.names, self.kinds, self.probs = [], {}, {}
-        for name, y in zip(names, dense):
-            if not isinstance(y, np.ndarray) or y.dtype.type not in _FLOAT_TYPES:
-                continue
-            kind = auto_metric(y) if choice in (None, "auto") else choice
-            self.names.append(name)
-            self.kinds[name] = kind
-            self.probs[name] = kind == "kl" and is_probability(y)
-        if not self.names:
-            raise ModelError("the model has no float outputs to compare: one-shot sensitivity needs float outputs")
-
-    @property
-    def label(self) -> str:
-        kinds = sorted(set(self.kinds.values()))
-        return "+".join(kinds)
-
-    def flat_outputs(self, dense: list) -> dict:
-        """``{name: span}`` of the KL outputs that are near-flat (:data:`FLAT_SPAN`) in every batch of ``dense``
-        (a list of ``{output name: array}``): their KL values carry no signal."""
-        out = {}
-        for name in self.names:
-            if self.kinds[name] != "kl":
-                continue
-            span = max((output_span(d[name], self.probs[name]) for d in dense if name in d), default=0.0)
-            if span < FLAT_SPAN:
-                out[name] = span
-        return out
-
-    def value(self, dense: dict, pruned: dict) -> float:
-        """Mean over the float outputs (outputs missing from ``pruned`` are unchanged → 0)."""
-        vals = []
-        for name in self.names:
-            if name not in pruned:
-                vals.append(0.0)
-            elif self.kinds[name] == "kl":
-                vals.append(kl_divergence(dense[name], pruned[name], self.probs[name]))
-            else:
-                vals.append(nmse(dense[name], pruned[name]))
-        return float(np.mean(vals))
+# -- metrics: one place, sparsify_tui.profiling.metrics (re-exported here for existing callers) ----------
+from sparsify_tui.profiling.metrics import (  # noqa: E402,F401
+    FLAT_SPAN, OutputMetric, auto_metric, flat_warning, is_probability, kl_divergence, nmse, output_span,
+)
+from sparsify_tui.profiling.metrics import softmax as _softmax  # noqa: E402,F401
 
 
 # -- graph structure ---------------------------------------------------------------------------------------
@@ -388,76 +280,38 @@ def build_group_model(model, gi: GraphIndex, mask: np.ndarray, weights: list, sa
     return sub
 
 
-# -- the profile -------------------------------------------------------------------------------------------
+@dataclass
+class DenseReference:
+    """The dense pass of a one-shot profile: ``cache`` (per batch: the graph inputs and the activations the
+    planned groups read), ``dense_outs`` (per batch: the float outputs, the metric's reference), ``metric``
+    (:class:`OutputMetric`), ``groups`` (``[(start, stop)]`` of units, from the ``plan`` callback) and their
+    ``group_masks`` (nodes each group's sub-model holds), ``ranges`` (min/max of ``layer_inputs`` over the
+    batches), ``t_create`` / ``t_run`` (session creation and one warm run of the full model, seconds: the cost
+    model's calibration), ``setup_s`` (wall time of the pass)."""
+
+    cache: list
+    dense_outs: list
+    metric: "OutputMetric"
+    groups: list
+    group_masks: list
+    ranges: dict
+    t_create: float
+    t_run: float
+    setup_s: float
 
 
-def sample_batches(model_path, data, batches: int, batch_size: int, dims) -> list:
-    """``batches`` feed dicts: from ``data`` (``.npz``/``.npy``, via ``analysis.inputs.load_sample_data``,
-    at most ``batches`` of them) or synthetic (seeds 0..batches-1). Raises ``SampleDataError``/``DimensionError``."""
-    from sparsify_tui.analysis.inputs import input_specs, load_sample_data, synthetic_inputs
-
-    specs = input_specs(str(model_path), batch_size=batch_size, dims=dims or {})
-    if data:
-        return list(load_sample_data(data, specs, batch_size))[: max(1, int(batches))]
-    return [synthetic_inputs(specs, seed=i) for i in range(max(1, int(batches)))]
-
-
-def one_shot_profile(
-    model_path,
-    *,
-    levels,
-    data=None,
-    batches: int = 2,
-    batch_size: int = 1,
-    dims=None,
-    int8: bool = False,
-    metric: Optional[str] = None,
-    name: str = "one-shot",
-    core_count: Optional[int] = None,
-    strategy: str = "auto",
-    feeds: Optional[list] = None,
-    engine=None,
-    progress=None,
-    cancel=None,
-):
-    """One-shot loss profile (module docstring). ``feeds``: ready batches (overrides ``data``/synthetic).
-
-    ``strategy``: "auto" | "single" | "layer" (see module docstring); ``engine``: the runtime that runs
-    the sessions (default onnxruntime). Returns a ``LossProfile`` whose ``extras`` record the groups,
-    sessions and runs. Raises ``ModelError``, ``SampleDataError``, ``DimensionError``, ``JobCanceled``.
-    """
+def dense_reference(engine, model, gi: GraphIndex, arrays: dict, masks: list, batches_list: list,
+                    core_count: Optional[int], cancel, metric: Optional[str], plan, layer_inputs=()) -> DenseReference:
+    """One dense session over ``batches_list``: the reference outputs, the activations the units' sub-models read,
+    and the calibration of the cost model. ``masks[u]``: nodes downstream of unit ``u`` (graph order of units);
+    ``plan(t_create, t_run)`` returns the planned ``[(start, stop)]`` groups of units. Batch 0 fetches every
+    activation a group may need (a group's frontier is within the union of its units' frontiers); once the groups
+    are planned, the others are dropped and later batches fetch only what the groups read, so peak memory stays
+    near one batch's worth. Shared by the per-layer and the per-channel-group one-shot profiles."""
     import onnx
-    from onnx import numpy_helper
 
-    from sparsify_tui.engine import get_engine
-
-    from sparsify_tui.profiling.loss import LossProfile, _layer_entry, _total_params, int8_weight_qdq, level_key
     t0 = time.perf_counter()
-    step = progress or (lambda s, f: None)
-    engine = get_engine(engine)
-    model = load_model(model_path, load_external_data=True)
-    refs: list[LayerRef] = find_layers(model)
-    if not refs:
-        raise ModelError(f"{Path(model_path).name} has no prunable layers (Conv/Gemm/MatMul with a weight initializer)")
-    if strategy not in ("auto", "single", "layer"):
-        raise SparsifyError(f"unknown one-shot strategy {strategy!r}: use auto, single or layer")
-    batches_list = feeds if feeds is not None else sample_batches(model_path, data, batches, batch_size, dims)
-    nb = len(batches_list)
-    step("dense pass", 0.0)
-
-    # 1. weights out of the proto (sub-models then cost microseconds to build and serialize)
-    gi = GraphIndex(model)
-    arrays = strip_initializers(model)
-    weights = {r.weight_name: arrays[r.weight_name] if r.weight_name in arrays
-               else numpy_helper.to_array(next(t for t in model.graph.initializer if t.name == r.weight_name))
-               for r in refs}
-    masks = [gi.descendants(r.node_index) for r in refs]
-
-    # 2. one dense session: the dense outputs (the metric's reference), the activations the groups read and
-    #    the cost-model calibration. Batch 0 fetches every activation a group may need (a group's frontier
-    #    is within the union of its layers' frontiers); once the groups are planned, the others are dropped
-    #    and later batches fetch only what the groups read, so peak memory stays near one batch's worth.
-    layer_inputs = set(gi.nodes[r.node_index].input[r.data_input] for r in refs) if int8 else set()
+    layer_inputs = set(layer_inputs)
     candidates = set().union(*(gi.frontier(gi.with_constants(m)) for m in masks))
     out_names = list(gi.output_names)
 
@@ -496,18 +350,7 @@ def one_shot_profile(
         t_run = time.perf_counter() - ts
         del run_outputs
     om = OutputMetric(out_names, [cache[0][n] for n in out_names], metric)
-
-    # 3. which runs are needed, and the groups
-    levels = list(levels)
-    run_levels = [s for s in levels if s > 1e-9]
-    runs_per_layer = (len(run_levels) + (1 if int8 else 0)) * nb
-    costs = node_costs(model_path, model, batch_size, dims, batches_list[0], engine)
-    if strategy == "single":
-        groups = [(0, len(refs))]
-    elif strategy == "layer":
-        groups = [(i, i + 1) for i in range(len(refs))]
-    else:
-        groups = plan_groups(masks, costs, runs_per_layer, t_create, t_run)
+    groups = plan(t_create, t_run)
     group_masks = []
     for a, b in groups:
         m = np.zeros(len(gi.nodes), dtype=bool)
@@ -524,8 +367,101 @@ def one_shot_profile(
     sess.close()
     del sess
     dense_outs = [{n: c[n] for n in om.names} for c in cache]
-    flat = om.flat_outputs(dense_outs)
     cache = [{k: v for k, v in c.items() if k in keep} for c in cache]  # only the activations groups read
+    return DenseReference(cache, dense_outs, om, groups, group_masks, ranges, t_create, t_run,
+                          time.perf_counter() - t0)
+
+
+# -- the profile -------------------------------------------------------------------------------------------
+
+
+def sample_batches(model_path, data, batches: int, batch_size: int, dims) -> list:
+    """``batches`` feed dicts: from ``data`` (``.npz``/``.npy``, via ``analysis.inputs.load_sample_data``,
+    at most ``batches`` of them) or synthetic (seeds 0..batches-1). Raises ``SampleDataError``/``DimensionError``."""
+    from sparsify_tui.analysis.inputs import input_specs, load_sample_data, synthetic_inputs
+
+    specs = input_specs(str(model_path), batch_size=batch_size, dims=dims or {})
+    if data:
+        return list(load_sample_data(data, specs, batch_size))[: max(1, int(batches))]
+    return [synthetic_inputs(specs, seed=i) for i in range(max(1, int(batches)))]
+
+
+def one_shot_profile(
+    model_path,
+    *,
+    levels,
+    data=None,
+    batches: int = 2,
+    batch_size: int = 1,
+    dims=None,
+    int8: bool = False,
+    metric: Optional[str] = None,
+    name: str = "one-shot",
+    core_count: Optional[int] = None,
+    strategy: str = "auto",
+    feeds: Optional[list] = None,
+    engine=None,
+    progress=None,
+    cancel=None,
+):
+    """One-shot loss profile (module docstring). ``feeds``: ready batches (overrides ``data``/synthetic).
+
+    ``strategy``: "auto" | "single" | "layer" (see module docstring); ``engine``: the runtime that runs
+    the sessions (default onnxruntime). Returns a ``LossProfile`` whose ``extras`` record the groups,
+    sessions and runs. Raises ``ModelError``, ``SampleDataError``, ``DimensionError``, ``JobCanceled``.
+    """
+    from onnx import numpy_helper
+
+    from sparsify_tui.engine import get_engine
+
+    from sparsify_tui.profiling.loss import LossProfile, _layer_entry, _total_params, int8_weight_qdq, level_key
+    t0 = time.perf_counter()
+    step = progress or (lambda s, f: None)
+    engine = get_engine(engine)
+    model = load_model(model_path, load_external_data=True)
+    from sparsify_tui.analysis.inputs import sample_data_warnings
+    from sparsify_tui.analysis.loading import nonfinite_weights, weight_warnings
+
+    warnings = weight_warnings(nonfinite_weights(model), Path(model_path).name)
+    refs: list[LayerRef] = find_layers(model)
+    if not refs:
+        raise ModelError(f"{Path(model_path).name} has no prunable layers (Conv/Gemm/MatMul with a weight initializer)")
+    if strategy not in ("auto", "single", "layer"):
+        raise SparsifyError(f"unknown one-shot strategy {strategy!r}: use auto, single or layer")
+    batches_list = feeds if feeds is not None else sample_batches(model_path, data, batches, batch_size, dims)
+    if feeds is None and data:
+        warnings += sample_data_warnings(batches_list)
+    nb = len(batches_list)
+    step("dense pass", 0.0)
+
+    # 1. weights out of the proto (sub-models then cost microseconds to build and serialize)
+    gi = GraphIndex(model)
+    arrays = strip_initializers(model)
+    weights = {r.weight_name: arrays[r.weight_name] if r.weight_name in arrays
+               else numpy_helper.to_array(next(t for t in model.graph.initializer if t.name == r.weight_name))
+               for r in refs}
+    masks = [gi.descendants(r.node_index) for r in refs]
+
+    # 2. one dense session: the dense outputs (the metric's reference), the activations the groups read and
+    #    the cost-model calibration (dense_reference); 3. the groups, planned by the cost model
+    layer_inputs = set(gi.nodes[r.node_index].input[r.data_input] for r in refs) if int8 else set()
+    levels = list(levels)
+    run_levels = [s for s in levels if s > 1e-9]
+    runs_per_layer = (len(run_levels) + (1 if int8 else 0)) * nb
+    costs = node_costs(model_path, model, batch_size, dims, batches_list[0], engine)
+
+    def plan(t_create: float, t_run: float) -> list:
+        if strategy == "single":
+            return [(0, len(refs))]
+        if strategy == "layer":
+            return [(i, i + 1) for i in range(len(refs))]
+        return plan_groups(masks, costs, runs_per_layer, t_create, t_run)
+
+    dense = dense_reference(engine, model, gi, arrays, masks, batches_list, core_count, cancel, metric, plan,
+                            layer_inputs)
+    om, groups, group_masks, cache = dense.metric, dense.groups, dense.group_masks, dense.cache
+    dense_outs, t_create, t_run, ranges = dense.dense_outs, dense.t_create, dense.t_run, dense.ranges
+    flat = om.flat_outputs(dense_outs)
     int8_nodes = {}
     if int8:
         for k, r in enumerate(refs):
@@ -621,12 +557,12 @@ def one_shot_profile(
         },
         metric=om.label,
         levels=levels,
-        warnings=[flat_warning(flat)] if flat else [],
         total_params=_total_params(model),
         prunable_params=sum(x.prunable_params for x in layers),
         layers=layers,
         model_path=str(model_path),
         seconds=time.perf_counter() - t0,
+        warnings=warnings + ([flat_warning(flat)] if flat else []),
         extras={
             "sessions": n_sessions + 1,
             "groups": [[refs[a].node_id, refs[b - 1].node_id, b - a] for a, b in groups],

@@ -149,7 +149,26 @@ def scan_model(path) -> Optional[ScannedModel]:
     consts = {o for n in sm.model.graph.node if n.op_type == "Constant" for o in n.output}
     weight_from_const = any(n.op_type in ("Conv", "Gemm", "MatMul") and len(n.input) > 1 and n.input[1] in consts
                             for n in sm.model.graph.node)
-    if weight_from_const or not sm.model.opset_import:
+    if weight_from_const or not sm.model.opset_import or not _sizes_match(sm):
         sm.close()
         return None
     return sm
+
+
+def _sizes_match(sm: ScannedModel) -> bool:
+    """True when every initializer's raw_data is exactly dims x item size (else the normal loader reports
+    the damaged tensor in one line)."""
+    import onnx
+
+    for dims, dtype, span in sm.raw.values():
+        try:
+            itemsize = np.dtype(onnx.helper.tensor_dtype_to_np_dtype(dtype)).itemsize
+        except Exception:  # noqa: BLE001 - exotic dtype
+            return False
+        numel = 1
+        for d in dims:
+            numel *= int(d)
+        have = 0 if span is None else span[1] - span[0]
+        if have != numel * itemsize:
+            return False
+    return True

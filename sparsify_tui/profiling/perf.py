@@ -33,9 +33,7 @@ One live session at a time: each session is deleted before the next is created.
 
 from __future__ import annotations
 
-import os
 import shutil
-import tempfile
 import time
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
@@ -49,9 +47,13 @@ from sparsify_tui import settings
 from sparsify_tui.errors import JobCanceled, ModelError, SparsifyError
 from sparsify_tui.profiling import perf_estimate as est
 from sparsify_tui.progress import CancelToken, ProgressFn, maybe_check
+from sparsify_tui.tempfiles import fast_tmp, make_temp_dir
 
 #: Calibration batches used for INT8 (calibration.md used 16).
 INT8_CALIBRATION_BATCHES = 16
+#: What a profile records of the machine it ran on (keys of :class:`sparsify_tui.analysis.system.SystemInfo`).
+MACHINE_KEYS = ("hostname", "cpu_model", "instruction_sets", "available_cores", "physical_cores", "sockets",
+                "ort_version", "machine")
 
 
 @dataclass
@@ -100,11 +102,14 @@ class PerfProfile:
 
     Units: ``latency_ms`` ms per batch (median, p90, mean, min over unprofiled runs);
     ``items_per_second`` = 1000 · batch_size / median; ``int8``: ``{"latency_ms", "items_per_second",
-    "speedup", "quantize_seconds", ...}`` or ``{"error": reason}`` or ``{"enabled": False}``.
+    "speedup", "quantize_seconds", ...}`` or ``{"error": reason}`` or ``{"enabled": False}``; ``machine``: the
+    target it was measured on (``hostname``, ``cpu_model``, ``instruction_sets``, ``available_cores``,
+    ``physical_cores``, ``sockets``, ``ort_version``; empty in profiles measured before it was recorded).
     ``profiled``: the profiled pass: ``kernel_total_ms`` (Σ rows, raw), ``run_ms`` (mean run, ms),
     ``runs_ms`` (each run), ``scale_to_median`` (median / kernel_total_ms), ``overhead_ratio``
     (kernel_total_ms / median: how much the profiler inflated the node times), ``run_overhead_ratio``
-    (run_ms / median). ``warnings``: noisy-measurement warnings (:func:`noise_warnings`), one line each.
+    (run_ms / median). ``warnings``: NaN/Inf weights or sample data, and noisy-measurement warnings
+    (:func:`noise_warnings`), one line each.
     """
 
     name: str
@@ -129,6 +134,7 @@ class PerfProfile:
     seconds_without_int8: float = 0.0
     status: str = "completed"
     warnings: list = field(default_factory=list)
+    machine: dict = field(default_factory=dict)
     _scales: Optional[tuple] = field(default=None, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
@@ -159,6 +165,7 @@ class PerfProfile:
             "seconds_without_int8": self.seconds_without_int8,
             "status": self.status,
             "warnings": list(self.warnings),
+            "machine": dict(self.machine),
         }
         return {"profile": prof, "nodes": [asdict(n) for n in self.nodes]}
 
@@ -403,10 +410,14 @@ def profile_performance(
 
     # one parse of the model for input specs and the node table (no weights when stored externally)
     model = load_model(str(path), load_external_data=False)
+    from sparsify_tui.analysis.loading import nonfinite_weights, weight_warnings
+
+    warnings = weight_warnings(nonfinite_weights(model, path.parent), path.name)
     _strip_large_weights(model)  # the profile needs weight shapes, not values (onnxruntime reads the file)
     specs = ainputs.input_specs(model, batch_size=batch_size, dims=dims)
     if data:
         feeds = ainputs.load_sample_data(str(data), specs, batch_size)
+        warnings += ainputs.sample_data_warnings(feeds)
         source = {"source": "sample data", "path": str(data), "batches": len(feeds)}
     else:
         feeds = [ainputs.synthetic_inputs(specs, seed=0, values=dims)]
@@ -418,7 +429,7 @@ def profile_performance(
 
     share_int8 = 0.45 if int8 else 0.0
     f_fp32 = 1.0 - share_int8
-    tmp = Path(tempfile.mkdtemp(prefix="sparsify-perf-", dir=_fast_tmp()))
+    tmp = make_temp_dir("perf", fast_tmp())  # named after this pid: removed at start-up if we are killed
     try:
         run_path = runnable_path(path, model.ir_version, tmp)
         t_phase = time.perf_counter()
@@ -495,10 +506,12 @@ def profile_performance(
         created=datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
         seconds=t_end - t_start,
         seconds_without_int8=t_fp32_done - t_start,
+        warnings=warnings,
+        machine={k: system.get(k) for k in MACHINE_KEYS},
     )
     prof.pruned_estimate = _model_estimates(nodes, median, dw_share)
     fill_scaled(prof)
-    prof.warnings = noise_warnings(fp.latency, fp.kernels.runs_ms)
+    prof.warnings += noise_warnings(fp.latency, fp.kernels.runs_ms)
     if int8_info.get("latency_ms"):
         prof.warnings += noise_warnings(int8_info["latency_ms"], (int8_info.get("profiled") or {}).get("runs_ms"),
                                         "INT8 ")
@@ -519,12 +532,6 @@ def _strip_large_weights(model, limit_bytes: int = 4096) -> None:
         for f in ("float_data", "int32_data", "int64_data", "double_data", "uint64_data"):
             if len(getattr(t, f)) * 4 > limit_bytes:
                 t.ClearField(f)
-
-
-def _fast_tmp() -> Optional[str]:
-    """/dev/shm when usable (the trace and optimized graph are written there), else the default temp dir."""
-    shm = "/dev/shm"
-    return shm if os.path.isdir(shm) and os.access(shm, os.W_OK) else None
 
 
 def _int8_pass(engine, path: Path, orig: list, feeds: list, cores: int, warmup: int, iterations: int, tmp: Path,

@@ -29,6 +29,11 @@ def benchmark_record(result, args: dict) -> dict:
         "summary": [{"model": r.model, "batch_size": r.batch_size, "core_count": r.core_count,
                      "median_ms": r.median_ms, "items_per_second": r.items_per_second, "speedup": r.speedup}
                     for r in result.runs],
+        **({"accuracy": {"metric": result.accuracy["metric"], "label": result.accuracy["label"],
+                         "models": {k: {"drop": v["drop"], "accuracy": v["accuracy"],
+                                        "top1_agreement": v["top1_agreement"], "nmse": v["nmse"]}
+                                    for k, v in result.accuracy["models"].items()}}}
+           if result.accuracy else {}),
     }
 
 
@@ -42,18 +47,35 @@ def load_benchmark(ws, project_id: str, ref: str):
     return res
 
 
-def benchmark_settings(project: dict, args: dict) -> Dict[str, Any]:
+#: How the CLI names each argument in its errors; a TUI dialog passes its own field labels as ``flags``.
+FLAGS = {"batch_sizes": "--batch-sizes", "core_counts": "--cores", "warmup": "--warmup", "iterations": "--iterations"}
+
+
+def benchmark_settings(project: dict, args: dict, *, model_path=None,
+                       flags: Optional[Dict[str, str]] = None) -> Dict[str, Any]:
     """Validated benchmark settings from job ``args`` with the project's setup as defaults:
-    ``batch_sizes``, ``core_counts``, ``warmup``, ``iterations``, ``dims``. Raises ``SparsifyError``."""
+    ``batch_sizes``, ``core_counts``, ``warmup``, ``iterations``, ``dims``. ``flags``: the label of each argument
+    in error messages (default :data:`FLAGS`, the CLI's). With ``model_path`` (the baseline model) the inputs
+    are checked for every batch size before anything runs (:func:`sparsify_tui.analysis.inputs.check_run_inputs`:
+    the model, dim names, memory, sample data ``args["data"]``). Raises ``SparsifyError``."""
+    f = {**FLAGS, **(flags or {})}
     setup = project.get("setup") or {}
     default_cores = min(int(setup.get("core_count") or settings.available_cores()), settings.available_cores())
-    return {
-        "batch_sizes": settings.batch_sizes(args.get("batch_sizes"), int(setup.get("batch_size") or 1)),
-        "core_counts": settings.core_counts(args.get("core_counts"), default_cores),
-        "warmup": settings.warmup(args.get("warmup")),
-        "iterations": settings.iterations(args.get("iterations")),
-        "dims": args.get("dims") if args.get("dims") is not None else (setup.get("dims") or {}),
+    out = {
+        "batch_sizes": settings.batch_sizes(args.get("batch_sizes"), int(setup.get("batch_size") or 1),
+                                            f["batch_sizes"]),
+        "core_counts": settings.core_counts(args.get("core_counts"), default_cores, f["core_counts"]),
+        "warmup": settings.warmup(args.get("warmup"), f["warmup"]),
+        "iterations": settings.iterations(args.get("iterations"), f["iterations"]),
+        "dims": settings.dims({**(setup.get("dims") or {}), **(args.get("dims") or {})}),
+        "metric": settings.metric(args.get("metric")),
     }
+    if model_path is not None:
+        from sparsify_tui.analysis.inputs import check_run_inputs
+
+        for b in out["batch_sizes"]:
+            check_run_inputs(model_path, b, out["dims"], args.get("data"), labels_key=args.get("labels"))
+    return out
 
 
 def benchmark_project(ws, project_id: str, args: dict, *, progress: Optional[ProgressFn] = None,
@@ -69,7 +91,7 @@ def benchmark_project(ws, project_id: str, args: dict, *, progress: Optional[Pro
     from sparsify_tui.benchmark.runner import ModelSpec, run_benchmark
 
     project = ws.get_project(project_id)
-    s = benchmark_settings(project, args)
+    s = benchmark_settings(project, args, model_path=ws.model_path(project_id))
     refs = [str(r) for r in (args.get("optimizations") or [])]
     name = args.get("name") or f"benchmark {len(ws.list_records(project_id, TABLE)) + 1}"
     prog = progress or (lambda step, frac: None)
@@ -97,17 +119,25 @@ def benchmark_project(ws, project_id: str, args: dict, *, progress: Optional[Pro
 
     result = run_benchmark(models, batch_sizes=s["batch_sizes"], core_counts=s["core_counts"], warmup=s["warmup"],
                            iterations=s["iterations"], dims=s["dims"], data=args.get("data"), name=name,
+                           labels_key=args.get("labels"), metric=settings.metric(args.get("metric")),
                            progress=bprog, cancel=cancel)
     stored_args = {"name": name, "optimizations": [o["id"] for o in opts], "batch_sizes": s["batch_sizes"],
                    "core_counts": s["core_counts"], "warmup": result.warmup, "iterations": result.iterations}
     if args.get("data"):
         stored_args["data"] = str(args["data"])
+    for key in ("labels", "metric"):
+        if args.get(key):
+            stored_args[key] = str(args[key])
     rerun = args.get("record_id")
     result.id, result.created = (str(rerun) if rerun else new_id()), now_iso()
     if rerun:
         rec = ws.replace_record_blob(project_id, TABLE, result.id, result.to_dict(),
                                      **benchmark_record(result, stored_args))
-        return rec, result
-    record = {"id": result.id, "created": result.created, **benchmark_record(result, stored_args)}
-    rec = ws.add_record_with_blob(project_id, TABLE, record, result.to_dict())
+    else:
+        record = {"id": result.id, "created": result.created, **benchmark_record(result, stored_args)}
+        rec = ws.add_record_with_blob(project_id, TABLE, record, result.to_dict())
+    from sparsify_tui.services.measured import record_measured
+
+    record_measured(ws, project_id, result, [o["id"] for o in opts], baseline_path=models[0].path,
+                    data=args.get("data"), progress=prog, cancel=cancel)
     return rec, result

@@ -4,6 +4,7 @@ of a model file, and the summary shown by ``sparsify-tui show`` and the TUI."""
 from __future__ import annotations
 
 import hashlib
+import os
 from pathlib import Path
 from typing import Any, Dict, Optional, Union
 
@@ -49,14 +50,14 @@ def find_project_for_model(ws, model: Union[str, Path]) -> Optional[Dict[str, An
     path = Path(model).expanduser()
     if not path.is_file():
         return None  # creating the project raises the proper one-line ModelError
-    resolved = str(path.resolve())
+    here = {str(path.resolve()), os.path.abspath(path)}  # projects store the absolute path as given
     size = path.stat().st_size
     candidates = [p for p in ws.list_projects() if p.get("model", {}).get("size_bytes") == size]
     if not candidates:
         return None
     digest = file_sha256(path)
     same = [p for p in candidates if p["model"].get("sha256") == digest]
-    same.sort(key=lambda p: resolved not in (p["model"].get("source"), p["model"].get("path")))
+    same.sort(key=lambda p: not here & {p["model"].get("source"), p["model"].get("path")})
     return same[0] if same else None
 
 

@@ -27,6 +27,7 @@ from tinydb import TinyDB
 from tinydb.storages import Storage
 
 from sparsify_tui.errors import ProjectError
+from sparsify_tui.tempfiles import pid_alive  # noqa: F401 - used by Workspace.recover
 
 SCHEMA_VERSION = 1
 """Current schema version of workspace.json and project.json (stored in their ``meta`` table)."""
@@ -49,11 +50,28 @@ def fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
+TMP_SUFFIX = ".tmp"
+"""Suffix of the temp files of atomic writes: ``.<name>.<pid>.<random>.tmp`` next to the target."""
+
+
+def tmp_owner_pid(name: str) -> Optional[int]:
+    """The writer's pid in an atomic-write temp name ``.<target>.<pid>.<random>.tmp`` (None for other names)."""
+    if not (name.startswith(".") and name.endswith(TMP_SUFFIX)):
+        return None
+    parts = name[: -len(TMP_SUFFIX)].split(".")
+    for part in reversed(parts[:-1]):
+        if part.isdigit():
+            return int(part)
+    return None
+
+
 def atomic_write_text(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` atomically: temp file in the same folder, fsync, os.replace, fsync dir."""
+    """Write ``text`` to ``path`` atomically: temp file in the same folder (named after this process's pid, so
+    a killed write is recognised and removed at start-up: :meth:`sparsify_tui.store.Workspace.recover`),
+    fsync, os.replace, fsync dir."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=str(path.parent))
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.{os.getpid()}.", suffix=TMP_SUFFIX, dir=str(path.parent))
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
             fh.write(text)
@@ -116,7 +134,7 @@ class _FileLock:
         try:
             if self.depth == 0:
                 Path(self.path).parent.mkdir(parents=True, exist_ok=True)
-                fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+                fd = os.open(self.path, os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), 0o644)
                 try:
                     fcntl.flock(fd, fcntl.LOCK_EX)
                 except BaseException:

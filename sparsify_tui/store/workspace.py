@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import shutil
 import uuid
 from datetime import datetime, timezone
@@ -28,9 +29,9 @@ from typing import Any, Dict, List, Optional, Union
 
 from tinydb import Query
 
-from sparsify_tui.errors import ModelError, ProjectError, RecordNotFound
+from sparsify_tui.errors import ProjectError, RecordNotFound
 from sparsify_tui import settings
-from sparsify_tui.store.db import atomic_write_json, open_db, read_json
+from sparsify_tui.store.db import atomic_write_json, fsync_dir, open_db, read_json
 
 RECORD_TABLES = ("perf_profiles", "loss_profiles", "optimizations", "benchmarks")
 """Per-project record tables."""
@@ -43,6 +44,8 @@ OPTIMIZERS = ("SGD", "Adam", "AdamW", "RMSprop")
 _TRAINING_KEYS = set(DEFAULT_TRAINING)
 _SETUP_KEYS = {"batch_size", "core_count", "dims", "perf_enabled", "loss_enabled", "perf_name", "loss_name"}
 _PROTECTED = {"id", "created", "model"}
+_PROJECT_ID = re.compile(r"[0-9a-f]{10}")
+"""What :func:`new_id` makes: the name of a project folder."""
 
 
 def now_iso() -> str:
@@ -68,13 +71,14 @@ def _plain(doc: Any) -> Dict[str, Any]:
     return dict(doc) if doc is not None else None  # type: ignore[return-value]
 
 
-def _sha256_copy(src: Path, dst: Optional[Path]) -> tuple:
-    """Stream ``src`` (to ``dst`` if given) in 4 MiB chunks; return (sha256 hex, bytes)."""
+def _sha256_copy(src, dst: Optional[Path]) -> tuple:
+    """Stream ``src`` (a path, or an open read-only file descriptor, which is closed) to ``dst`` if given, in
+    4 MiB chunks; return (sha256 hex, bytes). ``dst`` is written and fsynced."""
     h = hashlib.sha256()
     size = 0
     out = open(dst, "wb") if dst is not None else None
     try:
-        with open(src, "rb") as fh:
+        with (os.fdopen(src, "rb") if isinstance(src, int) else open(src, "rb")) as fh:
             while True:
                 chunk = fh.read(4 << 20)
                 if not chunk:
@@ -92,19 +96,26 @@ def _sha256_copy(src: Path, dst: Optional[Path]) -> tuple:
     return h.hexdigest(), size
 
 
-def _external_data_files(model_path: Path) -> List[str]:
-    """Relative locations of the external data files a model references (main graph and subgraphs)."""
+def _copy_external_data(src: Path, model_dir: Path) -> None:
+    """Copy the external data files of the model ``src`` into ``model_dir``, each opened only through
+    :func:`sparsify_tui.analysis.loading.open_external_data` (location checked first: relative, no ``..``,
+    no link, inside the model's folder), so nothing outside the model's folder is ever read."""
     import onnx
-    from onnx.external_data_helper import _get_all_tensors
 
-    model = onnx.load(str(model_path), load_external_data=False)
-    locations: List[str] = []
-    for tensor in _get_all_tensors(model):
-        if tensor.data_location == onnx.TensorProto.EXTERNAL:
-            for entry in tensor.external_data:
-                if entry.key == "location" and entry.value not in locations:
-                    locations.append(entry.value)
-    return locations
+    from sparsify_tui.analysis.loading import _all_tensors, external_data_info, open_external_data
+
+    model = onnx.load(str(src), load_external_data=False)
+    done: set = set()
+    for tensor in _all_tensors(model):
+        info = external_data_info(tensor, src.name)
+        if info is None or info["location"] in done:
+            continue
+        loc = info["location"]
+        fd = open_external_data(src.parent, loc, tensor.name, src.name)
+        dst = model_dir / os.path.normpath(loc)
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        _sha256_copy(fd, dst)
+        done.add(loc)
 
 
 class Workspace:
@@ -204,12 +215,13 @@ class Workspace:
         name = (name or src.stem).strip()
         self.check_name_free(name)
         adict = dict(analysis)
-        src = src.resolve()
+        # not resolve(): external data is looked up next to the path the model was analyzed at (onnx's rule)
+        src = Path(os.path.abspath(src))
 
         pid = new_id()
         self.projects_dir.mkdir(parents=True, exist_ok=True)
-        self._clean_leftovers()
-        tmp_dir = self.projects_dir / f".creating-{pid}"
+        # the creating process's pid is in the name: a killed create is removed at start-up (recover)
+        tmp_dir = self.projects_dir / f".creating-{pid}-{os.getpid()}"
         final_dir = self.projects_dir / pid
         try:
             tmp_dir.mkdir(parents=True)
@@ -223,15 +235,7 @@ class Workspace:
                 model_dir = tmp_dir / "model"
                 model_dir.mkdir()
                 sha, size = _sha256_copy(src, model_dir / src.name)
-                for loc in _external_data_files(src):
-                    ext_src = (src.parent / loc).resolve()
-                    ext_dst = (model_dir / loc).resolve()
-                    if model_dir.resolve() not in ext_dst.parents:
-                        raise ModelError(
-                            f"{src.name} references external data outside its folder ({loc}): create the project with --link"
-                        )
-                    ext_dst.parent.mkdir(parents=True, exist_ok=True)
-                    _sha256_copy(ext_src, ext_dst)
+                _copy_external_data(src, model_dir)
                 stored_path = final_dir / "model" / src.name
             totals = dict(adict.get("totals") or {})
             opset = (adict.get("model") or {}).get("opset")
@@ -287,17 +291,105 @@ class Workspace:
             progress("done", 1.0)
         return project
 
-    def _clean_leftovers(self) -> None:
-        """Remove folders left by a create or delete that was killed midway (older than an hour)."""
+    #: A temp file or folder whose writer cannot be identified is stale after this many seconds.
+    STALE_UNKNOWN_S = 3600.0
+    #: Any temp file or folder is stale after this many seconds, even if a process with its pid runs (pid reuse).
+    STALE_ANY_S = 24 * 3600.0
+
+    def recover(self) -> Dict[str, List[str]]:
+        """Start-up recovery after processes were killed mid-write (``sparsify-tui`` runs it on every start).
+
+        Under the workspace lock (so no create or delete is half-way):
+
+        * a project folder without an index entry (a create killed between moving its folder into place and
+          indexing it) is not committed: it is removed;
+        * a ``projects/.deleting-<id>`` folder is a delete killed midway (:meth:`delete_project` moves the
+          folder first, then unindexes): the index entry and jobs of ``<id>`` are removed if still there.
+
+        Then, without the lock: ``.deleting-*`` folders are removed; ``.creating-<id>-<pid>`` folders of creates
+        whose process is gone (or older than a day; old names without a pid after an hour) are removed; and so
+        are atomic-write temp files ``.<name>.<pid>.<random>.tmp`` (workspace, projects and their data folders)
+        by the same rule. A live writer's files are never touched, so several processes may run this at once.
+
+        Returns ``{"deleted": [project ids whose delete was finished or whose create was undone],
+        "removed": [paths removed]}``.
+        """
         import time
 
-        for p in self.projects_dir.glob(".*-*"):
+        from sparsify_tui.store.db import TMP_SUFFIX, pid_alive, tmp_owner_pid
+
+        done: Dict[str, List[str]] = {"deleted": [], "removed": []}
+        if not self.projects_dir.is_dir() and not self.root.is_dir():
+            return done
+        now = time.time()
+
+        def stale(path: Path, pid: Optional[int]) -> bool:
             try:
-                old = time.time() - p.stat().st_mtime > 3600
+                age = now - path.lstat().st_mtime
+            except OSError:
+                return False
+            if age > self.STALE_ANY_S:
+                return True
+            if pid is None:
+                return age > self.STALE_UNKNOWN_S
+            return pid != os.getpid() and not pid_alive(pid)
+
+        def remove(path: Path) -> None:
+            try:
+                if path.is_dir() and not path.is_symlink():
+                    shutil.rmtree(path)
+                else:
+                    path.unlink()
+            except OSError:
+                return
+            done["removed"].append(str(path))
+
+        def names() -> List[str]:
+            try:
+                return sorted(e.name for e in os.scandir(self.projects_dir) if e.is_dir(follow_symlinks=False))
+            except OSError:
+                return []
+
+        if self.db_path.exists() and self.projects_dir.is_dir():
+            with self._ws_db(write=True) as db:
+                indexed = {e["id"] for e in db.table("projects").all()}
+                for name in names():
+                    if _PROJECT_ID.fullmatch(name) and name not in indexed:
+                        os.replace(self.projects_dir / name, self.projects_dir / f".deleting-{name}")
+                        done["deleted"].append(name)
+                for name in names():
+                    if name.startswith(".deleting-"):
+                        pid = name[len(".deleting-"):]
+                        if pid in indexed and not (self.projects_dir / pid).exists():
+                            db.table("jobs").remove(Query().project_id == pid)
+                            db.table("projects").remove(Query().id == pid)
+                            done["deleted"].append(pid)
+        folders = [self.root, self.jobs_dir, self.projects_dir]
+        for name in names():
+            path = self.projects_dir / name
+            if name.startswith(".deleting-"):
+                remove(path)
+            elif name.startswith(".creating-"):
+                rest = name[len(".creating-"):].split("-")
+                if stale(path, int(rest[1]) if len(rest) > 1 and rest[1].isdigit() else None):
+                    remove(path)
+            else:
+                folders.append(path)
+                try:
+                    folders.extend(Path(e.path) for e in os.scandir(path) if e.is_dir(follow_symlinks=False))
+                except OSError:
+                    pass
+        for folder in folders:
+            try:
+                entries = list(os.scandir(folder))
             except OSError:
                 continue
-            if p.name.startswith(".deleting-") or (p.name.startswith(".creating-") and old):
-                shutil.rmtree(p, ignore_errors=True)
+            for entry in entries:
+                if entry.name.startswith(".") and entry.name.endswith(TMP_SUFFIX) and entry.is_file(follow_symlinks=False):
+                    path = Path(entry.path)
+                    if stale(path, tmp_owner_pid(entry.name)):
+                        remove(path)
+        return done
 
     def check_name_free(self, name: str, db=None, exclude: Optional[str] = None) -> None:
         """Raise :class:`ProjectError` when ``name`` is empty or another project (not ``exclude``) has it
@@ -398,18 +490,21 @@ class Workspace:
         with self._ws_db(write=True) as db:
             jobs = db.table("jobs")
             for job in jobs.search(Query().project_id == pid):
-                if job.get("status") in ("pending", "running") and job.get("pid"):
+                if job.get("status") in ("pending", "running") and job.get("pid") and int(job["pid"]) != os.getpid():
                     try:
                         os.kill(int(job["pid"]), signal.SIGTERM)
                     except (OSError, ValueError):
                         pass
-            jobs.remove(Query().project_id == pid)
-            db.table("projects").remove(Query().id == pid)
+            # move first, then unindex: a kill in between leaves ".deleting-<id>" next to an index entry whose
+            # folder is gone, which recover() finishes; the other order would leave an orphan folder forever
             src = self.projects_dir / pid
             trash = self.projects_dir / f".deleting-{pid}"
             if src.exists():
                 os.replace(src, trash)
-        shutil.rmtree(self.projects_dir / f".deleting-{pid}", ignore_errors=True)
+                fsync_dir(self.projects_dir)
+            jobs.remove(Query().project_id == pid)
+            db.table("projects").remove(Query().id == pid)
+        shutil.rmtree(trash, ignore_errors=True)
 
     def model_path(self, project_id: str) -> Path:
         """Path of the project's model: the copy in the project folder, or the linked original."""
@@ -644,7 +739,7 @@ def _validate_training(t: Dict[str, Any]) -> Dict[str, Any]:
             except (TypeError, ValueError):
                 iv = 0
             if iv <= 0 or float(value) != iv:
-                raise ProjectError(f"epochs must be a whole number > 0, not {value!r}")
+                raise ProjectError(f"epochs {value!r} is out of range: give a whole number of 1 or more")
             out[key] = iv
         else:
             try:
@@ -652,7 +747,7 @@ def _validate_training(t: Dict[str, Any]) -> Dict[str, Any]:
             except (TypeError, ValueError):
                 fv = -1.0
             if not fv > 0 or fv != fv or fv == float("inf"):
-                raise ProjectError(f"{key} must be a number > 0, not {value!r}")
+                raise ProjectError(f"{key} {value!r} is out of range: give a number above 0, e.g. 0.01")
             out[key] = fv
     return out
 
@@ -662,21 +757,24 @@ def _validate_setup(s: Dict[str, Any]) -> Dict[str, Any]:
     for key, value in s.items():
         if key not in _SETUP_KEYS:
             raise ProjectError(f"unknown setup setting {key!r}: use one of {', '.join(sorted(_SETUP_KEYS))}")
-        if key in ("batch_size", "core_count"):
-            try:
-                iv = int(value)
-            except (TypeError, ValueError):
-                iv = 0
-            if iv <= 0:
-                raise ProjectError(f"{key} must be a whole number > 0, not {value!r}")
-            out[key] = iv
+        if key == "batch_size":
+            out[key] = _setting(settings.batch_size, value, "batch size")
+        elif key == "core_count":
+            out[key] = _setting(settings.core_count, value, "core count")
         elif key == "dims":
-            try:
-                out[key] = {str(k): int(v) for k, v in dict(value or {}).items()}
-            except (TypeError, ValueError):
-                raise ProjectError(f"dims must map names to whole numbers, not {value!r}") from None
+            out[key] = _setting(settings.dims, value or {}, "dims")
         elif key in ("perf_enabled", "loss_enabled"):
             out[key] = bool(value)
         else:
             out[key] = str(value)
     return out
+
+
+def _setting(check, value: Any, flag: str) -> Any:
+    """A setup value through the shared validator (:mod:`sparsify_tui.settings`), as a :class:`ProjectError`."""
+    from sparsify_tui.errors import SparsifyError
+
+    try:
+        return check(value, flag=flag)
+    except SparsifyError as err:
+        raise ProjectError(str(err)) from None

@@ -90,6 +90,10 @@ PROJECT_ACTIONS = [
     ("Optimize: new optimization", "optimization", "new", "per-layer sparsity and INT8 from the profiles "
                                                            "(n in Optimize)"),
     ("Export recipe and training code", "optimization", "export", "YAML recipe + PyTorch/Keras code (e in Optimize)"),
+    ("INT8 search within an accuracy budget", "optimization", "int8_search",
+     "the fastest INT8 config whose metric stays within the budget (I in Optimize)"),
+    ("Compare perf profiles", "perf", "compare", "the marked profiles per node, or FP32 vs INT8 (= in Perf)"),
+    ("Compare optimizations", "optimization", "compare", "settings, layers, measured side by side (= in Optimize)"),
     ("Apply: write the optimized .onnx", "benchmarks", "apply", "prune (and quantize) exactly (a in Bench)"),
     ("New benchmark", "benchmarks", "new", "baseline vs optimized, measured (n in Bench)"),
 ]
@@ -110,6 +114,8 @@ class SparsifyCommands(Provider):
             for label, section, action, help_text in PROJECT_ACTIONS:
                 cmds.append((label, partial(app.action_section_action, section, action), help_text))
         cmds.append(("Help: keys", app.action_help, "every key binding (?)"))
+        if app.project_id is not None:
+            cmds.append(("Write a report of this project", app.action_report, "Markdown, HTML or JSON (w)"))
         for project in self._projects:
             cmds.append((f"Open project {project['name']}",
                          partial(app.open_project, project["id"], name=project.get("name")),
@@ -161,6 +167,8 @@ class SparsifyApp(App[int]):
         Binding("j", "jobs", "Jobs", id="app.jobs",
                 tooltip="Every job of every project: status, progress, ETA, errors; cancel and log"),
         Binding("question_mark", "help", "Help", id="app.help", tooltip="List every key"),
+        Binding("w", "report", "Report", show=False, id="app.report",
+                tooltip="Write a report of the open project (Markdown, HTML or JSON)"),
         Binding("escape", "leave_field", "Leave field", id="app.leave_field",
                 tooltip="Leave a text field (then 1-6 and the section keys work again)"),
         Binding("q", "quit", "Quit", id="app.quit", tooltip="Quit sparsify-tui (jobs keep running)"),
@@ -272,6 +280,8 @@ class SparsifyApp(App[int]):
             from textual.widgets import Input, Select, TextArea
 
             return isinstance(self.focused, (Input, TextArea, Select)) and not isinstance(self.screen, ModalScreen)
+        if action == "report" and self.project_id is None:
+            return None
         return True
 
     def action_show_section(self, section: str) -> None:
@@ -430,6 +440,13 @@ class SparsifyApp(App[int]):
                 self.open_project(project_id, name=(dialog.project or {}).get("name"))
 
         self.push_screen(dialog, done)
+
+    def action_report(self) -> None:
+        """`w`: the Report dialog of the open project (:mod:`sparsify_tui.tui.report`)."""
+        from sparsify_tui.tui.report import ReportDialog
+
+        if self.project_id is not None and not isinstance(self.screen, ReportDialog):
+            self.push_screen(ReportDialog(self.project_id))
 
     def action_quit(self) -> None:
         self.exit(0)

@@ -30,6 +30,7 @@ from sparsify_tui.tui.widgets import keys
 from sparsify_tui.tui.widgets.charts import BarChart
 from sparsify_tui.tui.widgets.dialogs import ConfirmDialog, RecordDialog, analysis_fields, fresh_name
 from sparsify_tui.tui.widgets.jobs import JobProgress, SectionJobs
+from sparsify_tui.tui.widgets.tabs import place_tab_underlines
 from sparsify_tui.tui.widgets.tables import Column, FilterableTable, format_count, format_percent
 from sparsify_tui.tui.workers import app_work, post_result
 
@@ -212,6 +213,7 @@ class LossProfileView(Widget):
         self.level = default_level(prof)
         self.show_int8 = False
         self.query_one("#loss-summary", Static).update(summary_text(prof))
+        place_tab_underlines(self)
         self.query_one("#params-chart", BarChart).set_data(
             [x.id for x in prof.layers], [x.params for x in prof.layers], keys=list(range(len(prof.layers))),
             title=f"Layer Params Counts ({format_count(prof.total_params)} total)", total=prof.total_params)

@@ -9,8 +9,11 @@ one, tabs (`m` Pruning, `l` Layers, `<`/`>` any):
 * **Layers**: the per-layer editor table (weight name and node id, sparsity, recoverability, estimated
   speedup, estimated and baseline ms, loss and perf sensitivity). `enter` edits the row's sparsity, `+`/`-`
   step it by 0.05, `x` releases the override, `i` shows the layer's full record.
+* **Groups** (channel optimizations, instead of Layers; `l` too): the per-group ratios, edited the same way.
 * **Quant**: the INT8 quantization modifier (``[x]``/``[ ]`` on/off, layers kept FP32, ordered by INT8
-  sensitivity).
+  sensitivity), then the INT8 card (:mod:`sparsify_tui.tui.optimization.int8`): the accuracy-controlled
+  search's budget, metric, trials, chart, per-layer states, and apply's result next to the benchmark. `I`
+  starts a search (a job in the list pane; `c` cancels it).
 * **LR**: the learning-rate schedule chart and its modifiers as editable text (`ctrl+s` applies).
 * **Training**: the optimization's copy of the project's training settings and its epoch plan. When the
   project's settings changed since (section 6), it says so and `u` takes them again.
@@ -35,10 +38,13 @@ from textual.widgets import (
 from textual.widgets.option_list import Option
 
 from sparsify_tui.formatting import format_count, format_fixed
+from sparsify_tui.tui.optimization import channel as ch
 from sparsify_tui.tui.optimization.dialogs import CreateOptimizationDialog, ExportDialog, SparsityDialog
-from sparsify_tui.tui.optimization.messages import (CreateDialogReady, ExportDialogReady, OptimizationChanged,
-                                                    OptimizationsListed)
+from sparsify_tui.tui.optimization.int8 import Int8Card, Int8SearchDialog, latest_benchmark
+from sparsify_tui.tui.optimization.messages import (CreateDialogReady, ExportDialogReady, Int8BenchmarkFound,
+                                                    Int8SearchSubmitted, OptimizationChanged, OptimizationsListed)
 from sparsify_tui.tui.widgets import keys
+from sparsify_tui.tui.widgets.jobs import JobProgress, SectionJobs
 from sparsify_tui.tui.widgets.charts import BarChart, LineChart
 from sparsify_tui.tui.widgets.dialogs import ConfirmDialog, RecordDialog
 from sparsify_tui.tui.widgets.tables import Column, FilterableTable
@@ -47,7 +53,7 @@ from sparsify_tui.tui.workers import app_work, post_result
 
 TABLE = "optimizations"
 STEP = 0.05
-TABS = ("tab-pruning", "tab-layers", "tab-quant", "tab-lr", "tab-training")
+TABS = ("tab-pruning", "tab-layers", "tab-groups", "tab-quant", "tab-lr", "tab-training")
 
 
 def _count(x: Any) -> str:
@@ -55,6 +61,8 @@ def _count(x: Any) -> str:
 
 
 def header_text(rec: dict) -> str:
+    if ch.is_channel(rec):
+        return ch.header_text(rec)
     est, st = rec.get("estimates") or {}, rec.get("settings") or {}
     return (f"[b]{escape(rec['name'])}[/b] · perf {escape(str(rec.get('perf_profile_name')))} · "
             f"loss {escape(str(rec.get('loss_profile_name')))}\n"
@@ -64,6 +72,8 @@ def header_text(rec: dict) -> str:
 
 def estimate_texts(rec: dict) -> dict[str, str]:
     """Texts of the Summary / Performance / FLOPs / Params estimate cards."""
+    if ch.is_channel(rec):
+        return ch.estimate_texts(rec)
     from sparsify_tui.optimization.estimates import recovery_text  # (imports numpy: not at start-up)
 
     est, st = rec.get("estimates") or {}, rec.get("settings") or {}
@@ -229,7 +239,7 @@ class OptimizationSection(Widget):
         keys.tab("optimization", "m", "tab-pruning", "Pruning", "Optimization: settings, estimates, sparsity chart"),
         keys.tab("optimization", "l", "tab-layers", "Layers", "Optimization: the per-layer editor table"),
         keys.inspect("optimization"),
-        Binding("plus,equals_sign", "step(1)", "+0.05", show=False, id="optimization.layer_up",
+        Binding("plus", "step(1)", "+0.05", show=False, id="optimization.layer_up",
                 tooltip="Raise the selected layer's sparsity by 0.05 (kept as an override)"),
         Binding("minus", "step(-1)", "-0.05", show=False, id="optimization.layer_down",
                 tooltip="Lower the selected layer's sparsity by 0.05 (kept as an override)"),
@@ -237,6 +247,10 @@ class OptimizationSection(Widget):
                 tooltip="Release the selected layer's override (back to the automatic value)"),
         Binding("ctrl+s", "apply_lr", "Apply LR", show=False, id="optimization.apply_lr",
                 tooltip="Apply the edited learning-rate modifiers"),
+        keys.cancel_job("optimization"),
+        keys.compare("optimization", "Optimizations (versions) side by side: settings, layers, estimates, measured"),
+        Binding("I", "int8_search", "INT8 search", show=False, id="optimization.int8_search", key_display="I",
+                tooltip="Search the fastest INT8 config within an accuracy budget (a background job)"),
     ]
 
     def __init__(self, project_id: str, **kwargs) -> None:
@@ -254,7 +268,8 @@ class OptimizationSection(Widget):
             with Vertical(id="opt-left"):
                 yield Static("Optimizations", classes="title")
                 yield OptionList(id="opt-list")
-                yield Static("n new · C copy\ne export · d del", classes="hint")
+                yield Static("n new · C copy\ne export · d del\n= compare · I INT8", classes="hint")
+                yield SectionJobs(self.project_id, ("int8_search",), section="optimization", id="opt-jobs")
             with Vertical(id="opt-main"):
                 yield Static("", id="opt-header")
                 yield Static("No optimization yet. Press [b]n[/b] to create one from the perf profile "
@@ -264,7 +279,7 @@ class OptimizationSection(Widget):
                         with VerticalScroll(id="pruning-scroll"):
                             # one-line inputs sized to their content: nothing scrolls out of view when focused
                             with Horizontal(classes="inputs"):
-                                yield Label("Sparsity")
+                                yield Label("Sparsity", id="lbl-sparsity")
                                 yield Input(id="in-sparsity", compact=True)
                                 yield Label("Balance")
                                 yield Input(id="in-balance", compact=True)
@@ -286,11 +301,16 @@ class OptimizationSection(Widget):
                     with TabPane("Layers (l)", id="tab-layers"):
                         yield Static("enter edit · +/- 0.05 · x auto · i record · * estimates", id="layer-hint")
                         yield FilterableTable(LAYER_COLUMNS, id="layer-table")
+                    with TabPane("Groups (l)", id="tab-groups"):  # channel optimizations (Layers is hidden)
+                        yield Static("enter edit ratio · +/- 0.05 · x auto · * estimates (onnxruntime)",
+                                     classes="hint")
+                        yield FilterableTable(ch.GROUP_COLUMNS, id="group-table")
                     with TabPane("Quant", id="tab-quant"):
                         with VerticalScroll():
                             yield TextCheckbox("INT8 quantization modifier", id="q-enabled")
                             yield Static("", id="q-info", classes="hint")
                             yield TextSelectionList(id="q-excluded")
+                            yield Int8Card(id="int8-card")
                     with TabPane("LR", id="tab-lr"):
                         with VerticalScroll():
                             yield LineChart(title="Learning rate", x_label="epoch", y_label="LR", height=9,
@@ -304,6 +324,7 @@ class OptimizationSection(Widget):
     def on_mount(self) -> None:
         self._show_main(False)
         keys.quiet_tabs(self.query_one("#opt-tabs", TabbedContent))
+        self.query_one("#opt-tabs", TabbedContent).hide_tab("tab-groups")
         self.load_records()
 
     def _show_main(self, has: bool) -> None:
@@ -332,9 +353,12 @@ class OptimizationSection(Widget):
     def _create(self, values: dict) -> None:
         from sparsify_tui.services import optimizations as core
 
+        settings, sparsity, loss = None, values["sparsity"], values["loss"]
+        if values.get("structure") == "channel":
+            settings, sparsity, loss = ch.create_settings(self.ws, self.project_id, values)
         post_result(self, OptimizationChanged(core.create_optimization(
-            self.ws, self.project_id, values["name"], perf=values["perf"], loss=values["loss"],
-            sparsity=values["sparsity"], balance=values["balance"], quantize=values["quantize"])))
+            self.ws, self.project_id, values["name"], perf=values["perf"], loss=loss,
+            sparsity=sparsity, balance=values["balance"], quantize=values["quantize"], settings=settings)))
 
     @app_work(group="opt-action", description="copy optimization")
     def _copy(self, rec_id: str) -> None:
@@ -343,11 +367,10 @@ class OptimizationSection(Widget):
         post_result(self, OptimizationChanged(core.copy_optimization(self.ws, self.project_id, rec_id)))
 
     @app_work(group="opt-action", description="re-evaluate optimization")
-    def _reevaluate(self, rec_id: str, *, sparsity: float, balance: float) -> None:
+    def _reevaluate(self, rec_id: str, **settings: float) -> None:
         from sparsify_tui.services import optimizations as core
 
-        post_result(self, OptimizationChanged(core.reevaluate(self.ws, self.project_id, rec_id, sparsity=sparsity,
-                                                              balance=balance)))
+        post_result(self, OptimizationChanged(core.reevaluate(self.ws, self.project_id, rec_id, **settings)))
 
     @app_work(group="opt-action", description="update optimization schedule")
     def _update_schedule(self, rec_id: str, **changes: Any) -> None:
@@ -384,8 +407,9 @@ class OptimizationSection(Widget):
         ol.clear_options()
         for r in self.records:
             est = r.get("estimates") or {}
-            ol.add_option(Option(f"{escape(r['name'])}\n  {est.get('avg_sparsity', 0):.2f} sp"
-                                 f"{' · INT8' if (r.get('quantization') or {}).get('enabled') else ''}", id=r["id"]))
+            second = ch.list_text(r) if ch.is_channel(r) else \
+                f"  {est.get('avg_sparsity', 0):.2f} sp{' · INT8' if (r.get('quantization') or {}).get('enabled') else ''}"
+            ol.add_option(Option(f"{escape(r['name'])}\n{second}", id=r["id"]))
         if not self.records:
             self.rec = None
             self._show_main(False)
@@ -410,6 +434,12 @@ class OptimizationSection(Widget):
             self.rec = rec
             self.render_record()
 
+    def action_compare(self) -> None:
+        """`=`: optimizations side by side (:mod:`sparsify_tui.tui.optimization.compare`)."""
+        from sparsify_tui.tui.optimization.compare import OptimizationCompareScreen
+
+        self.app.push_screen(OptimizationCompareScreen(self.project_id, (self.rec or {}).get("id")))
+
     # ---------------------------------------------------------------------------------- render
     def render_record(self) -> None:
         rec = self.rec
@@ -427,7 +457,10 @@ class OptimizationSection(Widget):
         try:
             self.query_one("#opt-header", Static).update(header_text(rec))
             st, ep = rec["settings"], rec["epochs"]
-            for wid, val in (("#in-sparsity", f"{st['sparsity']:.2f}"), ("#in-balance", f"{st['balance']:.2f}"),
+            target_field = ch.TARGET_FIELD.get(st.get("target") or "uniform") if ch.is_channel(rec) else "sparsity"
+            self.query_one("#lbl-sparsity", Label).update("Target" if target_field != "sparsity" else
+                                                          ("Ratio" if ch.is_channel(rec) else "Sparsity"))
+            for wid, val in (("#in-sparsity", f"{st[target_field]:.2f}"), ("#in-balance", f"{st['balance']:.2f}"),
                              ("#in-start", f"{ep['pruning_start_epoch']:g}"),
                              ("#in-end", f"{ep['pruning_end_epoch']:g}"), ("#in-update", f"{ep['update_frequency']:g}")):
                 inp = self.query_one(wid, Input)
@@ -436,12 +469,15 @@ class OptimizationSection(Widget):
             for key, text in estimate_texts(rec).items():
                 self.query_one(f"#est-{key}-text", Static).update(text)
             layers = rec["layers"]
+            channel = ch.is_channel(rec)
+            self._show_structure(channel)
             self.query_one("#sparsity-chart", BarChart).set_data(
                 [l["weight_name"] for l in layers], [float(l.get("sparsity") or 0) for l in layers],
-                title=f"Sparsity per layer ({len(layers)} layers)")
-            table = self.query_one("#layer-table", FilterableTable)
+                title=(f"Channels removed per group ({len(layers)} groups)" if channel
+                       else f"Sparsity per layer ({len(layers)} layers)"))
+            table = self.query_one("#group-table" if channel else "#layer-table", FilterableTable)
             cursor = table.data_table.cursor_row if table.is_mounted else 0
-            table.set_rows(layer_rows(rec))
+            table.set_rows(ch.group_rows(rec) if channel else layer_rows(rec))
             if table.is_mounted and cursor is not None and 0 <= cursor < table.data_table.row_count:
                 table.data_table.move_cursor(row=cursor)
             q = rec["quantization"]
@@ -463,12 +499,87 @@ class OptimizationSection(Widget):
             if not ta.has_focus:
                 ta.load_text(format_lr_modifiers(rec.get("lr_modifiers") or []))
             self.query_one("#training-text", Static).update(training_text(rec, self.project_training))
+            self.query_one("#int8-card", Int8Card).show(rec)
+            self._load_int8_benchmark(rec["id"])
             self.refresh_bindings()
         finally:
             self.call_after_refresh(self._unquiet)
 
     def _unquiet(self) -> None:
         self._quiet = False
+
+    # ---------------------------------------------------------------------------------- INT8 card
+    @app_work(group="opt-int8-bench", description="newest benchmark of the optimization")
+    def _load_int8_benchmark(self, rec_id: str) -> None:
+        post_result(self, Int8BenchmarkFound(rec_id, latest_benchmark(self.ws.list_records(self.project_id,
+                                                                                          "benchmarks"), rec_id)))
+
+    @on(Int8BenchmarkFound)
+    def _int8_benchmark(self, message: Int8BenchmarkFound) -> None:
+        if self.rec is not None and self.rec.get("id") == message.record_id and message.benchmark is not None:
+            self.query_one("#int8-card", Int8Card).show(self.rec, message.benchmark)
+
+    def action_int8_search(self) -> None:
+        names = {r.get("name") for r in self.records}
+        k = 1
+        while f"int8-{k}" in names:
+            k += 1
+
+        def done(values: Optional[dict]) -> None:
+            if values:
+                self._submit_int8(values)
+
+        self.app.push_screen(Int8SearchDialog(f"int8-{k}"), done)
+
+    @app_work(group="opt-int8-submit", description="submit an INT8 search job")
+    def _submit_int8(self, values: dict) -> None:
+        from sparsify_tui.jobs import submit
+        from sparsify_tui.services.int8 import check_name_free, int8_settings
+
+        try:
+            s = int8_settings(self.ws.get_project(self.project_id), values)
+            check_name_free(self.ws, self.project_id, s["name"])
+            # submit checks the data and labels before a job record exists (jobs.registry.JOB_CHECKS)
+            args = {k: v for k, v in s.items() if k != "dims" and v is not None}
+            post_result(self, Int8SearchSubmitted(submit(self.ws, self.project_id, "int8_search", args)))
+        except Exception as err:  # noqa: BLE001 - the answer to the dialog: shown, the app stays up
+            post_result(self, Int8SearchSubmitted(None, err))
+
+    @on(JobProgress.Finished)
+    def _int8_job_finished(self, event: JobProgress.Finished) -> None:
+        job = event.job or {}
+        if job.get("type") != "int8_search":
+            return
+        event.stop()
+        if job.get("status") == "completed":
+            self._select_after = (job.get("result") or {}).get("optimization")
+            self.app.notify(f"INT8 search finished: {(job.get('result') or {}).get('status')}.", timeout=5)
+        self.load_records()
+
+    @on(Int8SearchSubmitted)
+    def _int8_submitted(self, message: Int8SearchSubmitted) -> None:
+        if message.error is not None:
+            self.app.show_error(message.error)
+            return
+        self.query_one(SectionJobs).follow(message.job)
+        if self.rec is not None:
+            self.query_one("#opt-tabs", TabbedContent).active = "tab-quant"
+        self.app.notify(f"INT8 search started (job {message.job['id']}): its progress shows under the list (c "
+                        "cancels); the optimization appears when it ends. It keeps running if you quit.")
+
+    def action_cancel_job(self) -> None:
+        self.query_one(SectionJobs).cancel_newest()
+
+
+    def _show_structure(self, channel: bool) -> None:
+        """Channel optimizations edit per-group ratios in Groups; the others per-layer sparsity in Layers."""
+        tabs = self.query_one("#opt-tabs", TabbedContent)
+        if channel:
+            tabs.show_tab("tab-groups")
+            tabs.hide_tab("tab-layers")
+        else:
+            tabs.show_tab("tab-layers")
+            tabs.hide_tab("tab-groups")
 
     @on(TabbedContent.TabActivated, "#opt-tabs")
     def _tab_changed(self) -> None:
@@ -485,7 +596,9 @@ class OptimizationSection(Widget):
         except ValueError:
             self.app.show_error(ValueError("sparsity and balance must be numbers between 0 and 1"))
             return
-        self._reevaluate(self.rec["id"], sparsity=sp, balance=bal)
+        field = ch.TARGET_FIELD.get(self.rec["settings"].get("target") or "uniform") if ch.is_channel(self.rec) \
+            else "sparsity"
+        self._reevaluate(self.rec["id"], balance=bal, **{field: sp})
 
     @on(Input.Submitted, "#in-start, #in-end, #in-update")
     def _epochs_submitted(self) -> None:
@@ -511,9 +624,12 @@ class OptimizationSection(Widget):
         if self._quiet or self.rec is None:
             return
         selected = list(event.selection_list.selected)
-        if set(selected) == set(self.rec["quantization"].get("excluded") or []):
-            return
-        self._update_schedule(self.rec["id"], quantization={"excluded": selected})
+        current = list(self.rec["quantization"].get("excluded") or [])
+        layer_ids = {l["node_id"] for l in self.rec.get("layers") or []}
+        if set(selected) == {x for x in current if x in layer_ids}:
+            return  # the list shows layers only: the INT8 search's other FP32 nodes are not a change
+        kept = [x for x in current if x not in layer_ids]
+        self._update_schedule(self.rec["id"], quantization={"excluded": kept + selected})
 
     def action_apply_lr(self) -> None:
         if self.rec is None:
@@ -532,13 +648,14 @@ class OptimizationSection(Widget):
     def _current_layer(self) -> Optional[dict]:
         if self.rec is None:
             return None
-        row = self.query_one("#layer-table", FilterableTable).current_row()
+        row = self.query_one("#group-table" if ch.is_channel(self.rec) else "#layer-table",
+                             FilterableTable).current_row()
         if row is None:
             return None
         return next((l for l in self.rec["layers"] if l["weight_name"] == row["layer"]), None)
 
     def _layers_active(self) -> bool:
-        return self.query_one("#opt-tabs", TabbedContent).active == "tab-layers"
+        return self.query_one("#opt-tabs", TabbedContent).active in ("tab-layers", "tab-groups")
 
     def action_step(self, direction: int) -> None:
         layer = self._current_layer() if self._layers_active() else None
@@ -553,7 +670,7 @@ class OptimizationSection(Widget):
             return
         self._set_override(self.rec["id"], layer["weight_name"], None)
 
-    @on(FilterableTable.RowChosen, "#layer-table")
+    @on(FilterableTable.RowChosen, "#layer-table, #group-table")
     def _row_chosen(self, event: FilterableTable.RowChosen) -> None:
         layer = next((l for l in (self.rec or {}).get("layers", []) if l["weight_name"] == event.row["layer"]), None)
         if layer is None:
@@ -583,7 +700,8 @@ class OptimizationSection(Widget):
         perf.sort(key=lambda r: str(r.get("created") or ""), reverse=True)
         loss.sort(key=lambda r: str(r.get("created") or ""), reverse=True)
         perf_opts = [(f"{r.get('name', r['id'])} (measured)", r["id"]) for r in perf] + [("FLOPS (time ∝ FLOPs)", "flops")]
-        loss_opts = [(f"{r.get('name', r['id'])} ({r.get('method', 'measured')})", r["id"]) for r in loss] + \
+        loss_opts = [(f"{r.get('name', r['id'])} ({r.get('method', 'measured')}{ch.loss_label(r)})", r["id"])
+                     for r in loss] + \
             [("Approximated", "approximated")]
         names = {r.get("name") for r in self.ws.list_records(self.project_id, TABLE)}
         k = 1
@@ -637,22 +755,33 @@ class OptimizationSection(Widget):
             return None
         if action in ("step", "release") and not (self.rec is not None and self._layers_active()):
             return False
+        if action == "cancel_job":
+            return bool(self.query_one(SectionJobs).active) if self.is_mounted else False
+        if action == "compare" and not self.records:
+            return None
         if action == "sync_training":  # shown only when the project's training settings changed
             return self.rec is not None and training_stale(self.rec, self.project_training)
         return True
 
+    def _tabs(self) -> list[str]:
+        """The tabs shown: Groups instead of Layers for a channel optimization."""
+        hidden = "tab-layers" if self.rec is not None and ch.is_channel(self.rec) else "tab-groups"
+        return [t for t in TABS if t != hidden]
+
     def action_view_tab(self, tab: str) -> None:
-        """m/l: the Pruning or Layers tab (and its table or inputs take the focus)."""
+        """m/l: the Pruning or Layers (Groups) tab (and its table or inputs take the focus)."""
         if self.rec is None:
             return
+        if tab in ("tab-layers", "tab-groups"):
+            tab = "tab-groups" if ch.is_channel(self.rec) else "tab-layers"
         self.query_one("#opt-tabs", TabbedContent).active = tab
-        target = {"tab-pruning": "#in-sparsity", "tab-layers": "#layer-table", "tab-quant": "#q-enabled",
-                  "tab-lr": "#lr-chart", "tab-training": "#training-scroll"}[tab]
+        target = {"tab-pruning": "#in-sparsity", "tab-layers": "#layer-table", "tab-groups": "#group-table",
+                  "tab-quant": "#q-enabled", "tab-lr": "#lr-chart", "tab-training": "#training-scroll"}[tab]
         self.query_one(target).focus()
 
     def action_cycle_tab(self, step: int) -> None:
         if self.rec is not None:
-            self.action_view_tab(keys.cycle(list(TABS), self.query_one("#opt-tabs", TabbedContent).active, step))
+            self.action_view_tab(keys.cycle(self._tabs(), self.query_one("#opt-tabs", TabbedContent).active, step))
 
     def action_inspect(self) -> None:
         """`i`: the full record of the Layers table row under the cursor."""

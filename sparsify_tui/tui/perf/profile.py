@@ -35,6 +35,7 @@ from textual.widgets import Static, TabbedContent, TabPane
 from sparsify_tui.tui import messages
 from sparsify_tui.tui.perf.messages import PerfProfileLoaded
 from sparsify_tui.tui.widgets import keys
+from sparsify_tui.tui.widgets.tabs import place_tab_underlines
 from sparsify_tui.tui.widgets.charts import BarChart
 from sparsify_tui.tui.widgets.dialogs import RecordDialog, analysis_fields
 from sparsify_tui.tui.widgets.tables import Column, FilterableTable, format_count, format_percent
@@ -153,7 +154,7 @@ class PerfProfileView(Widget):
     BINDINGS = [
         Binding("y", "cycle_summary_type", "Type", show=False, id="perfprofile.summary_type",
                 tooltip="Layer Summaries: baseline ms, pruned ms (est.) at each level, INT8 ms (measured)"),
-        Binding("plus,equals_sign", "top_n(1)", "More", show=False, id="perfprofile.top_more",
+        Binding("plus", "top_n(1)", "More", show=False, id="perfprofile.top_more",
                 tooltip="Top Layers: more nodes (10, 20, 50, all)"),
         Binding("minus", "top_n(-1)", "Fewer", show=False, id="perfprofile.top_fewer",
                 tooltip="Top Layers: fewer nodes"),
@@ -232,6 +233,7 @@ class PerfProfileView(Widget):
     # -- rendering -------------------------------------------------------------------------------
     def show_profile(self, profile) -> None:
         self.profile = profile
+        place_tab_underlines(self)
         self._render_summary()
         self._render_op_chart()
         self._render_table()

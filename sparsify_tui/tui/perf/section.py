@@ -22,6 +22,7 @@ from textual.widgets import ContentSwitcher, OptionList, Static
 from textual.widgets.option_list import Option
 
 from sparsify_tui.tui import messages
+from sparsify_tui.tui.perf import compare
 from sparsify_tui.tui.perf.dialogs import PerfProfileDialog, profile_defaults, rerun_args
 from sparsify_tui.tui.perf.messages import (FlopsAnalysisLoaded, PerfDialogReady, PerfProfileDeleted,
                                             PerfProfilesListed, PerfRerunSubmitted)
@@ -58,6 +59,17 @@ def node_rows(analysis: dict) -> list[dict]:
             "share": (flops / total) if total else 0.0,
         })
     return rows
+
+
+def record_label(record: dict) -> str:
+    """The profile list label of a measured profile record: ``"b1 (b1, 2c)"`` (name, batch, cores)."""
+    label = str(record.get("name") or record.get("id"))
+    extra = []
+    if record.get("batch_size"):
+        extra.append(f"b{record['batch_size']}")
+    if record.get("core_count"):
+        extra.append(f"{record['core_count']}c")
+    return f"{label} ({', '.join(extra)})" if extra else label
 
 
 def op_type_flops(analysis: dict) -> list[tuple[str, float]]:
@@ -101,7 +113,7 @@ class FlopsProfileView(Widget):
     """The FLOPS profile: Model Summary + Layer Summaries, Layer Results, Top Layers (tabs)."""
 
     BINDINGS = [
-        Binding("plus,equals_sign", "top_n(1)", "More", show=False, id="flops.top_more",
+        Binding("plus", "top_n(1)", "More", show=False, id="flops.top_more",
                 tooltip="Top Layers: more nodes (10, 20, 50, all)"),
         Binding("minus", "top_n(-1)", "Fewer", show=False, id="flops.top_fewer", tooltip="Top Layers: fewer nodes"),
     ]
@@ -163,7 +175,8 @@ class FlopsProfileView(Widget):
 
     @on(FlopsAnalysisLoaded)
     def _loaded(self, message: FlopsAnalysisLoaded) -> None:
-        self.show_analysis(message.analysis, message.project)
+        if self.query("#model-summary"):  # none when the app closes before the answer arrives
+            self.show_analysis(message.analysis, message.project)
 
     @on(messages.WorkFailed)
     def _load_failed(self) -> None:
@@ -244,6 +257,8 @@ class PerfSection(Widget):
         keys.tab("perf", "g", "top", "Top", "Profile view: chart of the top layers"),
         keys.inspect("perf"),
         *keys.levels("perf", "pruned level of the estimated times (0.4 … 0.99)"),
+        keys.mark("perf", "profile"),
+        keys.compare("perf", "Compare the two marked profiles per node (one profile: its FP32 vs INT8)"),
     ]
 
     POLL_SECONDS = 5.0
@@ -255,6 +270,7 @@ class PerfSection(Widget):
         self._records: list[dict] = []
         self._user_chose = False  # until the user picks a profile, the newest measured one is shown
         self._select_after: Optional[str] = None
+        self.marked: list[str] = []  # record ids marked for comparing: A, then B
 
     def compose(self) -> ComposeResult:
         with Horizontal():
@@ -331,18 +347,14 @@ class PerfSection(Widget):
         changed = summary != old
         self._records = list(records)
         ids = [FLOPS_ID] + [str(r["id"]) for r in records]
+        self.marked = [m for m in self.marked if m in ids]
         if changed:
             options = self.query_one("#profiles", OptionList)
             options.clear_options()
             options.add_option(Option("FLOPS", id=FLOPS_ID))
             for r in records:
-                label = str(r.get("name") or r.get("id"))
-                extra = []
-                if r.get("batch_size"):
-                    extra.append(f"b{r['batch_size']}")
-                if r.get("core_count"):
-                    extra.append(f"{r['core_count']}c")
-                options.add_option(Option(f"{label} ({', '.join(extra)})" if extra else label, id=str(r["id"])))
+                options.add_option(Option(compare.marked_label(record_label(r), str(r["id"]), self.marked),
+                                          id=str(r["id"])))
         if self._select_after in ids:
             self.select_profile(self._select_after, refresh=True)
             self._select_after = None
@@ -397,6 +409,34 @@ class PerfSection(Widget):
 
     def selected_record_id(self) -> Optional[str]:
         return None if self.selected == FLOPS_ID else self.selected
+
+    # -- compare (tui/perf/compare.py) ---------------------------------------------------------
+    def _highlighted_id(self) -> Optional[str]:
+        options = self.query_one("#profiles", OptionList)
+        if options.highlighted is None:
+            return None
+        oid = str(options.get_option_at_index(options.highlighted).id)
+        return None if oid == FLOPS_ID else oid
+
+    def action_toggle_mark(self) -> None:
+        """`space`: mark or unmark the highlighted measured profile (the first mark is A, the second B)."""
+        rid = self._highlighted_id()
+        if rid is None:
+            self.notify("Highlight a measured profile to mark it (FLOPS has no times to compare).", timeout=4)
+            return
+        self.marked = compare.toggle_mark(self.marked, rid)
+        options = self.query_one("#profiles", OptionList)
+        for r in self._records:
+            options.replace_option_prompt(str(r["id"]), compare.marked_label(record_label(r), str(r["id"]),
+                                                                             self.marked))
+
+    def action_compare(self) -> None:
+        """`=`: the comparison screen of the marked profiles (see :func:`compare.compare_pair`)."""
+        pair = compare.compare_pair(self.marked, self._highlighted_id() or self.selected_record_id())
+        if pair is None:
+            self.notify("Mark two profiles with space, then press =. One profile: its FP32 vs INT8.", timeout=5)
+            return
+        self.app.push_screen(compare.PerfCompareScreen(self.project_id, *pair))
 
     # -- new / rerun / delete / cancel ----------------------------------------------------------
     def check_action(self, action: str, parameters: tuple) -> Optional[bool]:

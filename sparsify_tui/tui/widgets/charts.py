@@ -127,7 +127,8 @@ class _ChartBase(Widget, can_focus=True):
                 yield PlotextPlot(id="plot")
 
     def on_mount(self) -> None:
-        self._replot()
+        if self.query(".chart-title"):  # none when the app closes while the chart is still being mounted
+            self._replot()
 
     @property
     def plot(self) -> PlotextPlot:

@@ -12,6 +12,9 @@
 | ``i`` | inspect the selected row: its full record | every per-layer table |
 | ``[`` / ``]`` | lower / raise the sparsity level shown | Perf, Loss |
 | ``y`` | what the view shows (baseline / pruned est. / INT8; pruning / INT8 sensitivity) | Perf, Loss |
+| ``space`` | mark the highlighted item for comparing (A, then B) | Perf |
+| ``=`` | compare: the marked profiles (Perf), optimizations side by side (Optimization) | Perf, Optimization |
+| ``+`` / ``-`` | more / fewer (top layers shown; a layer's sparsity in Optimization) | Perf, Optimization |
 
 Each section builds its bindings here with its own id prefix (``perf.new``, ``loss.new``...), so a user can
 still remap one section's key in ``keymap.json``. The footer shows ``n``, ``r``, ``d``, ``c`` (while a job
@@ -66,6 +69,16 @@ def tab(prefix: str, key: str, tab_id: str, label: str, tooltip: str) -> Binding
 def inspect(prefix: str) -> Binding:
     return Binding("i", "inspect", "Inspect", show=False, id=f"{prefix}.inspect",
                    tooltip="Show the selected row's full record (id, op, weight, shapes, every number)")
+
+
+def mark(prefix: str, what: str) -> Binding:
+    return Binding("space", "toggle_mark", "Mark", show=False, id=f"{prefix}.mark",
+                   tooltip=f"Mark the highlighted {what} for comparing (A, then B; again: unmark)")
+
+
+def compare(prefix: str, tooltip: str) -> Binding:
+    return Binding("equals_sign", "compare", "Compare", show=False, id=f"{prefix}.compare", key_display="=",
+                   tooltip=tooltip)
 
 
 def levels(prefix: str, what: str) -> list[Binding]:
