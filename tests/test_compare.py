@@ -11,6 +11,7 @@ from compare_fixtures import DEMO_DIMS, profile_from_analysis, tiny_model
 
 from sparsify_tui.cli import main
 from sparsify_tui.profiling.compare import compare_perf
+from sparsify_tui.profiling.perf import fill_scaled
 from sparsify_tui.services.profiles import store_perf_profile
 from sparsify_tui.services.projects import create_project
 
@@ -45,30 +46,34 @@ def demo(ws, demo_model):
     b = profile_from_analysis(analysis, "b8", scale=5.0, batch_size=8)
     for i, n in enumerate(b.nodes):
         n.time_ms *= 1 + (i % 3) * 0.5
+    fill_scaled(b)  # the times changed: their scaled figures too
     store_perf_profile(ws, pid, a)
     store_perf_profile(ws, pid, b)
     return pid, a, b
 
 
 def test_rows_add_up_to_each_total_and_match_the_stored_times(capsys, demo):
+    """Per-node times are the profile's, scaled to its measured median as every screen shows them (the profiled
+    pass's raw figures include the profiler's overhead), so each column adds up to that side's latency."""
     pid, a, b = demo
     d = run_json(capsys, "compare", "demo", "b1", "b8", "--json")
     assert set(d) >= {"a", "b", "rows", "totals"}
     assert {"id", "op_type", "a_ms", "b_ms", "ratio", "matched"} <= set(d["rows"][0])
     assert len(d["rows"]) == len(a.nodes)  # nothing dropped
-    assert sum(r["a_ms"] or 0 for r in d["rows"]) == pytest.approx(a.total_node_ms)
-    assert sum(r["b_ms"] or 0 for r in d["rows"]) == pytest.approx(b.total_node_ms)
-    assert d["totals"]["a_ms"] == pytest.approx(a.total_node_ms)
-    assert d["totals"]["b_ms"] == pytest.approx(b.total_node_ms)
+    assert sum(r["a_ms"] or 0 for r in d["rows"]) == pytest.approx(a.latency_ms["median"])
+    assert sum(r["b_ms"] or 0 for r in d["rows"]) == pytest.approx(b.latency_ms["median"])
+    assert d["totals"]["a_ms"] == pytest.approx(a.latency_ms["median"])
+    assert d["totals"]["b_ms"] == pytest.approx(b.latency_ms["median"])
     assert d["totals"]["a_latency_ms"] == a.latency_ms["median"]
     assert d["totals"]["b_latency_ms"] == b.latency_ms["median"]
     by_a, by_b = {n.id: n for n in a.nodes}, {n.id: n for n in b.nodes}
     for r in d["rows"]:
-        assert r["a_ms"] == by_a[r["id"]].time_ms and r["b_ms"] == by_b[r["id"]].time_ms
+        assert r["a_ms"] == pytest.approx(a.node_ms(by_a[r["id"]])) and r["b_ms"] == pytest.approx(b.node_ms(by_b[r["id"]]))
+        assert r["a_ms"] == pytest.approx(by_a[r["id"]].time_ms * a.scale)  # the raw time × the profile's scale
         if r["a_ms"] > 0:
             assert r["ratio"] == pytest.approx(r["b_ms"] / r["a_ms"])
     # node groups as in Layer Summaries: per op type, the same sums
-    assert {g["name"]: g["a_ms"] for g in d["groups"]} == pytest.approx(a.op_type_totals("baseline", scaled=False))
+    assert {g["name"]: g["a_ms"] for g in d["groups"]} == pytest.approx(a.op_type_totals("baseline"))
     assert d["a"]["batch_size"] == 1 and d["b"]["batch_size"] == 8 and d["a"]["target"]["hostname"] == "server-a"
     # the special rows are listed, as unmatched
     specials = [r for r in d["rows"] if r["id"].startswith("[")]
@@ -81,10 +86,10 @@ def test_fp32_vs_int8_of_one_profile(capsys, demo):
     pid, a, _ = demo
     d = run_json(capsys, "compare", "demo", "b1", "b1:int8", "--json")
     assert d["a"]["view"] == "fp32" and d["b"]["view"] == "int8" and d["b"]["label"] == "b1 INT8"
-    assert sum(r["b_ms"] for r in d["rows"]) == pytest.approx(sum(n.int8_time_ms for n in a.nodes))
+    assert sum(r["b_ms"] for r in d["rows"]) == pytest.approx(a.int8["latency_ms"]["median"])
     assert d["totals"]["b_latency_ms"] == a.int8["latency_ms"]["median"]
     conv = next(r for r in d["rows"] if r["op_type"] == "Conv")
-    assert conv["ratio"] == pytest.approx(0.4) and conv["matched"]
+    assert conv["ratio"] == pytest.approx(0.4 * a.int8_scale / a.scale) and conv["matched"]
     text = main(["compare", "demo", "b1", "b1:int8"])
     out = capsys.readouterr().out
     assert text == 0 and "B: b1 INT8" in out and "per op type:" in out and "unmatched rows: 3" in out
@@ -104,15 +109,17 @@ def test_fused_differently_and_removed_nodes_are_listed_never_dropped(demo_model
     gone = next(n for n in b.nodes if n.op_type != "Conv" and n.time_ms > 0 and not n.id.startswith("[")
                 and n is not fused)
     gone.time_ms, gone.kernels = 0.0, []
+    fill_scaled(b)
     cmp = compare_perf(a, b)
     rows = {r.id: r for r in cmp.rows}
     assert rows[fused.id].status == "fused differently" and not rows[fused.id].matched
     assert rows[gone.id].status == "removed in B" and rows[gone.id].b_ms == 0.0
     group = cmp.fusion_groups[rows[fused.id].group]
     assert conv.id in group.ids and fused.id in group.ids
-    assert group.a_ms == pytest.approx(group.b_ms)  # the time moved inside the group
-    assert sum(r.a_ms for r in cmp.rows) == pytest.approx(a.total_node_ms)
-    assert sum(r.b_ms for r in cmp.rows) == pytest.approx(b.total_node_ms)
+    # the time moved inside the group: the same profiled time on both sides (each scaled to its own median)
+    assert group.a_ms / a.scale == pytest.approx(group.b_ms / b.scale)
+    assert sum(r.a_ms for r in cmp.rows) == pytest.approx(a.latency_ms["median"])
+    assert sum(r.b_ms for r in cmp.rows) == pytest.approx(b.latency_ms["median"])
     assert cmp.unmatched["rows"] == 2 + 3
     d = cmp.to_dict()
     assert d["unmatched"]["by_status"] == {"fused differently": 1, "removed in B": 1, "not a node": 3}
@@ -133,7 +140,7 @@ def test_two_projects_are_matched_by_node_id(capsys, ws, tmp_path):
     assert d["a"]["label"] == "one/base" and d["b"]["label"] == "two/base"
     assert d["b"]["target"]["hostname"] == "server-b"
     assert any("different models" in n for n in d["notes"])
-    assert sum(r["b_ms"] or 0 for r in d["rows"]) == pytest.approx(b.total_node_ms)
+    assert sum(r["b_ms"] or 0 for r in d["rows"]) == pytest.approx(b.latency_ms["median"])
 
 
 def test_compare_bad_input_one_line(capsys, demo):
@@ -227,7 +234,7 @@ def test_export_import_into_a_second_workspace_and_compare(capsys, demo, tmp_pat
     assert rec["imported"]["hostname"] == "server-a" and rec["imported"]["project"] == "demo"
     d = run_json(capsys, "compare", "here", "b1 (server-a)", "b1", "--json")
     assert d["a"]["target"]["hostname"] == "server-a" and d["b"]["target"]["hostname"] == "server-b"
-    assert sum(r["a_ms"] for r in d["rows"]) == pytest.approx(a.total_node_ms)
+    assert sum(r["a_ms"] for r in d["rows"]) == pytest.approx(a.latency_ms["median"])
     conv = next(r for r in d["rows"] if r["op_type"] == "Conv" and r["a_ms"])
     assert conv["ratio"] == pytest.approx(2.0)
     # the exported JSON also goes to stdout
@@ -268,8 +275,8 @@ def test_export_bad_paths(capsys, demo, tmp_path):
 
 # ------------------------------------------------------------------------------------------- measured
 def test_measured_demo_profiles_fp32_int8_and_batch(ws, demo_model):
-    """Real profiles of the bundled model (b1 with INT8, b2): rows add up to each stored total, and every ratio is
-    the stored times' ratio."""
+    """Real profiles of the bundled model (b1 with INT8, b2): rows add up to each side's measured median (the stored
+    times scaled to it), and every ratio is the ratio of the times each profile shows."""
     from sparsify_tui.profiling.perf import profile_performance
     from sparsify_tui.services.compare import compare_perf_profiles
     from sparsify_tui.services.profiles import load_perf_profile
@@ -281,20 +288,22 @@ def test_measured_demo_profiles_fp32_int8_and_batch(ws, demo_model):
         assert prof.machine.get("hostname") and prof.machine.get("cpu_model") is not None
         store_perf_profile(ws, pid, prof)
     b1, b2 = load_perf_profile(ws, pid, "b1"), load_perf_profile(ws, pid, "b2")
-    for spec_a, spec_b, pa, pb, attr_b in (("b1", "b1:int8", b1, b1, "int8_time_ms"),
-                                           ("b1", "b2", b1, b2, "time_ms")):
+    for spec_a, spec_b, pa, pb, key_b, median_b in (
+            ("b1", "b1:int8", b1, b1, "int8", b1.int8["latency_ms"]["median"]),
+            ("b1", "b2", b1, b2, "baseline", b2.latency_ms["median"])):
         cmp = compare_perf_profiles(ws, pid, spec_a, spec_b)
-        total_b = sum(getattr(n, attr_b) or 0.0 for n in pb.nodes)
-        assert sum(r.a_ms or 0 for r in cmp.rows) == pytest.approx(pa.total_node_ms)
-        assert sum(r.b_ms or 0 for r in cmp.rows) == pytest.approx(total_b)
+        assert sum(r.a_ms or 0 for r in cmp.rows) == pytest.approx(pa.latency_ms["median"])
+        assert sum(r.b_ms or 0 for r in cmp.rows) == pytest.approx(median_b)
         assert {r.id for r in cmp.rows} == {n.id for n in pa.nodes} | {n.id for n in pb.nodes}
-        by_b = {n.id: getattr(n, attr_b) for n in pb.nodes}
+        by_a = {n.id: pa.node_ms(n) for n in pa.nodes}
+        by_b = {n.id: pb.node_ms(n, key_b) for n in pb.nodes}
         for r in cmp.rows:
             if r.ratio is not None:
-                assert r.ratio == pytest.approx(by_b[r.id] / pa.nodes[[n.id for n in pa.nodes].index(r.id)].time_ms)
+                assert r.ratio == pytest.approx(by_b[r.id] / by_a[r.id])
     cmp = compare_perf_profiles(ws, pid, "b1", "b1:int8")
     assert cmp.totals["b_latency_ms"] == b1.int8["latency_ms"]["median"]
-    assert sum(r.b_ms for r in cmp.rows) == pytest.approx(b1.int8["profiled"]["kernel_total_ms"])
+    # the raw INT8 kernel times, scaled: the profiled pass's total maps onto the INT8 median
+    assert sum(r.b_ms for r in cmp.rows) == pytest.approx(b1.int8["profiled"]["kernel_total_ms"] * b1.int8_scale)
 
 
 def test_structure_row_fields_are_compared_too():

@@ -22,6 +22,7 @@ from conftest import SHARED_MODELS
 
 from sparsify_tui.cli import main
 from sparsify_tui.profiling.model_explorer import model_explorer_ids
+from sparsify_tui.profiling.perf import fill_scaled
 from sparsify_tui.services.profiles import store_perf_profile
 from sparsify_tui.services.projects import create_project
 
@@ -59,6 +60,7 @@ def test_ids_follow_the_adapter_on_every_renaming_rule(ws, capsys, tmp_path):
     prof = profile_from_analysis(ws.analysis_of(pid), "b1")
     for n in prof.nodes:  # every node gets time, so every one is in the ms overlay
         n.time_ms = n.time_ms or 0.001 * (n.index + 1)
+    fill_scaled(prof)
     store_perf_profile(ws, pid, prof)
     res = export(ws, capsys, "edge", tmp_path / "nodes.json")
     ms = json.loads((tmp_path / "nodes.json").read_text())
@@ -70,7 +72,8 @@ def test_ids_follow_the_adapter_on_every_renaming_rule(ws, capsys, tmp_path):
             assert me_id in placed[gid], (ours, gid, me_id)
     assert set(res["not_on_graph"]) == {"c2o", "v2o", "[layout conversion]", "[quantize/dequantize]",
                                         "[unattributed]"}
-    assert ms[""]["results"]["dup_1"]["value"] == round(next(n.time_ms for n in prof.nodes if n.id == "dup#1"), 4)
+    assert ms[""]["results"]["dup_1"]["value"] == round(next(prof.node_ms(n) for n in prof.nodes if n.id == "dup#1"),
+                                                        4)
     assert res["nodes"] == sum(len(v) for v in placed.values()) == len(EDGE_IDS) - 2
 
 
@@ -96,8 +99,10 @@ def test_overlays_of_the_demo(ws, capsys, tmp_path, demo_model):
     (gid, graph), = docs["ms"].items()
     assert gid == "paddle-onnx"
     conv = next(n for n in prof.nodes if n.op_type == "Conv" and n.time_ms > 0)
-    assert graph["results"][conv.id]["value"] == round(conv.time_ms, 4)
-    assert docs["int8_ratio"][gid]["results"][conv.id]["value"] == pytest.approx(0.4)
+    # the node times every screen shows: scaled to the measured median (FP32 and INT8 each to their own)
+    assert graph["results"][conv.id]["value"] == round(prof.node_ms(conv), 4)
+    assert docs["int8_ratio"][gid]["results"][conv.id]["value"] == pytest.approx(
+        0.4 * prof.int8_scale / prof.scale, abs=1e-3)
     assert sum(r["value"] for r in docs["share"][gid]["results"].values()) == pytest.approx(
         100 * (1 - sum(n.time_ms for n in prof.nodes if n.id.startswith("[")) / prof.total_node_ms), abs=0.05)
     assert "gradient" in graph and "thresholds" in docs["int8_ratio"][gid]

@@ -313,6 +313,9 @@ def _searched(ws, pid, monkeypatch):
                                              "calibration_size": 8, "core_count": 1})  # 1 thread: same floats
     q = rec["quantization"]
     q["search"]["seconds"] = 12.5  # wall time: pinned for the snapshot
+    for g in q["search"]["groups"]:  # measured sensitivities differ in their 2nd digit between runs: 1 digit shown
+        if g.get("sensitivity") is not None:
+            g["sensitivity"] = float(f"{g['sensitivity']:.1g}")
     rec = ws.update_record(pid, "optimizations", rec["id"], quantization=q)
     ws.add_record(pid, "benchmarks", {"name": "bench 1", "created": "2026-01-02T03:04:05",
                                       "models": [{"label": "baseline"}, {"label": "int8 snap",
@@ -336,7 +339,7 @@ def test_int8_card_shows_the_search_and_starts_one(workspace_home, demo_model, m
 
     def fake_submit(ws_, p, t, a):  # record the arguments; run a short real job the card follows instead
         submitted.append((t, a))
-        return real_submit(ws_, p, "sleep", {"steps": 2, "step_s": 0.05}, measuring=False)
+        return real_submit(ws_, p, "sleep", {"steps": 200, "step_s": 0.05}, measuring=False)
 
     monkeypatch.setattr("sparsify_tui.jobs.submit", fake_submit)
 
@@ -370,12 +373,23 @@ def test_int8_card_shows_the_search_and_starts_one(workspace_home, demo_model, m
             assert job_type == "int8_search" and args["max_drop"] == 0.05 and args["name"] == "int8-1"
             # the section's job pane follows the job, and `c` (cancel) is in the footer while it runs
             await wait_for(pilot, lambda: sec.query_one("#opt-jobs").query("JobProgress"))
-            # a bad budget is refused with one line, no job
+            assert sec.check_action("cancel_job", ()) is True  # `c` cancels it (shown in the footer)
+            from sparsify_tui.jobs import get_job
+            from sparsify_tui.tui.widgets.dialogs import ConfirmDialog
+
+            job_id = next(iter(sec.query_one("#opt-jobs").widgets))
+            await pilot.press("c")
+            await wait_for(pilot, lambda: isinstance(app.screen, ConfirmDialog))
+            await pilot.press("y")
+            await wait_for(pilot, lambda: get_job(ws, job_id)["status"] == "canceled")
+            # a bad budget is refused with one line in the dialog, which stays open; no job
             await pilot.press("I")
             await wait_for(pilot, lambda: type(app.screen).__name__ == "Int8SearchDialog")
             app.screen.query_one("#i8d-drop").value = "-1"
             app.screen.query_one("#i8d-ok").press()
-            await wait_for(pilot, lambda: type(app.screen).__name__ != "Int8SearchDialog")
+            await wait_for(pilot, lambda: "Max drop -1 is not allowed" in str(app.screen.query_one("#error").render()))
+            assert type(app.screen).__name__ == "Int8SearchDialog"
+            await pilot.press("escape")
             await pilot.pause(0.3)
             assert len(submitted) == 1
 

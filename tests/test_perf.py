@@ -347,3 +347,21 @@ def test_noise_warnings():
     assert len(busy) == 1 and "12.6× the median" in busy[0] and "rerun" in busy[0]
     spread = noise_warnings({"median": 1.0, "p90": 1.1}, [1.0, 1.2, 2.5], "INT8 ")
     assert len(spread) == 1 and spread[0].startswith("INT8 noisy profiled pass") and "2.5×" in spread[0]
+
+
+def test_a_stored_profile_gets_its_noise_warnings_on_load():
+    """Profiles stored by a version without the noise checks (an empty warnings list, or a NaN-weight warning only)
+    get them when read, from the runs they kept; a quiet one gets none, and nothing is repeated."""
+    base = {"name": "old", "latency_ms": {"median": 1.901, "p90": 14.0}, "profiled": {"runs_ms": [3.0, 3.2]},
+            "int8": {"enabled": True, "latency_ms": {"median": 5.0, "p90": 5.5},
+                     "profiled": {"runs_ms": [6.0, 19.0]}}}
+    for stored in ([], ["model.onnx: 1 weight holds NaN or Inf"]):
+        prof = PerfProfile.from_dict({"profile": {**base, "warnings": list(stored)}, "nodes": []})
+        noisy = [w for w in prof.warnings if "noisy" in w]
+        assert prof.warnings[:len(stored)] == stored
+        assert len(noisy) == 2 and "7.4× the median" in noisy[0] and noisy[1].startswith("INT8 noisy profiled pass")
+        again = PerfProfile.from_dict(prof.to_dict())
+        assert again.warnings == prof.warnings  # stored with them: not added twice
+    quiet = PerfProfile.from_dict({"profile": {"name": "q", "latency_ms": {"median": 1.0, "p90": 1.2},
+                                               "warnings": []}, "nodes": []})
+    assert quiet.warnings == []

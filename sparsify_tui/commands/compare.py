@@ -113,7 +113,8 @@ def format_perf(cmp, top: int = 30) -> str:
     head = ("node id", "op", "A ms", "B ms", "B/A", "A %", "B %", "")
     body = [(_short(r.id), r.op_type, _f(r.a_ms), _f(r.b_ms), _x(r.ratio), _pct(r.a_share), _pct(r.b_share),
              "" if r.matched else r.status) for r in rows]
-    lines.append(f"per node (ms per batch, profiled pass; top {len(rows)} of {len(cmp.rows)} by time):")
+    lines.append(f"per node (ms per batch, profiled pass scaled to each median; top {len(rows)} of {len(cmp.rows)} "
+                 "by time):")
     lines += _table([head] + body, {2, 3, 4, 5, 6})
     lines += ["", "per op type:"]
     lines += _table([("group", "nodes", "A ms", "B ms", "B/A", "A %", "B %")] +

@@ -1,8 +1,9 @@
 """Compare two perf profiles per node, and two loss profiles per layer (issue 16).
 
 **Perf profiles** (:func:`compare_perf`). Each side is one measurement of a :class:`~sparsify_tui.profiling.perf.
-PerfProfile`: its FP32 times (``NodePerf.time_ms``, view ``"fp32"``) or the times measured in its INT8 model
-(``NodePerf.int8_time_ms``, view ``"int8"``). So FP32 vs INT8 is one profile against itself, and batch 1 vs 8,
+PerfProfile`: its FP32 times (view ``"fp32"``) or the times measured in its INT8 model (view ``"int8"``), each
+node's profiled time scaled to that model's unprofiled median (``PerfProfile.node_ms``, the figures every screen
+shows; the raw profiled ``time_ms`` stay in the profile). So FP32 vs INT8 is one profile against itself, and batch 1 vs 8,
 1 core vs all, or this server vs another are two profiles. Rows are matched **by node id** (the ONNX node name, else
 its first output: :func:`sparsify_tui.analysis.graph.node_id`), so two projects of the same model, or a model and
 its optimized copy (pruning and QDQ quantization keep node names), compare too.
@@ -21,10 +22,9 @@ Every row of both profiles appears once, in A's graph order, then B's extra rows
 * ``not a node``: the special rows ``[layout conversion]``, ``[quantize/dequantize]`` and ``[unattributed]``.
 
 Only ``matched`` rows are ``matched``; nothing is dropped, so **the A column adds up to A's total and the B column
-to B's total**: the sum of the profile's rows in that view, its profiled kernel time per batch. Per-node times come
-from the profiled pass; the whole-model latency (median and p90 of unprofiled runs) is given next to the totals
-(``totals.a_latency_ms``...). Profiling adds a few µs per kernel, so on tiny models the rows add up to more than the
-latency: compare shares and ratios, and the latencies for the model.
+to B's total**: the sum of the profile's rows in that view, which is that model's measured median latency (the
+per-node times are scaled to it; a profile without a median keeps its raw profiled times). The whole-model latency
+(median and p90 of unprofiled runs) is given next to the totals (``totals.a_latency_ms``...).
 
 Units: ms per batch; ``ratio`` = B ms / A ms (None when A is 0 or a side is missing); ``share`` = row ms / that
 side's total (0..1).
@@ -197,18 +197,18 @@ class PerfComparison:
 
 
 def view_times(profile, view: str) -> dict:
-    """``{node id: ms per batch}`` of every row of ``profile`` in ``view`` ("fp32": ``time_ms``; "int8":
-    ``int8_time_ms``, rows without one count 0). Raises ``ValueError`` for an unknown view, or "int8" on a profile
+    """``{node id: ms per batch}`` of every row of ``profile`` in ``view`` ("fp32", or "int8": rows without an INT8
+    time count 0), scaled to that model's unprofiled median (:meth:`PerfProfile.node_ms`). Raises ``ValueError`` for an unknown view, or "int8" on a profile
     without a successful INT8 measurement."""
     if view not in VIEWS:
         raise ValueError(f"unknown view {view!r}: use fp32 or int8")
     if view == "fp32":
-        return {n.id: float(n.time_ms or 0.0) for n in profile.nodes}
+        return {n.id: float(profile.node_ms(n) or 0.0) for n in profile.nodes}
     i8 = profile.int8 or {}
     if not i8.get("enabled") or i8.get("error") or all(n.int8_time_ms is None for n in profile.nodes):
         reason = i8.get("error") or "it was measured without INT8"
         raise ValueError(f"perf profile {profile.name!r} has no INT8 measurement ({reason})")
-    return {n.id: float(n.int8_time_ms or 0.0) for n in profile.nodes}
+    return {n.id: float(profile.node_ms(n, "int8") or 0.0) for n in profile.nodes}
 
 
 def profile_side(profile, view: str = "fp32", *, label: Optional[str] = None, project: str = "",

@@ -38,9 +38,11 @@ from sparsify_tui.analysis.loading import is_weight_constant
 #: metric -> (what the value is, unit). ``int8_ratio`` < 1: the node ran faster in the INT8 model. Values are
 #: rounded for display: ms to 0.1 µs, % to 0.001, ratios to 0.001, sensitivities to 4 significant digits.
 METRICS = {
-    "ms": ("measured ms per batch of the node (profiled pass; 0 when fused into another node)", "ms"),
+    "ms": ("measured ms per batch of the node (profiled pass scaled to the unprofiled median; 0 when fused into "
+           "another node)", "ms"),
     "share": ("share of the profile's total node time", "%"),
-    "int8_ratio": ("INT8 ms / FP32 ms of the node, both measured (< 1: faster in INT8)", "x"),
+    "int8_ratio": ("INT8 ms / FP32 ms of the node, both measured and scaled to their medians (< 1: faster in "
+                   "INT8)", "x"),
     "sensitivity": ("loss sensitivity of the layer at the chosen sparsity, in the loss profile's metric", ""),
 }
 MAIN_GRAPH = "<main>"
@@ -164,16 +166,18 @@ def node_data(model: onnx.ModelProto, profile, *, loss=None, level: float = 0.9,
     Raises: ``ValueError`` when the profile does not line up with the model.
     """
     placed = match_profile_nodes(model, profile.nodes)
-    total = sum(float(n.time_ms or 0.0) for n in profile.nodes)
+    ms = {n.id: float(profile.node_ms(n) or 0.0) for n in profile.nodes}  # scaled to the median, as shown
+    total = sum(ms.values())
     values: dict = {m: {} for m in METRICS}
     for n in profile.nodes:
         e = placed.get(n.id)
         if e is None or e.graph_id is None:
             continue
-        values["ms"][n.id] = round(float(n.time_ms or 0.0), 4)
-        values["share"][n.id] = round(100.0 * float(n.time_ms or 0.0) / total, 3) if total > 0 else 0.0
-        if n.int8_time_ms is not None and n.time_ms and n.time_ms > 0:
-            values["int8_ratio"][n.id] = round(float(n.int8_time_ms) / float(n.time_ms), 3)
+        values["ms"][n.id] = round(ms[n.id], 4)
+        values["share"][n.id] = round(100.0 * ms[n.id] / total, 3) if total > 0 else 0.0
+        i8 = profile.node_ms(n, "int8")
+        if i8 is not None and ms[n.id] > 0:
+            values["int8_ratio"][n.id] = round(float(i8) / ms[n.id], 3)
     if loss is not None:
         for layer in loss.layers:
             e = placed.get(layer.id)

@@ -178,9 +178,10 @@ class PerfProfile:
         for k, default in (("instruction_sets", []), ("latency_ms", {}), ("int8", {}), ("items_per_second", 0.0),
                            ("name", ""), ("batch_size", 1), ("core_count", 1)):
             kw.setdefault(k, default)
-        if "warnings" not in p:  # stored before warnings existed: the same checks on what it kept
-            kw["warnings"] = noise_warnings(kw["latency_ms"], (kw.get("profiled") or {}).get("runs_ms") or [])
-        return cls(**kw)
+        prof = cls(**kw)
+        if not any("noisy " in str(w) for w in prof.warnings):  # stored before noise checks: run them on its data
+            prof.warnings = list(prof.warnings) + profile_noise(prof)
+        return prof
 
     # convenience views -------------------------------------------------------------
     @property
@@ -289,6 +290,15 @@ def noise_warnings(latency_ms: dict, profiled_runs_ms: list, label: str = "") ->
     if len(runs) >= 2 and max(runs) > NOISE_RATIO * min(runs):
         out.append(f"{label}noisy profiled pass: its runs took {min(runs):.3f}–{max(runs):.3f} ms "
                    f"({max(runs) / min(runs):.1f}× apart), so per-node shares may be off; rerun the profile")
+    return out
+
+
+def profile_noise(prof: "PerfProfile") -> list:
+    """:func:`noise_warnings` of a profile's FP32 runs and, when measured, its INT8 runs (from what it stores)."""
+    out = noise_warnings(prof.latency_ms, (prof.profiled or {}).get("runs_ms") or [])
+    i8 = prof.int8 or {}
+    if i8.get("latency_ms"):
+        out += noise_warnings(i8["latency_ms"], (i8.get("profiled") or {}).get("runs_ms") or [], "INT8 ")
     return out
 
 
@@ -511,10 +521,7 @@ def profile_performance(
     )
     prof.pruned_estimate = _model_estimates(nodes, median, dw_share)
     fill_scaled(prof)
-    prof.warnings += noise_warnings(fp.latency, fp.kernels.runs_ms)
-    if int8_info.get("latency_ms"):
-        prof.warnings += noise_warnings(int8_info["latency_ms"], (int8_info.get("profiled") or {}).get("runs_ms"),
-                                        "INT8 ")
+    prof.warnings += profile_noise(prof)
     return prof
 
 

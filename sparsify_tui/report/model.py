@@ -13,8 +13,9 @@ from typing import Any, Optional
 
 @dataclass
 class LayerTime:
-    """A row of a perf profile in a report: ``id`` (node id), ``op_type``, ``time_ms`` (measured, profiled pass),
-    ``share`` of the profile's node total, ``int8_time_ms`` (measured in the INT8 model; None without)."""
+    """A row of a perf profile in a report: ``id`` (node id), ``op_type``, ``time_ms`` (measured in the profiled pass,
+    scaled to the unprofiled median: :meth:`PerfProfile.node_ms`), ``share`` of the profile's node total,
+    ``int8_time_ms`` (measured in the INT8 model and scaled the same way; None without)."""
 
     id: str
     op_type: str
@@ -152,14 +153,15 @@ class Report:
 def perf_entry(profile, *, record_id: Optional[str] = None, top: int = 10, imported: Optional[dict] = None
                ) -> PerfEntry:
     """The report entry of a :class:`~sparsify_tui.profiling.perf.PerfProfile` with its ``top`` slowest nodes."""
-    total = float(sum(n.time_ms or 0.0 for n in profile.nodes))
+    ms = {n.id: float(profile.node_ms(n) or 0.0) for n in profile.nodes}  # scaled, as every screen shows them
+    total = float(sum(ms.values()))
     i8 = profile.int8 or {}
     ok = bool(i8.get("enabled") and not i8.get("error"))
     ops = profile.op_type_totals("baseline")
     op_i8 = profile.op_type_totals("int8") if ok else {}
     op_types = [LayerTime(k, k, v, v / total if total else 0.0, op_i8.get(k))
                 for k, v in sorted(ops.items(), key=lambda kv: -kv[1])]
-    nodes = sorted((n for n in profile.nodes if (n.time_ms or 0) > 0), key=lambda n: -n.time_ms)[:top]
+    nodes = sorted((n for n in profile.nodes if ms[n.id] > 0), key=lambda n: -ms[n.id])[:top]
     machine = dict(getattr(profile, "machine", None) or {})
     settings = profile.settings or {}
     target = {"hostname": machine.get("hostname"), "cpu_model": machine.get("cpu_model") or settings.get("cpu_model"),
@@ -172,8 +174,8 @@ def perf_entry(profile, *, record_id: Optional[str] = None, top: int = 10, impor
         int8_median_ms=(i8.get("latency_ms") or {}).get("median") if ok else None,
         int8_speedup=i8.get("speedup") if ok else None, int8_error=i8.get("error"), target=target,
         node_total_ms=total, op_types=op_types,
-        top=[LayerTime(n.id, n.op_type, float(n.time_ms), float(n.time_ms) / total if total else 0.0,
-                       n.int8_time_ms) for n in nodes],
+        top=[LayerTime(n.id, n.op_type, ms[n.id], ms[n.id] / total if total else 0.0,
+                       profile.node_ms(n, "int8")) for n in nodes],
         created=profile.created or "", imported=imported)
 
 

@@ -131,7 +131,8 @@ def blocks(report: Report, top: int = 10) -> list:
             out.append(Para(f"Measured median {ms(lat.get('median'))} ms/batch (p90 {ms(lat.get('p90'))}, min "
                             f"{ms(lat.get('min'))}), {e.items_per_second:.1f} items/s, on {_target(e.target)}, "
                             f"onnxruntime {e.target.get('ort_version') or '?'}. Per-node times come from a separate "
-                            f"profiled pass; they add up to {ms(e.node_total_ms)} ms.{extra}"))
+                            f"profiled pass, scaled to the median (the profiler's own overhead taken out); they add "
+                            f"up to {ms(e.node_total_ms)} ms.{extra}"))
             ops = [g for g in e.op_types if g.time_ms > 0]
             out.append(Chart(f"{e.name}: time per op type (ms per batch; {len(e.op_types) - len(ops)} op types "
                              "with no time of their own not shown)", [g.id for g in ops], [g.time_ms for g in ops],

@@ -17,15 +17,15 @@ from __future__ import annotations
 from typing import Optional
 
 from rich.markup import escape
-from textual import on
 from textual.app import ComposeResult
+from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
-from textual.screen import ModalScreen
 from textual.widget import Widget
 from textual.widgets import Button, Input, Label, Select, Static
 from textual_plotext import PlotextPlot
 
 from sparsify_tui.formatting import format_fixed
+from sparsify_tui.tui.widgets.dialogs import FormDialog
 from sparsify_tui.tui.widgets.tables import Column, FilterableTable
 
 
@@ -57,7 +57,7 @@ def summary_text(rec: dict) -> str:
     s = q.get("search")
     if not s:
         return ("No INT8 search for this optimization: its FP32 layers come from the loss profile's "
-                "INT8-sensitivity outliers (Quant tab).\nPress [b]i[/b] to search the fastest INT8 config "
+                "INT8-sensitivity outliers (Quant tab).\nPress [b]I[/b] to search the fastest INT8 config "
                 "within an accuracy budget.")
     chosen = next((t for t in s.get("trials") or [] if t.get("index") == s.get("chosen")), None)
     lines = [
@@ -193,20 +193,29 @@ class Int8Card(Widget):
         plot.refresh()
 
 
-class Int8SearchDialog(ModalScreen):
-    """Ask for an INT8 search: name, budget, metric, calibration, sample data and its labels key. Dismisses with
-    the job arguments (validated by :func:`sparsify_tui.services.int8.int8_settings` in the section's worker),
-    or None."""
+class Int8SearchDialog(FormDialog[Optional[dict]]):
+    """Ask for an INT8 search: name, budget, sample data and its labels key, metric, calibration. The budget and the
+    data file are checked here (one line under the fields; the dialog stays open), the rest by
+    :func:`sparsify_tui.services.int8.int8_settings` in the section's worker. Dismisses with the job arguments, or
+    None. One-line fields, so it fits 80x24; `ctrl+r` runs, `escape` closes."""
 
+    RUN_BUTTON_ID = "i8d-ok"
     DEFAULT_CSS = """
     Int8SearchDialog { align: center middle; }
-    Int8SearchDialog > Vertical { width: 70; height: auto; border: thick $primary; background: $surface; padding: 0 1; }
-    Int8SearchDialog Horizontal { height: 3; }
-    Int8SearchDialog Label { width: 14; padding: 1 0 0 0; }
-    Int8SearchDialog Input, Int8SearchDialog Select { width: 1fr; }
-    Int8SearchDialog #i8d-buttons { height: 3; align: right middle; }
+    Int8SearchDialog > Vertical { width: 72; max-width: 98%; height: auto; max-height: 100%;
+        border: thick $accent; background: $surface; padding: 0 1; }
+    Int8SearchDialog .dialog-title { text-style: bold; }
+    Int8SearchDialog .row { height: 1; margin-top: 1; }
+    Int8SearchDialog .row Label { width: 14; }
+    Int8SearchDialog .row Input, Int8SearchDialog .row Select { width: 1fr; }
+    Int8SearchDialog .dialog-error { color: $error; height: auto; }
+    Int8SearchDialog .buttons { height: auto; align: right middle; margin-top: 1; }
+    Int8SearchDialog .buttons Button { margin-left: 1; }
     """
-    BINDINGS = [("escape", "cancel", "Cancel")]
+    BINDINGS = [
+        Binding("escape", "close", "Cancel", id="optimization.int8.cancel", tooltip="Close without searching"),
+        Binding("ctrl+r", "run", "Search", id="optimization.int8.run", tooltip="Start the INT8 search job"),
+    ]
 
     def __init__(self, default_name: str) -> None:
         super().__init__()
@@ -214,39 +223,49 @@ class Int8SearchDialog(ModalScreen):
 
     def compose(self) -> ComposeResult:
         with Vertical():
-            yield Static("[b]INT8 within an accuracy budget[/b] (a background job; creates an optimization)")
-            for label, wid, value in (("Name", "i8d-name", self.default_name), ("Max drop", "i8d-drop", "0.01"),
-                                      ("Data (.npz)", "i8d-data", ""), ("Labels key", "i8d-labels", "")):
-                with Horizontal():
+            yield Static("INT8 search within an accuracy budget (a job; makes an optimization)",
+                         classes="dialog-title")
+            for label, wid, value, hint in (
+                    ("Name", "i8d-name", self.default_name, ""),
+                    ("Max drop", "i8d-drop", "0.01", "in the metric's units, e.g. 0.01 = 1 point of top-1"),
+                    ("Sample data", "i8d-data", "", "synthetic; or FILE.npz (inputs + labels)"),
+                    ("Labels key", "i8d-labels", "", "none; or the labels array in the .npz")):
+                with Horizontal(classes="row"):
                     yield Label(label)
-                    yield Input(value, id=wid)
-            with Horizontal():
+                    yield Input(value, placeholder=hint, id=wid, compact=True)
+            with Horizontal(classes="row"):
                 yield Label("Metric")
                 yield Select([("auto (from outputs)", "auto"), ("top1", "top1"), ("nmse", "nmse"), ("kl", "kl"),
-                              ("max_abs", "max_abs")], value="auto", allow_blank=False, id="i8d-metric")
-            with Horizontal():
+                              ("max_abs", "max_abs")], value="auto", allow_blank=False, id="i8d-metric",
+                             compact=True)
+            with Horizontal(classes="row"):
                 yield Label("Calibration")
                 yield Select([(m, m) for m in ("minmax", "entropy", "percentile")], value="minmax",
-                             allow_blank=False, id="i8d-calibration")
-            with Horizontal(id="i8d-buttons"):
-                yield Button("Cancel", id="i8d-cancel")
+                             allow_blank=False, id="i8d-calibration", compact=True)
+            yield Static("", id="error", classes="dialog-error")
+            with Horizontal(classes="buttons"):
                 yield Button("Search", variant="primary", id="i8d-ok")
+                yield Button("Cancel", id="i8d-cancel")
+
+    def on_mount(self) -> None:
+        self.query_one("#i8d-name", Input).focus()
 
     def values(self) -> dict:
+        """The job arguments; raises ``SparsifyError`` (one line) for a bad budget or data file."""
+        from sparsify_tui import settings
+
         get = lambda wid: self.query_one(f"#{wid}", Input).value.strip()  # noqa: E731
         metric = self.query_one("#i8d-metric", Select).value
-        return {"name": get("i8d-name"), "max_drop": get("i8d-drop"), "data": get("i8d-data") or None,
+        return {"name": get("i8d-name"), "max_drop": settings.max_drop(get("i8d-drop"), "Max drop"),
+                "data": settings.data_file(get("i8d-data"), "Sample data"),
                 "labels": get("i8d-labels") or None, "metric": None if metric == "auto" else metric,
                 "calibration": self.query_one("#i8d-calibration", Select).value}
 
-    @on(Button.Pressed, "#i8d-ok")
-    @on(Input.Submitted)
-    def _ok(self) -> None:
-        self.dismiss(self.values())
-
-    @on(Button.Pressed, "#i8d-cancel")
-    def action_cancel(self) -> None:
-        self.dismiss(None)
+    def action_run(self) -> None:
+        try:
+            self.dismiss(self.values())
+        except Exception as err:  # noqa: BLE001 - shown in the dialog
+            self.show_form_error(err)
 
 
 __all__ = ["Int8Card", "Int8SearchDialog", "summary_text", "trial_rows", "layer_rows", "applied_text",
