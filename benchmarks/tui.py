@@ -8,7 +8,8 @@ is this machine's load rather than sparsify-tui; and the CPU ms this process use
 machine's load hardly changes):
 
 * **cold start**: ``sparsify-tui`` started in a pseudo-terminal (as a user's shell starts it), until its first
-  frame shows the Projects screen (goal <= 1000 ms);
+  frame shows the Projects screen (goal <= 1000 ms); and in tmux (until ``capture-pane`` shows it), each paired
+  with a minimal Textual app started the same way;
 * in-process with Pilot (``App.run_test``), from the key press until the screen is idle: the data the key asks
   for is on screen, no worker is running and no message is pending (goal <= 100 ms each):
   * **open project**: `enter` on the Projects list, the first open (the Performance section opens on the
@@ -33,12 +34,14 @@ import asyncio
 import os
 import pty
 import select
+import shutil
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Optional
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -119,6 +122,103 @@ def cold_start_ms(home: Path) -> float:
         except subprocess.TimeoutExpired:
             proc.kill()
         os.close(master)
+
+
+FLOOR_APP = """
+from textual.app import App
+from textual.widgets import ContentSwitcher, Footer, Header, OptionList
+class Floor(App):
+    BINDINGS = [("q", "quit", "Quit"), ("1", "show('a')", "A"), ("2", "show('b')", "B")]
+    def compose(self):
+        yield Header()
+        with ContentSwitcher(initial="a"):
+            yield OptionList("Projects", "alpha", id="a")
+            yield OptionList("Other", "omega", id="b")
+        yield Footer()
+    def action_show(self, which):
+        self.query_one(ContentSwitcher).current = which
+        self.query_one("#" + which).focus()
+Floor().run()
+"""
+
+
+TMUX = ["tmux", "-L", f"tuibench{os.getpid()}"]  # a tmux server of our own, kept up by an idle session
+
+
+def cold_start_tmux_ms(home: Path, floor_app: Optional[Path] = None) -> float:
+    """``sparsify-tui`` (or the minimal Textual app in ``floor_app``: header, a list, a footer) started in a new
+    tmux window of 120x40, until ``tmux capture-pane`` shows its first full frame (ms; polled every 10 ms)."""
+    env = dict(os.environ, SPARSIFY_TUI_HOME=str(home), PYTHONPATH=str(ROOT))
+    cmd = f"{sys.executable} {floor_app}" if floor_app else f"{sys.executable} -m sparsify_tui"
+    t0 = time.perf_counter()
+    pane = subprocess.run([*TMUX, "new-window", "-d", "-P", "-F", "#{pane_id}", f"env SPARSIFY_TUI_HOME={home} "
+                           f"PYTHONPATH={ROOT} {cmd}"], env=env, check=True, capture_output=True, text=True).stdout
+    pane = pane.strip()
+    try:
+        while time.perf_counter() - t0 < 30:
+            text = subprocess.run([*TMUX, "capture-pane", "-t", pane, "-p"], capture_output=True, text=True).stdout
+            if "Projects" in text and "Quit" in text:
+                return (time.perf_counter() - t0) * 1000
+            time.sleep(0.01)
+        raise RuntimeError("no first frame within 30 s")
+    finally:
+        subprocess.run([*TMUX, "kill-pane", "-t", pane], capture_output=True)
+
+
+def _tmux_start(home: Path, floor_app: Optional[Path] = None) -> str:
+    cmd = f"{sys.executable} {floor_app}" if floor_app else f"{sys.executable} -m sparsify_tui"
+    return subprocess.run([*TMUX, "new-window", "-d", "-P", "-F", "#{pane_id}", f"env SPARSIFY_TUI_HOME={home} "
+                           f"PYTHONPATH={ROOT} {cmd}"], check=True, capture_output=True, text=True).stdout.strip()
+
+
+def _tmux_until(pane: str, *texts: str, t0: float, timeout: float = 30.0, absent: str = "") -> float:
+    """ms from ``t0`` until every one of ``texts`` is on the pane, and ``absent`` is not (``capture-pane`` every
+    10 ms)."""
+    while time.perf_counter() - t0 < timeout:
+        shown = subprocess.run([*TMUX, "capture-pane", "-t", pane, "-p"], capture_output=True, text=True).stdout
+        if all(t in shown for t in texts) and not (absent and absent in shown):
+            return (time.perf_counter() - t0) * 1000
+        time.sleep(0.01)
+    raise RuntimeError(f"{texts} not shown within {timeout} s")
+
+
+def _tmux_key(pane: str, key: str, *texts: str, absent: str = "") -> float:
+    t0 = time.perf_counter()
+    subprocess.run([*TMUX, "send-keys", "-t", pane, key], check=True)
+    return _tmux_until(pane, *texts, t0=t0, absent=absent)
+
+
+def tmux_round(home: Path, floor_app: Path) -> dict:
+    """The steps of :func:`in_app_round` in a real terminal: keys sent with ``tmux send-keys``, timed until the
+    screen (``capture-pane``) shows what the key asked for (each step's own text, e.g. the loaded profile's
+    "Measured" line, or the filter's row count). Includes tmux's own latency (one client call per key and per
+    10 ms poll), as the floor does: a minimal Textual app switching between two lists the same way."""
+    out: dict = {}
+    pane = _tmux_start(home, floor_app)
+    try:
+        _tmux_until(pane, "Projects", "Quit", t0=time.perf_counter())
+        out["floor"] = statistics.median(_tmux_key(pane, k, w) for k, w in (("2", "omega"), ("1", "alpha")) * 3)
+    finally:
+        subprocess.run([*TMUX, "kill-pane", "-t", pane], capture_output=True)
+    pane = _tmux_start(home)
+    try:
+        _tmux_until(pane, "Projects", "bench", "Quit", t0=time.perf_counter())
+        out["open project"] = _tmux_key(pane, "Enter", "Measured", "Summary type")
+        for label in ("first", "again"):
+            for key, texts in (("3", ("Model Summary · Approximated",)), ("4", ("No optimization yet",)),
+                               ("5", ("No benchmarks yet",)), ("6", ("Description", "Name")),
+                               ("2", ("Measured", "Summary type"))):
+                out[f"section {key} {SECTION_NAMES[key]} ({label})"] = _tmux_key(pane, key, *texts)
+        out["Layer Results (l)"] = _tmux_key(pane, "l", "Node id", " rows · ")
+        _tmux_key(pane, "/", "Filter", absent="Quit")  # the filter field has the focus: its footer has no q
+        per_key = [_tmux_key(pane, ch, f"filter: '{'conv'[:i + 1]}'") for i, ch in enumerate("conv")]
+        out["filter, per key"] = statistics.median(per_key)
+    finally:
+        subprocess.run([*TMUX, "kill-pane", "-t", pane], capture_output=True)
+    return out
+
+
+SECTION_NAMES = {"2": "perf", "3": "loss", "4": "optimization", "5": "benchmarks", "6": "settings"}
 
 
 async def until_idle(pilot, done, timeout: float = 30.0) -> None:
@@ -255,6 +355,19 @@ def main() -> int:
               flush=True)
 
         starts = [cold_start_ms(home) for _ in range(args.rounds)]
+        tmux_starts, tmux_floors, tmux_rounds = [], [], []
+        if shutil.which("tmux"):
+            floor_app = Path(tmp) / "floor_app.py"
+            floor_app.write_text(FLOOR_APP)
+            subprocess.run([*TMUX, "new-session", "-d", "-x", str(SIZE[0]), "-y", str(SIZE[1]), "sleep 3600"],
+                           check=True)
+            try:
+                for _ in range(args.rounds):  # interleaved: the app, then the floor app
+                    tmux_starts.append(cold_start_tmux_ms(home))
+                    tmux_floors.append(cold_start_tmux_ms(home, floor_app))
+                tmux_rounds = [tmux_round(home, floor_app) for _ in range(args.rounds)]
+            finally:
+                subprocess.run([*TMUX, "kill-server"], capture_output=True)
         rounds, floors = [], []
         for _ in range(args.rounds):  # side by side, so machine load hits both alike
             floors.append(asyncio.run(floor_round()))
@@ -266,8 +379,13 @@ def main() -> int:
     cpu = {k: statistics.median(v) for k, v in CPU.items()}
     print(f"  {'':42s} {'wall':>8s}   {'x floor':>6s}   {'CPU ms':>7s}")
     print(f"  {'floor: a minimal Textual app, one switch':42s} {floor:8.1f}   {'1.0x':>6s}   {cpu['floor']:7.1f}")
-    print(f"  {'cold start to the first frame':42s} {statistics.median(starts):8.1f}   "
+    print(f"  {'cold start to the first frame (pty)':42s} {statistics.median(starts):8.1f}   "
           f"(min {min(starts):.1f}, max {max(starts):.1f})")
+    if tmux_starts:
+        ratio = statistics.median(a / b for a, b in zip(tmux_starts, tmux_floors))
+        print(f"  {'cold start in tmux':42s} {statistics.median(tmux_starts):8.1f}   "
+              f"(min {min(tmux_starts):.1f}, max {max(tmux_starts):.1f}; {ratio:.2f}x a minimal Textual app's "
+              f"{statistics.median(tmux_floors):.1f}, paired)")
     for key in rounds[0]:
         if key.startswith("_"):
             continue
@@ -275,6 +393,17 @@ def main() -> int:
         print(f"  {key:42s} {statistics.median(values):8.1f}   {statistics.median(values) / floor:5.1f}x   "
               f"{cpu.get(key, float('nan')):7.1f}   (wall min {min(values):.1f}, max {max(values):.1f})")
     print(f"  (Layer Results: {rounds[0]['_rows']} rows; 'conv' keeps {rounds[0]['_filtered']})")
+    if tmux_rounds:
+        tfloor = statistics.median(r["floor"] for r in tmux_rounds)
+        print(f"\nin tmux {SIZE[0]}x{SIZE[1]}: from `tmux send-keys` until `capture-pane` shows the result, median of "
+              f"{len(tmux_rounds)} rounds, ms")
+        print(f"  {'floor: a minimal Textual app, one switch':42s} {tfloor:8.1f}   1.0x")
+        for key in tmux_rounds[0]:
+            if key == "floor":
+                continue
+            values = [r[key] for r in tmux_rounds]
+            print(f"  {key:42s} {statistics.median(values):8.1f}   {statistics.median(values) / tfloor:4.1f}x   "
+                  f"(min {min(values):.1f}, max {max(values):.1f})")
     return 0
 
 

@@ -52,28 +52,27 @@ def fmt_num(v: Any) -> str:
 
 def summary_text(prof) -> str:
     """Model Summary (Rich markup) of a LossProfile; lines fit the ~52 columns of the page at 80x24."""
-    d = prof.to_dict()["profile"]
-    s = d["settings"]
-    settings = [f"{len(d['levels'])} levels {d['levels'][0]:g}–{d['levels'][-1]:g}"] if d["levels"] else []
+    s, levels = prof.settings, prof.levels  # the summary's fields, without converting every layer (to_dict)
+    settings = [f"{len(levels)} levels {levels[0]:g}–{levels[-1]:g}"] if levels else []
     if prof.method == "one-shot":
         settings.append(f"{s.get('batches', '?')}×batch {s.get('batch_size', 1)}")
         settings.append(str(s.get("data") or "synthetic"))
     if s.get("int8"):
         settings.append("INT8")
-    avg = d["average_sensitivity"]
+    avg = prof.average_sensitivity()
     lines = [
         f"[b]Model Summary[/b] · {escape(prof.name)}",
         f" Method     [b]{prof.method}[/b]",
         f" Settings   {escape(' · '.join(settings))}",
         " Metric",
         f"   [b]{prof.metric_description}[/b]",
-        f" Params     [b]{format_count(d['total_params'])}[/b] (prunable {format_count(d['prunable_params'])}, "
-        f"{d['layer_count']} layers)",
-        f" Est. params reduction  [b]{format_percent(d['est_params_reduction'])}[/b]",
-        f"   [dim]default: {d['default_layer_sparsity']:.2f} per layer, first/depthwise dense[/dim]",
+        f" Params     [b]{format_count(prof.total_params)}[/b] (prunable {format_count(prof.prunable_params)}, "
+        f"{len(prof.layers)} layers)",
+        f" Est. params reduction  [b]{format_percent(prof.est_params_reduction())}[/b]",
+        f"   [dim]default: {prof.default_layer_sparsity():.2f} per layer, first/depthwise dense[/dim]",
         f" Avg. sensitivity  [b]{fmt_num(avg)}[/b] [dim](at 0.95 − baseline)[/dim]",
         f" Est. recovery     [b]{escape(prof.recovery_text())}[/b]",
-        *([f" [dim]Measured in {d['seconds']:.1f} s[/dim]"] if d.get("seconds") else []),
+        *([f" [dim]Measured in {prof.seconds:.1f} s[/dim]"] if prof.seconds else []),
     ]
     for warning in prof.warnings or []:
         lines.append(f"[b reverse] ! [/] [b]{escape(str(warning))}[/b] [dim](n: a new profile, metric nmse)[/dim]")

@@ -127,7 +127,20 @@ class _ChartBase(Widget, can_focus=True):
                 yield PlotextPlot(id="plot")
 
     def on_mount(self) -> None:
-        if self.query(".chart-title"):  # none when the app closes while the chart is still being mounted
+        self._stale = True  # plotted when first shown (on_show), with its real width
+
+    def _update(self) -> None:
+        """Plot the new data now when the chart is on screen; a chart on a hidden tab is plotted when it is
+        shown (a section holds several charts of hundreds of bars, and plotext draws each for a few 10 ms)."""
+        if self.is_mounted and self.region.width > 0:
+            self._stale = False
+            self._replot()
+        else:
+            self._stale = True
+
+    def on_show(self) -> None:
+        if getattr(self, "_stale", False) and self.query(".chart-title"):  # none while the app closes
+            self._stale = False
             self._replot()
 
     @property
@@ -227,8 +240,7 @@ class BarChart(_ChartBase):
             self.unit = unit
         if x_label is not None:
             self.x_label = x_label
-        if self.is_mounted:
-            self._replot()
+        self._update()
 
     def action_cycle_mode(self) -> None:
         i = self.modes.index(self.mode) if self.mode in self.modes else -1
@@ -349,8 +361,7 @@ class LineChart(_ChartBase):
             self.x_label = x_label
         if y_label is not None:
             self.y_label = y_label
-        if self.is_mounted:
-            self._replot()
+        self._update()
 
     def _replot(self) -> None:
         title = f"{self.title}  [dim](t: chart/table)[/dim]" if self.title else "[dim](t: chart/table)[/dim]"

@@ -66,8 +66,7 @@ class DivergingBarChart(_ChartBase):
         self.b = [None if v is None else float(v) for v in b]
         if title is not None:
             self.title = title
-        if self.is_mounted:
-            self._replot()
+        self._update()
 
     def action_cycle_mode(self) -> None:
         i = DIVERGING_MODES.index(self.mode) if self.mode in DIVERGING_MODES else -1
