@@ -494,7 +494,7 @@ def apply_model_level(model_path, sparsities: dict, *, structure: str, quantize:
         calibration = calibration_inputs(src, dims=dims, data=data, samples=calibration_samples,
                                          batch_size=batch_size)
     warnings: list = []
-    with tempfile.TemporaryDirectory(prefix="sparsify-apply-") as tmp:
+    with temp_dir("apply") as tmp:
         pruned_path = Path(tmp) / "pruned.onnx" if quantize else out
 
         def sprog(step, frac):
