@@ -96,10 +96,13 @@ def snapshot(home: Path) -> dict:
 
 
 def _other_live_process(temp_name: str) -> bool:
-    """True for a temp folder named ``sparsify-KIND-PID-...`` by another process that is still running (another
-    test run on a shared machine); a folder of this process, of a dead process, or without a pid counts."""
+    """True for a temp folder that is not ours to check: named ``sparsify-KIND-PID-...`` by another process that
+    is still running (another test run on a shared machine), or without a pid (every folder sparsify-tui makes
+    carries its pid, :mod:`sparsify_tui.tempfiles`). A folder of this process or of a dead process counts."""
     parts = temp_name.split("-")
-    if len(parts) < 4 or not parts[2].isdigit() or int(parts[2]) == os.getpid():
+    if len(parts) < 4 or not parts[2].isdigit():
+        return True
+    if int(parts[2]) == os.getpid():
         return False
     return Path(f"/proc/{parts[2]}").exists()
 
