@@ -310,6 +310,7 @@ class PerfSection(Widget):
         if profile_id == self.selected and self.query("#profile-view > *"):
             return
         self.selected = profile_id
+        self.refresh_bindings()  # rerun/delete are enabled by the selection (check_action)
         view = self.query_one("#profile-view")
         view.remove_children()
         if profile_id == FLOPS_ID:
