@@ -84,3 +84,22 @@ def test_calibration_fit_helpers():
     assert node_time(c, 0.5) == pytest.approx(2.4) and node_time(c, 0.75) == pytest.approx(3.2)
     assert node_time(c, 0.0) == pytest.approx(1.6 - 3.2 * 0.25)  # below the points: along the fitted line
     assert fit_node([1.0, 1.0, 1.0], [2.0, 2.2, 1.8]) == (2.0, pytest.approx(1.0), 0.0)  # work never changes
+
+
+def test_noisy_points_are_made_monotone_by_pooling():
+    # a thinned pass that ran slower than the dense one is noise: pooled to the mean, never the max
+    assert monotone_points([1.0, 0.5, 0.25], [4.0, 4.6, 1.6]) == [[0.25, 1.6], [0.5, pytest.approx(4.3)],
+                                                                  [1.0, pytest.approx(4.3)]]
+    assert monotone_points([1.0, 0.5, 0.5], [4.0, 2.0, 3.0]) == [[0.5, 2.5], [1.0, 4.0]]
+
+
+def test_allocation_does_not_stall_where_only_moves_together_gain():
+    # one layer between groups a and b whose measured time is flat down to 40 % of its work: thinning either
+    # group alone (at most 50 %) gains nothing, both together do; the caps allow 1.76x
+    nodes = [TimedNode(NodeChannels("L", "Conv", "layer", {"a": 1.0}, {"b": 1.0}, macs=400, params=40), 4.0,
+                       pts=[[0.14, 1.0], [0.4, 4.0], [1.0, 4.0]])]
+    tm = ChannelTimeModel(kind="calibrated", nodes=nodes, groups={"a": 64, "b": 64}, round_to=8, macs_total=400,
+                          params_total=40, baseline_ms=4.0)
+    res = allocate_channels(tm, rows(1.0, 1.0), target="speedup", value=1.5, balance=0.5, cap=0.5)
+    assert not res.warnings and res.achieved >= 1.5 - 1e-9 and res.reachable > 1.7
+    assert tm.speedup(tm.kept_fraction(res.ratios)) == pytest.approx(res.achieved)

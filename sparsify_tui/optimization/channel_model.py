@@ -46,7 +46,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional
+from typing import Dict, List, Optional
 
 import numpy as np
 
@@ -335,6 +335,16 @@ def allocate_channels(model: ChannelTimeModel, rows: List[GroupInput], *, target
     f = model.fractions(kf)
     t_now = np.array([tn.time(fi) for tn, fi in zip(model.nodes, f)])
     macs_now = [float((macs * f).sum())]
+    kf_start = dict(kf)
+
+    def left(k: Dict[str, float]) -> float:
+        """What is left at kept fractions ``k``, in the target's resource: channels, MACs or estimated ms."""
+        if target == "sparsity":
+            return sum(c * k.get(g, 1.0) for g, c in model.groups.items())
+        if target == "macs":
+            return model.macs(k)
+        return model.latency(k)
+
     if target == "sparsity":
         need = value * prunable_channels - sum(C[g] - k for g, k in kept.items())
     elif target == "macs":
@@ -401,6 +411,18 @@ def allocate_channels(model: ChannelTimeModel, rows: List[GroupInput], *, target
         gained += d
         for h in neighbors[g] | {g}:
             best[h] = best_move(h)
+    if need - gained > 1e-9 and reachable >= value and opts:
+        # the greedy stalled short of a target the caps allow (no single move gains any more: the measured
+        # curves are flat there, yet moves together do): start again from every free group at its cap and give
+        # back from there
+        for g in opts:
+            level[g] = len(opts[g]) - 1
+            kept[g] = opts[g][level[g]]
+        kf = kf_of(kept)
+        f[:] = model.fractions(kf)
+        t_now[:] = [tn.time(fi) for tn, fi in zip(model.nodes, f)]
+        macs_now[0] = float((macs * f).sum())
+        gained = left(kf_start) - left(kf)
     # the last moves may overshoot: give channels back (one level at a time, the largest cost saving first)
     # while the target still holds
     while need - gained <= 1e-9:

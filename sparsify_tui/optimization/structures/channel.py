@@ -239,7 +239,7 @@ class ChannelPruning(PruningStructure):
             for n in nodes:
                 c = fit.get(n.id)
                 if c is not None:
-                    timed.append(TimedNode(n, float(c["t0"]), float(c["c0"]), float(c["c1"])))
+                    timed.append(TimedNode(n, float(c["t0"]), float(c["c0"]), float(c["c1"]), c.get("pts")))
                 else:
                     p = by_id.get(n.id)
                     timed.append(TimedNode(n, float(p.time_ms or 0.0) if p else 0.0, 0.0, 1.0))
