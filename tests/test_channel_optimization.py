@@ -255,6 +255,9 @@ def test_recipe_structured_pruning_and_layer_thinning(project, capsys, tmp_path)
     assert main(["export", "demo", "r", "-o", str(recipe), "--json"]) == 0
     capsys.readouterr()
     doc = yaml.load(recipe.read_text(), Loader=TagLoader)
+    # the header says what was asked and reached in channel terms, not an average sparsity
+    assert "# channel pruning: uniform ratio 0.300" in recipe.read_text().splitlines()[1]
+    assert "average sparsity" not in recipe.read_text()
     mods = doc["modifiers"]
     sp = [m for m in mods if m["__tag__"] == "StructuredPruningModifier"]
     thin = [m for m in mods if m["__tag__"] == "LayerThinningModifier"]

@@ -484,6 +484,21 @@ class ChannelPruning(PruningStructure):
             }))
         return mods
 
+    def recipe_summary(self, rec: Optimization) -> str:
+        """The target (uniform R, R of all channels, X times fewer MACs or X times faster, estimated) and what
+        was reached: groups thinned, channels kept, the estimated speedup and MACs reduction."""
+        st, e = rec.settings, rec.estimates
+        target = getattr(st, "target", "uniform")
+        asked = {"uniform": f"uniform ratio {st.sparsity:.3f} of every free group's channels",
+                 "sparsity": f"{st.sparsity:.3f} of all prunable channels (allocated)",
+                 "macs": f"{getattr(st, 'macs_reduction', 0):.2f}x fewer MACs",
+                 "speedup": f"{getattr(st, 'target_speedup', 0):.2f}x estimated speedup on onnxruntime"}[target]
+        if not isinstance(e, ChannelEstimates):
+            return f"channel pruning: {asked}; balance {st.balance:.2f}"
+        return (f"channel pruning: {asked}; {e.groups_thinned} groups thinned, {e.kept_channels} of {e.channels} "
+                f"channels kept, est. {e.ort_speedup_fp32 or 1:.2f}x faster ({e.time_model} time model), "
+                f"{e.macs_reduction or 1:.2f}x fewer MACs; balance {st.balance:.2f}")
+
     def integration_code(self, rec: Optimization, framework: str, recipe_path: str) -> str:
         from sparsify_tui.optimization.integration_channel import generate_channel_code
 
