@@ -103,3 +103,12 @@ def test_allocation_does_not_stall_where_only_moves_together_gain():
     res = allocate_channels(tm, rows(1.0, 1.0), target="speedup", value=1.5, balance=0.5, cap=0.5)
     assert not res.warnings and res.achieved >= 1.5 - 1e-9 and res.reachable > 1.7
     assert tm.speedup(tm.kept_fraction(res.ratios)) == pytest.approx(res.achieved)
+
+
+def test_calibration_warns_when_other_processes_competed_for_the_cpus():
+    from sparsify_tui.profiling.channel_calibration import busy_warning
+
+    assert busy_warning([0.1, 2.1], cores=2, cpus=2) is None  # only our two threads
+    assert busy_warning([0.2, 1.4], cores=1, cpus=4) is None  # room to spare
+    w = busy_warning([3.0, 5.2], cores=2, cpus=2)
+    assert w and "load about 3.2" in w and "profile channel-calibration" in w

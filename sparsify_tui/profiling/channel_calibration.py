@@ -36,6 +36,7 @@ seconds; ``fit_rel_error`` is the mean relative error of the fitted latency at t
 
 from __future__ import annotations
 
+import os
 import shutil
 import statistics
 import tempfile
@@ -81,6 +82,9 @@ class ChannelCalibration:
     iterations: int = 30
     warmup: int = 5
     dims: dict = field(default_factory=dict)
+    load_average: list = field(default_factory=list)
+    """The machine's 1-minute load average when the measurement started and ended (``os.getloadavg``)."""
+    warnings: list = field(default_factory=list)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -197,6 +201,7 @@ def calibrate_channels(model_path, *, ratios: Sequence[float] = DEFAULT_RATIOS, 
     from sparsify_tui.profiling.perf import profiled_runs_for
 
     t_start = time.perf_counter()
+    load_start = _load()
     prog = progress or (lambda s, f: None)
     ratios = sorted({round(float(r), 6) for r in ratios})
     if not ratios or ratios[0] <= 0 or ratios[-1] >= 1:
@@ -317,11 +322,35 @@ def calibrate_channels(model_path, *, ratios: Sequence[float] = DEFAULT_RATIOS, 
                        "node_ms": {k: float(v) for k, v in passes[m].node_ms.items()},
                        "special_ms": {k: float(v) for k, v in passes[m].special_ms.items()}})
     prog("done", 1.0)
-    return ChannelCalibration(
+    load = [load_start, _load()]
+    busy = busy_warning(load, cores, os.cpu_count() or 1)
+    warnings = [busy] if busy else []
+    return ChannelCalibration(load_average=load, warnings=warnings,
         ratios=ratios, round_to=round_to, batch_size=batch_size, core_count=cores, points=points, nodes=nodes,
         special=special, latency={"a": a, "g_ms": g}, fit_rel_error=err, seconds=time.perf_counter() - t_start,
         created=datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"), engine=f"{engine.name} {engine.version}",
         rounds=rounds, iterations=iterations, warmup=warmup, dims=dims)
+
+
+def busy_warning(load: Sequence[float], cores: int, cpus: int) -> Optional[str]:
+    """A warning when other processes competed for the CPUs while measuring, else None. ``load``: the 1-minute load
+    average before and after the measurement (the one after includes our ``cores`` threads); ``cpus``: the
+    machine's CPUs. Busy means the other processes' load and our threads together exceed the CPUs by more than
+    half a CPU."""
+    others = max(float(load[0]), float(load[-1]) - cores)
+    if others + cores <= cpus + 0.5:
+        return None
+    return (f"the machine was busy while measuring (other processes' 1-minute load about {others:.1f} next to our "
+            f"{cores} threads on {cpus} CPUs): other processes stretch long runs more than short ones, so the thinned "
+            "models' speedups may be inflated; rerun `sparsify-tui profile channel-calibration` when it is quieter")
+
+
+def _load() -> float:
+    """The 1-minute load average (0 where the OS has none)."""
+    try:
+        return round(float(os.getloadavg()[0]), 2)
+    except (AttributeError, OSError):
+        return 0.0
 
 
 def profile_node_ms(model_path, *, batch_size: int = 1, core_count: Optional[int] = None, dims: Optional[dict] = None,

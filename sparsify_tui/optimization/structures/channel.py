@@ -244,7 +244,7 @@ class ChannelPruning(PruningStructure):
                     p = by_id.get(n.id)
                     timed.append(TimedNode(n, float(p.time_ms or 0.0) if p else 0.0, 0.0, 1.0))
             summary = {k: calib.get(k) for k in ("ratios", "seconds", "created", "round_to", "fit_rel_error",
-                                                 "latency_ms")}
+                                                 "latency_ms", "load_average", "warnings")}
             return ChannelTimeModel(kind="calibrated", nodes=timed, special=[dict(s) for s in calib.get("special") or []],
                                     a=float(calib["latency"]["a"]), g_ms=float(calib["latency"]["g_ms"]),
                                     calibration=summary, **common)
