@@ -401,6 +401,7 @@ def allocate_channels(model: ChannelTimeModel, rows: List[GroupInput], *, target
             break
         _, g = min(cands)
         score, j, d = best[g]
+        d = delta(g, opts[g][j])  # afresh: the special rows follow the whole model's MACs, which other moves changed
         level[g] = j
         kept[g] = opts[g][j]
         kf = kf_of(kept)
@@ -424,7 +425,15 @@ def allocate_channels(model: ChannelTimeModel, rows: List[GroupInput], *, target
         macs_now[0] = float((macs * f).sum())
         gained = left(kf_start) - left(kf)
     # the last moves may overshoot: give channels back (one level at a time, the largest cost saving first)
-    # while the target still holds
+    # while the target still holds. With a speedup target the time is the constraint, not a cost: a give-back is
+    # judged by the loss it saves alone (a group whose loss is flat there goes back too, the largest first, so the
+    # result lands as close to the target as the rounded counts allow)
+    def saving_of(g: str, k: int) -> float:
+        if target == "speedup":
+            r0, r1 = 1.0 - opts[g][level[g]] / C[g], 1.0 - k / C[g]
+            return float(np.interp(r0, GRID_LEVELS, lossn[g]) - np.interp(r1, GRID_LEVELS, lossn[g]))
+        return cost(g, opts[g][level[g]]) - cost(g, k)
+
     while need - gained <= 1e-9:
         back = None
         for g in opts:
@@ -434,10 +443,10 @@ def allocate_channels(model: ChannelTimeModel, rows: List[GroupInput], *, target
             d = delta(g, k)  # negative: resource given back
             if gained + d < need - 1e-9:
                 continue
-            saving = cost(g, opts[g][level[g]]) - cost(g, k)
-            if back is None or saving > back[0]:
-                back = (saving, g, d)
-        if back is None or back[0] <= 0:
+            key = (saving_of(g, k), -d)
+            if back is None or key > back[0]:
+                back = (key, g, d)
+        if back is None or back[0][0] < (0.0 if target == "speedup" else 1e-15):
             break
         _, g, d = back
         level[g] -= 1
