@@ -299,7 +299,7 @@ def _export(args) -> int:
     if args.json:
         print_json(res)
         return 0
-    print(f"recipe: {res['recipe_path']}  ({res['layers']} pruned layers, {len(res['modifiers'])} modifiers)")
+    print(f"recipe: {res['recipe_path']}  ({res['layers']} pruned weights, {len(res['modifiers'])} modifiers)")
     if res["code_path"]:
         print(f"code:   {res['code_path']}  ({res['framework']})")
     for w in res["warnings"]:

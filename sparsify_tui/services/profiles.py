@@ -111,7 +111,8 @@ def store_channel_calibration(ws, project_id: str, ref: str, calibration: Dict[s
     rec = ws.find_record(project_id, PERF_TABLE, ref)
     blob = dict(ws.read_record_blob(project_id, PERF_TABLE, rec["id"]) or {})
     blob["channel_calibration"] = calibration
-    summary = {k: calibration.get(k) for k in ("ratios", "seconds", "created", "round_to", "fit_rel_error")}
+    summary = {k: calibration.get(k) for k in ("ratios", "seconds", "created", "round_to", "fit_rel_error",
+                                                "load_average", "warnings")}
     return ws.replace_record_blob(project_id, PERF_TABLE, rec["id"], blob, channel_calibration=summary)
 
 
