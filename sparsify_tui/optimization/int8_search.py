@@ -132,23 +132,6 @@ def excluded_nodes(groups: Sequence[Int8Group], k: int) -> List[str]:
 # ------------------------------------------------------------------------------------------------- runs
 
 
-def _run_outputs(engine, path, feeds, cancel) -> List[Dict[str, np.ndarray]]:
-    """Every output of the model at ``path`` on each feed (one live session)."""
-    from sparsify_tui.engine.timing import canceled_as_job
-
-    with engine.open_session(str(path)) as sess:
-        names = list(sess.output_names)
-        wanted = set(sess.input_names)
-        run = sess.runner(names, cancel)
-        out = []
-        with canceled_as_job(cancel):
-            for f in feeds:
-                maybe_check(cancel)
-                out.append(dict(zip(names, run({k: v for k, v in f.items() if k in wanted}))))
-        del run
-    return out
-
-
 def _ranking(model_path, groups, loss_profile, feeds, metric_choice, dims, engine, core_count, progress,
              cancel) -> tuple:
     """(sensitivity by layer node id, source text, metric label) for the layer groups. ``model_path``: the graph
@@ -218,6 +201,7 @@ def search_int8(
     from sparsify_tui.analysis.labels import sample_set
     from sparsify_tui.analysis.loading import load_model
     from sparsify_tui.engine import get_engine
+    from sparsify_tui.engine.compare import run_outputs
     from sparsify_tui.engine.timing import LatencyStats, interleaved_times
     from sparsify_tui.profiling.metrics import OutputMetric, choose_metric, evaluate, reference_evaluation
 
@@ -248,7 +232,7 @@ def search_int8(
     calib = feeds[: max(1, int(calibration_size))]
     maybe_check(cancel)
     prog("FP32 reference", 0.02)
-    reference = _run_outputs(engine, ref_path, feeds, cancel)
+    reference = run_outputs(ref_path, feeds, cancel=cancel, engine=engine)
     choice = choose_metric(reference[0], metric, labelled=samples.labels is not None)
     if samples.labels is not None and choice.class_output is not None:
         samples.check_classes(int(np.shape(reference[0][choice.class_output])[-1]))
@@ -285,7 +269,7 @@ def search_int8(
                 if w not in result.warnings and not w.startswith("excluded nodes not in"):
                     result.warnings.append(w)
             t1 = time.perf_counter()
-            outs = _run_outputs(engine, path, feeds, cancel)
+            outs = run_outputs(path, feeds, cancel=cancel, engine=engine)
             ev = evaluate(reference, outs, choice, labels)
             t = Int8Trial(index=idx, groups=k, excluded_count=len(excluded), metric_value=ev.drop,
                           within_budget=ev.within(max_drop), nmse=ev.nmse, max_abs=ev.max_abs, kl=ev.kl,

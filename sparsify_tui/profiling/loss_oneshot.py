@@ -410,7 +410,6 @@ def one_shot_profile(
     the sessions (default onnxruntime). Returns a ``LossProfile`` whose ``extras`` record the groups,
     sessions and runs. Raises ``ModelError``, ``SampleDataError``, ``DimensionError``, ``JobCanceled``.
     """
-    import onnx
     from onnx import numpy_helper
 
     from sparsify_tui.engine import get_engine
