@@ -168,7 +168,7 @@ def _optimize_int8(args, overrides: dict, flags: list) -> int:
     from sparsify_tui.errors import ProjectError
     from sparsify_tui.jobs import run_here
     from sparsify_tui.optimization.record import Optimization
-    from sparsify_tui.services.int8 import check_name_free, int8_settings
+    from sparsify_tui.services.int8 import int8_settings
     from sparsify_tui.services.optimizations import get_optimization
 
     if not args.quantize:
@@ -183,17 +183,12 @@ def _optimize_int8(args, overrides: dict, flags: list) -> int:
     job_args = {"name": args.name, "perf": args.perf, "loss": args.loss, "sparsity": args.sparsity,
                 "balance": args.balance, "max_drop": args.max_drop, "metric": args.metric, "data": args.data,
                 "labels": args.labels, "calibration": args.calibration, "calibration_size": args.calibration_size}
-    checked = int8_settings(project, job_args)  # one line, exit 2, before a job record exists
-    check_name_free(ws, project["id"], checked["name"])
-    if checked["data"] or checked["labels"]:
-        from sparsify_tui.analysis.labels import sample_set
-
-        sample_set(ws.model_path(project["id"]), data=checked["data"], labels_key=checked["labels"],
-                   dims=checked["dims"], max_batches=1)
+    # the defaults filled in; run_here's job check (name free, data and labels) refuses bad ones before a record
+    checked = int8_settings(project, job_args)
     job_args = {k: v for k, v in checked.items() if k != "dims" and v is not None}
+    summary = run_here(ws, project["id"], "int8_search", job_args, progress=stderr_progress(args.json))
     if args.sparsity is None:
         print("sparsity 0 (INT8 only): give --sparsity to prune too", file=sys.stderr)
-    summary = run_here(ws, project["id"], "int8_search", job_args, progress=stderr_progress(args.json))
     opt = Optimization.from_dict(get_optimization(ws, project["id"], summary["optimization"]))
     if args.json:
         print_json(summary_json(opt))
