@@ -253,7 +253,8 @@ def check_scalar_values(specs: list[InputSpec], values: Optional[dict] = None) -
 
 def check_run_inputs(model_path: Union[str, os.PathLike], batch_size: int = 1, dims: Optional[dict] = None,
                      data: Optional[Union[str, os.PathLike]] = None, batches: int = 1,
-                     labels_key: Optional[str] = None) -> list[InputSpec]:
+                     labels_key: Optional[str] = None, metric: Optional[str] = None,
+                     scores_outputs: bool = False) -> list[InputSpec]:
     """Everything about a run's inputs that can be refused before anything runs, is allocated or is recorded:
     the model loads (``load_model`` without weights: external-data locations, tensor sizes, input types),
     every ``dims`` name exists in the model and every symbolic dim has a value >= 1, one batch fits in the
@@ -261,7 +262,11 @@ def check_run_inputs(model_path: Union[str, os.PathLike], batch_size: int = 1, d
     loads the model: :func:`sparsify_tui.analysis.shapes.check_shapes`), and the sample data ``data`` (headers only, :func:`check_sample_data`) matches the
     inputs, or else every scalar input has a value; ``batches`` synthetic batches kept together must fit in
     memory too. The labels array of ``data`` (``labels_key``, default ``labels`` when present,
-    :mod:`sparsify_tui.analysis.labels`) is not an input: it is validated as labels. Returns the input specs.
+    :mod:`sparsify_tui.analysis.labels`) is not an input: it is validated as labels. ``scores_outputs``: the run
+    scores the outputs (apply, benchmark, INT8 search), so the labels and ``metric`` (``--metric``, None for the
+    default) are checked against the model's declared outputs too
+    (:func:`sparsify_tui.analysis.labels.check_outputs_fit`: labels or top1/kl need a class-score output, labels
+    below its class count). Returns the input specs.
 
     Raises:
         ModelError, DimensionError, SampleDataError: one line each.
@@ -276,20 +281,23 @@ def check_run_inputs(model_path: Union[str, os.PathLike], batch_size: int = 1, d
         from sparsify_tui.analysis.shapes import check_input_memory, input_shapes
 
         check_input_memory(model, input_shapes(model, batch_size, dims), batches=batches)
-    if data:
-        from sparsify_tui.analysis.labels import check_labels, split_labels
+    from sparsify_tui.analysis.labels import check_labels, check_outputs_fit, split_labels
 
+    labels, key = None, None
+    if data:
         raw, key = split_labels(data, labels_key) if not any(s.name == (labels_key or "labels") for s in specs) \
             else (None, None)
         batches_given = check_sample_data(data, specs, batch_size, ignore=(key,) if key else ())
         if raw is not None:
             items = next((int(shape[0]) for name, (shape, _dt) in inspect_sample_data(data).items()
                           if name != key and len(shape)), batches_given * batch_size)
-            check_labels(raw, items, key)
+            labels = check_labels(raw, items, key)
     else:
         if labels_key:
             raise SampleDataError(f"--labels {labels_key} needs --data FILE.npz holding the inputs and the labels")
         check_scalar_values(specs, dims)
+    if scores_outputs:
+        check_outputs_fit(model, metric=metric, labels=labels, key=key)
     return specs
 
 

@@ -30,6 +30,7 @@ from typing import Mapping, Optional, Sequence
 
 import numpy as np
 
+from sparsify_tui.analysis.labels import labels_need_class_output, metric_needs_class_output
 from sparsify_tui.engine.compare import max_abs, nmse  # noqa: F401 (the one definition of each)
 from sparsify_tui.errors import ModelError, SampleDataError, SparsifyError
 from sparsify_tui.settings import METRICS  # noqa: F401 (every metric a budget can be stated in)
@@ -179,11 +180,9 @@ def choose_metric(outputs: Mapping[str, np.ndarray], requested: Optional[str] = 
     cls = next(((n, y) for n, y in floats if is_class_output(y)), None)
     first_name, first = floats[0]
     if labelled and cls is None:
-        raise SampleDataError(f"labels were given but no model output is class scores ([batch, classes]; "
-                              f"'{first_name}' is {_shape(first)}): drop the labels or use --metric nmse")
+        raise SampleDataError(labels_need_class_output(first_name, _shape(first)))
     if requested in ("top1", "kl") and cls is None:
-        raise SampleDataError(f"--metric {requested} needs a class-score output [batch, classes] and "
-                              f"'{first_name}' is {_shape(first)}: use --metric nmse or max_abs")
+        raise SampleDataError(metric_needs_class_output(requested, first_name, _shape(first)))
     if requested in (None, "auto"):
         if labelled:
             return MetricChoice("top1", f"labels given: top-1 accuracy of output '{cls[0]}' {_shape(cls[1])}",
