@@ -4,6 +4,7 @@ quantize_static fails (the search stops with the reason), and the CLI's one-line
 
 from __future__ import annotations
 
+import json
 import math
 
 import numpy as np
@@ -280,6 +281,25 @@ def test_cli_search_stores_the_trials_and_the_exclusions(workspace_home, tmp_pat
     chosen = next(t for t in s["trials"] if t["index"] == s["chosen"])
     assert applied["output_diff"]["metric_name"] == "nmse"
     assert applied["output_diff"]["metric_value"] == pytest.approx(chosen["metric_value"], rel=1e-6)
+
+
+def test_one_labelled_npz_serves_every_command(workspace_home, tmp_path, capsys, flat_timing):
+    """The labels array (default key) is not an input: the perf profile, the search, apply and the benchmark's
+    timing all skip it, and the benchmark's accuracy block reads it (the timing loader once refused it)."""
+    from sparsify_tui.cli import main
+
+    ws, project = _project(tmp_path)
+    data = _data(tmp_path / "lab.npz", n=8, labels=np.arange(8) % 8)
+    assert main(["profile", "perf", "mlp", "--name", "p", "--iterations", "3", "--cores", "1", "--no-int8",
+                 "--data", str(data)]) == 0
+    assert main(["optimize", "mlp", "--name", "q", "--quantize", "--max-drop", "0.5", "--data", str(data)]) == 0
+    assert main(["apply", "mlp", "q", "--data", str(data)]) == 0
+    capsys.readouterr()
+    assert main(["benchmark", "mlp", "-O", "q", "--batch-sizes", "1", "--cores", "1", "--iterations", "3",
+                 "--data", str(data), "--json"]) == 0
+    acc = json.loads(capsys.readouterr().out)["accuracy"]
+    assert acc["metric"] == "top1" and acc["items"] == 8
+    assert acc["models"]["baseline"]["accuracy"] is not None and acc["models"]["q"]["accuracy"] is not None
 
 
 @pytest.mark.parametrize("argv, msg", [

@@ -396,17 +396,28 @@ def inspect_sample_data(path: Union[str, os.PathLike]) -> Optional[dict]:
     return arrays
 
 
+def _not_inputs(specs: list[InputSpec], ignore: tuple) -> set:
+    """Keys of a sample data file that are not inputs: ``ignore`` plus the default labels key
+    (:data:`sparsify_tui.analysis.labels.DEFAULT_LABELS_KEY`) unless an input has that name, so one labelled
+    ``.npz`` serves every command (perf and loss profiles, apply, benchmark, INT8 search)."""
+    from sparsify_tui.analysis.labels import DEFAULT_LABELS_KEY
+
+    return set(ignore) | ({DEFAULT_LABELS_KEY} - {s.name for s in specs})
+
+
 def check_sample_data(path: Union[str, os.PathLike], specs: list[InputSpec], batch_size: int,
                       ignore: tuple = ()) -> int:
     """Check a sample data file against the model inputs from its headers alone (no data is read), so a bad
-    file is refused before anything runs. Returns the number of batches it gives.
+    file is refused before anything runs. Returns the number of batches it gives. Keys in ``ignore`` and the
+    default labels key (unless an input has that name) are not inputs and are skipped.
 
     Raises:
         SampleDataError: as :func:`inspect_sample_data`, plus an unknown or missing input name, a wrong shape or
             dtype kind, different item counts, or fewer items than ``batch_size``.
     """
     p = Path(path)
-    headers = {k: v for k, v in inspect_sample_data(p).items() if k not in ignore}
+    skip = _not_inputs(specs, ignore)
+    headers = {k: v for k, v in inspect_sample_data(p).items() if k not in skip}
     by_name = {s.name: s for s in specs}
     tensors = [s for s in specs if s.kind != "scalar"]
     if None in headers:
@@ -456,8 +467,9 @@ def load_sample_data(path: Union[str, os.PathLike], specs: list[InputSpec], batc
     are ``[items, ...]`` with the remaining dims equal to the spec shape without its batch axis; scalar
     inputs may be given as a 0-d array (used for every batch) and otherwise come from ``spec.value``.
     Leftover items (fewer than ``batch_size``) are dropped. The file is checked from its headers first
-    (:func:`check_sample_data`), then loaded with ``allow_pickle=False``. Keys in ``ignore`` (e.g. the labels
-    array, :mod:`sparsify_tui.analysis.labels`) are not inputs and are skipped.
+    (:func:`check_sample_data`), then loaded with ``allow_pickle=False``. Keys in ``ignore`` (the labels
+    array under ``--labels KEY``, :mod:`sparsify_tui.analysis.labels`) and the default labels key ``labels``
+    (unless an input has that name) are not inputs and are skipped.
 
     Returns:
         A list of feeds ``{input name: array}``, one per batch.
@@ -468,6 +480,7 @@ def load_sample_data(path: Union[str, os.PathLike], specs: list[InputSpec], batc
     """
     p = Path(path)
     n_batches = check_sample_data(p, specs, batch_size, ignore)
+    skip = _not_inputs(specs, ignore)
     tensors = [s for s in specs if s.kind != "scalar"]
     try:
         loaded = np.load(p, allow_pickle=False)
@@ -475,7 +488,7 @@ def load_sample_data(path: Union[str, os.PathLike], specs: list[InputSpec], batc
             arrays = {tensors[0].name: loaded}
         else:
             with loaded:
-                arrays = {k: loaded[k] for k in loaded.files if k not in ignore}
+                arrays = {k: loaded[k] for k in loaded.files if k not in skip}
     except Exception as err:  # noqa: BLE001 - ValueError, OSError, zip errors, EOFError on a cut file
         raise SampleDataError(f"sample data {p} cannot be read ({str(err).splitlines()[0][:120] if str(err) else type(err).__name__}): "
                               "save it again with numpy.savez (plain numeric arrays)") from None

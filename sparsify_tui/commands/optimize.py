@@ -247,6 +247,14 @@ def render_text(opt: "Optimization", project_name: str) -> str:
     return _render_unstructured(opt, project_name)
 
 
+def _fp32_count(opt: "Optimization") -> str:
+    """"N layers" kept FP32, plus the node count when it differs (an INT8 search also keeps the nodes between
+    layers FP32)."""
+    excluded = set(opt.quantization.excluded or [])
+    layers = sum(1 for l in opt.layers if l.node_id in excluded)
+    return f"{layers} layers" + (f" ({len(excluded)} nodes)" if len(excluded) != layers else "")
+
+
 def _render_unstructured(opt: "Optimization", project_name: str) -> str:
     """Human-readable summary of a stored, evaluated optimization (an
     :class:`~sparsify_tui.optimization.record.Optimization`) for the CLI."""
@@ -259,7 +267,7 @@ def _render_unstructured(opt: "Optimization", project_name: str) -> str:
         f"  target sparsity {st.sparsity:.2f}, achieved {est.avg_sparsity:.3f} (params-weighted), "
         f"balance {st.balance:.2f}",
         f"  quantization: {'INT8' if q.enabled else 'off'}"
-        + (f", {len(q.excluded)} layers kept FP32" if q.enabled else ""),
+        + (f", {_fp32_count(opt)} kept FP32" if q.enabled else ""),
         f"  epochs: stabilize to {ep.pruning_start_epoch}, prune to {ep.pruning_end_epoch}, "
         f"fine-tune to {ep.total_epochs}, update every {ep.update_frequency}",
         "  estimates:",
