@@ -26,7 +26,6 @@ from __future__ import annotations
 import hashlib
 import json
 import shutil
-import tempfile
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -44,6 +43,7 @@ from sparsify_tui.engine.weights import load as _load
 from sparsify_tui.engine.weights import save as _save
 from sparsify_tui.errors import ModelError, SparsifyError
 from sparsify_tui.progress import CancelToken, ProgressFn, maybe_check
+from sparsify_tui.tempfiles import temp_dir
 
 
 @dataclass
@@ -387,7 +387,7 @@ def apply_optimization(
         layers.append(LayerApplied(w, name, int(arr.size), float(s), pruned_count(arr.size, float(s))))
     lower_ir_version(model)
 
-    with tempfile.TemporaryDirectory(prefix="sparsify-apply-") as tmp:
+    with temp_dir("apply") as tmp:
         if quantize:
             pruned_path = Path(tmp) / "pruned.onnx"
             _save(model, pruned_path, external)
@@ -496,7 +496,7 @@ def apply_model_level(model_path, sparsities: dict, *, structure: str, quantize:
         calibration = calibration_inputs(src, dims=dims, data=data, samples=calibration_samples,
                                          batch_size=batch_size)
     warnings: list = []
-    with tempfile.TemporaryDirectory(prefix="sparsify-apply-") as tmp:
+    with temp_dir("apply") as tmp:
         pruned_path = Path(tmp) / "pruned.onnx" if quantize else out
 
         def sprog(step, frac):

@@ -40,15 +40,16 @@ None) and the caller leaves INT8 off.
 from __future__ import annotations
 
 import shutil
-import tempfile
 import time
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence
 
 import numpy as np
 
+from sparsify_tui.engine.compare import run_outputs
 from sparsify_tui.optimization.record import Int8Group, Int8Search, Int8Trial
 from sparsify_tui.progress import CancelToken, ProgressFn, maybe_check
+from sparsify_tui.tempfiles import make_temp_dir
 from sparsify_tui.settings import CALIBRATION_METHODS
 
 #: ops that onnxruntime's QDQ quantizer never touches: they do not join a group (shape and control ops)
@@ -247,7 +248,7 @@ def search_int8(
                         timing={**tm, "cores": core_count})
     out_names = list(reference[0])
     om = None
-    work = Path(tempfile.mkdtemp(prefix="sparsify-int8-search-"))
+    work = make_temp_dir("int8search")  # named after this pid: removed at start-up if we are killed
     paths: Dict[int, Path] = {}
     try:
         reuse = work / "reuse"

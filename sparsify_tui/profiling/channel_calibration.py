@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import shutil
 import statistics
-import tempfile
 import time
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
@@ -44,6 +43,7 @@ import numpy as np
 
 from sparsify_tui.errors import SparsifyError
 from sparsify_tui.progress import maybe_check
+from sparsify_tui.tempfiles import fast_tmp, make_temp_dir
 
 DEFAULT_RATIOS = (0.25, 0.5, 0.7)
 """Uniform ratios measured by default (the dense model is always measured too): up to the default per-group cap
@@ -192,7 +192,7 @@ def calibrate_channels(model_path, *, ratios: Sequence[float] = DEFAULT_RATIOS, 
     specs = ainputs.input_specs(str(src), batch_size=batch_size, dims=dims)
     feeds = ainputs.load_sample_data(str(data), specs, batch_size) if data else \
         [ainputs.synthetic_inputs(specs, seed=0, values=dims)]
-    tmp = Path(tempfile.mkdtemp(prefix="sparsify-chcal-"))
+    tmp = make_temp_dir("chcal", fast_tmp())  # named after this pid: removed at start-up if we are killed
     try:
         dense = analyze_model(str(src), batch_size=batch_size, dims=dims, include_system=False, count_zeros=False,
                               engine=engine)
@@ -322,7 +322,7 @@ def profile_node_ms(model_path, *, batch_size: int = 1, core_count: Optional[int
         [ainputs.synthetic_inputs(specs, seed=0, values=dims)]
     table = analyze_model(str(src), batch_size=batch_size, dims=dims, include_system=False, count_zeros=False,
                           engine=engine)
-    tmp = Path(tempfile.mkdtemp(prefix="sparsify-nodes-"))
+    tmp = make_temp_dir("nodes", fast_tmp())
     try:
         path = runnable_path(src, int(table.ir_version), tmp)
         pp = engine.profile(path, feeds, cores, runs=max(1, int(runs)), workdir=tmp, tag="nodes", cancel=cancel)
