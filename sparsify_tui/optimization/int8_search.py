@@ -202,7 +202,6 @@ def search_int8(
     from sparsify_tui.analysis.labels import sample_set
     from sparsify_tui.analysis.loading import load_model
     from sparsify_tui.engine import get_engine
-    from sparsify_tui.engine.compare import run_outputs
     from sparsify_tui.engine.timing import LatencyStats, interleaved_times
     from sparsify_tui.profiling.metrics import OutputMetric, choose_metric, evaluate, reference_evaluation
 
