@@ -125,6 +125,10 @@ def test_int8_profile_measured_and_mapped_back(resnet_profile):
         assert rows[c].int8_time_ms > 0, c  # QLinearConv/QGemm kernels map back to the original nodes
     int8_total = sum(n.int8_time_ms or 0 for n in resnet_profile.nodes)
     assert int8_total == pytest.approx(i8["profiled"]["kernel_total_ms"], rel=1e-9)
+    # the ratio estimates use comes from one interleaved timing of FP32 and INT8 (not two blocks minutes apart)
+    inter = i8["interleaved"]
+    assert inter["fp32_ms"] > 0 and inter["int8_ms"] > 0 and inter["rounds"] == 3
+    assert i8["speedup_interleaved"] == pytest.approx(inter["fp32_ms"] / inter["int8_ms"])
 
 
 def test_matmul_add_fused_to_gemm_keeps_time_on_matmul(tmp_path):

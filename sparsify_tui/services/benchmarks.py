@@ -74,7 +74,8 @@ def benchmark_settings(project: dict, args: dict, *, model_path=None,
         from sparsify_tui.analysis.inputs import check_run_inputs
 
         for b in out["batch_sizes"]:
-            check_run_inputs(model_path, b, out["dims"], args.get("data"), labels_key=args.get("labels"))
+            check_run_inputs(model_path, b, out["dims"], args.get("data"), labels_key=args.get("labels"),
+                             metric=out["metric"], scores_outputs=True)
     return out
 
 
