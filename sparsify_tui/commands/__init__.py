@@ -14,6 +14,7 @@ COMMAND_MODULES = [
     "loss",       # profile loss
     "optimize",   # optimize, export
     "benchmark",  # apply, benchmark
+    "fleet",      # fleet nodes/profile/benchmark (optional extra: Ray)
     "jobs",       # job run/list/show/cancel/log
 ]
 

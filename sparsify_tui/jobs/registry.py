@@ -12,13 +12,15 @@ from __future__ import annotations
 from typing import Callable, Dict
 
 from sparsify_tui.errors import JobError
-from sparsify_tui.jobs.handlers import apply, benchmark, loss, perf, sleep
+from sparsify_tui.jobs.handlers import apply, benchmark, fleet, loss, perf, sleep
 
 JOB_TYPES: Dict[str, Callable] = {
     "perf_profile": perf.run,
     "loss_profile": loss.run,
     "apply": apply.run,
     "benchmark": benchmark.run,
+    "fleet_profile": fleet.run_profile,
+    "fleet_benchmark": fleet.run_benchmark_job,
     # test and diagnostic job: sleeps in steps, reports progress, honours cancel
     "sleep": sleep.run,
 }
@@ -28,6 +30,8 @@ JOB_CHECKS: Dict[str, Callable] = {
     "loss_profile": loss.check,
     "apply": apply.check,
     "benchmark": benchmark.check,
+    "fleet_profile": fleet.check_profile,
+    "fleet_benchmark": fleet.check_benchmark,
 }
 """``check(ws, project, args)`` per job type: raises ``SparsifyError`` (one line) for bad arguments. Run by
 :func:`sparsify_tui.jobs.submit` and :func:`sparsify_tui.jobs.run_here` before a job record exists, so a
