@@ -65,7 +65,8 @@ class LocalCluster:
     def __init__(self, names=("a", "b", "c"), num_cpus: int = 1) -> None:
         self.names, self.num_cpus = list(names), num_cpus
         self.address = f"127.0.0.1:{PORT}"
-        self.temp_dir = str(SHM / "ray")
+        # a unique name: the test looks for it in every process's command line once the namespace is gone
+        self.temp_dir = str(SHM / f"ray-{os.environ.get('FLEET_SCENARIO_TOKEN', 'fleet')}")
         self.start_seconds: dict = {}
 
     def _env(self, name: str) -> dict:
@@ -180,22 +181,6 @@ def workspace_state() -> dict:
                                        for r in out["perf_profiles"]]
         out["perf_loads"] = [load_perf_profile(ws, pid, r["id"]).latency_ms.get("median") for r in out["perf_profiles"]]
     return out
-
-
-def wait_for_target(job_id: str, node_id: str, status: str, timeout_s: float = 90.0) -> dict:
-    from sparsify_tui.store import Workspace
-
-    ws = Workspace()
-    end = time.monotonic() + timeout_s
-    while time.monotonic() < end:
-        job = ws.get_job(job_id)
-        for t in job.get("targets") or []:
-            if t["node_id"] == node_id and t["status"] == status:
-                return job
-        if job.get("status") not in ("pending", "running"):
-            return job
-        time.sleep(0.1)
-    return ws.get_job(job_id)
 
 
 def locks_free() -> bool:
