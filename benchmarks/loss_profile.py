@@ -6,6 +6,10 @@
     (a new session per measurement, on a model copy with the pruned weight), goal >= 10x faster;
 (c) one-shot against the limit: the bare inference time of the same runs (layers x levels x batches
     runs of the unmodified model in one plain session), goal <= 1.3x.
+(d) ``--channel``: the channel one-shot (``profile loss --structure channel``: each group's removed channels =
+    its consumers' input weights zeroed, on the same engine) against the per-layer one-shot, seconds per
+    measured run, alternated in rounds on each model of ``--channel-models`` (issue 13: "as fast per
+    measurement as the unstructured one-shot"), with one bare full-model run's time beside them.
 
 On a shared 2-core machine the speed changes from minute to minute, so the naive way and the bare
 speed are sampled *inside* the one-shot run: whenever the profile moves to the next layer, the
@@ -140,6 +144,43 @@ def bare_runs(path: Path, feeds: list, n_runs: int, cores=None) -> float:
     return time.perf_counter() - t0
 
 
+def bench_channel(models: Path, names: list, rounds: int, cores=None) -> int:
+    """(d): per-layer and channel one-shot profiles alternated in ``rounds``; seconds per measured run."""
+    from sparsify_tui.profiling.loss_channel import channel_profile
+
+    print("(d) channel one-shot vs per-layer one-shot, 2 batches of 1, synthetic data, seconds per measured run "
+          "(model runs the profile made; level 0 and repeated rounded levels are not run)")
+    for name in names:
+        path = next((p for p in (models / f"{name}.onnx", Path(__file__).resolve().parents[2] / "shared" / "models"
+                                 / f"{name}.onnx") if p.is_file()), None)
+        if path is None:
+            print(f"  {name}: missing, skipped")
+            continue
+        feeds = sample_batches(path, None, 2, 1, {})
+        per = {"layer": [], "channel": []}
+        bare = []
+        for r in range(rounds):
+            order = ["layer", "channel"] if r % 2 == 0 else ["channel", "layer"]
+            for kind in order:
+                t = time.perf_counter()
+                if kind == "layer":
+                    prof = one_shot_profile(path, levels=list(ONE_SHOT_LEVELS), feeds=feeds, core_count=cores)
+                else:
+                    prof = channel_profile(path, method="one-shot", feeds=feeds, metric="nmse", core_count=cores)
+                dt = time.perf_counter() - t
+                per[kind].append((dt, prof.extras["runs"], prof.extras["sessions"]))
+            bare.append(bare_runs(path, feeds, 20, cores) / 20)
+        for kind in ("layer", "channel"):
+            secs = [d / n for d, n, _ in per[kind]]
+            print(f"  {name} {kind:8s}: {statistics.median(d for d, _, _ in per[kind]):6.1f} s for "
+                  f"{per[kind][0][1]} runs, {per[kind][0][2]} sessions; {statistics.median(secs) * 1000:6.2f} ms per "
+                  f"run (rounds: {', '.join(f'{x * 1000:.2f}' for x in secs)})")
+        ratio = statistics.median(c[0] / c[1] / (lay[0] / lay[1]) for c, lay in zip(per["channel"], per["layer"]))
+        print(f"  {name}: channel / per-layer seconds per run {ratio:.2f}x (<= 1 is as fast); bare full-model run "
+              f"{statistics.median(bare) * 1000:.2f} ms", flush=True)
+    return 0
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--models", default="/work/built-models")
@@ -149,7 +190,11 @@ def main() -> int:
     ap.add_argument("--skip", default="", help="comma list of parts to skip: a,b")
     ap.add_argument("--cores", type=int, default=None, help="intra-op threads for every session (default: all)")
     ap.add_argument("--full-bare", action="store_true", help="also time all the bare runs back to back")
+    ap.add_argument("--channel", action="store_true", help="(d) channel one-shot vs per-layer one-shot, then exit")
+    ap.add_argument("--channel-models", default="resnet50,mobilenet_v2")
     args = ap.parse_args()
+    if args.channel:
+        return bench_channel(Path(args.models), args.channel_models.split(","), args.rounds, args.cores)
     models = Path(args.models)
     skip = set(args.skip.split(","))
 

@@ -4,7 +4,9 @@ Run from the repo root:  python screenshots/make_screenshots.py [--size 120x40] 
 
 It creates a temporary workspace ($SPARSIFY_TUI_HOME), a project from the bundled demo model
 (sparsify_tui/demo/ppocr_cls.onnx, dims x:2=48, x:3=192), drives the app with Pilot like a user and
-saves `app.save_screenshot` SVGs. Nothing is measured (no perf/loss jobs), so it takes seconds.
+saves `app.save_screenshot` SVGs. Nothing is measured (no perf/loss jobs), so it takes seconds, except for the
+channel screens (12, 13): a channel optimization (est. speedup 1.5x, FLOPS profile, group-norm magnitude) is
+applied and benchmarked for real (a few seconds), then its Groups tab, pruning card and benchmark are saved.
 """
 
 from __future__ import annotations
@@ -93,7 +95,42 @@ async def make(out: Path, size: tuple[int, int]) -> list[Path]:
         await pilot.press("question_mark")
         await settle(pilot, lambda: app.screen.query("#help-table"))
         shot(app, "11_help")
+    await make_channel(ws, project["id"], shot, size)
     return saved
+
+
+async def make_channel(ws, pid: str, shot, size: tuple[int, int]) -> None:
+    """A channel optimization of the demo project, applied and benchmarked: Groups tab, pruning card, benchmark."""
+    from sparsify_tui.services import optimizations
+    from sparsify_tui.services.apply import apply_record
+    from sparsify_tui.services.benchmarks import benchmark_project
+    from sparsify_tui.tui.app import SparsifyApp
+
+    rec = optimizations.create_optimization(ws, pid, "channel 1.5x", settings={
+        "structure": "channel", "target": "speedup", "target_speedup": 1.5})
+    apply_record(ws, pid, rec["id"])
+    benchmark_project(ws, pid, {"name": "channel vs baseline", "optimizations": [rec["id"]], "batch_sizes": [1],
+                                "core_counts": [1], "iterations": 30})
+    app = SparsifyApp(project=pid, workspace=ws)
+    async with app.run_test(size=size) as pilot:
+        await pilot.press("4")
+        await settle(pilot, lambda: app.query_one("OptimizationSection").rec is not None)
+        sec = app.query_one("OptimizationSection")
+        sec.query_one("#opt-tabs").active = "tab-groups"
+        await pilot.pause(0.3)
+        sec.query_one("#group-table").focus()
+        await pilot.pause(0.5)
+        shot(app, "12_channel_groups")
+        sec.query_one("#opt-tabs").active = "tab-pruning"
+        sec.query_one("#est-tabs").active = "est-performance"
+        sec.query_one("#opt-list").focus()
+        await pilot.pause(0.7)
+        shot(app, "13_channel_pruning_card")
+        await pilot.press("5")
+        await settle(pilot, lambda: app.query_one("BenchmarksSection").result is not None)
+        app.query_one("BenchmarksSection").query_one("#bench-tabs").active = "compare"
+        await pilot.pause(0.7)
+        shot(app, "14_channel_benchmark")
 
 
 def main() -> int:

@@ -207,6 +207,57 @@ def output_path(value: Any, flag: str = "-o", *, allow_dir: bool = False) -> str
     return str(p)
 
 
+METRICS = ("top1", "nmse", "kl", "max_abs")
+"""Output metrics an accuracy budget can be stated in (:mod:`sparsify_tui.profiling.metrics`)."""
+CALIBRATION_METHODS = ("minmax", "entropy", "percentile")
+"""INT8 calibration methods (:data:`sparsify_tui.engine.ort_quant.CALIBRATION_METHODS`)."""
+MAX_DROP = 0.01
+"""Default accuracy budget of the INT8 search (NNCF's default ``max_drop``)."""
+CALIBRATION_SIZE = 16
+"""Calibration batches (1 item each) of INT8 quantization (calibration.md used 16)."""
+
+
+def max_drop(value: Any, flag: str = "--max-drop") -> float:
+    """An accuracy budget: a number >= 0 in the metric's units (absolute drop for top1; the value of
+    nmse/kl/max_abs). ``None`` gives :data:`MAX_DROP`."""
+    if value is None or value == "":
+        return MAX_DROP
+    try:
+        v = float(value)
+    except (TypeError, ValueError):
+        raise SparsifyError(f"{flag} {value!r} is not allowed: {flag} must be a number, e.g. 0.01 "
+                            "(1 point of top-1)") from None
+    if not v >= 0 or v == float("inf"):
+        raise SparsifyError(f"{flag} {value} is not allowed: {flag} must be 0 or more, e.g. 0.01 (1 point of top-1) "
+                            "or 0.05 (NMSE)")
+    return v
+
+
+def metric(value: Any, flag: str = "--metric") -> Optional[str]:
+    """An output metric of :data:`METRICS`, or None / "auto" for the default chosen from the model outputs."""
+    if value in (None, "", "auto"):
+        return None
+    if value not in METRICS:
+        raise SparsifyError(f"{flag} {value!r} is not allowed: {flag} must be one of {', '.join(METRICS)} (or "
+                            "leave it out for the default from the model outputs)")
+    return str(value)
+
+
+def calibration_method(value: Any, flag: str = "--calibration") -> str:
+    """An INT8 calibration method of :data:`CALIBRATION_METHODS` (``None``: "minmax")."""
+    if value in (None, ""):
+        return "minmax"
+    if value not in CALIBRATION_METHODS:
+        raise SparsifyError(f"{flag} {value!r} is not allowed: {flag} must be one of "
+                            f"{', '.join(CALIBRATION_METHODS)}")
+    return str(value)
+
+
+def calibration_size(value: Any, flag: str = "--calibration-size") -> int:
+    """Calibration batches: 1 or more (default :data:`CALIBRATION_SIZE`)."""
+    return _count_at_least(value, flag, 1, CALIBRATION_SIZE)
+
+
 # ------------------------------------------------------------------------------------------- fleet
 FLEET_NAME = "{target} b{batch} {cores}c"
 """Default name of a fleet result: ``<hostname> b<batch> <cores>c`` (``{target}`` is the hostname, with the node

@@ -48,7 +48,12 @@ def test_speedup_is_baseline_median_over_model_median_at_same_batch_and_cores():
 
 
 def check_shape(d: dict, models, batch_sizes, core_counts, iterations):
-    assert set(d) == {"benchmark", "results"}
+    assert {"benchmark", "results"} <= set(d) <= {"benchmark", "results", "accuracy"}
+    if "accuracy" in d:  # issue 14: every model's outputs against the baseline's, next to the speed
+        acc = d["accuracy"]
+        assert acc["metric"] in ("top1", "nmse", "kl", "max_abs") and acc["reason"]
+        assert set(acc["models"]) == {m if isinstance(m, str) else m[0] for m in models}
+        assert acc["models"]["baseline"]["drop"] == 0
     b = d["benchmark"]
     assert b["batch_sizes"] == batch_sizes and b["core_counts"] == core_counts and b["iterations"] == iterations
     assert len(d["results"]) == len(models) * len(batch_sizes) * len(core_counts)

@@ -250,3 +250,124 @@ def test_snapshot_export_dialog(workspace_home, demo_model, snap_compare, monkey
         await settle(pilot, pilot.app.screen)
 
     assert snap_compare(make_app(ws, pid), terminal_size=(80, 24), run_before=setup)
+
+
+# ------------------------------------------------------------------------------------- INT8 card (issue 14)
+
+
+def _searched(ws, pid, monkeypatch):
+    """An optimization made by the INT8 search on the demo model, with a fixed timing (no clock in the
+    snapshot) and a benchmark record of it."""
+    from sparsify_tui.engine import timing
+    from sparsify_tui.services.int8 import search_int8_optimization
+
+    monkeypatch.setattr(timing, "interleaved_times",
+                        lambda engine, models, *a, **k: [[4.0 - 2.0 * i / len(models)] * 3 for i in range(len(models))])
+    rec = search_int8_optimization(ws, pid, {"name": "int8 snap", "max_drop": 0.2, "metric": "top1",
+                                             "calibration_size": 8, "core_count": 1})  # 1 thread: same floats
+    q = rec["quantization"]
+    q["search"]["seconds"] = 12.5  # wall time: pinned for the snapshot
+    rec = ws.update_record(pid, "optimizations", rec["id"], quantization=q)
+    ws.add_record(pid, "benchmarks", {"name": "bench 1", "created": "2026-01-02T03:04:05",
+                                      "models": [{"label": "baseline"}, {"label": "int8 snap",
+                                                                         "optimization_id": rec["id"]}],
+                                      "summary": [{"model": "int8 snap", "batch_size": 1, "core_count": 2,
+                                                   "speedup": 1.3, "median_ms": 3.0}]})
+    return rec
+
+
+def test_int8_card_shows_the_search_and_starts_one(workspace_home, demo_model, monkeypatch):
+    from sparsify_tui.store import Workspace
+    from sparsify_tui.tui.widgets.tables import FilterableTable
+
+    ws = Workspace()
+    pid = make_project(ws, demo_model)
+    rec = _searched(ws, pid, monkeypatch)
+    submitted = []
+    from sparsify_tui import jobs
+
+    real_submit = jobs.submit
+
+    def fake_submit(ws_, p, t, a):  # record the arguments; run a short real job the card follows instead
+        submitted.append((t, a))
+        return real_submit(ws_, p, "sleep", {"steps": 2, "step_s": 0.05}, measuring=False)
+
+    monkeypatch.setattr("sparsify_tui.jobs.submit", fake_submit)
+
+    async def run():
+        app = make_app(ws, pid)
+        async with app.run_test(size=(80, 24)) as pilot:
+            sec = await open_section(pilot)
+            sec.query_one("#opt-tabs").active = "tab-quant"
+            await settle(pilot, sec)
+            card = sec.query_one("#int8-card")
+            await pilot.pause(0.5)
+            # showing the Quant tab (its layer list) does not rewrite the search's exclusions
+            assert stored(ws, pid)["int8 snap"]["quantization"]["excluded"] == rec["quantization"]["excluded"]
+            summary = str(card.query_one("#i8-summary").render())
+            assert "max drop 0.2" in summary and "Metric" in summary and "top1" in summary
+            trials = card.query_one("#i8-trials", FilterableTable).rows_shown()
+            assert len(trials) == len(rec["quantization"]["search"]["trials"])
+            assert any(str(t["note"]).startswith("▶") for t in trials)  # the chosen trial is marked
+            layers = card.query_one("#i8-layers", FilterableTable).rows_shown()
+            assert {r["state"] for r in layers} <= {"FP32", "INT8"} and all(r["why"] for r in layers)
+            await wait_for(pilot, lambda: "bench 1" in str(card.query_one("#i8-applied").render()))
+            assert "measured 1.30×" in str(card.query_one("#i8-applied").render())
+            # i: the search dialog submits an int8_search job
+            sec.query_one("#opt-list").focus()
+            await pilot.press("i")
+            await wait_for(pilot, lambda: type(app.screen).__name__ == "Int8SearchDialog")
+            app.screen.query_one("#i8d-drop").value = "0.05"
+            app.screen.query_one("#i8d-ok").press()
+            await wait_for(pilot, lambda: submitted)
+            job_type, args = submitted[0]
+            assert job_type == "int8_search" and args["max_drop"] == 0.05 and args["name"] == "int8-1"
+            await wait_for(pilot, lambda: card.query("JobProgress"))  # the card follows the job
+            # a bad budget is refused with one line, no job
+            await pilot.press("i")
+            await wait_for(pilot, lambda: type(app.screen).__name__ == "Int8SearchDialog")
+            app.screen.query_one("#i8d-drop").value = "-1"
+            app.screen.query_one("#i8d-ok").press()
+            await wait_for(pilot, lambda: type(app.screen).__name__ != "Int8SearchDialog")
+            await pilot.pause(0.3)
+            assert len(submitted) == 1
+
+    asyncio.run(run())
+
+
+def test_snapshot_int8_card(workspace_home, demo_model, snap_compare, monkeypatch):
+    from sparsify_tui.store import Workspace
+
+    ws = Workspace()
+    pid = make_project(ws, demo_model)
+    _searched(ws, pid, monkeypatch)
+
+    async def setup(pilot):
+        sec = await open_section(pilot)
+        sec.query_one("#opt-tabs").active = "tab-quant"
+        await settle(pilot, sec)
+        card = sec.query_one("#int8-card")
+        await wait_for(pilot, lambda: "bench 1" in str(card.query_one("#i8-applied").render()))
+        card.query_one("#i8-summary").scroll_visible(animate=False)
+        await settle(pilot, sec)
+
+    assert snap_compare(make_app(ws, pid), terminal_size=(80, 24), run_before=setup)
+
+
+def test_snapshot_int8_card_wide(workspace_home, demo_model, snap_compare, monkeypatch):
+    from sparsify_tui.store import Workspace
+
+    ws = Workspace()
+    pid = make_project(ws, demo_model)
+    _searched(ws, pid, monkeypatch)
+
+    async def setup(pilot):
+        sec = await open_section(pilot)
+        sec.query_one("#opt-tabs").active = "tab-quant"
+        await settle(pilot, sec)
+        card = sec.query_one("#int8-card")
+        await wait_for(pilot, lambda: "bench 1" in str(card.query_one("#i8-applied").render()))
+        card.query_one("#i8-plot").scroll_visible(animate=False, top=True)
+        await settle(pilot, sec)
+
+    assert snap_compare(make_app(ws, pid), terminal_size=(120, 40), run_before=setup)

@@ -175,7 +175,8 @@ def _checked(name, fn):
 
 
 for _name, _fn in inspect.getmembers(Workspace, inspect.isfunction):
-    if not _name.startswith("_"):
+    # static methods (record_blob_key) take no self: wrapping them would break every blob read
+    if not _name.startswith("_") and not isinstance(inspect.getattr_static(Workspace, _name), staticmethod):
         setattr(ThreadCheckingWorkspace, _name, _checked(_name, _fn))
 
 

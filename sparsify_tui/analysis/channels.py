@@ -174,7 +174,9 @@ class ChannelGroups:
     ``groups``: graph order of their first producer; ``edits``: every :class:`ChannelEdit`;
     ``element_root``: the class root of every element (``int64[n_elements]``); ``matrix_macs``: MACs per batch
     of every Conv/Gemm/MatMul node of the node table (counted nodes); ``prunable_macs``: MACs of those
-    touched by a prunable group (each node once).
+    touched by a prunable group (each node once); ``tensor_channels``: ``{tensor name: element map}`` of every
+    main-graph tensor that carries channels (one element per position of its channel axis), for
+    :func:`node_channel_factors`.
     """
 
     groups: list
@@ -182,6 +184,7 @@ class ChannelGroups:
     element_root: np.ndarray
     matrix_macs: int
     prunable_macs: int
+    tensor_channels: dict = field(default_factory=dict, repr=False)
 
     @property
     def prunable_macs_share(self) -> float:
@@ -1291,7 +1294,9 @@ def find_channel_groups(model: onnx.ModelProto, shapes: dict, node_macs: Optiona
             w.pin(c.emap, f"reaches graph output '{name}'")
         if name in w.in_subgraphs:
             w.pin(c.emap, f"read inside a subgraph ('{name}')")
-    return _collect(w, node_macs, counted_matrix_macs)
+    out = _collect(w, node_macs, counted_matrix_macs)
+    out.tensor_channels = {name: c.emap for name, c in w.chan.items()}
+    return out
 
 
 def _collect(w: _Walk, node_macs, counted_matrix_macs) -> ChannelGroups:
@@ -1594,3 +1599,111 @@ def groups_from_analysis(model: onnx.ModelProto, analysis, base_dir=None) -> Cha
     matrix = sum(n.macs for n in analysis.nodes if n.counted and n.op_type in MATRIX_OPS)
     return find_channel_groups(model, shapes, [n.macs for n in main], counted_matrix_macs=matrix,
                                base_dir=base_dir)
+
+
+# ------------------------------------------------------------------------------ cost factors of each node
+
+
+@dataclass
+class NodeChannels:
+    """How the cost of one main-graph node follows the channel groups (the channel time model's input).
+
+    ``id``: node id; ``op_type``; ``kind``: ``"layer"`` (Conv/Gemm/MatMul with an initializer weight: its MACs
+    scale with kept input × kept output channels), ``"depthwise"`` (a depthwise Conv: its MACs scale with its
+    channels once) or ``"other"`` (activations, BatchNorm, pooling, residual Add...: work per element of the
+    output); ``inputs`` / ``outputs``: ``{group id: share}``, the share of the positions of the node's data
+    input / first output channel axis that belong to each prunable group (the rest never changes);
+    ``macs`` per batch; ``params``: weight elements of a layer (0 otherwise).
+    """
+
+    id: str
+    op_type: str
+    kind: str
+    inputs: dict
+    outputs: dict
+    macs: int = 0
+    params: int = 0
+
+    def to_dict(self) -> dict:
+        return {"id": self.id, "op_type": self.op_type, "kind": self.kind, "inputs": dict(self.inputs),
+                "outputs": dict(self.outputs), "macs": int(self.macs), "params": int(self.params)}
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "NodeChannels":
+        return cls(id=d["id"], op_type=d.get("op_type", ""), kind=d.get("kind", "other"),
+                   inputs=dict(d.get("inputs") or {}), outputs=dict(d.get("outputs") or {}),
+                   macs=int(d.get("macs") or 0), params=int(d.get("params") or 0))
+
+
+def group_shares(groups: ChannelGroups, emap: np.ndarray) -> dict:
+    """``{group id: share}``: the share (0..1) of the positions of ``emap`` (element ids) whose channel belongs
+    to each *prunable* group. Positions of non-prunable groups or fixed channels are left out."""
+    if emap is None or len(emap) == 0:
+        return {}
+    owner = getattr(groups, "_root_owner", None)
+    if owner is None:
+        owner = {}
+        for g in groups.groups:
+            if g.prunable:
+                for r in g.classes.tolist():
+                    owner[int(r)] = g.id
+        groups._root_owner = owner  # cached on the instance (not a dataclass field)
+    roots = groups.element_root[np.asarray(emap, dtype=np.int64)]
+    out: dict = {}
+    for r, n in zip(*np.unique(roots, return_counts=True)):
+        gid = owner.get(int(r))
+        if gid is not None:
+            out[gid] = out.get(gid, 0.0) + float(n) / len(roots)
+    return out
+
+
+def node_channel_factors(groups: ChannelGroups, analysis) -> list:
+    """One :class:`NodeChannels` per main-graph node of ``analysis`` (the node table the groups were found
+    with), graph order. The data input of a node is its first input that carries channels (weights never do),
+    its output its first output that does."""
+    chans = groups.tensor_channels
+    out = []
+    for n in analysis.nodes:
+        if n.graph:
+            continue
+        ins = next((x for x in n.inputs if x in chans), None)
+        outs = next((x for x in n.outputs if x in chans), None)
+        group = int((n.attrs or {}).get("group", 1) or 1)
+        if n.op_type == "Conv" and group > 1:
+            kind = "depthwise"
+        elif n.prunable and n.op_type in MATRIX_OPS:
+            kind = "layer"
+        else:
+            kind = "other"
+        params = 0
+        if kind != "other" and n.weight_shape:
+            params = int(np.prod(n.weight_shape))
+        out.append(NodeChannels(
+            id=n.id, op_type=n.op_type, kind=kind,
+            inputs=group_shares(groups, chans[ins]) if ins is not None else {},
+            outputs=group_shares(groups, chans[outs]) if outs is not None else {},
+            macs=int(n.macs or 0), params=params))
+    return out
+
+
+def shares_kept(shares: dict, kept_fraction: dict) -> float:
+    """The kept fraction of a channel axis with ``shares`` (:func:`group_shares`) when each group keeps
+    ``kept_fraction[group id]`` (0..1; a missing group keeps all): ``(1 - Σ share) + Σ share · kept``."""
+    total = 1.0
+    for gid, share in shares.items():
+        total -= share * (1.0 - float(kept_fraction.get(gid, 1.0)))
+    return total
+
+
+def node_fraction(node: NodeChannels, kept_fraction: dict) -> float:
+    """The fraction of a node's dense work left when each group keeps ``kept_fraction[group id]`` of its
+    channels: a layer's MACs scale with kept inputs × kept outputs (Conv: N·Cout·Hout·Wout·Cin·kH·kW), a
+    depthwise conv's and any other node's with its kept output channels (its input's when it has no output
+    channels), 1 for a node that carries no channels."""
+    if node.kind == "layer":
+        return shares_kept(node.inputs, kept_fraction) * shares_kept(node.outputs, kept_fraction)
+    if node.outputs:
+        return shares_kept(node.outputs, kept_fraction)
+    if node.inputs:
+        return shares_kept(node.inputs, kept_fraction)
+    return 1.0

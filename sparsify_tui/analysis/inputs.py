@@ -252,14 +252,16 @@ def check_scalar_values(specs: list[InputSpec], values: Optional[dict] = None) -
 
 
 def check_run_inputs(model_path: Union[str, os.PathLike], batch_size: int = 1, dims: Optional[dict] = None,
-                     data: Optional[Union[str, os.PathLike]] = None, batches: int = 1) -> list[InputSpec]:
+                     data: Optional[Union[str, os.PathLike]] = None, batches: int = 1,
+                     labels_key: Optional[str] = None) -> list[InputSpec]:
     """Everything about a run's inputs that can be refused before anything runs, is allocated or is recorded:
     the model loads (``load_model`` without weights: external-data locations, tensor sizes, input types),
     every ``dims`` name exists in the model and every symbolic dim has a value >= 1, one batch fits in the
     memory available, onnx's strict shape check passes at these shapes (what onnxruntime checks when it
     loads the model: :func:`sparsify_tui.analysis.shapes.check_shapes`), and the sample data ``data`` (headers only, :func:`check_sample_data`) matches the
     inputs, or else every scalar input has a value; ``batches`` synthetic batches kept together must fit in
-    memory too. Returns the input specs.
+    memory too. The labels array of ``data`` (``labels_key``, default ``labels`` when present,
+    :mod:`sparsify_tui.analysis.labels`) is not an input: it is validated as labels. Returns the input specs.
 
     Raises:
         ModelError, DimensionError, SampleDataError: one line each.
@@ -275,8 +277,18 @@ def check_run_inputs(model_path: Union[str, os.PathLike], batch_size: int = 1, d
 
         check_input_memory(model, input_shapes(model, batch_size, dims), batches=batches)
     if data:
-        check_sample_data(data, specs, batch_size)
+        from sparsify_tui.analysis.labels import check_labels, split_labels
+
+        raw, key = split_labels(data, labels_key) if not any(s.name == (labels_key or "labels") for s in specs) \
+            else (None, None)
+        batches_given = check_sample_data(data, specs, batch_size, ignore=(key,) if key else ())
+        if raw is not None:
+            items = next((int(shape[0]) for name, (shape, _dt) in inspect_sample_data(data).items()
+                          if name != key and len(shape)), batches_given * batch_size)
+            check_labels(raw, items, key)
     else:
+        if labels_key:
+            raise SampleDataError(f"--labels {labels_key} needs --data FILE.npz holding the inputs and the labels")
         check_scalar_values(specs, dims)
     return specs
 
@@ -376,7 +388,8 @@ def inspect_sample_data(path: Union[str, os.PathLike]) -> Optional[dict]:
     return arrays
 
 
-def check_sample_data(path: Union[str, os.PathLike], specs: list[InputSpec], batch_size: int) -> int:
+def check_sample_data(path: Union[str, os.PathLike], specs: list[InputSpec], batch_size: int,
+                      ignore: tuple = ()) -> int:
     """Check a sample data file against the model inputs from its headers alone (no data is read), so a bad
     file is refused before anything runs. Returns the number of batches it gives.
 
@@ -385,7 +398,7 @@ def check_sample_data(path: Union[str, os.PathLike], specs: list[InputSpec], bat
             dtype kind, different item counts, or fewer items than ``batch_size``.
     """
     p = Path(path)
-    headers = inspect_sample_data(p)
+    headers = {k: v for k, v in inspect_sample_data(p).items() if k not in ignore}
     by_name = {s.name: s for s in specs}
     tensors = [s for s in specs if s.kind != "scalar"]
     if None in headers:
@@ -427,14 +440,16 @@ def check_sample_data(path: Union[str, os.PathLike], specs: list[InputSpec], bat
     return items // batch_size if counts else 1
 
 
-def load_sample_data(path: Union[str, os.PathLike], specs: list[InputSpec], batch_size: int) -> list[dict]:
+def load_sample_data(path: Union[str, os.PathLike], specs: list[InputSpec], batch_size: int,
+                     ignore: tuple = ()) -> list[dict]:
     """Split user sample data into batches of ``batch_size`` items.
 
     ``.npz``: one array per input name; ``.npy``: one array for a model with one non-scalar input. Arrays
     are ``[items, ...]`` with the remaining dims equal to the spec shape without its batch axis; scalar
     inputs may be given as a 0-d array (used for every batch) and otherwise come from ``spec.value``.
     Leftover items (fewer than ``batch_size``) are dropped. The file is checked from its headers first
-    (:func:`check_sample_data`), then loaded with ``allow_pickle=False``.
+    (:func:`check_sample_data`), then loaded with ``allow_pickle=False``. Keys in ``ignore`` (e.g. the labels
+    array, :mod:`sparsify_tui.analysis.labels`) are not inputs and are skipped.
 
     Returns:
         A list of feeds ``{input name: array}``, one per batch.
@@ -444,7 +459,7 @@ def load_sample_data(path: Union[str, os.PathLike], specs: list[InputSpec], batc
             not fit the input's dtype.
     """
     p = Path(path)
-    n_batches = check_sample_data(p, specs, batch_size)
+    n_batches = check_sample_data(p, specs, batch_size, ignore)
     tensors = [s for s in specs if s.kind != "scalar"]
     try:
         loaded = np.load(p, allow_pickle=False)
@@ -452,7 +467,7 @@ def load_sample_data(path: Union[str, os.PathLike], specs: list[InputSpec], batc
             arrays = {tensors[0].name: loaded}
         else:
             with loaded:
-                arrays = {k: loaded[k] for k in loaded.files}
+                arrays = {k: loaded[k] for k in loaded.files if k not in ignore}
     except Exception as err:  # noqa: BLE001 - ValueError, OSError, zip errors, EOFError on a cut file
         raise SampleDataError(f"sample data {p} cannot be read ({str(err).splitlines()[0][:120] if str(err) else type(err).__name__}): "
                               "save it again with numpy.savez (plain numeric arrays)") from None

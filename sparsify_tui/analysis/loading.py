@@ -439,6 +439,13 @@ def set_ir_version(model: onnx.ModelProto, ir_version: int, name: str = "the mod
     return model.ir_version
 
 
+def is_weight_constant(node: onnx.NodeProto) -> bool:
+    """True for a ``Constant`` node holding a tensor (``value`` attribute) with one output: the nodes
+    :func:`constants_to_initializers` turns into initializers (so the node table never lists them)."""
+    return (node.op_type == "Constant" and node.domain in ("", "ai.onnx") and len(node.output) == 1
+            and any(a.name == "value" and a.type == onnx.AttributeProto.TENSOR for a in node.attribute))
+
+
 def constants_to_initializers(model: onnx.ModelProto) -> int:
     """Turn every ``Constant`` node holding a tensor (``value`` attribute) into an initializer of the same
     name, in the main graph and in subgraphs, in place. Returns how many were converted.
@@ -455,14 +462,10 @@ def constants_to_initializers(model: onnx.ModelProto) -> int:
     for _, graph in reversed(list(iter_graphs(model.graph))):
         keep = []
         for node in graph.node:
-            value = None
-            if node.op_type == "Constant" and node.domain in ("", "ai.onnx") and len(node.output) == 1:
-                for a in node.attribute:
-                    if a.name == "value" and a.type == onnx.AttributeProto.TENSOR:
-                        value = a.t
-            if value is None:
+            if not is_weight_constant(node):
                 keep.append(node)
                 continue
+            value = next(a.t for a in node.attribute if a.name == "value")
             t = graph.initializer.add()
             t.CopyFrom(value)
             t.name = node.output[0]

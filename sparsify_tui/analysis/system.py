@@ -51,7 +51,8 @@ class SystemInfo:
 
     ``available_cores``: CPUs in this process's affinity mask (what a session may use, see
     :func:`sparsify_tui.settings.available_cores`); ``physical_cores``/``sockets``: hardware topology (None when unknown);
-    ``instruction_sets``: SIMD extensions relevant to inference speed (VNNI/AMX speed up INT8);
+    ``instruction_sets``: SIMD extensions relevant to inference speed (VNNI/AMX speed up INT8); ``hostname``: the
+    network name of this machine (``platform.node()``), which tells two targets apart;
     ``ort_version``/``ort_providers``: the engine's version and execution providers ("" and [] when
     described without an engine, see :func:`machine_info`).
     """
@@ -66,6 +67,7 @@ class SystemInfo:
     python_version: str = ""
     logical_cores: Optional[int] = None
     machine: str = ""
+    hostname: str = ""
 
     def to_dict(self) -> dict:
         """JSON-able dict (the ``system`` key of ``analyze --json``)."""
@@ -143,6 +145,7 @@ def machine_info(runtime_version: str = "", runtime_providers: Optional[list] = 
         python_version=platform.python_version() or sys.version.split()[0],
         logical_cores=os.cpu_count(),
         machine=platform.machine(),
+        hostname=platform.node(),
     )
 
 

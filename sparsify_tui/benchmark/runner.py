@@ -145,6 +145,8 @@ class BenchmarkResult:
     system: dict = field(default_factory=dict)
     #: how the sessions were configured (the engine's description)
     engine: str = "onnxruntime CPUExecutionProvider, ORT_ENABLE_ALL, intra_op=cores, inter_op=1"
+    #: accuracy of every model against the baseline's outputs (:func:`measure_accuracy`), or None
+    accuracy: Optional[dict] = None
 
     @property
     def baseline_label(self) -> str:
@@ -187,6 +189,7 @@ class BenchmarkResult:
                 "engine": self.engine,
             },
             "results": [r.to_dict() for r in self.runs],
+            **({"accuracy": self.accuracy} if self.accuracy is not None else {}),
         }
 
     @classmethod
@@ -204,6 +207,7 @@ class BenchmarkResult:
             **({"engine": b["engine"]} if b.get("engine") else {}),
         )
         res.runs = [BenchmarkRun.from_dict(r) for r in d.get("results", [])]
+        res.accuracy = d.get("accuracy")
         return res
 
 
@@ -247,6 +251,38 @@ def _normalize_models(models) -> list[ModelSpec]:
     return out
 
 
+def measure_accuracy(specs: Sequence[ModelSpec], *, data=None, labels_key: Optional[str] = None,
+                     dims: Optional[dict] = None, metric: Optional[str] = None, max_batches: int = 64,
+                     engine: Any = None, cancel: Optional[CancelToken] = None) -> dict:
+    """Accuracy of every model against the baseline (``specs[0]``) on the same items, with the metrics of
+    :mod:`sparsify_tui.profiling.metrics`: batches of 1 item from ``data`` (with its labels, up to
+    ``max_batches``) or 16 seeded synthetic batches. One session at a time, outside any timed loop.
+
+    Returns ``{"metric", "reason", "labelled", "items", "data", "models": {label: Evaluation dict}}``; each
+    model's ``drop`` is the metric's budgeted quantity (absolute top-1 drop, or the nmse/kl/max_abs value), and
+    ``accuracy`` / ``accuracy_reference`` are top-1 against the labels. Raises ``SampleDataError``."""
+    from sparsify_tui.analysis.labels import sample_set
+    from sparsify_tui.engine.compare import run_outputs
+    from sparsify_tui.profiling.metrics import choose_metric, evaluate
+
+    ss = sample_set(specs[0].path, data=data, labels_key=labels_key, dims=dims, max_batches=max_batches)
+
+    def outputs(path):
+        return run_outputs(path, ss.feeds, cancel=cancel, engine=engine)
+
+    ref = outputs(specs[0].path)
+    choice = choose_metric(ref[0], metric, labelled=ss.labels is not None)
+    if ss.labels is not None and choice.class_output is not None:
+        ss.check_classes(int(np.shape(ref[0][choice.class_output])[-1]))
+    models = {specs[0].label: evaluate(ref, ref, choice, ss.labels).to_dict()}
+    for spec in specs[1:]:
+        if cancel is not None:
+            cancel.check()
+        models[spec.label] = evaluate(ref, outputs(spec.path), choice, ss.labels).to_dict()
+    return {"metric": choice.name, "label": choice.label, "reason": choice.reason, "labelled": choice.labelled,
+            "items": ss.items, "data": ss.source, "models": models}
+
+
 def run_benchmark(
     models,
     *,
@@ -259,6 +295,9 @@ def run_benchmark(
     name: str = "benchmark",
     rounds: int = 3,
     engine: Any = None,
+    accuracy: bool = True,
+    labels_key: Optional[str] = None,
+    metric: Optional[str] = None,
     progress: Optional[ProgressFn] = None,
     cancel: Optional[CancelToken] = None,
 ) -> BenchmarkResult:
@@ -270,7 +309,9 @@ def run_benchmark(
     (``{"x:2": 48}`` or ``{"seq": 128}``). ``data``: optional ``.npz``/``.npy`` sample data path.
     ``rounds``: how many interleaved rounds the iterations are split into (at most ``iterations``).
     ``engine``: the runtime measured (a name in :data:`sparsify_tui.engine.ENGINES` or an ``Engine``;
-    default onnxruntime). Raises ``SparsifyError`` subclasses for bad input, ``JobCanceled`` on cancel.
+    default onnxruntime). ``accuracy``: also measure every model's outputs against the baseline's
+    (:func:`measure_accuracy`, with ``labels_key`` and ``metric``) when there is more than one model.
+    Raises ``SparsifyError`` subclasses for bad input, ``JobCanceled`` on cancel.
     """
     from sparsify_tui.engine import get_engine
     from sparsify_tui.engine.timing import time_runs
@@ -323,6 +364,11 @@ def run_benchmark(
                 run.optimization_id = spec.optimization
                 result.runs.append(run)
     result.compute_speedups()
+    if accuracy and len(specs) > 1:
+        if progress is not None:
+            progress("accuracy of every model against the baseline", 0.99)
+        result.accuracy = measure_accuracy(specs, data=data, labels_key=labels_key, dims=dims, metric=metric,
+                                           engine=engine, cancel=cancel)
     result.seconds = time.perf_counter() - t_start
     if progress is not None:
         progress("done", 1.0)

@@ -12,15 +12,22 @@ COMMAND_MODULES = [
     "projects",   # create, list, show, edit, delete, demo
     "perf",       # profile perf
     "loss",       # profile loss
+    "profile_io",  # profile export, profile import
     "optimize",   # optimize, export
     "benchmark",  # apply, benchmark
+    "compare",    # compare (profiles, optimizations)
+    "report",     # report
+
+
+    "channel",    # profile channel-calibration, optimization show
     "fleet",      # fleet nodes/profile/benchmark (optional extra: Ray)
     "jobs",       # job run/list/show/cancel/log
 ]
 
 
 def profile_group(sub):
-    """The ``profile`` command's sub-parsers (``profile perf``, ``profile loss``), created on first call and
+    """The ``profile`` command's sub-parsers (``profile perf``, ``profile loss``, ``profile export``,
+    ``profile import``), created on first call and
     reused after (stored on ``sub``)."""
     existing = getattr(sub, "_profile_group", None)
     if existing is not None:

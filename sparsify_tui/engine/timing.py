@@ -122,3 +122,37 @@ def time_runs(session, feeds: Sequence[Mapping[str, Any]], *, warmup: int, itera
     if is_cancelled():
         raise JobCanceled("job canceled by the user")
     return [t / 1e6 for t in times_ns]
+
+
+def interleaved_times(engine, models: Sequence[Any], feeds: Sequence[Mapping[str, Any]], core_count: Optional[int],
+                      *, rounds: int = 3, warmup: int = 2, iterations: int = 12,
+                      cancel: Optional[CancelToken] = None,
+                      on_step: Optional[Callable[[int, int], None]] = None) -> list[list[float]]:
+    """Short interleaved timing of several models on the same feeds: ``rounds`` rounds, each opening every
+    model's session in turn (the order reversed every other round), ``warmup`` untimed runs, then its share of
+    ``iterations`` timed runs with :func:`time_runs`, then closing it (one live session at a time). Machine
+    drift then hits every model alike, which is what makes the ratios between them trustworthy on a shared
+    machine (the benchmark's rule, :mod:`sparsify_tui.benchmark.runner`).
+
+    ``models``: paths (or anything ``engine.open_session`` takes); returns, per model, its ms per timed run
+    (``iterations`` of them, all rounds). ``on_step(done, total)`` after each session. Raises ``ModelError``
+    when a model cannot be loaded, ``JobCanceled`` on cancel."""
+    rounds = max(1, min(int(rounds), int(iterations)))
+    share = [int(iterations) // rounds + (1 if r < int(iterations) % rounds else 0) for r in range(rounds)]
+    out: list[list[float]] = [[] for _ in models]
+    order = list(range(len(models)))
+    total, done = rounds * len(order), 0
+    for r in range(rounds):
+        for i in (order if r % 2 == 0 else order[::-1]):
+            if cancel is not None:
+                cancel.check()
+            session = engine.open_session(models[i], core_count)
+            try:
+                out[i] += time_runs(session, feeds, warmup=warmup, iterations=share[r], cancel=cancel)
+            finally:
+                session.close()
+                del session
+            done += 1
+            if on_step is not None:
+                on_step(done, total)
+    return out

@@ -12,13 +12,15 @@ from __future__ import annotations
 from typing import Callable, Dict
 
 from sparsify_tui.errors import JobError
-from sparsify_tui.jobs.handlers import apply, benchmark, fleet, loss, perf, sleep
+from sparsify_tui.jobs.handlers import apply, benchmark, channel_calibration, fleet, int8_search, loss, perf, sleep
 
 JOB_TYPES: Dict[str, Callable] = {
     "perf_profile": perf.run,
     "loss_profile": loss.run,
     "apply": apply.run,
     "benchmark": benchmark.run,
+    "int8_search": int8_search.run,
+    "channel_calibration": channel_calibration.run,
     "fleet_profile": fleet.run_profile,
     "fleet_benchmark": fleet.run_benchmark_job,
     # test and diagnostic job: sleeps in steps, reports progress, honours cancel
@@ -30,6 +32,8 @@ JOB_CHECKS: Dict[str, Callable] = {
     "loss_profile": loss.check,
     "apply": apply.check,
     "benchmark": benchmark.check,
+    "int8_search": int8_search.check,
+    "channel_calibration": channel_calibration.check,
     "fleet_profile": fleet.check_profile,
     "fleet_benchmark": fleet.check_benchmark,
 }

@@ -15,7 +15,7 @@ Steps of :func:`apply_optimization`:
    configured sparsity.
 4. ``ir_version`` is lowered to 10 when the opsets allow (:func:`sparsify_tui.engine.weights.lower_ir_version`).
 5. Measure: the sparsity of every layer read back from the written file, and the output difference
-   against the baseline model on the calibration inputs (:func:`sparsify_tui.engine.compare.output_difference`).
+   against the baseline model on the calibration inputs (:func:`output_difference`).
 
 Pruning alone gives no speedup on onnxruntime (no sparse kernels); the gain is a smaller compressed
 file and, with INT8, the measured INT8 speedup. See the benchmark section for measured times.
@@ -73,7 +73,7 @@ class ApplyResult:
 
     ``out_path``: written model; ``file_size_bytes`` (+ its external data file, if any);
     ``quantized``: INT8 QDQ written; ``excluded``: node ids kept FP32; ``layers``: per-layer
-    :class:`LayerApplied`; ``output_diff``: see :func:`sparsify_tui.engine.compare.output_difference`; ``seconds``: wall time (s);
+    :class:`LayerApplied`; ``output_diff``: see :func:`output_difference`; ``seconds``: wall time (s);
     ``quantization``: :class:`QuantizationResult.to_dict` or None; ``warnings``: non-fatal problems.
     """
 
@@ -88,6 +88,9 @@ class ApplyResult:
     ir_version: int
     quantization: Optional[dict] = None
     warnings: list = field(default_factory=list)
+    structure: str = "unstructured"
+    structure_result: Optional[dict] = None
+    """A model-level structure's report (channel: :meth:`sparsify_tui.engine.thinning.ThinResult.to_dict`)."""
 
     @property
     def sparsities(self) -> dict:
@@ -107,6 +110,8 @@ class ApplyResult:
             "layers": [asdict(l) for l in self.layers],
             "quantization": self.quantization,
             "warnings": list(self.warnings),
+            "structure": self.structure,
+            "structure_result": self.structure_result,
         }
 
 
@@ -202,6 +207,39 @@ def measure_sparsities(model_path: Union[str, Path], layers: dict[str, Optional[
 # --------------------------------------------------------------------------------- output difference
 
 
+def output_difference(baseline_path, model_path, feeds: Sequence[dict], *, cancel: Optional[CancelToken] = None,
+                      engine: Any = None, labels: Optional[Sequence[np.ndarray]] = None,
+                      metric: Optional[str] = None) -> dict:
+    """Compare the outputs of ``model_path`` against ``baseline_path`` on ``feeds`` (list of feed dicts): the
+    raw differences of :func:`sparsify_tui.engine.compare.compare_outputs` (``max_abs``, ``nmse``, ``max_rel``,
+    ``top1_agreement``, ``samples``, ``outputs``) plus the metrics of :mod:`sparsify_tui.profiling.metrics`:
+    ``kl`` (over the class output ``[batch, classes>1]``, else None), ``accuracy`` / ``accuracy_baseline``
+    (top-1 against ``labels``, one int array per feed; else None), ``metric_name`` (``metric`` or the default
+    chosen from the outputs) with ``metric_reason``, and ``metric_value`` (its budgeted quantity: absolute
+    top-1 drop, or the nmse/kl/max_abs value). One session is alive at a time
+    (:func:`sparsify_tui.engine.compare.run_outputs`).
+    """
+    from sparsify_tui.engine.compare import compare_outputs, run_outputs
+    from sparsify_tui.profiling.metrics import choose_metric, evaluate
+
+    base = run_outputs(baseline_path, feeds, cancel=cancel, engine=engine)
+    new = run_outputs(model_path, feeds, cancel=cancel, engine=engine)
+    choice = choose_metric(base[0], metric, labelled=labels is not None)
+    ev = evaluate(base, new, choice, labels)
+    diff = compare_outputs(base, new, len(feeds))
+    diff.update({"kl": ev.kl, "accuracy": ev.accuracy, "accuracy_baseline": ev.accuracy_reference,
+                 "metric_name": choice.name, "metric_reason": choice.reason, "metric_value": ev.drop})
+    if ev.top1_agreement is not None:
+        diff["top1_agreement"] = ev.top1_agreement
+    return diff
+
+
+# ------------------------------------------------------------------------------------------- apply
+
+#: with sample data, the output difference is measured on up to this many items (the INT8 search's default)
+EVAL_BATCHES = 64
+
+
 def calibration_inputs(model_path, *, dims: Optional[dict] = None, data=None, samples: int = 16,
                        batch_size: int = 1) -> list[dict]:
     """Calibration feeds: up to ``samples`` batches of the user's sample data (``.npz``/``.npy``) when
@@ -251,10 +289,19 @@ def apply_optimization(
     data: Optional[Union[str, Path]] = None,
     calibration_samples: int = 16,
     measure_outputs: bool = True,
+    calibration_method: str = "minmax",
+    labels_key: Optional[str] = None,
+    metric: Optional[str] = None,
+    settings: Optional[dict] = None,
+    batch_size: int = 1,
     progress: Optional[ProgressFn] = None,
     cancel: Optional[CancelToken] = None,
 ) -> ApplyResult:
     """Prune (and optionally INT8-quantize) ``model_path`` and write ``out_path``; see the module doc.
+
+    A ``model_level`` structure (channel) rewrites the whole model instead of each weight:
+    :func:`apply_model_level` (``settings``: the record's settings dict; ``batch_size``: of the check inputs
+    and the MACs it reports).
 
     Args:
         sparsities: ``{weight_name: sparsity in [0, 1]}``; 0 leaves a layer dense.
@@ -266,6 +313,9 @@ def apply_optimization(
             :func:`calibration_inputs` (``data`` sample file or synthetic with ``dims``,
             ``calibration_samples`` batches of 1).
         measure_outputs: compute ``output_diff`` (runs both models on the calibration feeds).
+        calibration_method: INT8 calibration ("minmax", "entropy", "percentile"), as the INT8 search used.
+        labels_key / metric: labels in ``data`` (:mod:`sparsify_tui.analysis.labels`; default key ``labels``
+            when present) for the accuracy in ``output_diff``, and the metric it states (default from the outputs).
 
     Returns: :class:`ApplyResult`. Raises ``ModelError`` (unknown weight, quantization failure),
     ``DimensionError``/``SampleDataError`` (calibration inputs), ``JobCanceled``, ``ValueError``
@@ -276,7 +326,14 @@ def apply_optimization(
     from sparsify_tui.optimization.structures import get_structure
 
     engine = get_engine(engine)
-    prune_weight = get_structure(structure).prune_weight
+    kind = get_structure(structure)
+    if kind.model_level:
+        return apply_model_level(model_path, sparsities, structure=structure, quantize=quantize, engine=engine,
+                                 excluded=excluded, out_path=out_path, calibration=calibration, dims=dims,
+                                 data=data, calibration_samples=calibration_samples,
+                                 measure_outputs=measure_outputs, settings=settings, batch_size=batch_size,
+                                 progress=progress, cancel=cancel)
+    prune_weight = kind.prune_weight
     t0 = time.perf_counter()
     prog = progress or (lambda s, f: None)
     src = Path(model_path)
@@ -286,6 +343,19 @@ def apply_optimization(
     for w, s in sparsities.items():
         if not 0.0 <= float(s) <= 1.0:
             raise SparsifyError(f"sparsity {s} of {w} is outside [0, 1]: fix the optimization's layer sparsity")
+    labels = None
+    eval_feeds = None
+    if data and calibration is None:
+        from sparsify_tui.analysis.labels import sample_set
+
+        # the INT8 search's split: calibrate on the first batches, measure on up to EVAL_BATCHES
+        ss = sample_set(src, data=data, labels_key=labels_key, dims=dims,
+                        max_batches=max(EVAL_BATCHES, calibration_samples))
+        calibration, eval_feeds, labels = ss.feeds[:calibration_samples], ss.feeds, ss.labels
+    elif labels_key:
+        from sparsify_tui.errors import SampleDataError
+
+        raise SampleDataError(f"--labels {labels_key} needs --data FILE.npz holding the inputs and the labels")
     prog("loading", 0.0)
     external = _has_external_data(src) or src.stat().st_size >= EXTERNAL_DATA_BYTES
     model = _load(src)
@@ -330,8 +400,9 @@ def apply_optimization(
 
             qtmp = Path(tmp) / "int8.onnx"
             try:
+                qkw = {"calibration_method": calibration_method} if calibration_method != "minmax" else {}
                 qres = engine.quantize_int8(pruned_path, qtmp, list(calibration), per_channel=True,
-                                            excluded_nodes=list(excluded), progress=qprog, cancel=cancel)
+                                            excluded_nodes=list(excluded), progress=qprog, cancel=cancel, **qkw)
             except ModelError as err:
                 reason = str(err).split(" failed: ", 1)[-1]
                 raise ModelError(f"INT8 quantization of the pruned {src.name} failed ({reason}): turn quantization "
@@ -372,15 +443,94 @@ def apply_optimization(
         prog("comparing outputs", 0.85)
         if calibration is None:
             calibration = calibration_inputs(src, dims=dims, data=data, samples=min(4, calibration_samples))
-        from sparsify_tui.engine.compare import output_difference
-
-        diff = output_difference(src, out, list(calibration), cancel=cancel, engine=engine)
+        diff = output_difference(src, out, list(eval_feeds or calibration), cancel=cancel, engine=engine,
+                                 labels=labels, metric=metric)
     prog("done", 1.0)
     return ApplyResult(
         out_path=out, quantized=bool(quantize), excluded=list(excluded), layers=layers, output_diff=diff,
         seconds=time.perf_counter() - t0, file_size_bytes=file_size(out), baseline_size_bytes=file_size(src),
         ir_version=int(ir), quantization=quant_info, warnings=warnings,
     )
+
+
+def _quantize_file(engine, src: Path, in_path: Path, out: Path, calibration, excluded, prog, cancel, what: str):
+    """INT8 (the engine's ``quantize_int8``: static QDQ, per-channel) of ``in_path`` into ``out``; returns the
+    quantization result. A failure is one line naming ``what`` was quantized."""
+    def qprog(step, frac):
+        prog(f"quantizing: {step}", 0.3 + 0.4 * frac)
+
+    try:
+        return engine.quantize_int8(in_path, out, list(calibration), per_channel=True,
+                                    excluded_nodes=list(excluded), progress=qprog, cancel=cancel)
+    except ModelError as err:
+        reason = str(err).split(" failed: ", 1)[-1]
+        raise ModelError(f"INT8 quantization of the {what} {src.name} failed ({reason}): turn quantization "
+                         "off for this optimization or exclude the failing layers") from err
+
+
+def apply_model_level(model_path, sparsities: dict, *, structure: str, quantize: bool = False, engine: Any = None,
+                      excluded: Sequence[str] = (), out_path, calibration=None, dims: Optional[dict] = None,
+                      data=None, calibration_samples: int = 16, measure_outputs: bool = True,
+                      settings: Optional[dict] = None, batch_size: int = 1, progress: Optional[ProgressFn] = None,
+                      cancel: Optional[CancelToken] = None) -> ApplyResult:
+    """Apply a ``model_level`` structure: its ``apply_model`` writes the pruned FP32 model (channel: thinned,
+    exact and checked; ``sparsities`` are the per-group ratios), **then** INT8 when ``quantize`` (the same
+    ``quantize_int8`` as every apply), then the output difference of the written file against the baseline on the
+    calibration inputs. ``ApplyResult.layers`` is empty; ``structure_result`` holds the structure's report.
+    Raises as :func:`apply_optimization`."""
+    from sparsify_tui.engine import get_engine
+    from sparsify_tui.optimization.structures import get_structure
+
+    engine = get_engine(engine)
+    kind = get_structure(structure)
+    t0 = time.perf_counter()
+    prog = progress or (lambda s, f: None)
+    src, out = Path(model_path), Path(out_path)
+    if not src.is_file():
+        raise ModelError(f"model {src} does not exist: check the project's model path")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    if calibration is None:
+        prog("calibration inputs", 0.0)
+        calibration = calibration_inputs(src, dims=dims, data=data, samples=calibration_samples,
+                                         batch_size=batch_size)
+    warnings: list = []
+    with tempfile.TemporaryDirectory(prefix="sparsify-apply-") as tmp:
+        pruned_path = Path(tmp) / "pruned.onnx" if quantize else out
+
+        def sprog(step, frac):
+            prog(f"{structure}: {step}", 0.02 + 0.25 * frac)
+
+        report = kind.apply_model(src, pruned_path, sparsities, settings=settings, batch_size=batch_size,
+                                  dims=dims, feeds=list(calibration)[:4], engine=engine, progress=sprog,
+                                  cancel=cancel)
+        maybe_check(cancel)
+        quant_info = None
+        if quantize:
+            prog("quantizing", 0.3)
+            qres = _quantize_file(engine, src, pruned_path, out, calibration, excluded, prog, cancel,
+                                  f"{structure}-pruned")
+            warnings.extend(qres.warnings)
+            quant_info = qres.to_dict()
+            quant_info["out_path"] = str(out)
+        if quantize:  # as every apply writes it: IR lowered when the opsets allow
+            qm = _load(out)
+            ir = lower_ir_version(qm)
+            _save(qm, out, _has_external_data(src) or src.stat().st_size >= EXTERNAL_DATA_BYTES)
+            del qm
+        else:
+            import onnx
+
+            ir = int(onnx.load(str(out), load_external_data=False).ir_version)
+    diff: dict = {}
+    if measure_outputs:
+        prog("comparing outputs", 0.85)
+        diff = output_difference(src, out, list(calibration)[:max(1, min(len(calibration), 4))], cancel=cancel,
+                                 engine=engine)
+    prog("done", 1.0)
+    return ApplyResult(out_path=out, quantized=bool(quantize), excluded=list(excluded) if quantize else [],
+                       layers=[], output_diff=diff, seconds=time.perf_counter() - t0,
+                       file_size_bytes=file_size(out), baseline_size_bytes=file_size(src), ir_version=ir,
+                       quantization=quant_info, warnings=warnings, structure=structure, structure_result=report)
 
 
 # ------------------------------------------------------------------------------ records (plain data)
@@ -390,6 +540,19 @@ def quantization_settings(opt: dict) -> tuple[bool, list]:
     """``(quantize, excluded node ids)`` of an optimization record."""
     q = opt.get("quantization") or {}
     return bool(q.get("enabled")), [str(x) for x in (q.get("excluded") or [])]
+
+
+def calibration_settings(opt: dict) -> dict:
+    """What apply calibrates and measures with for an optimization record: ``calibration_method`` (default
+    "minmax"), and from its INT8 search (when any) ``data``, ``labels_key``, ``metric`` and
+    ``calibration_samples``, so the applied model is the configuration the search measured."""
+    q = opt.get("quantization") or {}
+    search = q.get("search") or {}
+    out = {"calibration_method": q.get("calibration_method") or "minmax"}
+    if search:
+        out.update({"data": search.get("data"), "labels_key": search.get("labels_key"),
+                    "metric": search.get("metric"), "calibration_samples": int(search.get("calibration_size") or 16)})
+    return out
 
 
 def optimization_fingerprint(opt: dict) -> str:
@@ -403,6 +566,13 @@ def optimization_fingerprint(opt: dict) -> str:
     structure = (opt.get("settings") or {}).get("structure", "unstructured")
     if structure != "unstructured":  # unstructured files applied before structures existed stay valid
         fields["structure"] = structure
+        st = opt.get("settings") or {}
+        for key in ("round_to", "importance"):  # how a model-level structure picks what it removes
+            if key in st:
+                fields[key] = st[key]
+    method = (opt.get("quantization") or {}).get("calibration_method")
+    if quant and method and method != "minmax":  # files applied before calibration methods existed stay valid
+        fields["calibration"] = method
     payload = json.dumps(fields, sort_keys=True)
     return hashlib.sha256(payload.encode()).hexdigest()[:16]
 

@@ -74,7 +74,8 @@ def build_optimization(name: str, analysis: Dict[str, Any], perf: Optional["Perf
         st.validate()
     except ValueError as err:
         raise ProjectError(f"{err}: fix the optimization setting") from None
-    layers = get_structure(st.structure).build_layers(analysis, perf, loss, st)
+    kind = get_structure(st.structure)
+    layers = kind.build_layers(analysis, perf, loss, st)
     if not layers:
         raise ProjectError("the model has no prunable layer (Conv/Gemm/MatMul with a weight initializer): "
                            "nothing to optimize")
@@ -89,6 +90,7 @@ def build_optimization(name: str, analysis: Dict[str, Any], perf: Optional["Perf
         epochs=ep, lr_modifiers=schedule.default_lr_modifiers(training, ep.to_dict()), training=training,
         model=_model_summary(analysis, perf, model_file), copied_from=None,
     )
+    rec.model.extra.update(kind.summary_extras(analysis, perf, loss, st))
     return evaluate(rec)
 
 
@@ -99,8 +101,8 @@ def evaluate(rec: Optimization) -> Optimization:
     kind = rec.structure
     known = {l.weight_name for l in rec.layers}
     overrides = {k: float(v) for k, v in rec.overrides.items() if k in known}
-    alloc = kind.allocate(rec.layers, st, overrides)
-    for l, e in zip(rec.layers, kind.layer_estimates(rec.layers, alloc.sparsities)):
+    alloc = kind.allocate_record(rec, st, overrides)
+    for l, e in zip(rec.layers, kind.estimates_record(rec, alloc.sparsities)):
         l.sparsity = alloc.sparsities[l.weight_name]
         l.override = l.weight_name in overrides
         l.reason = alloc.reasons.get(l.weight_name)
@@ -147,8 +149,10 @@ def override(rec: Optimization, weight_name: str, sparsity: Optional[float]) -> 
     the others. Raises :class:`RecordNotFound` for an unknown layer, :class:`ProjectError` outside 0..0.99."""
     layer = rec.layer(weight_name)
     if layer is None:
-        raise RecordNotFound(f"no prunable layer {weight_name!r} in optimization {rec.name!r}: "
-                             f"use a weight name from the layer table")
+        what, key = ("channel group", "group id") if rec.settings.structure == "channel" else \
+            ("prunable layer", "weight name")
+        raise RecordNotFound(f"no {what} {weight_name!r} in optimization {rec.name!r}: use a {key} from the "
+                             f"layer table")
     ov = dict(rec.overrides)
     if sparsity is None:
         ov.pop(layer.weight_name, None)
@@ -156,6 +160,7 @@ def override(rec: Optimization, weight_name: str, sparsity: Optional[float]) -> 
         s = float(sparsity)
         if not 0.0 <= s <= 0.99 or math.isnan(s):
             raise ProjectError(f"sparsity {s} is out of range: use 0 to 0.99")
+        rec.structure.check_override(layer, s)
         ov[layer.weight_name] = round(s, 4)
     rec.overrides = ov
     return evaluate(rec)
@@ -197,6 +202,8 @@ def change_schedule(rec: Optimization, *, epochs: Optional[Dict[str, Any]] = Non
                 q.enabled = bool(v)
             elif k == "excluded":
                 ids = {l.node_id for l in rec.layers}
+                if q.search is not None:  # the search's groups also hold the nodes feeding each layer
+                    ids |= {n for g in q.search.groups for n in g.nodes}
                 q.excluded = [str(x) for x in v if str(x) in ids]
             elif k in ("start_epoch", "disable_quantization_observer_epoch", "freeze_bn_stats_epoch"):
                 setattr(q, k, float(v))

@@ -13,8 +13,12 @@ All are **estimates**, and the time ones name the runtime they are for:
   gain.
 * ``ort_ms`` / ``ort_speedup``: onnxruntime, which gets **no** speedup from unstructured sparsity; only the
   measured INT8 gain applies (when quantizing and the perf profile measured INT8).
-* INT8 gain: measured model INT8 ms / FP32 ms. Excluded (FP32) layers give back their measured per-node
-  saving ``time_ms - int8_time_ms``, scaled so all nodes together give the model-level saving.
+* INT8 gain: measured model INT8 ms / FP32 ms. When the accuracy-controlled INT8 search timed **this exact
+  configuration** (its exclusions are the record's), that ratio is used: the search timed it interleaved with
+  FP32 in the same rounds (``int8_source`` says so). Otherwise the perf profile's model INT8 time is used, and
+  excluded (FP32) layers give back their measured per-node saving ``time_ms - int8_time_ms``, scaled so all
+  nodes together give the model-level saving; a per-node sum cannot see what excluding a node does to the
+  Quantize/DequantizeLinear pairs around it, which is why the measured model-level figure wins.
 * ``flops_reduction``: ``total / (total - sum_i flops_i * s_i)`` (quantization does not change FLOPs).
 * ``params_compression``: ``total params / (total - sum_i n_i * s_i)``; ``size_mb_fp32`` and
   ``est_size_mb`` (nonzero weights, 1 byte each when INT8, 4 otherwise; the sparse index overhead of a
@@ -79,6 +83,20 @@ def int8_factor(baseline_ms: Optional[float], int8_ms: Optional[float], excluded
     return max(0.05, (baseline_ms - saving) / baseline_ms)
 
 
+def searched_int8_factor(quantization: QuantizationSettings) -> Optional[float]:
+    """INT8 ms / FP32 ms of the configuration the INT8 search chose and timed (interleaved with FP32), when the
+    record's exclusions are still exactly that configuration's; else None."""
+    from sparsify_tui.optimization.int8_search import excluded_nodes
+
+    search = quantization.search
+    chosen = search.chosen_trial if search is not None else None
+    if chosen is None or not chosen.median_ms or not search.fp32_ms:
+        return None
+    if set(quantization.excluded or []) != set(excluded_nodes(search.groups, chosen.groups)):
+        return None
+    return float(chosen.median_ms) / float(search.fp32_ms)
+
+
 def model_estimates(layers: List[LayerRow], sparsities: Dict[str, float], *, model: ModelSummary,
                     quantization: QuantizationSettings, flops_profile: bool = False) -> Estimates:
     """Model-level estimates (see the module docstring for every formula); ``max_reachable`` is left None
@@ -94,7 +112,12 @@ def model_estimates(layers: List[LayerRow], sparsities: Dict[str, float], *, mod
     flops_removed = float(sum(l.flops * si for l, si in zip(layers, s)))
     base = 1.0 if flops_profile else model.baseline_ms
     saved = sum(l.time_curve[0] - _t(l, si) for l, si in zip(layers, s))
-    factor = None if flops_profile else int8_factor(model.baseline_ms, model.int8_ms, excluded, model.perf_nodes)
+    searched = searched_int8_factor(quantization) if quantize else None
+    if searched is not None:
+        factor, source = searched, "INT8 search: this exact configuration, timed interleaved with FP32"
+    else:
+        factor = None if flops_profile else int8_factor(model.baseline_ms, model.int8_ms, excluded, model.perf_nodes)
+        source = None  # the perf profile (records written before the search read back unchanged)
     q = factor if (quantize and factor) else 1.0
     # per-node times are from the profiled pass: scale the saving to the unprofiled latency
     nodes_total_ms = model.nodes_total_ms
@@ -118,6 +141,7 @@ def model_estimates(layers: List[LayerRow], sparsities: Dict[str, float], *, mod
         ort_speedup=(base / ort) if (base and ort) else None,
         int8_factor=factor,
         int8_measured=factor is not None,
+        int8_source=source,
         flops=flops_total,
         flops_pruned=flops_total - flops_removed,
         flops_reduction=flops_total / max(1.0, flops_total - flops_removed) if flops_total else None,

@@ -50,7 +50,14 @@ def _schedule_source(rec: Optimization) -> str:
     lines.append("LR_MODIFIERS = " + json.dumps(rec.lr_modifiers, indent=4))
     lines.append("# per-layer final sparsity: ONNX weight name, module name guess, op type, weight shape")
     lines.append("LAYERS = " + json.dumps(layers, indent=4))
-    src = "\n".join(lines) + "\n\n" + textwrap.dedent('''
+    return "\n".join(lines) + "\n\n" + schedule_functions_source()
+
+
+def schedule_functions_source() -> str:
+    """Source of ``sparsity_at(epoch, final_sparsity, ...)`` (the GMP cubic schedule) and ``lr_at(epoch,
+    default_lr)`` (the LR modifiers), reading the constants ``INIT_SPARSITY``, ``START_EPOCH``, ``END_EPOCH``,
+    ``UPDATE_FREQUENCY`` and ``LR_MODIFIERS`` of the generated file; shared by every generated variant."""
+    return textwrap.dedent('''
     import math
 
 
@@ -90,7 +97,6 @@ def _schedule_source(rec: Optimization) -> str:
                 lr = mod["init_lr"] * mod["gamma"] ** math.floor(e - start + 1e-9)
         return lr
     ''').lstrip("\n")
-    return src
 
 
 def _header(rec: Optimization, framework: str, recipe_path: str) -> str:

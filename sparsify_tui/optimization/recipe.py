@@ -8,7 +8,8 @@ Format (SparseML 1.x recipe, keys as SparseML names them)::
     - !SetLearningRateModifier {start_epoch, learning_rate}
     - !LearningRateModifier {start_epoch, end_epoch, lr_class: StepLR|MultiStepLR|ExponentialLR,
                              lr_kwargs: {step_size|milestones, gamma}, init_lr, update_frequency: -1}
-    - the structure's pruning modifiers; unstructured (structures/unstructured.py):
+    - the structure's pruning modifiers; channel (structures/channel.py): !StructuredPruningModifier per distinct
+      ratio + !LayerThinningModifier; unstructured (structures/unstructured.py):
       !GMPruningModifier {params: [weight initializer names], init_sparsity, final_sparsity, start_epoch,
                           end_epoch, update_frequency, inter_func: cubic, mask_type: unstructured,
                           leave_enabled: true}          # one per distinct final sparsity
@@ -196,7 +197,8 @@ def parse_recipe(text: str) -> Dict[str, Any]:
     """Read a recipe (plain YAML or a markdown file with a ``---`` YAML front matter).
 
     Returns ``{"version", "modifiers": [{"type": "GMPruningModifier", ...}], "sparsities":
-    {param: final_sparsity}}``. Modifiers come from ``modifiers`` and every top-level ``*_modifiers`` list.
+    {param: final_sparsity}}`` (structured modifiers: the fraction of filters of each param). Modifiers come
+    from ``modifiers`` and every top-level ``*_modifiers`` list.
     Raises ``ValueError`` for text that is not a recipe.
     """
     try:
@@ -211,7 +213,8 @@ def parse_recipe(text: str) -> Dict[str, Any]:
             mods.extend(m for m in value if isinstance(m, dict) and "type" in m)
     sparsities: Dict[str, float] = {}
     for m in mods:
-        if m["type"] in ("GMPruningModifier", "MagnitudePruningModifier", "ConstantPruningModifier") \
+        if m["type"] in ("GMPruningModifier", "MagnitudePruningModifier", "ConstantPruningModifier",
+                         "StructuredPruningModifier") \
                 and isinstance(m.get("params"), list) and "final_sparsity" in m:
             for p in m["params"]:
                 sparsities[str(p)] = float(m["final_sparsity"])

@@ -220,9 +220,112 @@ class LayerEstimate(JsonRecord):
 
 
 @dataclass
+class Int8Group(JsonRecord):
+    """One unit the accuracy-controlled INT8 search reverts to FP32: a prunable layer (``node_id``,
+    ``weight_name``) with the quantizable nodes between it and the layers above it (``nodes``, node ids,
+    the layer included), so that reverting it keeps the layer's weight **and** its input activation FP32; or
+    the ``tail`` (nodes downstream of the last layers, ``node_id`` None). ``sensitivity``: measured INT8
+    sensitivity (one-shot metric when only this group is INT8, see ``Int8Search.ranking_metric``); ``rank``:
+    1 = most sensitive; ``reverted_in``: index of the first trial that reverted it (None: never)."""
+
+    node_id: Optional[str] = None
+    weight_name: Optional[str] = None
+    nodes: List[str] = field(default_factory=list)
+    sensitivity: Optional[float] = None
+    rank: int = 0
+    reverted_in: Optional[int] = None
+    extra: Dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class Int8Trial(JsonRecord):
+    """One quantized candidate of the search: ``index`` (order tried), ``groups`` (how many of the ranked
+    groups are FP32: the top ``groups``), ``excluded_count`` (nodes kept FP32), ``metric_value`` (the budgeted
+    quantity, ``Int8Search.metric``'s units), ``within_budget``, the other measures (``nmse``, ``max_abs``,
+    ``kl``, ``top1_agreement`` 0..1, ``accuracy`` 0..1 with labels), ``median_ms`` / ``p90_ms`` (ms per batch,
+    the search's short interleaved timing; None when not timed), ``speedup`` (FP32 median / ``median_ms``,
+    same rounds), ``quantize_s`` / ``eval_s`` (wall seconds), ``note`` (why it was tried)."""
+
+    index: int = 0
+    groups: int = 0
+    excluded_count: int = 0
+    metric_value: float = 0.0
+    within_budget: bool = False
+    nmse: Optional[float] = None
+    max_abs: Optional[float] = None
+    kl: Optional[float] = None
+    top1_agreement: Optional[float] = None
+    accuracy: Optional[float] = None
+    median_ms: Optional[float] = None
+    p90_ms: Optional[float] = None
+    speedup: Optional[float] = None
+    quantize_s: float = 0.0
+    eval_s: float = 0.0
+    note: str = ""
+    extra: Dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class Int8Search(JsonRecord):
+    """The accuracy-controlled INT8 search that chose ``QuantizationSettings.excluded``
+    (:mod:`sparsify_tui.optimization.int8_search`).
+
+    Budget: ``max_drop`` in ``metric``'s units (``budget_units``: absolute drop for top1, the value itself for
+    nmse/kl/max_abs), ``metric_reason`` (why that metric), ``labelled`` (top-1 against labels). Data:
+    ``data`` (sample file, None = synthetic), ``labels_key``, ``eval_items`` (items the metric is measured on),
+    ``calibration_method`` and ``calibration_size`` (batches of 1 item). Ranking: ``ranking_source`` (which
+    measurement ranked the groups), ``ranking_metric`` (its unit), ``groups`` (:class:`Int8Group`, rank order).
+    Outcome: ``trials`` (:class:`Int8Trial`, in the order tried), ``chosen`` (index of the fastest trial within
+    budget; None when none is), ``status`` ("full INT8 within budget", "within budget", "over budget"),
+    ``fp32_ms`` (FP32 median of the same timing rounds), ``accuracy_fp32`` (with labels), ``timing`` (rounds,
+    warm-up, iterations, cores), ``seconds`` (wall time of the whole search), ``warnings``."""
+
+    _nested: ClassVar[Dict[str, Any]] = {"groups": [Int8Group], "trials": [Int8Trial]}
+
+    max_drop: float = 0.01
+    metric: str = "top1"
+    metric_reason: str = ""
+    budget_units: str = ""
+    labelled: bool = False
+    data: Optional[str] = None
+    labels_key: Optional[str] = None
+    eval_items: int = 0
+    calibration_method: str = "minmax"
+    calibration_size: int = 0
+    ranking_source: str = ""
+    ranking_metric: str = ""
+    groups: List[Int8Group] = field(default_factory=list)
+    trials: List[Int8Trial] = field(default_factory=list)
+    chosen: Optional[int] = None
+    status: str = ""
+    fp32_ms: Optional[float] = None
+    accuracy_fp32: Optional[float] = None
+    timing: Dict[str, Any] = field(default_factory=dict)
+    seconds: float = 0.0
+    warnings: List[str] = field(default_factory=list)
+    extra: Dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def chosen_trial(self) -> Optional[Int8Trial]:
+        """The trial whose exclusions the optimization uses, or None."""
+        return next((t for t in self.trials if t.index == self.chosen), None) if self.chosen is not None else None
+
+    @property
+    def full_int8(self) -> Optional[Int8Trial]:
+        """The trial with nothing reverted (the search's first), or None."""
+        return next((t for t in self.trials if t.groups == 0), None)
+
+
+@dataclass
 class QuantizationSettings(JsonRecord):
     """The INT8 quantization modifier: ``enabled``, ``bits`` (8), ``excluded`` (node ids kept FP32), and the
-    QAT epochs ``start_epoch``, ``disable_quantization_observer_epoch``, ``freeze_bn_stats_epoch``."""
+    QAT epochs ``start_epoch``, ``disable_quantization_observer_epoch``, ``freeze_bn_stats_epoch``.
+    ``calibration_method`` ("minmax", "entropy", "percentile") is what apply calibrates with; ``search`` is the
+    accuracy-controlled INT8 search that chose ``excluded`` (None when the exclusions come from the loss
+    profile's outliers or the user). Both are written only when set, so older records read and write back
+    unchanged."""
+
+    _nested: ClassVar[Dict[str, Any]] = {"search": Int8Search}
 
     enabled: bool = False
     bits: int = 8
@@ -230,6 +333,8 @@ class QuantizationSettings(JsonRecord):
     start_epoch: Optional[float] = None
     disable_quantization_observer_epoch: Optional[float] = None
     freeze_bn_stats_epoch: Optional[float] = None
+    calibration_method: Optional[str] = field(default=None, metadata={"omit_none": True})
+    search: Optional[Int8Search] = field(default=None, metadata={"omit_none": True})
     extra: Dict[str, Any] = field(default_factory=dict)
 
 
@@ -305,6 +410,9 @@ class Estimates(JsonRecord):
     int8_factor: Optional[float] = None
     """Measured INT8 time / FP32 time with the excluded layers kept FP32 (<1 is faster); None if not measured."""
     int8_measured: bool = False
+    int8_source: Optional[str] = field(default=None, metadata={"omit_none": True})
+    """Where ``int8_factor`` comes from when it is not the perf profile's (model INT8 time, FP32 layers giving
+    back their per-node saving; None): the INT8 search's interleaved timing of this exact configuration."""
     flops: Optional[float] = None
     """Per batch, dense."""
     flops_pruned: Optional[float] = None
@@ -403,5 +511,5 @@ class Optimization(JsonRecord):
 
 
 __all__ = ["FLOPS", "APPROXIMATED", "UNSTRUCTURED", "DEFAULT_INIT_SPARSITY", "JsonRecord", "Settings", "LayerRow",
-           "LayerEstimate", "QuantizationSettings", "Epochs", "NodeTime", "ModelSummary", "Estimates",
+           "LayerEstimate", "Int8Group", "Int8Trial", "Int8Search", "QuantizationSettings", "Epochs", "NodeTime", "ModelSummary", "Estimates",
            "Optimization"]

@@ -73,6 +73,7 @@ METRIC_DESCRIPTIONS = {
     "kl": "KL divergence of softmax outputs vs dense (nats)",
     "nmse": "normalized MSE of outputs vs dense",
     "kl+nmse": "KL divergence (class outputs) and normalized MSE (other outputs) vs dense, averaged",
+    "channel magnitude": "L2 norm of the coupled weights of the channels removed (DepGraph group norm)",
 }
 
 
@@ -500,8 +501,12 @@ def profile_loss(
     engine=None,
     progress=None,
     cancel=None,
+    structure: str = "unstructured",
 ) -> LossProfile:
     """Loss profile of the model at ``model_path`` with ``method`` (module docstring).
+
+    ``structure="channel"``: rows are channel groups and levels fractions of channels removed
+    (:func:`sparsify_tui.profiling.loss_channel.channel_profile`; magnitude or one-shot, no INT8).
 
     ``data``: an ``.npz``/``.npy`` sample-data path (one-shot only; synthetic data otherwise), split in
     batches of ``batch_size``; ``batches``: how many batches are run per measurement; ``dims``: values of
@@ -517,6 +522,23 @@ def profile_loss(
         from sparsify_tui.errors import SparsifyError
 
         raise SparsifyError(f"unknown metric {metric!r}: use kl, nmse or auto")
+    if structure not in ("unstructured", "channel"):
+        from sparsify_tui.errors import SparsifyError
+
+        raise SparsifyError(f"unknown loss structure {structure!r}: use unstructured or channel")
+    if structure == "channel":
+        from sparsify_tui.errors import SparsifyError
+        from sparsify_tui.profiling.loss_channel import channel_profile
+
+        if int8:
+            raise SparsifyError("INT8 sensitivity is measured per layer: drop --int8 or use --structure unstructured")
+        if method == "approximated":
+            raise SparsifyError("channel loss profiles are magnitude or one-shot: use --method magnitude or one-shot")
+        prof = channel_profile(model_path, method=method, levels=levels, data=data, batches=batches,
+                               batch_size=batch_size, dims=dims, metric=metric, name=name, core_count=core_count,
+                               engine=engine, progress=progress, cancel=cancel)
+        prof.settings.update({"batch_size": batch_size, "dims": dict(dims or {})})
+        return prof
     if method == "magnitude":
         prof = magnitude_profile(model_path, levels=levels, int8=int8, name=name, progress=progress, cancel=cancel)
     elif method == "approximated":

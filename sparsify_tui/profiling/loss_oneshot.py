@@ -39,6 +39,7 @@ written: weights live in this process only.
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
@@ -55,86 +56,15 @@ from sparsify_tui.progress import maybe_check
 
 ONE = np.array(1.0, dtype=np.float32)
 RUN_OVERHEAD_S = 0.0003  # python + feed binding per run, order of magnitude on this class of machine
-_FLOAT_TYPES = (np.float16, np.float32, np.float64)
 _NONDETERMINISTIC = {"RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike", "Multinomial",
                      "Bernoulli", "Dropout"}
 
 
-# -- metrics ---------------------------------------------------------------------------------------------
-
-
-def _softmax(x: np.ndarray) -> np.ndarray:
-    x = x.astype(np.float64)
-    x = x - x.max(axis=-1, keepdims=True)
-    e = np.exp(x)
-    return e / e.sum(axis=-1, keepdims=True)
-
-
-def is_probability(y: np.ndarray) -> bool:
-    """Rows (last axis) are in [0, 1] and sum to 1 (±1e-3): the output already is a distribution."""
-    if y.size == 0:
-        return False
-    return bool(np.all(y >= 0) and np.all(y <= 1) and np.allclose(y.sum(axis=-1), 1.0, atol=1e-3))
-
-
-def auto_metric(y: np.ndarray) -> str:
-    """``"kl"`` for class outputs (2-D ``[batch, classes]`` with ≥ 2 classes), ``"nmse"`` otherwise."""
-    return "kl" if y.ndim == 2 and y.shape[-1] >= 2 else "nmse"
-
-
-def kl_divergence(dense: np.ndarray, pruned: np.ndarray, probs: bool) -> float:
-    """Mean over rows of KL(p ‖ q) in nats, p from ``dense``, q from ``pruned`` (softmax over the last axis
-    unless ``probs``; probabilities are clipped to ≥ 1e-12)."""
-    if probs:
-        p = np.clip(dense.astype(np.float64), 1e-12, None)
-        q = np.clip(pruned.astype(np.float64), 1e-12, None)
-        p /= p.sum(axis=-1, keepdims=True)
-        q /= q.sum(axis=-1, keepdims=True)
-    else:
-        p, q = _softmax(dense), np.clip(_softmax(pruned), 1e-300, None)
-    kl = np.sum(p * (np.log(np.clip(p, 1e-300, None)) - np.log(q)), axis=-1)
-    return float(max(0.0, np.mean(kl)))
-
-
-def nmse(dense: np.ndarray, pruned: np.ndarray) -> float:
-    """``Σ(y − ŷ)² / Σy²`` (``Σ(y − ŷ)²`` when ``y`` is all zeros)."""
-    y = dense.astype(np.float64)
-    d = float(np.sum((pruned.astype(np.float64) - y) ** 2))
-    den = float(np.sum(y * y))
-    return d / den if den > 0 else d
-
-
-class OutputMetric:
-    """The per-output metric choice: ``kinds[name]`` in {"kl", "nmse"}, ``probs[name]`` for KL outputs."""
-
-    def __init__(self, names: list, dense: list, choice: Optional[str]):
-        self.names, self.kinds, self.probs = [], {}, {}
-        for name, y in zip(names, dense):
-            if not isinstance(y, np.ndarray) or y.dtype.type not in _FLOAT_TYPES:
-                continue
-            kind = auto_metric(y) if choice in (None, "auto") else choice
-            self.names.append(name)
-            self.kinds[name] = kind
-            self.probs[name] = kind == "kl" and is_probability(y)
-        if not self.names:
-            raise ModelError("the model has no float outputs to compare: one-shot sensitivity needs float outputs")
-
-    @property
-    def label(self) -> str:
-        kinds = sorted(set(self.kinds.values()))
-        return "+".join(kinds)
-
-    def value(self, dense: dict, pruned: dict) -> float:
-        """Mean over the float outputs (outputs missing from ``pruned`` are unchanged → 0)."""
-        vals = []
-        for name in self.names:
-            if name not in pruned:
-                vals.append(0.0)
-            elif self.kinds[name] == "kl":
-                vals.append(kl_divergence(dense[name], pruned[name], self.probs[name]))
-            else:
-                vals.append(nmse(dense[name], pruned[name]))
-        return float(np.mean(vals))
+# -- metrics: one place, sparsify_tui.profiling.metrics (re-exported here for existing callers) ----------
+from sparsify_tui.profiling.metrics import (  # noqa: E402,F401
+    OutputMetric, auto_metric, is_probability, kl_divergence, nmse,
+)
+from sparsify_tui.profiling.metrics import softmax as _softmax  # noqa: E402,F401
 
 
 # -- graph structure ---------------------------------------------------------------------------------------
@@ -350,6 +280,98 @@ def build_group_model(model, gi: GraphIndex, mask: np.ndarray, weights: list, sa
     return sub
 
 
+@dataclass
+class DenseReference:
+    """The dense pass of a one-shot profile: ``cache`` (per batch: the graph inputs and the activations the
+    planned groups read), ``dense_outs`` (per batch: the float outputs, the metric's reference), ``metric``
+    (:class:`OutputMetric`), ``groups`` (``[(start, stop)]`` of units, from the ``plan`` callback) and their
+    ``group_masks`` (nodes each group's sub-model holds), ``ranges`` (min/max of ``layer_inputs`` over the
+    batches), ``t_create`` / ``t_run`` (session creation and one warm run of the full model, seconds: the cost
+    model's calibration), ``setup_s`` (wall time of the pass)."""
+
+    cache: list
+    dense_outs: list
+    metric: "OutputMetric"
+    groups: list
+    group_masks: list
+    ranges: dict
+    t_create: float
+    t_run: float
+    setup_s: float
+
+
+def dense_reference(engine, model, gi: GraphIndex, arrays: dict, masks: list, batches_list: list,
+                    core_count: Optional[int], cancel, metric: Optional[str], plan, layer_inputs=()) -> DenseReference:
+    """One dense session over ``batches_list``: the reference outputs, the activations the units' sub-models read,
+    and the calibration of the cost model. ``masks[u]``: nodes downstream of unit ``u`` (graph order of units);
+    ``plan(t_create, t_run)`` returns the planned ``[(start, stop)]`` groups of units. Batch 0 fetches every
+    activation a group may need (a group's frontier is within the union of its units' frontiers); once the groups
+    are planned, the others are dropped and later batches fetch only what the groups read, so peak memory stays
+    near one batch's worth. Shared by the per-layer and the per-channel-group one-shot profiles."""
+    import onnx
+
+    t0 = time.perf_counter()
+    layer_inputs = set(layer_inputs)
+    candidates = set().union(*(gi.frontier(gi.with_constants(m)) for m in masks))
+    out_names = list(gi.output_names)
+
+    def fetch_list(names) -> list:
+        return out_names + sorted((set(names) | layer_inputs) - set(gi.input_names) - set(out_names))
+
+    dense_model = onnx.ModelProto()
+    dense_model.CopyFrom(model)
+    for n in fetch_list(candidates)[len(out_names):]:
+        dense_model.graph.output.append(onnx.ValueInfoProto(name=n))
+    ts = time.perf_counter()
+    sess = open_session(engine, dense_model, arrays, core_count)
+    t_create = time.perf_counter() - ts
+    del dense_model
+    cache = []
+    ranges: dict = {}  # layer input -> (min, max) over the batches, for the simulated INT8 activation
+
+    def dense_run(run, feed, fetch) -> None:
+        maybe_check(cancel)
+        vals = dict(zip(fetch, run(feed)))
+        for n in layer_inputs:
+            v = vals[n] if n in vals else feed[n]
+            lo, hi = float(np.min(v)), float(np.max(v))
+            old = ranges.get(n, (lo, hi))
+            ranges[n] = (min(lo, old[0]), max(hi, old[1]))
+        c = dict(feed)
+        c.update(vals)
+        cache.append(c)
+
+    first_fetch = fetch_list(candidates)
+    with canceled_as_job(cancel):
+        dense_run(sess.runner(first_fetch, cancel), batches_list[0], first_fetch)
+        run_outputs = sess.runner(out_names, cancel)
+        ts = time.perf_counter()  # warm run of the plain outputs: the run-time calibration
+        run_outputs(batches_list[0])
+        t_run = time.perf_counter() - ts
+        del run_outputs
+    om = OutputMetric(out_names, [cache[0][n] for n in out_names], metric)
+    groups = plan(t_create, t_run)
+    group_masks = []
+    for a, b in groups:
+        m = np.zeros(len(gi.nodes), dtype=bool)
+        for k in range(a, b):
+            m |= masks[k]
+        group_masks.append(gi.with_constants(m))
+    keep = set(gi.input_names).union(*(gi.frontier(m) for m in group_masks))
+    keep_fetch = fetch_list(keep)
+    run_keep = sess.runner(keep_fetch, cancel)
+    with canceled_as_job(cancel):
+        for feed in batches_list[1:]:
+            dense_run(run_keep, feed, keep_fetch)
+    del run_keep
+    sess.close()
+    del sess
+    dense_outs = [{n: c[n] for n in om.names} for c in cache]
+    cache = [{k: v for k, v in c.items() if k in keep} for c in cache]  # only the activations groups read
+    return DenseReference(cache, dense_outs, om, groups, group_masks, ranges, t_create, t_run,
+                          time.perf_counter() - t0)
+
+
 # -- the profile -------------------------------------------------------------------------------------------
 
 
@@ -422,77 +444,24 @@ def one_shot_profile(
     masks = [gi.descendants(r.node_index) for r in refs]
 
     # 2. one dense session: the dense outputs (the metric's reference), the activations the groups read and
-    #    the cost-model calibration. Batch 0 fetches every activation a group may need (a group's frontier
-    #    is within the union of its layers' frontiers); once the groups are planned, the others are dropped
-    #    and later batches fetch only what the groups read, so peak memory stays near one batch's worth.
+    #    the cost-model calibration (dense_reference); 3. the groups, planned by the cost model
     layer_inputs = set(gi.nodes[r.node_index].input[r.data_input] for r in refs) if int8 else set()
-    candidates = set().union(*(gi.frontier(gi.with_constants(m)) for m in masks))
-    out_names = list(gi.output_names)
-
-    def fetch_list(names) -> list:
-        return out_names + sorted((set(names) | layer_inputs) - set(gi.input_names) - set(out_names))
-
-    dense_model = onnx.ModelProto()
-    dense_model.CopyFrom(model)
-    for n in fetch_list(candidates)[len(out_names):]:
-        dense_model.graph.output.append(onnx.ValueInfoProto(name=n))
-    ts = time.perf_counter()
-    sess = open_session(engine, dense_model, arrays, core_count)
-    t_create = time.perf_counter() - ts
-    del dense_model
-    cache = []
-    ranges: dict = {}  # layer input -> (min, max) over the batches, for the simulated INT8 activation
-
-    def dense_run(run, feed, fetch) -> None:
-        maybe_check(cancel)
-        vals = dict(zip(fetch, run(feed)))
-        for n in layer_inputs:
-            v = vals[n] if n in vals else feed[n]
-            lo, hi = float(np.min(v)), float(np.max(v))
-            old = ranges.get(n, (lo, hi))
-            ranges[n] = (min(lo, old[0]), max(hi, old[1]))
-        c = dict(feed)
-        c.update(vals)
-        cache.append(c)
-
-    first_fetch = fetch_list(candidates)
-    with canceled_as_job(cancel):
-        dense_run(sess.runner(first_fetch, cancel), batches_list[0], first_fetch)
-        run_outputs = sess.runner(out_names, cancel)
-        ts = time.perf_counter()  # warm run of the plain outputs: the run-time calibration
-        run_outputs(batches_list[0])
-        t_run = time.perf_counter() - ts
-        del run_outputs
-    om = OutputMetric(out_names, [cache[0][n] for n in out_names], metric)
-
-    # 3. which runs are needed, and the groups
     levels = list(levels)
     run_levels = [s for s in levels if s > 1e-9]
     runs_per_layer = (len(run_levels) + (1 if int8 else 0)) * nb
     costs = node_costs(model_path, model, batch_size, dims, batches_list[0], engine)
-    if strategy == "single":
-        groups = [(0, len(refs))]
-    elif strategy == "layer":
-        groups = [(i, i + 1) for i in range(len(refs))]
-    else:
-        groups = plan_groups(masks, costs, runs_per_layer, t_create, t_run)
-    group_masks = []
-    for a, b in groups:
-        m = np.zeros(len(gi.nodes), dtype=bool)
-        for k in range(a, b):
-            m |= masks[k]
-        group_masks.append(gi.with_constants(m))
-    keep = set(gi.input_names).union(*(gi.frontier(m) for m in group_masks))
-    keep_fetch = fetch_list(keep)
-    run_keep = sess.runner(keep_fetch, cancel)
-    with canceled_as_job(cancel):
-        for feed in batches_list[1:]:
-            dense_run(run_keep, feed, keep_fetch)
-    del run_keep
-    sess.close()
-    del sess
-    dense_outs = [{n: c[n] for n in om.names} for c in cache]
-    cache = [{k: v for k, v in c.items() if k in keep} for c in cache]  # only the activations groups read
+
+    def plan(t_create: float, t_run: float) -> list:
+        if strategy == "single":
+            return [(0, len(refs))]
+        if strategy == "layer":
+            return [(i, i + 1) for i in range(len(refs))]
+        return plan_groups(masks, costs, runs_per_layer, t_create, t_run)
+
+    dense = dense_reference(engine, model, gi, arrays, masks, batches_list, core_count, cancel, metric, plan,
+                            layer_inputs)
+    om, groups, group_masks, cache = dense.metric, dense.groups, dense.group_masks, dense.cache
+    dense_outs, t_create, t_run, ranges = dense.dense_outs, dense.t_create, dense.t_run, dense.ranges
     int8_nodes = {}
     if int8:
         for k, r in enumerate(refs):

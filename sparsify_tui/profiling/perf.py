@@ -46,6 +46,9 @@ from sparsify_tui.tempfiles import fast_tmp, make_temp_dir
 
 #: Calibration batches used for INT8 (calibration.md used 16).
 INT8_CALIBRATION_BATCHES = 16
+#: What a profile records of the machine it ran on (keys of :class:`sparsify_tui.analysis.system.SystemInfo`).
+MACHINE_KEYS = ("hostname", "cpu_model", "instruction_sets", "available_cores", "physical_cores", "sockets",
+                "ort_version", "machine")
 
 
 @dataclass
@@ -89,7 +92,9 @@ class PerfProfile:
 
     Units: ``latency_ms`` ms per batch (median, p90, mean, min over unprofiled runs);
     ``items_per_second`` = 1000 · batch_size / median; ``int8``: ``{"latency_ms", "items_per_second",
-    "speedup", "quantize_seconds", ...}`` or ``{"error": reason}`` or ``{"enabled": False}``.
+    "speedup", "quantize_seconds", ...}`` or ``{"error": reason}`` or ``{"enabled": False}``; ``machine``: the
+    target it was measured on (``hostname``, ``cpu_model``, ``instruction_sets``, ``available_cores``,
+    ``physical_cores``, ``sockets``, ``ort_version``; empty in profiles measured before it was recorded).
     """
 
     name: str
@@ -114,6 +119,7 @@ class PerfProfile:
     seconds_without_int8: float = 0.0
     status: str = "completed"
     warnings: list = field(default_factory=list)
+    machine: dict = field(default_factory=dict)
 
     def to_dict(self) -> dict:
         prof = {
@@ -138,6 +144,7 @@ class PerfProfile:
             "seconds_without_int8": self.seconds_without_int8,
             "status": self.status,
             "warnings": list(self.warnings),
+            "machine": dict(self.machine),
         }
         return {"profile": prof, "nodes": [asdict(n) for n in self.nodes]}
 
@@ -397,6 +404,7 @@ def profile_performance(
         seconds=t_end - t_start,
         seconds_without_int8=t_fp32_done - t_start,
         warnings=warnings,
+        machine={k: system.get(k) for k in MACHINE_KEYS},
     )
     prof.pruned_estimate = _model_estimates(nodes, median, dw_share)
     return prof

@@ -27,16 +27,17 @@ def is_applied(ws, project_id: str, opt: dict) -> bool:
         applied.get("fingerprint") == optimization_fingerprint(opt)
 
 
-def apply_record(ws, project_id: str, opt_ref: str, *, out_path=None, data=None,
+def apply_record(ws, project_id: str, opt_ref: str, *, out_path=None, data=None, labels_key=None,
                  progress: Optional[ProgressFn] = None, cancel: Optional[CancelToken] = None) -> Dict[str, Any]:
     """Apply optimization ``opt_ref`` (id or name) of a project, store ``applied`` on its record and
-    optionally export to ``out_path``. Returns the ``applied`` dict:
+    optionally export to ``out_path``. ``data``/``labels_key``: sample data (and its labels) to calibrate and
+    measure on; default the INT8 search's data, else the project's. Returns the ``applied`` dict:
     ``{path, exported_to, fingerprint, quantized, excluded, sparsity: {weight_name: measured},
     layers_exact: bool, output_diff, file_size_bytes, baseline_size_bytes, ir_version, seconds, warnings,
     applied_at}``.
     """
     from sparsify_tui.optimization.apply import (
-        apply_optimization, export_model, optimization_fingerprint, quantization_settings,
+        apply_optimization, calibration_settings, export_model, optimization_fingerprint, quantization_settings,
     )
     from sparsify_tui.optimization.core import layer_sparsities
 
@@ -47,11 +48,16 @@ def apply_record(ws, project_id: str, opt_ref: str, *, out_path=None, data=None,
         # the file is about to be rewritten in place: a kill midway must not leave a record that vouches for a
         # half-written model, so the record forgets it first and gets it back when the new file is complete
         ws.update_record(project_id, TABLE, opt["id"], applied=None)
+    cal = calibration_settings(opt)
+    if data:  # the user's data replaces the search's (its labels key too)
+        cal.update({"data": data, "labels_key": labels_key})
+    settings = opt.get("settings") or {}
     res = apply_optimization(
         ws.model_path(project_id), layer_sparsities(opt), quantize=quant, excluded=excluded,
-        structure=(opt.get("settings") or {}).get("structure", "unstructured"),
-        out_path=optimized_path(ws, project_id, opt), dims=setup.get("dims") or {}, data=data or setup.get("data"),
-        progress=progress, cancel=cancel,
+        structure=settings.get("structure", "unstructured"), settings=settings,
+        batch_size=int(setup.get("batch_size") or 1),
+        out_path=optimized_path(ws, project_id, opt), dims=setup.get("dims") or {},
+        data=cal.pop("data", None) or setup.get("data"), progress=progress, cancel=cancel, **cal,
     )
     applied = {
         "path": str(res.out_path),
@@ -70,10 +76,37 @@ def apply_record(ws, project_id: str, opt_ref: str, *, out_path=None, data=None,
         "warnings": res.warnings,
         "applied_at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
     }
+    if res.structure_result is not None:
+        applied.update(structure_report(res.structure, res.structure_result))
     if out_path:
         applied["exported_to"] = str(export_model(res.out_path, out_path))
     ws.update_record(project_id, TABLE, opt["id"], applied=applied)
     return applied
+
+
+def structure_report(structure: str, report: dict) -> Dict[str, Any]:
+    """The ``applied`` fields of a model-level structure's report (channel thinning:
+    :meth:`~sparsify_tui.engine.thinning.ThinResult.to_dict`): ``structure``, ``groups`` (``{id, channels, kept,
+    kept_indices}`` per prunable group), ``macs_before`` / ``macs_after`` / ``macs_reduction`` (per batch, each
+    counted on its own file), ``params_before`` / ``params_after``, ``exactness_max_rel_diff``, ``round_to``,
+    ``thinned_output_diff`` (the thinned FP32 model against the baseline, before any INT8) and ``thinning``
+    (seconds, peak memory, checker). ``layers_exact`` becomes the exactness check's verdict."""
+    from sparsify_tui.engine.thinning import EXACTNESS_TOLERANCE
+
+    ex = report.get("exactness_max_rel_diff")
+    return {
+        "structure": structure,
+        "groups": [{k: g.get(k) for k in ("id", "channels", "kept", "kept_indices")} for g in report.get("groups") or []],
+        "macs_before": report.get("macs_before"), "macs_after": report.get("macs_after"),
+        "macs_reduction": report.get("macs_reduction"),
+        "params_before": report.get("params_before"), "params_after": report.get("params_after"),
+        "exactness_max_rel_diff": ex,
+        "layers_exact": ex is not None and ex <= EXACTNESS_TOLERANCE,
+        "round_to": report.get("round_to"),
+        "thinned_output_diff": {k: v for k, v in (report.get("output_diff") or {}).items() if k != "outputs"},
+        "thinning": {"seconds": report.get("thinning_seconds"), "peak_memory_bytes": report.get("peak_memory_bytes"),
+                     "checks": report.get("checks")},
+    }
 
 
 def ensure_applied(ws, project_id: str, opt_ref: str, *, progress=None, cancel=None) -> tuple[dict, Path]:

@@ -29,6 +29,11 @@ def benchmark_record(result, args: dict) -> dict:
         "summary": [{"model": r.model, "batch_size": r.batch_size, "core_count": r.core_count,
                      "median_ms": r.median_ms, "items_per_second": r.items_per_second, "speedup": r.speedup}
                     for r in result.runs],
+        **({"accuracy": {"metric": result.accuracy["metric"], "label": result.accuracy["label"],
+                         "models": {k: {"drop": v["drop"], "accuracy": v["accuracy"],
+                                        "top1_agreement": v["top1_agreement"], "nmse": v["nmse"]}
+                                    for k, v in result.accuracy["models"].items()}}}
+           if result.accuracy else {}),
     }
 
 
@@ -63,12 +68,13 @@ def benchmark_settings(project: dict, args: dict, *, model_path=None,
         "warmup": settings.warmup(args.get("warmup"), f["warmup"]),
         "iterations": settings.iterations(args.get("iterations"), f["iterations"]),
         "dims": settings.dims({**(setup.get("dims") or {}), **(args.get("dims") or {})}),
+        "metric": settings.metric(args.get("metric")),
     }
     if model_path is not None:
         from sparsify_tui.analysis.inputs import check_run_inputs
 
         for b in out["batch_sizes"]:
-            check_run_inputs(model_path, b, out["dims"], args.get("data"))
+            check_run_inputs(model_path, b, out["dims"], args.get("data"), labels_key=args.get("labels"))
     return out
 
 
@@ -136,10 +142,18 @@ def benchmark_project(ws, project_id: str, args: dict, *, progress: Optional[Pro
 
     result = run_benchmark(models, batch_sizes=s["batch_sizes"], core_counts=s["core_counts"], warmup=s["warmup"],
                            iterations=s["iterations"], dims=s["dims"], data=args.get("data"), name=name,
+                           labels_key=args.get("labels"), metric=settings.metric(args.get("metric")),
                            progress=bprog, cancel=cancel)
     stored_args = {"name": name, "optimizations": [o["id"] for o in opts], "batch_sizes": s["batch_sizes"],
                    "core_counts": s["core_counts"], "warmup": result.warmup, "iterations": result.iterations}
     if args.get("data"):
         stored_args["data"] = str(args["data"])
+    for key in ("labels", "metric"):
+        if args.get(key):
+            stored_args[key] = str(args[key])
     rec = store_benchmark(ws, project_id, result, stored_args)
+    from sparsify_tui.services.measured import record_measured
+
+    record_measured(ws, project_id, result, [o["id"] for o in opts], baseline_path=models[0].path,
+                    data=args.get("data"), progress=prog, cancel=cancel)
     return rec, result

@@ -46,12 +46,24 @@ def create_optimization(ws, project_id: str, name: str, perf: Optional[str] = No
         raise ProjectError(f"optimization {name!r} already exists in project {project['name']!r}: "
                            f"choose another name or copy it")
     analysis = ws.analysis_of(pid)
-    skipped: list = []  # newest profiles whose data file is missing: skipped and reported, never fatal
-    perf_prof, perf_ref, perf_name = profiles.resolve_perf_profile(ws, pid, perf, skipped)
-    loss_prof, loss_ref, loss_name = profiles.resolve_loss_profile(ws, pid, loss, skipped)
     settings = dict(settings or {})
     kind = get_structure(settings.get("structure") or UNSTRUCTURED)
     st = kind.settings_type(sparsity=sparsity, balance=balance).with_changes(**settings)
+    skipped: list = []  # newest profiles whose data file is missing: skipped and reported, never fatal
+    perf_prof, perf_ref, perf_name = profiles.resolve_perf_profile(ws, pid, perf, skipped)
+    loss_prof, loss_ref, loss_name = profiles.resolve_loss_profile(ws, pid, loss, skipped,
+                                                                   structure=kind.loss_structure)
+    if kind.loss_structure != UNSTRUCTURED and loss_ref == profiles.APPROXIMATED:
+        # no loss profile of this structure: the structure computes its own curves from the weights
+        loss_prof, loss_name = None, getattr(kind, "computed_loss_name", "computed from the weights")
+    if kind.model_level:  # it reads the model itself (channel groups) and what is stored with the perf profile
+        setup = project.get("setup") or {}
+        extras = kind.analysis_extras(
+            ws.model_path(pid), analysis,
+            batch_size=int(perf_prof.batch_size if perf_prof is not None else setup.get("batch_size") or 1),
+            dims=dict(perf_prof.dims if perf_prof is not None and perf_prof.dims else setup.get("dims") or {}),
+            perf_extras=profiles.perf_profile_extras(ws, pid, perf_ref))
+        analysis = {**analysis, **extras}
     rec = core.build_optimization(name, analysis, perf_prof, loss_prof, training=project.get("training"),
                                   sparsity=st.sparsity, balance=st.balance, quantize=quantize, perf_ref=perf_ref,
                                   perf_name=perf_name, loss_ref=loss_ref, loss_name=loss_name, settings=st,
@@ -73,9 +85,12 @@ def _change(ws, project_id: str, ref: str, change: Callable[..., Any], *args: An
     returning the record), store the result; returns the stored dict."""
     from sparsify_tui.optimization.record import Optimization
 
+    from sparsify_tui.services.measured import mark_stale
+
     stored = get_optimization(ws, project_id, ref)
     rec = change(Optimization.from_dict(stored), *args, **kwargs)
     fields = {k: v for k, v in rec.to_dict().items() if k not in ("id", "created", "modified")}
+    mark_stale(fields)
     return ws.update_record(project_id, TABLE, stored["id"], **fields)
 
 

@@ -45,6 +45,7 @@ def store_perf_profile(ws, project_id: str, prof, *, job_id: Optional[str] = Non
     fields = {**perf_record(prof), "job_id": job_id, "target": target}
     blob = {**prof.to_dict(), **({"target": target} if target else {})}
     if record_id:
+        fields["channel_calibration"] = None  # a rerun drops the calibration of the old measurements
         ws.replace_record_blob(project_id, PERF_TABLE, record_id, blob, **fields)
     else:
         record_id = ws.add_record_with_blob(project_id, PERF_TABLE, fields, blob)["id"]
@@ -60,13 +61,15 @@ def load_perf_profile(ws, project_id: str, ref: str):
     return PerfProfile.from_dict(ws.read_record_blob(project_id, PERF_TABLE, rec["id"]))
 
 
-def _newest_readable(ws, project_id: str, table: str, load, skipped: Optional[list]):
+def _newest_readable(ws, project_id: str, table: str, load, skipped: Optional[list], keep=None):
     """``(record, profile)`` of the newest completed record of ``table`` whose data file loads, or None. A record
     whose data file is missing or damaged (a run killed before it was written, a file deleted by hand) is
-    skipped, and reported in ``skipped`` (one line each), instead of failing the whole command."""
+    skipped, and reported in ``skipped`` (one line each), instead of failing the whole command. ``keep``: an
+    optional filter on the records."""
     from sparsify_tui.errors import ProjectError
 
-    records = [r for r in ws.list_records(project_id, table) if r.get("status", "completed") == "completed"]
+    records = [r for r in ws.list_records(project_id, table) if r.get("status", "completed") == "completed"
+               and (keep is None or keep(r))]
     for rec in sorted(records, key=lambda r: r.get("created", ""), reverse=True):
         try:
             return rec, load(ws, project_id, rec["id"])
@@ -91,6 +94,27 @@ def resolve_perf_profile(ws, project_id: str, ref: Optional[str], skipped: Optio
         return prof, rec["id"], rec.get("name", rec["id"])
     rec = ws.find_record(project_id, PERF_TABLE, ref)
     return load_perf_profile(ws, project_id, rec["id"]), rec["id"], rec.get("name", rec["id"])
+
+
+def perf_profile_extras(ws, project_id: str, ref: Optional[str]) -> Dict[str, Any]:
+    """What is stored with perf profile ``ref`` besides the profile itself (``{"channel_calibration": ...}``);
+    ``{}`` for the FLOPS profile or a profile without extras."""
+    if not ref or str(ref).lower() == FLOPS:
+        return {}
+    rec = ws.find_record(project_id, PERF_TABLE, ref)
+    blob = ws.read_record_blob(project_id, PERF_TABLE, rec["id"]) or {}
+    return {k: v for k, v in blob.items() if k not in ("profile", "nodes")}
+
+
+def store_channel_calibration(ws, project_id: str, ref: str, calibration: Dict[str, Any]) -> Dict[str, Any]:
+    """Store a channel calibration (:meth:`~sparsify_tui.profiling.channel_calibration.ChannelCalibration.to_dict`)
+    with perf profile ``ref``: in its data file (key ``channel_calibration``, replaced by a rerun of the profile)
+    and a summary on its record (``channel_calibration``: ratios, seconds, created). Returns the record."""
+    rec = ws.find_record(project_id, PERF_TABLE, ref)
+    blob = dict(ws.read_record_blob(project_id, PERF_TABLE, rec["id"]) or {})
+    blob["channel_calibration"] = calibration
+    summary = {k: calibration.get(k) for k in ("ratios", "seconds", "created", "round_to", "fit_rel_error")}
+    return ws.replace_record_blob(project_id, PERF_TABLE, rec["id"], blob, channel_calibration=summary)
 
 
 # ----------------------------------------------------------------------------------------- loss profiles
@@ -137,12 +161,21 @@ def load_loss_profile(ws, project_id: str, ref: str):
     return prof
 
 
-def resolve_loss_profile(ws, project_id: str, ref: Optional[str], skipped: Optional[list] = None):
+def loss_structure(record: Dict[str, Any]) -> str:
+    """The structure a stored loss profile record measured: ``"channel"`` (rows are channel groups) or
+    ``"unstructured"`` (rows are layers; every profile made before channel profiles existed)."""
+    return str((record.get("settings") or {}).get("structure") or "unstructured")
+
+
+def resolve_loss_profile(ws, project_id: str, ref: Optional[str], skipped: Optional[list] = None,
+                         structure: str = "unstructured"):
     """``(profile, record id or "approximated", display name)`` for an optimization's loss profile: ``ref`` an
-    id or name, ``"approximated"``, None = the newest completed loss profile whose data loads (records without
-    data are skipped and reported in ``skipped``), else Approximated."""
+    id or name, ``"approximated"``, None = the newest completed loss profile of ``structure``
+    (:func:`loss_structure`) whose data loads (records without data are skipped and reported in ``skipped``),
+    else Approximated."""
     if ref is None:
-        found = _newest_readable(ws, project_id, LOSS_TABLE, load_loss_profile, skipped)
+        found = _newest_readable(ws, project_id, LOSS_TABLE, load_loss_profile, skipped,
+                                 keep=lambda r: loss_structure(r) == structure)
         if found is not None:
             rec, prof = found
             return prof, rec["id"], rec.get("name", rec["id"])

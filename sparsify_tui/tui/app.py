@@ -90,6 +90,8 @@ class SparsifyCommands(Provider):
             cmds.append((f"Go to {label}", partial(app.action_show_section, sid), f"key {n}"))
         cmds.append(("New project", app.action_new_project, "create a project from an .onnx model"))
         cmds.append(("Help: keys", app.action_help, "every key binding (?)"))
+        if app.project_id is not None:
+            cmds.append(("Write a report of this project", app.action_report, "Markdown, HTML or JSON (w)"))
         for project in self._projects:
             cmds.append((f"Open project {project['name']}",
                          partial(app.open_project, project["id"], name=project.get("name")),
@@ -139,6 +141,8 @@ class SparsifyApp(App[int]):
         Binding("6", "show_section('settings')", "Settings", show=False, id="section.settings",
                 tooltip="Settings of the open project"),
         Binding("question_mark", "help", "Help", id="app.help", tooltip="List every key"),
+        Binding("w", "report", "Report", show=False, id="app.report",
+                tooltip="Write a report of the open project (Markdown, HTML or JSON)"),
         Binding("escape", "leave_field", "Leave field", show=False, id="app.leave_field",
                 tooltip="Leave a text field (then 1-6 and the section keys work again)"),
         Binding("q", "quit", "Quit", id="app.quit", tooltip="Quit sparsify-tui (jobs keep running)"),
@@ -224,6 +228,8 @@ class SparsifyApp(App[int]):
     def check_action(self, action: str, parameters: tuple) -> Optional[bool]:
         if action == "show_section" and parameters and parameters[0] != "projects" and self.project_id is None:
             return None  # shown greyed out; pressing it explains why
+        if action == "report" and self.project_id is None:
+            return None
         return True
 
     def action_show_section(self, section: str) -> None:
@@ -349,6 +355,13 @@ class SparsifyApp(App[int]):
                 self.open_project(project_id, name=(dialog.project or {}).get("name"))
 
         self.push_screen(dialog, done)
+
+    def action_report(self) -> None:
+        """`w`: the Report dialog of the open project (:mod:`sparsify_tui.tui.report`)."""
+        from sparsify_tui.tui.report import ReportDialog
+
+        if self.project_id is not None and not isinstance(self.screen, ReportDialog):
+            self.push_screen(ReportDialog(self.project_id))
 
     def action_quit(self) -> None:
         self.exit(0)

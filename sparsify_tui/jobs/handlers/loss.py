@@ -14,7 +14,7 @@ FLAGS = {"batches": "--batches", "batch_size": "--batch-size", "core_count": "--
 def loss_settings(project: Dict[str, Any], args: Dict[str, Any], *, model_path=None,
                   flags: Optional[Mapping[str, str]] = None) -> Dict[str, Any]:
     """Validated arguments of a loss profile: ``name, method, levels, data, batches, batch_size, dims, int8,
-    metric, core_count``; missing ones default from the project's ``setup``. ``flags``: the label of each
+    metric, core_count, structure``; missing ones default from the project's ``setup``. ``flags``: the label of each
     argument in error messages (default :data:`FLAGS`, the CLI's). With ``model_path`` the model and the
     inputs are checked too, before anything runs: every method loads the model, checks the ``--dim`` names
     and onnx's strict shape check; one-shot (which runs the model) also checks dims, memory and sample data
@@ -59,6 +59,7 @@ def loss_settings(project: Dict[str, Any], args: Dict[str, Any], *, model_path=N
         "int8": bool(args.get("int8", False)),
         "metric": metric,
         "core_count": settings.core_count(cores, f["core_count"]),
+        "structure": _structure(args.get("structure"), method, bool(args.get("int8", False))),
     }
     if model_path is not None:
         if method == "one-shot":
@@ -78,6 +79,21 @@ def loss_settings(project: Dict[str, Any], args: Dict[str, Any], *, model_path=N
 def check(ws, project: Dict[str, Any], args: Dict[str, Any]) -> None:
     """Refuse bad arguments before a job record exists (:func:`loss_settings` with the model's inputs)."""
     loss_settings(project, args, model_path=ws.model_path(project["id"]))
+
+
+def _structure(value, method: str, int8: bool) -> str:
+    """``"unstructured"`` (rows are layers) or ``"channel"`` (rows are channel groups: magnitude or one-shot, no
+    INT8). Raises ``SparsifyError`` (one line)."""
+    from sparsify_tui.errors import SparsifyError
+
+    structure = str(value or "unstructured")
+    if structure not in ("unstructured", "channel"):
+        raise SparsifyError(f"--structure {structure!r} is not allowed: --structure must be unstructured or channel")
+    if structure == "channel" and int8:
+        raise SparsifyError("INT8 sensitivity is measured per layer: drop --int8 or use --structure unstructured")
+    if structure == "channel" and method == "approximated":
+        raise SparsifyError("channel loss profiles are magnitude or one-shot: use --method magnitude or one-shot")
+    return structure
 
 
 def run(ctx) -> Dict[str, Any]:

@@ -26,7 +26,11 @@ def known_classes() -> list[tuple[str, type]]:
     from sparsify_tui.tui.loss import LossSection
     from sparsify_tui.tui.new_project import NewProjectDialog
     from sparsify_tui.tui.optimization import OptimizationSection
+    from sparsify_tui.tui.optimization.compare import OptimizationCompareScreen
     from sparsify_tui.tui.perf import FlopsProfileView, PerfProfileView, PerfSection
+    from sparsify_tui.tui.perf.compare import PerfCompareScreen
+    from sparsify_tui.tui.report import ReportDialog
+    from sparsify_tui.tui.widgets.diverging import DivergingBarChart
     from sparsify_tui.tui.projects import ProjectsSection
     from sparsify_tui.tui.settings import SettingsSection
     from sparsify_tui.tui.widgets.charts import BarChart
@@ -40,12 +44,16 @@ def known_classes() -> list[tuple[str, type]]:
         ("Performance", PerfSection),
         ("FLOPS profile", FlopsProfileView),
         ("Perf profile", PerfProfileView),
+        ("Perf compare", PerfCompareScreen),
         ("Loss", LossSection),
         ("Optimization", OptimizationSection),
+        ("Opt. compare", OptimizationCompareScreen),
         ("Benchmarks", BenchmarksSection),
         ("Settings", SettingsSection),
         ("Tables", FilterableTable),
         ("Charts", BarChart),
+        ("Δ charts", DivergingBarChart),
+        ("Report", ReportDialog),
         ("Jobs", JobProgress),
         ("Dialogs", ConfirmDialog),
     ]

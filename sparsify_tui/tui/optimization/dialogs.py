@@ -15,6 +15,17 @@ from sparsify_tui.tui.optimization.messages import ExportPreviewed, ExportWritte
 from sparsify_tui.tui.workers import app_work, post_result
 
 
+STRUCTURE_OPTIONS = [
+    ("unstructured: weights (sparsity)", "unstructured"),
+    ("channel: same ratio R per group", "channel:uniform"),
+    ("channel: est. speedup X on ORT", "channel:speedup"),
+    ("channel: X times fewer MACs", "channel:macs"),
+    ("channel: R of all channels, allocated", "channel:sparsity"),
+]
+"""Structure (and channel target) choices of the create dialog: ``"structure[:target]"``."""
+STRUCTURE_DEFAULT_VALUE = {"unstructured": "0.85", "channel:uniform": "0.3", "channel:speedup": "1.5",
+                           "channel:macs": "2.0", "channel:sparsity": "0.3"}
+
 FRAMEWORK_OPTIONS = [
     ("PyTorch + SparseML", "pytorch"),
     ("plain PyTorch (no SparseML)", "pytorch-plain"),
@@ -49,9 +60,11 @@ def _float(text: str, name: str, lo: float = 0.0, hi: float = 1.0) -> float:
 
 
 class CreateOptimizationDialog(ModalScreen[Optional[dict]]):
-    """Name, perf profile (or FLOPS), loss profile (or Approximated), sparsity, balance, quantize.
+    """Name, perf profile (or FLOPS), loss profile (or Approximated), structure (unstructured, or channel with its
+    target), the value (sparsity, channel ratio R, or the target X), balance, quantize.
 
-    Dismisses with ``{"name", "perf", "loss", "sparsity", "balance", "quantize"}`` or None.
+    Dismisses with ``{"name", "perf", "loss", "structure", "target", "sparsity", "balance", "quantize"}`` (``target``
+    None for unstructured; ``sparsity`` is the value) or None.
     """
 
     DEFAULT_CSS = _DIALOG_CSS.format(name="CreateOptimizationDialog") + """
@@ -82,12 +95,16 @@ class CreateOptimizationDialog(ModalScreen[Optional[dict]]):
                 yield Label("Loss")
                 yield Select(self.loss_options, value=self.loss_options[0][1], allow_blank=False, id="create-loss")
             with Horizontal(classes="row"):
-                yield Label("Sparsity")
+                yield Label("Prune")
+                yield Select(STRUCTURE_OPTIONS, value="unstructured", allow_blank=False, id="create-structure")
+            with Horizontal(classes="row"):
+                yield Label("Value")
                 yield Input("0.85", id="create-sparsity")
                 yield Label(" Balance")
                 yield Input("0.5", id="create-balance")
                 yield Checkbox("INT8", id="create-quantize")
-            yield Static("balance: 0 = by time saved, 1 = by loss only", classes="hint")
+            yield Static("value: sparsity, ratio R or target X · balance: 0 = by time saved, 1 = by loss only",
+                         classes="hint")
             yield Static("", classes="msg", id="create-msg")
             with Horizontal(classes="buttons"):
                 yield Button("Create", variant="primary", id="create-ok")
@@ -99,16 +116,28 @@ class CreateOptimizationDialog(ModalScreen[Optional[dict]]):
     def action_cancel(self) -> None:
         self.dismiss(None)
 
+    @on(Select.Changed, "#create-structure")
+    def _structure_changed(self, event: Select.Changed) -> None:
+        inp = self.query_one("#create-sparsity", Input)
+        if inp.value in STRUCTURE_DEFAULT_VALUE.values():  # not edited by hand: the new choice's default
+            inp.value = STRUCTURE_DEFAULT_VALUE.get(str(event.value), inp.value)
+
     def _submit(self) -> None:
         try:
             name = self.query_one("#create-name", Input).value.strip()
             if not name:
                 raise ValueError("give the optimization a name")
+            structure, _, target = str(self.query_one("#create-structure", Select).value).partition(":")
+            text = self.query_one("#create-sparsity", Input).value
+            value = _float(text, "the target", 1.0, 100.0) if target in ("speedup", "macs") else \
+                _float(text, "the channel ratio" if target else "sparsity", 0.0, 0.99 if target else 1.0)
             values = {
                 "name": name,
                 "perf": self.query_one("#create-perf", Select).value,
                 "loss": self.query_one("#create-loss", Select).value,
-                "sparsity": _float(self.query_one("#create-sparsity", Input).value, "sparsity"),
+                "structure": structure,
+                "target": target or None,
+                "sparsity": value,
                 "balance": _float(self.query_one("#create-balance", Input).value, "balance"),
                 "quantize": self.query_one("#create-quantize", Checkbox).value,
             }

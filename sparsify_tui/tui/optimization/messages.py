@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Optional
+from typing import Any, Optional
 
 from textual.message import Message
 
@@ -56,3 +56,35 @@ class ExportWritten(Message):
 
     result: Optional[dict]
     error: Optional[BaseException] = None
+
+
+@dataclass
+class OptimizationsCompared(Message):
+    """Optimizations side by side (``optimization.compare.OptimizationComparison``) for the ids in `ids`, for
+    :class:`~sparsify_tui.tui.optimization.compare.OptimizationCompareScreen`."""
+
+    comparison: Any
+    ids: tuple
+
+
+@dataclass
+class Int8BenchmarkFound(Message):
+    """The newest benchmark of optimization `record_id` (``{name, speedup, batch_size, core_count}``), or None."""
+
+    record_id: str
+    benchmark: Optional[dict]
+
+
+@dataclass
+class Int8SearchSubmitted(Message):
+    """An INT8 search job was submitted (`job`), or its arguments were refused (`error`, shown in a dialog)."""
+
+    job: Optional[dict]
+    error: Optional[BaseException] = None
+
+
+@dataclass
+class Int8JobsListed(Message):
+    """The project's INT8 search jobs still pending or running (followed by the INT8 card)."""
+
+    jobs: list[dict]

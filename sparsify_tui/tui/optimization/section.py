@@ -9,7 +9,9 @@ one, tabs:
 * **Layers**: the per-layer editor table (sparsity, recoverability, estimated speedup, estimated and
   baseline time, loss and perf sensitivity). `enter` edits the row's sparsity, `+`/`-` step it by 0.05,
   `x` releases the override.
-* **Quant**: the INT8 quantization modifier (on/off, layers kept FP32, ordered by INT8 sensitivity).
+* **Quant**: the INT8 quantization modifier (on/off, layers kept FP32, ordered by INT8 sensitivity), then the
+  INT8 card (:mod:`sparsify_tui.tui.optimization.int8`): the accuracy-controlled search's budget, metric,
+  trials, chart, per-layer states, and apply's result next to the benchmark. `i` starts a search.
 * **LR**: the learning-rate schedule chart and its modifiers as editable text (`ctrl+s` applies).
 * **Training**: the project's training settings and the epoch plan.
 
@@ -33,9 +35,13 @@ from textual.widgets import (
 from textual.widgets.option_list import Option
 
 from sparsify_tui.formatting import format_count, format_fixed
+from sparsify_tui.tui.optimization import channel as ch
 from sparsify_tui.tui.optimization.dialogs import CreateOptimizationDialog, ExportDialog, SparsityDialog
-from sparsify_tui.tui.optimization.messages import (CreateDialogReady, ExportDialogReady, OptimizationChanged,
+from sparsify_tui.tui.optimization.int8 import Int8Card, Int8SearchDialog, latest_benchmark
+from sparsify_tui.tui.optimization.messages import (CreateDialogReady, ExportDialogReady, Int8BenchmarkFound,
+                                                    Int8JobsListed, Int8SearchSubmitted, OptimizationChanged,
                                                     OptimizationsListed)
+from sparsify_tui.tui.widgets.jobs import JobProgress
 from sparsify_tui.tui.widgets.charts import BarChart, LineChart
 from sparsify_tui.tui.widgets.dialogs import ConfirmDialog
 from sparsify_tui.tui.widgets.tables import Column, FilterableTable
@@ -50,6 +56,8 @@ def _count(x: Any) -> str:
 
 
 def header_text(rec: dict) -> str:
+    if ch.is_channel(rec):
+        return ch.header_text(rec)
     est, st = rec.get("estimates") or {}, rec.get("settings") or {}
     return (f"[b]{escape(rec['name'])}[/b] · perf {escape(str(rec.get('perf_profile_name')))} · "
             f"loss {escape(str(rec.get('loss_profile_name')))}\n"
@@ -59,6 +67,8 @@ def header_text(rec: dict) -> str:
 
 def estimate_texts(rec: dict) -> dict[str, str]:
     """Texts of the Summary / Performance / FLOPs / Params estimate tabs."""
+    if ch.is_channel(rec):
+        return ch.estimate_texts(rec)
     est, st = rec.get("estimates") or {}, rec.get("settings") or {}
     layers = rec.get("layers") or []
     pruned = sum(1 for l in layers if l.get("sparsity"))
@@ -185,6 +195,12 @@ class OptimizationSection(Widget):
                 tooltip="Apply the edited learning-rate modifiers"),
         Binding("l", "focus_list", "List", show=False, id="optimization.list",
                 tooltip="Move to the optimization list"),
+        Binding("C", "compare", "Compare", show=False, id="optimization.compare",
+                tooltip="Optimizations (versions) side by side: settings, layers, estimates, measured"),
+
+
+        Binding("i", "int8_search", "INT8 search", show=False, id="optimization.int8_search",
+                tooltip="Search the fastest INT8 config within an accuracy budget (a background job)"),
     ]
 
     def __init__(self, project_id: str, **kwargs) -> None:
@@ -210,7 +226,7 @@ class OptimizationSection(Widget):
                     with TabPane("Pruning", id="tab-pruning"):
                         with VerticalScroll():
                             with Horizontal(classes="inputs"):
-                                yield Label("Sparsity")
+                                yield Label("Sparsity", id="lbl-sparsity")
                                 yield Input(id="in-sparsity")
                                 yield Label("Balance")
                                 yield Input(id="in-balance")
@@ -235,11 +251,16 @@ class OptimizationSection(Widget):
                     with TabPane("Layers", id="tab-layers"):
                         yield Static("enter edit · +/- 0.05 · x auto · * estimates", id="layer-hint")
                         yield FilterableTable(LAYER_COLUMNS, id="layer-table")
+                    with TabPane("Groups", id="tab-groups"):  # channel optimizations (Layers is hidden)
+                        yield Static("enter edit ratio · +/- 0.05 · x auto · * estimates (onnxruntime)",
+                                     classes="hint")
+                        yield FilterableTable(ch.GROUP_COLUMNS, id="group-table")
                     with TabPane("Quant", id="tab-quant"):
                         with VerticalScroll():
                             yield Checkbox("INT8 quantization modifier", id="q-enabled")
                             yield Static("", id="q-info", classes="hint")
                             yield SelectionList(id="q-excluded")
+                            yield Int8Card(id="int8-card")
                     with TabPane("LR", id="tab-lr"):
                         with VerticalScroll():
                             yield LineChart(title="Learning rate", x_label="epoch", y_label="LR", height=9,
@@ -252,7 +273,9 @@ class OptimizationSection(Widget):
 
     def on_mount(self) -> None:
         self._show_main(False)
+        self.query_one("#opt-tabs", TabbedContent).hide_tab("tab-groups")
         self.load_records()
+        self._load_int8_jobs()
 
     def _show_main(self, has: bool) -> None:
         self.query_one("#opt-tabs").display = has
@@ -278,9 +301,12 @@ class OptimizationSection(Widget):
     def _create(self, values: dict) -> None:
         from sparsify_tui.services import optimizations as core
 
+        settings, sparsity, loss = None, values["sparsity"], values["loss"]
+        if values.get("structure") == "channel":
+            settings, sparsity, loss = ch.create_settings(self.ws, self.project_id, values)
         post_result(self, OptimizationChanged(core.create_optimization(
-            self.ws, self.project_id, values["name"], perf=values["perf"], loss=values["loss"],
-            sparsity=values["sparsity"], balance=values["balance"], quantize=values["quantize"])))
+            self.ws, self.project_id, values["name"], perf=values["perf"], loss=loss,
+            sparsity=sparsity, balance=values["balance"], quantize=values["quantize"], settings=settings)))
 
     @app_work(group="opt-action", description="copy optimization")
     def _copy(self, rec_id: str) -> None:
@@ -289,11 +315,10 @@ class OptimizationSection(Widget):
         post_result(self, OptimizationChanged(core.copy_optimization(self.ws, self.project_id, rec_id)))
 
     @app_work(group="opt-action", description="re-evaluate optimization")
-    def _reevaluate(self, rec_id: str, *, sparsity: float, balance: float) -> None:
+    def _reevaluate(self, rec_id: str, **settings: float) -> None:
         from sparsify_tui.services import optimizations as core
 
-        post_result(self, OptimizationChanged(core.reevaluate(self.ws, self.project_id, rec_id, sparsity=sparsity,
-                                                              balance=balance)))
+        post_result(self, OptimizationChanged(core.reevaluate(self.ws, self.project_id, rec_id, **settings)))
 
     @app_work(group="opt-action", description="update optimization schedule")
     def _update_schedule(self, rec_id: str, **changes: Any) -> None:
@@ -330,8 +355,9 @@ class OptimizationSection(Widget):
         ol.clear_options()
         for r in self.records:
             est = r.get("estimates") or {}
-            ol.add_option(Option(f"{escape(r['name'])}\n  {est.get('avg_sparsity', 0):.2f} sp"
-                                 f"{' · INT8' if (r.get('quantization') or {}).get('enabled') else ''}", id=r["id"]))
+            second = ch.list_text(r) if ch.is_channel(r) else \
+                f"  {est.get('avg_sparsity', 0):.2f} sp{' · INT8' if (r.get('quantization') or {}).get('enabled') else ''}"
+            ol.add_option(Option(f"{escape(r['name'])}\n{second}", id=r["id"]))
         if not self.records:
             self.rec = None
             self._show_main(False)
@@ -350,6 +376,12 @@ class OptimizationSection(Widget):
             self.rec = rec
             self.render_record()
 
+    def action_compare(self) -> None:
+        """`C`: optimizations side by side (:mod:`sparsify_tui.tui.optimization.compare`)."""
+        from sparsify_tui.tui.optimization.compare import OptimizationCompareScreen
+
+        self.app.push_screen(OptimizationCompareScreen(self.project_id, (self.rec or {}).get("id")))
+
     # ---------------------------------------------------------------------------------- render
     def render_record(self) -> None:
         rec = self.rec
@@ -367,7 +399,10 @@ class OptimizationSection(Widget):
         try:
             self.query_one("#opt-header", Static).update(header_text(rec))
             st, ep = rec["settings"], rec["epochs"]
-            for wid, val in (("#in-sparsity", f"{st['sparsity']:.2f}"), ("#in-balance", f"{st['balance']:.2f}"),
+            target_field = ch.TARGET_FIELD.get(st.get("target") or "uniform") if ch.is_channel(rec) else "sparsity"
+            self.query_one("#lbl-sparsity", Label).update("Target" if target_field != "sparsity" else
+                                                          ("Ratio" if ch.is_channel(rec) else "Sparsity"))
+            for wid, val in (("#in-sparsity", f"{st[target_field]:.2f}"), ("#in-balance", f"{st['balance']:.2f}"),
                              ("#in-start", f"{ep['pruning_start_epoch']:g}"),
                              ("#in-end", f"{ep['pruning_end_epoch']:g}"), ("#in-update", f"{ep['update_frequency']:g}")):
                 inp = self.query_one(wid, Input)
@@ -376,12 +411,15 @@ class OptimizationSection(Widget):
             for key, text in estimate_texts(rec).items():
                 self.query_one(f"#est-{key}-text", Static).update(text)
             layers = rec["layers"]
+            channel = ch.is_channel(rec)
+            self._show_structure(channel)
             self.query_one("#sparsity-chart", BarChart).set_data(
                 [l["weight_name"] for l in layers], [float(l.get("sparsity") or 0) for l in layers],
-                title=f"Sparsity per layer ({len(layers)} layers)")
-            table = self.query_one("#layer-table", FilterableTable)
+                title=(f"Channels removed per group ({len(layers)} groups)" if channel
+                       else f"Sparsity per layer ({len(layers)} layers)"))
+            table = self.query_one("#group-table" if channel else "#layer-table", FilterableTable)
             cursor = table.data_table.cursor_row if table.is_mounted else 0
-            table.set_rows(layer_rows(rec))
+            table.set_rows(ch.group_rows(rec) if channel else layer_rows(rec))
             if table.is_mounted and cursor is not None and 0 <= cursor < table.data_table.row_count:
                 table.data_table.move_cursor(row=cursor)
             q = rec["quantization"]
@@ -403,11 +441,95 @@ class OptimizationSection(Widget):
             if not ta.has_focus:
                 ta.load_text(format_lr_modifiers(rec.get("lr_modifiers") or []))
             self.query_one("#training-text", Static).update(training_text(rec))
+            self.query_one("#int8-card", Int8Card).show(rec)
+            self._load_int8_benchmark(rec["id"])
         finally:
             self.call_after_refresh(self._unquiet)
 
     def _unquiet(self) -> None:
         self._quiet = False
+
+    # ---------------------------------------------------------------------------------- INT8 card
+    @app_work(group="opt-int8-bench", description="newest benchmark of the optimization")
+    def _load_int8_benchmark(self, rec_id: str) -> None:
+        post_result(self, Int8BenchmarkFound(rec_id, latest_benchmark(self.ws.list_records(self.project_id,
+                                                                                          "benchmarks"), rec_id)))
+
+    @on(Int8BenchmarkFound)
+    def _int8_benchmark(self, message: Int8BenchmarkFound) -> None:
+        if self.rec is not None and self.rec.get("id") == message.record_id and message.benchmark is not None:
+            self.query_one("#int8-card", Int8Card).show(self.rec, message.benchmark)
+
+    def action_int8_search(self) -> None:
+        names = {r.get("name") for r in self.records}
+        k = 1
+        while f"int8-{k}" in names:
+            k += 1
+
+        def done(values: Optional[dict]) -> None:
+            if values:
+                self._submit_int8(values)
+
+        self.app.push_screen(Int8SearchDialog(f"int8-{k}"), done)
+
+    @app_work(group="opt-int8-submit", description="submit an INT8 search job")
+    def _submit_int8(self, values: dict) -> None:
+        from sparsify_tui.jobs import submit
+        from sparsify_tui.services.int8 import check_name_free, int8_settings
+
+        try:
+            s = int8_settings(self.ws.get_project(self.project_id), values)
+            check_name_free(self.ws, self.project_id, s["name"])
+            # submit checks the data and labels before a job record exists (jobs.registry.JOB_CHECKS)
+            args = {k: v for k, v in s.items() if k != "dims" and v is not None}
+            post_result(self, Int8SearchSubmitted(submit(self.ws, self.project_id, "int8_search", args)))
+        except Exception as err:  # noqa: BLE001 - the answer to the dialog: shown, the app stays up
+            post_result(self, Int8SearchSubmitted(None, err))
+
+    @app_work(group="opt-int8-jobs", description="running INT8 searches")
+    def _load_int8_jobs(self) -> None:
+        from sparsify_tui.jobs import list_jobs
+
+        post_result(self, Int8JobsListed([j for j in list_jobs(self.ws, self.project_id)
+                                          if j.get("type") == "int8_search"
+                                          and j.get("status") in ("pending", "running")]))
+
+    @on(Int8JobsListed)
+    def _int8_jobs(self, message: Int8JobsListed) -> None:
+        for job in message.jobs:
+            self.query_one("#int8-card", Int8Card).track(job)
+
+    @on(JobProgress.Finished)
+    def _int8_job_finished(self, event: JobProgress.Finished) -> None:
+        job = event.job or {}
+        if job.get("type") != "int8_search":
+            return
+        if job.get("status") == "completed":
+            self._select_after = (job.get("result") or {}).get("optimization")
+            self.app.notify(f"INT8 search finished: {(job.get('result') or {}).get('status')}.", timeout=5)
+        self.load_records()
+
+    @on(Int8SearchSubmitted)
+    def _int8_submitted(self, message: Int8SearchSubmitted) -> None:
+        if message.error is not None:
+            self.app.show_error(message.error)
+            return
+        self.query_one("#int8-card", Int8Card).track(message.job)
+        if self.rec is not None:
+            self.query_one("#opt-tabs", TabbedContent).active = "tab-quant"
+        self.app.notify(f"INT8 search started (job {message.job['id']}); the optimization appears when it ends. "
+                        "It keeps running if you quit.")
+
+
+    def _show_structure(self, channel: bool) -> None:
+        """Channel optimizations edit per-group ratios in Groups; the others per-layer sparsity in Layers."""
+        tabs = self.query_one("#opt-tabs", TabbedContent)
+        if channel:
+            tabs.show_tab("tab-groups")
+            tabs.hide_tab("tab-layers")
+        else:
+            tabs.show_tab("tab-layers")
+            tabs.hide_tab("tab-groups")
 
     @on(TabbedContent.TabActivated, "#opt-tabs")
     def _tab_changed(self) -> None:
@@ -424,7 +546,9 @@ class OptimizationSection(Widget):
         except ValueError:
             self.app.show_error(ValueError("sparsity and balance must be numbers between 0 and 1"))
             return
-        self._reevaluate(self.rec["id"], sparsity=sp, balance=bal)
+        field = ch.TARGET_FIELD.get(self.rec["settings"].get("target") or "uniform") if ch.is_channel(self.rec) \
+            else "sparsity"
+        self._reevaluate(self.rec["id"], balance=bal, **{field: sp})
 
     @on(Input.Submitted, "#in-start, #in-end, #in-update")
     def _epochs_submitted(self) -> None:
@@ -450,9 +574,12 @@ class OptimizationSection(Widget):
         if self._quiet or self.rec is None:
             return
         selected = list(event.selection_list.selected)
-        if set(selected) == set(self.rec["quantization"].get("excluded") or []):
-            return
-        self._update_schedule(self.rec["id"], quantization={"excluded": selected})
+        current = list(self.rec["quantization"].get("excluded") or [])
+        layer_ids = {l["node_id"] for l in self.rec.get("layers") or []}
+        if set(selected) == {x for x in current if x in layer_ids}:
+            return  # the list shows layers only: the INT8 search's other FP32 nodes are not a change
+        kept = [x for x in current if x not in layer_ids]
+        self._update_schedule(self.rec["id"], quantization={"excluded": kept + selected})
 
     def action_apply_lr(self) -> None:
         if self.rec is None:
@@ -471,13 +598,14 @@ class OptimizationSection(Widget):
     def _current_layer(self) -> Optional[dict]:
         if self.rec is None:
             return None
-        row = self.query_one("#layer-table", FilterableTable).current_row()
+        row = self.query_one("#group-table" if ch.is_channel(self.rec) else "#layer-table",
+                             FilterableTable).current_row()
         if row is None:
             return None
         return next((l for l in self.rec["layers"] if l["weight_name"] == row["layer"]), None)
 
     def _layers_active(self) -> bool:
-        return self.query_one("#opt-tabs", TabbedContent).active == "tab-layers"
+        return self.query_one("#opt-tabs", TabbedContent).active in ("tab-layers", "tab-groups")
 
     def action_step(self, direction: int) -> None:
         layer = self._current_layer() if self._layers_active() else None
@@ -492,7 +620,7 @@ class OptimizationSection(Widget):
             return
         self._set_override(self.rec["id"], layer["weight_name"], None)
 
-    @on(FilterableTable.RowChosen, "#layer-table")
+    @on(FilterableTable.RowChosen, "#layer-table, #group-table")
     def _row_chosen(self, event: FilterableTable.RowChosen) -> None:
         layer = next((l for l in (self.rec or {}).get("layers", []) if l["weight_name"] == event.row["layer"]), None)
         if layer is None:
@@ -522,7 +650,8 @@ class OptimizationSection(Widget):
         perf.sort(key=lambda r: str(r.get("created") or ""), reverse=True)
         loss.sort(key=lambda r: str(r.get("created") or ""), reverse=True)
         perf_opts = [(f"{r.get('name', r['id'])} (measured)", r["id"]) for r in perf] + [("FLOPS (time ∝ FLOPs)", "flops")]
-        loss_opts = [(f"{r.get('name', r['id'])} ({r.get('method', 'measured')})", r["id"]) for r in loss] + \
+        loss_opts = [(f"{r.get('name', r['id'])} ({r.get('method', 'measured')}{ch.loss_label(r)})", r["id"])
+                     for r in loss] + \
             [("Approximated", "approximated")]
         names = {r.get("name") for r in self.ws.list_records(self.project_id, TABLE)}
         k = 1

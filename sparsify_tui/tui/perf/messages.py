@@ -53,3 +53,12 @@ class PerfProfileDeleted(Message):
     """A measured profile and its stored result were deleted."""
 
     record_id: str
+
+
+@dataclass
+class PerfComparisonLoaded(Message):
+    """A per-node comparison of two perf profiles (``profiling.compare.PerfComparison``), for
+    :class:`~sparsify_tui.tui.perf.compare.PerfCompareScreen`; ``specs`` are the (A, B) specs it was made from."""
+
+    comparison: Any
+    specs: tuple

@@ -23,6 +23,7 @@ from textual.widgets.option_list import Option
 from sparsify_tui.tui import messages
 from sparsify_tui.tui.fleet import FleetDialog
 from sparsify_tui.tui.fleet.grouping import grouped_options
+from sparsify_tui.tui.perf import compare
 from sparsify_tui.tui.perf.dialogs import PerfProfileDialog, profile_defaults, rerun_args
 from sparsify_tui.tui.perf.messages import (FlopsAnalysisLoaded, PerfDialogReady, PerfProfileDeleted,
                                             PerfProfilesListed)
@@ -57,6 +58,17 @@ def node_rows(analysis: dict) -> list[dict]:
             "share": (flops / total) if total else 0.0,
         })
     return rows
+
+
+def record_label(record: dict) -> str:
+    """The profile list label of a measured profile record: ``"b1 (b1, 2c)"`` (name, batch, cores)."""
+    label = str(record.get("name") or record.get("id"))
+    extra = []
+    if record.get("batch_size"):
+        extra.append(f"b{record['batch_size']}")
+    if record.get("core_count"):
+        extra.append(f"{record['core_count']}c")
+    return f"{label} ({', '.join(extra)})" if extra else label
 
 
 def op_type_flops(analysis: dict) -> list[tuple[str, float]]:
@@ -209,6 +221,10 @@ class PerfSection(Widget):
                 tooltip="Profile view: chart of the top layers"),
         Binding("f", "fleet", "Fleet", show=False, id="perf.fleet",
                 tooltip="Profile on the servers of a Ray cluster (the Fleet dialog)"),
+        Binding("space", "toggle_mark", "Mark", show=False, id="perf.mark",
+                tooltip="Mark the highlighted profile for comparing (A, then B)"),
+        Binding("equals_sign", "compare", "Compare", show=False, id="perf.compare",
+                tooltip="Compare the two marked profiles per node (one profile: its FP32 vs INT8)"),
     ]
 
     POLL_SECONDS = 5.0
@@ -218,6 +234,7 @@ class PerfSection(Widget):
         self.project_id = project_id
         self.selected: str = FLOPS_ID
         self._records: list[dict] = []
+        self.marked: list[str] = []  # record ids marked for comparing: A, then B
 
     def compose(self) -> ComposeResult:
         with Horizontal():
@@ -278,17 +295,12 @@ class PerfSection(Widget):
         options.add_option(Option("FLOPS", id=FLOPS_ID))
 
         def option(r: dict) -> Option:
-            label = str(r.get("name") or r.get("id"))
-            extra = []
-            if r.get("batch_size"):
-                extra.append(f"b{r['batch_size']}")
-            if r.get("core_count"):
-                extra.append(f"{r['core_count']}c")
-            return Option(f"{label} ({', '.join(extra)})" if extra else label, id=str(r["id"]))
+            return Option(compare.marked_label(record_label(r), str(r["id"]), self.marked), id=str(r["id"]))
 
-        # grouped by target machine when any profile ran on a fleet target (F: the Fleet dialog)
+        # grouped by target machine when any profile ran on a fleet target (f: the Fleet dialog)
         options.add_options(grouped_options(records, option, width=16))
         ids = [FLOPS_ID] + [str(r["id"]) for r in records]
+        self.marked = [m for m in self.marked if m in ids]
         if self.selected not in ids:
             self.select_profile(FLOPS_ID)
         options.highlighted = options.get_option_index(self.selected)
@@ -317,6 +329,34 @@ class PerfSection(Widget):
 
     def selected_record_id(self) -> Optional[str]:
         return None if self.selected == FLOPS_ID else self.selected
+
+    # -- compare (tui/perf/compare.py) ---------------------------------------------------------
+    def _highlighted_id(self) -> Optional[str]:
+        options = self.query_one("#profiles", OptionList)
+        if options.highlighted is None:
+            return None
+        oid = str(options.get_option_at_index(options.highlighted).id)
+        return None if oid == FLOPS_ID else oid
+
+    def action_toggle_mark(self) -> None:
+        """`space`: mark or unmark the highlighted measured profile (the first mark is A, the second B)."""
+        rid = self._highlighted_id()
+        if rid is None:
+            self.notify("Highlight a measured profile to mark it (FLOPS has no times to compare).", timeout=4)
+            return
+        self.marked = compare.toggle_mark(self.marked, rid)
+        options = self.query_one("#profiles", OptionList)
+        for r in self._records:
+            options.replace_option_prompt(str(r["id"]), compare.marked_label(record_label(r), str(r["id"]),
+                                                                             self.marked))
+
+    def action_compare(self) -> None:
+        """`=`: the comparison screen of the marked profiles (see :func:`compare.compare_pair`)."""
+        pair = compare.compare_pair(self.marked, self._highlighted_id() or self.selected_record_id())
+        if pair is None:
+            self.notify("Mark two profiles with space, then press =. One profile: its FP32 vs INT8.", timeout=5)
+            return
+        self.app.push_screen(compare.PerfCompareScreen(self.project_id, *pair))
 
     # -- add / rerun / delete ------------------------------------------------------------------
     def check_action(self, action: str, parameters: tuple) -> Optional[bool]:

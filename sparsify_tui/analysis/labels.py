@@ -1,0 +1,150 @@
+"""Labels stored with the sample data: ``--data FILE.npz --labels KEY`` (default key ``labels``).
+
+A labelled ``.npz`` holds one array per model input plus one integer array of class indices under the labels
+key, one per item (shape ``(items,)`` or ``(items, 1)``), in the same item order as the inputs. The labels
+array is not a model input: :func:`split_labels` takes it out before the inputs are validated by
+:func:`sparsify_tui.analysis.inputs.load_sample_data` (called with ``ignore=(key,)``).
+
+Validation is as strict as for the inputs (one line that names the problem and the fix, ``SampleDataError``):
+a missing key that was asked for, a non-integer dtype, a wrong shape, a count different from the inputs' item
+count, negative values, or values at or above the number of classes of the model's class output.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Optional, Union
+
+import numpy as np
+
+from sparsify_tui.errors import SampleDataError
+
+#: the key labels are read from when ``--labels`` is not given
+DEFAULT_LABELS_KEY = "labels"
+
+
+def _keys(path: Union[str, os.PathLike]) -> dict:
+    """``{key: (shape, dtype)}`` of an ``.npz`` from its headers (an ``.npy`` has no keys: empty dict), with
+    the one-line checks of :func:`sparsify_tui.analysis.inputs.inspect_sample_data`. Raises ``SampleDataError``."""
+    from sparsify_tui.analysis.inputs import inspect_sample_data
+
+    headers = inspect_sample_data(path)
+    return {} if None in headers else headers
+
+
+def _read(path: Union[str, os.PathLike], key: str) -> np.ndarray:
+    """The array ``key`` of an ``.npz`` whose headers :func:`_keys` checked."""
+    with np.load(path, allow_pickle=False) as loaded:
+        return loaded[key]
+
+
+def split_labels(path: Union[str, os.PathLike], key: Optional[str] = None) -> tuple[Optional[np.ndarray], Optional[str]]:
+    """``(labels, key)`` of the sample data at ``path``: the raw array under ``key`` (default
+    :data:`DEFAULT_LABELS_KEY`), or ``(None, None)`` when the default key is absent (no labels: metrics
+    compare with FP32). Raises ``SampleDataError`` when an explicitly given ``key`` is absent (the message lists
+    the keys) or when labels are asked of an ``.npy`` file."""
+    arrays = _keys(path)
+    want = key or DEFAULT_LABELS_KEY
+    if want in arrays:
+        return _read(path, want), want
+    if key is None:
+        return None, None
+    if not arrays:
+        raise SampleDataError(f"--labels {key}: {Path(path).name} is a single .npy array with no keys: save inputs "
+                              f"and labels in one .npz (numpy.savez(path, x=inputs, {key}=labels))")
+    raise SampleDataError(f"--labels {key}: {Path(path).name} has no array {key!r} (it has {', '.join(sorted(arrays))}): "
+                          "give the key of the labels array")
+
+
+def check_labels(labels: np.ndarray, items: int, key: str, classes: Optional[int] = None) -> np.ndarray:
+    """Validated labels: an int64 array ``(items,)`` of class indices.
+
+    ``labels``: the raw array (``(items,)`` or ``(items, 1)``, any integer dtype); ``items``: the number of items
+    of the inputs; ``classes``: the class count of the model's class output (values must be below it), None to
+    skip that check. Raises ``SampleDataError`` (one line)."""
+    a = np.asarray(labels)
+    if a.dtype.kind not in "iu":
+        raise SampleDataError(f"labels {key!r} are {a.dtype.name}: save them as integer class indices "
+                              "(e.g. labels.astype(numpy.int64))")
+    if a.ndim == 2 and a.shape[1] == 1:
+        a = a[:, 0]
+    if a.ndim != 1:
+        raise SampleDataError(f"labels {key!r} have shape {list(a.shape)}: give one class index per item, "
+                              f"shape [items] (not one-hot)")
+    if len(a) != items:
+        raise SampleDataError(f"labels {key!r} have {len(a)} item(s) and the inputs {items}: give one label per input "
+                              "item, in the same order")
+    if len(a) and int(a.min()) < 0:
+        raise SampleDataError(f"labels {key!r} contain {int(a.min())}: class indices start at 0")
+    if classes is not None and len(a) and int(a.max()) >= classes:
+        raise SampleDataError(f"labels {key!r} contain {int(a.max())} but the model's class output has {classes} "
+                              f"classes (0..{classes - 1}): check the labels match this model")
+    return a.astype(np.int64)
+
+
+def batch_labels(labels: np.ndarray, batch_size: int, batches: int) -> list[np.ndarray]:
+    """The labels of each of the first ``batches`` batches of ``batch_size`` consecutive items (the split of
+    :func:`sparsify_tui.analysis.inputs.load_sample_data`, whose leftover items are dropped)."""
+    return [labels[b * batch_size:(b + 1) * batch_size] for b in range(batches)]
+
+
+@dataclass
+class SampleSet:
+    """Batches to measure a metric on: ``feeds`` (one ``{input name: array}`` per batch), ``labels`` (one int
+    array per batch, or None), ``labels_key``, ``source`` (the data path, or "synthetic") and ``items``."""
+
+    feeds: list
+    labels: Optional[list]
+    labels_key: Optional[str]
+    source: str
+    items: int
+
+    def check_classes(self, classes: int) -> None:
+        """Raise ``SampleDataError`` when a label is not below ``classes`` (the class output's size)."""
+        if self.labels:
+            check_labels(np.concatenate(self.labels), self.items, self.labels_key or DEFAULT_LABELS_KEY, classes)
+
+
+def sample_set(model_path: Union[str, os.PathLike], *, data: Optional[Union[str, os.PathLike]] = None,
+               labels_key: Optional[str] = None, dims: Optional[dict] = None, batch_size: int = 1,
+               synthetic_batches: int = 16, max_batches: Optional[int] = None) -> SampleSet:
+    """Batches of ``batch_size`` items from ``data`` (``.npz``/``.npy``; its labels array, see
+    :func:`split_labels`, taken out and validated), at most ``max_batches``; without ``data``,
+    ``synthetic_batches`` seeded synthetic batches with valid values and no labels. Raises ``SampleDataError``
+    (bad file, bad labels, ``labels_key`` without ``data``) and ``DimensionError``."""
+    from sparsify_tui.analysis.inputs import input_specs, load_sample_data, synthetic_inputs
+
+    specs = input_specs(str(model_path), batch_size=batch_size, dims=dims or {})
+    if not data:
+        if labels_key:
+            raise SampleDataError(f"--labels {labels_key} needs --data FILE.npz holding the inputs and the labels")
+        feeds = [synthetic_inputs(specs, seed=i) for i in range(max(1, int(synthetic_batches)))]
+        return SampleSet(feeds, None, None, "synthetic", len(feeds) * batch_size)
+    raw, key = split_labels(data, labels_key)
+    feeds = load_sample_data(str(data), specs, batch_size, ignore=(key,) if key else ())
+    n_items = _item_count(data, specs, key)
+    if max_batches is not None:
+        feeds = feeds[: max(1, int(max_batches))]
+    labels = None
+    if raw is not None:
+        lab = check_labels(raw, n_items, key)
+        labels = batch_labels(lab, batch_size, len(feeds))
+    return SampleSet(feeds, labels, key, str(data), len(feeds) * batch_size)
+
+
+def _item_count(data, specs, key: Optional[str]) -> int:
+    """Items of the inputs in ``data`` (the leading dim of the first non-scalar input array)."""
+    from sparsify_tui.analysis.inputs import inspect_sample_data
+
+    headers = inspect_sample_data(data)
+    if None in headers:  # .npy: one array
+        return int(headers[None][0][0])
+    for s in specs:
+        if s.kind != "scalar" and s.name in headers and len(headers[s.name][0]):
+            return int(headers[s.name][0][0])
+    return 0
+
+
+__all__ = ["DEFAULT_LABELS_KEY", "SampleSet", "sample_set", "split_labels", "check_labels", "batch_labels"]

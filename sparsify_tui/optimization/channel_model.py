@@ -1,0 +1,446 @@
+"""The channel time model and the channel allocation: how long the thinned model runs on onnxruntime for a
+given kept channel count per group, and which groups to thin how much to reach a target at the least loss.
+
+**Time model.** Every main-graph node ``n`` has a dense time ``t0_n`` and a fraction ``f_n`` of its dense work
+left when each channel group ``g`` keeps the fraction ``k_g`` of its channels
+(:func:`sparsify_tui.analysis.channels.node_fraction`: a layer's MACs scale with kept inputs × kept outputs, a
+depthwise conv and every other node with its kept output channels). Its time is::
+
+    t_n(k) = t0_n · (c0_n + c1_n · f_n(k))
+
+and the model's latency ``L(k) = a · Σ_n t_n(k) + g``. Three kinds, named in every estimate:
+
+* ``calibrated`` (a **channel calibration** stored with the perf profile,
+  :mod:`sparsify_tui.profiling.channel_calibration`): ``t0_n``, ``c0_n``, ``c1_n`` fitted per node on the
+  dense model and uniformly thinned models profiled on this server with the same attribution as a perf
+  profile; ``a`` and ``g`` fitted on their unprofiled medians (so per-node profiling overhead and the time
+  between kernels are accounted for). Rows onnxruntime adds itself (layout conversions) follow the model's
+  MACs fraction.
+* ``per-node`` (a perf profile without channel calibration): ``t0_n`` = the profile's measured node time,
+  ``c0 = 0``, ``c1 = 1`` (each node's time proportional to its own work), special rows fixed, ``a`` = measured
+  median / Σ node times, ``g = 0``. Not measured on thinned models: the estimate says so.
+* ``macs`` (the FLOPS profile): ``t0_n`` = MACs of the layer, other nodes 0: speedup = MACs reduction, and the
+  estimate says so (calibration.md: latency "roughly follows" MACs on CPU, not exactly).
+
+**Kept channels.** A group of ``C`` channels at ratio ``r`` keeps
+:func:`~sparsify_tui.analysis.channels.round_kept` ``(C, r, round_to)`` (the multiple of ``round_to`` nearest
+to ``C·(1 - r)``), so ``k_g = kept / C``; records store the *effective* ratio ``1 - kept/C``.
+
+**Allocation** (:func:`allocate_channels`). Targets: ``uniform`` (every free group at ratio R, issue 12),
+``sparsity`` (remove R of all prunable channels), ``macs`` (MACs reduced X times) and ``speedup`` (estimated
+latency X times lower). Free groups are the prunable ones that are neither overridden nor excluded (the first
+layer's group by default; groups feeding outputs are never prunable). A group's candidate kept counts are the
+rounded counts for ratios 0, 0.025, ... up to the cap (``max_sparsity``, default 0.7 of its channels). The
+cost of a group at ratio r is ``balance · L̂_g(r) - (1 - balance) · Ĝ_g(r)`` (the loss curve and the time
+saved when only that group is thinned, each normalised to sum to 1 over the groups), as in the unstructured
+allocation. Because a layer's time depends on two groups (its input and output channels) the costs of time are
+not separable, so the solver is greedy on the exact model: starting dense, it repeatedly takes the move (one
+group to a lower kept count) with the least cost per unit of the target resource gained (channels, MACs or
+estimated ms), re-evaluating the moves of the groups that share a node with the one it moved, until the target
+is met. With the target being time itself, the balance only shifts all costs by a constant per resource, so
+the result is the least summed sensitivity for the target. Greedy ratio rules are the classic approximation for
+such knapsack-like problems; it is exact when every curve is convex.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Any, Dict, List, Optional
+
+import numpy as np
+
+from sparsify_tui.analysis.channels import NodeChannels, node_fraction, round_kept
+from sparsify_tui.optimization.config import GRID_LEVELS
+
+TARGETS = ("uniform", "sparsity", "macs", "speedup")
+"""Allocation targets of a channel optimization (``ChannelSettings.target``)."""
+RATIO_STEP = 0.025
+"""Step of the candidate ratios of a group (then rounded to kept counts)."""
+
+KIND_TEXT = {
+    "calibrated": "channel time model measured on this server (channel calibration: thinned models profiled "
+                  "per node)",
+    "per-node": "per-node times of the perf profile, each scaled by its own MACs (not calibrated on thinned "
+                "models: run `sparsify-tui profile channel-calibration`)",
+    "macs": "MACs-proportional (FLOPS profile: no measured times; latency follows MACs only roughly)",
+}
+
+
+def point_time(c: dict, f: float) -> float:
+    """Time of a node given as ``{"t0", "c0", "c1", "pts"}`` at work fraction ``f``
+    (:func:`sparsify_tui.profiling.channel_calibration.node_time`: measured points interpolated, else the line)."""
+    from sparsify_tui.profiling.channel_calibration import node_time
+
+    return node_time(c, f)
+
+
+@dataclass
+class TimedNode:
+    """One node of the time model: its :class:`NodeChannels`, dense time ``t0`` (ms per batch, or relative units
+    with the FLOPS profile), the line ``t = t0·(c0 + c1·f)`` and, when calibrated, its measured points ``pts``
+    (``[[f, t], ...]``, interpolated)."""
+
+    node: NodeChannels
+    t0: float
+    c0: float = 0.0
+    c1: float = 1.0
+    pts: Optional[list] = None
+
+    def time(self, f: float) -> float:
+        """Time at work fraction ``f``."""
+        if self.pts:
+            return point_time({"t0": self.t0, "c0": self.c0, "c1": self.c1, "pts": self.pts}, f)
+        return self.t0 * (self.c0 + self.c1 * f)
+
+    def to_dict(self) -> dict:
+        d = {**self.node.to_dict(), "t0": self.t0, "c0": self.c0, "c1": self.c1}
+        if self.pts:
+            d["pts"] = self.pts
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "TimedNode":
+        return cls(NodeChannels.from_dict(d), float(d.get("t0") or 0.0), float(d.get("c0", 0.0)),
+                   float(d.get("c1", 1.0)), d.get("pts"))
+
+
+@dataclass
+class ChannelTimeModel:
+    """See the module docstring. ``groups``: ``{group id: channels}`` of the prunable groups; ``special``: rows
+    that follow the model's MACs fraction (``{"id", "t0", "c0", "c1"}``); ``a`` / ``g_ms``: latency fit;
+    ``baseline_ms``: the perf profile's measured median (None with the FLOPS profile); ``macs_total`` /
+    ``params_total``: the model's totals; ``calibration``: a summary of the channel calibration used."""
+
+    kind: str
+    nodes: List[TimedNode]
+    groups: Dict[str, int]
+    round_to: int
+    special: List[dict] = field(default_factory=list)
+    a: float = 1.0
+    g_ms: float = 0.0
+    baseline_ms: Optional[float] = None
+    macs_total: float = 0.0
+    params_total: float = 0.0
+    batch_size: int = 1
+    core_count: Optional[int] = None
+    calibration: Optional[dict] = None
+
+    def __post_init__(self) -> None:
+        self._index()
+
+    def _index(self) -> None:
+        self.touching: Dict[str, List[int]] = {g: [] for g in self.groups}
+        self.owner: List[Optional[str]] = []
+        for i, tn in enumerate(self.nodes):
+            n = tn.node
+            for gid in set(n.inputs) | set(n.outputs):
+                if gid in self.touching:
+                    self.touching[gid].append(i)
+            main = n.outputs or n.inputs
+            self.owner.append(max(main, key=main.get) if main else None)
+        self.matrix_macs = float(sum(tn.node.macs for tn in self.nodes if tn.node.kind != "other")) or 1.0
+
+    # -- JSON
+    def to_dict(self) -> dict:
+        return {"kind": self.kind, "description": KIND_TEXT.get(self.kind, self.kind), "round_to": self.round_to,
+                "groups": dict(self.groups), "a": self.a, "g_ms": self.g_ms, "baseline_ms": self.baseline_ms,
+                "macs_total": self.macs_total, "params_total": self.params_total, "batch_size": self.batch_size,
+                "core_count": self.core_count, "calibration": self.calibration,
+                "special": [dict(s) for s in self.special], "nodes": [tn.to_dict() for tn in self.nodes]}
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "ChannelTimeModel":
+        return cls(kind=d["kind"], nodes=[TimedNode.from_dict(x) for x in d.get("nodes") or []],
+                   groups={k: int(v) for k, v in (d.get("groups") or {}).items()}, round_to=int(d.get("round_to") or 1),
+                   special=[dict(s) for s in d.get("special") or []], a=float(d.get("a", 1.0)),
+                   g_ms=float(d.get("g_ms", 0.0)), baseline_ms=d.get("baseline_ms"),
+                   macs_total=float(d.get("macs_total") or 0.0), params_total=float(d.get("params_total") or 0.0),
+                   batch_size=int(d.get("batch_size") or 1), core_count=d.get("core_count"),
+                   calibration=d.get("calibration"))
+
+    @property
+    def description(self) -> str:
+        return KIND_TEXT.get(self.kind, self.kind)
+
+    # -- evaluation
+    def kept_count(self, gid: str, ratio: float) -> int:
+        """Channels group ``gid`` keeps at ``ratio``."""
+        return round_kept(self.groups[gid], min(float(ratio), 0.999), self.round_to)
+
+    def kept_fraction(self, ratios: Dict[str, float]) -> Dict[str, float]:
+        """``{group id: kept / channels}`` for ``ratios`` (``{group id: ratio}``; missing groups keep all)."""
+        return {g: self.kept_count(g, r) / self.groups[g] for g, r in ratios.items() if g in self.groups and r > 0}
+
+    def fractions(self, kf: Dict[str, float]) -> np.ndarray:
+        return np.array([node_fraction(tn.node, kf) for tn in self.nodes], dtype=np.float64)
+
+    def macs_fraction(self, f: np.ndarray) -> float:
+        """Fraction of the Conv/Gemm/MatMul MACs left for per-node fractions ``f``."""
+        macs = np.array([tn.node.macs if tn.node.kind != "other" else 0.0 for tn in self.nodes])
+        return float((macs * f).sum()) / self.matrix_macs
+
+    def special_time(self, macs_fraction: float) -> float:
+        """Σ of the special rows at the model's Conv/Gemm/MatMul MACs fraction."""
+        return float(sum(point_time(s, macs_fraction) for s in self.special))
+
+    def total(self, kf: Dict[str, float]) -> float:
+        """Σ node times at kept fractions ``kf``."""
+        f = self.fractions(kf)
+        return float(sum(tn.time(fi) for tn, fi in zip(self.nodes, f))) + self.special_time(self.macs_fraction(f))
+
+    def latency(self, kf: Dict[str, float]) -> float:
+        """Estimated latency ``a · Σ t_n + g`` (ms per batch, or relative units with the FLOPS profile)."""
+        return self.a * self.total(kf) + self.g_ms
+
+    def speedup(self, kf: Dict[str, float]) -> float:
+        """``L(dense) / L(kf)``."""
+        lk = self.latency(kf)
+        return self.latency({}) / lk if lk > 0 else 1.0
+
+    def scale_ms(self) -> float:
+        """Factor from model units to the perf profile's measured ms (1 without a measured baseline)."""
+        dense = self.latency({})
+        return (self.baseline_ms / dense) if (self.baseline_ms and dense > 0) else 1.0
+
+    def macs(self, kf: Dict[str, float]) -> float:
+        """MACs per batch of the whole model after thinning (non-matrix MACs unchanged)."""
+        f = self.fractions(kf)
+        removed = sum(tn.node.macs * (1.0 - fi) for tn, fi in zip(self.nodes, f) if tn.node.kind != "other")
+        return float(self.macs_total - removed)
+
+    def params(self, kf: Dict[str, float]) -> float:
+        """Params (elements) after thinning: each layer's weight scales with its MACs fraction (biases and
+        BatchNorm parameters, a few per channel, are counted as unchanged)."""
+        f = self.fractions(kf)
+        removed = sum(tn.node.params * (1.0 - fi) for tn, fi in zip(self.nodes, f) if tn.node.kind != "other")
+        return float(self.params_total - removed)
+
+    def group_ms(self, kf: Dict[str, float]) -> Dict[str, float]:
+        """Estimated ms per batch of the nodes each group owns (the group its output channels, or a layer's
+        input channels when its output is fixed, belong to), in the perf profile's ms."""
+        f = self.fractions(kf)
+        s = self.a * self.scale_ms()
+        out = {g: 0.0 for g in self.groups}
+        for tn, fi, own in zip(self.nodes, f, self.owner):
+            if own in out:
+                out[own] += s * tn.time(fi)
+        return out
+
+
+    def group_sums(self, node_ms: Dict[str, float]) -> Dict[str, float]:
+        """Measured node times (``{node id: ms}``) summed per owning group (as :meth:`group_ms` assigns nodes)."""
+        out = {g: 0.0 for g in self.groups}
+        for tn, own in zip(self.nodes, self.owner):
+            if own in out:
+                out[own] += float(node_ms.get(tn.node.id, 0.0))
+        return out
+
+
+# ------------------------------------------------------------------------------------------- allocation
+
+
+@dataclass
+class GroupInput:
+    """What the allocation needs of one row: ``id``, ``channels``, ``free`` (may be allocated), fixed ``ratio``
+    (overrides and exclusions; 0 keeps all), ``loss`` / ``gain`` curves on :data:`GRID_LEVELS`."""
+
+    id: str
+    channels: int
+    free: bool
+    ratio: float
+    loss: List[float]
+    gain: List[float]
+
+
+@dataclass
+class ChannelAllocation:
+    """``ratios``: ``{group id: effective ratio}`` (1 - kept/channels) of every group given; ``achieved``: the
+    value of the target's measure (ratio of channels removed, MACs reduction or speedup); ``reachable``: its
+    value with every free group at its cap; ``warnings``."""
+
+    ratios: Dict[str, float]
+    achieved: float
+    reachable: float
+    warnings: List[str] = field(default_factory=list)
+
+
+def _norm(curves: Dict[str, List[float]]) -> Dict[str, np.ndarray]:
+    tot = sum(max(c) if c else 0.0 for c in curves.values())
+    return {k: (np.asarray(c, dtype=np.float64) / tot if tot > 0 else np.zeros(len(c))) for k, c in curves.items()}
+
+
+def _options(channels: int, cap: float, round_to: int) -> List[int]:
+    """Candidate kept counts of a group, descending from ``channels``: the rounded counts of ratios 0, 0.025...
+    up to ``cap``, never fewer than ``(1 - cap)·channels``."""
+    floor = (1.0 - cap) * channels - 1e-9
+    out = {channels}
+    for r in np.arange(0.0, cap + 1e-9, RATIO_STEP):
+        k = round_kept(channels, min(float(r), 0.999), round_to)
+        if k >= floor:
+            out.add(k)
+    return sorted(out, reverse=True)
+
+
+def measure(model: ChannelTimeModel, target: str, kf: Dict[str, float], prunable_channels: int) -> float:
+    """The target's measure at kept fractions ``kf``: fraction of prunable channels removed (``sparsity``,
+    ``uniform``), MACs reduction (``macs``) or estimated speedup (``speedup``)."""
+    if target == "macs":
+        after = model.macs(kf)
+        return model.macs_total / after if after > 0 else math.inf
+    if target == "speedup":
+        return model.speedup(kf)
+    removed = sum(model.groups[g] * (1.0 - k) for g, k in kf.items())
+    return removed / prunable_channels if prunable_channels else 0.0
+
+
+def allocate_channels(model: ChannelTimeModel, rows: List[GroupInput], *, target: str, value: float,
+                      balance: float, cap: float) -> ChannelAllocation:
+    """Per-group ratios for ``target`` (:data:`TARGETS`) at ``value`` (R for ``uniform`` / ``sparsity``, X for
+    ``macs`` / ``speedup``); see the module docstring. Pure and deterministic."""
+    C = {r.id: r.channels for r in rows}
+    prunable_channels = sum(model.groups.values())
+    kept: Dict[str, int] = {}
+    for r in rows:
+        if not r.free and r.ratio > 0 and r.id in model.groups:
+            kept[r.id] = model.kept_count(r.id, r.ratio)
+    free = [r for r in rows if r.free and r.id in model.groups]
+
+    def kf_of(k: Dict[str, int]) -> Dict[str, float]:
+        return {g: v / C[g] for g, v in k.items() if v < C[g]}
+
+    warnings: List[str] = []
+    if target == "uniform":
+        for r in free:
+            kept[r.id] = model.kept_count(r.id, value)
+        kf = kf_of(kept)
+        ratios = {r.id: 1.0 - kept.get(r.id, r.channels) / r.channels for r in rows}
+        return ChannelAllocation(ratios, measure(model, "sparsity", kf, prunable_channels),
+                                 measure(model, "sparsity", kf, prunable_channels), warnings)
+
+    opts = {r.id: _options(r.channels, cap, model.round_to) for r in free}
+    cap_kept = dict(kept, **{g: o[-1] for g, o in opts.items()})
+    reachable = measure(model, target, kf_of(cap_kept), prunable_channels)
+    lossn = _norm({r.id: r.loss for r in free})
+    gainn = _norm({r.id: r.gain for r in free})
+
+    def cost(g: str, k: int) -> float:
+        ratio = 1.0 - k / C[g]
+        return float(balance * np.interp(ratio, GRID_LEVELS, lossn[g])
+                     - (1.0 - balance) * np.interp(ratio, GRID_LEVELS, gainn[g]))
+
+    # resource: what the target counts, as an amount that grows (channels, MACs or ms removed)
+    macs = np.array([tn.node.macs if tn.node.kind != "other" else 0.0 for tn in model.nodes])
+    kf = kf_of(kept)
+    f = model.fractions(kf)
+    t_now = np.array([tn.time(fi) for tn, fi in zip(model.nodes, f)])
+    macs_now = [float((macs * f).sum())]
+    if target == "sparsity":
+        need = value * prunable_channels - sum(C[g] - k for g, k in kept.items())
+    elif target == "macs":
+        need = model.macs_total * (1.0 - 1.0 / value) - (model.macs_total - model.macs(kf))
+    else:
+        dense = model.latency({})
+        need = dense * (1.0 - 1.0 / value) - (dense - model.latency(kf))
+
+    def delta(g: str, k: int) -> float:
+        """Resource gained by moving group g to kept count k (others as they are)."""
+        if target == "sparsity":
+            return float(kept.get(g, C[g]) - k)
+        trial = dict(kf)
+        trial[g] = k / C[g]
+        d_t = d_m = 0.0
+        for i in model.touching[g]:
+            fn = node_fraction(model.nodes[i].node, trial)
+            d_m += macs[i] * (f[i] - fn)
+            if target == "speedup":
+                d_t += t_now[i] - model.nodes[i].time(fn)
+        if target == "macs":
+            return d_m
+        if model.special:
+            d_t += model.special_time(macs_now[0] / model.matrix_macs) - \
+                model.special_time((macs_now[0] - d_m) / model.matrix_macs)
+        return model.a * d_t
+
+    neighbors = {g: {h for i in model.touching[g] for h in (set(model.nodes[i].node.inputs)
+                                                             | set(model.nodes[i].node.outputs)) if h in opts}
+                 for g in opts}
+    level = {g: 0 for g in opts}
+    best: Dict[str, Optional[tuple]] = {}
+
+    def best_move(g: str) -> Optional[tuple]:
+        cur = opts[g][level[g]]
+        c_cur = cost(g, cur)
+        out = None
+        for j in range(level[g] + 1, len(opts[g])):
+            k = opts[g][j]
+            d = delta(g, k)
+            if d <= 1e-12:
+                continue
+            score = (cost(g, k) - c_cur) / d
+            if out is None or score < out[0] - 1e-15:
+                out = (score, j, d)
+        return out
+
+    for g in opts:
+        best[g] = best_move(g)
+    gained = 0.0
+    while need - gained > 1e-9:
+        cands = [(m[0], g) for g, m in best.items() if m is not None]
+        if not cands:
+            break
+        _, g = min(cands)
+        score, j, d = best[g]
+        level[g] = j
+        kept[g] = opts[g][j]
+        kf = kf_of(kept)
+        for i in model.touching[g]:
+            f[i] = node_fraction(model.nodes[i].node, kf)
+            t_now[i] = model.nodes[i].time(f[i])
+        macs_now[0] = float((macs * f).sum())
+        gained += d
+        for h in neighbors[g] | {g}:
+            best[h] = best_move(h)
+    # the last moves may overshoot: give channels back (one level at a time, the largest cost saving first)
+    # while the target still holds
+    while need - gained <= 1e-9:
+        back = None
+        for g in opts:
+            if level[g] == 0:
+                continue
+            k = opts[g][level[g] - 1]
+            d = delta(g, k)  # negative: resource given back
+            if gained + d < need - 1e-9:
+                continue
+            saving = cost(g, opts[g][level[g]]) - cost(g, k)
+            if back is None or saving > back[0]:
+                back = (saving, g, d)
+        if back is None or back[0] <= 0:
+            break
+        _, g, d = back
+        level[g] -= 1
+        kept[g] = opts[g][level[g]]
+        kf = kf_of(kept)
+        for i in model.touching[g]:
+            f[i] = node_fraction(model.nodes[i].node, kf)
+            t_now[i] = model.nodes[i].time(f[i])
+        macs_now[0] = float((macs * f).sum())
+        gained += d
+    kf = kf_of(kept)
+    achieved = measure(model, target, kf, prunable_channels)
+    if need - gained > 1e-9:
+        label = {"sparsity": f"{value:.2f} of the channels", "macs": f"{value:.2f}x fewer MACs",
+                 "speedup": f"{value:.2f}x estimated speedup"}[target]
+        warnings.append(f"target {label} is not reachable with these caps, exclusions and overrides: the most is "
+                        f"{reachable:.3g}; every free group is at its cap")
+    ratios = {r.id: 1.0 - kept.get(r.id, r.channels) / r.channels for r in rows}
+    return ChannelAllocation(ratios, achieved, reachable, warnings)
+
+
+def loss_at(curve: List[float], ratio: float) -> float:
+    """A row's loss curve (on :data:`GRID_LEVELS`) at ``ratio``."""
+    return float(np.interp(float(ratio), GRID_LEVELS, curve)) if curve else 0.0
+
+
+__all__ = ["TARGETS", "KIND_TEXT", "TimedNode", "ChannelTimeModel", "GroupInput", "ChannelAllocation",
+           "allocate_channels", "measure", "loss_at"]

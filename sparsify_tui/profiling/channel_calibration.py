@@ -1,0 +1,334 @@
+"""Channel calibration: the channel time model measured on this server (DESIGN.md, Optimization).
+
+Speedups from channel pruning are not MACs-proportional (calibration.md: 1.7-2.4x for 2.1x fewer MACs on one CPU,
+1.35x on a GPU), so a channel optimization estimates its time from measurements on the target:
+
+1. **Thin** the model uniformly at a few ratios (default 0.25, 0.5 and 0.7; kept counts rounded to this CPU's
+   ``round_to``) with :func:`sparsify_tui.engine.thinning.thin_model`.
+2. **Latency**: the dense and thinned models timed *unprofiled*, interleaved in ``rounds`` rounds (a fresh session
+   per model per round, order alternating, one live session at a time), median ms per batch each.
+3. **Per node**: one profiled pass per model, attributed to the original nodes exactly as a perf profile is
+   (:func:`sparsify_tui.profiling.attribution.attribute`; thinning keeps node names). Each node's work fraction
+   ``f`` at a ratio comes from the node tables of the two files: a Conv/Gemm/MatMul's MACs after / before, any
+   other node's output elements after / before; rows onnxruntime adds (layout conversions) use the model's
+   Conv/Gemm/MatMul MACs fraction.
+4. **Scale** each model's node times to its own unprofiled latency (``ms · median / Σ profiled ms``): the
+   profiled pass gives the *shares* (profiling adds time per kernel, and a busy machine shifts one pass), the
+   unprofiled runs the total, so the node times of each point add up to its measured latency, framework time
+   between kernels included. The latencies come from the interleaved rounds as ``L_r = L_0 / median over rounds of
+   (dense / thinned in the same round)``, each round's time its 25th percentile (other processes only add time),
+   so machine drift and a busy neighbour cancel.
+5. **Per node**, its measured points ``(f, t)``, interpolated piecewise-linearly
+   between them and continued below the smallest measured ``f`` along the line ``t0·(c0 + c1·f)`` fitted by least
+   squares (``c0, c1 >= 0``; a node whose work does not change keeps its mean time). So the model reproduces the
+   measured latency of every calibrated ratio, and a config between them interpolates each node on its own
+   measurements. This gives :class:`sparsify_tui.optimization.channel_model.ChannelTimeModel` its ``calibrated``
+   kind with ``latency = Σ t`` (``a = 1``, ``g = 0``).
+
+The result is stored with the perf profile (``services.profiles.store_channel_calibration``) with its cost in
+seconds; ``fit_rel_error`` is the mean relative error of the fitted latency at the measured points.
+"""
+
+from __future__ import annotations
+
+import shutil
+import statistics
+import tempfile
+import time
+from dataclasses import asdict, dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Optional, Sequence
+
+import numpy as np
+
+from sparsify_tui.errors import SparsifyError
+from sparsify_tui.progress import maybe_check
+
+DEFAULT_RATIOS = (0.25, 0.5, 0.7)
+"""Uniform ratios measured by default (the dense model is always measured too): up to the default per-group cap
+(0.7), so an allocation interpolates each node between measured points rather than extrapolating."""
+DEFAULT_ROUNDS = 7
+"""Interleaved timing rounds (a fresh session per model per round)."""
+MIN_RUNS_PER_ROUND = 10
+"""Timed runs per model and round, at least."""
+
+
+@dataclass
+class ChannelCalibration:
+    """A channel calibration (module docstring). ``points``: per measured ratio (0 = dense) ``{ratio,
+    median_ms, speedup, macs, kernel_total_ms, node_ms: {node id: ms}, special_ms}``; ``nodes``: ``{node id:
+    {t0, c0, c1}}``; ``special``: ``[{id, t0, c0, c1}]``; ``latency``: ``{a, g_ms}``; ``seconds``: what it cost."""
+
+    ratios: list
+    round_to: int
+    batch_size: int
+    core_count: int
+    points: list
+    nodes: dict
+    special: list
+    latency: dict
+    fit_rel_error: float
+    seconds: float
+    created: str
+    engine: str = ""
+    rounds: int = 3
+    iterations: int = 30
+    warmup: int = 5
+    dims: dict = field(default_factory=dict)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def fit_node(f: Sequence[float], t: Sequence[float]) -> tuple:
+    """``(t0, c0, c1)`` of ``t = t0·(c0 + c1·f)`` from points (``f[0] = 1``, the dense model): least squares on
+    ``y = t/t0`` with ``c0, c1 >= 0``; when the fractions barely change (range < 0.05) or the dense time is 0,
+    the mean time (``c1 = 0``)."""
+    f = np.asarray(f, dtype=np.float64)
+    t = np.asarray(t, dtype=np.float64)
+    t0 = float(t[0])
+    if t0 <= 1e-6:
+        m = float(t.mean())
+        return (m, 1.0, 0.0) if m > 0 else (0.0, 0.0, 1.0)
+    y = t / t0
+    if float(f.max() - f.min()) < 0.05:
+        return t0, float(y.mean()), 0.0
+    A = np.stack([np.ones_like(f), f], axis=1)
+    (c0, c1), *_ = np.linalg.lstsq(A, y, rcond=None)
+    if c1 < 0:
+        return t0, float(y.mean()), 0.0
+    if c0 < 0:  # through the origin
+        return t0, 0.0, float((f * y).sum() / (f * f).sum())
+    return t0, float(c0), float(c1)
+
+
+def monotone_points(f: Sequence[float], t: Sequence[float]) -> list:
+    """``[[f, t], ...]`` sorted by ``f`` ascending, points with the same ``f`` averaged. The measured times are kept
+    as they are (no monotone fix: taking the larger of two noisy times biases every node upward), so the nodes
+    of each calibrated model add up to its measured latency."""
+    pts: dict = {}
+    for x, y in zip(f, t):
+        key = round(float(x), 9)
+        pts.setdefault(key, []).append(float(y))
+    return [[x, float(np.mean(ys))] for x, ys in sorted(pts.items())]
+
+
+def node_time(c: dict, f: float) -> float:
+    """Time of a calibrated node (``{"t0", "c0", "c1", "pts"}``) at work fraction ``f``: piecewise-linear through
+    its points, below the smallest one along ``t0·(c0 + c1·f)`` shifted to meet it (never below 0)."""
+    pts = c.get("pts")
+    if not pts:
+        return float(c["t0"]) * (float(c["c0"]) + float(c["c1"]) * float(f))
+    xs = [p[0] for p in pts]
+    ys = [p[1] for p in pts]
+    if f >= xs[0] or len(xs) == 1 and f >= xs[0]:
+        return float(np.interp(f, xs, ys))
+    slope = float(c["t0"]) * float(c["c1"])
+    return max(0.0, ys[0] - slope * (xs[0] - f))
+
+
+def fit_latency(sums: Sequence[float], medians: Sequence[float]) -> tuple:
+    """``(a, g)`` of ``median = a·sum + g`` (least squares, ``g >= 0``, ``a > 0``)."""
+    s = np.asarray(sums, dtype=np.float64)
+    m = np.asarray(medians, dtype=np.float64)
+    if len(s) >= 2 and float(s.max() - s.min()) > 1e-9:
+        A = np.stack([s, np.ones_like(s)], axis=1)
+        (a, g), *_ = np.linalg.lstsq(A, m, rcond=None)
+        if a > 0 and g >= 0:
+            return float(a), float(g)
+    a = float((s * m).sum() / (s * s).sum()) if float((s * s).sum()) > 0 else 1.0
+    return max(a, 1e-9), 0.0
+
+
+def _node_fraction(n0, n1, matrix: bool) -> Optional[float]:
+    """Work fraction of one node between the dense (``n0``) and thinned (``n1``) node tables."""
+    if matrix:
+        return (n1.macs / n0.macs) if n0.macs else None
+    s0 = n0.output_shapes[0] if n0.output_shapes else None
+    s1 = n1.output_shapes[0] if n1.output_shapes else None
+    if not s0 or not s1:
+        return None
+    e0, e1 = float(np.prod(s0)), float(np.prod(s1))
+    return e1 / e0 if e0 else None
+
+
+def calibrate_channels(model_path, *, ratios: Sequence[float] = DEFAULT_RATIOS, batch_size: int = 1,
+                       core_count: Optional[int] = None, dims: Optional[dict] = None, data=None, warmup: int = 5,
+                       iterations: int = 30, rounds: int = DEFAULT_ROUNDS, round_to: Optional[int] = None, engine=None,
+                       progress=None, cancel=None) -> ChannelCalibration:
+    """Measure the channel time model of the model at ``model_path`` (module docstring).
+
+    ``ratios``: uniform fractions of channels removed (each in (0, 1)); ``batch_size``, ``core_count``, ``dims``,
+    ``data``, ``warmup``, ``iterations`` as a perf profile takes them (``iterations`` timed runs per model, split
+    over ``rounds`` interleaved rounds; the profiled pass runs ``iterations // 3`` (3..20) times). Raises
+    ``SparsifyError`` for bad ratios or a model without prunable channel groups, ``ModelError`` /
+    ``DimensionError`` / ``SampleDataError`` as a perf profile does, ``JobCanceled``."""
+    from sparsify_tui import settings
+    from sparsify_tui.analysis import inputs as ainputs
+    from sparsify_tui.analysis.channels import MATRIX_OPS, default_round_to
+    from sparsify_tui.analysis.nodes import analyze_model
+    from sparsify_tui.engine import get_engine
+    from sparsify_tui.engine.thinning import thin_model
+    from sparsify_tui.engine.timing import time_runs
+    from sparsify_tui.engine.weights import runnable_path
+    from sparsify_tui.profiling import attribution as attr
+    from sparsify_tui.profiling.perf import profiled_runs_for
+
+    t_start = time.perf_counter()
+    prog = progress or (lambda s, f: None)
+    ratios = sorted({round(float(r), 6) for r in ratios})
+    if not ratios or ratios[0] <= 0 or ratios[-1] >= 1:
+        raise SparsifyError(f"calibration ratios must be fractions of channels in (0, 1), got {list(ratios)}: "
+                            "e.g. 0.25,0.5")
+    engine = get_engine(engine)
+    cores = settings.core_count(core_count)
+    batch_size = settings.batch_size(batch_size)
+    warmup, iterations = settings.warmup(warmup), settings.iterations(iterations)
+    rounds = max(1, int(rounds))
+    round_to = default_round_to() if round_to is None else int(round_to)
+    dims = dict(dims or {})
+    src = Path(model_path)
+    specs = ainputs.input_specs(str(src), batch_size=batch_size, dims=dims)
+    feeds = ainputs.load_sample_data(str(data), specs, batch_size) if data else \
+        [ainputs.synthetic_inputs(specs, seed=0, values=dims)]
+    tmp = Path(tempfile.mkdtemp(prefix="sparsify-chcal-"))
+    try:
+        dense = analyze_model(str(src), batch_size=batch_size, dims=dims, include_system=False, count_zeros=False,
+                              engine=engine)
+        paths = [runnable_path(src, int(dense.ir_version), tmp)]
+        tables = [dense]
+        for k, r in enumerate(ratios):
+            prog(f"thinning at {r:g}", 0.05 * k / len(ratios))
+            out = tmp / f"thinned_{k}.onnx"
+            res = thin_model(src, out, ratio=r, round_to=round_to, batch_size=batch_size, dims=dims, check=False,
+                             engine=engine, cancel=cancel)
+            if not any(g.kept < g.channels for g in res.groups):
+                raise SparsifyError(f"{src.name} has no prunable channel group that ratio {r:g} thins: nothing to "
+                                    "calibrate (see `sparsify-tui analyze MODEL --channel-groups`)")
+            paths.append(str(out))
+            tables.append(analyze_model(str(out), batch_size=batch_size, dims=dims, include_system=False,
+                                        count_zeros=False, engine=engine))
+        maybe_check(cancel)
+        # unprofiled latency, interleaved
+        times: list = [[] for _ in paths]
+        per_round = max(MIN_RUNS_PER_ROUND, iterations // rounds)
+        total = rounds * len(paths)
+        done = 0
+        for rnd in range(rounds):
+            order = list(range(len(paths))) if rnd % 2 == 0 else list(reversed(range(len(paths))))
+            for m in order:
+                maybe_check(cancel)
+                session = engine.open_session(paths[m], cores)
+                try:
+                    times[m].extend(time_runs(session, feeds, warmup=warmup, iterations=per_round, cancel=cancel))
+                finally:
+                    session.close()
+                    del session
+                done += 1
+                prog("timing (interleaved)", 0.1 + 0.45 * done / total)
+        # latency of each model: the dense median, and each thinned one from its per-round ratios to the dense
+        # per round the 25th percentile: other processes only ever add time, so the fast part of a round is the
+        # least disturbed (the median of a round a neighbour's job shares is that job's as much as ours)
+        per_round_med = [[float(np.percentile(t[i * per_round:(i + 1) * per_round], 25)) for i in range(rounds)]
+                         for t in times]
+        dense_ms = statistics.median(times[0])
+        medians = [dense_ms] + [dense_ms / statistics.median([d / x for d, x in zip(per_round_med[0], per_round_med[m])])
+                                for m in range(1, len(paths))]
+        # one profiled pass per model, attributed like a perf profile
+        passes = []
+        for m, path in enumerate(paths):
+            maybe_check(cancel)
+            prog("profiled passes", 0.55 + 0.4 * m / len(paths))
+            pp = engine.profile(path, feeds, cores, runs=profiled_runs_for(iterations), workdir=tmp, tag=f"cal{m}",
+                                cancel=cancel)
+            main = [n for n in tables[m].nodes if not n.graph]
+            passes.append(attr.attribute(main, pp.nodes, pp.kernels.ms, optimized_initializers=pp.initializers,
+                                         kernel_op_types=pp.kernels.op_type))
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    prog("fitting", 0.97)
+    by_id = [{n.id: n for n in t.nodes if not n.graph} for t in tables]
+    # node times in latency ms: each pass scaled to its model's unprofiled latency
+    scales = [medians[m] / p.total_ms if p.total_ms > 0 else 1.0 for m, p in enumerate(passes)]
+    node_lat = [{k: float(v) * scales[m] for k, v in p.node_ms.items()} for m, p in enumerate(passes)]
+    special_lat = [{k: float(v) * scales[m] for k, v in p.special_ms.items()} for m, p in enumerate(passes)]
+    matrix0 = sum(n.macs for n in by_id[0].values() if n.op_type in MATRIX_OPS) or 1
+    macs_frac = [sum(n.macs for n in b.values() if n.op_type in MATRIX_OPS) / matrix0 for b in by_id]
+    nodes: dict = {}
+    modeled = np.zeros(len(paths))
+    for nid, n0 in by_id[0].items():
+        fs, ts = [1.0], [node_lat[0].get(nid, 0.0)]
+        for m in range(1, len(paths)):
+            n1 = by_id[m].get(nid)
+            fr = _node_fraction(n0, n1, n0.op_type in MATRIX_OPS and n0.prunable) if n1 is not None else None
+            if fr is None:
+                continue
+            fs.append(fr)
+            ts.append(node_lat[m].get(nid, 0.0))
+        t0, c0, c1 = fit_node(fs, ts)
+        nodes[nid] = {"t0": t0, "c0": c0, "c1": c1, "pts": monotone_points(fs, ts)}
+    special = []
+    for row in sorted(set().union(*(p.special_ms for p in passes))):
+        ts = [sl.get(row, 0.0) for sl in special_lat]
+        t0, c0, c1 = fit_node(macs_frac, ts)
+        special.append({"id": row, "t0": t0, "c0": c0, "c1": c1, "pts": monotone_points(macs_frac, ts)})
+    a, g = 1.0, 0.0  # node times are latency ms already
+    # the fitted node sums at the measured points, for the error figure
+    for m in range(len(paths)):
+        tot = 0.0
+        for nid, n0 in by_id[0].items():
+            c = nodes[nid]
+            n1 = by_id[m].get(nid)
+            fr = 1.0 if m == 0 else (_node_fraction(n0, n1, n0.op_type in MATRIX_OPS and n0.prunable)
+                                     if n1 is not None else 1.0)
+            tot += node_time(c, fr if fr is not None else 1.0)
+        tot += sum(node_time(s, macs_frac[m]) for s in special)
+        modeled[m] = a * tot + g
+    err = float(np.mean(np.abs(modeled - np.asarray(medians)) / np.asarray(medians)))
+    points = []
+    for m, r in enumerate([0.0] + ratios):
+        points.append({"ratio": r, "median_ms": medians[m], "speedup": medians[0] / medians[m] if medians[m] else None,
+                       "macs": int(tables[m].totals.get("macs") or 0), "kernel_total_ms": passes[m].total_ms,
+                       "modeled_ms": float(modeled[m]), "round_medians_ms": per_round_med[m],
+                       "node_ms": {k: float(v) for k, v in passes[m].node_ms.items()},
+                       "special_ms": {k: float(v) for k, v in passes[m].special_ms.items()}})
+    prog("done", 1.0)
+    return ChannelCalibration(
+        ratios=ratios, round_to=round_to, batch_size=batch_size, core_count=cores, points=points, nodes=nodes,
+        special=special, latency={"a": a, "g_ms": g}, fit_rel_error=err, seconds=time.perf_counter() - t_start,
+        created=datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"), engine=f"{engine.name} {engine.version}",
+        rounds=rounds, iterations=iterations, warmup=warmup, dims=dims)
+
+
+def profile_node_ms(model_path, *, batch_size: int = 1, core_count: Optional[int] = None, dims: Optional[dict] = None,
+                    data=None, runs: int = 10, engine=None, cancel=None) -> dict:
+    """One profiled pass of the model at ``model_path``, attributed to its nodes as a perf profile is: ``{"node_ms":
+    {node id: ms per batch}, "special_ms": {row: ms}, "kernel_total_ms"}`` (profiled units: share, not latency).
+    Used to put measured per-group times next to a channel optimization's estimates once it is benchmarked."""
+    from sparsify_tui import settings
+    from sparsify_tui.analysis import inputs as ainputs
+    from sparsify_tui.analysis.nodes import analyze_model
+    from sparsify_tui.engine import get_engine
+    from sparsify_tui.engine.weights import runnable_path
+    from sparsify_tui.profiling import attribution as attr
+
+    engine = get_engine(engine)
+    cores = settings.core_count(core_count)
+    dims = dict(dims or {})
+    src = Path(model_path)
+    specs = ainputs.input_specs(str(src), batch_size=batch_size, dims=dims)
+    feeds = ainputs.load_sample_data(str(data), specs, batch_size) if data else \
+        [ainputs.synthetic_inputs(specs, seed=0, values=dims)]
+    table = analyze_model(str(src), batch_size=batch_size, dims=dims, include_system=False, count_zeros=False,
+                          engine=engine)
+    tmp = Path(tempfile.mkdtemp(prefix="sparsify-nodes-"))
+    try:
+        path = runnable_path(src, int(table.ir_version), tmp)
+        pp = engine.profile(path, feeds, cores, runs=max(1, int(runs)), workdir=tmp, tag="nodes", cancel=cancel)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    a = attr.attribute([n for n in table.nodes if not n.graph], pp.nodes, pp.kernels.ms,
+                       optimized_initializers=pp.initializers, kernel_op_types=pp.kernels.op_type)
+    return {"node_ms": {k: float(v) for k, v in a.node_ms.items()},
+            "special_ms": {k: float(v) for k, v in a.special_ms.items()}, "kernel_total_ms": float(a.total_ms)}

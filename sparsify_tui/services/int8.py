@@ -1,0 +1,108 @@
+"""Accuracy-controlled INT8 optimizations of a project: build the optimization from the project's profiles, run
+the INT8 search (:func:`sparsify_tui.optimization.int8_search.search_int8`) on the model as apply will write it,
+store the optimization with the exclusions the search chose and its trial table. Nothing is stored when the
+search fails (``quantize_static`` error, bad data or labels) or is canceled."""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+from typing import Any, Dict, Optional
+
+from sparsify_tui import settings
+from sparsify_tui.errors import ProjectError
+from sparsify_tui.progress import CancelToken, ProgressFn
+from sparsify_tui.services import profiles
+from sparsify_tui.services.optimizations import TABLE
+
+
+def int8_settings(project: Dict[str, Any], args: Dict[str, Any]) -> Dict[str, Any]:
+    """Validated arguments of an INT8 search job (defaults from the project's setup and
+    :mod:`sparsify_tui.settings`): ``name, perf, loss, sparsity, balance, max_drop, metric, data, labels,
+    calibration, calibration_size, dims, core_count``. Raises ``SparsifyError`` (one line)."""
+    setup = project.get("setup") or {}
+    name = str(args.get("name") or "").strip()
+    if not name:
+        raise ProjectError("an optimization needs a name: pass --name NAME")
+    dims = dict(setup.get("dims") or {})
+    dims.update(args.get("dims") or {})
+    sp = args.get("sparsity")
+    cores = args.get("core_count")
+    if cores is None:
+        cores = min(int(setup.get("core_count") or settings.available_cores()), settings.available_cores())
+    return {
+        "name": name,
+        "perf": args.get("perf"),
+        "loss": args.get("loss"),
+        "sparsity": 0.0 if sp is None else float(sp),
+        "balance": 0.5 if args.get("balance") is None else float(args["balance"]),
+        "max_drop": settings.max_drop(args.get("max_drop")),
+        "metric": settings.metric(args.get("metric")),
+        "data": args.get("data") or setup.get("data") or None,
+        "labels": args.get("labels") or None,
+        "calibration": settings.calibration_method(args.get("calibration")),
+        "calibration_size": settings.calibration_size(args.get("calibration_size")),
+        "dims": dims,
+        "core_count": settings.core_count(cores),
+    }
+
+
+def check_name_free(ws, project_id: str, name: str) -> None:
+    """Raise ``ProjectError`` when the project already has an optimization ``name``."""
+    project = ws.get_project(project_id)
+    if any(r.get("name") == name for r in ws.list_records(project["id"], TABLE)):
+        raise ProjectError(f"optimization {name!r} already exists in project {project['name']!r}: "
+                           f"choose another name")
+
+
+def search_int8_optimization(ws, project_id: str, args: Dict[str, Any], *, progress: Optional[ProgressFn] = None,
+                             cancel: Optional[CancelToken] = None) -> Dict[str, Any]:
+    """Create the optimization ``args["name"]`` with INT8 chosen by the accuracy-controlled search; returns the
+    stored record. ``args``: see :func:`int8_settings`. The search runs on the model apply would write before
+    quantizing (pruned when ``sparsity`` > 0) and compares with the project's FP32 model."""
+    from sparsify_tui.optimization import core
+    from sparsify_tui.optimization.apply import apply_optimization
+    from sparsify_tui.optimization.int8_search import excluded_nodes, search_int8
+    from sparsify_tui.optimization.record import Settings
+
+    s = int8_settings(ws.get_project(project_id), args)
+    project = ws.get_project(project_id)
+    pid = project["id"]
+    check_name_free(ws, pid, s["name"])
+    prog = progress or (lambda step, frac: None)
+    perf_prof, perf_ref, perf_name = profiles.resolve_perf_profile(ws, pid, s["perf"])
+    loss_prof, loss_ref, loss_name = profiles.resolve_loss_profile(ws, pid, s["loss"])
+    st = Settings(sparsity=s["sparsity"], balance=s["balance"]).with_changes()
+    rec = core.build_optimization(s["name"], ws.analysis_of(pid), perf_prof, loss_prof,
+                                  training=project.get("training"), sparsity=st.sparsity, balance=st.balance,
+                                  quantize=True, perf_ref=perf_ref, perf_name=perf_name, loss_ref=loss_ref,
+                                  loss_name=loss_name, settings=st,
+                                  model_file=(project.get("model") or {}).get("file", ""))
+    model = ws.model_path(pid)
+    sparsities = core.layer_sparsities(rec)
+    with tempfile.TemporaryDirectory(prefix="sparsify-int8-") as tmp:
+        candidate = model
+        share = 0.0
+        if sparsities:
+            share = 0.1
+            prog("pruning (the search quantizes the model apply writes)", 0.0)
+            candidate = apply_optimization(model, sparsities, quantize=False, measure_outputs=False,
+                                           structure=st.structure, out_path=Path(tmp) / "pruned.onnx",
+                                           cancel=cancel).out_path
+
+        def sprog(step, frac):
+            prog(step, share + (1 - share) * frac)
+
+        search = search_int8(candidate, reference_path=model, max_drop=s["max_drop"], metric=s["metric"],
+                             data=s["data"], labels_key=s["labels"], dims=s["dims"],
+                             calibration_method=s["calibration"], calibration_size=s["calibration_size"],
+                             loss_profile=loss_prof, core_count=s["core_count"], progress=sprog, cancel=cancel)
+    q = rec.quantization
+    q.search = search
+    q.calibration_method = s["calibration"]
+    chosen = search.chosen_trial
+    q.enabled = chosen is not None
+    q.excluded = excluded_nodes(search.groups, chosen.groups) if chosen is not None else []
+    rec = core.evaluate(rec)
+    rec.warnings = list(search.warnings) + rec.warnings
+    return ws.add_record(pid, TABLE, rec.to_dict())

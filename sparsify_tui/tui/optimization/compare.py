@@ -1,0 +1,247 @@
+"""Optimizations side by side: `C` in the Optimization section.
+
+:class:`OptimizationCompareScreen` lists the project's optimizations with checkboxes (the highlighted one and the
+one it was copied from are checked first) and shows :func:`sparsify_tui.services.compare.compare_optimizations`
+for the checked ones (the same call as ``sparsify-tui compare PROJECT --optimizations A,B``):
+
+* **Settings**: settings and estimates, one column per optimization, ``*`` where they differ;
+* **Layers**: per-layer sparsity (``*`` marks an override) and a structure's own row fields (kept channels...), the
+  layers that differ first;
+* **Measured**: the applied model's output difference and size, and the benchmark runs of each.
+
+Keys: `space`/`enter` in the list checks an optimization, `p` goes back to the list, `e` Settings & estimates,
+`y` Layers, `u` Measured, `escape` back.
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+from textual import on
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.screen import ModalScreen
+from textual.widgets import Footer, SelectionList, Static, TabbedContent, TabPane
+
+from sparsify_tui.tui import messages
+from sparsify_tui.tui.optimization.messages import OptimizationsCompared, OptimizationsListed
+from sparsify_tui.tui.widgets.tables import Column, FilterableTable
+from sparsify_tui.tui.workers import app_work, post_result
+
+TABLE = "optimizations"
+
+
+def value_text(v, unit: str = "") -> str:
+    """A compared value as text: ``2.50×`` for factors, 4 significant digits, yes/no, ``-`` for None."""
+    if v is None:
+        return "-"
+    if isinstance(v, bool):
+        return "yes" if v else "no"
+    if isinstance(v, float):
+        return f"{v:.2f}×" if unit == "x" else f"{v:.4g}"
+    return str(v)
+
+
+def settings_rows(cmp) -> list[dict]:
+    """Rows of the Settings & estimates table: one per setting and estimate, values in ``v0``, ``v1``…"""
+    rows = []
+    for kind, items in (("setting", cmp.settings), ("est.", cmp.estimates)):
+        for r in items:
+            row = {"_key": f"{kind}:{r.key}", "diff": "*" if r.differs else "", "kind": kind, "label": r.label}
+            row.update({f"v{i}": value_text(v, r.unit) for i, v in enumerate(r.values)})
+            rows.append(row)
+    return rows
+
+
+def layer_rows(cmp) -> list[dict]:
+    """Rows of the Layers table (layers that differ first, then graph order): sparsity per optimization."""
+    rows = []
+    for i, r in enumerate(sorted(cmp.layers, key=lambda r: not r.differs)):
+        row = {"_key": r.weight_name, "diff": "*" if r.differs else "", "weight_name": r.weight_name,
+               "op_type": r.op_type or ""}
+        row.update({f"v{k}": "-" if s is None else f"{s:.3f}" + (" *" if o else "")
+                    for k, (s, o) in enumerate(zip(r.sparsity, r.overridden))})
+        # a structure's own row fields (kept channels...), one value per optimization
+        row["extra"] = "  ".join(f"{k}: {' / '.join(value_text(v) for v in vals)}" for k, vals in r.extra.items())
+        rows.append(row)
+    return rows
+
+
+def measured_text(cmp) -> str:
+    """The Measured tab: per optimization, the applied model's output difference and size, and benchmark runs."""
+    lines = []
+    for name, m in zip(cmp.names, cmp.measured):
+        a = m.get("applied")
+        lines.append(f"[b]{name}[/b]")
+        if a:
+            d = a.get("output_diff") or {}
+            stale = " [yellow](stale: settings changed since)[/yellow]" if a.get("stale") else ""
+            lines.append(f"  applied{stale}: {a.get('file_size_bytes') or '?'} bytes · output NMSE "
+                         f"{value_text(d.get('nmse'))} · max |diff| {value_text(d.get('max_abs'))} · top-1 agreement "
+                         f"{value_text(d.get('top1_agreement'))}")
+        else:
+            lines.append("  not applied (a in Benchmarks, 5)")
+        for b in m.get("benchmarks") or []:
+            lines.append(f"  {b['benchmark']}: b{b['batch_size']} · {b['core_count']} cores · "
+                         f"{b['median_ms']:.3f} ms · {b['items_per_second']:.1f} items/s · "
+                         f"{b['speedup']:.2f}× (measured)")
+        if not m.get("benchmarks"):
+            lines.append("  no benchmark yet")
+    lines += [f"[dim]note: {n}[/dim]" for n in cmp.notes]
+    return "\n".join(lines)
+
+
+def initial_ids(records: list[dict], current: Optional[str]) -> list[str]:
+    """The optimizations checked when the screen opens: the current one and the one it was copied from (else the
+    one before it in the list)."""
+    ids = [r["id"] for r in records]
+    if current not in ids:
+        return ids[-2:]
+    rec = next(r for r in records if r["id"] == current)
+    other = rec.get("copied_from")
+    if other not in ids or other == current:
+        i = ids.index(current)
+        other = ids[i - 1] if i > 0 else (ids[1] if len(ids) > 1 else None)
+    return [current] + ([other] if other else [])
+
+
+class OptimizationCompareScreen(ModalScreen[None]):
+    """Two or more optimizations side by side (module docstring)."""
+
+    DEFAULT_CSS = """
+    OptimizationCompareScreen { background: $background; }
+    OptimizationCompareScreen > Vertical { width: 100%; height: 100%; }
+    OptimizationCompareScreen #ocmp-title { height: 1; padding: 0 1; text-style: bold; background: $panel; }
+    OptimizationCompareScreen #ocmp-left { width: 20; border-right: solid $primary-darken-2; }
+    OptimizationCompareScreen #ocmp-list { height: 1fr; border: none; }
+    OptimizationCompareScreen .hint { color: $text-muted; height: auto; padding: 0 1; }
+    OptimizationCompareScreen TabbedContent { height: 1fr; width: 1fr; }
+    OptimizationCompareScreen TabPane { padding: 0; }
+    OptimizationCompareScreen FilterableTable { height: 1fr; }
+    OptimizationCompareScreen #ocmp-measured { padding: 0 1; height: auto; }
+    """
+
+    BINDINGS = [
+        Binding("escape", "close", "Close", id="optcompare.close", tooltip="Back to the Optimization section"),
+        Binding("e", "tab('settings')", "Settings", id="optcompare.tab_settings",
+                tooltip="Settings and estimates side by side"),
+        Binding("y", "tab('layers')", "Layers", id="optcompare.tab_layers", tooltip="Per-layer sparsity side by side"),
+        Binding("u", "tab('measured')", "Measured", id="optcompare.tab_measured",
+                tooltip="Applied output difference and benchmark runs"),
+        Binding("p", "focus_list", "Pick", id="optcompare.list", tooltip="Choose the optimizations to compare"),
+    ]
+
+    def __init__(self, project_id: str, current: Optional[str] = None) -> None:
+        super().__init__()
+        self.project_id = project_id
+        self.current = current
+        self.records: list[dict] = []
+        self.comparison = None
+        self._columns: tuple = ()
+
+    def compose(self) -> ComposeResult:
+        with Vertical():
+            yield Static("Compare optimizations  [dim](escape: back)[/dim]", id="ocmp-title")
+            with Horizontal():
+                with Vertical(id="ocmp-left"):
+                    yield SelectionList[str](id="ocmp-list")
+                    yield Static("space: check", classes="hint")
+                with TabbedContent(initial="settings"):
+                    with TabPane("Settings (e)", id="settings"):
+                        yield Static("Loading…", id="ocmp-status", classes="hint")
+                        yield Vertical(id="ocmp-settings-box")
+                    with TabPane("Layers (y)", id="layers"):
+                        yield Vertical(id="ocmp-layers-box")
+                    with TabPane("Measured (u)", id="measured"):
+                        with VerticalScroll():
+                            yield Static("", id="ocmp-measured")
+            yield Footer()
+
+    def on_mount(self) -> None:
+        self._list()
+
+    @app_work(group="opt-compare-list", description="list optimizations")
+    def _list(self) -> None:
+        post_result(self, OptimizationsListed(self.app.workspace.list_records(self.project_id, TABLE)))
+
+    @on(OptimizationsListed)
+    def _listed(self, message: OptimizationsListed) -> None:
+        self.records = sorted(message.records, key=lambda r: str(r.get("created") or ""))
+        checked = initial_ids(self.records, self.current)
+        sl = self.query_one("#ocmp-list", SelectionList)
+        sl.clear_options()
+        sl.add_options([(r.get("name") or r["id"], r["id"], r["id"] in checked) for r in self.records])
+        sl.focus()
+        self._compare_checked()
+
+    @on(SelectionList.SelectedChanged, "#ocmp-list")
+    def _checked_changed(self) -> None:
+        self._compare_checked()
+
+    def checked(self) -> list[str]:
+        """The checked optimization ids, in list order."""
+        selected = set(self.query_one("#ocmp-list", SelectionList).selected)
+        return [r["id"] for r in self.records if r["id"] in selected]
+
+    def _compare_checked(self) -> None:
+        ids = self.checked()
+        if len(ids) < 2:
+            self.query_one("#ocmp-status", Static).update("Check two or more optimizations (space).")
+            return
+        self.query_one("#ocmp-status", Static).update("Comparing…")
+        self._compare(tuple(ids))
+
+    @app_work(group="opt-compare", description="compare optimizations")
+    def _compare(self, ids: tuple) -> None:
+        from sparsify_tui.services.compare import compare_optimizations
+
+        post_result(self, OptimizationsCompared(compare_optimizations(self.app.workspace, self.project_id, ids), ids))
+
+    @on(OptimizationsCompared)
+    def _compared(self, message: OptimizationsCompared) -> None:
+        if message.ids != tuple(self.checked()):
+            return
+        self.show_comparison(message.comparison)
+
+    @on(messages.WorkFailed)
+    def _failed(self) -> None:
+        self.query_one("#ocmp-status", Static).update("Could not compare these optimizations.")
+
+    def show_comparison(self, cmp) -> None:
+        self.comparison = cmp
+        names = tuple(cmp.names)
+        if (names, any(r.extra for r in cmp.layers)) != self._columns:
+            self._columns = (names, any(r.extra for r in cmp.layers))
+            value_cols = [Column(f"v{i}", n, numeric=True) for i, n in enumerate(names)]
+            for box, table_id, cols in (
+                ("#ocmp-settings-box", "ocmp-settings",
+                 [Column("diff", "≠"), Column("kind", "Kind", filter=True), Column("label", "Setting", filter=True)]),
+                ("#ocmp-layers-box", "ocmp-layers",
+                 [Column("diff", "≠"), Column("weight_name", "Weight", filter=True),
+                  Column("op_type", "Op", filter=True)]),
+            ):
+                extra = [Column("extra", "Other", filter=True)] if table_id == "ocmp-layers" and any(
+                    r.extra for r in cmp.layers) else []
+                container = self.query_one(box)
+                container.remove_children()
+                container.mount(FilterableTable(cols + value_cols + extra, id=table_id))
+        self.call_after_refresh(self._fill, cmp)
+
+    def _fill(self, cmp) -> None:
+        n_diff = sum(r.differs for r in cmp.settings + cmp.estimates)
+        n_layers = sum(r.differs for r in cmp.layers)
+        self.query_one("#ocmp-status", Static).update(
+            f"{' vs '.join(cmp.names)} · {n_diff} settings/estimates and {n_layers} layers differ (*)")
+        self.query_one("#ocmp-settings", FilterableTable).set_rows(settings_rows(cmp))
+        self.query_one("#ocmp-layers", FilterableTable).set_rows(layer_rows(cmp))
+        self.query_one("#ocmp-measured", Static).update(measured_text(cmp))
+
+    def action_close(self) -> None:
+        self.dismiss(None)
+
+    def action_tab(self, tab: str) -> None:
+        self.query_one(TabbedContent).active = tab
+
+    def action_focus_list(self) -> None:
+        self.query_one("#ocmp-list", SelectionList).focus()

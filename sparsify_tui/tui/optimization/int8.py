@@ -1,0 +1,266 @@
+"""The INT8 card of the Optimization section: the accuracy-controlled INT8 search of the selected optimization.
+
+* **Budget and metric**: ``max_drop`` with what it means, the metric and why it was chosen, the data and the
+  calibration (method, batches), the status.
+* **Trials**: every quantized candidate (FP32 groups, FP32 nodes, metric, within budget, measured ms and speedup,
+  note), and a plotext chart of metric against measured speedup, the budget as a line, the chosen config marked.
+* **Layers**: per layer its INT8 sensitivity, FP32 or INT8, and why.
+* **Applied vs benchmark**: apply's output difference (metric, top-1 agreement, accuracy with labels) next to the
+  newest benchmark's measured speedup of this optimization, and the estimate next to that measurement.
+
+It sits in the section's Quant tab, under the layers kept FP32. `i` opens the INT8 search dialog (a background ``int8_search`` job that creates a new optimization).
+"""
+
+from __future__ import annotations
+
+from typing import Optional
+
+from rich.markup import escape
+from textual import on
+from textual.app import ComposeResult
+from textual.containers import Horizontal, Vertical
+from textual.screen import ModalScreen
+from textual.widget import Widget
+from textual.widgets import Button, Input, Label, Select, Static
+from textual_plotext import PlotextPlot
+
+from sparsify_tui.formatting import format_fixed
+from sparsify_tui.tui.widgets.tables import Column, FilterableTable
+
+
+def _pct(v) -> str:
+    return "" if v is None else f"{float(v):.1%}"
+
+
+TRIAL_COLUMNS = [
+    Column("index", "#", numeric=True),
+    Column("groups", "FP32 grp", numeric=True),
+    Column("excluded_count", "FP32 nodes", numeric=True),
+    Column("metric_value", "Metric", numeric=True, fmt=lambda v: format_fixed(v, ".4g")),
+    Column("within", "Fits"),
+    Column("median_ms", "ms", numeric=True, fmt=lambda v: format_fixed(v, ".3f", "")),
+    Column("speedup", "Speedup", numeric=True, fmt=lambda v: format_fixed(v) + "×" if v else ""),
+    Column("note", "Note", filter=True),
+]
+LAYER_COLUMNS = [
+    Column("node_id", "Layer", filter=True, width=22),
+    Column("sensitivity", "INT8 sens.", numeric=True, fmt=lambda v: format_fixed(v, ".3g", "-")),
+    Column("state", "Runs", filter=True),
+    Column("why", "Why", filter=True),
+]
+
+
+def summary_text(rec: dict) -> str:
+    """The card's head: budget, metric and why, data, calibration, status, timing."""
+    q = rec.get("quantization") or {}
+    s = q.get("search")
+    if not s:
+        return ("No INT8 search for this optimization: its FP32 layers come from the loss profile's "
+                "INT8-sensitivity outliers (Quant tab).\nPress [b]i[/b] to search the fastest INT8 config "
+                "within an accuracy budget.")
+    chosen = next((t for t in s.get("trials") or [] if t.get("index") == s.get("chosen")), None)
+    lines = [
+        f"[b]Budget[/b] max drop {s['max_drop']:g} · {escape(s.get('budget_units') or '')}",
+        f"[b]Metric[/b] {escape(s['metric'])}: {escape(s.get('metric_reason') or '')}",
+        f"Data {escape(str(s.get('data') or 'synthetic'))} · {s.get('eval_items')} items · calibration "
+        f"{escape(s.get('calibration_method') or 'minmax')} on {s.get('calibration_size')} batches"
+        + (f" · FP32 accuracy {_pct(s.get('accuracy_fp32'))}" if s.get("accuracy_fp32") is not None else ""),
+        f"[b]{escape(s.get('status') or '')}[/b] · {len(s.get('trials') or [])} trials in "
+        f"{format_fixed(s.get('seconds'), '.1f')} s · FP32 {format_fixed(s.get('fp32_ms'), '.3f')} ms",
+    ]
+    if chosen:
+        lines.append(f"Chosen: trial {chosen['index']}, {chosen['groups']} group(s) FP32 "
+                     f"({chosen['excluded_count']} nodes), metric {format_fixed(chosen['metric_value'], '.4g')}, "
+                     f"measured {format_fixed(chosen.get('speedup'))}× vs FP32")
+    return "\n".join(lines)
+
+
+def trial_rows(rec: dict) -> list[dict]:
+    s = ((rec.get("quantization") or {}).get("search")) or {}
+    rows = []
+    for t in s.get("trials") or []:
+        mark = "▶ " if t.get("index") == s.get("chosen") else ""
+        rows.append({"_key": t["index"], "index": t["index"], "groups": t.get("groups"),
+                     "excluded_count": t.get("excluded_count"), "metric_value": t.get("metric_value"),
+                     "within": "yes" if t.get("within_budget") else "no", "median_ms": t.get("median_ms"),
+                     "speedup": t.get("speedup"), "note": mark + (t.get("note") or "")})
+    return rows
+
+
+def layer_rows(rec: dict) -> list[dict]:
+    from sparsify_tui.optimization.int8_search import layer_states
+    from sparsify_tui.optimization.record import Optimization
+
+    typed = Optimization.from_dict(rec)
+    return [{"_key": r["weight_name"], **r} for r in layer_states(typed.quantization, typed.layers)]
+
+
+def applied_text(rec: dict, bench: Optional[dict]) -> str:
+    """Apply's output difference next to the benchmark's measured speedup, and the estimate next to it."""
+    applied = rec.get("applied") or {}
+    d = applied.get("output_diff") or {}
+    est = rec.get("estimates") or {}
+    lines = []
+    if d:
+        parts = [f"{escape(str(d.get('metric_name') or 'nmse'))} {format_fixed(d.get('metric_value', d.get('nmse')), '.4g')}",
+                 f"NMSE {format_fixed(d.get('nmse'), '.4g')}", f"max |diff| {format_fixed(d.get('max_abs'), '.3g')}"]
+        if d.get("top1_agreement") is not None:
+            parts.append(f"top-1 agreement {_pct(d['top1_agreement'])}")
+        if d.get("accuracy") is not None:
+            parts.append(f"accuracy {_pct(d['accuracy'])} (FP32 {_pct(d.get('accuracy_baseline'))})")
+        lines.append("[b]Applied[/b] " + " · ".join(parts) + f" on {d.get('samples')} batches")
+    else:
+        lines.append("[b]Applied[/b] not yet: `a` in Benchmarks (5) writes the optimized .onnx")
+    ort = est.get("ort_speedup")
+    src = est.get("int8_source") or "perf profile"
+    if bench:
+        sp = bench.get("speedup")
+        diff = f", estimate {(ort / sp - 1):+.0%} off" if ort and sp else ""
+        lines.append(f"[b]Benchmark[/b] {escape(str(bench.get('name')))}: measured {format_fixed(sp)}× "
+                     f"(b{bench.get('batch_size')} c{bench.get('core_count')}) · estimated {format_fixed(ort)}× "
+                     f"({escape(src)}){diff}")
+    else:
+        lines.append(f"[b]Benchmark[/b] none yet (n in Benchmarks) · estimated {format_fixed(ort)}× onnxruntime "
+                     f"({escape(src)})")
+    return "\n".join(lines)
+
+
+def latest_benchmark(records: list[dict], opt_id: str) -> Optional[dict]:
+    """The newest benchmark record that measured optimization ``opt_id``: ``{name, speedup, batch_size,
+    core_count}`` of its first row for that optimization, or None."""
+    for b in sorted(records, key=lambda r: str(r.get("created") or ""), reverse=True):
+        label = next((m.get("label") for m in b.get("models") or [] if m.get("optimization_id") == opt_id), None)
+        row = next((s for s in b.get("summary") or [] if label and s.get("model") == label), None)
+        if row:
+            return {"name": b.get("name"), "speedup": row.get("speedup"), "batch_size": row.get("batch_size"),
+                    "core_count": row.get("core_count")}
+    return None
+
+
+class Int8Card(Widget):
+    """The INT8 tab of the Optimization section (module docstring). ``show(rec, bench)`` fills it."""
+
+    DEFAULT_CSS = """
+    Int8Card { height: auto; }
+    Int8Card > Vertical { height: auto; }
+    Int8Card #i8-summary, Int8Card #i8-applied { height: auto; padding: 0 1; }
+    Int8Card #i8-plot { height: 12; }
+    Int8Card FilterableTable { height: auto; max-height: 14; }
+    Int8Card FilterableTable > DataTable { height: auto; max-height: 12; }
+    Int8Card .i8-title { text-style: bold; padding: 0 1; height: 1; }
+    Int8Card #i8-jobs { height: auto; }
+    """
+
+    def compose(self) -> ComposeResult:
+        with Vertical():
+            yield Vertical(id="i8-jobs")
+            yield Static("", id="i8-summary")
+            yield Static("", id="i8-applied")
+            yield Static("Metric vs measured speedup (● trials, ◆ chosen, — budget)", classes="i8-title")
+            yield PlotextPlot(id="i8-plot")
+            yield Static("Trials (in the order tried)", classes="i8-title")
+            yield FilterableTable(TRIAL_COLUMNS, show_status=False, id="i8-trials")
+            yield Static("Layers: INT8 sensitivity, FP32 or INT8, and why", classes="i8-title")
+            yield FilterableTable(LAYER_COLUMNS, show_status=False, id="i8-layers")
+
+    def track(self, job: dict) -> None:
+        """Follow a running ``int8_search`` job (progress, ETA, `c` cancels) at the top of the card."""
+        from sparsify_tui.tui.widgets.jobs import JobProgress
+
+        box = self.query_one("#i8-jobs", Vertical)
+        if any(getattr(w, "job_id", None) == job["id"] for w in box.children):
+            return
+        for w in list(box.children):
+            if getattr(w, "_finished", False):
+                w.remove()
+        box.mount(JobProgress(job["id"]))
+
+    def show(self, rec: dict, bench: Optional[dict] = None) -> None:
+        self.query_one("#i8-summary", Static).update(summary_text(rec))
+        self.query_one("#i8-applied", Static).update(applied_text(rec, bench))
+        self.query_one("#i8-trials", FilterableTable).set_rows(trial_rows(rec))
+        self.query_one("#i8-layers", FilterableTable).set_rows(layer_rows(rec))
+        self._plot(rec)
+
+    def _plot(self, rec: dict) -> None:
+        s = ((rec.get("quantization") or {}).get("search")) or {}
+        plot = self.query_one("#i8-plot", PlotextPlot)
+        timed = [t for t in s.get("trials") or [] if t.get("speedup")]
+        plot.display = bool(timed)
+        if not timed:
+            return
+        plt = plot.plt
+        plt.clear_data()
+        plt.clear_figure()
+        xs = [float(t["speedup"]) for t in timed]
+        ys = [float(t["metric_value"]) for t in timed]
+        plt.scatter(xs, ys, marker="●", label="trials")
+        chosen = [t for t in timed if t.get("index") == s.get("chosen")]
+        if chosen:
+            plt.scatter([float(chosen[0]["speedup"])], [float(chosen[0]["metric_value"])], marker="◆",
+                        label="chosen")
+        lo, hi = min(xs + [1.0]), max(xs + [1.0])
+        plt.plot([lo, hi], [float(s.get("max_drop") or 0)] * 2, label="budget")
+        plt.xlabel("measured speedup vs FP32 (×)")
+        plt.ylabel(str(s.get("metric") or "metric"))
+        plot.refresh()
+
+
+class Int8SearchDialog(ModalScreen):
+    """Ask for an INT8 search: name, budget, metric, calibration, sample data and its labels key. Dismisses with
+    the job arguments (validated by :func:`sparsify_tui.services.int8.int8_settings` in the section's worker),
+    or None."""
+
+    DEFAULT_CSS = """
+    Int8SearchDialog { align: center middle; }
+    Int8SearchDialog > Vertical { width: 70; height: auto; border: thick $primary; background: $surface; padding: 0 1; }
+    Int8SearchDialog Horizontal { height: 3; }
+    Int8SearchDialog Label { width: 14; padding: 1 0 0 0; }
+    Int8SearchDialog Input, Int8SearchDialog Select { width: 1fr; }
+    Int8SearchDialog #i8d-buttons { height: 3; align: right middle; }
+    """
+    BINDINGS = [("escape", "cancel", "Cancel")]
+
+    def __init__(self, default_name: str) -> None:
+        super().__init__()
+        self.default_name = default_name
+
+    def compose(self) -> ComposeResult:
+        with Vertical():
+            yield Static("[b]INT8 within an accuracy budget[/b] (a background job; creates an optimization)")
+            for label, wid, value in (("Name", "i8d-name", self.default_name), ("Max drop", "i8d-drop", "0.01"),
+                                      ("Data (.npz)", "i8d-data", ""), ("Labels key", "i8d-labels", "")):
+                with Horizontal():
+                    yield Label(label)
+                    yield Input(value, id=wid)
+            with Horizontal():
+                yield Label("Metric")
+                yield Select([("auto (from outputs)", "auto"), ("top1", "top1"), ("nmse", "nmse"), ("kl", "kl"),
+                              ("max_abs", "max_abs")], value="auto", allow_blank=False, id="i8d-metric")
+            with Horizontal():
+                yield Label("Calibration")
+                yield Select([(m, m) for m in ("minmax", "entropy", "percentile")], value="minmax",
+                             allow_blank=False, id="i8d-calibration")
+            with Horizontal(id="i8d-buttons"):
+                yield Button("Cancel", id="i8d-cancel")
+                yield Button("Search", variant="primary", id="i8d-ok")
+
+    def values(self) -> dict:
+        get = lambda wid: self.query_one(f"#{wid}", Input).value.strip()  # noqa: E731
+        metric = self.query_one("#i8d-metric", Select).value
+        return {"name": get("i8d-name"), "max_drop": get("i8d-drop"), "data": get("i8d-data") or None,
+                "labels": get("i8d-labels") or None, "metric": None if metric == "auto" else metric,
+                "calibration": self.query_one("#i8d-calibration", Select).value}
+
+    @on(Button.Pressed, "#i8d-ok")
+    @on(Input.Submitted)
+    def _ok(self) -> None:
+        self.dismiss(self.values())
+
+    @on(Button.Pressed, "#i8d-cancel")
+    def action_cancel(self) -> None:
+        self.dismiss(None)
+
+
+__all__ = ["Int8Card", "Int8SearchDialog", "summary_text", "trial_rows", "layer_rows", "applied_text",
+           "latest_benchmark"]

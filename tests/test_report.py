@@ -1,0 +1,188 @@
+"""``sparsify-tui report``: one Markdown, self-contained HTML or JSON file per project, whose numbers are the stored
+ones. Seeded with stored profiles, an optimization (applied record and benchmark result written by hand): nothing
+is measured."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import subprocess
+from html.parser import HTMLParser
+
+import pytest
+from compare_fixtures import DEMO_DIMS, profile_from_analysis
+
+from sparsify_tui.benchmark.runner import BenchmarkResult, BenchmarkRun, ModelSpec
+from sparsify_tui.cli import main
+from sparsify_tui.services.profiles import store_perf_profile
+from sparsify_tui.services.projects import create_project
+
+
+@pytest.fixture
+def ws(workspace_home):
+    from sparsify_tui.store import Workspace
+
+    return Workspace()
+
+
+@pytest.fixture
+def project(ws, demo_model, capsys):
+    """The demo project with perf profiles b1 and b8, a magnitude loss profile, an optimization that was applied
+    and benchmarked (the applied record and the benchmark are written by hand)."""
+    from sparsify_tui.services.benchmarks import TABLE as BENCH, benchmark_record
+    from sparsify_tui.services.optimizations import TABLE as OPT, create_optimization
+
+    pid = create_project(ws, str(demo_model), name="demo", dims=DEMO_DIMS, description="ticket #42")["id"]
+    analysis = ws.analysis_of(pid)
+    store_perf_profile(ws, pid, profile_from_analysis(analysis, "b1"))
+    store_perf_profile(ws, pid, profile_from_analysis(analysis, "b8", scale=6.0, batch_size=8))
+    assert main(["profile", "loss", "demo", "--name", "mag", "--json"]) == 0
+    capsys.readouterr()
+    opt = create_optimization(ws, pid, "opt1", perf="b1", sparsity=0.8, quantize=True)
+    ws.update_record(pid, OPT, opt["id"], applied={
+        "path": "/nowhere/opt1.onnx", "fingerprint": "x", "quantized": True, "file_size_bytes": 300000,
+        "baseline_size_bytes": 580000, "output_diff": {"nmse": 0.0123, "max_abs": 0.25, "top1_agreement": 0.875},
+        "applied_at": "2026-01-02T00:00:00+00:00"})
+    runs = []
+    for label, oid, med in (("baseline", None, 2.0), ("opt1", opt["id"], 1.25)):
+        r = BenchmarkRun.from_times(label, None if oid is None else "opt1", 1, 2, [med, med * 1.1, med * 0.9])
+        r.optimization_id = oid
+        runs.append(r)
+    res = BenchmarkResult(models=[ModelSpec("baseline", "b.onnx"), ModelSpec("opt1", "o.onnx", opt["id"], "opt1")],
+                          batch_sizes=[1], core_counts=[2], warmup=1, iterations=3, runs=runs, name="bench one",
+                          id="bench1", created="2026-01-03T00:00:00Z", system={"hostname": "server-a",
+                                                                              "cpu_model": "Test CPU"})
+    res.compute_speedups()
+    ws.add_record_with_blob(pid, BENCH, {"id": "bench1", **benchmark_record(res, {})}, res.to_dict())
+    return pid
+
+
+def write(capsys, *argv) -> str:
+    capsys.readouterr()
+    assert main(list(argv)) == 0
+    return capsys.readouterr()
+
+
+def test_json_report_numbers_equal_the_stored_ones(ws, project, capsys, tmp_path):
+    from sparsify_tui.services.profiles import load_loss_profile, load_perf_profile
+
+    out = tmp_path / "r.json"
+    write(capsys, "report", "demo", "-o", str(out))
+    d = json.loads(out.read_text())
+    assert d["format"] == "sparsify-tui/report"
+    proj = ws.get_project(project)
+    assert d["model"]["sha256"] == proj["model"]["sha256"] and d["model"]["params"] == proj["model"]["params"]
+    assert d["machine"]["hostname"] and d["project"]["description"] == "ticket #42"
+    assert [p["name"] for p in d["perf"]] == ["b1", "b8"]
+    for entry in d["perf"]:
+        prof = load_perf_profile(ws, project, entry["name"])
+        assert entry["latency_ms"] == prof.latency_ms and entry["items_per_second"] == prof.items_per_second
+        assert entry["int8_median_ms"] == prof.int8["latency_ms"]["median"]
+        assert entry["node_total_ms"] == pytest.approx(prof.total_node_ms)
+        top = sorted((n for n in prof.nodes if n.time_ms > 0), key=lambda n: -n.time_ms)[:10]
+        assert [(t["id"], t["time_ms"]) for t in entry["top"]] == [(n.id, n.time_ms) for n in top]
+        assert {g["id"]: g["time_ms"] for g in entry["op_types"]} == prof.op_type_totals("baseline")
+        assert entry["target"]["hostname"] == "server-a"
+    loss = load_loss_profile(ws, project, "mag")
+    (le,) = d["loss"]
+    values = sorted((l.value_at(0.9) for l in loss.layers), reverse=True)
+    assert [r["value"] for r in le["most"]] == values[:5] and le["most"][0]["rank"] == 1
+    assert [r["value"] for r in le["least"]] == values[::-1][:5]
+    (oe,) = d["optimizations"]
+    opt = ws.find_record(project, "optimizations", "opt1")
+    assert oe["settings"]["sparsity"] == 0.8 and oe["settings"]["quantize"] is True
+    assert oe["estimates"]["sparse_speedup"] == opt["estimates"]["sparse_speedup"]
+    assert oe["applied"]["output_diff"]["nmse"] == 0.0123 and oe["applied"]["stale"] is True
+    assert oe["benchmarks"][0]["speedup"] == pytest.approx(2.0 / 1.25)
+    (be,) = d["benchmarks"]
+    assert [(r["model"], r["median_ms"]) for r in be["rows"]] == [("baseline", 2.0), ("opt1", 1.25)]
+
+
+def test_markdown_report_has_the_tables_and_numbers(ws, project, capsys):
+    md = write(capsys, "report", "demo").out  # stdout, Markdown by default
+    assert md.startswith("# sparsify-tui report: demo")
+    for heading in ("## Model", "## Machine", "## Performance profiles", "## Loss profiles", "## Optimizations",
+                    "## Benchmarks"):
+        assert heading in md
+    assert "| b1 | 1 | 2 | 1.250 | 1.375 | 800.0 | 0.500 | 2.50× |" in md  # the stored b1 numbers
+    assert "| b8 | 8 | 2 | 7.500 |" in md
+    assert "| opt1 | 1 | 2 | 1.250 |" in md and "1.60×" in md
+    assert "NMSE 0.0123" in md and "top-1 agreement 0.875" in md
+    assert "█" in md  # charts as tables with bars
+    assert md.count("\n|---") >= 8
+
+
+class _Checker(HTMLParser):
+    VOID = {"meta", "br", "img", "hr", "input", "link", "rect", "line"}
+
+    def __init__(self):
+        super().__init__()
+        self.stack, self.errors, self.tags = [], [], []
+
+    def handle_starttag(self, tag, attrs):
+        self.tags.append((tag, dict(attrs)))
+        if tag not in self.VOID:
+            self.stack.append(tag)
+
+    def handle_startendtag(self, tag, attrs):
+        self.tags.append((tag, dict(attrs)))
+
+    def handle_endtag(self, tag):
+        if tag in self.VOID:
+            return
+        if not self.stack or self.stack[-1] != tag:
+            self.errors.append((tag, list(self.stack[-3:])))
+        else:
+            self.stack.pop()
+
+
+def test_html_report_is_one_self_contained_file(ws, project, capsys, tmp_path):
+    out = tmp_path / "report.html"
+    err = write(capsys, "report", "demo", "-o", str(out)).err
+    assert "wrote html report" in err
+    html = out.read_text()
+    assert html.startswith("<!DOCTYPE html>")
+    # no network and no external asset: no URL, no script, no stylesheet link, no image file
+    assert not re.search(r"https?://|<script|<link|<img|<iframe|@import|url\(", html, re.I)
+    checker = _Checker()
+    checker.feed(html)
+    assert checker.errors == [] and checker.stack == []
+    assert sum(1 for t, _ in checker.tags if t == "svg") >= 5  # latency, op types ×2, sensitivity, benchmark
+    assert "1.250" in html and "2.50×" in html and "0.0123" in html
+    assert "<title>b1: time per op type" not in html  # titles are escaped text, not tags
+
+
+@pytest.mark.skipif(shutil.which("chromium") is None, reason="chromium is not installed")
+def test_html_report_renders_in_headless_chromium(ws, project, capsys, tmp_path):
+    out = tmp_path / "report.html"
+    write(capsys, "report", "demo", "-o", str(out))
+    proc = subprocess.run(
+        ["chromium", "--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+         "--disable-component-update", "--disable-sync", "--no-first-run", f"--user-data-dir={tmp_path / 'chr'}",
+         "--dump-dom", out.as_uri()], capture_output=True, text=True, timeout=120)
+    dom = proc.stdout
+    assert "sparsify-tui report: demo" in dom and dom.count("<svg") >= 5 and "<rect" in dom
+
+
+def test_report_bad_input_one_line_nothing_left(ws, project, capsys, tmp_path):
+    for argv, text in (
+        (["report", "demo", "-o", str(tmp_path / "r.txt")], "cannot tell the report format"),
+        (["report", "demo", "-o", str(tmp_path / "r.md"), "--format", "html"], "make them agree"),
+        (["report", "demo", "-o", str(tmp_path / "missing" / "r.md")], "does not exist"),
+        (["report", "ghost"], "no project 'ghost'"),
+        (["report", "demo", "--top", "0"], "--top must be 1 or more"),
+    ):
+        capsys.readouterr()
+        assert main(argv) == 2
+        err = capsys.readouterr().err
+        assert err.startswith("sparsify-tui: error: ") and text in err and err.count("\n") == 1
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["workspace"]
+
+
+def test_report_of_a_project_without_profiles(ws, demo_model, capsys):
+    create_project(ws, str(demo_model), name="empty", dims=DEMO_DIMS)
+    md = write(capsys, "report", "empty", "--format", "md").out
+    assert "No measured perf profile." in md and "No optimization." in md and "No benchmark." in md
+    d = json.loads(write(capsys, "report", "empty", "--format", "json").out)
+    assert d["perf"] == [] and d["model"]["nodes"] > 0
