@@ -274,11 +274,11 @@ def fleet_address(value: Any, flag: str = "--address") -> str:
         raise SparsifyError(f"{flag} is empty: give the Ray head node's HOST:PORT (what `ray start --head` printed, "
                             "e.g. 10.0.0.5:6379)")
     if "://" in text:
-        raise SparsifyError(f"{flag} {text} is a Ray Client address, which sparsify-tui does not use: join this "
-                            "machine to the cluster (`ray start --address HOST:PORT`) and give HOST:PORT")
+        raise SparsifyError(f"{flag} {text} is not allowed: {flag} must be the head node's HOST:PORT, not a Ray "
+                            "Client address (join this machine to the cluster with `ray start --address HOST:PORT`)")
     host, sep, port = text.rpartition(":")
     if not sep or not host.strip("[]") or not port.isdigit() or not 1 <= int(port) <= 65535:
-        raise SparsifyError(f"{flag} {text!r} is not HOST:PORT: give the Ray head node's address and port, "
+        raise SparsifyError(f"{flag} {text} is not allowed: {flag} must be the Ray head node's HOST:PORT, "
                             "e.g. 10.0.0.5:6379")
     return text
 
@@ -296,21 +296,22 @@ def fleet_targets(value: Any, flag: str = "--targets") -> dict:
         return {"all": True}
     labelled = [t for t in items if "=" in t]
     if labelled and len(labelled) != len(items):
-        raise SparsifyError(f"{flag} {text} mixes node ids and labels: give either node ids or KEY=VALUE labels")
+        raise SparsifyError(f"{flag} {text} is not allowed: {flag} must be node ids or KEY=VALUE labels, not both")
     if labelled:
         labels: dict = {}
         for t in labelled:
             key, _, val = t.partition("=")
             if not key.strip() or not val.strip():
-                raise SparsifyError(f"{flag} {t!r} is not KEY=VALUE: write a node label, e.g. {flag} cpu=epyc-genoa")
+                raise SparsifyError(f"{flag} {t} is not allowed: {flag} labels must be KEY=VALUE, e.g. "
+                                    f"{flag} cpu=epyc-genoa")
             labels[key.strip()] = val.strip()
         return {"labels": labels}
     for t in items:
         if t.lower() == "all":
-            raise SparsifyError(f"{flag} {text}: all stands alone: give all, or node ids without it")
+            raise SparsifyError(f"{flag} {text} is not allowed: {flag} must be all alone, or node ids without it")
         if len(t) < 6 or any(c not in "0123456789abcdefABCDEF" for c in t):
-            raise SparsifyError(f"{flag} {t!r} is not a node id: give all, node ids (at least their first 6 hex "
-                                "digits; see `sparsify-tui fleet nodes`) or KEY=VALUE labels")
+            raise SparsifyError(f"{flag} {t} is not allowed: {flag} must be all, node ids (at least their first 6 "
+                                "hex digits; see `sparsify-tui fleet nodes`) or KEY=VALUE labels")
     return {"ids": [t.lower() for t in items]}
 
 
@@ -334,10 +335,10 @@ def fleet_name(value: Any, flag: str = "--name") -> str:
     try:
         fields = [f for _, f, _, _ in string.Formatter().parse(text) if f is not None]
     except ValueError as err:
-        raise SparsifyError(f"{flag} {text!r} is not a valid name template ({err}): write braces as {{target}}, "
-                            "or double them") from None
+        raise SparsifyError(f"{flag} {text} is not allowed: {flag} must be a name template with fields in braces "
+                            f"such as {{target}}, other braces doubled ({err})") from None
     unknown = [f for f in fields if f not in FLEET_NAME_FIELDS]
     if unknown:
-        raise SparsifyError(f"{flag} {text!r} uses {{{unknown[0]}}}: use "
-                            + ", ".join("{" + f + "}" for f in FLEET_NAME_FIELDS))
+        raise SparsifyError(f"{flag} {text} is not allowed: {flag} may use only the fields "
+                            + ", ".join("{" + f + "}" for f in FLEET_NAME_FIELDS) + f", not {{{unknown[0]}}}")
     return text

@@ -33,10 +33,12 @@ ROOT = Path(__file__).resolve().parents[1]
 DEMO = ROOT / "sparsify_tui" / "demo" / "ppocr_cls.onnx"
 SHM = Path("/dev/shm")
 PORT = 6379
-NODES = {  # name: (node manager port, labels, measuring lock: b and c play two Ray nodes on one server)
+OBJECT_STORE_BYTES = 300 * 1024 * 1024
+"""Each node's object store (in the namespace's /dev/shm): room for a ResNet-50-sized model (100 MB) and results."""
+NODES = {  # name: (node manager port, labels, measuring lock: each node plays its own server)
     "a": (7001, "cpu=alpha,node=a", "lock-a"),
-    "b": (7002, "cpu=beta,node=b", "lock-bc"),
-    "c": (7003, "cpu=beta,node=c", "lock-bc"),
+    "b": (7002, "cpu=beta,node=b", "lock-b"),
+    "c": (7003, "cpu=beta,node=c", "lock-c"),
 }
 
 
@@ -54,9 +56,17 @@ def prepare_namespace() -> dict:
         "RAY_health_check_period_ms": "1000",
         "RAY_health_check_failure_threshold": "3",
         "PYTHONUNBUFFERED": "1",
+        # this checkout's sparsify_tui in every process: the commands, the Ray nodes and their workers
+        "PYTHONPATH": str(ROOT) + (os.pathsep + os.environ["PYTHONPATH"] if os.environ.get("PYTHONPATH") else ""),
     }
     os.environ.update(env)
     return env
+
+
+def ray_cli() -> str:
+    """The ``ray`` command of this Python's environment (its bin folder need not be on PATH)."""
+    here = Path(sys.executable).with_name("ray")
+    return str(here) if here.exists() else (shutil.which("ray") or "ray")
 
 
 class LocalCluster:
@@ -74,9 +84,16 @@ class LocalCluster:
 
     def _cmd(self, name: str, head: bool) -> list:
         port, labels, _lock = NODES[name]
-        cmd = [shutil.which("ray") or "ray", "start", "--node-ip-address", "127.0.0.1", "--num-cpus",
-               str(self.num_cpus), "--resources", json.dumps({f"node_{name}": 1}), "--labels", labels,
-               "--node-manager-port", str(port), "--temp-dir", self.temp_dir, "--disable-usage-stats"]
+        k = port - 7000  # every port of a node fixed and distinct: nodes started at once picked the same free port
+        ports = ["--node-manager-port", str(port), "--object-manager-port", str(7100 + k),
+                 "--metrics-export-port", str(7200 + k), "--dashboard-agent-listen-port", str(7300 + k),
+                 "--dashboard-agent-grpc-port", str(7400 + k), "--runtime-env-agent-port", str(7500 + k),
+                 "--min-worker-port", str(20000 + 1000 * k), "--max-worker-port", str(20999 + 1000 * k)]
+        cmd = [ray_cli(), "start", "--node-ip-address", "127.0.0.1", "--num-cpus",
+               str(self.num_cpus), "--resources", json.dumps({f"node_{name}": 1}), "--labels", labels, *ports,
+               # a folder per node, as on separate servers: nodes started at once raced for the same socket names
+               "--temp-dir", f"{self.temp_dir}/{name}", "--disable-usage-stats",
+               "--object-store-memory", str(OBJECT_STORE_BYTES), "--include-log-monitor", "false"]
         if head:
             cmd += ["--head", "--port", str(PORT), "--include-dashboard", "false"]
         else:
@@ -84,19 +101,31 @@ class LocalCluster:
         return cmd
 
     def start(self) -> None:
+        """Start the head, then the workers; returns once every node is alive."""
+        self.start_head()
+        self.start_workers()
+
+    def start_head(self) -> None:
         t0 = time.perf_counter()
-        subprocess.run(self._cmd(self.names[0], True), check=True, capture_output=True, text=True,
-                       env=self._env(self.names[0]))
+        proc = subprocess.run(self._cmd(self.names[0], True), capture_output=True, text=True,
+                              env=self._env(self.names[0]))
+        if proc.returncode:
+            raise RuntimeError(f"ray start --head failed: {(proc.stdout + proc.stderr)[-2000:]}")
         self.start_seconds["head"] = time.perf_counter() - t0
+
+    def start_workers(self, timeout_s: float = 60.0) -> None:
+        """Start the workers at once and wait until every node is alive. On a loaded machine ``ray start`` gives
+        up after 30 s while its raylet goes on registering, so its exit code alone decides nothing."""
         t1 = time.perf_counter()
         procs = [subprocess.Popen(self._cmd(n, False), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                                   env=self._env(n)) for n in self.names[1:]]
-        for p in procs:
-            out, _ = p.communicate()
-            if p.returncode:
-                raise RuntimeError(f"ray start failed: {out[-2000:]}")
+        outs = [p.communicate()[0] for p in procs]
+        try:
+            self.wait_for_nodes(len(self.names), timeout_s=max(5.0, timeout_s - (time.perf_counter() - t1)))
+        except RuntimeError as err:
+            failed = [out for p, out in zip(procs, outs) if p.returncode]
+            raise RuntimeError(f"{err}: {failed[0][-1500:] if failed else ''}") from None
         self.start_seconds["workers"] = time.perf_counter() - t1
-        self.wait_for_nodes(len(self.names))
 
     def wait_for_nodes(self, count: int, timeout_s: float = 60.0) -> None:
         import ray
@@ -217,13 +246,15 @@ def run_scenario() -> dict:
     report: dict = {"steps": {}, "phase_seconds": {}}
     steps, phases = report["steps"], report["phase_seconds"]
     cluster = LocalCluster()
-    cluster.start()
+    cluster.start_head()
+    t = time.perf_counter()
+    create = start("create", str(DEMO), "--name", "demo", "--dim", "x:2=48", "--dim", "x:3=192")
+    cluster.start_workers()  # while the project is created
+    steps["create"] = finish(create)
+    steps["optimize"] = sparsify("optimize", "demo", "--name", "o1", "--sparsity", "0.5")
+    phases["cluster_and_create"] = round(time.perf_counter() - t, 2)
     report["cluster_start_seconds"] = {k: round(v, 2) for k, v in cluster.start_seconds.items()}
     addr = cluster.address
-    t = time.perf_counter()
-    steps["create"] = sparsify("create", str(DEMO), "--name", "demo", "--dim", "x:2=48", "--dim", "x:3=192")
-    steps["optimize"] = sparsify("optimize", "demo", "--name", "o1", "--sparsity", "0.5")
-    phases["create"] = round(time.perf_counter() - t, 2)
 
     # 1. the nodes, and bad input (one line, exit 2, no job record), all at once
     t = time.perf_counter()
@@ -254,8 +285,8 @@ def run_scenario() -> dict:
     ))
     phases["profile_and_benchmark"] = round(time.perf_counter() - t, 2)
 
-    # 3. at once: a long profile on node a (chosen by id prefix) canceled while it measures, and a profile on every
-    #    node with node c's raylet killed while c measures
+    # 3. at once: a long profile on node a (chosen by id prefix) canceled while it measures, and a profile on the
+    #    cpu=beta nodes with node c's raylet killed while c measures (b goes on and is stored)
     t = time.perf_counter()
     n_profiles = len(Workspace().list_records(Workspace().list_projects()[0]["id"], "perf_profiles"))
     known = {j["id"] for j in Workspace().list_jobs()}
@@ -263,7 +294,7 @@ def run_scenario() -> dict:
                         "--iterations", "1000000", "--no-int8", "--json")
     cancel_job = new_job_id(known)
     kill_proc = start("fleet", "profile", "demo", "--address", addr, "--targets", "cpu=beta", *fast,
-                      "--iterations", "4000", "--no-int8", "--json")
+                      "--iterations", "1500", "--no-int8", "--json")
     kill_job = new_job_id(known | {cancel_job})
     report["kill_job"], report["cancel_job"] = kill_job, cancel_job
     ws = Workspace()
@@ -295,8 +326,15 @@ def run_scenario() -> dict:
     phases["cancel_and_kill"] = round(time.perf_counter() - t, 2)
     time.sleep(0.5)
     report["locks_free_at_end"] = locks_free()
-    report["fleet_temp_dirs_at_end"] = sorted(p.name for p in SHM.glob("sparsify-fleet-*")) + \
-        sorted(p.name for p in (SHM / "tmp").glob("sparsify-fleet-*"))
+
+    def fleet_temp_dirs() -> list:
+        return sorted(p.name for p in SHM.glob("sparsify-fleet-*")) + \
+            sorted(p.name for p in (SHM / "tmp").glob("sparsify-fleet-*"))
+
+    # a task killed with its node cannot remove its temp folder: the next sparsify-tui run on that machine does
+    report["fleet_temp_dirs_after_runs"] = fleet_temp_dirs()
+    steps["list"] = sparsify("list", "--json")
+    report["fleet_temp_dirs_at_end"] = fleet_temp_dirs()
     state = workspace_state()
     report["profiles_added_by_cancel_and_kill"] = len(state["perf_profiles"]) - n_profiles
     report["workspace"] = state
@@ -305,6 +343,7 @@ def run_scenario() -> dict:
 
 
 def main() -> int:
+    sys.path.insert(0, str(ROOT))
     prepare_namespace()
     try:
         report = run_scenario()
