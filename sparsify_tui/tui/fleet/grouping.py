@@ -40,17 +40,17 @@ def group_records(records: list[dict]) -> list[tuple[Optional[dict], list[dict]]
 
 
 def header_text(target: Optional[dict], width: int) -> str:
-    """``─ label · CPU · ISA`` cut to ``width`` characters (the pane's width)."""
+    """``─ label · CPU · ISA`` in at most ``width`` characters (the list's width): the CPU and the instruction set
+    only when they fit whole, the label cut with ``…`` when it alone is too long."""
     if not target:
         text = f"─ {LOCAL}"
     else:
         isa = [x for x in target.get("instruction_sets") or [] if x.startswith(("AVX512", "AMX", "AVX2"))]
-        parts = [str(target.get("label") or target.get("hostname") or "?")]
-        if target.get("cpu_model"):
-            parts.append(str(target["cpu_model"]))
-        if isa:
-            parts.append(isa[-1])
-        text = "─ " + " · ".join(parts)
+        text = "─ " + str(target.get("label") or target.get("hostname") or "?")
+        for part in ([str(target["cpu_model"])] if target.get("cpu_model") else []) + isa[-1:]:
+            if len(text) + 3 + len(part) > width:
+                break
+            text += " · " + part
     return text if len(text) <= width else text[: max(1, width - 1)] + "…"
 
 

@@ -298,7 +298,7 @@ class PerfSection(Widget):
             return Option(compare.marked_label(record_label(r), str(r["id"]), self.marked), id=str(r["id"]))
 
         # grouped by target machine when any profile ran on a fleet target (f: the Fleet dialog)
-        options.add_options(grouped_options(records, option, width=16))
+        options.add_options(grouped_options(records, option, width=15))
         ids = [FLOPS_ID] + [str(r["id"]) for r in records]
         self.marked = [m for m in self.marked if m in ids]
         if self.selected not in ids:
