@@ -136,6 +136,14 @@ async def test_fleet_dialog_lists_nodes_and_follows_each_target(ws, demo_model, 
         assert "no CPUs in Ray" in lines[0] and "AVX512_VNNI" in lines[1] and "cpu=icelake" in lines[1]
         assert "error: could not describe itself" in lines[2]
         assert dialog.values()["targets"] == SERVER2["node_id"]
+        status = lambda: str(dialog.query_one("#nodes-status").render())  # noqa: E731
+        assert "3 alive nodes at 10.0.0.5:6379, 1 chosen" in status()
+        targets.focus()
+        await pilot.press("space")  # the first node is highlighted once listed: space toggles it
+        await wait_for(pilot, lambda: "2 chosen" in status())
+        assert set(targets.selected) == {fake_nodes()[0].node_id, SERVER2["node_id"]}
+        await pilot.press("space")
+        await wait_for(pilot, lambda: "1 chosen" in status())
 
         # a running fleet job's target rows (a real job process; the rows as the fleet job writes them)
         job = jobs.submit(ws, pid, "sleep", {"steps": 40, "step_s": 0.1}, measuring=False)

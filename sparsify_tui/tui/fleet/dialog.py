@@ -69,6 +69,7 @@ class FleetDialog(FormDialog[Optional[dict]]):
     FleetDialog #optimizations { height: auto; max-height: 4; border: none; }
     FleetDialog #kind { height: auto; border: none; layout: horizontal; }
     FleetDialog #error { color: $error; height: auto; }
+    FleetDialog #error.done { color: $success; }
     FleetDialog #progress { height: auto; }
     FleetDialog #target-table { height: auto; max-height: 8; }
     FleetDialog .buttons { height: auto; align-horizontal: right; }
@@ -92,6 +93,7 @@ class FleetDialog(FormDialog[Optional[dict]]):
         self.setup: dict = {}
         self.job: Optional[dict] = None
         self.final: Optional[dict] = None
+        self.listed_at = ""
 
     # -- layout ------------------------------------------------------------------------------------------------
     def compose(self) -> ComposeResult:
@@ -186,10 +188,22 @@ class FleetDialog(FormDialog[Optional[dict]]):
             self.show_form_error(message.error)
             return
         self.nodes = list(message.nodes or [])
+        self.listed_at = message.address
         for n in self.nodes:
             targets.add_option((node_line(n), n.node_id, n.ray_cpus > 0 and not n.error))
-        status.update(f"{len(self.nodes)} alive node{'s' if len(self.nodes) != 1 else ''} at {message.address} "
-                      "(space toggles a target):")
+        if self.nodes:
+            targets.highlighted = 0  # space toggles the first node at once
+        self._show_chosen()
+
+    @on(SelectionList.SelectedChanged, "#targets")
+    def _show_chosen(self, event: Optional[SelectionList.SelectedChanged] = None) -> None:
+        """The status line counts the chosen targets (in words: NO_COLOR shows no difference between the boxes)."""
+        if not self.nodes:
+            return
+        chosen = len(self.query_one("#targets", SelectionList).selected)
+        self.query_one("#nodes-status", Static).update(
+            f"{len(self.nodes)} alive node{'s' if len(self.nodes) != 1 else ''} at {self.listed_at}, {chosen} chosen "
+            "(space toggles a target):")
 
     # -- run ---------------------------------------------------------------------------------------------------
     def values(self) -> dict:
@@ -290,6 +304,7 @@ class FleetDialog(FormDialog[Optional[dict]]):
             self.show_form_error(f"The fleet job failed: {event.job.get('error') or 'see the job log'}")
         elif event.status == "completed":
             res = event.job.get("result") or {}
+            self.query_one("#error", Static).add_class("done")  # not an error: shown in the success colour
             self.query_one("#error", Static).update(
                 f"Done: {res.get('completed', 0)} target(s) stored"
                 + (f", {res.get('failed')} failed (see their rows)" if res.get("failed") else "")
