@@ -7,6 +7,8 @@ It creates a temporary workspace ($SPARSIFY_TUI_HOME), a project from the bundle
 saves `app.save_screenshot` SVGs. Nothing is measured (no perf/loss jobs), so it takes seconds, except for the
 channel screens (12, 13): a channel optimization (est. speedup 1.5x, FLOPS profile, group-norm magnitude) is
 applied and benchmarked for real (a few seconds), then its Groups tab, pruning card and benchmark are saved.
+The Fleet dialog (15) shows this machine as the one node of a cluster, described as a Ray node would describe
+itself (:func:`sparsify_tui.fleet.cluster.describe_this_node`); no cluster is started.
 """
 
 from __future__ import annotations
@@ -18,10 +20,11 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from sparsify_tui.services.projects import create_project
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT))  # this checkout's sparsify_tui, not an installed one
+
+from sparsify_tui.services.projects import create_project  # noqa: E402
 DEMO = ROOT / "sparsify_tui" / "demo" / "ppocr_cls.onnx"
 
 
@@ -95,8 +98,28 @@ async def make(out: Path, size: tuple[int, int]) -> list[Path]:
         await pilot.press("question_mark")
         await settle(pilot, lambda: app.screen.query("#help-table"))
         shot(app, "11_help")
+        await pilot.press("escape", "2")
+        await settle(pilot, lambda: in_section(app, "perf"), timeout=5)
+        await make_fleet(app, pilot, shot)
     await make_channel(ws, project["id"], shot, size)
     return saved
+
+
+async def make_fleet(app, pilot, shot) -> None:
+    """The Fleet dialog (`f` in Performance Profiles) with this machine listed as a node of 127.0.0.1:6379."""
+    from sparsify_tui.fleet.cluster import NodeInfo, describe_this_node
+    from sparsify_tui.tui.fleet import FleetDialog
+    from sparsify_tui.tui.fleet.messages import FleetNodesFound
+
+    node = NodeInfo("8c1f0e5a" * 7, address="127.0.0.1", is_head=True, ray_cpus=2, labels={"cpu": "epyc"})
+    node.describe(describe_this_node())
+    await pilot.press("f")
+    await settle(pilot, lambda: isinstance(app.screen, FleetDialog))
+    app.screen.query_one("#address").value = "127.0.0.1:6379"
+    app.screen.post_message(FleetNodesFound("127.0.0.1:6379", [node]))
+    await settle(pilot, lambda: app.screen.query_one("#targets").option_count == 1)
+    shot(app, "15_fleet_dialog")
+    await pilot.press("escape")
 
 
 async def make_channel(ws, pid: str, shot, size: tuple[int, int]) -> None:

@@ -79,31 +79,20 @@ def benchmark_settings(project: dict, args: dict, *, model_path=None,
     return out
 
 
-def benchmark_project(ws, project_id: str, args: dict, *, progress: Optional[ProgressFn] = None,
-                      cancel: Optional[CancelToken] = None) -> tuple[dict, Any]:
-    """Run a project benchmark from job ``args`` and store it; returns ``(record, result)``.
+def benchmark_models(ws, project_id: str, refs: list, *, progress: Optional[ProgressFn] = None,
+                     cancel: Optional[CancelToken] = None) -> tuple[list, list]:
+    """The models of a benchmark: ``(specs, optimizations)`` with ``specs`` the baseline then each optimization
+    ``refs`` (ids or names) as :class:`~sparsify_tui.benchmark.runner.ModelSpec`, each optimization applied first
+    when it has no up-to-date optimized file (``progress`` covers the applying, 0..1)."""
+    from sparsify_tui.benchmark.runner import ModelSpec
 
-    ``args``: ``name`` (default "benchmark N"), ``optimizations`` (ids or names; each is applied first
-    when it has no up-to-date optimized file), ``batch_sizes`` / ``core_counts`` (default the project
-    setup), ``warmup`` (5), ``iterations`` (30), ``dims`` (default setup dims), ``data`` (sample file).
-    Progress: applying takes the first 30 % of the bar when anything must be applied.
-    """
-    from sparsify_tui.benchmark.runner import ModelSpec, run_benchmark
-
-    project = ws.get_project(project_id)
-    s = benchmark_settings(project, args, model_path=ws.model_path(project_id))
-    refs = [str(r) for r in (args.get("optimizations") or [])]
-    name = args.get("name") or f"benchmark {len(ws.list_records(project_id, TABLE)) + 1}"
     prog = progress or (lambda step, frac: None)
     models = [ModelSpec("baseline", str(ws.model_path(project_id)), None)]
-    opts = [get_optimization(ws, project_id, r) for r in refs]
-    to_apply = [o for o in opts if not is_applied(ws, project_id, o)]
-    apply_share = 0.3 if to_apply else 0.0
+    opts = [get_optimization(ws, project_id, str(r)) for r in refs]
     for i, o in enumerate(opts):
         if cancel is not None:
             cancel.check()
-        lo = apply_share * i / max(1, len(opts))
-        span = apply_share / max(1, len(opts))
+        lo, span = i / max(1, len(opts)), 1.0 / max(1, len(opts))
         label = o.get("name") or o["id"]
 
         def sub(step, frac, _lo=lo, _span=span, _label=label):
@@ -113,6 +102,41 @@ def benchmark_project(ws, project_id: str, args: dict, *, progress: Optional[Pro
         if any(m.label == label for m in models):
             label = f"{label} ({o['id'][:6]})"
         models.append(ModelSpec(label, str(path), o["id"], o.get("name") or o["id"]))
+    return models, opts
+
+
+def store_benchmark(ws, project_id: str, result, stored_args: dict, *, target: Optional[dict] = None) -> dict:
+    """Store a :class:`~sparsify_tui.benchmark.runner.BenchmarkResult` (data file, then record; a new id and
+    creation time); ``target``: the fleet target it ran on, kept on the record and in its data file (None: this
+    machine). Returns the record."""
+    result.id, result.created = new_id(), now_iso()
+    record = {"id": result.id, "created": result.created, **benchmark_record(result, stored_args)}
+    blob = result.to_dict()
+    if target:
+        record["target"], blob["target"] = target, target
+    return ws.add_record_with_blob(project_id, TABLE, record, blob)
+
+
+def benchmark_project(ws, project_id: str, args: dict, *, progress: Optional[ProgressFn] = None,
+                      cancel: Optional[CancelToken] = None) -> tuple[dict, Any]:
+    """Run a project benchmark from job ``args`` and store it; returns ``(record, result)``.
+
+    ``args``: ``name`` (default "benchmark N"), ``optimizations`` (ids or names; each is applied first
+    when it has no up-to-date optimized file), ``batch_sizes`` / ``core_counts`` (default the project
+    setup), ``warmup`` (5), ``iterations`` (30), ``dims`` (default setup dims), ``data`` (sample file).
+    Progress: applying takes the first 30 % of the bar when anything must be applied.
+    """
+    from sparsify_tui.benchmark.runner import run_benchmark
+
+    project = ws.get_project(project_id)
+    s = benchmark_settings(project, args, model_path=ws.model_path(project_id))
+    refs = [str(r) for r in (args.get("optimizations") or [])]
+    name = args.get("name") or f"benchmark {len(ws.list_records(project_id, TABLE)) + 1}"
+    prog = progress or (lambda step, frac: None)
+    to_apply = [r for r in refs if not is_applied(ws, project_id, get_optimization(ws, project_id, r))]
+    apply_share = 0.3 if to_apply else 0.0
+    models, opts = benchmark_models(ws, project_id, refs, progress=lambda st, f: prog(st, apply_share * f),
+                                    cancel=cancel)
 
     def bprog(step, frac):
         prog(step, apply_share + (1 - apply_share) * frac)
@@ -128,9 +152,7 @@ def benchmark_project(ws, project_id: str, args: dict, *, progress: Optional[Pro
     for key in ("labels", "metric"):
         if args.get(key):
             stored_args[key] = str(args[key])
-    result.id, result.created = new_id(), now_iso()
-    record = {"id": result.id, "created": result.created, **benchmark_record(result, stored_args)}
-    rec = ws.add_record_with_blob(project_id, TABLE, record, result.to_dict())
+    rec = store_benchmark(ws, project_id, result, stored_args)
     from sparsify_tui.services.measured import record_measured
 
     record_measured(ws, project_id, result, [o["id"] for o in opts], baseline_path=models[0].path,

@@ -21,6 +21,8 @@ from textual.widgets import ContentSwitcher, OptionList, Static
 from textual.widgets.option_list import Option
 
 from sparsify_tui.tui import messages
+from sparsify_tui.tui.fleet import FleetDialog
+from sparsify_tui.tui.fleet.grouping import grouped_options
 from sparsify_tui.tui.perf import compare
 from sparsify_tui.tui.perf.dialogs import PerfProfileDialog, profile_defaults, rerun_args
 from sparsify_tui.tui.perf.messages import (FlopsAnalysisLoaded, PerfDialogReady, PerfProfileDeleted,
@@ -217,6 +219,8 @@ class PerfSection(Widget):
                 tooltip="Profile view: Layer Results table (every node)"),
         Binding("g", "view_tab('top')", "Top", id="perf.tab_top",
                 tooltip="Profile view: chart of the top layers"),
+        Binding("f", "fleet", "Fleet", show=False, id="perf.fleet",
+                tooltip="Profile on the servers of a Ray cluster (the Fleet dialog)"),
         Binding("space", "toggle_mark", "Mark", show=False, id="perf.mark",
                 tooltip="Mark the highlighted profile for comparing (A, then B)"),
         Binding("equals_sign", "compare", "Compare", show=False, id="perf.compare",
@@ -279,21 +283,27 @@ class PerfSection(Widget):
         self._show_records(message.records)
 
     def _show_records(self, records: list[dict]) -> None:
-        summary = [(r.get("id"), r.get("name"), r.get("batch_size"), r.get("core_count")) for r in records]
-        if summary == [(r.get("id"), r.get("name"), r.get("batch_size"), r.get("core_count")) for r in self._records]:
+        def sig(r: dict) -> tuple:
+            target = (r.get("target") or {}).get("label")
+            return r.get("id"), r.get("name"), r.get("batch_size"), r.get("core_count"), target
+
+        if [sig(r) for r in records] == [sig(r) for r in self._records]:
             return  # nothing changed: no redraw
         self._records = list(records)
         options = self.query_one("#profiles", OptionList)
         options.clear_options()
         options.add_option(Option("FLOPS", id=FLOPS_ID))
-        for r in records:
-            options.add_option(Option(compare.marked_label(record_label(r), str(r["id"]), self.marked),
-                                      id=str(r["id"])))
+
+        def option(r: dict) -> Option:
+            return Option(compare.marked_label(record_label(r), str(r["id"]), self.marked), id=str(r["id"]))
+
+        # grouped by target machine when any profile ran on a fleet target (f: the Fleet dialog)
+        options.add_options(grouped_options(records, option, width=15))
         ids = [FLOPS_ID] + [str(r["id"]) for r in records]
         self.marked = [m for m in self.marked if m in ids]
         if self.selected not in ids:
             self.select_profile(FLOPS_ID)
-        options.highlighted = ids.index(self.selected)
+        options.highlighted = options.get_option_index(self.selected)
 
     @property
     def records(self) -> list[dict]:
@@ -354,6 +364,10 @@ class PerfSection(Widget):
         if action in ("rerun_profile", "delete_profile") and self.selected == FLOPS_ID:
             return None  # the FLOPS profile cannot be rerun or deleted
         return True
+
+    def action_fleet(self) -> None:
+        """Key `f`: the Fleet dialog (perf profiles on the servers of a Ray cluster); the list picks up its results."""
+        self.app.push_screen(FleetDialog(self.project_id, "profile"), lambda _job: self.reload_profiles())
 
     def action_add_profile(self) -> None:
         """Key `a`: the add dialog (name, batch, cores, warm-up, iterations, INT8), then the job
