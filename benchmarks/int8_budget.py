@@ -2,7 +2,7 @@
 on the same ONNX model, data, metric and ``max_drop`` (issue 14).
 
     python benchmarks/int8_budget.py [--models cls,rapid,det,mbv2] [--max-drop 0.02] [--items 32]
-                                     [--nncf-python /work/nncfenv/bin/python]
+                                     [--nncf-python /work/nncfenv/bin/python] [--no-nncf] [--rounds 5]
 
 NNCF runs in its own virtual environment (never a dependency of sparsify-tui): ``python3 -m venv /work/nncfenv &&
 /work/nncfenv/bin/pip install nncf onnx onnxruntime`` (its ONNX backend needs no torch; check ``pip list``).
@@ -133,6 +133,7 @@ def main() -> int:
     ap.add_argument("--items", type=int, default=32)
     ap.add_argument("--rounds", type=int, default=5)
     ap.add_argument("--nncf-python", default=os.environ.get("NNCF_PYTHON", "/work/nncfenv/bin/python"))
+    ap.add_argument("--no-nncf", action="store_true", help="ours only (full INT8 vs the chosen config)")
     ap.add_argument("--nncf-timeout", type=float, default=1200.0,
                     help="seconds after which NNCF is stopped (reported as slower than that)")
     args = ap.parse_args()
@@ -173,12 +174,16 @@ def main() -> int:
                    "max_drop": args.max_drop, "out": str(tmp / "nncf.onnx")}
             nn, nncf_timeout = None, False
             try:
+                if args.no_nncf:
+                    raise FileNotFoundError("--no-nncf")
                 proc = subprocess.run([args.nncf_python, "-c", NNCF_HELPER, str(ROOT), json.dumps(cfg)],
                                       capture_output=True, text=True, timeout=args.nncf_timeout)
                 if proc.returncode != 0:
                     print(f"{key}: NNCF failed: {proc.stderr.strip().splitlines()[-1:]}")
                 else:
                     nn = json.loads(proc.stdout.strip().splitlines()[-1])
+            except FileNotFoundError:
+                pass
             except subprocess.TimeoutExpired:
                 nncf_timeout = True
                 print(f"{key}: NNCF stopped after {args.nncf_timeout:.0f} s without a result: ours is at least "

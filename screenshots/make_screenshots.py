@@ -9,7 +9,9 @@ minute on a quiet machine), leaves one perf profile queued behind the measuring 
 the app with Pilot like a user and saves `app.save_screenshot` SVGs. With chromium and textual-serve installed it
 also serves the app (`sparsify-tui serve`) and saves the browser's view as 13_browser.png. Then a channel
 optimization of the demo (est. speedup 1.5x, FLOPS profile, group-norm magnitude) is applied and benchmarked for
-real (a few seconds), and its Groups tab, pruning card and benchmark are saved (14-16).
+real (a few seconds), and its Groups tab, pruning card and benchmark are saved (14-16). The Fleet dialog (17) shows
+this machine as the one node of a cluster, described as a Ray node would describe itself
+(:func:`sparsify_tui.fleet.cluster.describe_this_node`); no cluster is started.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT))  # this checkout's sparsify_tui, not an installed one
 DEMO = ROOT / "sparsify_tui" / "demo" / "ppocr_cls.onnx"
 DIMS = {"x:2": 48, "x:3": 192}
 
@@ -210,6 +212,30 @@ async def make_channel(out: Path, size: tuple[int, int], pid: str, suffix: str) 
     return saved
 
 
+async def make_fleet(out: Path, size: tuple[int, int], pid: str, suffix: str) -> list[Path]:
+    """The Fleet dialog (`f` in Performance Profiles) with this machine listed as a node of 127.0.0.1:6379 (17)."""
+    from sparsify_tui.fleet.cluster import NodeInfo, describe_this_node
+    from sparsify_tui.store import Workspace
+    from sparsify_tui.tui.app import SparsifyApp
+    from sparsify_tui.tui.fleet import FleetDialog
+    from sparsify_tui.tui.fleet.messages import FleetNodesFound
+
+    node = NodeInfo("8c1f0e5a" * 7, address="127.0.0.1", is_head=True, ray_cpus=2, labels={"cpu": "epyc"})
+    node.describe(describe_this_node())
+    app = SparsifyApp(project=pid, workspace=Workspace())
+    async with app.run_test(size=size) as pilot:
+        await pilot.press("2")
+        await settle(pilot, lambda: app.section == "perf")
+        await pilot.press("f")
+        await settle(pilot, lambda: isinstance(app.screen, FleetDialog))
+        app.screen.query_one("#address").value = "127.0.0.1:6379"
+        app.screen.post_message(FleetNodesFound("127.0.0.1:6379", [node]))
+        await settle(pilot, lambda: app.screen.query_one("#targets").option_count == 1)
+        path = out / f"17_fleet_dialog{suffix}.svg"
+        app.save_screenshot(filename=path.name, path=str(out))
+    return [path]
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--size", action="append", default=None,
@@ -245,6 +271,7 @@ def main() -> int:
             for size in sizes:
                 suffix = "" if size == (80, 24) else f"_{size[0]}x{size[1]}"
                 saved += asyncio.run(make_channel(out, size, project["id"], suffix))
+                saved += asyncio.run(make_fleet(out, size, project["id"], suffix))
         finally:
             jobs.cancel(ws, job["id"])
             lock.release()

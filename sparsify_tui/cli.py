@@ -45,20 +45,25 @@ def print_warnings(warnings) -> None:
 
 def stderr_progress(quiet: bool = False):
     """A :data:`sparsify_tui.progress.ProgressFn` printing ``NN.N%  step`` on stderr, at most twice a second
-    (plus every step change and the end), so stdout stays pure JSON. Prints nothing when ``quiet``, and
+    (plus every step change and the end), so stdout stays pure JSON. Prints nothing when ``quiet`` or once stderr's reader has gone (a broken pipe
+    never fails the job), and
     nothing before the work has started (fraction 0: loading and preparing), so a model or input refused at
     that point is exactly one error line on stderr."""
     import time
 
     last = [0.0, ""]
+    closed = [False]  # stderr piped into a reader that left (`2>&1 | head`): the work goes on without progress
 
     def progress(step: str, fraction: float) -> None:
-        if quiet or not fraction > 0:
+        if quiet or closed[0] or not fraction > 0:
             return
         now = time.monotonic()
         if step != last[1] or now - last[0] >= 0.5 or fraction >= 1.0:
             last[0], last[1] = now, step
-            print(f"  {fraction * 100:5.1f}%  {step}", file=sys.stderr, flush=True)
+            try:
+                print(f"  {fraction * 100:5.1f}%  {step}", file=sys.stderr, flush=True)
+            except (BrokenPipeError, ValueError):  # ValueError: the stream was closed
+                closed[0] = True
 
     return progress
 

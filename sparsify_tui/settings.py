@@ -56,17 +56,19 @@ def batch_size(value: Any, flag: str = "--batch-size") -> int:
     return n
 
 
-def core_count(value: Any, flag: str = "--cores") -> int:
-    """A core count (intra-op threads) in 1..:func:`available_cores`. ``None`` means every available core."""
-    cores = available_cores()
+def core_count(value: Any, flag: str = "--cores", *, available: Optional[int] = None,
+               where: str = "this process may use") -> int:
+    """A core count (intra-op threads) in 1..``available`` (default :func:`available_cores`). ``None`` means every
+    available core. ``where`` ends the phrase "the N cores ..." in errors (a fleet target names its node)."""
+    cores = available_cores() if available is None else int(available)
     if value is None:
         return cores
     n = _whole(value, flag)
     if n < 1:
         raise SparsifyError(f"{flag} {value} is not allowed: {flag} must be 1 or more, up to the {cores} cores "
-                            "this process may use")
+                            f"{where}")
     if n > cores:
-        raise SparsifyError(f"{flag} {value} is more than the {cores} cores this process may use: give 1 to {cores}")
+        raise SparsifyError(f"{flag} {value} is more than the {cores} cores {where}: give 1 to {cores}")
     return n
 
 
@@ -269,3 +271,89 @@ def calibration_method(value: Any, flag: str = "--calibration") -> str:
 def calibration_size(value: Any, flag: str = "--calibration-size") -> int:
     """Calibration batches: 1 or more (default :data:`CALIBRATION_SIZE`)."""
     return _count_at_least(value, flag, 1, CALIBRATION_SIZE)
+
+
+# ------------------------------------------------------------------------------------------- fleet
+FLEET_NAME = "{target} b{batch} {cores}c"
+"""Default name of a fleet result: ``<hostname> b<batch> <cores>c`` (``{target}`` is the hostname, with the node
+id's first 6 digits when several chosen targets share a hostname)."""
+FLEET_NAME_FIELDS = ("target", "hostname", "node", "batch", "cores")
+"""The ``{field}`` placeholders a fleet result name may use."""
+
+
+def fleet_address(value: Any, flag: str = "--address") -> str:
+    """A Ray cluster address, ``HOST:PORT`` of the head node (what ``ray start --head`` printed; the port is 6379
+    unless ``--port`` was given). Ray Client addresses (``ray://``) are refused: the driver must be a node."""
+    text = str(value or "").strip()
+    if not text:
+        raise SparsifyError(f"{flag} is empty: give the Ray head node's HOST:PORT (what `ray start --head` printed, "
+                            "e.g. 10.0.0.5:6379)")
+    if "://" in text:
+        raise SparsifyError(f"{flag} {text} is not allowed: {flag} must be the head node's HOST:PORT, not a Ray "
+                            "Client address (join this machine to the cluster with `ray start --address HOST:PORT`)")
+    host, sep, port = text.rpartition(":")
+    if not sep or not host.strip("[]") or not port.isdigit() or not 1 <= int(port) <= 65535:
+        raise SparsifyError(f"{flag} {text} is not allowed: {flag} must be the Ray head node's HOST:PORT, "
+                            "e.g. 10.0.0.5:6379")
+    return text
+
+
+def fleet_targets(value: Any, flag: str = "--targets") -> dict:
+    """Which nodes of a Ray cluster a fleet job measures on, from ``all``; comma-separated node ids (or unique
+    prefixes of at least 6 hex digits); or comma-separated ``KEY=VALUE`` node labels, every one of which a node
+    must have. Returns ``{"all": True}``, ``{"ids": [...]}`` or ``{"labels": {key: value}}``."""
+    text = ",".join(value) if isinstance(value, (list, tuple)) else str(value or "")
+    items = [t.strip() for t in text.split(",") if t.strip()]
+    if not items:
+        raise SparsifyError(f"{flag} is empty: give all, node ids (see `sparsify-tui fleet nodes`) or a node label "
+                            "KEY=VALUE")
+    if [t.lower() for t in items] == ["all"]:
+        return {"all": True}
+    labelled = [t for t in items if "=" in t]
+    if labelled and len(labelled) != len(items):
+        raise SparsifyError(f"{flag} {text} is not allowed: {flag} must be node ids or KEY=VALUE labels, not both")
+    if labelled:
+        labels: dict = {}
+        for t in labelled:
+            key, _, val = t.partition("=")
+            if not key.strip() or not val.strip():
+                raise SparsifyError(f"{flag} {t} is not allowed: {flag} labels must be KEY=VALUE, e.g. "
+                                    f"{flag} cpu=epyc-genoa")
+            labels[key.strip()] = val.strip()
+        return {"labels": labels}
+    for t in items:
+        if t.lower() == "all":
+            raise SparsifyError(f"{flag} {text} is not allowed: {flag} must be all alone, or node ids without it")
+        if len(t) < 6 or any(c not in "0123456789abcdefABCDEF" for c in t):
+            raise SparsifyError(f"{flag} {t} is not allowed: {flag} must be all, node ids (at least their first 6 "
+                                "hex digits; see `sparsify-tui fleet nodes`) or KEY=VALUE labels")
+    return {"ids": [t.lower() for t in items]}
+
+
+def fleet_cores(value: Any, flag: str = "--cores") -> Optional[int]:
+    """Cores per fleet target: ``all`` or ``None`` (every core the task may use on each node: returns None) or a
+    whole number >= 1 (each target's own limit is checked with :func:`core_count` and ``available=``)."""
+    if value is None or (isinstance(value, str) and value.strip().lower() in ("", "all")):
+        return None
+    n = _whole(value, flag)
+    if n < 1:
+        raise SparsifyError(f"{flag} {value} is not allowed: {flag} must be all or a whole number of 1 or more")
+    return n
+
+
+def fleet_name(value: Any, flag: str = "--name") -> str:
+    """The name template of fleet results (default :data:`FLEET_NAME`); may use the fields of
+    :data:`FLEET_NAME_FIELDS` in braces."""
+    import string
+
+    text = str(value or "").strip() or FLEET_NAME
+    try:
+        fields = [f for _, f, _, _ in string.Formatter().parse(text) if f is not None]
+    except ValueError as err:
+        raise SparsifyError(f"{flag} {text} is not allowed: {flag} must be a name template with fields in braces "
+                            f"such as {{target}}, other braces doubled ({err})") from None
+    unknown = [f for f in fields if f not in FLEET_NAME_FIELDS]
+    if unknown:
+        raise SparsifyError(f"{flag} {text} is not allowed: {flag} may use only the fields "
+                            + ", ".join("{" + f + "}" for f in FLEET_NAME_FIELDS) + f", not {{{unknown[0]}}}")
+    return text

@@ -7,13 +7,14 @@ This module is a leaf: it imports nothing of sparsify-tui.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import stat
 import tempfile
 import time
 from pathlib import Path
-from typing import List, Optional
+from typing import Iterator, List, Optional
 
 PREFIX = "sparsify-"
 STALE_ANY_S = 24 * 3600.0
@@ -50,6 +51,17 @@ def fast_tmp() -> Optional[str]:
 def make_temp_dir(kind: str, dir: Optional[str] = None) -> Path:
     """A new private temp folder ``sparsify-<kind>-<pid>-<random>`` (in ``dir``, default the temp folder)."""
     return Path(tempfile.mkdtemp(prefix=f"{PREFIX}{kind}-{os.getpid()}-", dir=dir))
+
+
+@contextlib.contextmanager
+def temp_dir(kind: str, dir: Optional[str] = None) -> Iterator[Path]:
+    """:func:`make_temp_dir` as a context manager: the folder and everything in it are removed on exit (a killed
+    process leaves it to :func:`clean_stale_temp_dirs`)."""
+    path = make_temp_dir(kind, dir)
+    try:
+        yield path
+    finally:
+        shutil.rmtree(path, ignore_errors=True)
 
 
 def _owner_pid(name: str) -> Optional[int]:

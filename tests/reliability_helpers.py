@@ -89,10 +89,22 @@ def snapshot(home: Path) -> dict:
     for folder in {tempfile.gettempdir(), "/dev/shm"}:
         try:
             temps |= {e.name for e in os.scandir(folder) if e.name.startswith("sparsify-") and
-                      e.name.split("-")[1] in ("perf", "quant", "apply")}
+                      e.name.split("-")[1] in ("perf", "quant", "apply") and not _other_live_process(e.name)}
         except OSError:
             pass
     return {"files": files, "jobs": jobs, "temps": temps}
+
+
+def _other_live_process(temp_name: str) -> bool:
+    """True for a temp folder that is not ours to check: named ``sparsify-KIND-PID-...`` by another process that
+    is still running (another test run on a shared machine), or without a pid (every folder sparsify-tui makes
+    carries its pid, :mod:`sparsify_tui.tempfiles`). A folder of this process or of a dead process counts."""
+    parts = temp_name.split("-")
+    if len(parts) < 4 or not parts[2].isdigit():
+        return True
+    if int(parts[2]) == os.getpid():
+        return False
+    return Path(f"/proc/{parts[2]}").exists()
 
 
 def assert_nothing_left(before: dict, home: Path) -> None:

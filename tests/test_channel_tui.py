@@ -96,7 +96,7 @@ def test_groups_tab_estimates_measured_and_override(workspace_home, demo_model):
             tabs = sec.query_one("#opt-tabs")
             assert tabs.get_tab("tab-groups").display and not tabs.get_tab("tab-layers").display
             header = str(sec.query_one("#opt-header").render())
-            assert "channel" in header and "measured 1.43×" in header and "est. speedup 1.50×" in header
+            assert "channel" in header and "measured 1.43×" in header and "target 1.50× faster (est.)" in header
             perf = str(sec.query_one("#est-performance-text").render())
             assert "Measured 1.43×" in perf and "Estimated" in perf and "not calibrated" in perf
             summary = str(sec.query_one("#est-summary-text").render())

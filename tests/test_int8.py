@@ -4,6 +4,7 @@ quantize_static fails (the search stops with the reason), and the CLI's one-line
 
 from __future__ import annotations
 
+import json
 import math
 
 import numpy as np
@@ -141,6 +142,33 @@ def test_labels_are_split_from_the_inputs_and_validated(tmp_path):
         big.check_classes(8)
 
 
+def test_labels_and_metric_are_checked_against_the_declared_outputs(tmp_path):
+    """Before anything runs: labels at or above the class count, and labels or top1/kl on a model without a
+    class-score output, are refused from the graph's declared outputs (what choose_metric refuses after a run)."""
+    from sparsify_tui.analysis.inputs import check_run_inputs
+
+    model = _mlp(tmp_path / "mlp.onnx")  # y: [N, 8]
+    with pytest.raises(SampleDataError, match="contain 9 but the model's class output has 8 classes"):
+        check_run_inputs(model, 1, None, _data(tmp_path / "big.npz", labels=np.full(12, 9)), scores_outputs=True)
+    # a run that does not score outputs (perf profile) only checks the labels as data
+    check_run_inputs(model, 1, None, tmp_path / "big.npz")
+    check_run_inputs(model, 1, None, _data(tmp_path / "ok.npz", labels=np.arange(12) % 8), metric="kl",
+                     scores_outputs=True)
+    m = onnx.load(str(model))  # y becomes [N, 8, 1]: no class-score output
+    m.graph.node.append(helper.make_node("Unsqueeze", ["y", "ax"], ["y3"], name="unsq"))
+    m.graph.initializer.append(numpy_helper.from_array(np.array([2], np.int64), "ax"))
+    del m.graph.output[:]
+    m.graph.output.append(helper.make_tensor_value_info("y3", TensorProto.FLOAT, ["N", 8, 1]))
+    onnx.save(m, str(tmp_path / "map.onnx"))
+    with pytest.raises(SampleDataError, match=r"labels were given but no model output is class scores .*'y3' is "
+                                              r"\[\?, 8, 1\]"):
+        check_run_inputs(tmp_path / "map.onnx", 1, None, tmp_path / "ok.npz", scores_outputs=True)
+    for metric in ("top1", "kl"):
+        with pytest.raises(SampleDataError, match=f"--metric {metric} needs a class-score output"):
+            check_run_inputs(tmp_path / "map.onnx", 1, None, None, metric=metric, scores_outputs=True)
+    check_run_inputs(tmp_path / "map.onnx", 1, None, None, metric="nmse", scores_outputs=True)
+
+
 # ------------------------------------------------------------------------------------------------ search
 
 
@@ -255,6 +283,25 @@ def test_cli_search_stores_the_trials_and_the_exclusions(workspace_home, tmp_pat
     assert applied["output_diff"]["metric_value"] == pytest.approx(chosen["metric_value"], rel=1e-6)
 
 
+def test_one_labelled_npz_serves_every_command(workspace_home, tmp_path, capsys, flat_timing):
+    """The labels array (default key) is not an input: the perf profile, the search, apply and the benchmark's
+    timing all skip it, and the benchmark's accuracy block reads it (the timing loader once refused it)."""
+    from sparsify_tui.cli import main
+
+    ws, project = _project(tmp_path)
+    data = _data(tmp_path / "lab.npz", n=8, labels=np.arange(8) % 8)
+    assert main(["profile", "perf", "mlp", "--name", "p", "--iterations", "3", "--cores", "1", "--no-int8",
+                 "--data", str(data)]) == 0
+    assert main(["optimize", "mlp", "--name", "q", "--quantize", "--max-drop", "0.5", "--data", str(data)]) == 0
+    assert main(["apply", "mlp", "q", "--data", str(data)]) == 0
+    capsys.readouterr()
+    assert main(["benchmark", "mlp", "-O", "q", "--batch-sizes", "1", "--cores", "1", "--iterations", "3",
+                 "--data", str(data), "--json"]) == 0
+    acc = json.loads(capsys.readouterr().out)["accuracy"]
+    assert acc["metric"] == "top1" and acc["items"] == 8
+    assert acc["models"]["baseline"]["accuracy"] is not None and acc["models"]["q"]["accuracy"] is not None
+
+
 @pytest.mark.parametrize("argv, msg", [
     (["--quantize", "--max-drop", "-1"], "--max-drop -1 is not allowed: --max-drop must be 0 or more"),
     (["--quantize", "--max-drop", "0.01", "--metric", "f1"], "--metric 'f1' is not allowed: --metric must be one of"),
@@ -283,11 +330,14 @@ def test_cli_bad_labels_are_one_line_exit_2_and_nothing_is_left(workspace_home, 
 
     ws, project = _project(tmp_path)
     bad = _data(tmp_path / "bad.npz", n=8, labels=np.arange(5))
-    for argv in (["optimize", "mlp", "--name", "q", "--quantize", "--max-drop", "0.01", "--data", str(bad)],
-                 ["benchmark", "mlp", "--data", str(bad)]):
-        assert main(argv) == 2
-        err = capsys.readouterr().err.strip().splitlines()
-        assert len(err) == 1 and "labels 'labels' have 5 item(s) and the inputs 8" in err[0]
+    big = _data(tmp_path / "big.npz", n=8, labels=np.full(8, 8))  # y has 8 classes: 0..7
+    for data, msg in ((bad, "labels 'labels' have 5 item(s) and the inputs 8"),
+                      (big, "labels 'labels' contain 8 but the model's class output has 8 classes")):
+        for argv in (["optimize", "mlp", "--name", "q", "--quantize", "--max-drop", "0.01", "--data", str(data)],
+                     ["benchmark", "mlp", "--data", str(data)]):
+            assert main(argv) == 2
+            err = capsys.readouterr().err.strip().splitlines()
+            assert len(err) == 1 and msg in err[0]
     assert ws.list_records(project["id"], "optimizations") == [] and list_jobs(ws, project["id"]) == []
 
 

@@ -181,6 +181,23 @@ def test_estimates_name_runtime_and_use_measured_int8(demo_analysis):
     assert evaluate(off).estimates.ort_speedup == pytest.approx(1.0)
 
 
+def test_int8_estimate_uses_the_interleaved_ratio_when_recorded(demo_analysis):
+    """A perf profile's INT8 block median (2.5x here) is minutes away from its FP32 block; the interleaved
+    ratio (1.6x) measured both on one clock, so the estimate follows it; older profiles keep the block median."""
+    from sparsify_tui.optimization.config import perf_int8_ms
+
+    perf, loss = fake_profiles(demo_analysis)
+    assert perf_int8_ms(perf) == pytest.approx(perf.latency_ms["median"] / 2.5)
+    perf.int8["speedup_interleaved"] = 1.6
+    assert perf_int8_ms(perf) == pytest.approx(perf.latency_ms["median"] / 1.6)
+    rec = build_optimization("o", demo_analysis, perf, loss, sparsity=0.0, quantize=True, perf_ref="p",
+                             loss_ref="l")
+    rec.quantization.excluded = []
+    from sparsify_tui.optimization.core import evaluate
+
+    assert evaluate(rec).estimates.ort_speedup == pytest.approx(1.6, rel=1e-6)
+
+
 def test_flops_profile_has_no_ms_and_no_ort_pruning_gain(demo_analysis):
     rec = build_optimization("o", demo_analysis, None, None, sparsity=0.7, quantize=True)
     est = rec.estimates

@@ -125,6 +125,10 @@ def test_int8_profile_measured_and_mapped_back(resnet_profile):
         assert rows[c].int8_time_ms > 0, c  # QLinearConv/QGemm kernels map back to the original nodes
     int8_total = sum(n.int8_time_ms or 0 for n in resnet_profile.nodes)
     assert int8_total == pytest.approx(i8["profiled"]["kernel_total_ms"], rel=1e-9)
+    # the ratio estimates use comes from one interleaved timing of FP32 and INT8 (not two blocks minutes apart)
+    inter = i8["interleaved"]
+    assert inter["fp32_ms"] > 0 and inter["int8_ms"] > 0 and inter["rounds"] == 3
+    assert i8["speedup_interleaved"] == pytest.approx(inter["fp32_ms"] / inter["int8_ms"])
 
 
 def test_matmul_add_fused_to_gemm_keeps_time_on_matmul(tmp_path):
@@ -147,6 +151,16 @@ def test_parse_trace_skips_warmup_and_subtracts_nested_kernels():
     assert kt.ms["if0"] == pytest.approx(0.2)  # 500 µs minus the nested 300 µs
     assert kt.ms["inner"] == pytest.approx(0.3)
     assert kt.total_ms == pytest.approx(sum(kt.ms.values()))
+
+
+def test_parse_trace_median_ignores_a_kernel_preempted_in_one_run():
+    ev = []
+    for r, (t0, conv_us) in enumerate(((0, 100), (10000, 100), (20000, 5000), (30000, 120))):
+        ev.append({"cat": "Session", "name": "model_run", "ts": t0, "dur": 9000})
+        ev.append({"cat": "Node", "name": "conv_kernel_time", "ts": t0 + 10, "dur": conv_us, "args": {"op_name": "Conv"}})
+    kt = parse_trace(ev, skip_runs=1)
+    assert kt.ms["conv"] == pytest.approx((0.1 + 5.0 + 0.12) / 3)  # the mean carries the preempted run
+    assert kt.median_ms["conv"] == pytest.approx(0.12)
 
 
 # --------------------------------------------------------------------------------------- CLI JSON

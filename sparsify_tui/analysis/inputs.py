@@ -253,7 +253,8 @@ def check_scalar_values(specs: list[InputSpec], values: Optional[dict] = None) -
 
 def check_run_inputs(model_path: Union[str, os.PathLike], batch_size: int = 1, dims: Optional[dict] = None,
                      data: Optional[Union[str, os.PathLike]] = None, batches: int = 1,
-                     labels_key: Optional[str] = None) -> list[InputSpec]:
+                     labels_key: Optional[str] = None, metric: Optional[str] = None,
+                     scores_outputs: bool = False) -> list[InputSpec]:
     """Everything about a run's inputs that can be refused before anything runs, is allocated or is recorded:
     the model loads (``load_model`` without weights: external-data locations, tensor sizes, input types),
     every ``dims`` name exists in the model and every symbolic dim has a value >= 1, one batch fits in the
@@ -261,7 +262,11 @@ def check_run_inputs(model_path: Union[str, os.PathLike], batch_size: int = 1, d
     loads the model: :func:`sparsify_tui.analysis.shapes.check_shapes`), and the sample data ``data`` (headers only, :func:`check_sample_data`) matches the
     inputs, or else every scalar input has a value; ``batches`` synthetic batches kept together must fit in
     memory too. The labels array of ``data`` (``labels_key``, default ``labels`` when present,
-    :mod:`sparsify_tui.analysis.labels`) is not an input: it is validated as labels. Returns the input specs.
+    :mod:`sparsify_tui.analysis.labels`) is not an input: it is validated as labels. ``scores_outputs``: the run
+    scores the outputs (apply, benchmark, INT8 search), so the labels and ``metric`` (``--metric``, None for the
+    default) are checked against the model's declared outputs too
+    (:func:`sparsify_tui.analysis.labels.check_outputs_fit`: labels or top1/kl need a class-score output, labels
+    below its class count). Returns the input specs.
 
     Raises:
         ModelError, DimensionError, SampleDataError: one line each.
@@ -276,20 +281,23 @@ def check_run_inputs(model_path: Union[str, os.PathLike], batch_size: int = 1, d
         from sparsify_tui.analysis.shapes import check_input_memory, input_shapes
 
         check_input_memory(model, input_shapes(model, batch_size, dims), batches=batches)
-    if data:
-        from sparsify_tui.analysis.labels import check_labels, split_labels
+    from sparsify_tui.analysis.labels import check_labels, check_outputs_fit, split_labels
 
+    labels, key = None, None
+    if data:
         raw, key = split_labels(data, labels_key) if not any(s.name == (labels_key or "labels") for s in specs) \
             else (None, None)
         batches_given = check_sample_data(data, specs, batch_size, ignore=(key,) if key else ())
         if raw is not None:
             items = next((int(shape[0]) for name, (shape, _dt) in inspect_sample_data(data).items()
                           if name != key and len(shape)), batches_given * batch_size)
-            check_labels(raw, items, key)
+            labels = check_labels(raw, items, key)
     else:
         if labels_key:
             raise SampleDataError(f"--labels {labels_key} needs --data FILE.npz holding the inputs and the labels")
         check_scalar_values(specs, dims)
+    if scores_outputs:
+        check_outputs_fit(model, metric=metric, labels=labels, key=key)
     return specs
 
 
@@ -388,17 +396,28 @@ def inspect_sample_data(path: Union[str, os.PathLike]) -> Optional[dict]:
     return arrays
 
 
+def _not_inputs(specs: list[InputSpec], ignore: tuple) -> set:
+    """Keys of a sample data file that are not inputs: ``ignore`` plus the default labels key
+    (:data:`sparsify_tui.analysis.labels.DEFAULT_LABELS_KEY`) unless an input has that name, so one labelled
+    ``.npz`` serves every command (perf and loss profiles, apply, benchmark, INT8 search)."""
+    from sparsify_tui.analysis.labels import DEFAULT_LABELS_KEY
+
+    return set(ignore) | ({DEFAULT_LABELS_KEY} - {s.name for s in specs})
+
+
 def check_sample_data(path: Union[str, os.PathLike], specs: list[InputSpec], batch_size: int,
                       ignore: tuple = ()) -> int:
     """Check a sample data file against the model inputs from its headers alone (no data is read), so a bad
-    file is refused before anything runs. Returns the number of batches it gives.
+    file is refused before anything runs. Returns the number of batches it gives. Keys in ``ignore`` and the
+    default labels key (unless an input has that name) are not inputs and are skipped.
 
     Raises:
         SampleDataError: as :func:`inspect_sample_data`, plus an unknown or missing input name, a wrong shape or
             dtype kind, different item counts, or fewer items than ``batch_size``.
     """
     p = Path(path)
-    headers = {k: v for k, v in inspect_sample_data(p).items() if k not in ignore}
+    skip = _not_inputs(specs, ignore)
+    headers = {k: v for k, v in inspect_sample_data(p).items() if k not in skip}
     by_name = {s.name: s for s in specs}
     tensors = [s for s in specs if s.kind != "scalar"]
     if None in headers:
@@ -448,8 +467,9 @@ def load_sample_data(path: Union[str, os.PathLike], specs: list[InputSpec], batc
     are ``[items, ...]`` with the remaining dims equal to the spec shape without its batch axis; scalar
     inputs may be given as a 0-d array (used for every batch) and otherwise come from ``spec.value``.
     Leftover items (fewer than ``batch_size``) are dropped. The file is checked from its headers first
-    (:func:`check_sample_data`), then loaded with ``allow_pickle=False``. Keys in ``ignore`` (e.g. the labels
-    array, :mod:`sparsify_tui.analysis.labels`) are not inputs and are skipped.
+    (:func:`check_sample_data`), then loaded with ``allow_pickle=False``. Keys in ``ignore`` (the labels
+    array under ``--labels KEY``, :mod:`sparsify_tui.analysis.labels`) and the default labels key ``labels``
+    (unless an input has that name) are not inputs and are skipped.
 
     Returns:
         A list of feeds ``{input name: array}``, one per batch.
@@ -460,6 +480,7 @@ def load_sample_data(path: Union[str, os.PathLike], specs: list[InputSpec], batc
     """
     p = Path(path)
     n_batches = check_sample_data(p, specs, batch_size, ignore)
+    skip = _not_inputs(specs, ignore)
     tensors = [s for s in specs if s.kind != "scalar"]
     try:
         loaded = np.load(p, allow_pickle=False)
@@ -467,7 +488,7 @@ def load_sample_data(path: Union[str, os.PathLike], specs: list[InputSpec], batc
             arrays = {tensors[0].name: loaded}
         else:
             with loaded:
-                arrays = {k: loaded[k] for k in loaded.files if k not in ignore}
+                arrays = {k: loaded[k] for k in loaded.files if k not in skip}
     except Exception as err:  # noqa: BLE001 - ValueError, OSError, zip errors, EOFError on a cut file
         raise SampleDataError(f"sample data {p} cannot be read ({str(err).splitlines()[0][:120] if str(err) else type(err).__name__}): "
                               "save it again with numpy.savez (plain numeric arrays)") from None

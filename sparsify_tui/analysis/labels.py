@@ -84,6 +84,62 @@ def check_labels(labels: np.ndarray, items: int, key: str, classes: Optional[int
     return a.astype(np.int64)
 
 
+# -- the model's outputs, as declared in the graph (before anything runs) -------------------------------------
+
+_FLOAT_ELEM_TYPES = (1, 10, 11, 16)  # onnx TensorProto FLOAT, FLOAT16, DOUBLE, BFLOAT16
+
+
+def _shape_text(dims: list) -> str:
+    return "[" + ", ".join("?" if d is None else str(d) for d in dims) + "]"
+
+
+def labels_need_class_output(name: str, shape: str) -> str:
+    """The one-line error when labels are given to a model with no class-score output (``shape``: its text)."""
+    return (f"labels were given but no model output is class scores ([batch, classes]; '{name}' is {shape}): "
+            "drop the labels or use --metric nmse")
+
+
+def metric_needs_class_output(metric: str, name: str, shape: str) -> str:
+    """The one-line error when ``--metric top1|kl`` is asked of a model with no class-score output."""
+    return (f"--metric {metric} needs a class-score output [batch, classes] and '{name}' is {shape}: "
+            "use --metric nmse or max_abs")
+
+
+def declared_outputs(model) -> list[tuple[str, Optional[list]]]:
+    """``(name, dims)`` of each float graph output of ``model`` (an ``onnx.ModelProto``), in graph order; a dim is
+    an int or None (symbolic or unknown), ``dims`` None when the rank is not declared."""
+    out = []
+    for vi in model.graph.output:
+        t = vi.type.tensor_type
+        if not vi.type.HasField("tensor_type") or t.elem_type not in _FLOAT_ELEM_TYPES:
+            continue
+        dims = [d.dim_value if d.HasField("dim_value") else None for d in t.shape.dim] if t.HasField("shape") else None
+        out.append((vi.name, dims))
+    return out
+
+
+def check_outputs_fit(model, *, metric: Optional[str] = None, labels: Optional[np.ndarray] = None,
+                      key: Optional[str] = None) -> None:
+    """Refuse, from the graph's declared outputs alone, what :func:`sparsify_tui.profiling.metrics.choose_metric`
+    would refuse after running the model: ``labels`` (validated, see :func:`check_labels`) or ``metric`` "top1"/"kl"
+    when no float output can be class scores (rank 2 with a last dim unknown or >= 2), and labels at or above the
+    class count when the first such output declares it. Undeclared shapes pass (checked when the model runs).
+    Raises ``SampleDataError`` (one line)."""
+    outs = declared_outputs(model)
+    if not outs or any(d is None for _, d in outs):
+        return
+    cls = next(((n, d) for n, d in outs if len(d) == 2 and (d[1] is None or d[1] >= 2)), None)
+    first_name, first = outs[0]
+    if cls is None:
+        if labels is not None:
+            raise SampleDataError(labels_need_class_output(first_name, _shape_text(first)))
+        if metric in ("top1", "kl"):
+            raise SampleDataError(metric_needs_class_output(metric, first_name, _shape_text(first)))
+        return
+    if labels is not None and cls[1][1] is not None:
+        check_labels(labels, len(labels), key or DEFAULT_LABELS_KEY, classes=cls[1][1])
+
+
 def batch_labels(labels: np.ndarray, batch_size: int, batches: int) -> list[np.ndarray]:
     """The labels of each of the first ``batches`` batches of ``batch_size`` consecutive items (the split of
     :func:`sparsify_tui.analysis.inputs.load_sample_data`, whose leftover items are dropped)."""
@@ -147,4 +203,5 @@ def _item_count(data, specs, key: Optional[str]) -> int:
     return 0
 
 
-__all__ = ["DEFAULT_LABELS_KEY", "SampleSet", "sample_set", "split_labels", "check_labels", "batch_labels"]
+__all__ = ["DEFAULT_LABELS_KEY", "SampleSet", "sample_set", "split_labels", "check_labels", "batch_labels",
+           "declared_outputs", "check_outputs_fit", "labels_need_class_output", "metric_needs_class_output"]

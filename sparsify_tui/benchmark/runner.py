@@ -255,15 +255,17 @@ class BenchmarkResult:
 
 
 def build_feeds(model_path: Union[str, Path], batch_size: int, dims: Optional[dict] = None,
-                data: Optional[Union[str, Path]] = None, max_batches: int = 4) -> list[dict[str, np.ndarray]]:
+                data: Optional[Union[str, Path]] = None, max_batches: int = 4,
+                labels_key: Optional[str] = None) -> list[dict[str, np.ndarray]]:
     """Input feeds for one batch size, built before timing: up to ``max_batches`` batches of the user's
-    sample data (``.npz``/``.npy``), else one batch of synthetic data with valid values
-    (``sparsify_tui.analysis.inputs``). Raises ``DimensionError``/``SampleDataError``."""
+    sample data (``.npz``/``.npy``; its labels array ``labels_key``, default ``labels``, skipped), else one batch
+    of synthetic data with valid values (``sparsify_tui.analysis.inputs``). Raises
+    ``DimensionError``/``SampleDataError``."""
     from sparsify_tui.analysis.inputs import input_specs, load_sample_data, synthetic_inputs
 
     specs = input_specs(str(model_path), batch_size=batch_size, dims=dims or {})
     if data:
-        batches = load_sample_data(str(data), specs, batch_size)
+        batches = load_sample_data(str(data), specs, batch_size, ignore=(labels_key,) if labels_key else ())
         return [{k: np.ascontiguousarray(v) for k, v in b.items()} for b in batches[:max_batches]]
     return [{k: np.ascontiguousarray(v) for k, v in synthetic_inputs(specs, seed=0).items()}]
 
@@ -388,7 +390,7 @@ def run_benchmark(
                     if progress is not None:
                         progress(f"{spec.label} batch {bs} cores {cores} (round {r + 1}/{rounds})", done / total)
                     if spec.label not in feeds_by_model:
-                        feeds_by_model[spec.label] = build_feeds(spec.path, bs, dims, data)
+                        feeds_by_model[spec.label] = build_feeds(spec.path, bs, dims, data, labels_key=labels_key)
                     session = engine.open_session(spec.path, cores)
                     try:
                         times[spec.label] += time_runs(session, feeds_by_model[spec.label], warmup=warmup,

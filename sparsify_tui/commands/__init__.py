@@ -20,6 +20,7 @@ COMMAND_MODULES = [
 
 
     "channel",    # profile channel-calibration, optimization show
+    "fleet",      # fleet nodes/profile/benchmark (optional extra: Ray)
     "jobs",       # job run/list/show/cancel/log
     "serve",      # serve (the TUI in a browser)
 ]

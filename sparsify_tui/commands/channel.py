@@ -40,6 +40,8 @@ def render_channel_text(opt: "Optimization", project_name: str) -> str:
         f"speedup {_fmt(est.ort_speedup_fp32)}x (est.)" + (f"; with INT8: {_fmt(est.ort_speedup)}x (est.)"
                                                          if q.enabled else ""),
         f"    time model: {est.time_model_note}",
+        *[f"    warning (channel calibration): {w}"
+          for w in ((opt.model.extra.get("channel_time_model") or {}).get("calibration") or {}).get("warnings") or []],
         f"    MACs {_fmt(est.macs, '.4g')} -> {_fmt(est.macs_pruned, '.4g')} ({_fmt(est.macs_reduction)}x fewer), "
         f"params {_fmt(est.params, '.4g')} -> {_fmt(est.params_nonzero, '.4g')}",
         f"    est. output change {_fmt(est.est_output_change, '.4g')} ({est.loss_metric}, summed over groups)",
@@ -89,6 +91,8 @@ def cmd_calibrate(args) -> int:
               f"MACs {_fmt(p.get('macs'), '.4g')}, speedup {_fmt(p.get('speedup'))}x")
     print(f"  fit: latency = {calib['latency']['a']:.3f} x node sum + {calib['latency']['g_ms']:.3f} ms; "
           f"mean relative error of the fitted node sums {_fmt(calib.get('fit_rel_error'), '.3f')}")
+    for w in calib.get("warnings") or []:
+        print(f"  warning: {w}")
     print("next: sparsify-tui optimize PROJECT --name N --structure channel --target-speedup 1.5")
     return 0
 

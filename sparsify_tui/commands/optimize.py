@@ -168,7 +168,7 @@ def _optimize_int8(args, overrides: dict, flags: list) -> int:
     from sparsify_tui.errors import ProjectError
     from sparsify_tui.jobs import run_here
     from sparsify_tui.optimization.record import Optimization
-    from sparsify_tui.services.int8 import check_name_free, int8_settings
+    from sparsify_tui.services.int8 import int8_settings
     from sparsify_tui.services.optimizations import get_optimization
 
     if not args.quantize:
@@ -183,17 +183,12 @@ def _optimize_int8(args, overrides: dict, flags: list) -> int:
     job_args = {"name": args.name, "perf": args.perf, "loss": args.loss, "sparsity": args.sparsity,
                 "balance": args.balance, "max_drop": args.max_drop, "metric": args.metric, "data": args.data,
                 "labels": args.labels, "calibration": args.calibration, "calibration_size": args.calibration_size}
-    checked = int8_settings(project, job_args)  # one line, exit 2, before a job record exists
-    check_name_free(ws, project["id"], checked["name"])
-    if checked["data"] or checked["labels"]:
-        from sparsify_tui.analysis.labels import sample_set
-
-        sample_set(ws.model_path(project["id"]), data=checked["data"], labels_key=checked["labels"],
-                   dims=checked["dims"], max_batches=1)
+    # the defaults filled in; run_here's job check (name free, data and labels) refuses bad ones before a record
+    checked = int8_settings(project, job_args)
     job_args = {k: v for k, v in checked.items() if k != "dims" and v is not None}
+    summary = run_here(ws, project["id"], "int8_search", job_args, progress=stderr_progress(args.json))
     if args.sparsity is None:
         print("sparsity 0 (INT8 only): give --sparsity to prune too", file=sys.stderr)
-    summary = run_here(ws, project["id"], "int8_search", job_args, progress=stderr_progress(args.json))
     opt = Optimization.from_dict(get_optimization(ws, project["id"], summary["optimization"]))
     if args.json:
         print_json(summary_json(opt))
@@ -252,6 +247,14 @@ def render_text(opt: "Optimization", project_name: str) -> str:
     return _render_unstructured(opt, project_name)
 
 
+def _fp32_count(opt: "Optimization") -> str:
+    """"N layers" kept FP32, plus the node count when it differs (an INT8 search also keeps the nodes between
+    layers FP32)."""
+    excluded = set(opt.quantization.excluded or [])
+    layers = sum(1 for l in opt.layers if l.node_id in excluded)
+    return f"{layers} layers" + (f" ({len(excluded)} nodes)" if len(excluded) != layers else "")
+
+
 def _render_unstructured(opt: "Optimization", project_name: str) -> str:
     """Human-readable summary of a stored, evaluated optimization (an
     :class:`~sparsify_tui.optimization.record.Optimization`) for the CLI."""
@@ -265,7 +268,7 @@ def _render_unstructured(opt: "Optimization", project_name: str) -> str:
         f"  target sparsity {st.sparsity:.2f}, achieved {est.avg_sparsity:.3f} (params-weighted), "
         f"balance {st.balance:.2f}",
         f"  quantization: {'INT8' if q.enabled else 'off'}"
-        + (f", {len(q.excluded)} layers kept FP32" if q.enabled else ""),
+        + (f", {_fp32_count(opt)} kept FP32" if q.enabled else ""),
         f"  epochs: stabilize to {ep.pruning_start_epoch}, prune to {ep.pruning_end_epoch}, "
         f"fine-tune to {ep.total_epochs}, update every {ep.update_frequency}",
         "  estimates:",
@@ -300,7 +303,7 @@ def _export(args) -> int:
     if args.json:
         print_json(res)
         return 0
-    print(f"recipe: {res['recipe_path']}  ({res['layers']} pruned layers, {len(res['modifiers'])} modifiers)")
+    print(f"recipe: {res['recipe_path']}  ({res['layers']} pruned weights, {len(res['modifiers'])} modifiers)")
     if res["code_path"]:
         print(f"code:   {res['code_path']}  ({res['framework']})")
     for w in res["warnings"]:

@@ -16,6 +16,7 @@ from __future__ import annotations
 import functools
 import json
 import os
+import statistics
 import time
 from collections import defaultdict
 from pathlib import Path
@@ -240,6 +241,7 @@ def parse_trace(trace: Union[str, Path, list, dict], skip_runs: int = 0) -> Kern
     if not counted:
         return out
     totals: dict = defaultdict(float)
+    per_run: list = []  # {key: ms} of each counted run
     ri = 0
     for run_start, run_end in counted:
         in_run = [e for e in kernels if run_start <= int(e["ts"]) <= run_end]
@@ -254,6 +256,7 @@ def parse_trace(trace: Union[str, Path, list, dict], skip_runs: int = 0) -> Kern
                 excl[stack[-1][1]] -= float(e.get("dur", 0))
             stack.append((end, i))
         seen: dict = defaultdict(int)
+        this_run: dict = defaultdict(float)
         for e, us in zip(in_run, excl):
             base = str(e["name"])[: -len("_kernel_time")]
             k = seen[base]
@@ -263,9 +266,12 @@ def parse_trace(trace: Union[str, Path, list, dict], skip_runs: int = 0) -> Kern
                 out.op_type[key] = (e.get("args") or {}).get("op_name", "")
                 out.order.append(key)
             totals[key] += max(us, 0.0) / 1000.0
+            this_run[key] += max(us, 0.0) / 1000.0
+        per_run.append(this_run)
         ri += 1
     out.runs = ri
     out.ms = {k: totals[k] / ri for k in out.order}
+    out.median_ms = {k: statistics.median([r.get(k, 0.0) for r in per_run]) for k in out.order}
     out.run_ms = sum((b - a) for a, b in counted) / 1000.0 / ri
     out.runs_ms = [(b - a) / 1000.0 for a, b in counted] if marked else []
     return out

@@ -33,7 +33,6 @@ from __future__ import annotations
 import contextlib
 import json
 import os
-import tempfile
 import time
 from pathlib import Path
 from typing import Iterable, Optional, Sequence, Union
@@ -43,6 +42,7 @@ import numpy as np
 from sparsify_tui.engine.base import QuantizationResult
 from sparsify_tui.errors import ModelError
 from sparsify_tui.progress import CancelToken, ProgressFn, maybe_check
+from sparsify_tui.tempfiles import temp_dir
 
 #: calibration method name -> (onnxruntime ``CalibrationMethod`` member, calibrator ``extra_options``).
 #: minmax: the min and max of each activation over the batches; entropy: the range minimizing the KL
@@ -257,7 +257,7 @@ def quantize_int8(
     calib_s = 0.0
     with contextlib.ExitStack() as stack:
         if reuse_dir is None:
-            work = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix=f"sparsify-quant-{os.getpid()}-")))
+            work = stack.enter_context(temp_dir("quant"))
         else:
             work = Path(reuse_dir)
             work.mkdir(parents=True, exist_ok=True)

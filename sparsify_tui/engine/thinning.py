@@ -22,7 +22,6 @@ passes ``onnx.checker`` with full shape inference, and loads in the engine (the 
 from __future__ import annotations
 
 import os
-import tempfile
 import threading
 import time
 from dataclasses import dataclass, field
@@ -42,6 +41,7 @@ from sparsify_tui.analysis.layers import WEIGHT_CHAIN_OPS
 from sparsify_tui.engine.weights import IN_MEMORY, file_size, lower_ir_version, write_model
 from sparsify_tui.errors import ModelError, SparsifyError
 from sparsify_tui.progress import CancelToken, ProgressFn, maybe_check
+from sparsify_tui.tempfiles import temp_dir
 
 #: the exactness check passes when thinned and reference outputs agree to this (max |Δ| / max |y_ref|)
 EXACTNESS_TOLERANCE = 1e-4
@@ -529,7 +529,7 @@ def thin_model(model_path: Union[str, os.PathLike], out_path: Union[str, os.Path
         t = time.perf_counter()
         if feeds is None:
             feeds = _check_feeds(src, batch_size, dims, samples)
-        with tempfile.TemporaryDirectory(prefix="sparsify-thin-") as tmp:
+        with temp_dir("thin") as tmp:
             tmp = Path(tmp)
             ref, ref_arrays = load_model(src, map_weights=True), {}
             probes = _probe_tensors(ref)

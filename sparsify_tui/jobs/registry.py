@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Callable, Dict
 
 from sparsify_tui.errors import JobError
-from sparsify_tui.jobs.handlers import apply, benchmark, channel_calibration, int8_search, loss, perf, sleep
+from sparsify_tui.jobs.handlers import apply, benchmark, channel_calibration, fleet, int8_search, loss, perf, sleep
 
 JOB_TYPES: Dict[str, Callable] = {
     "perf_profile": perf.run,
@@ -21,6 +21,8 @@ JOB_TYPES: Dict[str, Callable] = {
     "benchmark": benchmark.run,
     "int8_search": int8_search.run,
     "channel_calibration": channel_calibration.run,
+    "fleet_profile": fleet.run_profile,
+    "fleet_benchmark": fleet.run_benchmark_job,
     # test and diagnostic job: sleeps in steps, reports progress, honours cancel
     "sleep": sleep.run,
 }
@@ -32,6 +34,8 @@ JOB_CHECKS: Dict[str, Callable] = {
     "benchmark": benchmark.check,
     "int8_search": int8_search.check,
     "channel_calibration": channel_calibration.check,
+    "fleet_profile": fleet.check_profile,
+    "fleet_benchmark": fleet.check_benchmark,
 }
 """``check(ws, project, args)`` per job type: raises ``SparsifyError`` (one line) for bad arguments. Run by
 :func:`sparsify_tui.jobs.submit` and :func:`sparsify_tui.jobs.run_here` before a job record exists, so a

@@ -26,7 +26,6 @@ from __future__ import annotations
 import hashlib
 import json
 import shutil
-import tempfile
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -44,6 +43,7 @@ from sparsify_tui.engine.weights import load as _load
 from sparsify_tui.engine.weights import save as _save
 from sparsify_tui.errors import ModelError, SparsifyError
 from sparsify_tui.progress import CancelToken, ProgressFn, maybe_check
+from sparsify_tui.tempfiles import temp_dir
 
 
 @dataclass
@@ -209,7 +209,7 @@ def measure_sparsities(model_path: Union[str, Path], layers: dict[str, Optional[
 
 def output_difference(baseline_path, model_path, feeds: Sequence[dict], *, cancel: Optional[CancelToken] = None,
                       engine: Any = None, labels: Optional[Sequence[np.ndarray]] = None,
-                      metric: Optional[str] = None) -> dict:
+                      metric: Optional[str] = None, metric_asked_by: str = "--metric") -> dict:
     """Compare the outputs of ``model_path`` against ``baseline_path`` on ``feeds`` (list of feed dicts): the
     raw differences of :func:`sparsify_tui.engine.compare.compare_outputs` (``max_abs``, ``nmse``, ``max_rel``,
     ``top1_agreement``, ``samples``, ``outputs``) plus the metrics of :mod:`sparsify_tui.profiling.metrics`:
@@ -224,7 +224,7 @@ def output_difference(baseline_path, model_path, feeds: Sequence[dict], *, cance
 
     base = run_outputs(baseline_path, feeds, cancel=cancel, engine=engine)
     new = run_outputs(model_path, feeds, cancel=cancel, engine=engine)
-    choice = choose_metric(base[0], metric, labelled=labels is not None)
+    choice = choose_metric(base[0], metric, labelled=labels is not None, asked_by=metric_asked_by)
     ev = evaluate(base, new, choice, labels)
     diff = compare_outputs(base, new, len(feeds))
     diff.update({"kl": ev.kl, "accuracy": ev.accuracy, "accuracy_baseline": ev.accuracy_reference,
@@ -292,6 +292,7 @@ def apply_optimization(
     calibration_method: str = "minmax",
     labels_key: Optional[str] = None,
     metric: Optional[str] = None,
+    metric_asked_by: str = "--metric",
     settings: Optional[dict] = None,
     batch_size: int = 1,
     progress: Optional[ProgressFn] = None,
@@ -315,7 +316,8 @@ def apply_optimization(
         measure_outputs: compute ``output_diff`` (runs both models on the calibration feeds).
         calibration_method: INT8 calibration ("minmax", "entropy", "percentile"), as the INT8 search used.
         labels_key / metric: labels in ``data`` (:mod:`sparsify_tui.analysis.labels`; default key ``labels``
-            when present) for the accuracy in ``output_diff``, and the metric it states (default from the outputs).
+            when present) for the accuracy in ``output_diff``, and the metric it states (default from the outputs);
+            ``metric_asked_by`` starts its reason (:func:`sparsify_tui.profiling.metrics.choose_metric`).
 
     Returns: :class:`ApplyResult`. Raises ``ModelError`` (unknown weight, quantization failure),
     ``DimensionError``/``SampleDataError`` (calibration inputs), ``JobCanceled``, ``ValueError``
@@ -385,7 +387,7 @@ def apply_optimization(
         layers.append(LayerApplied(w, name, int(arr.size), float(s), pruned_count(arr.size, float(s))))
     lower_ir_version(model)
 
-    with tempfile.TemporaryDirectory(prefix="sparsify-apply-") as tmp:
+    with temp_dir("apply") as tmp:
         if quantize:
             pruned_path = Path(tmp) / "pruned.onnx"
             _save(model, pruned_path, external)
@@ -444,7 +446,7 @@ def apply_optimization(
         if calibration is None:
             calibration = calibration_inputs(src, dims=dims, data=data, samples=min(4, calibration_samples))
         diff = output_difference(src, out, list(eval_feeds or calibration), cancel=cancel, engine=engine,
-                                 labels=labels, metric=metric)
+                                 labels=labels, metric=metric, metric_asked_by=metric_asked_by)
     prog("done", 1.0)
     return ApplyResult(
         out_path=out, quantized=bool(quantize), excluded=list(excluded), layers=layers, output_diff=diff,
@@ -494,7 +496,7 @@ def apply_model_level(model_path, sparsities: dict, *, structure: str, quantize:
         calibration = calibration_inputs(src, dims=dims, data=data, samples=calibration_samples,
                                          batch_size=batch_size)
     warnings: list = []
-    with tempfile.TemporaryDirectory(prefix="sparsify-apply-") as tmp:
+    with temp_dir("apply") as tmp:
         pruned_path = Path(tmp) / "pruned.onnx" if quantize else out
 
         def sprog(step, frac):
@@ -545,13 +547,15 @@ def quantization_settings(opt: dict) -> tuple[bool, list]:
 def calibration_settings(opt: dict) -> dict:
     """What apply calibrates and measures with for an optimization record: ``calibration_method`` (default
     "minmax"), and from its INT8 search (when any) ``data``, ``labels_key``, ``metric`` and
-    ``calibration_samples``, so the applied model is the configuration the search measured."""
+    ``calibration_samples`` (and ``metric_asked_by``), so the applied model is the configuration the search
+    measured."""
     q = opt.get("quantization") or {}
     search = q.get("search") or {}
     out = {"calibration_method": q.get("calibration_method") or "minmax"}
     if search:
         out.update({"data": search.get("data"), "labels_key": search.get("labels_key"),
-                    "metric": search.get("metric"), "calibration_samples": int(search.get("calibration_size") or 16)})
+                    "metric": search.get("metric"), "metric_asked_by": "the INT8 search's metric",
+                    "calibration_samples": int(search.get("calibration_size") or 16)})
     return out
 
 

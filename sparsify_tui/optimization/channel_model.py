@@ -335,6 +335,16 @@ def allocate_channels(model: ChannelTimeModel, rows: List[GroupInput], *, target
     f = model.fractions(kf)
     t_now = np.array([tn.time(fi) for tn, fi in zip(model.nodes, f)])
     macs_now = [float((macs * f).sum())]
+    kf_start = dict(kf)
+
+    def left(k: Dict[str, float]) -> float:
+        """What is left at kept fractions ``k``, in the target's resource: channels, MACs or estimated ms."""
+        if target == "sparsity":
+            return sum(c * k.get(g, 1.0) for g, c in model.groups.items())
+        if target == "macs":
+            return model.macs(k)
+        return model.latency(k)
+
     if target == "sparsity":
         need = value * prunable_channels - sum(C[g] - k for g, k in kept.items())
     elif target == "macs":
@@ -391,6 +401,7 @@ def allocate_channels(model: ChannelTimeModel, rows: List[GroupInput], *, target
             break
         _, g = min(cands)
         score, j, d = best[g]
+        d = delta(g, opts[g][j])  # afresh: the special rows follow the whole model's MACs, which other moves changed
         level[g] = j
         kept[g] = opts[g][j]
         kf = kf_of(kept)
@@ -401,8 +412,28 @@ def allocate_channels(model: ChannelTimeModel, rows: List[GroupInput], *, target
         gained += d
         for h in neighbors[g] | {g}:
             best[h] = best_move(h)
+    if need - gained > 1e-9 and reachable >= value and opts:
+        # the greedy stalled short of a target the caps allow (no single move gains any more: the measured
+        # curves are flat there, yet moves together do): start again from every free group at its cap and give
+        # back from there
+        for g in opts:
+            level[g] = len(opts[g]) - 1
+            kept[g] = opts[g][level[g]]
+        kf = kf_of(kept)
+        f[:] = model.fractions(kf)
+        t_now[:] = [tn.time(fi) for tn, fi in zip(model.nodes, f)]
+        macs_now[0] = float((macs * f).sum())
+        gained = left(kf_start) - left(kf)
     # the last moves may overshoot: give channels back (one level at a time, the largest cost saving first)
-    # while the target still holds
+    # while the target still holds. With a speedup target the time is the constraint, not a cost: a give-back is
+    # judged by the loss it saves alone (a group whose loss is flat there goes back too, the largest first, so the
+    # result lands as close to the target as the rounded counts allow)
+    def saving_of(g: str, k: int) -> float:
+        if target == "speedup":
+            r0, r1 = 1.0 - opts[g][level[g]] / C[g], 1.0 - k / C[g]
+            return float(np.interp(r0, GRID_LEVELS, lossn[g]) - np.interp(r1, GRID_LEVELS, lossn[g]))
+        return cost(g, opts[g][level[g]]) - cost(g, k)
+
     while need - gained <= 1e-9:
         back = None
         for g in opts:
@@ -412,10 +443,10 @@ def allocate_channels(model: ChannelTimeModel, rows: List[GroupInput], *, target
             d = delta(g, k)  # negative: resource given back
             if gained + d < need - 1e-9:
                 continue
-            saving = cost(g, opts[g][level[g]]) - cost(g, k)
-            if back is None or saving > back[0]:
-                back = (saving, g, d)
-        if back is None or back[0] <= 0:
+            key = (saving_of(g, k), -d)
+            if back is None or key > back[0]:
+                back = (key, g, d)
+        if back is None or back[0][0] < (0.0 if target == "speedup" else 1e-15):
             break
         _, g, d = back
         level[g] -= 1

@@ -116,10 +116,16 @@ def perf_model_ms(perf: Optional["PerfProfile"]) -> Optional[float]:
 
 
 def perf_int8_ms(perf: Optional["PerfProfile"]) -> Optional[float]:
-    """Measured INT8 median ms per batch of a perf profile (``int8["latency_ms"]["median"]``), or None when
-    INT8 was not measured or failed."""
+    """Measured INT8 ms per batch of a perf profile on the clock of its FP32 median, or None when INT8 was not
+    measured or failed: FP32 median / ``int8["speedup_interleaved"]`` (the ratio of one interleaved timing of
+    both models, :func:`sparsify_tui.profiling.perf._int8_pass`), or ``int8["latency_ms"]["median"]`` for
+    profiles measured before that ratio was recorded."""
     if perf is None or (perf.int8 or {}).get("error"):
         return None
+    ratio = (perf.int8 or {}).get("speedup_interleaved")
+    base = (perf.latency_ms or {}).get("median")
+    if ratio and ratio > 0 and base and base > 0:
+        return float(base) / float(ratio)
     median = ((perf.int8 or {}).get("latency_ms") or {}).get("median")
     return float(median) if median and median > 0 else None
 

@@ -40,15 +40,16 @@ None) and the caller leaves INT8 off.
 from __future__ import annotations
 
 import shutil
-import tempfile
 import time
 from pathlib import Path
 from typing import Any, Dict, List, Optional, Sequence
 
 import numpy as np
 
+from sparsify_tui.engine.compare import run_outputs
 from sparsify_tui.optimization.record import Int8Group, Int8Search, Int8Trial
 from sparsify_tui.progress import CancelToken, ProgressFn, maybe_check
+from sparsify_tui.tempfiles import make_temp_dir
 from sparsify_tui.settings import CALIBRATION_METHODS
 
 #: ops that onnxruntime's QDQ quantizer never touches: they do not join a group (shape and control ops)
@@ -130,23 +131,6 @@ def excluded_nodes(groups: Sequence[Int8Group], k: int) -> List[str]:
 
 
 # ------------------------------------------------------------------------------------------------- runs
-
-
-def _run_outputs(engine, path, feeds, cancel) -> List[Dict[str, np.ndarray]]:
-    """Every output of the model at ``path`` on each feed (one live session)."""
-    from sparsify_tui.engine.timing import canceled_as_job
-
-    with engine.open_session(str(path)) as sess:
-        names = list(sess.output_names)
-        wanted = set(sess.input_names)
-        run = sess.runner(names, cancel)
-        out = []
-        with canceled_as_job(cancel):
-            for f in feeds:
-                maybe_check(cancel)
-                out.append(dict(zip(names, run({k: v for k, v in f.items() if k in wanted}))))
-        del run
-    return out
 
 
 def _ranking(model_path, groups, loss_profile, feeds, metric_choice, dims, engine, core_count, progress,
@@ -248,7 +232,7 @@ def search_int8(
     calib = feeds[: max(1, int(calibration_size))]
     maybe_check(cancel)
     prog("FP32 reference", 0.02)
-    reference = _run_outputs(engine, ref_path, feeds, cancel)
+    reference = run_outputs(ref_path, feeds, cancel=cancel, engine=engine)
     choice = choose_metric(reference[0], metric, labelled=samples.labels is not None)
     if samples.labels is not None and choice.class_output is not None:
         samples.check_classes(int(np.shape(reference[0][choice.class_output])[-1]))
@@ -263,7 +247,7 @@ def search_int8(
                         timing={**tm, "cores": core_count})
     out_names = list(reference[0])
     om = None
-    work = Path(tempfile.mkdtemp(prefix="sparsify-int8-search-"))
+    work = make_temp_dir("int8search")  # named after this pid: removed at start-up if we are killed
     paths: Dict[int, Path] = {}
     try:
         reuse = work / "reuse"
@@ -285,7 +269,7 @@ def search_int8(
                 if w not in result.warnings and not w.startswith("excluded nodes not in"):
                     result.warnings.append(w)
             t1 = time.perf_counter()
-            outs = _run_outputs(engine, path, feeds, cancel)
+            outs = run_outputs(path, feeds, cancel=cancel, engine=engine)
             ev = evaluate(reference, outs, choice, labels)
             t = Int8Trial(index=idx, groups=k, excluded_count=len(excluded), metric_value=ev.drop,
                           within_budget=ev.within(max_drop), nmse=ev.nmse, max_abs=ev.max_abs, kl=ev.kl,

@@ -8,7 +8,10 @@ Speedups from channel pruning are not MACs-proportional (calibration.md: 1.7-2.4
 2. **Latency**: the dense and thinned models timed *unprofiled*, interleaved in ``rounds`` rounds (a fresh session
    per model per round, order alternating, one live session at a time), median ms per batch each.
 3. **Per node**: one profiled pass per model, attributed to the original nodes exactly as a perf profile is
-   (:func:`sparsify_tui.profiling.attribution.attribute`; thinning keeps node names). Each node's work fraction
+   (:func:`sparsify_tui.profiling.attribution.attribute`; thinning keeps node names), each kernel's time the
+   *median* over the pass's runs (``KernelTimes.median_ms``: on a shared machine a kernel preempted in one run
+   moves the mean by milliseconds; measured on the demo model under load, the kernels' shares moved 10x less
+   between passes with the median). Each node's work fraction
    ``f`` at a ratio comes from the node tables of the two files: a Conv/Gemm/MatMul's MACs after / before, any
    other node's output elements after / before; rows onnxruntime adds (layout conversions) use the model's
    Conv/Gemm/MatMul MACs fraction.
@@ -18,12 +21,14 @@ Speedups from channel pruning are not MACs-proportional (calibration.md: 1.7-2.4
    between kernels included. The latencies come from the interleaved rounds as ``L_r = L_0 / median over rounds of
    (dense / thinned in the same round)``, each round's time its 25th percentile (other processes only add time),
    so machine drift and a busy neighbour cancel.
-5. **Per node**, its measured points ``(f, t)``, interpolated piecewise-linearly
-   between them and continued below the smallest measured ``f`` along the line ``t0·(c0 + c1·f)`` fitted by least
-   squares (``c0, c1 >= 0``; a node whose work does not change keeps its mean time). So the model reproduces the
-   measured latency of every calibrated ratio, and a config between them interpolates each node on its own
-   measurements. This gives :class:`sparsify_tui.optimization.channel_model.ChannelTimeModel` its ``calibrated``
-   kind with ``latency = Σ t`` (``a = 1``, ``g = 0``).
+5. **Per node**, its measured points ``(f, t)``, made non-decreasing in ``f`` (isotonic regression:
+   :func:`monotone_points`), interpolated piecewise-linearly between them and continued below the smallest
+   measured ``f`` along the line ``t0·(c0 + c1·f)`` fitted by least squares (``c0, c1 >= 0``; a node whose work
+   does not change keeps its mean time). Then ``latency = a·Σ t + g`` is fitted on the measured latencies
+   (least squares, ``a > 0``, ``g >= 0``; ``a ≈ 1``, ``g ≈ 0`` since the node times are latency ms already), so
+   the model reproduces the measured latency of every calibrated ratio up to ``fit_rel_error``, and a config
+   between them interpolates each node on its own measurements. This gives
+   :class:`sparsify_tui.optimization.channel_model.ChannelTimeModel` its ``calibrated`` kind.
 
 The result is stored with the perf profile (``services.profiles.store_channel_calibration``) with its cost in
 seconds; ``fit_rel_error`` is the mean relative error of the fitted latency at the measured points.
@@ -31,9 +36,9 @@ seconds; ``fit_rel_error`` is the mean relative error of the fitted latency at t
 
 from __future__ import annotations
 
+import os
 import shutil
 import statistics
-import tempfile
 import time
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
@@ -44,6 +49,7 @@ import numpy as np
 
 from sparsify_tui.errors import SparsifyError
 from sparsify_tui.progress import maybe_check
+from sparsify_tui.tempfiles import fast_tmp, make_temp_dir
 
 DEFAULT_RATIOS = (0.25, 0.5, 0.7)
 """Uniform ratios measured by default (the dense model is always measured too): up to the default per-group cap
@@ -76,6 +82,9 @@ class ChannelCalibration:
     iterations: int = 30
     warmup: int = 5
     dims: dict = field(default_factory=dict)
+    load_average: list = field(default_factory=list)
+    """The machine's 1-minute load average when the measurement started and ended (``os.getloadavg``)."""
+    warnings: list = field(default_factory=list)
 
     def to_dict(self) -> dict:
         return asdict(self)
@@ -104,14 +113,30 @@ def fit_node(f: Sequence[float], t: Sequence[float]) -> tuple:
 
 
 def monotone_points(f: Sequence[float], t: Sequence[float]) -> list:
-    """``[[f, t], ...]`` sorted by ``f`` ascending, points with the same ``f`` averaged. The measured times are kept
-    as they are (no monotone fix: taking the larger of two noisy times biases every node upward), so the nodes
-    of each calibrated model add up to its measured latency."""
+    """``[[f, t], ...]`` sorted by ``f`` ascending, points with the same ``f`` averaged, then made non-decreasing
+    in ``f`` by isotonic regression (pool adjacent violators: a run of points that goes down as the work grows is
+    replaced by its mean, the least-squares monotone fit; Barlow et al. 1972). Less work never takes longer: a
+    point below its neighbour is measurement noise, and an allocation would otherwise "gain" time by thinning
+    a node whose thinned pass happened to run while the dense one was disturbed. Pooling averages (taking the
+    larger of two times would bias every node upward); what it moves off the measured latencies the latency fit
+    (``a``, ``g``) takes back."""
     pts: dict = {}
     for x, y in zip(f, t):
         key = round(float(x), 9)
         pts.setdefault(key, []).append(float(y))
-    return [[x, float(np.mean(ys))] for x, ys in sorted(pts.items())]
+    xs = sorted(pts)
+    blocks: list = []  # [sum of values, count, first index]
+    for i, x in enumerate(xs):
+        blocks.append([float(np.mean(pts[x])), 1, i])
+        while len(blocks) > 1 and blocks[-2][0] / blocks[-2][1] > blocks[-1][0] / blocks[-1][1]:
+            v, n, _ = blocks.pop()
+            blocks[-1][0] += v
+            blocks[-1][1] += n
+    ys = [0.0] * len(xs)
+    for v, n, i in blocks:
+        for j in range(i, i + n):
+            ys[j] = v / n
+    return [[x, y] for x, y in zip(xs, ys)]
 
 
 def node_time(c: dict, f: float) -> float:
@@ -176,6 +201,7 @@ def calibrate_channels(model_path, *, ratios: Sequence[float] = DEFAULT_RATIOS, 
     from sparsify_tui.profiling.perf import profiled_runs_for
 
     t_start = time.perf_counter()
+    load_start = _load()
     prog = progress or (lambda s, f: None)
     ratios = sorted({round(float(r), 6) for r in ratios})
     if not ratios or ratios[0] <= 0 or ratios[-1] >= 1:
@@ -192,7 +218,7 @@ def calibrate_channels(model_path, *, ratios: Sequence[float] = DEFAULT_RATIOS, 
     specs = ainputs.input_specs(str(src), batch_size=batch_size, dims=dims)
     feeds = ainputs.load_sample_data(str(data), specs, batch_size) if data else \
         [ainputs.synthetic_inputs(specs, seed=0, values=dims)]
-    tmp = Path(tempfile.mkdtemp(prefix="sparsify-chcal-"))
+    tmp = make_temp_dir("chcal", fast_tmp())  # named after this pid: removed at start-up if we are killed
     try:
         dense = analyze_model(str(src), batch_size=batch_size, dims=dims, include_system=False, count_zeros=False,
                               engine=engine)
@@ -243,7 +269,7 @@ def calibrate_channels(model_path, *, ratios: Sequence[float] = DEFAULT_RATIOS, 
             pp = engine.profile(path, feeds, cores, runs=profiled_runs_for(iterations), workdir=tmp, tag=f"cal{m}",
                                 cancel=cancel)
             main = [n for n in tables[m].nodes if not n.graph]
-            passes.append(attr.attribute(main, pp.nodes, pp.kernels.ms, optimized_initializers=pp.initializers,
+            passes.append(attr.attribute(main, pp.nodes, pp.kernels.median_ms, optimized_initializers=pp.initializers,
                                          kernel_op_types=pp.kernels.op_type))
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
@@ -273,8 +299,8 @@ def calibrate_channels(model_path, *, ratios: Sequence[float] = DEFAULT_RATIOS, 
         ts = [sl.get(row, 0.0) for sl in special_lat]
         t0, c0, c1 = fit_node(macs_frac, ts)
         special.append({"id": row, "t0": t0, "c0": c0, "c1": c1, "pts": monotone_points(macs_frac, ts)})
-    a, g = 1.0, 0.0  # node times are latency ms already
-    # the fitted node sums at the measured points, for the error figure
+    # the node sums at the measured points; latency = a·sum + g fitted on them (the node times are latency ms
+    # already, so a ≈ 1 and g ≈ 0; the fit takes back what the monotone pooling moved)
     for m in range(len(paths)):
         tot = 0.0
         for nid, n0 in by_id[0].items():
@@ -284,7 +310,9 @@ def calibrate_channels(model_path, *, ratios: Sequence[float] = DEFAULT_RATIOS, 
                                      if n1 is not None else 1.0)
             tot += node_time(c, fr if fr is not None else 1.0)
         tot += sum(node_time(s, macs_frac[m]) for s in special)
-        modeled[m] = a * tot + g
+        modeled[m] = tot
+    a, g = fit_latency(modeled, medians)
+    modeled = a * modeled + g
     err = float(np.mean(np.abs(modeled - np.asarray(medians)) / np.asarray(medians)))
     points = []
     for m, r in enumerate([0.0] + ratios):
@@ -294,11 +322,35 @@ def calibrate_channels(model_path, *, ratios: Sequence[float] = DEFAULT_RATIOS, 
                        "node_ms": {k: float(v) for k, v in passes[m].node_ms.items()},
                        "special_ms": {k: float(v) for k, v in passes[m].special_ms.items()}})
     prog("done", 1.0)
-    return ChannelCalibration(
+    load = [load_start, _load()]
+    busy = busy_warning(load, cores, os.cpu_count() or 1)
+    warnings = [busy] if busy else []
+    return ChannelCalibration(load_average=load, warnings=warnings,
         ratios=ratios, round_to=round_to, batch_size=batch_size, core_count=cores, points=points, nodes=nodes,
         special=special, latency={"a": a, "g_ms": g}, fit_rel_error=err, seconds=time.perf_counter() - t_start,
         created=datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"), engine=f"{engine.name} {engine.version}",
         rounds=rounds, iterations=iterations, warmup=warmup, dims=dims)
+
+
+def busy_warning(load: Sequence[float], cores: int, cpus: int) -> Optional[str]:
+    """A warning when other processes competed for the CPUs while measuring, else None. ``load``: the 1-minute load
+    average before and after the measurement (the one after includes our ``cores`` threads); ``cpus``: the
+    machine's CPUs. Busy means the other processes' load and our threads together exceed the CPUs by more than
+    half a CPU."""
+    others = max(float(load[0]), float(load[-1]) - cores)
+    if others + cores <= cpus + 0.5:
+        return None
+    return (f"the machine was busy while measuring (other processes' 1-minute load about {others:.1f} next to our "
+            f"{cores} threads on {cpus} CPUs): other processes stretch long runs more than short ones, so the thinned "
+            "models' speedups may be inflated; rerun `sparsify-tui profile channel-calibration` when it is quieter")
+
+
+def _load() -> float:
+    """The 1-minute load average (0 where the OS has none)."""
+    try:
+        return round(float(os.getloadavg()[0]), 2)
+    except (AttributeError, OSError):
+        return 0.0
 
 
 def profile_node_ms(model_path, *, batch_size: int = 1, core_count: Optional[int] = None, dims: Optional[dict] = None,
@@ -322,13 +374,13 @@ def profile_node_ms(model_path, *, batch_size: int = 1, core_count: Optional[int
         [ainputs.synthetic_inputs(specs, seed=0, values=dims)]
     table = analyze_model(str(src), batch_size=batch_size, dims=dims, include_system=False, count_zeros=False,
                           engine=engine)
-    tmp = Path(tempfile.mkdtemp(prefix="sparsify-nodes-"))
+    tmp = make_temp_dir("nodes", fast_tmp())
     try:
         path = runnable_path(src, int(table.ir_version), tmp)
         pp = engine.profile(path, feeds, cores, runs=max(1, int(runs)), workdir=tmp, tag="nodes", cancel=cancel)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    a = attr.attribute([n for n in table.nodes if not n.graph], pp.nodes, pp.kernels.ms,
+    a = attr.attribute([n for n in table.nodes if not n.graph], pp.nodes, pp.kernels.median_ms,
                        optimized_initializers=pp.initializers, kernel_op_types=pp.kernels.op_type)
     return {"node_ms": {k: float(v) for k, v in a.node_ms.items()},
             "special_ms": {k: float(v) for k, v in a.special_ms.items()}, "kernel_total_ms": float(a.total_ms)}

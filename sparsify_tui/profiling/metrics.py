@@ -30,6 +30,7 @@ from typing import Mapping, Optional, Sequence
 
 import numpy as np
 
+from sparsify_tui.analysis.labels import labels_need_class_output, metric_needs_class_output
 from sparsify_tui.engine.compare import max_abs, nmse  # noqa: F401 (the one definition of each)
 from sparsify_tui.errors import ModelError, SampleDataError, SparsifyError
 from sparsify_tui.settings import METRICS  # noqa: F401 (every metric a budget can be stated in)
@@ -201,12 +202,13 @@ def _shape(y) -> str:
 
 
 def choose_metric(outputs: Mapping[str, np.ndarray], requested: Optional[str] = None,
-                  labelled: bool = False) -> MetricChoice:
+                  labelled: bool = False, asked_by: str = "--metric") -> MetricChoice:
     """The metric for a model whose outputs on one batch are ``outputs`` (``{name: array}``, graph order).
 
     ``requested``: one of :data:`METRICS`, or None/"auto" for the default: ``top1`` when the first float output
     is class scores (:func:`is_class_output`), else ``nmse``. ``labelled``: labels were given (top-1 is then an
-    accuracy). Raises ``SparsifyError`` for an unknown metric, ``SampleDataError`` when labels or top1/kl are
+    accuracy). ``asked_by``: who asked for ``requested``, the start of the reason ("--metric", or "the INT8
+    search's metric" when apply re-measures a searched configuration). Raises ``SparsifyError`` for an unknown metric, ``SampleDataError`` when labels or top1/kl are
     asked of a model without a class output, ``ModelError`` when no output is float.
     """
     if requested not in (None, "auto") and requested not in METRICS:
@@ -217,11 +219,9 @@ def choose_metric(outputs: Mapping[str, np.ndarray], requested: Optional[str] = 
     cls = next(((n, y) for n, y in floats if is_class_output(y)), None)
     first_name, first = floats[0]
     if labelled and cls is None:
-        raise SampleDataError(f"labels were given but no model output is class scores ([batch, classes]; "
-                              f"'{first_name}' is {_shape(first)}): drop the labels or use --metric nmse")
+        raise SampleDataError(labels_need_class_output(first_name, _shape(first)))
     if requested in ("top1", "kl") and cls is None:
-        raise SampleDataError(f"--metric {requested} needs a class-score output [batch, classes] and "
-                              f"'{first_name}' is {_shape(first)}: use --metric nmse or max_abs")
+        raise SampleDataError(metric_needs_class_output(requested, first_name, _shape(first)))
     if requested in (None, "auto"):
         if labelled:
             return MetricChoice("top1", f"labels given: top-1 accuracy of output '{cls[0]}' {_shape(cls[1])}",
@@ -233,11 +233,11 @@ def choose_metric(outputs: Mapping[str, np.ndarray], requested: Optional[str] = 
                             "normalized MSE vs FP32", None, False)
     if requested == "top1":
         how = "accuracy against the labels" if labelled else "agreement with FP32 (no labels)"
-        return MetricChoice("top1", f"--metric top1: top-1 {how}, output '{cls[0]}'", cls[0], labelled)
+        return MetricChoice("top1", f"{asked_by} top1: top-1 {how}, output '{cls[0]}'", cls[0], labelled)
     if requested == "kl":
-        return MetricChoice("kl", f"--metric kl: KL divergence of the softmax of output '{cls[0]}'", cls[0],
+        return MetricChoice("kl", f"{asked_by} kl: KL divergence of the softmax of output '{cls[0]}'", cls[0],
                             labelled)
-    return MetricChoice(requested, f"--metric {requested} over every float output", cls[0] if cls else None,
+    return MetricChoice(requested, f"{asked_by} {requested} over every float output", cls[0] if cls else None,
                         labelled)
 
 

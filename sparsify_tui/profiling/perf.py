@@ -102,7 +102,10 @@ class PerfProfile:
 
     Units: ``latency_ms`` ms per batch (median, p90, mean, min over unprofiled runs);
     ``items_per_second`` = 1000 · batch_size / median; ``int8``: ``{"latency_ms", "items_per_second",
-    "speedup", "quantize_seconds", ...}`` or ``{"error": reason}`` or ``{"enabled": False}``; ``machine``: the
+    "speedup", "interleaved": {"fp32_ms", "int8_ms", "rounds", "iterations"}, "speedup_interleaved",
+    "quantize_seconds", ...}`` (``speedup`` = the FP32 block's median / the INT8 block's; ``speedup_interleaved``
+    from one interleaved timing of both, what optimization estimates use) or ``{"error": reason}`` or
+    ``{"enabled": False}``; ``machine``: the
     target it was measured on (``hostname``, ``cpu_model``, ``instruction_sets``, ``available_cores``,
     ``physical_cores``, ``sockets``, ``ort_version``; empty in profiles measured before it was recorded).
     ``profiled``: the profiled pass: ``kernel_total_ms`` (Σ rows, raw), ``run_ms`` (mean run, ms),
@@ -466,7 +469,7 @@ def profile_performance(
         ia = None
         if int8:
             int8_info, ia = _int8_pass(engine, path, orig, feeds, cores, warmup, iterations, tmp, fp.latency, batch_size,
-                                       cancel, prog, f_fp32, 1.0)
+                                       cancel, prog, f_fp32, 1.0, fp32_path=run_path)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     prog("finishing", 1.0)
@@ -541,9 +544,19 @@ def _strip_large_weights(model, limit_bytes: int = 4096) -> None:
                 t.ClearField(f)
 
 
+#: the interleaved FP32/INT8 timing after the INT8 pass: rounds and warmup runs per session
+INT8_INTERLEAVED = {"rounds": 3, "warmup": 2}
+
+
 def _int8_pass(engine, path: Path, orig: list, feeds: list, cores: int, warmup: int, iterations: int, tmp: Path,
-               fp_latency: dict, batch_size: int, cancel, prog, f0: float, f1: float):
-    """Quantize + measure INT8. Returns (int8 info dict, Attribution or None). Never raises except cancel."""
+               fp_latency: dict, batch_size: int, cancel, prog, f0: float, f1: float, fp32_path=None):
+    """Quantize + measure INT8. Returns (int8 info dict, Attribution or None). Never raises except cancel.
+
+    The INT8/FP32 ratio the optimization's estimate uses comes from a short interleaved timing of the FP32 model
+    (``fp32_path``, default ``path``) and the INT8 model (:data:`INT8_INTERLEAVED` rounds, ``max(6, iterations //
+    2)`` timed runs each; :func:`sparsify_tui.engine.timing.interleaved_times`), recorded as ``interleaved`` and
+    ``speedup_interleaved``: the FP32 and INT8 blocks are measured minutes apart, and on a shared machine two
+    blocks of the same model differ by ±20% or more (``benchmarks/int8_estimate.py``)."""
     import onnx
 
     from sparsify_tui.analysis.graph import graph_nodes
@@ -570,6 +583,13 @@ def _int8_pass(engine, path: Path, orig: list, feeds: list, cores: int, warmup: 
         qdq_nodes = graph_nodes(onnx.load(str(q_path), load_external_data=False))
         ia = attr.attribute_int8(orig, qdq_nodes, m.opt_nodes, m.kernels.ms, optimized_initializers=m.opt_inits,
                                  kernel_op_types=m.kernels.op_type)
+        from sparsify_tui.engine.timing import interleaved_times
+
+        prog("INT8 and FP32 interleaved", f1)
+        n_inter = max(6, int(iterations) // 2)
+        inter = interleaved_times(engine, [str(fp32_path or path), str(q_path)], feeds[:1], cores,
+                                  rounds=INT8_INTERLEAVED["rounds"], warmup=INT8_INTERLEAVED["warmup"],
+                                  iterations=n_inter, cancel=cancel)
     except JobCanceled:
         raise
     except Exception as err:
@@ -584,6 +604,9 @@ def _int8_pass(engine, path: Path, orig: list, feeds: list, cores: int, warmup: 
         "latency_ms": m.latency,
         "items_per_second": 1000.0 * batch_size / med if med else 0.0,
         "speedup": (fp_latency["median"] / med) if med else None,
+        "interleaved": {"fp32_ms": float(np.median(inter[0])), "int8_ms": float(np.median(inter[1])),
+                        "rounds": INT8_INTERLEAVED["rounds"], "iterations": n_inter},
+        "speedup_interleaved": float(np.median(inter[0]) / np.median(inter[1])) if np.median(inter[1]) > 0 else None,
         "quantize_seconds": q.seconds,
         "method": engine.quantization_method,
         "calibration_batches": min(len(feeds), INT8_CALIBRATION_BATCHES),

@@ -74,8 +74,51 @@ def benchmark_settings(project: dict, args: dict, *, model_path=None,
         from sparsify_tui.analysis.inputs import check_run_inputs
 
         for b in out["batch_sizes"]:
-            check_run_inputs(model_path, b, out["dims"], args.get("data"), labels_key=args.get("labels"))
+            check_run_inputs(model_path, b, out["dims"], args.get("data"), labels_key=args.get("labels"),
+                             metric=out["metric"], scores_outputs=True)
     return out
+
+
+def benchmark_models(ws, project_id: str, refs: list, *, progress: Optional[ProgressFn] = None,
+                     cancel: Optional[CancelToken] = None) -> tuple[list, list]:
+    """The models of a benchmark: ``(specs, optimizations)`` with ``specs`` the baseline then each optimization
+    ``refs`` (ids or names) as :class:`~sparsify_tui.benchmark.runner.ModelSpec`, each optimization applied first
+    when it has no up-to-date optimized file (``progress`` covers the applying, 0..1)."""
+    from sparsify_tui.benchmark.runner import ModelSpec
+
+    prog = progress or (lambda step, frac: None)
+    models = [ModelSpec("baseline", str(ws.model_path(project_id)), None)]
+    opts = [get_optimization(ws, project_id, str(r)) for r in refs]
+    for i, o in enumerate(opts):
+        if cancel is not None:
+            cancel.check()
+        lo, span = i / max(1, len(opts)), 1.0 / max(1, len(opts))
+        label = o.get("name") or o["id"]
+
+        def sub(step, frac, _lo=lo, _span=span, _label=label):
+            prog(f"applying {_label}: {step}", _lo + _span * frac)
+
+        _opt, path = ensure_applied(ws, project_id, o["id"], progress=sub, cancel=cancel)
+        if any(m.label == label for m in models):
+            label = f"{label} ({o['id'][:6]})"
+        models.append(ModelSpec(label, str(path), o["id"], o.get("name") or o["id"]))
+    return models, opts
+
+
+def store_benchmark(ws, project_id: str, result, stored_args: dict, *, target: Optional[dict] = None,
+                    rerun_of: Optional[str] = None) -> dict:
+    """Store a :class:`~sparsify_tui.benchmark.runner.BenchmarkResult` (data file, then record; a new id and
+    creation time); ``target``: the fleet target it ran on, kept on the record and in its data file (None: this
+    machine); ``rerun_of``: the id of the benchmark a rerun replaces (it keeps that id and its name). Returns the
+    record."""
+    result.id, result.created = (str(rerun_of) if rerun_of else new_id()), now_iso()
+    fields = benchmark_record(result, stored_args)
+    blob = result.to_dict()
+    if target:
+        fields["target"], blob["target"] = target, target
+    if rerun_of:
+        return ws.replace_record_blob(project_id, TABLE, result.id, blob, **fields)
+    return ws.add_record_with_blob(project_id, TABLE, {"id": result.id, "created": result.created, **fields}, blob)
 
 
 def benchmark_project(ws, project_id: str, args: dict, *, progress: Optional[ProgressFn] = None,
@@ -88,31 +131,17 @@ def benchmark_project(ws, project_id: str, args: dict, *, progress: Optional[Pro
     ``record_id`` (a rerun: the result replaces that record's, which keeps its id and name).
     Progress: applying takes the first 30 % of the bar when anything must be applied.
     """
-    from sparsify_tui.benchmark.runner import ModelSpec, run_benchmark
+    from sparsify_tui.benchmark.runner import run_benchmark
 
     project = ws.get_project(project_id)
     s = benchmark_settings(project, args, model_path=ws.model_path(project_id))
     refs = [str(r) for r in (args.get("optimizations") or [])]
     name = args.get("name") or f"benchmark {len(ws.list_records(project_id, TABLE)) + 1}"
     prog = progress or (lambda step, frac: None)
-    models = [ModelSpec("baseline", str(ws.model_path(project_id)), None)]
-    opts = [get_optimization(ws, project_id, r) for r in refs]
-    to_apply = [o for o in opts if not is_applied(ws, project_id, o)]
+    to_apply = [r for r in refs if not is_applied(ws, project_id, get_optimization(ws, project_id, r))]
     apply_share = 0.3 if to_apply else 0.0
-    for i, o in enumerate(opts):
-        if cancel is not None:
-            cancel.check()
-        lo = apply_share * i / max(1, len(opts))
-        span = apply_share / max(1, len(opts))
-        label = o.get("name") or o["id"]
-
-        def sub(step, frac, _lo=lo, _span=span, _label=label):
-            prog(f"applying {_label}: {step}", _lo + _span * frac)
-
-        _opt, path = ensure_applied(ws, project_id, o["id"], progress=sub, cancel=cancel)
-        if any(m.label == label for m in models):
-            label = f"{label} ({o['id'][:6]})"
-        models.append(ModelSpec(label, str(path), o["id"], o.get("name") or o["id"]))
+    models, opts = benchmark_models(ws, project_id, refs, progress=lambda st, f: prog(st, apply_share * f),
+                                    cancel=cancel)
 
     def bprog(step, frac):
         prog(step, apply_share + (1 - apply_share) * frac)
@@ -128,14 +157,7 @@ def benchmark_project(ws, project_id: str, args: dict, *, progress: Optional[Pro
     for key in ("labels", "metric"):
         if args.get(key):
             stored_args[key] = str(args[key])
-    rerun = args.get("record_id")
-    result.id, result.created = (str(rerun) if rerun else new_id()), now_iso()
-    if rerun:
-        rec = ws.replace_record_blob(project_id, TABLE, result.id, result.to_dict(),
-                                     **benchmark_record(result, stored_args))
-    else:
-        record = {"id": result.id, "created": result.created, **benchmark_record(result, stored_args)}
-        rec = ws.add_record_with_blob(project_id, TABLE, record, result.to_dict())
+    rec = store_benchmark(ws, project_id, result, stored_args, rerun_of=args.get("record_id"))
     from sparsify_tui.services.measured import record_measured
 
     record_measured(ws, project_id, result, [o["id"] for o in opts], baseline_path=models[0].path,

@@ -5,13 +5,13 @@ search fails (``quantize_static`` error, bad data or labels) or is canceled."""
 
 from __future__ import annotations
 
-import tempfile
 from pathlib import Path
 from typing import Any, Dict, Optional
 
 from sparsify_tui import settings
 from sparsify_tui.errors import ProjectError
 from sparsify_tui.progress import CancelToken, ProgressFn
+from sparsify_tui.tempfiles import temp_dir
 from sparsify_tui.services import profiles
 from sparsify_tui.services.optimizations import TABLE
 
@@ -80,7 +80,7 @@ def search_int8_optimization(ws, project_id: str, args: Dict[str, Any], *, progr
                                   model_file=(project.get("model") or {}).get("file", ""))
     model = ws.model_path(pid)
     sparsities = core.layer_sparsities(rec)
-    with tempfile.TemporaryDirectory(prefix="sparsify-int8-") as tmp:
+    with temp_dir("int8") as tmp:
         candidate = model
         share = 0.0
         if sparsities:

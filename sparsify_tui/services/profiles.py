@@ -38,15 +38,17 @@ def perf_record(prof) -> Dict[str, Any]:
 
 
 def store_perf_profile(ws, project_id: str, prof, *, job_id: Optional[str] = None,
-                       record_id: Optional[str] = None) -> Dict[str, Any]:
+                       record_id: Optional[str] = None, target: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
     """Store a perf profile (a new record, or replacing record ``record_id`` for a rerun); returns the record
-    fields with ``record_id``."""
-    fields = {**perf_record(prof), "job_id": job_id}
+    fields with ``record_id``. ``target``: the fleet target it ran on (``{"label", "node_id", "hostname", "cpu_model",
+    ...}``), kept on the record and in its data file; None for this machine (a rerun here drops an old tag)."""
+    fields = {**perf_record(prof), "job_id": job_id, "target": target}
+    blob = {**prof.to_dict(), **({"target": target} if target else {})}
     if record_id:
         fields["channel_calibration"] = None  # a rerun drops the calibration of the old measurements
-        ws.replace_record_blob(project_id, PERF_TABLE, record_id, prof.to_dict(), **fields)
+        ws.replace_record_blob(project_id, PERF_TABLE, record_id, blob, **fields)
     else:
-        record_id = ws.add_record_with_blob(project_id, PERF_TABLE, fields, prof.to_dict())["id"]
+        record_id = ws.add_record_with_blob(project_id, PERF_TABLE, fields, blob)["id"]
     return {"record_id": record_id, **fields}
 
 
@@ -111,7 +113,8 @@ def store_channel_calibration(ws, project_id: str, ref: str, calibration: Dict[s
     rec = ws.find_record(project_id, PERF_TABLE, ref)
     blob = dict(ws.read_record_blob(project_id, PERF_TABLE, rec["id"]) or {})
     blob["channel_calibration"] = calibration
-    summary = {k: calibration.get(k) for k in ("ratios", "seconds", "created", "round_to", "fit_rel_error")}
+    summary = {k: calibration.get(k) for k in ("ratios", "seconds", "created", "round_to", "fit_rel_error",
+                                                "load_average", "warnings")}
     return ws.replace_record_blob(project_id, PERF_TABLE, rec["id"], blob, channel_calibration=summary)
 
 

@@ -37,7 +37,7 @@ def apply_settings(project: Dict[str, Any], args: Dict[str, Any], *, model_path=
 
         # calibration: 16 batches of one item (optimization.apply.calibration_inputs)
         check_run_inputs(model_path, 1, settings.dims((project.get("setup") or {}).get("dims") or {}), out["data"],
-                         batches=16, labels_key=out["labels"])
+                         batches=16, labels_key=out["labels"], scores_outputs=True)
     return out
 
 

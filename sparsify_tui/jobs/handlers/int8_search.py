@@ -13,7 +13,8 @@ def check(ws, project: Dict[str, Any], args: Dict[str, Any]) -> None:
 
     s = int8_settings(project, args)
     check_name_free(ws, project["id"], s["name"])
-    check_run_inputs(ws.model_path(project["id"]), 1, s["dims"], s["data"], labels_key=s["labels"])
+    check_run_inputs(ws.model_path(project["id"]), 1, s["dims"], s["data"], labels_key=s["labels"],
+                     metric=s["metric"], scores_outputs=True)
 
 
 def run(ctx) -> Dict[str, Any]:

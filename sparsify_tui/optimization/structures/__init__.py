@@ -121,6 +121,13 @@ class PruningStructure(ABC):
         """:meth:`layer_estimates` for a whole record (default: its rows only)."""
         return self.layer_estimates(rec.layers, sparsities)
 
+    def recipe_summary(self, rec: Optimization) -> str:
+        """The recipe header's line on what the optimization asked for and reached. Default: the target average
+        sparsity and the one achieved (params-weighted), and the balance."""
+        avg = rec.estimates.avg_sparsity if rec.estimates is not None else None
+        return (f"target average sparsity {rec.settings.sparsity:.3f}, achieved {avg or 0:.4f} "
+                f"(params-weighted over all prunable layers); balance {rec.settings.balance:.2f}")
+
     def check_override(self, layer: LayerRow, value: float) -> None:
         """Raise :class:`ProjectError` (one line) when row ``layer`` cannot take the override ``value``.
         Default: every row takes any value in 0..0.99 (checked by the caller)."""

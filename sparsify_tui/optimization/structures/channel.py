@@ -239,12 +239,12 @@ class ChannelPruning(PruningStructure):
             for n in nodes:
                 c = fit.get(n.id)
                 if c is not None:
-                    timed.append(TimedNode(n, float(c["t0"]), float(c["c0"]), float(c["c1"])))
+                    timed.append(TimedNode(n, float(c["t0"]), float(c["c0"]), float(c["c1"]), c.get("pts")))
                 else:
                     p = by_id.get(n.id)
                     timed.append(TimedNode(n, float(p.time_ms or 0.0) if p else 0.0, 0.0, 1.0))
             summary = {k: calib.get(k) for k in ("ratios", "seconds", "created", "round_to", "fit_rel_error",
-                                                 "latency_ms")}
+                                                 "latency_ms", "load_average", "warnings")}
             return ChannelTimeModel(kind="calibrated", nodes=timed, special=[dict(s) for s in calib.get("special") or []],
                                     a=float(calib["latency"]["a"]), g_ms=float(calib["latency"]["g_ms"]),
                                     calibration=summary, **common)
@@ -483,6 +483,21 @@ class ChannelPruning(PruningStructure):
                 "start_epoch": recipe_float(ep.pruning_end_epoch),
             }))
         return mods
+
+    def recipe_summary(self, rec: Optimization) -> str:
+        """The target (uniform R, R of all channels, X times fewer MACs or X times faster, estimated) and what
+        was reached: groups thinned, channels kept, the estimated speedup and MACs reduction."""
+        st, e = rec.settings, rec.estimates
+        target = getattr(st, "target", "uniform")
+        asked = {"uniform": f"uniform ratio {st.sparsity:.3f} of every free group's channels",
+                 "sparsity": f"{st.sparsity:.3f} of all prunable channels (allocated)",
+                 "macs": f"{getattr(st, 'macs_reduction', 0):.2f}x fewer MACs",
+                 "speedup": f"{getattr(st, 'target_speedup', 0):.2f}x estimated speedup on onnxruntime"}[target]
+        if not isinstance(e, ChannelEstimates):
+            return f"channel pruning: {asked}; balance {st.balance:.2f}"
+        return (f"channel pruning: {asked}; {e.groups_thinned} groups thinned, {e.kept_channels} of {e.channels} "
+                f"channels kept, est. {e.ort_speedup_fp32 or 1:.2f}x faster ({e.time_model} time model), "
+                f"{e.macs_reduction or 1:.2f}x fewer MACs; balance {st.balance:.2f}")
 
     def integration_code(self, rec: Optimization, framework: str, recipe_path: str) -> str:
         from sparsify_tui.optimization.integration_channel import generate_channel_code

@@ -28,6 +28,8 @@ from textual.widgets import OptionList, Static, TabbedContent, TabPane
 from textual.widgets.option_list import Option
 
 from sparsify_tui.tui.benchmarks.dialogs import ApplyDialog, BenchmarkDialog
+from sparsify_tui.tui.fleet import FleetDialog
+from sparsify_tui.tui.fleet.grouping import grouped_options
 from sparsify_tui.tui.benchmarks.messages import (ApplyDialogReady, BenchmarkDeleted, BenchmarkDialogReady,
                                                   BenchmarkJobSubmitted, BenchmarkLoaded, BenchmarksListed)
 from sparsify_tui.tui.widgets import keys
@@ -203,6 +205,8 @@ class BenchmarksSection(Widget):
         keys.tab("benchmarks", "l", "table", "Table", "Benchmark: a table of every number"),
         Binding("b", "next_combo", "Batch/cores", show=False, id="benchmarks.combo",
                 tooltip="Show the charts at the next (batch size, cores) combination"),
+        Binding("f", "fleet", "Fleet", show=False, id="benchmarks.fleet",
+                tooltip="Benchmark on the servers of a Ray cluster (the Fleet dialog)"),
     ]
 
     def __init__(self, project_id: str, **kwargs) -> None:
@@ -305,13 +309,14 @@ class BenchmarksSection(Widget):
         lst.clear_options()
         from rich.text import Text
 
-        lst.add_options([Option(Text(card_text(r)), id=r["id"]) for r in recs])
+        # grouped by target machine when any benchmark ran on a fleet target (f: the Fleet dialog)
+        lst.add_options(grouped_options(recs, lambda r: Option(Text(card_text(r)), id=r["id"]), width=28))
         if not recs:
             self._show_selected(None)
             return
         ids = [r["id"] for r in recs]
         sel = self.selected_id if self.selected_id in ids else ids[0]
-        lst.highlighted = ids.index(sel)
+        lst.highlighted = lst.get_option_index(sel)
         self._select(sel)  # (re)read it: a rerun replaced its numbers
 
     def _select(self, record_id: str) -> None:
@@ -480,6 +485,10 @@ class BenchmarksSection(Widget):
                 self._delete(rec["id"])
 
         self.app.push_screen(ConfirmDialog(f"Delete benchmark {rec.get('name')!r} and its results?"), done)
+
+    def action_fleet(self) -> None:
+        """Key `f`: the Fleet dialog (benchmarks on the servers of a Ray cluster); the list picks up its results."""
+        self.app.push_screen(FleetDialog(self.project_id, "benchmark"), lambda _job: self.reload())
 
     def action_apply(self) -> None:
         self._open_apply_dialog()

@@ -444,6 +444,7 @@ class LossSection(Widget):
         if ref == self.selected and self.query(LossProfileView) and not force:
             return
         self.selected = ref
+        self.refresh_bindings()  # rerun/delete are enabled by the selection (check_action)
         view = self.current_view()
         if view is None:
             self.query_one("#loss-view").mount(LossProfileView(self.project_id, ref))

@@ -16,7 +16,7 @@ from sparsify_tui.tui.widgets.tables import Column
 TARGET_TEXT = {
     "uniform": "uniform ratio {sparsity:.2f} per group",
     "sparsity": "{sparsity:.2f} of all channels, allocated",
-    "speedup": "est. speedup {target_speedup:.2f}×",
+    "speedup": "{target_speedup:.2f}× faster (est.)",
     "macs": "{macs_reduction:.2f}× fewer MACs",
 }
 TARGET_FIELD = {"uniform": "sparsity", "sparsity": "sparsity", "speedup": "target_speedup",
@@ -57,7 +57,7 @@ def header_text(rec: dict) -> str:
     est, st = rec.get("estimates") or {}, rec.get("settings") or {}
     return (f"[b]{escape(rec['name'])}[/b] · channel · perf {escape(str(rec.get('perf_profile_name')))} · "
             f"loss {escape(str(rec.get('loss_profile_name')))}\n"
-            f"{target_text(st)} · est. {format_fixed(est.get('ort_speedup'))}× ORT · {measured_text(rec)}")
+            f"target {target_text(st)} · est. {format_fixed(est.get('ort_speedup'))}× ORT · {measured_text(rec)}")
 
 
 def applied_text(rec: dict) -> str:

@@ -103,8 +103,10 @@ def applied_text(rec: dict, bench: Optional[dict]) -> str:
     est = rec.get("estimates") or {}
     lines = []
     if d:
-        parts = [f"{escape(str(d.get('metric_name') or 'nmse'))} {format_fixed(d.get('metric_value', d.get('nmse')), '.4g')}",
-                 f"NMSE {format_fixed(d.get('nmse'), '.4g')}", f"max |diff| {format_fixed(d.get('max_abs'), '.3g')}"]
+        name = str(d.get('metric_name') or 'nmse')
+        parts = [f"{escape(name)} {format_fixed(d.get('metric_value', d.get('nmse')), '.4g')}"]
+        parts += [f"NMSE {format_fixed(d.get('nmse'), '.4g')}"] if name != "nmse" else []
+        parts += [f"max |diff| {format_fixed(d.get('max_abs'), '.3g')}"] if name != "max_abs" else []
         if d.get("top1_agreement") is not None:
             parts.append(f"top-1 agreement {_pct(d['top1_agreement'])}")
         if d.get("accuracy") is not None:
@@ -181,13 +183,14 @@ class Int8Card(Widget):
         plt.clear_figure()
         xs = [float(t["speedup"]) for t in timed]
         ys = [float(t["metric_value"]) for t in timed]
+        # drawn in this order so the chosen config stays visible on the budget line's row
+        lo, hi = min(xs + [1.0]), max(xs + [1.0])
+        plt.plot([lo, hi], [float(s.get("max_drop") or 0)] * 2, label="budget")
         plt.scatter(xs, ys, marker="●", label="trials")
         chosen = [t for t in timed if t.get("index") == s.get("chosen")]
         if chosen:
             plt.scatter([float(chosen[0]["speedup"])], [float(chosen[0]["metric_value"])], marker="◆",
                         label="chosen")
-        lo, hi = min(xs + [1.0]), max(xs + [1.0])
-        plt.plot([lo, hi], [float(s.get("max_drop") or 0)] * 2, label="budget")
         plt.xlabel("measured speedup vs FP32 (×)")
         plt.ylabel(str(s.get("metric") or "metric"))
         plot.refresh()

@@ -81,10 +81,13 @@ def estimate_texts(rec: dict) -> dict[str, str]:
     pruned = sum(1 for l in layers if l.get("sparsity"))
     warn = "".join(f"\n[b yellow]warning:[/] {escape(w)}" for w in rec.get("warnings") or [])
     q = rec.get("quantization") or {}
+    excluded = set(q.get("excluded") or [])
+    fp32 = sum(1 for l in layers if l.get("node_id") in excluded)  # an INT8 search also keeps nodes between layers
+    fp32_text = f"{fp32} layers FP32" + (f" ({len(excluded)} nodes)" if len(excluded) != fp32 else "")
     summary = (f"Pruned layers {pruned} of {len(layers)}, overrides {len(rec.get('overrides') or {})}\n"
                f"Avg sparsity {est.get('avg_sparsity', 0):.3f} (params-weighted; target {st.get('sparsity', 0):.2f})\n"
                f"Est. recovery {escape(recovery_text(est.get('est_recovery'), rec.get('loss_profile')))}\n"
-               f"Quantization {'INT8, ' + str(len(q.get('excluded') or [])) + ' layers FP32' if q.get('enabled') else 'off'}"
+               f"Quantization {'INT8, ' + fp32_text if q.get('enabled') else 'off'}"
                + warn)
     units = "ms" if est.get("baseline_ms") is not None else "relative"
     perf = (f"[b]Estimates[/b] ({escape(est.get('time_units', ''))})\n"

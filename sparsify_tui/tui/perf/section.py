@@ -22,6 +22,8 @@ from textual.widgets import ContentSwitcher, OptionList, Static
 from textual.widgets.option_list import Option
 
 from sparsify_tui.tui import messages
+from sparsify_tui.tui.fleet import FleetDialog
+from sparsify_tui.tui.fleet.grouping import grouped_options
 from sparsify_tui.tui.perf import compare
 from sparsify_tui.tui.perf.dialogs import PerfProfileDialog, profile_defaults, rerun_args
 from sparsify_tui.tui.perf.messages import (FlopsAnalysisLoaded, PerfDialogReady, PerfProfileDeleted,
@@ -259,6 +261,8 @@ class PerfSection(Widget):
         *keys.levels("perf", "pruned level of the estimated times (0.4 … 0.99)"),
         keys.mark("perf", "profile"),
         keys.compare("perf", "Compare the two marked profiles per node (one profile: its FP32 vs INT8)"),
+        Binding("f", "fleet", "Fleet", show=False, id="perf.fleet",
+                tooltip="Profile on the servers of a Ray cluster (the Fleet dialog)"),
     ]
 
     POLL_SECONDS = 5.0
@@ -340,21 +344,24 @@ class PerfSection(Widget):
             self.select_profile(FLOPS_ID)  # the error dialog says why; the FLOPS profile needs no record
 
     def _show_records(self, records: list[dict]) -> None:
-        summary = [(r.get("id"), r.get("name"), r.get("batch_size"), r.get("core_count"), r.get("modified"))
-                   for r in records]
-        old = [(r.get("id"), r.get("name"), r.get("batch_size"), r.get("core_count"), r.get("modified"))
-               for r in self._records]
-        changed = summary != old
+        def sig(r: dict) -> tuple:
+            target = (r.get("target") or {}).get("label")
+            return r.get("id"), r.get("name"), r.get("batch_size"), r.get("core_count"), r.get("modified"), target
+
+        changed = [sig(r) for r in records] != [sig(r) for r in self._records]
         self._records = list(records)
         ids = [FLOPS_ID] + [str(r["id"]) for r in records]
         self.marked = [m for m in self.marked if m in ids]
+        options = self.query_one("#profiles", OptionList)
         if changed:
-            options = self.query_one("#profiles", OptionList)
             options.clear_options()
             options.add_option(Option("FLOPS", id=FLOPS_ID))
-            for r in records:
-                options.add_option(Option(compare.marked_label(record_label(r), str(r["id"]), self.marked),
-                                          id=str(r["id"])))
+
+            def option(r: dict) -> Option:
+                return Option(compare.marked_label(record_label(r), str(r["id"]), self.marked), id=str(r["id"]))
+
+            # grouped by target machine when any profile ran on a fleet target (f: the Fleet dialog)
+            options.add_options(grouped_options(records, option, width=15))
         if self._select_after in ids:
             self.select_profile(self._select_after, refresh=True)
             self._select_after = None
@@ -365,8 +372,9 @@ class PerfSection(Widget):
             self.select_profile(FLOPS_ID)
         if self.app.section == "perf" and self.app.focused is None:
             self.focus_default()
-        if changed or self.query_one("#profiles", OptionList).highlighted != ids.index(self.selected):
-            self.query_one("#profiles", OptionList).highlighted = ids.index(self.selected)
+        index = options.get_option_index(self.selected)
+        if changed or options.highlighted != index:
+            options.highlighted = index
 
     @property
     def records(self) -> list[dict]:
@@ -388,6 +396,7 @@ class PerfSection(Widget):
                 self._focus_view()
             return
         self.selected = profile_id
+        self.refresh_bindings()  # rerun/delete are enabled by the selection (check_action)
         view = self.query_one("#profile-view")
         view.remove_children()
         if profile_id == FLOPS_ID:
@@ -445,6 +454,10 @@ class PerfSection(Widget):
         if action == "cancel_job":
             return bool(self.query_one(SectionJobs).active) if self.is_mounted else False
         return True
+
+    def action_fleet(self) -> None:
+        """Key `f`: the Fleet dialog (perf profiles on the servers of a Ray cluster); the list picks up its results."""
+        self.app.push_screen(FleetDialog(self.project_id, "profile"), lambda _job: self.reload_profiles())
 
     def action_new(self) -> None:
         """Key `n`: the add dialog (name, batch, cores, warm-up, iterations, data, INT8), then the job
