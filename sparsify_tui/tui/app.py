@@ -54,6 +54,11 @@ SECTION_CLASSES = {
 }
 
 
+# what the sections' first workers import (numpy, onnx): opening a project loads its perf profile through these,
+# which took most of the first open of a 1,500-node project when imported then
+PRELOAD_CORE = ["sparsify_tui.services.profiles", "sparsify_tui.profiling.perf", "sparsify_tui.profiling.loss"]
+
+
 def section_class(section: str) -> type[Widget]:
     """The Widget class of a per-project section (imported on first use)."""
     import importlib
@@ -217,13 +222,14 @@ class SparsifyApp(App[int]):
             self.call_after_refresh(self._focus_section, "projects")
 
     def _preload_sections(self) -> None:
-        """After the first frame, import the sections' modules in a thread: the Projects screen does not wait
-        for them (cold start), and opening a project rarely does (they are imported by then)."""
+        """After the first frame, import the sections' modules and the core modules their workers use
+        (:data:`PRELOAD_CORE`) in a thread: the Projects screen does not wait for them (cold start), and opening a
+        project rarely does (they are imported by then)."""
         import importlib
         import threading
 
         def preload() -> None:
-            for module, _name in SECTION_CLASSES.values():
+            for module in [m for m, _name in SECTION_CLASSES.values()] + PRELOAD_CORE:
                 try:
                     importlib.import_module(module)
                 except Exception:  # noqa: BLE001 - the section reports it when it is opened

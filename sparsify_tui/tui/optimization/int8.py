@@ -22,9 +22,9 @@ from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.widget import Widget
 from textual.widgets import Button, Input, Label, Select, Static
-from textual_plotext import PlotextPlot
 
 from sparsify_tui.formatting import format_fixed
+from sparsify_tui.tui.widgets.charts import Plot
 from sparsify_tui.tui.widgets.dialogs import FormDialog
 from sparsify_tui.tui.widgets.tables import Column, FilterableTable
 
@@ -158,7 +158,7 @@ class Int8Card(Widget):
             yield Static("", id="i8-summary")
             yield Static("", id="i8-applied")
             yield Static("Metric vs measured speedup (● trials, ◆ chosen, — budget)", classes="i8-title")
-            yield PlotextPlot(id="i8-plot")
+            yield Plot(id="i8-plot")
             yield Static("Trials (in the order tried)", classes="i8-title")
             yield FilterableTable(TRIAL_COLUMNS, show_status=False, id="i8-trials")
             yield Static("Layers: INT8 sensitivity, FP32 or INT8, and why", classes="i8-title")
@@ -173,7 +173,7 @@ class Int8Card(Widget):
 
     def _plot(self, rec: dict) -> None:
         s = ((rec.get("quantization") or {}).get("search")) or {}
-        plot = self.query_one("#i8-plot", PlotextPlot)
+        plot = self.query_one("#i8-plot", Plot)
         timed = [t for t in s.get("trials") or [] if t.get("speedup")]
         plot.display = bool(timed)
         if not timed:
@@ -193,7 +193,7 @@ class Int8Card(Widget):
                         label="chosen")
         plt.xlabel("measured speedup vs FP32 (×)")
         plt.ylabel(str(s.get("metric") or "metric"))
-        plot.refresh()
+        plot.redraw()
 
 
 class Int8SearchDialog(FormDialog[Optional[dict]]):

@@ -75,6 +75,28 @@ def format_value(value: float, unit: str) -> str:
     return f"{value:.4g} {unit}".strip()
 
 
+class Plot(PlotextPlot):
+    """A PlotextPlot that builds its figure once per change instead of on every repaint: textual-plotext rebuilds
+    the whole figure and parses its ANSI text in each ``render()``, which a focus change, a scroll or a section
+    shown again asks for (a 600-bar chart costs tens of ms a time). Call :meth:`redraw` after changing ``plt``."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self._version = 0
+        self._cache: tuple = (None, None)
+
+    def redraw(self) -> None:
+        """The figure changed (``plt`` calls): build it again at the next render, and refresh."""
+        self._version += 1
+        self.refresh()
+
+    def render(self):
+        key = (self._version, self.size.width, self.size.height, self.app.theme)
+        if self._cache[0] != key:
+            self._cache = (key, super().render())
+        return self._cache[1]
+
+
 class _ChartScroll(VerticalScroll, can_focus=False):
     """The chart's scroll container. Focusing it focuses the chart widget (whose keys then work)."""
 
@@ -124,7 +146,7 @@ class _ChartBase(Widget, can_focus=True):
         with ContentSwitcher(initial="chart-view"):
             with _ChartScroll(id="chart-view"):
                 yield Static("No data.", classes="chart-empty")
-                yield PlotextPlot(id="plot")
+                yield Plot(id="plot")
 
     def on_mount(self) -> None:
         self._stale = True  # plotted when first shown (on_show), with its real width
@@ -144,8 +166,8 @@ class _ChartBase(Widget, can_focus=True):
             self._replot()
 
     @property
-    def plot(self) -> PlotextPlot:
-        return self.query_one("#plot", PlotextPlot)
+    def plot(self) -> Plot:
+        return self.query_one("#plot", Plot)
 
     @property
     def table(self) -> FilterableTable:
@@ -311,7 +333,7 @@ class BarChart(_ChartBase):
                 plt.xticks(ticks, [f"{10.0 ** (e + k):g}" for k in ticks])
         plt.xlabel(axis_label)
         plot.styles.height = len(labels) + BAR_MARGIN_ROWS - 1  # no plotext title row
-        plot.refresh()
+        plot.redraw()
 
     def on_click(self, event) -> None:
         """A click on a bar's row inspects it (rows: the plot's top border, then one per bar)."""
@@ -391,7 +413,7 @@ class LineChart(_ChartBase):
         plt.xlabel(self.x_label)
         plt.ylabel(self.y_label)
         plot.styles.height = self.plot_height
-        plot.refresh()
+        plot.redraw()
 
 
 #: per series of a line chart: plotext marker (distinct without colour), its glyph in the legend, colour

@@ -125,4 +125,4 @@ class DivergingBarChart(_ChartBase):
         plt.bar(labels[::-1], shown[::-1], orientation="horizontal", width=0.1)
         plt.xlabel(MODE_LABELS[self.mode])
         plot.styles.height = len(labels) + BAR_MARGIN_ROWS - 1
-        plot.refresh()
+        plot.redraw()
