@@ -128,10 +128,12 @@ async def test_layer_results_filter_and_sort(ws, demo_project):
         await wait_section(pilot, app, "perf")
         await pilot.press("l")
         table = app.query_one("#perf #layers", FilterableTable)
-        await wait_for(pilot, lambda: len(table.rows_shown()) > 0)
+        # drawn and focused (on a loaded machine `/` pressed earlier went to the list)
+        await wait_for(pilot, lambda: table.data_table.row_count > 0 and table.has_focus_within)
         nodes = ws.analysis_of(demo_project["id"])["nodes"]
         assert [r["id"] for r in table.rows_shown()] == [n["id"] for n in nodes]  # graph order
         await pilot.press("slash")
+        await wait_for(pilot, lambda: table.has_class("-filtering"))
         await pilot.press(*"CONV")
         await pilot.press("enter")
         shown = table.rows_shown()

@@ -275,6 +275,7 @@ class PerfSection(Widget):
         self._user_chose = False  # until the user picks a profile, the newest measured one is shown
         self._select_after: Optional[str] = None
         self.marked: list[str] = []  # record ids marked for comparing: A, then B
+        self._pending_tab: Optional[str] = None  # m/l/g pressed before the profile view was mounted
 
     def compose(self) -> ComposeResult:
         with Horizontal():
@@ -298,7 +299,11 @@ class PerfSection(Widget):
 
     def _forward(self, action: str, *args) -> None:
         view = self.current_view()
-        method = getattr(view, f"action_{action}", None) if view is not None else None
+        if view is None or not view.is_mounted:  # a key right after the section opened: the view is coming
+            if action == "tab":
+                self._pending_tab = args[0]
+            return
+        method = getattr(view, f"action_{action}", None)
         if method is not None:
             method(*args)
 
@@ -404,12 +409,16 @@ class PerfSection(Widget):
         else:
             mounting = view.mount(PerfProfileView(self.project_id, profile_id, id="measured-view"))
         self.refresh_bindings()
-        if focus:
-            async def focus_when_mounted() -> None:
-                await mounting
+
+        async def when_mounted() -> None:
+            await mounting
+            tab, self._pending_tab = self._pending_tab, None
+            if tab is not None:  # m/l/g pressed before the view was there: it opens on that tab
+                self._forward("tab", tab)
+            elif focus:
                 self._focus_view()
 
-            self.call_later(focus_when_mounted)
+        self.call_later(when_mounted)
 
     def _focus_view(self) -> None:
         view = self.current_view()
