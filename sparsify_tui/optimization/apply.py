@@ -396,19 +396,9 @@ def apply_optimization(
                 prog("calibration inputs", 0.25)
                 calibration = calibration_inputs(src, dims=dims, data=data, samples=calibration_samples)
             prog("quantizing", 0.3)
-
-            def qprog(step, frac):
-                prog(f"quantizing: {step}", 0.3 + 0.4 * frac)
-
             qtmp = Path(tmp) / "int8.onnx"
-            try:
-                qkw = {"calibration_method": calibration_method} if calibration_method != "minmax" else {}
-                qres = engine.quantize_int8(pruned_path, qtmp, list(calibration), per_channel=True,
-                                            excluded_nodes=list(excluded), progress=qprog, cancel=cancel, **qkw)
-            except ModelError as err:
-                reason = str(err).split(" failed: ", 1)[-1]
-                raise ModelError(f"INT8 quantization of the pruned {src.name} failed ({reason}): turn quantization "
-                                 "off for this optimization or exclude the failing layers") from err
+            qres = _quantize_file(engine, src, pruned_path, qtmp, calibration, excluded, prog, cancel, "pruned",
+                                  calibration_method)
             warnings.extend(qres.warnings)
             qmodel = _load(qtmp)
             fixed = _fix_int8_zeros(qmodel, pruned, sources)
@@ -455,15 +445,18 @@ def apply_optimization(
     )
 
 
-def _quantize_file(engine, src: Path, in_path: Path, out: Path, calibration, excluded, prog, cancel, what: str):
-    """INT8 (the engine's ``quantize_int8``: static QDQ, per-channel) of ``in_path`` into ``out``; returns the
-    quantization result. A failure is one line naming ``what`` was quantized."""
+def _quantize_file(engine, src: Path, in_path: Path, out: Path, calibration, excluded, prog, cancel, what: str,
+                   calibration_method: str = "minmax"):
+    """INT8 (the engine's ``quantize_int8``: static QDQ, per-channel, ``calibration_method``) of ``in_path`` into
+    ``out``, the progress bar's 30-70 %; returns the quantization result. A failure is one line naming ``what``
+    was quantized (e.g. "pruned")."""
     def qprog(step, frac):
         prog(f"quantizing: {step}", 0.3 + 0.4 * frac)
 
+    qkw = {"calibration_method": calibration_method} if calibration_method != "minmax" else {}
     try:
         return engine.quantize_int8(in_path, out, list(calibration), per_channel=True,
-                                    excluded_nodes=list(excluded), progress=qprog, cancel=cancel)
+                                    excluded_nodes=list(excluded), progress=qprog, cancel=cancel, **qkw)
     except ModelError as err:
         reason = str(err).split(" failed: ", 1)[-1]
         raise ModelError(f"INT8 quantization of the {what} {src.name} failed ({reason}): turn quantization "
