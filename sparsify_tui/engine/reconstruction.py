@@ -64,8 +64,8 @@ from sparsify_tui.progress import CancelToken, ProgressFn, maybe_check
 
 #: default ridge: λ = RIDGE · mean(diag(XᵀX)) (measured, README "Reconstruction")
 RIDGE = "auto"
-#: the ridges ``ridge="auto"`` chooses from per consumer (2-fold cross-validation on the calibration items)
-RIDGES = (1e-4, 1e-3, 1e-2, 1e-1, 1.0)
+#: the ridges ``ridge="auto"`` chooses from per consumer (fit on the even calibration items, validated on the odd)
+RIDGES = (1e-3, 1e-2, 1e-1)
 #: rows of a consumer's least-squares problem taken per calibration item at most (random positions, fixed seed)
 MAX_ROWS_PER_ITEM = 512
 #: consumers whose normal equations would have more columns than this get bias compensation only (memory: the
@@ -86,8 +86,7 @@ class ConsumerFit:
     ``columns``: unknowns per output channel (inputs·kernel, +1 for the bias); ``rel_error_before`` /
     ``rel_error_after``: ``Σ‖Y_orig − ŷ‖² / Σ‖Y_orig‖²`` on those rows with the thinned weights and with the refit
     ones, ŷ computed from the thinned model's own (upstream-refit) inputs; ``rel_error_validation``: the same
-    error 2-fold cross-validated over the items (fit on half, measured on the other half: what to expect on new
-    items); ``ridge``: the relative ridge used; ``seconds``: accumulate + solve."""
+    error of a fit on the even items measured on the odd ones (what to expect on new items); ``ridge``: the relative ridge used; ``seconds``: accumulate + solve."""
 
     node: str
     op_type: str
@@ -242,90 +241,114 @@ def conv_windows(x: np.ndarray, kernel: Sequence[int], strides: Sequence[int], d
 
 class NormalEquations:
     """Streamed ridge least squares for ``groups`` independent blocks: block ``g`` fits ``Y_g ≈ X_g·W_gᵀ (+ b_g)``
-    with ``X_g`` ``[rows, k]`` and ``Y_g`` ``[rows, o]``. Accumulates ``G_g = X̃ᵀX̃`` (``X̃ = [X, 1]`` with
-    ``intercept``), ``C_g = X̃ᵀY`` and ``Σy²`` per output column, in float64, in total and for fold 0 (items
-    alternate between folds 0 and 1: fold 1 is the total minus fold 0), for :meth:`choose_ridge`."""
+    with ``X_g`` ``[rows, k]`` and ``Y_g`` ``[rows, o]``. Accumulates, for each of two folds (items alternate
+    between them, for :meth:`choose_ridge`), ``G_g = X̃ᵀX̃`` (``X̃ = [X, 1]`` with ``intercept``), ``C_g = X̃ᵀY`` and
+    ``Σy²`` per output column, in float64. Rows are buffered until a fold holds ``max(k, 4096)`` of them, so each
+    product is one large float32 matrix multiplication added once into the float64 sums."""
 
     def __init__(self, groups: int, k: int, o: int, intercept: bool) -> None:
         self.k, self.o, self.intercept = k, o, intercept
         kk = k + (1 if intercept else 0)
-        self.G = np.zeros((groups, kk, kk))
-        self.C = np.zeros((groups, kk, o))
-        self.yy = np.zeros((groups, o))
-        self.G0, self.C0, self.yy0 = np.zeros_like(self.G), np.zeros_like(self.C), np.zeros_like(self.yy)
-        self.rows = 0
-        self.rows0 = 0
+        self.G = [np.zeros((groups, kk, kk)) for _ in range(2)]
+        self.C = [np.zeros((groups, kk, o)) for _ in range(2)]
+        self.yy = [np.zeros((groups, o)) for _ in range(2)]
+        self.rows_in = [0, 0]
+        self._buf: list = [[], []]
+        self._buffered = [0, 0]
+        self._flush_at = max(kk, 4096)
+
+    @property
+    def rows(self) -> int:
+        return self.rows_in[0] + self.rows_in[1] + self._buffered[0] + self._buffered[1]
 
     def add(self, X: np.ndarray, Y: np.ndarray, fold: int = 0) -> None:
         """Add rows of one item (or batch) to ``fold`` (0 or 1): ``X`` ``[rows, groups, k]``, ``Y``
-        ``[rows, groups, o]`` (float32; each product in float32, summed in float64)."""
+        ``[rows, groups, o]`` (float32)."""
+        self._buf[fold].append((X, Y))
+        self._buffered[fold] += len(X)
+        if self._buffered[fold] >= self._flush_at:
+            self._flush(fold)
+
+    def _flush(self, fold: int) -> None:
+        if not self._buf[fold]:
+            return
+        X = np.concatenate([x for x, _ in self._buf[fold]]) if len(self._buf[fold]) > 1 else self._buf[fold][0][0]
+        Y = np.concatenate([y for _, y in self._buf[fold]]) if len(self._buf[fold]) > 1 else self._buf[fold][0][1]
+        self._buf[fold] = []
+        self._buffered[fold] = 0
         if self.intercept:
             X = np.concatenate([X, np.ones(X.shape[:2] + (1,), X.dtype)], axis=2)
         Xg = np.ascontiguousarray(X.transpose(1, 0, 2))
         Yg = np.ascontiguousarray(Y.transpose(1, 0, 2))
-        G = np.matmul(Xg.transpose(0, 2, 1), Xg)
-        C = np.matmul(Xg.transpose(0, 2, 1), Yg)
-        yy = np.einsum("grk,grk->gk", Yg, Yg, dtype=np.float64)
-        self.G += G
-        self.C += C
-        self.yy += yy
-        self.rows += X.shape[0]
-        if fold == 0:
-            self.G0 += G
-            self.C0 += C
-            self.yy0 += yy
-            self.rows0 += X.shape[0]
+        self.G[fold] += np.matmul(Xg.transpose(0, 2, 1), Xg)
+        self.C[fold] += np.matmul(Xg.transpose(0, 2, 1), Yg)
+        self.yy[fold] += np.einsum("grk,grk->gk", Yg, Yg, dtype=np.float64)
+        self.rows_in[fold] += X.shape[0]
 
-    def _stats(self, part):
-        if part is None:
-            return self.G, self.C, self.yy
-        if part == 0:
-            return self.G0, self.C0, self.yy0
-        return self.G - self.G0, self.C - self.C0, self.yy - self.yy0
+    def _ready(self) -> None:
+        self._flush(0)
+        self._flush(1)
+
+    def _folds(self, part: Optional[int]) -> list:
+        return [0, 1] if part is None else [part]
 
     def solve(self, ridge: float, part: Optional[int] = None) -> np.ndarray:
         """``W̃`` ``[groups, k(+1), o]`` minimizing ``‖X̃W̃ − Y‖² + λ‖W‖²`` with ``λ = ridge · mean(diag(XᵀX))`` per
-        block (the intercept row unpenalized), on every row (``part`` None) or on fold ``part`` only."""
-        G, C, _ = self._stats(part)
+        block (the intercept row unpenalized), on every row (``part`` None) or on fold ``part`` only. Solved in
+        float32 (LAPACK ``sgesv``; the ridge bounds the condition number, so float32 keeps ~1e-3 of the solution
+        at ridge 1e-4 and better above), float64 for small blocks."""
+        self._ready()
         k = self.k
-        A = G.copy()
+        parts = self._folds(part)
+        small = self.G[0].shape[-1] <= 512
+        dt = np.float64 if small else np.float32
+        A = self.G[parts[0]].astype(dt)
+        C = self.C[parts[0]].astype(dt)
+        for f in parts[1:]:
+            A += self.G[f]
+            C += self.C[f]
         ii = np.arange(k)
-        scale = A[:, ii, ii].mean(axis=1) if k else np.zeros(len(A))
+        scale = A[:, ii, ii].astype(np.float64).mean(axis=1) if k else np.zeros(len(A))
         lam = np.where(scale > 0, ridge * scale, ridge)
-        A[:, ii, ii] += lam[:, None]
+        A[:, ii, ii] += lam[:, None].astype(dt)
         if self.intercept:
-            A[:, k, k] += 1e-12 * np.maximum(scale, 1.0)
+            A[:, k, k] += (1e-7 * np.maximum(scale, 1.0)).astype(dt)
         try:
-            return np.linalg.solve(A, C)
+            W = np.linalg.solve(A, C)
         except np.linalg.LinAlgError:  # a singular block (an input that is always 0, no ridge on the intercept)
-            return np.stack([np.linalg.lstsq(A[g], C[g], rcond=None)[0] for g in range(len(A))])
+            W = np.stack([np.linalg.lstsq(A[g], C[g], rcond=None)[0] for g in range(len(A))])
+        return W.astype(np.float64)
 
     def solve_bias(self, W: np.ndarray) -> np.ndarray:
         """Bias compensation: the weights ``W`` (``[groups, k, o]``) kept, the intercept fitted alone,
         ``b = mean over rows of (Y − X·W)``: the mean contribution of what the thinning removed (and of the error
         left upstream) folded into the bias. Needs ``intercept``."""
+        self._ready()
         k = self.k
-        n = np.maximum(self.G[:, k, k], 1.0)[:, None]
-        b = (self.C[:, k, :] - np.einsum("gk,gko->go", self.G[:, k, :k], W)) / n
-        return np.concatenate([W, b[:, None, :]], axis=1)
+        n = np.maximum(self.G[0][:, k, k] + self.G[1][:, k, k], 1.0)[:, None]
+        s = self.C[0][:, k, :] + self.C[1][:, k, :] - np.einsum("gk,gko->go", self.G[0][:, k, :k] + self.G[1][:, k, :k], W)
+        return np.concatenate([W, (s / n)[:, None, :]], axis=1)
 
     def rel_error(self, Wt: np.ndarray, part: Optional[int] = None) -> float:
         """``Σ‖X̃W̃ − Y‖² / Σ‖Y‖²`` over the rows of ``part`` (None: all), every block, from the accumulated
         statistics (``Wt`` as :meth:`solve` returns)."""
-        return self._sq_error(Wt, part) / max(float(self._stats(part)[2].sum()), 1e-30)
+        self._ready()
+        den = sum(float(self.yy[f].sum()) for f in self._folds(part))
+        return sum(self._sq_error(Wt, f) for f in self._folds(part)) / max(den, 1e-30)
 
-    def _sq_error(self, Wt: np.ndarray, part: Optional[int]) -> float:
-        G, C, yy = self._stats(part)
+    def _sq_error(self, Wt: np.ndarray, f: int) -> float:
+        G, C, yy = self.G[f], self.C[f], self.yy[f]
         num = float(np.einsum("gko,gko->", Wt, np.matmul(G, Wt)) - 2 * np.einsum("gko,gko->", Wt, C) + yy.sum())
         return max(num, 0.0)
 
     def cv_error(self, ridge: float) -> float:
-        """2-fold cross-validated relative error of :meth:`solve` at ``ridge``: fit on one fold, measure on the
-        other, both ways, ``Σ error / Σ‖Y‖²``. ``inf`` when a fold is empty."""
-        if self.rows0 == 0 or self.rows0 == self.rows:
+        """Held-out relative error of :meth:`solve` at ``ridge``: fitted on fold 0 (the even items), measured on
+        fold 1 (the odd items), ``error / Σ‖Y‖²`` over fold 1. ``inf`` when a fold is empty. (One direction only:
+        the solves are most of reconstruction's time on wide layers.)"""
+        self._ready()
+        if not self.rows_in[0] or not self.rows_in[1]:
             return float("inf")
-        num = self._sq_error(self.solve(ridge, 1), 0) + self._sq_error(self.solve(ridge, 0), 1)
-        return num / max(float(self.yy.sum()), 1e-30)
+        return self._sq_error(self.solve(ridge, 0), 1) / max(float(self.yy[1].sum()), 1e-30)
 
     def choose_ridge(self, candidates: Sequence[float]) -> tuple:
         """``(ridge, cv error)`` of the candidate with the least :meth:`cv_error` (the larger ridge on a tie)."""
@@ -655,7 +678,7 @@ class _Runner:
     each sub-model's session in memory); :meth:`set_input` replaces one before its node runs."""
 
     def __init__(self, model: onnx.ModelProto, feeds: Sequence[dict], engine, core_count: Optional[int],
-                 cancel: Optional[CancelToken]) -> None:
+                 cancel: Optional[CancelToken], compact: bool = True) -> None:
         from sparsify_tui.engine.weights import strip_initializers
 
         self.model = model
@@ -676,6 +699,8 @@ class _Runner:
         self.cache = [{k: v for k, v in f.items() if k in self.graph_inputs} for f in feeds]
         self.held: set = set()
         self.sessions = 0
+        self.compact = compact
+        self.half: set = set()
 
     # -- constants
     def is_init(self, name: str) -> bool:
@@ -782,7 +807,8 @@ class _Runner:
             vals = [c[n] for c in self.cache]
             a = vals[0]
             dims = [d if all(v.shape[j] == d for v in vals) else f"d{j}" for j, d in enumerate(a.shape)]
-            vis.append(onnx.helper.make_tensor_value_info(n, onnx.helper.np_dtype_to_tensor_dtype(a.dtype), dims))
+            dt = np.dtype(np.float32) if n in self.half else a.dtype
+            vis.append(onnx.helper.make_tensor_value_info(n, onnx.helper.np_dtype_to_tensor_dtype(dt), dims))
         inits = [self.inits[x] for x in sorted(used) if x in self.inits]
         graph = onnx.helper.make_graph([self.nodes[i] for i in order], "segment", vis,
                                        [onnx.ValueInfoProto(name=o) for o in outputs], initializer=inits)
@@ -796,10 +822,27 @@ class _Runner:
             with canceled_as_job(self.cancel):
                 for c in self.cache:
                     maybe_check(self.cancel)
-                    c.update(zip(outputs, run({n: c[n] for n in inputs})))
+                    vals = run({n: (c[n].astype(np.float32) if n in self.half else c[n]) for n in inputs})
+                    for name, v in zip(outputs, vals):
+                        c[name] = self._compact(name, v)
             del run
         finally:
             sess.close()
+
+    def _compact(self, name: str, v: np.ndarray) -> np.ndarray:
+        """Cached activations are kept in float16 when every value fits (|x| < 60000): half the memory, and a
+        rounding (2^-11 relative) far below any error reconstruction leaves. Read back as float32."""
+        if self.compact and v.dtype == np.float32 and v.size >= 1024:
+            m = float(np.max(np.abs(v))) if v.size else 0.0
+            if m < 6e4 and np.isfinite(m):
+                self.half.add(name)
+                return v.astype(np.float16)
+        return v
+
+    def get(self, batch: int, name: str) -> np.ndarray:
+        """Cached tensor ``name`` of batch ``batch``, as the model computed it (float32 when it was kept in float16)."""
+        v = self.cache[batch][name]
+        return v.astype(np.float32) if name in self.half else v
 
     def _evict(self) -> None:
         keep_always = self.held | self.graph_outputs
@@ -832,7 +875,7 @@ def reconstruct(original_path: Union[str, os.PathLike], thinned_path: Union[str,
         feeds: calibration batches (feed dicts of the graph inputs; other keys are ignored), at least one.
         consumers: the layers to refit (:func:`consumer_specs`), any order (they are refit in topological order).
         ridge: relative ridge (λ = ridge · mean(diag(XᵀX))), > 0, or ``"auto"`` (default): per consumer, the
-            candidate of :data:`RIDGES` with the least 2-fold cross-validated error over the items.
+            candidate of :data:`RIDGES` whose fit on the even items has the least error on the odd items.
         max_rows_per_item: least-squares rows per consumer per batch at most (positions drawn with ``seed``).
         max_columns: consumers with more unknowns per output channel (per group) get bias compensation only.
 
@@ -911,9 +954,10 @@ def _batch_items(feed: dict, inputs: Sequence[str]) -> int:
 def _fit_one(orig: _Runner, thin: _Runner, idx: int, spec: ConsumerSpec, *, ridge, max_rows: int,
              max_columns: int, rng: np.random.Generator, cancel) -> ConsumerFit:
     """Accumulate and solve one consumer (``idx`` in the thinned model) and write its refit into ``thin``. Items
-    alternate between two folds; ``ridge="auto"`` takes the candidate of :data:`RIDGES` with the least 2-fold
-    error. The refit is kept only when its 2-fold error is below the thinned layer's (else the layer stays as
-    thinned: a refit that does not generalize, e.g. 64 rows for 641 unknowns, would only add error)."""
+    alternate between two folds; ``ridge="auto"`` takes the candidate of :data:`RIDGES` whose fit on fold 0 has the
+    least error on fold 1. The refit is kept only when that validation error is below the thinned layer's on fold 1
+    (else the layer stays as thinned: a refit that does not generalize, e.g. 32 rows for 641 unknowns, would only
+    add error)."""
     t = time.perf_counter()
     node = thin.nodes[idx]
     fit = ConsumerFit(spec.node, node.op_type, "none")
@@ -939,9 +983,9 @@ def _fit_one(orig: _Runner, thin: _Runner, idx: int, spec: ConsumerSpec, *, ridg
         fit.seconds = time.perf_counter() - t
         return fit
     ne = NormalEquations(c.groups, c.k, c.o, c.intercept)
-    for item, (oc, tc) in enumerate(zip(orig.cache, thin.cache)):
+    for item in range(len(thin.cache)):
         maybe_check(cancel)
-        X, Y = c.rows(tc[c.data_input], oc[target], rng)
+        X, Y = c.rows(thin.get(item, c.data_input), orig.get(item, target), rng)
         ne.add(X, Y, item % 2)
     fit.rows = int(ne.rows)
     Wt0 = np.concatenate([W0, b0[:, None, :]], axis=1) if c.intercept else W0
@@ -951,9 +995,10 @@ def _fit_one(orig: _Runner, thin: _Runner, idx: int, spec: ConsumerSpec, *, ridg
     else:
         chosen, cv = float(ridge), ne.cv_error(float(ridge))
     fit.ridge, fit.rel_error_validation = chosen, (None if math.isinf(cv) else cv)
-    if not math.isinf(cv) and not cv < fit.rel_error_before:
-        fit.reason = (f"the refit does not generalize (2-fold error {cv:.3g} against {fit.rel_error_before:.3g} "
-                      f"as thinned, {ne.rows} rows for {fit.columns} unknowns): left as thinned")
+    held = None if math.isinf(cv) else ne.rel_error(Wt0, part=1)
+    if held is not None and not cv < held:
+        fit.reason = (f"the refit does not generalize (validation error {cv:.3g} against {held:.3g} as thinned, "
+                      f"{ne.rows} rows for {fit.columns} unknowns): left as thinned")
         fit.rel_error_after = fit.rel_error_before
         fit.seconds = time.perf_counter() - t
         return fit
@@ -977,9 +1022,9 @@ def _bias_only(fit: ConsumerFit, c: "_Consumer", orig: "_Runner", thin: "_Runner
     yy = 0.0
     n = 0
     Wf = W0.astype(np.float32)
-    for oc, tc in zip(orig.cache, thin.cache):
+    for item in range(len(thin.cache)):
         maybe_check(cancel)
-        X, Y = c.rows(tc[c.data_input], oc[target], rng)
+        X, Y = c.rows(thin.get(item, c.data_input), orig.get(item, target), rng)
         R = Y.astype(np.float64) - np.matmul(X.transpose(1, 0, 2), Wf).transpose(1, 0, 2) - b0[None]
         s += R.sum(axis=0)
         sq += np.einsum("rgo,rgo->go", R, R)
