@@ -666,6 +666,25 @@ def _subgraph_refs(node) -> set:
     return used - defined - {""}
 
 
+class _Half:
+    """A float32 tensor stored as float16 times ``2^-e`` (``e`` puts its largest magnitude ``m`` near 2^14)."""
+
+    __slots__ = ("data", "factor", "shape", "dtype")
+
+    def __init__(self, v: np.ndarray, m: float) -> None:
+        e = min(120, max(-120, 14 - int(math.floor(math.log2(m)))))
+        self.factor = float(2.0 ** -e)
+        self.data = (v * np.float32(2.0 ** e)).astype(np.float16)
+        self.shape, self.dtype = v.shape, np.dtype(np.float32)
+
+    def restore(self) -> np.ndarray:
+        return self.data.astype(np.float32) * np.float32(self.factor)
+
+    @property
+    def nbytes(self) -> int:
+        return self.data.nbytes
+
+
 def _placeholder(t: onnx.TensorProto, name: str, arr: np.ndarray) -> None:
     from sparsify_tui.engine.thinning import _placeholder as make
 
@@ -822,27 +841,28 @@ class _Runner:
             with canceled_as_job(self.cancel):
                 for c in self.cache:
                     maybe_check(self.cancel)
-                    vals = run({n: (c[n].astype(np.float32) if n in self.half else c[n]) for n in inputs})
+                    vals = run({n: (c[n].restore() if isinstance(c[n], _Half) else c[n]) for n in inputs})
                     for name, v in zip(outputs, vals):
                         c[name] = self._compact(name, v)
             del run
         finally:
             sess.close()
 
-    def _compact(self, name: str, v: np.ndarray) -> np.ndarray:
-        """Cached activations are kept in float16 when every value fits (|x| < 60000): half the memory, and a
-        rounding (2^-11 relative) far below any error reconstruction leaves. Read back as float32."""
+    def _compact(self, name: str, v: np.ndarray):
+        """Cached float32 activations are kept as :class:`_Half` (float16 scaled by a power of two so the largest
+        value sits near 2^14): half the memory, a rounding of 2^-11 relative to each value down to 2^-24 of the
+        tensor's largest (far below any error reconstruction leaves), whatever the tensor's scale."""
         if self.compact and v.dtype == np.float32 and v.size >= 1024:
-            m = float(np.max(np.abs(v))) if v.size else 0.0
-            if m < 6e4 and np.isfinite(m):
+            m = float(np.max(np.abs(v)))
+            if np.isfinite(m) and m > 0:
                 self.half.add(name)
-                return v.astype(np.float16)
+                return _Half(v, m)
         return v
 
     def get(self, batch: int, name: str) -> np.ndarray:
-        """Cached tensor ``name`` of batch ``batch``, as the model computed it (float32 when it was kept in float16)."""
+        """Cached tensor ``name`` of batch ``batch``, as the model computed it (float32 when it was compacted)."""
         v = self.cache[batch][name]
-        return v.astype(np.float32) if name in self.half else v
+        return v.restore() if isinstance(v, _Half) else v
 
     def _evict(self) -> None:
         keep_always = self.held | self.graph_outputs
