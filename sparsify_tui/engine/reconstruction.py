@@ -665,6 +665,25 @@ def _subgraph_refs(node) -> set:
     return used - defined - {""}
 
 
+def _trim_heap() -> None:
+    """Give the heap's free pages back to the system (glibc ``malloc_trim``; nothing elsewhere): each segment's
+    session frees its buffers on close, and without this the freed memory stays counted in the resident size."""
+    global _LIBC
+    if _LIBC is None:
+        try:
+            import ctypes
+
+            _LIBC = ctypes.CDLL("libc.so.6")
+            _LIBC.malloc_trim.argtypes = [ctypes.c_size_t]
+        except (OSError, AttributeError):
+            _LIBC = False
+    if _LIBC:
+        _LIBC.malloc_trim(0)
+
+
+_LIBC = None
+
+
 class _Half:
     """A float32 tensor stored as float16 times ``2^-e`` (``e`` puts its largest magnitude ``m`` near 2^14)."""
 
@@ -697,14 +716,23 @@ class _Runner:
     each sub-model's session in memory); :meth:`set_input` replaces one before its node runs."""
 
     def __init__(self, model: onnx.ModelProto, feeds: Sequence[dict], engine, core_count: Optional[int],
-                 cancel: Optional[CancelToken], compact: bool = True) -> None:
+                 cancel: Optional[CancelToken], compact: bool = True, base_dir=None) -> None:
+        from sparsify_tui.analysis.loading import external_data_info, tensor_array
         from sparsify_tui.engine.weights import strip_initializers
 
         self.model = model
         self.engine, self.core_count, self.cancel = engine, core_count, cancel
         g = model.graph
         self.nodes = list(g.node)
-        self.arrays = strip_initializers(model)  # small constants (shapes, slices) stay in the proto
+        # weights of a model loaded with map_weights stay memory-mapped from its file (no copy in memory);
+        # small constants (shapes, slices) stay in the proto
+        self.arrays = {}
+        for t in g.initializer:
+            if external_data_info(t) is not None:
+                arr = tensor_array(t, base_dir)
+                _placeholder(t, t.name, arr)
+                self.arrays[t.name] = arr
+        self.arrays.update(strip_initializers(model))
         self.inits = {t.name: t for t in g.initializer}
         self.graph_inputs = [vi.name for vi in g.input if vi.name not in self.inits]
         self.graph_outputs = {vi.name for vi in g.output}
@@ -741,12 +769,20 @@ class _Runner:
             return numpy_helper.to_array(self.inits[name])
         from sparsify_tui.analysis.channels import constant_view
 
-        model = onnx.ModelProto()
-        model.CopyFrom(self.model)
-        for t in model.graph.initializer:
-            if t.name in self.arrays:
-                t.CopyFrom(numpy_helper.from_array(np.ascontiguousarray(self.arrays[t.name]), t.name))
-        return np.asarray(constant_view(model, name))
+        # a weight chain (Transpose, Reshape... of initializers): evaluated on a model of just that chain
+        nodes, inits, stack = [], {}, [name]
+        while stack:
+            x = stack.pop()
+            if x in self.inits:
+                inits[x] = numpy_helper.from_array(np.ascontiguousarray(self.value(x)), x)
+                continue
+            p = self.producer.get(x)
+            if p is None:
+                raise KeyError(x)
+            nodes.append(self.nodes[p])
+            stack.extend(i for i in self.nodes[p].input if i)
+        graph = onnx.helper.make_graph(nodes[::-1], "chain", [], [], initializer=list(inits.values()))
+        return np.asarray(constant_view(onnx.helper.make_model(graph), name))
 
     def set_input(self, index: int, slot: int, arr: np.ndarray, what: str) -> None:
         """Make input ``slot`` of node ``index`` (not run yet) the constant ``arr``: in place when it is an
@@ -849,6 +885,7 @@ class _Runner:
             del run
         finally:
             sess.close()
+            _trim_heap()
 
     def _compact(self, name: str, v: np.ndarray):
         """Once the cache holds :data:`COMPACT_ABOVE_BYTES`, new float32 activations are kept as :class:`_Half`
@@ -896,7 +933,8 @@ def reconstruct(original_path: Union[str, os.PathLike], thinned_path: Union[str,
         original_path: the model before thinning (the targets: each consumer's original output).
         thinned_path: the thinned model (:func:`sparsify_tui.engine.thinning.thin_model`); node ids and tensor
             names as in the original.
-        out_path: where to write the reconstructed model (may be ``thinned_path``).
+        out_path: where to write the reconstructed model (not ``thinned_path``: its weights are read from that
+            file, memory-mapped, while the new one is written).
         feeds: calibration batches (feed dicts of the graph inputs; other keys are ignored), at least one.
         consumers: the layers to refit (:func:`consumer_specs`), any order (they are refit in topological order).
         ridge: relative ridge (λ = ridge · mean(diag(XᵀX))), > 0, or ``"auto"`` (default): per consumer, the
@@ -918,6 +956,8 @@ def reconstruct(original_path: Union[str, os.PathLike], thinned_path: Union[str,
 
     if not feeds:
         raise SparsifyError("reconstruction needs calibration items: give --data FILE.npz with at least one item")
+    if Path(out_path).resolve() == Path(thinned_path).resolve():
+        raise SparsifyError("reconstruction reads the thinned model while it writes: give another out_path")
     if ridge != "auto":
         try:
             ridge = float(ridge)
@@ -932,8 +972,10 @@ def reconstruct(original_path: Union[str, os.PathLike], thinned_path: Union[str,
     fits: list = []
     with _PeakRSS() as mem:
         batches, counts = _chunks(original_path, feeds, engine, core_count, cancel)
-        orig = _Runner(load_model(original_path), batches, engine, core_count, cancel)
-        thin = _Runner(load_model(thinned_path), batches, engine, core_count, cancel)
+        orig = _Runner(load_model(original_path, map_weights=True), batches, engine, core_count, cancel,
+                       base_dir=Path(original_path).parent)
+        thin = _Runner(load_model(thinned_path, map_weights=True), batches, engine, core_count, cancel,
+                       base_dir=Path(thinned_path).parent)
         by_id = {node_id(n, i): i for i, n in enumerate(thin.nodes)}
         orig_ids = {node_id(n, i): i for i, n in enumerate(orig.nodes)}
         plan = []
