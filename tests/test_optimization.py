@@ -224,13 +224,13 @@ def test_workspace_create_override_copy(workspace_home, demo_model):
     ws = Workspace()
     p = create_project(ws, str(demo_model), name="demo", dims={"x:2": 48, "x:3": 192})
     rec = optimizations.create_optimization(ws, p["id"], "v1", sparsity=0.6)
-    assert rec["perf_profile"] == "flops" and rec["loss_profile"] == "approximated"
-    w = rec["layers"][4]["weight_name"]
+    assert rec.perf_profile == "flops" and rec.loss_profile == "approximated"
+    w = rec.layers[4].weight_name
     optimizations.set_override(ws, p["id"], "v1", w, 0.9)
     rec = optimizations.reevaluate(ws, p["id"], "v1", sparsity=0.7)
     assert layer_sparsities(rec)[w] == 0.9
     v2 = optimizations.copy_optimization(ws, p["id"], "v1")
-    assert v2["name"] == "v1 v2" and v2["copied_from"] == rec["id"] and v2["overrides"] == {w: 0.9}
+    assert v2.name == "v1 v2" and v2.copied_from == rec.id and v2.overrides == {w: 0.9}
     with pytest.raises(Exception, match="already exists"):
         optimizations.create_optimization(ws, p["id"], "v1")
 

@@ -17,7 +17,9 @@ from sparsify_tui.optimization.config import GRID_LEVELS, node_group, prunable_n
 from sparsify_tui.optimization.core import build_optimization, change_settings, evaluate, layer_sparsities, override
 from sparsify_tui.optimization.recipe import Modifier, parse_recipe, to_yaml
 from sparsify_tui.optimization.record import Estimates, LayerEstimate, LayerRow, Optimization, Settings
-from sparsify_tui.optimization.structures import STRUCTURES, PruningStructure, get_structure
+from sparsify_tui.optimization.structures import (
+    STRUCTURES, PruningStructure, get_structure, load_optimization, structure_of,
+)
 from sparsify_tui.services.projects import create_project
 
 DEMO_DIMS = {"x:2": 48, "x:3": 192}
@@ -111,7 +113,7 @@ def test_stub_structure_builds_evaluates_renders_and_round_trips(toy, analysis, 
     from sparsify_tui.optimization.export import render_export
 
     rec = build_optimization("t", analysis, None, None, sparsity=0.5, settings=ToySettings(structure="toy"))
-    assert rec.structure is toy and all(isinstance(l, ToyLayer) for l in rec.layers)
+    assert structure_of(rec) is toy and all(isinstance(l, ToyLayer) for l in rec.layers)
     assert rec.layers[0].sparsity == 0 and rec.layers[0].reason == "first layer"
     assert {l.sparsity for l in rec.layers if not l.excluded} == {0.5}
     assert rec.estimates.sparse_runtime == "toy runtime"
@@ -130,7 +132,7 @@ def test_stub_structure_builds_evaluates_renders_and_round_trips(toy, analysis, 
     d = json.loads(json.dumps(rec.to_dict()))
     assert d["settings"]["structure"] == "toy" and d["settings"]["round_to"] == 8
     assert d["layers"][1]["channels"] == rec.layers[1].channels > 0
-    back = Optimization.from_dict(d)
+    back = load_optimization(d)
     assert back == rec and isinstance(back.layers[0], ToyLayer) and isinstance(back.settings, ToySettings)
     assert evaluate(back).to_dict() == d
     # the weight transform apply uses
@@ -145,11 +147,11 @@ def test_stub_structure_through_the_services(toy, workspace_home, demo_model):
     pid = create_project(ws, str(demo_model), name="demo", dims=DEMO_DIMS)["id"]
     stored = optimizations.create_optimization(ws, pid, "toy", sparsity=0.4,
                                                settings={"structure": "toy", "round_to": 16})
-    assert isinstance(stored, dict) and stored["settings"]["structure"] == "toy"
-    assert stored["settings"]["round_to"] == 16 and stored["layers"][1]["channels"] % 16 == 0
+    assert isinstance(stored, Optimization) and stored.settings.structure == "toy"
+    assert stored.settings.round_to == 16 and stored.layers[1].channels % 16 == 0
     again = optimizations.reevaluate(ws, pid, "toy", sparsity=0.5, round_to=4)
-    assert again["settings"]["round_to"] == 4
-    assert {l["sparsity"] for l in again["layers"] if not l["excluded"]} == {0.5}
+    assert again.settings.round_to == 4
+    assert {l.sparsity for l in again.layers if not l.excluded} == {0.5}
     with pytest.raises(ProjectError, match="unknown optimization setting 'round_to'"):
         optimizations.create_optimization(ws, pid, "plain", settings={"round_to": 16})
     with pytest.raises(ProjectError, match="structure"):
@@ -165,7 +167,7 @@ def test_unknown_structure_is_a_one_line_error(analysis):
     rec = build_optimization("t", analysis, None, None, sparsity=0.5).to_dict()
     rec["settings"]["structure"] = "nope"
     with pytest.raises(ProjectError, match="unknown pruning structure"):
-        Optimization.from_dict(rec)
+        load_optimization(rec)
 
 
 def test_unstructured_prunes_weights_by_magnitude():

@@ -1,17 +1,19 @@
 """Optimization records: build, re-evaluate, override, edit. Pure: typed data in and out, no workspace (the
 project's "optimizations" table is read and written by :mod:`sparsify_tui.services.optimizations`, which
-converts the stored JSON with :meth:`Optimization.from_dict` / :meth:`Optimization.to_dict`).
+reads the stored JSON with :func:`~sparsify_tui.optimization.structures.load_optimization` and writes
+:meth:`Optimization.to_dict`).
 
 The record is :class:`~sparsify_tui.optimization.record.Optimization`; it holds everything needed to
 re-evaluate and export without the profiles. What depends on the pruning structure (curves, allocation,
-estimates, recipe modifiers) is asked of ``rec.structure`` (:mod:`sparsify_tui.optimization.structures`).
+estimates, recipe modifiers) is asked of the record's structure (:func:`~sparsify_tui.optimization.structures.
+structure_of`).
 Every function that changes a record changes it in place and returns it.
 """
 
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Any, Dict, List, Mapping, Optional, Union
+from typing import TYPE_CHECKING, Any, Dict, List, Optional
 
 from sparsify_tui.errors import ProjectError, RecordNotFound
 from sparsify_tui.optimization import schedule
@@ -20,7 +22,7 @@ from sparsify_tui.optimization.record import (
     APPROXIMATED, DEFAULT_INIT_SPARSITY, FLOPS, Epochs, ModelSummary, NodeTime, Optimization, QuantizationSettings,
     Settings,
 )
-from sparsify_tui.optimization.structures import get_structure
+from sparsify_tui.optimization.structures import get_structure, structure_of
 
 if TYPE_CHECKING:
     from sparsify_tui.profiling.loss import LossProfile
@@ -99,7 +101,7 @@ def evaluate(rec: Optimization) -> Optimization:
     """Re-run the allocation and estimates of a record in place (overrides of known layers kept; the others
     dropped) and return it. Warnings: the allocation's, and measured INT8 slower than FP32 when quantizing."""
     st = type(rec.settings).from_dict(rec.settings.to_dict())  # a copy: allocation validates it
-    kind = rec.structure
+    kind = structure_of(rec)
     known = {l.weight_name for l in rec.layers}
     overrides = {k: float(v) for k, v in rec.overrides.items() if k in known}
     alloc = kind.allocate_record(rec, st, overrides)
@@ -119,11 +121,8 @@ def evaluate(rec: Optimization) -> Optimization:
     return rec
 
 
-def layer_sparsities(rec: Union[Optimization, Mapping[str, Any]]) -> Dict[str, float]:
-    """weight name -> sparsity of every layer with sparsity > 0 (what the recipe prunes and apply uses).
-    Takes the record or its stored JSON."""
-    if not isinstance(rec, Optimization):
-        rec = Optimization.from_dict(dict(rec))
+def layer_sparsities(rec: Optimization) -> Dict[str, float]:
+    """weight name -> sparsity of every layer with sparsity > 0 (what the recipe prunes and apply uses)."""
     return {l.weight_name: float(l.sparsity) for l in rec.layers if float(l.sparsity or 0) > 0}
 
 
@@ -141,7 +140,7 @@ def change_settings(rec: Optimization, **fields: Any) -> Optimization:
     st = rec.settings.with_changes(**fields)
     rec.settings = st
     for i, l in enumerate(rec.layers):
-        l.excluded = rec.structure.excluded_reason(st, i, l)
+        l.excluded = structure_of(rec).excluded_reason(st, i, l)
     return evaluate(rec)
 
 
@@ -161,7 +160,7 @@ def override(rec: Optimization, weight_name: str, sparsity: Optional[float]) -> 
         s = float(sparsity)
         if not 0.0 <= s <= 0.99 or math.isnan(s):
             raise ProjectError(f"sparsity {s} is out of range: use 0 to 0.99")
-        rec.structure.check_override(layer, s)
+        structure_of(rec).check_override(layer, s)
         ov[layer.weight_name] = round(s, 4)
     rec.overrides = ov
     return evaluate(rec)

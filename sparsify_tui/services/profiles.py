@@ -178,6 +178,16 @@ def loss_structure(record: Dict[str, Any]) -> str:
     return str((record.get("settings") or {}).get("structure") or "unstructured")
 
 
+def loss_profile_structure(ws, project_id: str, ref: str) -> str:
+    """:func:`loss_structure` of the stored loss profile ``ref`` (id or name); ``""`` when there is none."""
+    from sparsify_tui.errors import RecordNotFound
+
+    try:
+        return loss_structure(ws.find_record(project_id, LOSS_TABLE, ref))
+    except RecordNotFound:
+        return ""
+
+
 def resolve_loss_profile(ws, project_id: str, ref: Optional[str], skipped: Optional[list] = None,
                          structure: str = "unstructured"):
     """``(profile, record id or "approximated", display name)`` for an optimization's loss profile: ``ref`` an

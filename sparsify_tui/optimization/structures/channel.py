@@ -41,9 +41,11 @@ from sparsify_tui.optimization.channel_model import (
     KIND_TEXT, TARGETS, ChannelTimeModel, GroupInput, TimedNode, allocate_channels, loss_at, measure,
 )
 from sparsify_tui.optimization.config import GRID_LEVELS, levels, loss_curve
-from sparsify_tui.optimization.recipe import Modifier, recipe_float
-from sparsify_tui.optimization.record import Estimates, LayerEstimate, LayerRow, Optimization, Settings
-from sparsify_tui.optimization.structures import PruningStructure
+from sparsify_tui.optimization.modifiers import Modifier, recipe_float
+from sparsify_tui.optimization.record import (
+    Estimates, GroupTime, LayerEstimate, LayerRow, Optimization, Settings,
+)
+from sparsify_tui.optimization.structures.base import GroupRun, PruningStructure
 
 if TYPE_CHECKING:
     from sparsify_tui.optimization.allocation import Allocation
@@ -504,6 +506,31 @@ class ChannelPruning(PruningStructure):
 
         return generate_channel_code(rec, framework, recipe_path)
 
+    # -- measured ------------------------------------------------------------------------------------------
+    has_measured_groups = True
+
+    def measured_reference(self, rec: Optimization) -> tuple:
+        """The batch size and core count of the record's channel time model (its estimate's)."""
+        tm = rec.model.extra.get(TIME_MODEL_KEY) or {}
+        return tm.get("batch_size"), tm.get("core_count")
+
+    def measured_groups(self, rec: Optimization, applied: GroupRun, baseline: GroupRun, *, dims=None, data=None,
+                        cancel=None) -> Dict[str, GroupTime]:
+        """Each group's measured ms per batch in the thinned (``ms``) and the baseline model (``baseline_ms``): one
+        profiled pass of each (:func:`sparsify_tui.profiling.channel_calibration.profile_node_ms`), attributed as
+        a perf profile is, the node times summed per group as the estimate sums them
+        (:meth:`ChannelTimeModel.group_sums`) and scaled to the benchmark's median of that model."""
+        from sparsify_tui.profiling.channel_calibration import profile_node_ms
+
+        tm = ChannelTimeModel.from_dict(rec.model.extra[TIME_MODEL_KEY])
+        sums = []
+        for run in (applied, baseline):
+            p = profile_node_ms(run.path, batch_size=run.batch_size, core_count=run.core_count, dims=dims, data=data,
+                                cancel=cancel)
+            scale = run.median_ms / p["kernel_total_ms"] if p["kernel_total_ms"] else 1.0
+            sums.append({g: v * scale for g, v in tm.group_sums(p["node_ms"]).items()})
+        return {g: GroupTime(ms=sums[0].get(g), baseline_ms=sums[1].get(g)) for g in tm.groups}
+
     # -- apply -----------------------------------------------------------------------------------------------
     def apply_model(self, model_path, out_path, sparsities, *, settings=None, batch_size=1, dims=None, feeds=None,
                     engine=None, progress=None, cancel=None) -> Dict[str, Any]:
@@ -511,10 +538,10 @@ class ChannelPruning(PruningStructure):
         and checked); returns :meth:`~sparsify_tui.engine.thinning.ThinResult.to_dict`."""
         from sparsify_tui.engine.thinning import thin_model
 
-        st = dict(settings or {})
         ratios = {g: float(r) for g, r in sparsities.items() if float(r) > 0}
-        res = thin_model(model_path, out_path, ratios=ratios, round_to=int(st.get("round_to") or 0) or None,
-                         importance=st.get("importance") or "l2", batch_size=batch_size, dims=dims or {},
+        round_to = int(getattr(settings, "round_to", 0) or 0) or None
+        res = thin_model(model_path, out_path, ratios=ratios, round_to=round_to,
+                         importance=getattr(settings, "importance", None) or "l2", batch_size=batch_size, dims=dims or {},
                          feeds=list(feeds)[:4] if feeds else None, engine=engine, progress=progress, cancel=cancel)
         return res.to_dict()
 

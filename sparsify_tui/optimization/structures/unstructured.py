@@ -27,9 +27,9 @@ from sparsify_tui.optimization.config import (
     GRID_LEVELS, by_weight_and_id, interp_curve, levels, loss_curve, node_group, prunable_nodes,
     weight_params,
 )
-from sparsify_tui.optimization.recipe import Modifier, recipe_float
+from sparsify_tui.optimization.modifiers import Modifier, recipe_float
 from sparsify_tui.optimization.record import UNSTRUCTURED, Estimates, LayerEstimate, LayerRow, Optimization, Settings
-from sparsify_tui.optimization.structures import PruningStructure
+from sparsify_tui.optimization.structures.base import PruningStructure
 from sparsify_tui.profiling.perf_estimate import depthwise_share, estimate_node_ms
 
 if TYPE_CHECKING:
