@@ -13,7 +13,8 @@ import pytest
 
 from sparsify_tui.errors import ProjectError
 from sparsify_tui.optimization.allocation import Allocation
-from sparsify_tui.optimization.config import GRID_LEVELS, node_group, prunable_nodes, weight_params
+from sparsify_tui.analysis.nodes import prunable_layers
+from sparsify_tui.optimization.config import GRID_LEVELS, node_group, weight_params
 from sparsify_tui.optimization.core import build_optimization, change_settings, evaluate, layer_sparsities, override
 from sparsify_tui.optimization.recipe import Modifier, parse_recipe, to_yaml
 from sparsify_tui.optimization.record import Estimates, LayerEstimate, LayerRow, Optimization, Settings
@@ -48,17 +49,17 @@ class ToyStructure(PruningStructure):
     settings_type = ToySettings
     layer_type = ToyLayer
 
-    def build_layers(self, analysis, perf, loss, settings) -> List[LayerRow]:
-        nodes = prunable_nodes(analysis)
-        total = sum(float(n["flops"]) for n in nodes) or 1.0
+    def build_layers(self, analysis, perf, loss, settings, extras=None) -> List[LayerRow]:
+        nodes = prunable_layers(analysis)
+        total = sum(float(n.flops) for n in nodes) or 1.0
         rows = []
         for i, n in enumerate(nodes):
-            share = float(n["flops"]) / total
-            row = ToyLayer(weight_name=n["weight_name"], node_id=n["id"], op_type=n["op_type"],
-                           params=weight_params(n), flops=float(n["flops"]), group=node_group(n),
+            share = float(n.flops) / total
+            row = ToyLayer(weight_name=n.weight_name, node_id=n.id, op_type=n.op_type,
+                           params=weight_params(n), flops=float(n.flops), group=node_group(n),
                            time_curve=[share * (1 - s) for s in GRID_LEVELS], loss_curve=[s * s for s in GRID_LEVELS],
                            gain_curve=[share * s for s in GRID_LEVELS],
-                           channels=int((n["weight_shape"] or [0])[0]) // settings.round_to * settings.round_to)
+                           channels=int((n.weight_shape or [0])[0]) // settings.round_to * settings.round_to)
             row.excluded = self.excluded_reason(settings, i, row)
             rows.append(row)
         return rows
@@ -105,7 +106,7 @@ def analysis():
     from sparsify_tui.analysis.nodes import analyze_model
     from tests.conftest import DEMO_MODEL
 
-    return analyze_model(str(DEMO_MODEL), batch_size=1, dims=DEMO_DIMS).to_dict()
+    return analyze_model(str(DEMO_MODEL), batch_size=1, dims=DEMO_DIMS)
 
 
 # ---------------------------------------------------------------- the checks

@@ -25,6 +25,7 @@ from sparsify_tui.optimization.record import (
 from sparsify_tui.optimization.structures import get_structure, structure_of
 
 if TYPE_CHECKING:
+    from sparsify_tui.analysis.nodes import ModelAnalysis
     from sparsify_tui.profiling.loss import LossProfile
     from sparsify_tui.profiling.perf import PerfProfile
 
@@ -43,32 +44,33 @@ def _quant_epochs(ep: Epochs) -> Dict[str, float]:
             "freeze_bn_stats_epoch": round(start + tail * 0.5, 1)}
 
 
-def _model_summary(analysis: Dict[str, Any], perf: Optional["PerfProfile"], model_file: str) -> ModelSummary:
+def _model_summary(analysis: "ModelAnalysis", perf: Optional["PerfProfile"], model_file: str) -> ModelSummary:
     nodes = perf.nodes if perf is not None else []
     return ModelSummary(
         file=model_file, baseline_ms=perf_model_ms(perf), int8_ms=perf_int8_ms(perf),
         # node times scaled to the unprofiled medians (PerfProfile.node_ms), as every screen shows them
         nodes_total_ms=sum(float(perf.node_ms(n) or 0) for n in nodes) or None if perf is not None else None,
-        totals=dict(analysis.get("totals") or {}),
+        totals=dict(analysis.totals or {}),
         perf_nodes=[NodeTime(id=n.id, time_ms=perf.node_ms(n), int8_time_ms=perf.node_ms(n, "int8"))
                     for n in nodes if n.int8_time_ms is not None],
     )
 
 
-def build_optimization(name: str, analysis: Dict[str, Any], perf: Optional["PerfProfile"],
+def build_optimization(name: str, analysis: "ModelAnalysis", perf: Optional["PerfProfile"],
                        loss: Optional["LossProfile"], *, training: Optional[Dict[str, Any]] = None,
                        sparsity: float = 0.85, balance: float = 0.5, quantize: bool = False,
                        perf_ref: str = FLOPS, perf_name: str = "FLOPS", loss_ref: str = APPROXIMATED,
                        loss_name: str = "Approximated", settings: Optional[Settings] = None,
-                       model_file: str = "") -> Optimization:
-    """A new, evaluated optimization of the model of ``analysis`` (the stored analysis dict,
-    ``ModelAnalysis.to_dict()``) from a typed perf profile (None = the FLOPS profile: time proportional to
-    FLOPs) and a typed loss profile (None = a generic ``s**3`` curve per layer).
+                       model_file: str = "", extras: Optional[Dict[str, Any]] = None) -> Optimization:
+    """A new, evaluated optimization of the model of ``analysis`` (its typed
+    :class:`~sparsify_tui.analysis.nodes.ModelAnalysis`) from a typed perf profile (None = the FLOPS profile: time
+    proportional to FLOPs) and a typed loss profile (None = a generic ``s**3`` curve per layer).
 
     ``settings`` (its ``structure`` picks the pruning structure) gets ``sparsity`` and ``balance``;
     ``training``: the project's training settings (``epochs`` sets the epoch plan, ``init_lr`` / ``final_lr``
     the LR modifiers); ``perf_ref`` / ``loss_ref``: the profiles' record ids (or :data:`FLOPS` /
-    :data:`APPROXIMATED`) and display names. Raises :class:`ProjectError` when the model has no prunable layer
+    :data:`APPROXIMATED`) and display names; ``extras``: what the structure's
+    :meth:`~sparsify_tui.optimization.structures.PruningStructure.analysis_extras` read from the model. Raises :class:`ProjectError` when the model has no prunable layer
     or a setting is out of range.
     """
     st = settings or Settings()
@@ -78,7 +80,7 @@ def build_optimization(name: str, analysis: Dict[str, Any], perf: Optional["Perf
     except ValueError as err:
         raise ProjectError(f"{err}: fix the optimization setting") from None
     kind = get_structure(st.structure)
-    layers = kind.build_layers(analysis, perf, loss, st)
+    layers = kind.build_layers(analysis, perf, loss, st, extras or {})
     if not layers:
         raise ProjectError("the model has no prunable layer (Conv/Gemm/MatMul with a weight initializer): "
                            "nothing to optimize")
@@ -93,7 +95,7 @@ def build_optimization(name: str, analysis: Dict[str, Any], perf: Optional["Perf
         epochs=ep, lr_modifiers=schedule.default_lr_modifiers(training, ep.to_dict()), training=training,
         model=_model_summary(analysis, perf, model_file), copied_from=None,
     )
-    rec.model.extra.update(kind.summary_extras(analysis, perf, loss, st))
+    rec.model.extra.update(kind.summary_extras(analysis, perf, loss, st, extras or {}))
     return evaluate(rec)
 
 

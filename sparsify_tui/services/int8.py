@@ -14,6 +14,7 @@ from sparsify_tui.progress import CancelToken, ProgressFn
 from sparsify_tui.tempfiles import temp_dir
 from sparsify_tui.services import profiles
 from sparsify_tui.services.optimizations import TABLE
+from sparsify_tui.services.projects import model_analysis
 
 if TYPE_CHECKING:
     from sparsify_tui.optimization.record import Optimization
@@ -77,7 +78,7 @@ def search_int8_optimization(ws, project_id: str, args: Dict[str, Any], *, progr
     perf_prof, perf_ref, perf_name = profiles.resolve_perf_profile(ws, pid, s["perf"])
     loss_prof, loss_ref, loss_name = profiles.resolve_loss_profile(ws, pid, s["loss"])
     st = Settings(sparsity=s["sparsity"], balance=s["balance"]).with_changes()
-    rec = core.build_optimization(s["name"], ws.analysis_of(pid), perf_prof, loss_prof,
+    rec = core.build_optimization(s["name"], model_analysis(ws, pid), perf_prof, loss_prof,
                                   training=project.get("training"), sparsity=st.sparsity, balance=st.balance,
                                   quantize=True, perf_ref=perf_ref, perf_name=perf_name, loss_ref=loss_ref,
                                   loss_name=loss_name, settings=st,

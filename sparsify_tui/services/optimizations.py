@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional
 
 from sparsify_tui.errors import ProjectError
 from sparsify_tui.services import profiles
+from sparsify_tui.services.projects import model_analysis
 
 if TYPE_CHECKING:
     from sparsify_tui.optimization.record import Optimization
@@ -69,7 +70,7 @@ def create_optimization(ws, project_id: str, name: str, perf: Optional[str] = No
     if any(r.get("name") == name for r in ws.list_records(pid, TABLE)):
         raise ProjectError(f"optimization {name!r} already exists in project {project['name']!r}: "
                            f"choose another name or copy it")
-    analysis = ws.analysis_of(pid)
+    analysis = model_analysis(ws, pid)
     settings = dict(settings or {})
     kind = get_structure(settings.get("structure") or UNSTRUCTURED)
     st = kind.settings_type(sparsity=sparsity, balance=balance).with_changes(**settings)
@@ -87,11 +88,12 @@ def create_optimization(ws, project_id: str, name: str, perf: Optional[str] = No
             batch_size=int(perf_prof.batch_size if perf_prof is not None else setup.get("batch_size") or 1),
             dims=dict(perf_prof.dims if perf_prof is not None and perf_prof.dims else setup.get("dims") or {}),
             perf_extras=profiles.perf_profile_extras(ws, pid, perf_ref))
-        analysis = {**analysis, **extras}
+    else:
+        extras = {}
     rec = core.build_optimization(name, analysis, perf_prof, loss_prof, training=project.get("training"),
                                   sparsity=st.sparsity, balance=st.balance, quantize=quantize, perf_ref=perf_ref,
                                   perf_name=perf_name, loss_ref=loss_ref, loss_name=loss_name, settings=st,
-                                  model_file=(project.get("model") or {}).get("file", ""))
+                                  model_file=(project.get("model") or {}).get("file", ""), extras=extras)
     for w, s in (overrides or {}).items():
         rec = core.override(rec, w, s)
     if skipped:

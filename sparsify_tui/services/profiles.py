@@ -149,10 +149,10 @@ def store_loss_profile(ws, project_id: str, prof, job_id: Optional[str] = None,
 
 def approximated_loss_profile(ws, project_id: str):
     """The Approximated loss profile, built from the project's stored analysis (no run)."""
-    from sparsify_tui.analysis.nodes import ModelAnalysis
     from sparsify_tui.profiling.loss import approximated_profile
+    from sparsify_tui.services.projects import model_analysis
 
-    return approximated_profile(ModelAnalysis.from_dict(ws.analysis_of(project_id)))
+    return approximated_profile(model_analysis(ws, project_id))
 
 
 def load_loss_profile(ws, project_id: str, ref: str):

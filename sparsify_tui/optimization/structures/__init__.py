@@ -19,7 +19,7 @@ structure.
 **Hooks with defaults** (a per-weight structure such as unstructured needs none of them):
 
 * :meth:`PruningStructure.analysis_extras`: more inputs read from the model file when an optimization of a
-  ``model_level`` structure is created (channel groups, say), merged into the analysis dict ``build_layers`` gets;
+  ``model_level`` structure is created (channel groups, say), the ``extras`` ``build_layers`` gets;
 * :meth:`PruningStructure.summary_extras`: model-level data the structure keeps in the record
   (``rec.model.extra``) so re-evaluation needs no profile (a time model, say);
 * :meth:`PruningStructure.allocate_record` / :meth:`PruningStructure.estimates_record`: allocation and row

@@ -12,6 +12,7 @@ from sparsify_tui.optimization.record import Estimates, GroupTime, LayerEstimate
 if TYPE_CHECKING:
     import numpy as np
 
+    from sparsify_tui.analysis.nodes import ModelAnalysis
     from sparsify_tui.optimization.allocation import Allocation
     from sparsify_tui.optimization.modifiers import Modifier
     from sparsify_tui.profiling.loss import LossProfile
@@ -50,11 +51,13 @@ class PruningStructure(ABC):
     """True when a benchmark records per-row measured times (:meth:`measured_groups`)."""
 
     @abstractmethod
-    def build_layers(self, analysis: Dict[str, Any], perf: Optional["PerfProfile"], loss: Optional["LossProfile"],
-                     settings: Settings) -> List[LayerRow]:
-        """Rows for the prunable layers of ``analysis`` (the stored analysis dict), graph order, with their
-        curves on :data:`~sparsify_tui.optimization.config.GRID_LEVELS` from the typed profiles (``perf`` None
-        = the FLOPS profile) and their default exclusions (:meth:`excluded_reason`)."""
+    def build_layers(self, analysis: "ModelAnalysis", perf: Optional["PerfProfile"], loss: Optional["LossProfile"],
+                     settings: Settings, extras: Optional[Dict[str, Any]] = None) -> List[LayerRow]:
+        """Rows for the prunable layers of ``analysis`` (:func:`~sparsify_tui.analysis.nodes.prunable_layers`),
+        graph order, with their curves on :data:`~sparsify_tui.optimization.config.GRID_LEVELS` from the typed
+        profiles (``perf`` None = the FLOPS profile) and their default exclusions (:meth:`excluded_reason`).
+        ``extras``: what :meth:`analysis_extras` read from the model file (``{}`` when the structure reads
+        nothing more)."""
 
     @abstractmethod
     def allocate(self, layers: List[LayerRow], settings: Settings, overrides: Dict[str, float]) -> "Allocation":
@@ -84,15 +87,15 @@ class PruningStructure(ABC):
         raise NotImplementedError(f"{self.name} pruning is applied to the whole model (apply_model)")
 
     # -- hooks with defaults (see the module docstring) --------------------------------------------------
-    def analysis_extras(self, model_path: Any, analysis: Dict[str, Any], *, batch_size: int = 1,
+    def analysis_extras(self, model_path: Any, analysis: "ModelAnalysis", *, batch_size: int = 1,
                         dims: Optional[Dict[str, int]] = None,
                         perf_extras: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
-        """Keys added to the analysis dict before :meth:`build_layers`, read from the model at ``model_path``
+        """The ``extras`` :meth:`build_layers` and :meth:`summary_extras` get, read from the model at ``model_path``
         (``perf_extras``: what is stored with the chosen perf profile besides the profile itself). Default: none."""
         return {}
 
-    def summary_extras(self, analysis: Dict[str, Any], perf: Optional["PerfProfile"], loss: Optional["LossProfile"],
-                       settings: Settings) -> Dict[str, Any]:
+    def summary_extras(self, analysis: "ModelAnalysis", perf: Optional["PerfProfile"], loss: Optional["LossProfile"],
+                       settings: Settings, extras: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
         """Keys stored in the record's ``model.extra`` at creation (kept for re-evaluation). Default: none."""
         return {}
 

@@ -48,13 +48,15 @@ from sparsify_tui.optimization.record import (
 from sparsify_tui.optimization.structures.base import GroupRun, PruningStructure
 
 if TYPE_CHECKING:
+    from sparsify_tui.analysis.nodes import ModelAnalysis
     from sparsify_tui.optimization.allocation import Allocation
     from sparsify_tui.profiling.loss import LossProfile
     from sparsify_tui.profiling.perf import PerfProfile
 
 CHANNEL = "channel"
 EXTRA_KEY = "channel_model"
-"""Analysis-dict key of the channel inputs :meth:`ChannelPruning.analysis_extras` reads from the model."""
+"""Key of the channel inputs :meth:`ChannelPruning.analysis_extras` reads from the model (in the ``extras`` that
+:meth:`ChannelPruning.build_layers` gets)."""
 TIME_MODEL_KEY = "channel_time_model"
 """``rec.model.extra`` key of the stored :class:`~sparsify_tui.optimization.channel_model.ChannelTimeModel`."""
 PARAM_ROLES = ("producer", "depthwise")
@@ -182,7 +184,7 @@ class ChannelPruning(PruningStructure):
     computed_loss_name = MAGNITUDE_NAME
 
     # -- inputs read from the model ------------------------------------------------------------------------
-    def analysis_extras(self, model_path: Any, analysis: Dict[str, Any], *, batch_size: int = 1,
+    def analysis_extras(self, model_path: Any, analysis: "ModelAnalysis", *, batch_size: int = 1,
                         dims: Optional[Dict[str, int]] = None,
                         perf_extras: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
         """``{"channel_model": {...}}``: the groups (with members and roles), every node's channel factors
@@ -209,21 +211,21 @@ class ChannelPruning(PruningStructure):
         }}
 
     @staticmethod
-    def _inputs(analysis: Dict[str, Any]) -> Dict[str, Any]:
-        data = analysis.get(EXTRA_KEY)
+    def _inputs(extras: Optional[Dict[str, Any]]) -> Dict[str, Any]:
+        data = (extras or {}).get(EXTRA_KEY)
         if not data:
             raise ProjectError("a channel optimization needs the model's channel groups: create it through "
                                "sparsify-tui (services.optimizations.create_optimization), which reads them")
         return data
 
-    def _time_model(self, analysis: Dict[str, Any], perf: Optional["PerfProfile"],
+    def _time_model(self, analysis: "ModelAnalysis", extras: Optional[Dict[str, Any]], perf: Optional["PerfProfile"],
                     settings: ChannelSettings) -> ChannelTimeModel:
         from sparsify_tui.analysis.channels import NodeChannels
         from sparsify_tui.optimization.config import perf_model_ms
 
-        data = self._inputs(analysis)
+        data = self._inputs(extras)
         groups = {g["id"]: int(g["channels"]) for g in data["groups"] if g["prunable"]}
-        totals = analysis.get("totals") or {}
+        totals = analysis.totals or {}
         nodes = [NodeChannels.from_dict(n) for n in data["nodes"]]
         calib = data.get("calibration") if perf is not None else None
         common = dict(groups=groups, round_to=int(settings.round_to) or int(data.get("round_to") or 8),
@@ -257,11 +259,11 @@ class ChannelPruning(PruningStructure):
         a = (common["baseline_ms"] / total) if (common["baseline_ms"] and total > 0) else 1.0
         return ChannelTimeModel(kind="per-node", nodes=timed, special=special, a=a, **common)
 
-    def summary_extras(self, analysis, perf, loss, settings) -> Dict[str, Any]:
+    def summary_extras(self, analysis, perf, loss, settings, extras=None) -> Dict[str, Any]:
         """The time model (:data:`TIME_MODEL_KEY`) and the prunable layers in graph order (``channel_layers``:
         weight name, shape, node id, op type; the integration code maps them to the training model's modules)."""
-        return {TIME_MODEL_KEY: self._time_model(analysis, perf, settings).to_dict(),
-                LAYERS_KEY: list(self._inputs(analysis).get("layers") or [])}
+        return {TIME_MODEL_KEY: self._time_model(analysis, extras, perf, settings).to_dict(),
+                LAYERS_KEY: list(self._inputs(extras).get("layers") or [])}
 
     @staticmethod
     def model_of(rec: Optimization) -> ChannelTimeModel:
@@ -272,9 +274,9 @@ class ChannelPruning(PruningStructure):
         return ChannelTimeModel.from_dict(d)
 
     # -- rows --------------------------------------------------------------------------------------------
-    def build_layers(self, analysis: Dict[str, Any], perf: Optional["PerfProfile"], loss: Optional["LossProfile"],
-                     settings: Settings) -> List[LayerRow]:
-        data = self._inputs(analysis)
+    def build_layers(self, analysis: "ModelAnalysis", perf: Optional["PerfProfile"], loss: Optional["LossProfile"],
+                     settings: Settings, extras: Optional[Dict[str, Any]] = None) -> List[LayerRow]:
+        data = self._inputs(extras)
         if not int(getattr(settings, "round_to", 0) or 0):
             settings.round_to = int(data.get("round_to") or 8)  # resolved once, stored with the record
         if loss is not None and (loss.settings or {}).get("structure") != CHANNEL:
@@ -285,7 +287,7 @@ class ChannelPruning(PruningStructure):
             reasons = "; ".join(sorted({str(g.get("reason")) for g in data["groups"]})[:3])
             raise ProjectError(f"the model has no prunable channel group ({reasons or 'no Conv/Gemm/MatMul'}): "
                                "nothing to thin; see `sparsify-tui analyze MODEL --channel-groups`")
-        tm = self._time_model(analysis, perf, settings)
+        tm = self._time_model(analysis, extras, perf, settings)
         sens = {l.id: levels(l.sensitivity) for l in loss.layers} if loss is not None else \
             {gid: levels(v) for gid, v in (data.get("magnitude") or {}).items()}
         scale = tm.scale_ms()
