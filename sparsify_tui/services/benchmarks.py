@@ -3,13 +3,16 @@ missing or stale) measured side by side, stored as a record plus the full result
 
 from __future__ import annotations
 
-from typing import Any, Dict, Optional
+from typing import TYPE_CHECKING, Any, Dict, Optional
 
 from sparsify_tui import settings
 from sparsify_tui.progress import CancelToken, ProgressFn
 from sparsify_tui.services.apply import ensure_applied, is_applied
 from sparsify_tui.services.optimizations import get_optimization
 from sparsify_tui.store.workspace import new_id, now_iso
+
+if TYPE_CHECKING:
+    from sparsify_tui.benchmark.runner import BenchmarkResult
 
 TABLE = "benchmarks"
 
@@ -122,8 +125,9 @@ def store_benchmark(ws, project_id: str, result, stored_args: dict, *, target: O
 
 
 def benchmark_project(ws, project_id: str, args: dict, *, progress: Optional[ProgressFn] = None,
-                      cancel: Optional[CancelToken] = None) -> tuple[dict, Any]:
-    """Run a project benchmark from job ``args`` and store it; returns ``(record, result)``.
+                      cancel: Optional[CancelToken] = None) -> "BenchmarkResult":
+    """Run a project benchmark from job ``args`` and store it; returns the stored
+    :class:`~sparsify_tui.benchmark.runner.BenchmarkResult` (its ``id`` the record's).
 
     ``args``: ``name`` (default "benchmark N"), ``optimizations`` (ids or names; each is applied first
     when it has no up-to-date optimized file), ``batch_sizes`` / ``core_counts`` (default the project
@@ -157,9 +161,9 @@ def benchmark_project(ws, project_id: str, args: dict, *, progress: Optional[Pro
     for key in ("labels", "metric"):
         if args.get(key):
             stored_args[key] = str(args[key])
-    rec = store_benchmark(ws, project_id, result, stored_args, rerun_of=args.get("record_id"))
+    store_benchmark(ws, project_id, result, stored_args, rerun_of=args.get("record_id"))
     from sparsify_tui.services.measured import record_measured
 
     record_measured(ws, project_id, result, [o.id for o in opts], baseline_path=models[0].path,
                     data=args.get("data"), progress=prog, cancel=cancel)
-    return rec, result
+    return result
