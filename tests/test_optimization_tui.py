@@ -151,8 +151,9 @@ def test_create_edit_export_flow(workspace_home, demo_model, tmp_path):
         if m["__tag__"] == "GMPruningModifier":
             got.update({p: m["final_sparsity"] for p in m["params"]})
     from sparsify_tui.optimization import layer_sparsities
+    from sparsify_tui.optimization.structures import load_optimization
 
-    assert got == pytest.approx(layer_sparsities(rec))
+    assert got == pytest.approx(layer_sparsities(load_optimization(rec)))
     assert any(m["__tag__"] == "QuantizationModifier" for m in data["modifiers"])
     code = out.with_name("my recipe_pytorch_plain.py")
     compile(code.read_text(), str(code), "exec")
@@ -170,9 +171,9 @@ def test_copy_quantization_and_lr_edit(workspace_home, demo_model):
         app = make_app(ws, pid)
         async with app.run_test(size=(80, 24)) as pilot:
             sec = await open_section(pilot)
-            assert sec.rec["name"] == "base"
+            assert sec.rec.name == "base"
             await pilot.press("C")
-            await wait_for(pilot, lambda: "base v2" in stored(ws, pid) and sec.rec["name"] == "base v2")
+            await wait_for(pilot, lambda: "base v2" in stored(ws, pid) and sec.rec.name == "base v2")
             # quantization on, exclude one layer (> > : Pruning -> Layers -> Quant)
             await pilot.press("greater_than_sign", "greater_than_sign")
             assert sec.query_one("#opt-tabs").active == "tab-quant"
@@ -280,7 +281,7 @@ def test_training_tab_offers_the_changed_project_settings(workspace_home, demo_m
         async with app.run_test(size=(80, 24)) as pilot:
             sec = await open_section(pilot)
             await wait_for(pilot, lambda: sec.project_training is not None)
-            assert sec.rec["training"]["epochs"] == 100
+            assert sec.rec.training["epochs"] == 100
             sec.action_view_tab("tab-training")
             text = str(sec.query_one("#training-text").render())
             assert "epochs 100" in text and "changed since" in text and "epochs 90" in text
@@ -319,9 +320,10 @@ def _searched(ws, pid, monkeypatch):
 
     stored_search = json.loads((Path(__file__).parent / "data" / "int8_search_demo.json").read_text())
     monkeypatch.setattr(int8_search, "search_int8", lambda *a, **k: Int8Search.from_dict(stored_search))
-    rec = search_int8_optimization(ws, pid, {"name": "int8 snap", "max_drop": stored_search["max_drop"],
+    opt = search_int8_optimization(ws, pid, {"name": "int8 snap", "max_drop": stored_search["max_drop"],
                                              "metric": stored_search["metric"], "calibration_size": 8,
                                              "core_count": 1})
+    rec = ws.get_record(pid, "optimizations", opt.id)
     ws.add_record(pid, "benchmarks", {"name": "bench 1", "created": "2026-01-02T03:04:05",
                                       "models": [{"label": "baseline"}, {"label": "int8 snap",
                                                                          "optimization_id": rec["id"]}],

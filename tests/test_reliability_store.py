@@ -225,10 +225,10 @@ def test_reapply_forgets_the_old_file_first(ws, capsys, monkeypatch):
     seen = {}
 
     def dying_apply(*a, **k):
-        seen["applied_during_write"] = get_optimization(ws, pid, "o").get("applied")
+        seen["applied_during_write"] = get_optimization(ws, pid, "o").applied
         raise KeyboardInterrupt
 
     monkeypatch.setattr(apply_mod, "apply_optimization", dying_apply)
     assert run_main(capsys, "apply", "demo", "o").code == 130  # interrupted mid-write
     assert seen["applied_during_write"] is None
-    assert get_optimization(ws, pid, "o").get("applied") is None
+    assert get_optimization(ws, pid, "o").applied is None

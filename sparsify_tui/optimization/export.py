@@ -10,8 +10,10 @@ from typing import Any, Dict, FrozenSet, Optional
 
 from sparsify_tui.errors import ProjectError
 from sparsify_tui.optimization.integration import FRAMEWORKS
-from sparsify_tui.optimization.recipe import parse_recipe, pruned_weight_names, recipe_warnings, to_yaml
+from sparsify_tui.optimization.modifiers import pruned_weight_names, recipe_warnings
+from sparsify_tui.optimization.recipe import parse_recipe, to_yaml
 from sparsify_tui.optimization.record import Optimization
+from sparsify_tui.optimization.structures import structure_of
 
 
 def safe_filename(name: str) -> str:
@@ -80,7 +82,7 @@ def render_export(rec: Optimization, *, recipe_path: Path, framework: Optional[s
     if notes:
         head, sep, body = text.partition("version: ")
         text = head + "".join(f"# note: {n}\n" for n in notes) + sep + body
-    code = rec.structure.integration_code(rec, framework, str(recipe_path)) if framework else None
+    code = structure_of(rec).integration_code(rec, framework, str(recipe_path)) if framework else None
     return {"recipe": text, "code": code, "warnings": recipe_warnings(rec), "notes": notes}
 
 

@@ -40,6 +40,13 @@ def create_project(ws, model_path: Union[str, Path], name: Optional[str] = None,
                              dims=dims, setup=setup, progress=progress)
 
 
+def model_analysis(ws, project_id: str):
+    """The project's stored model analysis, typed (:class:`~sparsify_tui.analysis.nodes.ModelAnalysis`)."""
+    from sparsify_tui.analysis.nodes import ModelAnalysis
+
+    return ModelAnalysis.from_dict(ws.analysis_of(project_id))
+
+
 def file_sha256(path: Union[str, Path]) -> str:
     """sha256 hex digest of a file, read in 1 MiB chunks."""
     h = hashlib.sha256()

@@ -275,7 +275,7 @@ def run_benchmark_job(ctx) -> Dict[str, Any]:
         for m, spec in zip(result.models, specs):
             m.path = spec.path  # the files here, not the node's temp copies
         result.data = s["data"]
-        stored_args = {"name": result.name, "optimizations": [o["id"] for o in opts],
+        stored_args = {"name": result.name, "optimizations": [o.id for o in opts],
                        "batch_sizes": result.batch_sizes, "core_counts": result.core_counts,
                        "warmup": result.warmup, "iterations": result.iterations, "fleet_job": job_id}
         rec = store_benchmark(ws, pid, result, stored_args, target=_target_tag(outcome))
