@@ -18,8 +18,6 @@ from __future__ import annotations
 
 import datetime as _dt
 import json
-import os
-import tempfile
 from pathlib import Path
 from typing import Any, Dict, Optional, Union
 
@@ -36,33 +34,19 @@ def _now() -> str:
 
 def write_text_atomic(path: Union[str, Path], text: str) -> Path:
     """Write ``text`` to ``path`` through a temp file in the same folder renamed over it (a failed write leaves
-    nothing behind). Raises ``SparsifyError`` (one line) when the folder is missing or not writable."""
+    nothing behind; :func:`sparsify_tui.tempfiles.write_output`, which refuses a symlink or a non-regular target).
+    Raises ``SparsifyError`` (one line) when the folder is missing or not writable."""
+    from sparsify_tui.tempfiles import write_output
+
     path = Path(path).expanduser()
-    if path.is_dir():
+    if path.is_dir() and not path.is_symlink():
         raise SparsifyError(f"{path} is a directory: give a file name, e.g. {path / 'out.json'}")
     if not path.parent.is_dir():
         raise SparsifyError(f"folder {path.parent} does not exist: create it or choose another path")
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=str(path.parent))
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)  # like open(path, "w"), not mkstemp's 0600
-        os.replace(tmp, path)
+        return write_output(path, text, fsync=False)
     except OSError as err:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
         raise SparsifyError(f"cannot write {path} ({err.strerror}): choose another path") from None
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
-    return path
 
 
 def _machine(prof) -> Dict[str, Any]:
@@ -206,9 +190,13 @@ def export_model_explorer(ws, project_ref: str, ref: str, out: Union[str, Path],
     from sparsify_tui.profiling.model_explorer import node_data
     from sparsify_tui.services.profiles import resolve_loss_profile
 
+    from sparsify_tui.settings import output_path
+
     out = Path(out).expanduser()
     if out.suffix.lower() != ".json":
         raise SparsifyError(f"{out} must end in .json: Model Explorer reads node data from .json files")
+    for metric in ("ms", "share", "int8_ratio", "sensitivity"):  # every file it may write: no link, not the workspace
+        output_path(out if metric == "ms" else Path(f"{out.with_suffix('')}.{metric}.json"), "-o", workspace=ws.root)
     if not 0.0 <= float(level) < 1.0:
         raise SparsifyError(f"--level must be in [0, 1), got {level}")
     project = ws.get_project(project_ref)
