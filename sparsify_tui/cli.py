@@ -138,6 +138,9 @@ def _run_tui(model: Optional[str], no_mouse: bool) -> int:
     if problem:
         raise SparsifyError(f"the TUI needs a terminal ({problem}): run sparsify-tui without a pipe or "
                             "redirection, or use a command such as `sparsify-tui list` (see --help)")
+    from sparsify_tui.store import Workspace
+
+    Workspace().check_root()  # a bad SPARSIFY_TUI_HOME is one line here, not a dialog in a half-drawn app
     from sparsify_tui.tui.app import run_app
 
     return run_app(model=model, mouse=not no_mouse)
@@ -174,6 +177,14 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         return 141
+    except OSError as err:
+        # a full disk, a read-only file system, no permission: the user's to fix, so one line, not a traceback
+        from sparsify_tui.tempfiles import WRITE_ERRNOS, write_error
+
+        if err.errno not in WRITE_ERRNOS:
+            raise
+        print(f"sparsify-tui: error: {write_error(None, err)}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -286,7 +286,8 @@ def write_error(path: Union[str, Path, None], err: OSError) -> str:
                         "-o elsewhere)",
            errno.EACCES: "you may not write there: fix its permissions or choose another path",
            errno.EPERM: "you may not write there: fix its permissions or choose another path"}
-    return f"cannot write {where} ({err.strerror or err}): {fix.get(err.errno, 'choose another path')}"
+    what = f"cannot write {where}" if where else "a write failed"
+    return f"{what} ({err.strerror or err}): {fix.get(err.errno, 'choose another path')}"
 
 
 def _fsync_dir(path: Path) -> None:

@@ -33,7 +33,8 @@ from tinydb import Query
 from sparsify_tui.errors import ProjectError, RecordNotFound
 from sparsify_tui import settings
 from sparsify_tui.settings import default_root
-from sparsify_tui.store.db import SCHEMA_VERSION, atomic_write_json, file_lock, fsync_dir, open_db, read_json
+from sparsify_tui.store.db import (SCHEMA_VERSION, atomic_write_json, file_lock, fsync_dir, open_db, read_json,
+                                  writing)
 from sparsify_tui.tempfiles import OWNER_LOCK, claim_folder, folder_claimed, release_folder
 
 RECORD_TABLES = ("perf_profiles", "loss_profiles", "optimizations", "benchmarks")
@@ -144,7 +145,8 @@ class Workspace:
     def _ws_db(self, write: bool = False):
         self.check_root()
         if write:
-            self.root.mkdir(parents=True, exist_ok=True)
+            with writing(self.root):
+                self.root.mkdir(parents=True, exist_ok=True)
         return open_db(self.db_path, "workspace", write=write)
 
     def _project_db_path(self, project_id: str) -> Path:
@@ -289,9 +291,10 @@ class Workspace:
                 atomic_write_json(tmp_dir / "model.link.json", {"path": str(src), "sha256": sha})
             else:
                 model_dir = tmp_dir / "model"
-                model_dir.mkdir()
-                sha, size = _sha256_copy(src, model_dir / src.name)
-                _copy_external_data(src, model_dir)
+                with writing(model_dir / src.name):
+                    model_dir.mkdir()
+                    sha, size = _sha256_copy(src, model_dir / src.name)
+                    _copy_external_data(src, model_dir)
                 stored_path = final_dir / "model" / src.name
             totals = dict(adict.get("totals") or {})
             opset = (adict.get("model") or {}).get("opset")
@@ -828,6 +831,7 @@ class Workspace:
 
     def get_job(self, job_id: str) -> Dict[str, Any]:
         """A job dict by id; :class:`RecordNotFound` otherwise."""
+        self.check_root()
         if self.db_path.exists():
             with self._ws_db() as db:
                 doc = db.table("jobs").get(Query().id == job_id)
@@ -837,6 +841,7 @@ class Workspace:
 
     def list_jobs(self, project_id: Optional[str] = None) -> List[Dict[str, Any]]:
         """Job dicts, oldest first, optionally only those of one project."""
+        self.check_root()
         if not self.db_path.exists():
             return []
         with self._ws_db() as db:
