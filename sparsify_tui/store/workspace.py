@@ -268,6 +268,8 @@ class Workspace:
         """
         src = Path(model_path).expanduser()
         name = (name or src.stem).strip()
+        _check_printable(name, "a project name")
+        _check_printable(description or "", "a project description")
         self.check_name_free(name)
         adict = dict(analysis)
         # not resolve(): external data is looked up next to the path the model was analyzed at (onnx's rule)
@@ -604,8 +606,10 @@ class Workspace:
             top["name"] = str(top["name"] or "").strip()
             if not top["name"]:
                 raise ProjectError("a project name cannot be empty: pass a name")
+            _check_printable(top["name"], "a project name")
         if "description" in top:
             top["description"] = str(top["description"] or "")
+            _check_printable(top["description"], "a project description")
         with self._ws_db(write=True) as wdb:
             if "name" in top:
                 self.check_name_free(top["name"], db=wdb, exclude=pid)
@@ -872,6 +876,16 @@ class Workspace:
     def delete_job(self, job_id: str) -> None:
         with self._ws_db(write=True) as db:
             db.table("jobs").remove(Query().id == job_id)
+
+
+def _check_printable(text: str, what: str) -> None:
+    """Refuse control characters (escape sequences would retitle or clear the user's terminal) and bytes that
+    are not UTF-8."""
+    from sparsify_tui.formatting import has_control, safe_text
+
+    if has_control(text):
+        raise ProjectError(f"{what} cannot hold control characters or bytes that are not UTF-8 ({safe_text(text)!r}, "
+                           "each shown as a symbol): use printable text")
 
 
 def _valid_entry(entry: Any) -> bool:
