@@ -89,28 +89,13 @@ def export_perf_profile(ws, project_ref: str, ref: str) -> Dict[str, Any]:
 
 
 def read_profile_file(path: Union[str, Path]) -> Dict[str, Any]:
-    """Read and check an export document. Raises ``SparsifyError`` (one line) for a missing or unreadable file, bad
-    JSON, another format or a newer version, or missing parts."""
-    p = Path(path).expanduser()
-    if not p.is_file():
-        raise SparsifyError(f"{p} does not exist or is not a file: give the JSON written by `sparsify-tui profile export`")
-    try:
-        doc = json.loads(p.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, ValueError) as err:
-        raise SparsifyError(f"{p} is not valid JSON ({str(err).splitlines()[0][:80]}): give the file written by "
-                            "`sparsify-tui profile export`") from None
-    if not isinstance(doc, dict) or doc.get("format") != FORMAT:
-        raise SparsifyError(f"{p} is not a sparsify-tui perf profile (no \"format\": \"{FORMAT}\"): give the file "
-                            "written by `sparsify-tui profile export`")
-    if int(doc.get("format_version") or 0) > FORMAT_VERSION:
-        raise SparsifyError(f"{p} has format version {doc.get('format_version')}, newer than this sparsify-tui "
-                            f"reads ({FORMAT_VERSION}): upgrade sparsify-tui")
-    for key in ("model", "profile", "nodes"):
-        if not isinstance(doc.get(key), (dict, list)) or not doc.get(key):
-            raise SparsifyError(f"{p} has no {key!r}: the file is incomplete, export it again")
-    if not (doc["model"] or {}).get("sha256"):
-        raise SparsifyError(f"{p} does not name its model's sha256: export it again with this sparsify-tui")
-    return doc
+    """Read and check an export document against its schema (:func:`sparsify_tui.services.profile_schema.
+    load_profile_document`: types, ranges, finite numbers, a file-size and a row limit). Raises ``SparsifyError``
+    (one line) for a missing or unreadable file, bad JSON, another format or a newer version, or a value of the
+    wrong type or out of range."""
+    from sparsify_tui.services.profile_schema import load_profile_document
+
+    return load_profile_document(path)
 
 
 def _free_name(taken: set, name: str, host: Optional[str]) -> Optional[str]:
@@ -160,6 +145,10 @@ def import_perf_profile(ws, project_ref: str, path: Union[str, Path], *, name: O
     host = (prof.machine or {}).get("hostname")
     taken = {r.get("name") for r in ws.list_records(pid, PERF_TABLE)}
     if name:
+        from sparsify_tui.formatting import has_control, safe_text
+
+        if has_control(name):
+            raise SparsifyError(f"--name {safe_text(name)!r} holds control characters: give printable text")
         if name in taken:
             raise ProjectError(f"perf profile {name!r} already exists in project {project['name']!r}: "
                                "choose another --name")

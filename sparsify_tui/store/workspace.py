@@ -52,6 +52,10 @@ _PROJECT_ID = re.compile(r"[0-9a-f]{10}")
 """What :func:`new_id` makes: the name of a project folder."""
 
 
+_SHA_CACHE: Dict[tuple, str] = {}
+"""sha256 of model files by (path, device, inode, size, mtime, ctime) (:meth:`Workspace.verify_model`)."""
+
+
 def now_iso() -> str:
     """Current UTC time, ISO 8601 with milliseconds and a ``Z``, e.g. ``2026-11-21T04:01:02.345Z``."""
     return datetime.now(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
@@ -659,13 +663,58 @@ class Workspace:
             db.table("projects").remove(Query().id == pid)
         shutil.rmtree(trash, ignore_errors=True)
 
-    def model_path(self, project_id: str) -> Path:
-        """Path of the project's model: the copy in the project folder, or the linked original."""
+    def model_path(self, project_id: str, *, verify: bool = True) -> Path:
+        """Path of the project's model: the copy in the project folder, or the linked original.
+
+        The copy's name (``model.file`` in ``project.json``) is confined to the project's ``model/`` folder like
+        blob keys (no ``..``, no separator, no link out of it); a linked model's path must be the one its
+        ``model.link.json`` recorded. With ``verify`` (the default) the file's sha256 must be the one recorded
+        when the project was created (:meth:`verify_model`), so nothing measures a swapped or overwritten model as
+        the baseline. Raises :class:`ProjectError` (one line) otherwise."""
         project = self.get_project(project_id)
-        model = project["model"]
+        model = project.get("model") if isinstance(project.get("model"), dict) else {}
+        pdir = self.projects_dir / project["id"]
         if model.get("linked"):
-            return Path(model["path"])
-        return self.projects_dir / project["id"] / "model" / model["file"]
+            try:
+                link = read_json(pdir / "model.link.json")
+            except (FileNotFoundError, ProjectError):
+                link = {}
+            path = Path(str(model.get("path") or ""))
+            if not isinstance(link, dict) or not path.is_absolute() or str(path) != link.get("path"):
+                raise ProjectError(f"project {project['name']!r}: its linked model path {str(path)!r} is not the one "
+                                   f"recorded in {pdir / 'model.link.json'}: restore project.json, or create the "
+                                   "project again")
+        else:
+            name = model.get("file")
+            base = (pdir / "model").resolve()
+            path = base / str(name)
+            if not isinstance(name, str) or not name or name in (".", "..") or "/" in name or "\\" in name \
+                    or path.resolve().parent != base:
+                raise ProjectError(f"project {project['name']!r}: its model file {name!r} (project.json) is not a "
+                                   f"file of {base}: restore project.json, or create the project again")
+        if verify:
+            self.verify_model(project, path)
+        return path
+
+    def verify_model(self, project: Dict[str, Any], path: Path) -> None:
+        """Refuse (:class:`ProjectError`) a model file whose sha256 is not the one ``project`` recorded at create.
+        Hashes are remembered per file identity (device, inode, size, mtime, ctime) within this process, so a
+        file is read once unless it changes."""
+        expected = (project.get("model") or {}).get("sha256")
+        try:
+            st = os.stat(path)
+        except OSError as err:
+            raise ProjectError(f"project {project['name']!r}: its model {path} cannot be read ({err.strerror}): "
+                               "restore it, or create the project again") from None
+        key = (str(path), st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+        actual = _SHA_CACHE.get(key)
+        if actual is None:
+            actual, _size = _sha256_copy(path, None)
+            _SHA_CACHE[key] = actual
+        if expected and actual != expected:
+            raise ProjectError(f"project {project['name']!r}: its model {path} changed since the project was created "
+                               f"(sha256 {actual[:12]}…, recorded {str(expected)[:12]}…), so it is not the baseline "
+                               "any more: restore the original file, or create a new project from this model")
 
     def project_size_bytes(self, project_id: str) -> int:
         """Bytes used by the project folder (model copy, DB, blobs). A linked model is not counted."""
