@@ -578,6 +578,12 @@ class Workspace:
             raise RecordNotFound(f"project {project_id} is empty: delete it with `sparsify-tui delete {project_id} --yes`")
         return dict(docs[0])
 
+    def project_entry(self, ref: str) -> Dict[str, Any]:
+        """The index entry ``{"id", "name", "created"}`` of a project by id or (unique, case-insensitive) name,
+        whether or not its folder can be read (:meth:`delete_project` needs no more);
+        :class:`RecordNotFound` otherwise."""
+        return dict(self._index_entry(ref))
+
     def get_project(self, ref: str) -> Dict[str, Any]:
         """The project dict for an id or a (unique, case-insensitive) name; :class:`RecordNotFound` otherwise."""
         return self._read_project(self._index_entry(ref)["id"])
@@ -656,12 +662,15 @@ class Workspace:
             # folder is gone, which recover() finishes; the other order would leave an orphan folder forever
             src = self.projects_dir / pid
             trash = self.projects_dir / f".deleting-{pid}"
-            if src.exists():
+            if os.path.lexists(src):  # a folder, or a link that replaced it (dangling or not)
                 os.replace(src, trash)
                 fsync_dir(self.projects_dir)
             jobs.remove(Query().project_id == pid)
             db.table("projects").remove(Query().id == pid)
-        shutil.rmtree(trash, ignore_errors=True)
+        if trash.is_symlink():  # the link goes; what it points to is outside the workspace and is not ours
+            trash.unlink()
+        else:
+            shutil.rmtree(trash, ignore_errors=True)
 
     def model_path(self, project_id: str, *, verify: bool = True) -> Path:
         """Path of the project's model: the copy in the project folder, or the linked original.
