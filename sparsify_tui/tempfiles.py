@@ -254,7 +254,7 @@ def atomic_output(targets: Sequence[Union[str, Path]], *, mode: Optional[int] = 
                 raise SparsifyError(write_error(paths[0], err)) from None
             raise
         if fsync:
-            _fsync_dir(folder)
+            fsync_dir(folder)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 
@@ -290,7 +290,8 @@ def write_error(path: Union[str, Path, None], err: OSError) -> str:
     return f"{what} ({err.strerror or err}): {fix.get(err.errno, 'choose another path')}"
 
 
-def _fsync_dir(path: Path) -> None:
+def fsync_dir(path: Union[str, Path]) -> None:
+    """fsync a directory so a rename inside it is durable (no-op where unsupported)."""
     try:
         fd = os.open(str(path), os.O_RDONLY)
     except OSError:  # pragma: no cover

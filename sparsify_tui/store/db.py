@@ -27,38 +27,14 @@ from tinydb import TinyDB
 from tinydb.storages import Storage
 
 from sparsify_tui.errors import ProjectError
-from sparsify_tui.tempfiles import TMP_SUFFIX, WRITE_ERRNOS, pid_alive, write_error  # noqa: F401 - pid_alive: recover
+from sparsify_tui.tempfiles import (  # noqa: F401 - pid_alive: used by Workspace.recover
+    TMP_SUFFIX, WRITE_ERRNOS, fsync_dir, pid_alive, write_error)
 
 SCHEMA_VERSION = 1
 """Current schema version of workspace.json and project.json (stored in their ``meta`` table)."""
 
 # Forward migrations: MIGRATIONS[kind][v] upgrades a DB of kind ("workspace"|"project") from v to v+1.
 MIGRATIONS: Dict[str, Dict[int, Callable[[TinyDB], None]]] = {"workspace": {}, "project": {}}
-
-
-def fsync_dir(path: Path) -> None:
-    """fsync a directory so a rename inside it is durable (no-op where unsupported)."""
-    try:
-        fd = os.open(str(path), os.O_RDONLY)
-    except OSError:  # pragma: no cover
-        return
-    try:
-        os.fsync(fd)
-    except OSError:  # pragma: no cover
-        pass
-    finally:
-        os.close(fd)
-
-
-def tmp_owner_pid(name: str) -> Optional[int]:
-    """The writer's pid in an atomic-write temp name ``.<target>.<pid>.<random>.tmp`` (None for other names)."""
-    if not (name.startswith(".") and name.endswith(TMP_SUFFIX)):
-        return None
-    parts = name[: -len(TMP_SUFFIX)].split(".")
-    for part in reversed(parts[:-1]):
-        if part.isdigit():
-            return int(part)
-    return None
 
 
 @contextlib.contextmanager
