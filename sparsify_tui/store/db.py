@@ -37,6 +37,17 @@ SCHEMA_VERSION = 1
 MIGRATIONS: Dict[str, Dict[int, Callable[[TinyDB], None]]] = {"workspace": {}, "project": {}}
 
 
+def tmp_owner_pid(name: str) -> Optional[int]:
+    """The writer's pid in an atomic-write temp name ``.<target>.<pid>.<random>.tmp`` (None for other names)."""
+    if not (name.startswith(".") and name.endswith(TMP_SUFFIX)):
+        return None
+    parts = name[: -len(TMP_SUFFIX)].split(".")
+    for part in reversed(parts[:-1]):
+        if part.isdigit():
+            return int(part)
+    return None
+
+
 @contextlib.contextmanager
 def writing(path: Path) -> Iterator[None]:
     """Turn a write failure the user can fix (disk full, read-only file system, permissions:
