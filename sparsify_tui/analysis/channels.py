@@ -1613,7 +1613,8 @@ class NodeChannels:
     channels once) or ``"other"`` (activations, BatchNorm, pooling, residual Add...: work per element of the
     output); ``inputs`` / ``outputs``: ``{group id: share}``, the share of the positions of the node's data
     input / first output channel axis that belong to each prunable group (the rest never changes);
-    ``macs`` per batch; ``params``: weight elements of a layer (0 otherwise).
+    ``macs`` per batch; ``params``: weight elements of a layer (0 otherwise); ``weight``: the layer's weight
+    initializer name ("" when unknown), so a weight shared by several layers is counted as thinning writes it.
     """
 
     id: str
@@ -1623,16 +1624,18 @@ class NodeChannels:
     outputs: dict
     macs: int = 0
     params: int = 0
+    weight: str = ""
 
     def to_dict(self) -> dict:
         return {"id": self.id, "op_type": self.op_type, "kind": self.kind, "inputs": dict(self.inputs),
-                "outputs": dict(self.outputs), "macs": int(self.macs), "params": int(self.params)}
+                "outputs": dict(self.outputs), "macs": int(self.macs), "params": int(self.params),
+                "weight": self.weight}
 
     @classmethod
     def from_dict(cls, d: dict) -> "NodeChannels":
         return cls(id=d["id"], op_type=d.get("op_type", ""), kind=d.get("kind", "other"),
                    inputs=dict(d.get("inputs") or {}), outputs=dict(d.get("outputs") or {}),
-                   macs=int(d.get("macs") or 0), params=int(d.get("params") or 0))
+                   macs=int(d.get("macs") or 0), params=int(d.get("params") or 0), weight=str(d.get("weight") or ""))
 
 
 def group_shares(groups: ChannelGroups, emap: np.ndarray) -> dict:
@@ -1682,7 +1685,7 @@ def node_channel_factors(groups: ChannelGroups, analysis) -> list:
             id=n.id, op_type=n.op_type, kind=kind,
             inputs=group_shares(groups, chans[ins]) if ins is not None else {},
             outputs=group_shares(groups, chans[outs]) if outs is not None else {},
-            macs=int(n.macs or 0), params=params))
+            macs=int(n.macs or 0), params=params, weight=str(n.weight_name or "") if params else ""))
     return out
 
 

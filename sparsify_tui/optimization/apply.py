@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import shutil
 import time
 from dataclasses import asdict, dataclass, field
@@ -578,18 +579,26 @@ def optimization_fingerprint(opt: "Optimization") -> str:
 
 def export_model(src: Union[str, Path], dst: Union[str, Path]) -> Path:
     """Copy a written model to ``dst`` (creating folders). A model with external data is re-saved so
-    its data file is ``<dst>.data`` next to it. Returns ``dst``."""
+    its data file is ``<dst>.data`` next to it. Written through temp files renamed into place
+    (:func:`sparsify_tui.tempfiles.atomic_output`): never through a symlink, never half a file. Returns ``dst``."""
+    from sparsify_tui.tempfiles import atomic_output, check_output_target
+
     src, dst = Path(src), Path(dst)
-    if dst.suffix == "" or dst.is_dir():
-        dst = dst / src.name if dst.is_dir() else dst.with_suffix(".onnx")
-    if src.resolve() == dst.resolve():
+    if dst.suffix == "" or (dst.is_dir() and not dst.is_symlink()):
+        dst = dst / src.name if dst.is_dir() and not dst.is_symlink() else dst.with_suffix(".onnx")
+    dst = Path(os.path.abspath(dst))
+    check_output_target(dst)
+    if src.resolve() == dst:
         return dst
     dst.parent.mkdir(parents=True, exist_ok=True)
     try:
         if _has_external_data(src):
-            _save(_load(src), dst, True)
+            data = dst.with_name(dst.name + ".data")
+            with atomic_output([dst, data]) as (tmp, _tmp_data):
+                _save(_load(src), tmp, True)
         else:
-            shutil.copyfile(src, dst)
+            with atomic_output([dst]) as (tmp,):
+                shutil.copyfile(src, tmp)
     except OSError as err:
         raise SparsifyError(f"cannot write {dst}: {err.strerror}; choose a writable path") from err
     return dst

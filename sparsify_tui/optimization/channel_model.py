@@ -211,9 +211,21 @@ class ChannelTimeModel:
 
     def params(self, kf: Dict[str, float]) -> float:
         """Params (elements) after thinning: each layer's weight scales with its MACs fraction (biases and
-        BatchNorm parameters, a few per channel, are counted as unchanged)."""
+        BatchNorm parameters, a few per channel, are counted as unchanged). A weight shared by several layers is
+        counted as thinning writes it (:func:`sparsify_tui.engine.thinning.apply_channel_edits`): once while no layer
+        thins it, else one thinned copy per layer that thins it, plus the original while another layer still
+        reads it whole."""
         f = self.fractions(kf)
-        removed = sum(tn.node.params * (1.0 - fi) for tn, fi in zip(self.nodes, f) if tn.node.kind != "other")
+        uses: Dict[str, list] = {}
+        for tn, fi in zip(self.nodes, f):
+            if tn.node.kind != "other":
+                uses.setdefault(tn.node.weight or f"node:{tn.node.id}", []).append((float(fi), tn.node.params))
+        removed = 0.0
+        for readers in uses.values():
+            size = readers[0][1]
+            thinned = [size * fi for fi, _ in readers if fi < 1.0]
+            kept_whole = size if len(thinned) < len(readers) else 0.0
+            removed += size - (sum(thinned) + kept_whole)
         return float(self.params_total - removed)
 
     def group_ms(self, kf: Dict[str, float]) -> Dict[str, float]:
