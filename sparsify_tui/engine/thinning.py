@@ -173,6 +173,7 @@ def _apply_structure_edits(model, groups: ChannelGroups, dead, inits: dict, take
     opset = _opset(model)
     lookup = ConstantLookup(model, base_dir)
     changed = 0
+    copies: dict = {}  # (node index, input index) -> its own copy of a shared shape constant
     for e in groups.edits:
         kp = _kept(dead, e.emap)
         if kp.all():
@@ -180,6 +181,22 @@ def _apply_structure_edits(model, groups: ChannelGroups, dead, inits: dict, take
         node = nodes[e.node]
         if e.kind == "conv_group":
             _set_attr(node, "group", int(kp.sum()))
+        elif e.kind == "shape_literal" and "reader" in e.extra:  # a shared shape: the reader gets its own copy
+            key = (e.extra["reader"], e.extra["input"])
+            reader = nodes[key[0]]
+            name = reader.input[key[1]]
+            if key not in copies:
+                new = _unique_name(taken, f"{name}_thinned")
+                arr = np.array(constant_view(model, name, lookup), copy=True)
+                t = model.graph.initializer.add()
+                t.CopyFrom(numpy_helper.from_array(arr, new))
+                copies[key] = inits[new] = t
+                orphans.add(name)
+                reader.input[key[1]] = new
+            t = copies[key]
+            arr = numpy_helper.to_array(t).copy()
+            arr.reshape(-1)[e.extra["index"]] = int(kp.sum())
+            t.CopyFrom(numpy_helper.from_array(arr, t.name))
         elif e.kind == "shape_literal":
             t = inits[e.extra["tensor"]]
             arr = np.array(constant_view(model, t.name, lookup), copy=True)
