@@ -13,7 +13,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 from conftest import DEMO_MODEL, shared_model
 from sparsify_tui.analysis.channels import (
-    analyze_channels, channel_importance, map_reshape, round_kept,
+    analyze_channels, channel_importance, map_reshape, node_channel_factors, round_kept,
 )
 from sparsify_tui.analysis.loading import load_model, tensor_array
 from sparsify_tui.engine.thinning import EXACTNESS_TOLERANCE, apply_channel_edits, thin_model
@@ -171,9 +171,12 @@ def test_grouped_conv_loses_the_same_channels_in_every_group(tmp_path):
              conv("g", "ar", "g", 8, 12, 3, group=2, inits=inits), helper.make_node("Relu", ["g"], ["gr"]),
              conv("b", "gr", "y", 12, 4, inits=inits)]
     path = save(tmp_path, nodes, inits, image(), out())
-    groups = groups_of(path)
+    _model, analysis, groups = analyze_channels(path)
     ga, gg = by_producer(groups, "a"), by_producer(groups, "g")
     assert ga.prunable and gg.prunable and ga.id != gg.id
+    g_node = next(n for n in node_channel_factors(groups, analysis) if n.id == "g")
+    assert g_node.kind == "layer"  # MACs scale with kept inputs x kept outputs
+    assert g_node.inputs == {ga.id: pytest.approx(1.0)} and g_node.outputs == {gg.id: pytest.approx(1.0)}
     assert (ga.channels, ga.channel_size, gg.channels, gg.channel_size) == (4, 2, 6, 2)
     assert ("g.weight", "consumer") in {(m.tensor, m.role) for m in ga.members}
     assert {("g.weight", "producer"), ("g.bias", "bias"), ("b.weight", "consumer")} <= {
@@ -200,7 +203,7 @@ def test_grouped_conv_over_fixed_channels_is_refused(tmp_path):
              conv("g", "cat", "y", 8, 4, 3, group=2, inits=inits)]
     path = save(tmp_path, nodes, inits, image(c=4), out())
     g = by_producer(groups_of(path), "a")
-    assert not g.prunable and "concatenated at Concat" in g.reason and "'x', whose channels are not prunable" in g.reason
+    assert not g.prunable and "concatenated at Concat 'cat' with 'x', whose channels are not prunable" in g.reason
 
 
 def test_se_block_joins_the_gate_with_the_features(tmp_path):
@@ -370,7 +373,7 @@ def attention(tmp_path, heads=4, d=4, seq=6, fused=False, mix=None, blocks=1, sh
 def test_attention_heads_are_pruned_whole(tmp_path, fused):
     heads, d, seq = 4, 4, 6
     path, dm = attention(tmp_path, heads, d, seq, fused=fused)
-    groups = groups_of(path)
+    _model, analysis, groups = analyze_channels(path)
     g = by_producer(groups, "qkv" if fused else "q")
     assert g.prunable and g.unit == "head" and (g.channels, g.channel_size) == (heads, 3 * d if fused else d)
     assert g.producers == (["qkv"] if fused else ["q", "k", "v"]) and g.consumers == ["o"]
@@ -381,6 +384,9 @@ def test_attention_heads_are_pruned_whole(tmp_path, fused):
     # the projections, both attention MatMuls and the output projection all follow the heads
     assert g.macs == 4 * seq * dm * dm + 2 * heads * seq * seq * d and groups.prunable_macs_share == 1.0
     assert g.round_to(16) == 1  # whole heads, whatever the CPU's block
+    factors = {n.id: n for n in node_channel_factors(groups, analysis)}  # the channel time model's inputs
+    assert factors["scores"].kind == factors["context"].kind == "batched"
+    assert factors["scores"].outputs == {g.id: 1.0} and factors["o"].inputs == {g.id: 1.0}
     # importance of a head: the group L2 norm of every weight slice of its channels (biases excluded)
     imp = channel_importance(onnx.load(str(path)), groups)[g.id]
     wo = init_array(path, "o.w")

@@ -8,7 +8,8 @@ of Torch-Pruning's dependency graph (Fang et al., "DepGraph: Towards Any Structu
 github.com/VainF/Torch-Pruning), whose rules it follows for the facts: a layer's output channels couple to
 its bias and to the BatchNorm after it; element-wise ops couple their operands' channels; Concat/Split map
 channel indices by offset; a consumer's input axis couples to whatever it reads; a depthwise conv ties its
-input and output channels.
+input and output channels; a grouped conv loses the same in-group channels in every conv group; attention
+heads go whole (Q, K, V and the output projection's input rows).
 
 How (all on the main graph, in topological order):
 
@@ -21,7 +22,11 @@ How (all on the main graph, in topological order):
   followers keep it; joins (Add/Sub/Mul/Div/Max/Min/Where... of two channel tensors, the SE-block Mul)
   *unite* the elements position by position (union-find); Concat along the channel axis concatenates maps;
   Split/Slice along it take a range; Transpose/Squeeze/Unsqueeze/Flatten/Reshape move the axis. A depthwise
-  Conv passes the map through (its weight and ``group`` shrink with it).
+  Conv passes the map through (its weight and ``group`` shrink with it). A grouped Conv unites the channels at
+  the same in-group offset of its conv groups (:func:`_grouped_conv`). A Reshape splitting the channel axis
+  into ``(heads, head_dim)`` unites each head's channels and the heads axis carries them
+  (:func:`_split_heads`); MatMuls of two activations keep channels on their batch axes (the attention
+  ``Q·Kᵀ`` and ``P·V``, :func:`_matmul_batched`), and merging ``(heads, head_dim)`` back repeats each head.
 * A **channel group** is a connected set of spaces; its *channels* are its element classes (the elements
   united with each other). Removing channel ``c`` of a group removes, from every member, each position whose
   element is in class ``c``.
@@ -29,9 +34,11 @@ How (all on the main graph, in topological order):
   Slice's bounds, a Split's sizes, a Reshape's literal channel count, a depthwise Conv's ``group``).
 * Anything not provably safe **pins** the channels it touches, and the whole group becomes not prunable with
   the reason: a graph output, an op not known to be per-channel (Softmax or a reduction over the channel
-  axis, LayerNorm over it, a MatMul of two activations, a Reshape that splits the channel axis...), a
-  grouped Conv, a join with a tensor whose channels are fixed (a graph input, a computed tensor), a shape
-  computation that reads the channel count, a weight that is quantized or shared in a way we cannot slice.
+  axis, LayerNorm over it, a MatMul of two activations over the channels, a Reshape that mixes the channel
+  axis with the axes before it...), a join with a tensor whose channels are fixed (a graph input, a computed
+  tensor, one conv group of a grouped Conv tied to such channels, a per-head input), a shape computation that
+  reads the channel count, a shape constant that would need two values, a weight that is quantized or shared
+  in a way we cannot slice.
 
 Exactness (the contract thinning is tested against): removing channel ``c`` gives the same outputs as
 zeroing, in the original model, the input weights of every consumer that reads ``c``
