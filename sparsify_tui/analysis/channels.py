@@ -151,8 +151,9 @@ class ChannelGroup:
     ``channel_size``: how many output positions of its first producer each channel spans (1 for plain channels;
     head_dim for an attention-head group, whose channels are whole heads; G when a grouped Conv of ``group`` G
     reads the group, whose channel ``j`` is in-group offset ``j`` of each conv group); ``unit``: ``"head"`` for
-    an attention-head group, else ``"channel"``. Members, roles and kept indices mean the same for every unit:
-    a member's positions are removed where their channel is.
+    an attention-head group, else ``"channel"``. Members and roles mean the same for every unit (a member's
+    positions are removed where their channel is); channel indices (``kept_indices``) count the group's channels:
+    heads for a head group, in-group offsets for a group read by a grouped Conv.
     """
 
     id: str
@@ -760,6 +761,8 @@ def _matmul_batched(w: _Walk, i: int) -> None:
     count on that axis but no channels pins them. Channels on a matrix axis (rows or the contracted axis) pin
     the group: the product mixes them. The node's MACs follow the channels (:attr:`_Walk.carriers`)."""
     node = w.nodes[i]
+    if not any(x in w.chan for x in node.input[:2]):
+        return
     out = node.output[0] if node.output else ""
     ry = w.rank(out)
     ranks = [w.rank(x) for x in node.input[:2]]
