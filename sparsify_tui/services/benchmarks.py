@@ -75,7 +75,7 @@ def benchmark_settings(project: dict, args: dict, *, model_path=None,
 
         for b in out["batch_sizes"]:
             check_run_inputs(model_path, b, out["dims"], args.get("data"), labels_key=args.get("labels"),
-                             metric=out["metric"], scores_outputs=True)
+                             metric=out["metric"], scores_outputs=True, user_dims=args.get("dims"))
     return out
 
 

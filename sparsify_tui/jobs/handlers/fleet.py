@@ -69,7 +69,7 @@ def fleet_settings(kind: str, project: Dict[str, Any], args: Dict[str, Any], *, 
         from sparsify_tui.analysis.inputs import check_run_inputs
 
         for b in batches:
-            check_run_inputs(model_path, b, out["dims"], out["data"])
+            check_run_inputs(model_path, b, out["dims"], out["data"], user_dims=args.get("dims"))
     return out
 
 
