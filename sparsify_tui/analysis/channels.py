@@ -921,9 +921,9 @@ def _transpose(w: _Walk, i: int) -> None:
 def _reshape_like(w: _Walk, i: int) -> None:
     """Reshape/Flatten/Squeeze/Unsqueeze, from the concrete shapes: the channel axis may stay whole, merge with
     the axes after it (each channel becomes a block of positions: Flatten before a Gemm), or be split back
-    from such blocks. Splitting real channels across two axes (attention heads) or merging them with the
-    axes before them pins the group. A Reshape's target shape must leave the channel count to the data
-    (``-1``, a copied dim) or hold it as a literal thinning can rewrite."""
+    from such blocks. A Reshape may split real channels into ``(heads, head_dim)`` (:func:`_split_heads`: whole
+    heads); merging them with the axes before them pins the group. A Reshape's target shape must leave the
+    channel count to the data (``-1``, a copied dim) or hold it as a literal thinning can rewrite."""
     node = w.nodes[i]
     x, y = node.input[0], node.output[0]
     c = w.chan.get(x)
