@@ -23,7 +23,7 @@ How (all on the main graph, in topological order):
   *unite* the elements position by position (union-find); Concat along the channel axis concatenates maps;
   Split/Slice along it take a range; Transpose/Squeeze/Unsqueeze/Flatten/Reshape move the axis. A depthwise
   Conv passes the map through (its weight and ``group`` shrink with it). A grouped Conv unites the channels at
-  the same in-group offset of its conv groups (:func:`_grouped_conv`). A Reshape splitting the channel axis
+  the same in-group offset of its conv groups (:func:`_conv_layer`). A Reshape splitting the channel axis
   into ``(heads, head_dim)`` unites each head's channels and the heads axis carries them
   (:func:`_split_heads`); MatMuls of two activations keep channels on their batch axes (the attention
   ``Q·Kᵀ`` and ``P·V``, :func:`_matmul_batched`), and merging ``(heads, head_dim)`` back repeats each head.
@@ -583,7 +583,7 @@ def _conv(w: _Walk, i: int) -> None:
     """Conv: the input axis 1 is read by the weight's axis 1 (``consumer``), or passed through by a depthwise
     conv (``group`` = input channels: weight axis 0 and bias follow, ``group`` is rewritten); a prunable layer
     opens a new space of output channels (weight axis 0 ``producer``, bias). Grouped convs (1 < group <
-    channels): :func:`_grouped_conv`."""
+    channels): :func:`_conv_layer`."""
     node = w.nodes[i]
     x, wt = node.input[0], node.input[1] if len(node.input) > 1 else ""
     bias = node.input[2] if len(node.input) > 2 and node.input[2] else None
@@ -601,19 +601,7 @@ def _conv(w: _Walk, i: int) -> None:
     if c is not None and c.axis != 1:
         w.pin(c.emap, f"Conv '{w.ids[i]}' reads the channels on axis {c.axis}")
         c = None
-    if group == 1:
-        if c is not None:
-            w.weight_edit(i, 1, 1, c.emap, "consumer")
-        if w.consts.is_prunable(node, 1, True):
-            out = w.new_space(cout, "layer", i, w.consts.source[wt].name)
-            if w.weight_edit(i, 1, 0, out, "producer") and bias is not None:
-                if w.is_const(bias):
-                    w.weight_edit(i, 2, 0, out, "bias")
-                else:
-                    w.pin(out, f"Conv '{w.ids[i]}' has a computed bias")
-            _set_out(w, i, 1, out)
-        return
-    if group == cin and wshape[1] == 1 and cout % cin == 0:
+    if group > 1 and group == cin and wshape[1] == 1 and cout % cin == 0:
         if c is None:
             return  # a depthwise conv over fixed channels: its outputs follow its inputs, nothing to prune
         emap = np.repeat(c.emap, cout // cin)
@@ -626,22 +614,23 @@ def _conv(w: _Walk, i: int) -> None:
         w.edit("conv_group", i, c.emap)
         _set_out(w, i, 1, emap)
         return
-    _grouped_conv(w, i, c, group, cin, wshape, bias)
+    _conv_layer(w, i, c, group, cin, wshape, bias)
 
 
-def _grouped_conv(w: _Walk, i: int, c: Optional[_Chan], group: int, cin: int, wshape: list,
-                  bias: Optional[str]) -> None:
-    """A grouped Conv (1 < ``group`` < input channels) keeps ``group`` and loses the same channels in every
-    conv group, as Torch-Pruning does for group convs (its pruner removes the same in-group offsets from each
-    of the ``group`` groups): the input channels at in-group offset ``j`` of all ``group`` groups are united
-    into one channel, read by weight column ``j`` (axis 1, ``consumer``: its element map is the first conv
-    group's ``cin/group`` positions); the layer's own output channels at offset ``j`` of every group are
-    united likewise (``producer`` rows and bias). Each tensor so keeps ``group × kept`` channels."""
+def _conv_layer(w: _Walk, i: int, c: Optional[_Chan], group: int, cin: int, wshape: list,
+                bias: Optional[str]) -> None:
+    """A Conv of ``group`` 1, or a grouped Conv (1 < ``group`` < input channels) that keeps ``group`` and loses
+    the same channels in every conv group, as Torch-Pruning does for group convs (its pruner removes the same
+    in-group offsets from each of the ``group`` groups): the input channels at in-group offset ``j`` of all
+    ``group`` groups are united into one channel, read by weight column ``j`` (axis 1, ``consumer``: its element
+    map is the first conv group's ``cin/group`` positions); the layer's own output channels at offset ``j`` of
+    every group are united likewise (``producer`` rows and bias). Each tensor so keeps ``group × kept``
+    channels."""
     cout = wshape[0]
     if cin % group or wshape[1] != cin // group or cout % group:
         if c is not None:
-            w.pin(c.emap, f"grouped Conv '{w.ids[i]}' (group={group}): weight {wshape} does not match the "
-                          f"{cin} input channels")
+            w.pin(c.emap, f"Conv '{w.ids[i]}' (group={group}): weight {wshape} does not match the {cin} input "
+                          "channels")
         return
     if c is not None:
         cols = c.emap.reshape(group, cin // group)
@@ -756,52 +745,26 @@ def _matmul(w: _Walk, i: int) -> None:
 
 def _matmul_batched(w: _Walk, i: int) -> None:
     """MatMul of two activations (attention scores ``Q·Kᵀ`` and context ``P·V``): channels on a batch axis (any
-    axis but the last two, numpy broadcasting) stay apart, the product of each batch entry being its own; the
-    operands' maps are joined position by position as in :func:`_broadcast`, and an operand with the same
-    count on that axis but no channels pins them. Channels on a matrix axis (rows or the contracted axis) pin
-    the group: the product mixes them. The node's MACs follow the channels (:attr:`_Walk.carriers`)."""
+    axis but the last two) stay apart, the product of each batch entry being its own, and the batch axes
+    broadcast as element-wise ops do: :func:`_broadcast` joins the operands' maps (an operand with the same count
+    on that axis but no channels pins them). Channels on a matrix axis (rows or the contracted axis) pin the
+    group: the product mixes them. The node's MACs follow the channels (:attr:`_Walk.carriers`)."""
     node = w.nodes[i]
-    if not any(x in w.chan for x in node.input[:2]):
+    tracked = [(k, w.chan[x]) for k, x in enumerate(node.input[:2]) if x in w.chan]
+    if not tracked:
         return
-    out = node.output[0] if node.output else ""
-    ry = w.rank(out)
     ranks = [w.rank(x) for x in node.input[:2]]
     where = f"MatMul '{w.ids[i]}'"
-    if ry is None or any(r is None or r < 2 for r in ranks):
+    if w.rank(node.output[0]) is None or any(r is None or r < 2 for r in ranks):
         w.pin_inputs(i, f"{where} multiplies two activations (shape unknown or 1-D)")
         return
-    axes, emap = set(), None
-    for x, r in zip(node.input[:2], ranks):
-        c = w.chan.get(x)
-        if c is None:
-            continue
-        if c.axis >= r - 2:
-            w.pin_inputs(i, f"{where} multiplies two activations over the channel axis")
-            return
-        axes.add(c.axis + ry - r)
-    if len(axes) != 1:
-        w.pin_inputs(i, f"{where} combines channels on different axes")
+    if any(c.axis >= ranks[k] - 2 for k, c in tracked):
+        w.pin_inputs(i, f"{where} multiplies two activations over the channel axis")
         return
-    axis = axes.pop()
-    size = w.shape(out)[axis]
-    tracked = [w.chan[x] for x in node.input[:2] if x in w.chan]
-    if any(len(c.emap) != size for c in tracked):
-        w.pin_inputs(i, f"{where} broadcasts a channel axis")
-        return
-    emap = tracked[0].emap
-    for c in tracked[1:]:
-        w.unite(emap, c.emap)
-    for x, r in zip(node.input[:2], ranks):
-        if x in w.chan:
-            continue
-        ax, xs = axis - (ry - r), w.shape(x)
-        if xs is None:
-            w.pin(emap, f"shape of '{x}' unknown at {where}")
-            return
-        if ax >= 0 and xs[ax] != 1:
-            w.unite(emap, w.fixed(x, size, f"joins '{x}' at {where}, whose channels are not prunable"))
-    w.carriers.append((i, emap))
-    _set_out(w, i, axis, emap)
+    _broadcast(w, i)
+    c = w.chan.get(node.output[0])
+    if c is not None:
+        w.carriers.append((i, c.emap))
 
 
 def _batchnorm(w: _Walk, i: int) -> None:
