@@ -6,8 +6,9 @@ The channel groups come from :mod:`sparsify_tui.analysis.channels`; this module 
   removed channels on a loaded model, in place: each constant member is sliced along its channel axis (in
   place when the node reads the initializer directly and alone; otherwise the node gets a sliced copy as a
   new initializer and the weight-chain nodes left unused are dropped), Slice bounds and Split sizes become
-  the counts of kept channels, Reshape/Resize literal channel counts are rewritten, depthwise convs get
-  their new ``group``. With ``mode="zero"`` it builds the **exactness reference** instead: the original
+  the counts of kept channels, Reshape/Resize literal channel (or head) counts are rewritten (a Reshape
+  reading a shape constant shared with other nodes gets its own copy), depthwise convs get their new
+  ``group``. With ``mode="zero"`` it builds the **exactness reference** instead: the original
   model with the consumers' input weights zeroed at the removed channels (DESIGN.md: "removing channel c
   equals zeroing the inputs of every consumer that reads c").
 * :func:`thin_model` is the core call apply uses: plain data in (paths, ratios or kept indices,
@@ -592,7 +593,7 @@ UNIT_SLOPE_OPS = frozenset({"Sigmoid", "Tanh", "Softmax", "Softsign"})
 and Softsign 1)."""
 
 
-def exactness_figure(outputs: dict, bounded) -> float:
+def exactness_figure(outputs: dict, bounded: Union[set, dict]) -> float:
     """``exactness_max_rel_diff`` from :func:`~sparsify_tui.engine.compare.output_difference`'s per-tensor figures:
     the largest ``max |Δ| / scale``, where ``scale`` is ``max |y_ref|``, or at least 1 for a tensor a bounded
     activation (:data:`BOUNDED_OPS`) produced. onnxruntime computes Sigmoid/Tanh with an approximation whose
