@@ -51,11 +51,9 @@ import numpy as np
 import onnx
 
 from sparsify_tui.analysis.graph import has_subgraphs, iter_graphs, node_id
-from sparsify_tui.analysis.layers import ConstSources
+from sparsify_tui.analysis.layers import PRUNABLE_OPS, ConstSources
 from sparsify_tui.errors import SparsifyError
 
-#: op types whose MACs count as "Conv/Gemm/MatMul MACs" in the share of prunable MACs
-MATRIX_OPS = frozenset({"Conv", "Gemm", "MatMul"})
 _STANDARD = ("", "ai.onnx")
 
 #: element-wise ops of one tensor input (extra inputs, when any, are attributes-like scalars handled by
@@ -1246,7 +1244,7 @@ def _handle(w: _Walk, i: int) -> None:
             for k, x in enumerate(node.input):
                 if k not in allowed and x in w.chan:
                     w.pin(w.chan[x].emap, f"feeds input {k} of {node.op_type} '{w.ids[i]}'")
-        if reads_chan or node.op_type in ("Conv", "Gemm", "MatMul"):  # a layer opens a space anyway
+        if reads_chan or node.op_type in PRUNABLE_OPS:  # a layer opens a space anyway
             handler(w, i)
         elif node.op_type == "Shape":
             _shape(w, i)
@@ -1365,12 +1363,12 @@ def _collect(w: _Walk, node_macs, counted_matrix_macs) -> ChannelGroups:
                 members.append(ChannelMember(node.input[1] if len(node.input) > 1 else nid, nid, "slice", e.axis))
             elif e.kind == "split":
                 members.append(ChannelMember(node.output[0], nid, "split", e.axis))
-            if node.op_type in MATRIX_OPS or node.op_type == "ConvTranspose":
+            if node.op_type in PRUNABLE_OPS or node.op_type == "ConvTranspose":
                 nodes.add(e.node)
         rs = reasons.get(cidx, [])
         prunable = not rs
         if prunable:
-            touched_prunable.update(n for n in nodes if w.nodes[n].op_type in MATRIX_OPS)
+            touched_prunable.update(n for n in nodes if w.nodes[n].op_type in PRUNABLE_OPS)
         groups.append(ChannelGroup(
             id=gid, channels=len(classes), prunable=prunable,
             reason="; ".join(rs[:3]) + (f" (+{len(rs) - 3} more)" if len(rs) > 3 else "") if rs else None,
@@ -1380,7 +1378,7 @@ def _collect(w: _Walk, node_macs, counted_matrix_macs) -> ChannelGroups:
             first_layer=first_layer is not None and first_layer in layer_spaces,
         ))
     matrix = counted_matrix_macs if counted_matrix_macs is not None else \
-        sum(m for n, m in zip(w.nodes, macs) if n.op_type in MATRIX_OPS)
+        sum(m for n, m in zip(w.nodes, macs) if n.op_type in PRUNABLE_OPS)
     return ChannelGroups(groups=groups, edits=w.edits, element_root=roots, matrix_macs=int(matrix),
                          prunable_macs=int(sum(macs[n] for n in touched_prunable if n < len(macs))))
 
@@ -1596,7 +1594,7 @@ def groups_from_analysis(model: onnx.ModelProto, analysis, base_dir=None) -> Cha
     for io in list(analysis.inputs) + list(analysis.outputs):
         if io.get("resolved_shape") is not None and io["name"] not in shapes:
             shapes[io["name"]] = io["resolved_shape"]
-    matrix = sum(n.macs for n in analysis.nodes if n.counted and n.op_type in MATRIX_OPS)
+    matrix = sum(n.macs for n in analysis.nodes if n.counted and n.op_type in PRUNABLE_OPS)
     return find_channel_groups(model, shapes, [n.macs for n in main], counted_matrix_macs=matrix,
                                base_dir=base_dir)
 
@@ -1671,7 +1669,7 @@ def node_channel_factors(groups: ChannelGroups, analysis) -> list:
         group = int((n.attrs or {}).get("group", 1) or 1)
         if n.op_type == "Conv" and group > 1:
             kind = "depthwise"
-        elif n.prunable and n.op_type in MATRIX_OPS:
+        elif n.prunable and n.op_type in PRUNABLE_OPS:
             kind = "layer"
         else:
             kind = "other"

@@ -35,7 +35,7 @@ def register(sub) -> None:
 
 
 def cmd_compare(args) -> int:
-    from sparsify_tui.cli import print_json
+    from sparsify_tui.commands.output import print_json
     from sparsify_tui.errors import RecordNotFound, SparsifyError
     from sparsify_tui.services import compare as svc
     from sparsify_tui.store import Workspace

@@ -48,7 +48,7 @@ def register(sub) -> None:
 def cmd_export(args) -> int:
     import json
 
-    from sparsify_tui.cli import print_json
+    from sparsify_tui.commands.output import print_json
     from sparsify_tui.errors import SparsifyError
     from sparsify_tui.services import exchange
     from sparsify_tui.store import Workspace
@@ -84,7 +84,7 @@ def cmd_export(args) -> int:
 
 
 def cmd_import(args) -> int:
-    from sparsify_tui.cli import print_json
+    from sparsify_tui.commands.output import print_json
     from sparsify_tui.services import exchange
     from sparsify_tui.store import Workspace
 

@@ -69,7 +69,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Iterable, Optional, Sequence
 
-from sparsify_tui.analysis.graph import GraphNode
+from sparsify_tui.analysis.graph import GraphNode, UniqueKeys
 
 LAYOUT_ROW = "[layout conversion]"
 UNATTRIBUTED_ROW = "[unattributed]"
@@ -115,14 +115,9 @@ def _strip(name: str) -> str:
 
 def _opt_keys(opt_nodes: Sequence[GraphNode]) -> list:
     """Kernel keys for optimized nodes, matching the engine's :class:`~sparsify_tui.engine.base.KernelTimes`
-    (duplicates get ``#k``)."""
-    seen: dict = defaultdict(int)
-    keys = []
-    for n in opt_nodes:
-        k = seen[n.name]
-        seen[n.name] += 1
-        keys.append(n.name if k == 0 else f"{n.name}#{k}")
-    return keys
+    (duplicates get ``#k``: :class:`~sparsify_tui.analysis.graph.UniqueKeys`)."""
+    unique_key = UniqueKeys()
+    return [unique_key(n.name) for n in opt_nodes]
 
 
 def attribute(

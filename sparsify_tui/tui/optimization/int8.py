@@ -249,7 +249,7 @@ class QuantPane(RecordPane):
 class Int8SearchDialog(FormDialog[Optional[dict]]):
     """Ask for an INT8 search: name, budget, sample data and its labels key, metric, calibration. The budget and the
     data file are checked here (one line under the fields; the dialog stays open), the rest by
-    :func:`sparsify_tui.services.int8.int8_settings` in the section's worker. Dismisses with the job arguments, or
+    :func:`sparsify_tui.services.job_settings.int8_settings` in the section's worker. Dismisses with the job arguments, or
     None. One-line fields, so it fits 80x24; `ctrl+r` runs, `escape` closes."""
 
     RUN_BUTTON_ID = "i8d-ok"

@@ -380,7 +380,8 @@ class OptimizationSection(Widget):
     @app_work(group="opt-int8-submit", description="submit an INT8 search job")
     def _submit_int8(self, values: dict) -> None:
         from sparsify_tui.jobs import submit
-        from sparsify_tui.services.int8 import check_name_free, int8_settings
+        from sparsify_tui.services.int8 import check_name_free
+        from sparsify_tui.services.job_settings import int8_settings
 
         try:
             s = int8_settings(self.ws.get_project(self.project_id), values)
