@@ -49,6 +49,11 @@ def run(args) -> int:
 
     settings.batch_size(args.batch_size)
     dims = parse_dim_args(args.dim)
+    if dims:
+        from sparsify_tui.analysis.loading import load_model
+        from sparsify_tui.analysis.shapes import check_user_dims
+
+        check_user_dims(load_model(args.model, load_external_data=False), dims)
     if args.channel_groups:
         return _channel_groups(args, dims)
     analysis = analyze_model(args.model, batch_size=args.batch_size, dims=dims, count_zeros=not args.no_zero_count,

@@ -59,7 +59,7 @@ def cmd_benchmark(args) -> int:
     if args.dim:
         from sparsify_tui.analysis.shapes import parse_dim_args
 
-        job_args["dims"] = {**(project.get("setup") or {}).get("dims", {}), **parse_dim_args(args.dim)}
+        job_args["dims"] = parse_dim_args(args.dim)  # added to the setup's by benchmark_settings
     if args.data:
         from pathlib import Path
 

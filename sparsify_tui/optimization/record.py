@@ -283,7 +283,8 @@ class Int8Search(JsonRecord):
     ``calibration_method`` and ``calibration_size`` (batches of 1 item). Ranking: ``ranking_source`` (which
     measurement ranked the groups), ``ranking_metric`` (its unit), ``groups`` (:class:`Int8Group`, rank order).
     Outcome: ``trials`` (:class:`Int8Trial`, in the order tried), ``chosen`` (index of the fastest trial within
-    budget; None when none is), ``status`` ("full INT8 within budget", "within budget", "over budget"),
+    budget and faster than FP32; None when none is), ``status`` ("full INT8 within budget", "within budget",
+    "FP32 fastest within budget", "over budget"),
     ``fp32_ms`` (FP32 median of the same timing rounds), ``accuracy_fp32`` (with labels), ``timing`` (rounds,
     warm-up, iterations, cores), ``seconds`` (wall time of the whole search), ``warnings``."""
 

@@ -87,7 +87,7 @@ def perf_settings(project: Dict[str, Any], args: Dict[str, Any], *, model_path=N
         "int8": bool(args.get("int8", True)),
         "dims": settings.dims(d.dims),
     }
-    _check_inputs(model_path, [out["batch_size"]], out["dims"], out["data"])
+    _check_inputs(model_path, [out["batch_size"]], out["dims"], out["data"], user_dims=args.get("dims"))
     return out
 
 
@@ -132,12 +132,14 @@ def loss_settings(project: Dict[str, Any], args: Dict[str, Any], *, model_path=N
         "structure": structure,
     }
     if model_path is not None and method == "one-shot":
-        _check_inputs(model_path, [out["batch_size"]], out["dims"], out["data"], batches=out["batches"])
+        _check_inputs(model_path, [out["batch_size"]], out["dims"], out["data"], batches=out["batches"],
+                      user_dims=args.get("dims"))
     elif model_path is not None:
         from sparsify_tui.analysis.loading import load_model
-        from sparsify_tui.analysis.shapes import check_shapes, dim_keys
+        from sparsify_tui.analysis.shapes import check_shapes, check_user_dims, dim_keys
 
         model = load_model(model_path, load_external_data=False)
+        check_user_dims(model, args.get("dims"))
         settings.dims(out["dims"], dim_keys(model))
         check_shapes(model, None)  # a model onnxruntime cannot load is refused even by weight magnitude
     return out
@@ -246,7 +248,7 @@ def benchmark_settings(project: Dict[str, Any], args: Dict[str, Any], *, model_p
         "metric": settings.metric(args.get("metric")),
     }
     _check_inputs(model_path, out["batch_sizes"], out["dims"], args.get("data"), labels_key=args.get("labels"),
-                  metric=out["metric"], scores_outputs=True)
+                  metric=out["metric"], scores_outputs=True, user_dims=args.get("dims"))
     return out
 
 
@@ -278,7 +280,7 @@ def fleet_settings(kind: str, project: Dict[str, Any], args: Dict[str, Any], *, 
                                                   f["batch_sizes"])
         out["optimizations"] = [str(o) for o in args.get("optimizations") or []]
         batches = out["batch_sizes"]
-    _check_inputs(model_path, batches, out["dims"], out["data"])
+    _check_inputs(model_path, batches, out["dims"], out["data"], user_dims=args.get("dims"))
     return out
 
 

@@ -87,7 +87,7 @@ def create_optimization(ws, project_id: str, name: str, perf: Optional[str] = No
             ws.model_path(pid), analysis,
             batch_size=int(perf_prof.batch_size if perf_prof is not None else setup.get("batch_size") or 1),
             dims=dict(perf_prof.dims if perf_prof is not None and perf_prof.dims else setup.get("dims") or {}),
-            perf_extras=profiles.perf_profile_extras(ws, pid, perf_ref))
+            perf_extras=profiles.perf_profile_extras(ws, pid, perf_ref), settings=st)
     else:
         extras = {}
     rec = core.build_optimization(name, analysis, perf_prof, loss_prof, training=project.get("training"),

@@ -28,6 +28,11 @@ def create_project(ws, model_path: Union[str, Path], name: Optional[str] = None,
     name = (name or src.stem).strip()
     ws.check_name_free(name)
     batch_size = settings.batch_size(batch_size)
+    if dims:
+        from sparsify_tui.analysis.loading import load_model
+        from sparsify_tui.analysis.shapes import check_user_dims
+
+        check_user_dims(load_model(str(src), load_external_data=False), dims)
     if progress:
         progress("analyzing model", 0.0)
     analysis = analyze_model(str(src), batch_size=batch_size, dims=dict(dims or {}), engine=get_engine())

@@ -89,9 +89,11 @@ class PruningStructure(ABC):
     # -- hooks with defaults (see the module docstring) --------------------------------------------------
     def analysis_extras(self, model_path: Any, analysis: "ModelAnalysis", *, batch_size: int = 1,
                         dims: Optional[Dict[str, int]] = None,
-                        perf_extras: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
+                        perf_extras: Optional[Dict[str, Any]] = None,
+                        settings: Optional[Settings] = None) -> Dict[str, Any]:
         """The ``extras`` :meth:`build_layers` and :meth:`summary_extras` get, read from the model at ``model_path``
-        (``perf_extras``: what is stored with the chosen perf profile besides the profile itself). Default: none."""
+        (``perf_extras``: what is stored with the chosen perf profile besides the profile itself; ``settings``:
+        the optimization's settings as created). Default: none."""
         return {}
 
     def summary_extras(self, analysis: "ModelAnalysis", perf: Optional["PerfProfile"], loss: Optional["LossProfile"],

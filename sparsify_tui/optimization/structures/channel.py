@@ -186,16 +186,18 @@ class ChannelPruning(PruningStructure):
     # -- inputs read from the model ------------------------------------------------------------------------
     def analysis_extras(self, model_path: Any, analysis: "ModelAnalysis", *, batch_size: int = 1,
                         dims: Optional[Dict[str, int]] = None,
-                        perf_extras: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
+                        perf_extras: Optional[Dict[str, Any]] = None,
+                        settings: Optional[Settings] = None) -> Dict[str, Any]:
         """``{"channel_model": {...}}``: the groups (with members and roles), every node's channel factors
-        (:func:`~sparsify_tui.analysis.channels.node_channel_factors`), the group-norm magnitude curves, this
-        CPU's ``round_to`` and the channel calibration stored with the perf profile (or None)."""
+        (:func:`~sparsify_tui.analysis.channels.node_channel_factors`), the group-norm magnitude curves, the
+        ``round_to`` they were computed at (``settings.round_to`` when set, else this CPU's) and the channel
+        calibration stored with the perf profile (or None)."""
         from sparsify_tui.analysis.channels import analyze_channels, default_round_to, node_channel_factors
         from sparsify_tui.profiling.loss_channel import channel_magnitude
 
         path = Path(model_path)
         model, an, groups = analyze_channels(path, batch_size, dims or {})
-        round_to = default_round_to()
+        round_to = int(getattr(settings, "round_to", 0) or 0) or default_round_to()
         magnitude = channel_magnitude(model, groups, round_to=round_to, base_dir=path.parent)
         rows = []
         for g in groups.groups:
