@@ -267,7 +267,7 @@ def test_transformer_mlp_intermediate_is_prunable(tmp_path):
 
 def test_exactness_check_has_teeth(tmp_path):
     """A reference built for other channels than the ones removed differs far beyond the tolerance."""
-    from sparsify_tui.engine.compare import output_difference
+    from sparsify_tui.engine.outputs import output_difference
     from sparsify_tui.engine.weights import save as save_model
 
     inits = []

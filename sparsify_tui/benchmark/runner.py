@@ -301,7 +301,7 @@ def measure_accuracy(specs: Sequence[ModelSpec], *, data=None, labels_key: Optio
     model's ``drop`` is the metric's budgeted quantity (absolute top-1 drop, or the nmse/kl/max_abs value), and
     ``accuracy`` / ``accuracy_reference`` are top-1 against the labels. Raises ``SampleDataError``."""
     from sparsify_tui.analysis.labels import sample_set
-    from sparsify_tui.engine.compare import run_outputs
+    from sparsify_tui.engine.outputs import run_outputs
     from sparsify_tui.profiling.metrics import choose_metric, evaluate
 
     ss = sample_set(specs[0].path, data=data, labels_key=labels_key, dims=dims, max_batches=max_batches)
@@ -399,8 +399,8 @@ def run_benchmark(
                                           before_session=before)
             done += len(specs) * rounds
             times = {spec.label: t for spec, t in zip(specs, per_model)}
-            for spec in specs:
-                fed = feeds_by_model[spec.label][0]
+            for i, spec in enumerate(specs):
+                fed = feeds_of(i)[0]
                 run = BenchmarkRun.from_times(spec.label, spec.optimization_name or spec.optimization,
                                               fixed[spec.label] or bs, cores, times[spec.label])
                 run.optimization_id = spec.optimization

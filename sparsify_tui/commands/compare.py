@@ -1,5 +1,5 @@
 """CLI: ``sparsify-tui compare`` (two perf profiles per node, two loss profiles per layer, or optimizations side by
-side). The comparing is done by :mod:`sparsify_tui.services.compare` and the core; this module parses and prints.
+side). The comparing is done by :mod:`sparsify_tui.services.comparisons` and the core; this module parses and prints.
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ def register(sub) -> None:
 def cmd_compare(args) -> int:
     from sparsify_tui.commands.output import print_json
     from sparsify_tui.errors import RecordNotFound, SparsifyError
-    from sparsify_tui.services import compare as svc
+    from sparsify_tui.services import comparisons as svc
     from sparsify_tui.store import Workspace
 
     if args.top < 0:

@@ -457,7 +457,7 @@ def thin_model(model_path: Union[str, os.PathLike], out_path: Union[str, os.Path
     from sparsify_tui.analysis.loading import external_data_info, load_model
     from sparsify_tui.analysis.nodes import analyze_model
     from sparsify_tui.engine import get_engine
-    from sparsify_tui.engine.compare import output_difference
+    from sparsify_tui.engine.outputs import output_difference
     from sparsify_tui.engine.weights import runnable_path
 
     src, out = Path(model_path), Path(out_path)

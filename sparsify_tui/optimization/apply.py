@@ -222,7 +222,7 @@ def output_difference(baseline_path, model_path, feeds: Sequence[dict], *, cance
     top-1 drop, or the nmse/kl/max_abs value). One session is alive at a time
     (:func:`sparsify_tui.engine.compare.run_outputs`).
     """
-    from sparsify_tui.engine.compare import compare_outputs, run_outputs
+    from sparsify_tui.engine.outputs import compare_outputs, run_outputs
     from sparsify_tui.profiling.metrics import choose_metric, evaluate
 
     base = run_outputs(baseline_path, feeds, cancel=cancel, engine=engine)

@@ -27,9 +27,9 @@ def known_classes(app_class: type) -> list[tuple[str, type]]:
     from sparsify_tui.tui.loss import LossSection
     from sparsify_tui.tui.new_project import NewProjectDialog
     from sparsify_tui.tui.optimization import OptimizationSection
-    from sparsify_tui.tui.optimization.compare import OptimizationCompareScreen
+    from sparsify_tui.tui.optimization.compare_screen import OptimizationCompareScreen
     from sparsify_tui.tui.perf import FlopsProfileView, PerfProfileView, PerfSection
-    from sparsify_tui.tui.perf.compare import PerfCompareScreen
+    from sparsify_tui.tui.perf.compare_screen import PerfCompareScreen
     from sparsify_tui.tui.report import ReportDialog
     from sparsify_tui.tui.widgets.diverging import DivergingBarChart
     from sparsify_tui.tui.projects import ProjectsSection

@@ -301,8 +301,8 @@ class OptimizationSection(Widget):
             self.render_record()
 
     def action_compare(self) -> None:
-        """`=`: optimizations side by side (:mod:`sparsify_tui.tui.optimization.compare`)."""
-        from sparsify_tui.tui.optimization.compare import OptimizationCompareScreen
+        """`=`: optimizations side by side (:mod:`sparsify_tui.tui.optimization.compare_screen`)."""
+        from sparsify_tui.tui.optimization.compare_screen import OptimizationCompareScreen
 
         self.app.push_screen(OptimizationCompareScreen(self.project_id, self.rec.id if self.rec is not None else None))
 

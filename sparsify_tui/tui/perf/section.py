@@ -24,7 +24,7 @@ from textual.widgets.option_list import Option
 from sparsify_tui.tui import messages
 from sparsify_tui.tui.fleet import FleetDialog
 from sparsify_tui.tui.fleet.grouping import grouped_options
-from sparsify_tui.tui.perf import compare
+from sparsify_tui.tui.perf import compare_screen as compare
 from sparsify_tui.tui.perf.dialogs import PerfProfileDialog, profile_defaults, rerun_args
 from sparsify_tui.tui.perf.messages import (FlopsAnalysisLoaded, PerfDialogReady, PerfProfileDeleted,
                                             PerfProfilesListed, PerfRerunSubmitted)

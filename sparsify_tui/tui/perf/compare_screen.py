@@ -151,7 +151,7 @@ class PerfCompareScreen(ModalScreen[None]):
 
     @app_work(group="perf-compare", description="compare perf profiles")
     def _load(self) -> None:
-        from sparsify_tui.services.compare import compare_perf_profiles
+        from sparsify_tui.services.comparisons import compare_perf_profiles
 
         specs = (self.a, self.b)
         cmp = compare_perf_profiles(self.app.workspace, self.project_id, spec(*self.a), spec(*self.b))

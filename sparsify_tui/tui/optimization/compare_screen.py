@@ -199,7 +199,7 @@ class OptimizationCompareScreen(ModalScreen[None]):
 
     @app_work(group="opt-compare", description="compare optimizations")
     def _compare(self, ids: tuple) -> None:
-        from sparsify_tui.services.compare import compare_optimizations
+        from sparsify_tui.services.comparisons import compare_optimizations
 
         post_result(self, OptimizationsCompared(compare_optimizations(self.app.workspace, self.project_id, ids), ids))
 
