@@ -101,7 +101,7 @@ def test_perf_profile_and_benchmark_feed_the_batch_they_report(tmp_path, workspa
     assert p8.latency_ms["min"] > 4 * profiles[1].latency_ms["min"]
 
     result = benchmark_project(ws, pid, {"batch_sizes": [1, 8], "core_counts": [1], "warmup": 2,
-                                          "iterations": 10})
+                                         "iterations": 10})
     runs = {r.batch_size: r for r in result.runs}
     assert set(runs) == {1, 8} and runs[8].input_shapes == {"x": [8, 3, 64, 64]}
     assert runs[8].ms_per_item == pytest.approx(runs[8].median_ms / 8)

@@ -323,6 +323,10 @@ def test_exactness_measures_bounded_outputs_against_their_range():
     outs = {"prob": {"max_abs": 9e-8, "ref_max_abs": 2e-7}, "logits": {"max_abs": 1e-5, "ref_max_abs": 41.0}}
     assert exactness_figure(outs, {"prob"}) == pytest.approx(1e-5 / 41.0)
     assert exactness_figure(outs, set()) == pytest.approx(0.45)
+    # a Softmax over large logits moves by at most the logits' own (compared) change
+    outs = {"prob": {"max_abs": 1.6e-4, "ref_max_abs": 1.0}, "logits": {"max_abs": 2.4e-3, "ref_max_abs": 1100.0}}
+    assert exactness_figure(outs, {"prob": "logits"}) == pytest.approx(2.4e-3 / 1100.0)
+    assert exactness_figure(outs, {"prob": None}) == exactness_figure(outs, {"prob"}) == pytest.approx(1.6e-4)
 
 
 @pytest.mark.realmodels

@@ -320,9 +320,10 @@ def _searched(ws, pid, monkeypatch):
 
     stored_search = json.loads((Path(__file__).parent / "data" / "int8_search_demo.json").read_text())
     monkeypatch.setattr(int8_search, "search_int8", lambda *a, **k: Int8Search.from_dict(stored_search))
-    rec = search_int8_optimization(ws, pid, {"name": "int8 snap", "max_drop": stored_search["max_drop"],
+    opt = search_int8_optimization(ws, pid, {"name": "int8 snap", "max_drop": stored_search["max_drop"],
                                              "metric": stored_search["metric"], "calibration_size": 8,
-                                             "core_count": 1}).to_dict()
+                                             "core_count": 1})
+    rec = ws.get_record(pid, "optimizations", opt.id)
     ws.add_record(pid, "benchmarks", {"name": "bench 1", "created": "2026-01-02T03:04:05",
                                       "models": [{"label": "baseline"}, {"label": "int8 snap",
                                                                          "optimization_id": rec["id"]}],

@@ -97,6 +97,18 @@ def _check_has_shape(vi: onnx.ValueInfoProto) -> None:
                 f"model input '{vi.name}' has no shape (not even its rank), so its size cannot be resolved: "
                 "re-export the model with input shapes (e.g. torch.onnx.export with input_names/dynamic_axes)"
             )
+        for axis, dim in enumerate(t.tensor_type.shape.dim):
+            # -1 is the exporters' usual mark of a free size (onnxruntime reads it so): symbolic, like a dim_param
+            if dim.HasField("dim_value") and dim.dim_value == 0:
+                raise ModelError(
+                    f"model input '{vi.name}' has size 0 on axis {axis}: every batch of it is an empty tensor, so "
+                    "there is nothing to run or measure: re-export the model with the real size there (or a name, "
+                    "e.g. 'batch', for a free size)")
+            if dim.HasField("dim_value") and dim.dim_value < -1:
+                raise ModelError(
+                    f"model input '{vi.name}' has size {dim.dim_value} on axis {axis}, which is not a size (ONNX "
+                    "sizes are 0 or more; -1 or a name mark a free size): re-export the model with the real size "
+                    "there, or a name such as 'batch'")
     elif t.HasField("sequence_type") or t.HasField("map_type") or t.HasField("optional_type"):
         raise ModelError(
             f"model input '{vi.name}' is a sequence/map/optional, which sparsify-tui cannot feed: "

@@ -122,6 +122,8 @@ def _channel_groups(args, dims: dict) -> int:
     for g in groups.groups:
         gid = g.id if len(g.id) <= width else "…" + g.id[-(width - 1):]
         state = "yes" if g.prunable else f"no: {g.reason}"
+        if g.unit == "head":
+            state += f" (its channels are attention heads, {g.channel_size} outputs of {g.producers[0]} each)"
         lines.append(f"{gid:{width}} {g.channels:>8} {format_count(g.macs, sep=''):>8} {len(g.members):>7}  {state}")
     print("\n".join(lines))
     return 0

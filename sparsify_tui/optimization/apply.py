@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import shutil
 import time
 from dataclasses import asdict, dataclass, field
@@ -214,13 +215,13 @@ def output_difference(baseline_path, model_path, feeds: Sequence[dict], *, cance
                       engine: Any = None, labels: Optional[Sequence[np.ndarray]] = None,
                       metric: Optional[str] = None, metric_asked_by: str = "--metric") -> dict:
     """Compare the outputs of ``model_path`` against ``baseline_path`` on ``feeds`` (list of feed dicts): the
-    raw differences of :func:`sparsify_tui.engine.compare.compare_outputs` (``max_abs``, ``nmse``, ``max_rel``,
+    raw differences of :func:`sparsify_tui.engine.outputs.compare_outputs` (``max_abs``, ``nmse``, ``max_rel``,
     ``top1_agreement``, ``samples``, ``outputs``) plus the metrics of :mod:`sparsify_tui.profiling.metrics`:
     ``kl`` (over the class output ``[batch, classes>1]``, else None), ``accuracy`` / ``accuracy_baseline``
     (top-1 against ``labels``, one int array per feed; else None), ``metric_name`` (``metric`` or the default
     chosen from the outputs) with ``metric_reason``, and ``metric_value`` (its budgeted quantity: absolute
     top-1 drop, or the nmse/kl/max_abs value). One session is alive at a time
-    (:func:`sparsify_tui.engine.compare.run_outputs`).
+    (:func:`sparsify_tui.engine.outputs.run_outputs`).
     """
     from sparsify_tui.engine.outputs import compare_outputs, run_outputs
     from sparsify_tui.profiling.metrics import choose_metric, evaluate
@@ -578,18 +579,26 @@ def optimization_fingerprint(opt: "Optimization") -> str:
 
 def export_model(src: Union[str, Path], dst: Union[str, Path]) -> Path:
     """Copy a written model to ``dst`` (creating folders). A model with external data is re-saved so
-    its data file is ``<dst>.data`` next to it. Returns ``dst``."""
+    its data file is ``<dst>.data`` next to it. Written through temp files renamed into place
+    (:func:`sparsify_tui.tempfiles.atomic_output`): never through a symlink, never half a file. Returns ``dst``."""
+    from sparsify_tui.tempfiles import atomic_output, check_output_target
+
     src, dst = Path(src), Path(dst)
-    if dst.suffix == "" or dst.is_dir():
-        dst = dst / src.name if dst.is_dir() else dst.with_suffix(".onnx")
-    if src.resolve() == dst.resolve():
+    if dst.suffix == "" or (dst.is_dir() and not dst.is_symlink()):
+        dst = dst / src.name if dst.is_dir() and not dst.is_symlink() else dst.with_suffix(".onnx")
+    dst = Path(os.path.abspath(dst))
+    check_output_target(dst)
+    if src.resolve() == dst:
         return dst
     dst.parent.mkdir(parents=True, exist_ok=True)
     try:
         if _has_external_data(src):
-            _save(_load(src), dst, True)
+            data = dst.with_name(dst.name + ".data")
+            with atomic_output([dst, data]) as (tmp, _tmp_data):
+                _save(_load(src), tmp, True)
         else:
-            shutil.copyfile(src, dst)
+            with atomic_output([dst]) as (tmp,):
+                shutil.copyfile(src, tmp)
     except OSError as err:
         raise SparsifyError(f"cannot write {dst}: {err.strerror}; choose a writable path") from err
     return dst

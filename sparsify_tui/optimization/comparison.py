@@ -2,7 +2,7 @@
 
 :func:`compare_optimizations` takes typed records (:class:`~sparsify_tui.optimization.record.Optimization`) and, per
 record, what was measured of it (the applied file's output difference and size, benchmark runs; gathered from the
-workspace by :func:`sparsify_tui.services.compare.compare_optimizations`). Every row carries one value per
+workspace by :func:`sparsify_tui.services.comparisons.compare_optimizations`). Every row carries one value per
 optimization, in the order given, and ``differs`` when they are not all equal, so a reader finds what changed
 between two versions at a glance. Structure-specific fields (a structure's own settings, row or estimate fields)
 are compared like the shared ones.

@@ -54,13 +54,23 @@ def apply_record(ws, project_id: str, opt_ref: str, *, out_path=None, data=None,
     cal = calibration_settings(opt)
     if data:  # the user's data replaces the search's (its labels key too)
         cal.update({"data": data, "labels_key": labels_key})
-    res = apply_optimization(
-        ws.model_path(project_id), layer_sparsities(opt), quantize=quant, excluded=excluded,
-        structure=opt.settings.structure, settings=opt.settings,
-        batch_size=int(setup.get("batch_size") or 1),
-        out_path=optimized_path(ws, project_id, opt), dims=setup.get("dims") or {},
-        data=cal.pop("data", None) or setup.get("data"), progress=progress, cancel=cancel, **cal,
-    )
+    out = optimized_path(ws, project_id, opt)
+    try:
+        res = apply_optimization(
+            ws.model_path(project_id), layer_sparsities(opt), quantize=quant, excluded=excluded,
+            structure=opt.settings.structure, settings=opt.settings,
+            batch_size=int(setup.get("batch_size") or 1),
+            out_path=out, dims=setup.get("dims") or {},
+            data=cal.pop("data", None) or setup.get("data"), progress=progress, cancel=cancel, **cal,
+        )
+    except BaseException:
+        # a failed (or canceled) apply leaves no model behind: no record vouches for it (forgotten above)
+        for leftover in (Path(out), Path(f"{out}.data")):
+            try:
+                leftover.unlink()
+            except OSError:
+                pass
+        raise
     applied = {
         "path": str(res.out_path),
         "exported_to": None,

@@ -57,7 +57,7 @@ def _perf_side(ws, project: dict, spec: str, cross: bool):
 
 def compare_perf_profiles(ws, project_ref: str, a: str, b: str, *, project_b: Optional[str] = None):
     """Compare perf profile ``a`` of project ``project_ref`` with ``b`` (of ``project_b`` when given, else the same
-    project) per node: :func:`sparsify_tui.profiling.compare.compare_perf`. Profiles of two projects are matched by
+    project) per node: :func:`sparsify_tui.profiling.perf_compare.compare_perf`. Profiles of two projects are matched by
     node id; when their models differ (sha256) the comparison says so in its notes.
 
     Raises: ``RecordNotFound`` (unknown project or profile), ``ProjectError`` (``:int8`` on a profile without
@@ -80,7 +80,7 @@ def compare_perf_profiles(ws, project_ref: str, a: str, b: str, *, project_b: Op
 def compare_loss_profiles(ws, project_ref: str, a: str, b: str, *, project_b: Optional[str] = None,
                           level: float = 0.9, int8: bool = False):
     """Compare loss profiles ``a`` and ``b`` (ids or names, or ``approximated``) per layer at sparsity ``level``
-    (or their INT8 sensitivity): :func:`sparsify_tui.profiling.compare.compare_loss`.
+    (or their INT8 sensitivity): :func:`sparsify_tui.profiling.perf_compare.compare_loss`.
 
     Raises: ``RecordNotFound``; ``ProjectError`` for a bad level or a missing INT8 sensitivity."""
     from sparsify_tui.profiling.perf_compare import compare_loss, loss_side
@@ -133,7 +133,7 @@ def measured_results(ws, project_id: str, opt) -> Dict[str, Any]:
 
 def compare_optimizations(ws, project_ref: str, refs: Sequence[str]):
     """Compare two or more stored optimizations (ids or names) of a project, with what was measured of each:
-    :func:`sparsify_tui.optimization.compare.compare_optimizations`.
+    :func:`sparsify_tui.optimization.comparison.compare_optimizations`.
 
     Raises: ``RecordNotFound``; ``ProjectError`` with fewer than two."""
     from sparsify_tui.optimization.comparison import compare_optimizations as core_compare

@@ -235,9 +235,9 @@ def export_optimization(ws, project_id: str, ref: str, *, recipe_path: Optional[
     path = Path(recipe_path).expanduser() if recipe_path else default
     # the project's own recipes/ folder is created on demand; any other folder must exist already
     if path.absolute().parent != default.absolute().parent:
-        _settings.output_path(path, f["recipe_path"])
+        _settings.output_path(path, f["recipe_path"], workspace=ws.root)
     if code_path:
-        _settings.output_path(code_path, f["code_path"])
+        _settings.output_path(code_path, f["code_path"], workspace=ws.root)
     return export.write_export(rec, recipe_path=path, framework=framework or None,
                                code_path=Path(code_path) if code_path else None,
                                project_name=project.get("name", ""), model_path=model_path)

@@ -108,10 +108,14 @@ def write_report(ws, project_ref: str, path: Optional[Union[str, Path]] = None, 
     bad path or format; nothing is left behind."""
     from sparsify_tui.services.exchange import write_text_atomic
 
+    from sparsify_tui.settings import output_path
+
     fmt = format_for(path, fmt)
     if path is None:
         path = default_report_path(ws, project_ref, fmt)
         path.parent.mkdir(parents=True, exist_ok=True)
+    else:  # a path the user gave: never a link, never inside the workspace (the index, a project.json...)
+        path = output_path(path, "-o", workspace=ws.root)
     text = render_report(ws, project_ref, fmt, top=top, level=level)
     out = write_text_atomic(path, text)
     return {"path": str(out), "format": fmt, "bytes": len(text.encode("utf-8"))}

@@ -222,7 +222,7 @@ class ChannelPruning(PruningStructure):
 
     def _time_model(self, analysis: "ModelAnalysis", extras: Optional[Dict[str, Any]], perf: Optional["PerfProfile"],
                     settings: ChannelSettings) -> ChannelTimeModel:
-        from sparsify_tui.analysis.channels import NodeChannels
+        from sparsify_tui.analysis.channels import NodeChannels, group_round_to
         from sparsify_tui.optimization.layer_curves import perf_model_ms
 
         data = self._inputs(extras)
@@ -230,7 +230,11 @@ class ChannelPruning(PruningStructure):
         totals = analysis.totals or {}
         nodes = [NodeChannels.from_dict(n) for n in data["nodes"]]
         calib = data.get("calibration") if perf is not None else None
-        common = dict(groups=groups, round_to=int(settings.round_to) or int(data.get("round_to") or 8),
+        round_to = int(settings.round_to) or int(data.get("round_to") or 8)
+        own = {g["id"]: group_round_to(round_to, int(g.get("channel_size") or 1), g.get("unit") or "channel")
+               for g in data["groups"] if g["prunable"]}
+        common = dict(groups=groups, round_to=round_to,
+                      group_round_to={k: v for k, v in own.items() if v != round_to},
                       macs_total=float(totals.get("macs") or sum(n.macs for n in nodes)),
                       params_total=float(totals.get("params") or 0.0), batch_size=int(data.get("batch_size") or 1))
         if perf is None:

@@ -1,6 +1,6 @@
 """Perf profile comparison: mark two profiles in the Performance Profiles list (`space`), then `=`.
 
-:class:`PerfCompareScreen` shows :func:`sparsify_tui.services.compare.compare_perf_profiles` (the same call as
+:class:`PerfCompareScreen` shows :func:`sparsify_tui.services.comparisons.compare_perf_profiles` (the same call as
 ``sparsify-tui compare PROJECT A B``):
 
 * a header with both sides (profile, FP32 or INT8, batch, cores, measured median and p90 latency) and the totals

@@ -428,7 +428,7 @@ class PerfSection(Widget):
     def selected_record_id(self) -> Optional[str]:
         return None if self.selected == FLOPS_ID else self.selected
 
-    # -- compare (tui/perf/compare.py) ---------------------------------------------------------
+    # -- compare (tui/perf/compare_screen.py) ---------------------------------------------------------
     def _highlighted_id(self) -> Optional[str]:
         options = self.query_one("#profiles", OptionList)
         if options.highlighted is None:
