@@ -68,12 +68,12 @@ PANES: tuple[type[RecordPane], ...] = (QuantPane, LrPane, TrainingPane)
 TABS = ("tab-pruning", *(p.TAB_ID for p in STRUCTURE_PANES.values()), *(p.TAB_ID for p in PANES))
 
 
-def structure_pane(rec: Optional["Optimization"]) -> type[StructurePane]:
+def structure_pane(rec: Optional[Optimization]) -> type[StructurePane]:
     """The pane class of ``rec``'s structure."""
     return STRUCTURE_PANES.get(rec.settings.structure if rec is not None else "", LayersPane)
 
 
-def estimate_texts(rec: "Optimization") -> dict[str, str]:
+def estimate_texts(rec: Optimization) -> dict[str, str]:
     """Texts of the Summary / Performance / FLOPs / Params estimate cards (the structure's pane writes them)."""
     return structure_pane(rec).estimate_texts(rec)
 
@@ -134,8 +134,8 @@ class OptimizationSection(Widget):
     def __init__(self, project_id: str, **kwargs) -> None:
         super().__init__(**kwargs)
         self.project_id = project_id
-        self.records: list["Optimization"] = []
-        self.rec: Optional["Optimization"] = None
+        self.records: list[Optimization] = []
+        self.rec: Optional[Optimization] = None
         self._select_after: Optional[str] = None
         self._quiet = False
         self.project_training: Optional[dict] = None  # the project's training settings now
@@ -301,8 +301,8 @@ class OptimizationSection(Widget):
             self.render_record()
 
     def action_compare(self) -> None:
-        """`=`: optimizations side by side (:mod:`sparsify_tui.tui.optimization.compare`)."""
-        from sparsify_tui.tui.optimization.compare import OptimizationCompareScreen
+        """`=`: optimizations side by side (:mod:`sparsify_tui.tui.optimization.compare_screen`)."""
+        from sparsify_tui.tui.optimization.compare_screen import OptimizationCompareScreen
 
         self.app.push_screen(OptimizationCompareScreen(self.project_id, self.rec.id if self.rec is not None else None))
 
@@ -334,7 +334,7 @@ class OptimizationSection(Widget):
         finally:
             self.call_after_refresh(self._unquiet)
 
-    def _render_settings(self, rec: "Optimization", pane: type[StructurePane]) -> None:
+    def _render_settings(self, rec: Optimization, pane: type[StructurePane]) -> None:
         """The Pruning tab: the inputs, the estimate cards, the per-row chart."""
         st, ep = rec.settings, rec.epochs
         target_field, label = pane.target(rec)
@@ -380,7 +380,8 @@ class OptimizationSection(Widget):
     @app_work(group="opt-int8-submit", description="submit an INT8 search job")
     def _submit_int8(self, values: dict) -> None:
         from sparsify_tui.jobs import submit
-        from sparsify_tui.services.int8 import check_name_free, int8_settings
+        from sparsify_tui.services.int8 import check_name_free
+        from sparsify_tui.services.job_settings import int8_settings
 
         try:
             s = int8_settings(self.ws.get_project(self.project_id), values)
@@ -465,7 +466,7 @@ class OptimizationSection(Widget):
     def _rows_pane(self) -> StructurePane:
         return self.query_one(structure_pane(self.rec))
 
-    def _current_layer(self) -> Optional["LayerRow"]:
+    def _current_layer(self) -> Optional[LayerRow]:
         return self._rows_pane().current_layer() if self.rec is not None else None
 
     def _layers_active(self) -> bool:
