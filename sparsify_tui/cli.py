@@ -13,59 +13,37 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import json
 import sys
-from typing import Any, Optional, Sequence
+from typing import Optional, Sequence
 
 from sparsify_tui import __version__
 from sparsify_tui.commands import COMMAND_MODULES
+from sparsify_tui.commands.output import (  # noqa: F401 - the CLI's output helpers, also used from here
+    print_json, print_warnings, stderr_progress, terminal_problem,
+)
 
 
-def print_json(data: Any) -> None:
-    """Print ``data`` as JSON on stdout (numpy scalars and paths are converted)."""
+class SafeStream:
+    """A text stream (``sys.stdout``/``sys.stderr``) whose writes show control characters instead of obeying them
+    (:func:`sparsify_tui.formatting.safe_text`): names from models, projects and imported files reach the user's
+    terminal (or a file it is redirected to) as text, never as escape sequences. JSON output is unchanged
+    (``json.dump`` already escapes control characters)."""
 
-    def default(o: Any) -> Any:
-        if hasattr(o, "item"):
-            return o.item()
-        if hasattr(o, "tolist"):
-            return o.tolist()
-        if hasattr(o, "to_dict"):
-            return o.to_dict()
-        return str(o)
+    def __init__(self, stream) -> None:
+        self._stream = stream
 
-    json.dump(data, sys.stdout, indent=2, default=default)
-    sys.stdout.write("\n")
+    def write(self, text: str) -> int:
+        from sparsify_tui.formatting import safe_text
 
+        self._stream.write(safe_text(text))
+        return len(text)
 
-def print_warnings(warnings) -> None:
-    """Print each warning (for example NaN/Inf weights) as ``sparsify-tui: warning: ...`` on stderr."""
-    for w in warnings or []:
-        print(f"sparsify-tui: warning: {w}", file=sys.stderr)
+    def writelines(self, lines) -> None:
+        for line in lines:
+            self.write(line)
 
-
-def stderr_progress(quiet: bool = False):
-    """A :data:`sparsify_tui.progress.ProgressFn` printing ``NN.N%  step`` on stderr, at most twice a second
-    (plus every step change and the end), so stdout stays pure JSON. Prints nothing when ``quiet`` or once stderr's reader has gone (a broken pipe
-    never fails the job), and
-    nothing before the work has started (fraction 0: loading and preparing), so a model or input refused at
-    that point is exactly one error line on stderr."""
-    import time
-
-    last = [0.0, ""]
-    closed = [False]  # stderr piped into a reader that left (`2>&1 | head`): the work goes on without progress
-
-    def progress(step: str, fraction: float) -> None:
-        if quiet or closed[0] or not fraction > 0:
-            return
-        now = time.monotonic()
-        if step != last[1] or now - last[0] >= 0.5 or fraction >= 1.0:
-            last[0], last[1] = now, step
-            try:
-                print(f"  {fraction * 100:5.1f}%  {step}", file=sys.stderr, flush=True)
-            except (BrokenPipeError, ValueError):  # ValueError: the stream was closed
-                closed[0] = True
-
-    return progress
+    def __getattr__(self, name: str):
+        return getattr(self._stream, name)
 
 
 class OneLineParser(argparse.ArgumentParser):
@@ -94,24 +72,6 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def terminal_problem() -> Optional[str]:
-    """Why the TUI cannot run here, or None: it needs stdin and stdout to be a terminal
-    (``sparsify-tui | tee log`` or a cron job would draw escape codes into a pipe and wait for keys forever),
-    unless a Textual driver that needs none is set (``sparsify-tui serve``'s browser sessions)."""
-    import os
-
-    if os.environ.get("TEXTUAL_DRIVER"):
-        return None
-    for name, stream in (("stdout", sys.stdout), ("stdin", sys.stdin)):
-        try:
-            tty = stream is not None and stream.isatty()
-        except (AttributeError, ValueError, OSError):
-            tty = False
-        if not tty:
-            return f"{name} is not a terminal"
-    return None
-
-
 def recover_on_start() -> None:
     """Start-up clean-up after killed processes: finish or undo half-done project deletes and creates, remove
     stale temp files of the workspace (:meth:`sparsify_tui.store.Workspace.recover`) and stale temp folders of
@@ -138,6 +98,9 @@ def _run_tui(model: Optional[str], no_mouse: bool) -> int:
     if problem:
         raise SparsifyError(f"the TUI needs a terminal ({problem}): run sparsify-tui without a pipe or "
                             "redirection, or use a command such as `sparsify-tui list` (see --help)")
+    from sparsify_tui.store import Workspace
+
+    Workspace().check_root()  # a bad SPARSIFY_TUI_HOME is one line here, not a dialog in a half-drawn app
     from sparsify_tui.tui.app import run_app
 
     return run_app(model=model, mouse=not no_mouse)
@@ -160,9 +123,18 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             return _run_tui(positional[0] if positional else None, opts.no_mouse)
         args = parser.parse_args(argv)
         recover_on_start()
-        return int(args.handler(args) or 0)
+        if args.command == "serve":  # textual-serve's own colourful log, and a TUI in each browser tab
+            return int(args.handler(args) or 0)
+        out, err = sys.stdout, sys.stderr
+        sys.stdout, sys.stderr = SafeStream(out), SafeStream(err)
+        try:
+            return int(args.handler(args) or 0)
+        finally:
+            sys.stdout, sys.stderr = out, err
     except SparsifyError as err:
-        print(f"sparsify-tui: error: {err}", file=sys.stderr)
+        from sparsify_tui.formatting import safe_text
+
+        print(f"sparsify-tui: error: {safe_text(err)}", file=sys.stderr)
         return err.exit_code
     except KeyboardInterrupt:
         print("sparsify-tui: interrupted", file=sys.stderr)
@@ -174,6 +146,14 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         return 141
+    except OSError as err:
+        # a full disk, a read-only file system, no permission: the user's to fix, so one line, not a traceback
+        from sparsify_tui.tempfiles import WRITE_ERRNOS, write_error
+
+        if err.errno not in WRITE_ERRNOS:
+            raise
+        print(f"sparsify-tui: error: {write_error(None, err)}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -3,13 +3,16 @@ missing or stale) measured side by side, stored as a record plus the full result
 
 from __future__ import annotations
 
-from typing import Any, Dict, Optional
+from typing import TYPE_CHECKING, Optional
 
 from sparsify_tui import settings
 from sparsify_tui.progress import CancelToken, ProgressFn
 from sparsify_tui.services.apply import ensure_applied, is_applied
 from sparsify_tui.services.optimizations import get_optimization
 from sparsify_tui.store.workspace import new_id, now_iso
+
+if TYPE_CHECKING:
+    from sparsify_tui.benchmark.runner import BenchmarkResult
 
 TABLE = "benchmarks"
 
@@ -47,38 +50,6 @@ def load_benchmark(ws, project_id: str, ref: str):
     return res
 
 
-#: How the CLI names each argument in its errors; a TUI dialog passes its own field labels as ``flags``.
-FLAGS = {"batch_sizes": "--batch-sizes", "core_counts": "--cores", "warmup": "--warmup", "iterations": "--iterations"}
-
-
-def benchmark_settings(project: dict, args: dict, *, model_path=None,
-                       flags: Optional[Dict[str, str]] = None) -> Dict[str, Any]:
-    """Validated benchmark settings from job ``args`` with the project's setup as defaults:
-    ``batch_sizes``, ``core_counts``, ``warmup``, ``iterations``, ``dims``. ``flags``: the label of each argument
-    in error messages (default :data:`FLAGS`, the CLI's). With ``model_path`` (the baseline model) the inputs
-    are checked for every batch size before anything runs (:func:`sparsify_tui.analysis.inputs.check_run_inputs`:
-    the model, dim names, memory, sample data ``args["data"]``). Raises ``SparsifyError``."""
-    f = {**FLAGS, **(flags or {})}
-    setup = project.get("setup") or {}
-    default_cores = min(int(setup.get("core_count") or settings.available_cores()), settings.available_cores())
-    out = {
-        "batch_sizes": settings.batch_sizes(args.get("batch_sizes"), int(setup.get("batch_size") or 1),
-                                            f["batch_sizes"]),
-        "core_counts": settings.core_counts(args.get("core_counts"), default_cores, f["core_counts"]),
-        "warmup": settings.warmup(args.get("warmup"), f["warmup"]),
-        "iterations": settings.iterations(args.get("iterations"), f["iterations"]),
-        "dims": settings.dims({**(setup.get("dims") or {}), **(args.get("dims") or {})}),
-        "metric": settings.metric(args.get("metric")),
-    }
-    if model_path is not None:
-        from sparsify_tui.analysis.inputs import check_run_inputs
-
-        for b in out["batch_sizes"]:
-            check_run_inputs(model_path, b, out["dims"], args.get("data"), labels_key=args.get("labels"),
-                             metric=out["metric"], scores_outputs=True)
-    return out
-
-
 def benchmark_models(ws, project_id: str, refs: list, *, progress: Optional[ProgressFn] = None,
                      cancel: Optional[CancelToken] = None) -> tuple[list, list]:
     """The models of a benchmark: ``(specs, optimizations)`` with ``specs`` the baseline then each optimization
@@ -93,15 +64,15 @@ def benchmark_models(ws, project_id: str, refs: list, *, progress: Optional[Prog
         if cancel is not None:
             cancel.check()
         lo, span = i / max(1, len(opts)), 1.0 / max(1, len(opts))
-        label = o.get("name") or o["id"]
+        label = o.name or o.id
 
         def sub(step, frac, _lo=lo, _span=span, _label=label):
             prog(f"applying {_label}: {step}", _lo + _span * frac)
 
-        _opt, path = ensure_applied(ws, project_id, o["id"], progress=sub, cancel=cancel)
+        _opt, path = ensure_applied(ws, project_id, o.id, progress=sub, cancel=cancel)
         if any(m.label == label for m in models):
-            label = f"{label} ({o['id'][:6]})"
-        models.append(ModelSpec(label, str(path), o["id"], o.get("name") or o["id"]))
+            label = f"{label} ({o.id[:6]})"
+        models.append(ModelSpec(label, str(path), o.id, o.name or o.id))
     return models, opts
 
 
@@ -122,8 +93,9 @@ def store_benchmark(ws, project_id: str, result, stored_args: dict, *, target: O
 
 
 def benchmark_project(ws, project_id: str, args: dict, *, progress: Optional[ProgressFn] = None,
-                      cancel: Optional[CancelToken] = None) -> tuple[dict, Any]:
-    """Run a project benchmark from job ``args`` and store it; returns ``(record, result)``.
+                      cancel: Optional[CancelToken] = None) -> "BenchmarkResult":
+    """Run a project benchmark from job ``args`` and store it; returns the stored
+    :class:`~sparsify_tui.benchmark.runner.BenchmarkResult` (its ``id`` the record's).
 
     ``args``: ``name`` (default "benchmark N"), ``optimizations`` (ids or names; each is applied first
     when it has no up-to-date optimized file), ``batch_sizes`` / ``core_counts`` (default the project
@@ -132,6 +104,7 @@ def benchmark_project(ws, project_id: str, args: dict, *, progress: Optional[Pro
     Progress: applying takes the first 30 % of the bar when anything must be applied.
     """
     from sparsify_tui.benchmark.runner import run_benchmark
+    from sparsify_tui.services.job_settings import benchmark_settings
 
     project = ws.get_project(project_id)
     s = benchmark_settings(project, args, model_path=ws.model_path(project_id))
@@ -150,16 +123,16 @@ def benchmark_project(ws, project_id: str, args: dict, *, progress: Optional[Pro
                            iterations=s["iterations"], dims=s["dims"], data=args.get("data"), name=name,
                            labels_key=args.get("labels"), metric=settings.metric(args.get("metric")),
                            progress=bprog, cancel=cancel)
-    stored_args = {"name": name, "optimizations": [o["id"] for o in opts], "batch_sizes": s["batch_sizes"],
+    stored_args = {"name": name, "optimizations": [o.id for o in opts], "batch_sizes": s["batch_sizes"],
                    "core_counts": s["core_counts"], "warmup": result.warmup, "iterations": result.iterations}
     if args.get("data"):
         stored_args["data"] = str(args["data"])
     for key in ("labels", "metric"):
         if args.get(key):
             stored_args[key] = str(args[key])
-    rec = store_benchmark(ws, project_id, result, stored_args, rerun_of=args.get("record_id"))
+    store_benchmark(ws, project_id, result, stored_args, rerun_of=args.get("record_id"))
     from sparsify_tui.services.measured import record_measured
 
-    record_measured(ws, project_id, result, [o["id"] for o in opts], baseline_path=models[0].path,
+    record_measured(ws, project_id, result, [o.id for o in opts], baseline_path=models[0].path,
                     data=args.get("data"), progress=prog, cancel=cancel)
-    return rec, result
+    return result
