@@ -15,7 +15,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from conftest import shared_model
-from sparsify_tui.engine.compare import compare_outputs, run_outputs
+from sparsify_tui.engine.outputs import compare_outputs, run_outputs
 from sparsify_tui.engine.importance import data_importance, thinet_order
 from sparsify_tui.engine.reconstruction import (
     ConsumerSpec, NormalEquations, conv_windows, reconstruct,
