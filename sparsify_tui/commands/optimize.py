@@ -6,7 +6,8 @@
                           [--data FILE.npz [--labels KEY]] [--calibration minmax|entropy|percentile] [--json]
     sparsify-tui optimize PROJECT --name NAME --structure channel
                           (--sparsity R [--allocate] | --target-speedup X | --macs-reduction X)
-                          [--max-sparsity 0.7] [--round-to N] [--override GROUP=R ...] [--quantize] [--json]
+                          [--max-sparsity 0.7] [--round-to N] [--override GROUP=R ...] [--quantize]
+                          [--data FILE.npz [--labels KEY]] [--importance auto|l2|bn_scale|activation|thinet] [--json]
     sparsify-tui export PROJECT OPTIMIZATION [-o recipe.yaml]
                         [--code pytorch|pytorch-plain|keras|tensorflow [-O file.py]] [--json]
 """
@@ -40,6 +41,10 @@ def register(sub) -> None:
                    help="channel: thin to X times fewer MACs, at the least loss")
     o.add_argument("--round-to", type=int, default=None, metavar="N",
                    help="channel: kept channel counts round to a multiple of N (default: this CPU's NCHWc block)")
+    o.add_argument("--importance", choices=("auto", "l2", "bn_scale", "activation", "thinet"), default=None,
+                   help="channel: which channels go: auto (default: ThiNet on the sample data when apply has it, else "
+                        "l2), l2 (group L2 norm), bn_scale, activation (weight norm x mean |activation|), thinet "
+                        "(greedy on the consumers' output)")
     o.add_argument("--balance", type=float, default=0.5, metavar="B",
                    help="0 = rank layers by time saved only, 1 = by loss sensitivity only (default 0.5)")
     o.add_argument("--quantize", action="store_true", help="add the INT8 quantization modifier")
@@ -99,10 +104,14 @@ def _optimize(args) -> int:
                                 ("--labels", args.labels), ("--calibration", args.calibration),
                                 ("--calibration-size", args.calibration_size)) if v is not None]
     channel = args.structure == "channel"
+    if channel:  # sample data (and labels) are the channel optimization's own: apply calibrates and scores on them
+        searched = [f for f in searched if f not in ("--data", "--labels")]
+    elif args.importance is not None:
+        raise ProjectError("--importance is a channel-pruning setting: add --structure channel")
     if searched:
         if channel:
             raise ProjectError(f"{searched[0]} belongs to the INT8 search of an unstructured optimization: drop "
-                               "--structure channel (a channel optimization takes --quantize alone)")
+                               "--structure channel (a channel optimization takes --quantize, --data and --labels)")
         return _optimize_int8(args, overrides, searched)
     extra = {k: v for k, v in (("min_sparsity", args.min_sparsity), ("max_sparsity", args.max_sparsity))
              if v is not None}
@@ -126,6 +135,12 @@ def _optimize(args) -> int:
             if args.round_to < 1:
                 raise ProjectError(f"--round-to {args.round_to} is not allowed: --round-to must be 1 or more")
             extra["round_to"] = args.round_to
+        if args.importance is not None:
+            extra["importance"] = args.importance
+        if args.data is not None or args.labels is not None:
+            from sparsify_tui.services.optimizations import channel_data_settings
+
+            extra.update(channel_data_settings(args.data, args.labels))
     sparsity = args.sparsity if args.sparsity is not None else (0.3 if channel else 0.85)
     ws = _ws()
     project = ws.get_project(args.project)

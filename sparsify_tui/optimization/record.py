@@ -157,7 +157,8 @@ class Settings(JsonRecord):
                 continue
             if k not in names:
                 raise ProjectError(f"unknown optimization setting {k!r}: use one of {', '.join(names)}")
-            setattr(out, k, type(getattr(out, k))(v))
+            cur = getattr(out, k)
+            setattr(out, k, v if cur is None else type(cur)(v))  # an optional field (None) takes the value as given
         try:
             return out.validate()
         except ValueError as err:
@@ -466,8 +467,11 @@ class AppliedModel(JsonRecord):
     ``groups`` (``{id, channels, kept, kept_indices}`` per group), ``macs_before`` / ``macs_after`` /
     ``macs_reduction`` (per batch, counted on each file), ``params_before`` / ``params_after``,
     ``exactness_max_rel_diff``, ``round_to``, ``thinned_output_diff`` (the thinned FP32 model against the
-    baseline) and ``thinning`` (``seconds``, ``peak_memory_bytes``, ``checks``). Every field is written only when
-    set, so what was stored writes back unchanged.
+    baseline, before reconstruction), ``thinning`` (``seconds``, ``peak_memory_bytes``, ``checks``), ``importance``
+    and ``reconstruction`` (``items``, ``ridge``, ``seconds``, ``peak_mb``, ``consumers``: ``{node,
+    rel_error_before, rel_error_after, ...}`` per refit layer; None when apply did not reconstruct).
+    ``calibration_data``: the data apply calibrated and scored on (``path``, ``from``, the ``calibration`` and
+    ``held_out`` item ranges). Every field is written only when set, so what was stored writes back unchanged.
     """
 
     path: Optional[str] = _sparse()
@@ -495,6 +499,9 @@ class AppliedModel(JsonRecord):
     round_to: Optional[int] = _sparse()
     thinned_output_diff: Optional[Dict[str, Any]] = _sparse()
     thinning: Optional[Dict[str, Any]] = _sparse()
+    importance: Optional[str] = _sparse()
+    reconstruction: Optional[Dict[str, Any]] = _sparse()
+    calibration_data: Optional[Dict[str, Any]] = _sparse()
     extra: Dict[str, Any] = field(default_factory=dict)
 
     @property
