@@ -102,8 +102,10 @@ def apply_record(ws, project_id: str, opt_ref: str, *, out_path=None, data=None,
         "seconds": res.seconds,
         "warnings": notes + res.warnings,
         "applied_at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
-        "calibration_data": _data_note(res.output_diff, source),
     }
+    note = _data_note(res.output_diff, source)
+    if note is not None:  # synthetic inputs: output_diff.items says so, and the record keeps its old keys
+        applied["calibration_data"] = note
     if res.structure_result is not None:
         applied.update(structure_report(res.structure, res.structure_result))
     if out_path:
@@ -131,14 +133,15 @@ def recorded_data(opt: "Optimization") -> tuple:
     return path, []
 
 
-def _data_note(diff: dict, source: Optional[str]) -> Dict[str, Any]:
-    """``applied.calibration_data``: the data apply used (``path``, or "synthetic"), ``from`` where (``--data``,
-    ``optimization`` (recorded with it), ``search`` (the INT8 search's), ``project``, or None for synthetic) and the
-    item ranges (``calibration`` and ``held_out``)."""
+def _data_note(diff: dict, source: Optional[str]) -> Optional[Dict[str, Any]]:
+    """``applied.calibration_data``: the sample data apply used (``path``), ``from`` where (``--data``,
+    ``optimization`` (recorded with it), ``search`` (the INT8 search's) or ``project``) and the item ranges
+    (``calibration`` and ``held_out``); None with synthetic inputs (``output_diff.items`` says so)."""
     items = (diff or {}).get("items") or {}
-    synthetic = items.get("source") in (None, "synthetic")
-    return {"path": None if synthetic else items.get("source"), "from": None if synthetic else source,
-            "calibration": items.get("calibration"), "held_out": items.get("held_out")}
+    if items.get("source") in (None, "synthetic", "given"):
+        return None
+    return {"path": items.get("source"), "from": source, "calibration": items.get("calibration"),
+            "held_out": items.get("held_out")}
 
 
 def structure_report(structure: str, report: dict) -> Dict[str, Any]:
