@@ -1180,6 +1180,7 @@ def resolve_importance(importance: Optional[str], calibrated: bool) -> str:
 def thin_and_reconstruct(model_path, out_path, *, ratios: Optional[dict] = None, ratio: Optional[float] = None,
                          kept: Optional[dict] = None, round_to: Optional[int] = None, importance: str = "auto",
                          calibration: Optional[Sequence[dict]] = None, reconstruct_model: bool = True,
+                         real_data: bool = True,
                          ridge: Union[float, str] = RIDGE, batch_size: int = 1, dims: Optional[dict] = None,
                          check_feeds: Optional[Sequence[dict]] = None, engine: Any = None,
                          progress: Optional[ProgressFn] = None,
@@ -1191,7 +1192,9 @@ def thin_and_reconstruct(model_path, out_path, *, ratios: Optional[dict] = None,
     (:func:`sparsify_tui.optimization.apply.output_difference`).
 
     ``ratios`` / ``ratio`` / ``kept`` / ``round_to``: as :func:`~sparsify_tui.engine.thinning.thin_model`;
-    ``check_feeds``: the exactness check's inputs (default the first 4 calibration items, else synthetic).
+    ``check_feeds``: the exactness check's inputs (default the first 4 calibration items, else synthetic);
+    ``real_data``: the calibration items are the user's data (False: synthetic inputs, which may still be
+    reconstructed on when asked, but never choose channels: ``"auto"`` is then the group L2 norm).
     Raises as :func:`~sparsify_tui.engine.thinning.thin_model` and :func:`reconstruct`."""
     from sparsify_tui.engine.thinning import thin_model
     from sparsify_tui.tempfiles import temp_dir
@@ -1199,7 +1202,7 @@ def thin_and_reconstruct(model_path, out_path, *, ratios: Optional[dict] = None,
     t0 = time.perf_counter()
     prog = progress or (lambda s, f: None)
     cal = list(calibration or [])
-    method = resolve_importance(importance, bool(cal))
+    method = resolve_importance(importance, bool(cal) and real_data)
     checks = list(check_feeds)[:4] if check_feeds else (cal[:4] or None)
     out = Path(out_path)
     with temp_dir("reconstruct") as tmp:
@@ -1209,7 +1212,8 @@ def thin_and_reconstruct(model_path, out_path, *, ratios: Optional[dict] = None,
             prog(f"thinning: {step}", 0.4 * frac if thinned != out else frac)
 
         res = thin_model(model_path, thinned, ratios=ratios, ratio=ratio, kept=kept, round_to=round_to,
-                         importance=method, batch_size=batch_size, dims=dims or {}, feeds=checks, calibration=cal,
+                         importance=method, batch_size=batch_size, dims=dims or {}, feeds=checks,
+                         calibration=cal if real_data else None,
                          engine=engine, progress=tprog, cancel=cancel)
         rec = None
         if thinned != out:

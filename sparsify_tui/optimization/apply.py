@@ -498,7 +498,8 @@ def apply_model_level(model_path, sparsities: dict, *, structure: str, quantize:
 
         report = kind.apply_model(src, pruned_path, sparsities, settings=settings, batch_size=batch_size,
                                   dims=dims, feeds=split.calibration[:4], calibration=split.calibration,
-                                  reconstruct=reconstruct, engine=engine, progress=sprog, cancel=cancel)
+                                  reconstruct=reconstruct, real_data=split.source != "synthetic", engine=engine,
+                                  progress=sprog, cancel=cancel)
         if isinstance(report, dict) and "reconstruction" in report:
             if report["reconstruction"] is not None:
                 report["reconstruction"]["enabled"] = True

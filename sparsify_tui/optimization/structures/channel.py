@@ -550,12 +550,14 @@ class ChannelPruning(PruningStructure):
 
     # -- apply -----------------------------------------------------------------------------------------------
     def apply_model(self, model_path, out_path, sparsities, *, settings=None, batch_size=1, dims=None, feeds=None,
-                    calibration=None, reconstruct=True, engine=None, progress=None, cancel=None) -> Dict[str, Any]:
+                    calibration=None, reconstruct=True, real_data=True, engine=None, progress=None,
+                    cancel=None) -> Dict[str, Any]:
         """Thin the model at the record's per-group ratios, the channels chosen by its importance, then refit the
         consumers on ``calibration`` items when ``reconstruct``
         (:func:`sparsify_tui.engine.reconstruction.thin_and_reconstruct`); returns its report
         (:meth:`~sparsify_tui.engine.reconstruction.ChannelPruneResult.to_dict`: the thinning and
-        ``reconstruction``). ``feeds``: the exactness check's inputs."""
+        ``reconstruction``). ``feeds``: the exactness check's inputs; ``real_data``: the calibration items are
+        the user's (else synthetic: they never choose channels)."""
         from sparsify_tui.engine.reconstruction import thin_and_reconstruct
 
         ratios = {g: float(r) for g, r in sparsities.items() if float(r) > 0}
@@ -563,6 +565,7 @@ class ChannelPruning(PruningStructure):
         res = thin_and_reconstruct(model_path, out_path, ratios=ratios, round_to=round_to,
                                    importance=getattr(settings, "importance", None) or "auto",
                                    calibration=list(calibration or []), reconstruct_model=bool(reconstruct),
+                                   real_data=bool(real_data),
                                    batch_size=batch_size, dims=dims or {}, check_feeds=list(feeds or [])[:4] or None,
                                    engine=engine, progress=progress, cancel=cancel)
         return res.to_dict()
