@@ -497,3 +497,34 @@ def test_a_data_importance_without_data_is_refused_at_apply(demo_project, capsys
     assert main(["apply", "demo", "c"]) == 2
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "thinet" in err[0] and "--data" in err[0]
+
+
+# ---------------------------------------------------------------------------------------------------- loss profile
+
+
+def test_channel_one_shot_profile_measures_after_reconstruction(tmp_path):
+    """The channel one-shot profile refits a group's consumers at each level (the sensitivity apply delivers):
+    removing channels that copy kept ones costs (almost) nothing after reconstruction, while zeroing them costs
+    much."""
+    from sparsify_tui.profiling.loss_channel import channel_profile
+
+    w1 = duplicated(arr(8, 3, 1, 1))
+    nodes = [helper.make_node("Conv", ["x", "w1", "b1"], ["a"], name="producer", kernel_shape=[1, 1]),
+             helper.make_node("Relu", ["a"], ["r"], name="relu"),
+             helper.make_node("Conv", ["r", "w2"], ["c"], name="consumer", kernel_shape=[3, 3], pads=[1, 1, 1, 1]),
+             helper.make_node("Relu", ["c"], ["rc"], name="relu2"),
+             helper.make_node("Conv", ["rc", "w3"], ["y"], name="head", kernel_shape=[1, 1])]
+    w2 = duplicated(arr(6, 8, 3, 3), axis=1)
+    w2[:, 4:] *= 2.0  # the copies weigh more: the group L2 norm removes channels 0..3, one of each pair
+    path = save(tmp_path, nodes, {"w1": w1, "b1": duplicated(arr(8)), "w2": w2, "w3": arr(2, 6, 1, 1)},
+                [1, 3, 8, 8], y_shape=[1, 2, 8, 8])
+    data = tmp_path / "d.npz"
+    np.savez(data, x=arr(40, 3, 8, 8, scale=1.0))
+    kw = dict(method="one-shot", levels=[0.0, 0.5], data=str(data), batches=4, metric="nmse", round_to=1)
+    plain = {l.id: l.sensitivity for l in channel_profile(path, reconstruct=False, **kw).layers}
+    prof = channel_profile(path, reconstruct=True, **kw)
+    refit = {l.id: l.sensitivity for l in prof.layers}
+    assert prof.extras["reconstruction"]["items"] == 16 and prof.settings["reconstructed"] is True
+    assert plain["w1"]["0.5"] > 1e-2
+    assert refit["w1"]["0.5"] < plain["w1"]["0.5"] / 20  # only the profile's ridge (1e-2) keeps it above 0
+    assert refit["w1"]["0.0"] == 0.0

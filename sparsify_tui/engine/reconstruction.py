@@ -1138,6 +1138,168 @@ def _bias_only(fit: ConsumerFit, c: "_Consumer", orig: "_Runner", thin: "_Runner
     fit.reason = f"{c.k} unknowns per output (over {max_columns}): bias compensation only"
 
 
+# ------------------------------------------------------------------------------------------ dense refits
+
+
+class DenseRefit:
+    """Reconstruction of single layers of the **original** model, for a sensitivity measured after reconstruction
+    (:mod:`sparsify_tui.profiling.loss_channel`): when only some input positions (channels) of a consumer are
+    removed and its upstream is the original, its inputs are the original ones with those positions zeroed and its
+    target is its own original output ``Y = X̃·W̃``. So ``C = X̃ᵀY = G·W̃`` and the refit of any kept set ``K`` is
+
+        ``W̃_K = (G_KK + λ)⁻¹ · G_K,: · W̃``
+
+    from the Gram matrix ``G = X̃ᵀX̃`` of the original inputs alone, accumulated once (:meth:`accumulate`, one run
+    of the model over the calibration items) and solved per kept set (:meth:`refit`). λ is the ridge times the mean
+    of ``diag G`` over all the layer's inputs (:func:`reconstruct` takes it over the kept ones). Consumers are Conv (group 1),
+    ConvTranspose, Gemm and MatMul (with its bias Add), as :func:`reconstruct` refits them."""
+
+    def __init__(self, model: onnx.ModelProto, node_indices: Sequence[int], *, engine=None, core_count=None,
+                 cancel=None, max_rows_per_item: int = 128, base_dir=None) -> None:
+        from sparsify_tui.engine import get_engine
+
+        self.engine = get_engine(engine)
+        self.core_count, self.cancel = core_count, cancel
+        self.runner = _Runner(model, [], self.engine, core_count, cancel, base_dir=base_dir)
+        self.consumers: dict = {}
+        for i in node_indices:
+            kind = _CONSUMERS.get(self.runner.nodes[i].op_type)
+            if kind is None:
+                continue
+            c = kind(self.runner, i, None, max_rows_per_item)
+            if c.reason is None and c.groups == 1 and c.k <= MAX_COLUMNS and \
+                    self.runner.value(c.w_name).dtype == np.float32:
+                self.consumers[i] = c
+        self.G: dict = {}
+        self.W: dict = {}
+        self.chol: dict = {}
+        self.GW: dict = {}
+
+    def accumulate(self, feeds: Sequence[dict], seed: int = 0) -> None:
+        """One run of the model over ``feeds`` (one session), summing every consumer's ``G`` (float64 up to
+        :data:`FLOAT64_COLUMNS` columns, else float32)."""
+        from sparsify_tui.analysis.loading import set_ir_version
+        from sparsify_tui.engine.timing import canceled_as_job
+
+        rng = np.random.default_rng(seed)
+        r = self.runner
+        fetch = sorted({c.data_input for c in self.consumers.values()}
+                       | {getattr(c, "target_tensor", r.nodes[i].output[0]) for i, c in self.consumers.items()})
+        m = onnx.ModelProto()
+        m.CopyFrom(r.model)
+        outs = {o.name for o in m.graph.output}
+        m.graph.output.extend(onnx.ValueInfoProto(name=n) for n in fetch if n not in outs)
+        set_ir_version(m, max(4, min(int(m.ir_version), 10)))
+        ext = {t.name: r.arrays[t.name] for t in m.graph.initializer if t.name in r.arrays}
+        ne = {i: NormalEquations(1, c.k, c.o, c.intercept) for i, c in self.consumers.items()}
+        with self.engine.open_session(m.SerializeToString(), self.core_count, external_initializers=ext) as sess:
+            run = sess.runner(fetch, self.cancel)
+            with canceled_as_job(self.cancel):
+                for feed in feeds:
+                    maybe_check(self.cancel)
+                    vals = dict(zip(fetch, run({k: v for k, v in feed.items() if k in r.graph_inputs})))
+                    for i, c in self.consumers.items():
+                        X, Y = c.rows(vals[c.data_input], vals[getattr(c, "target_tensor", r.nodes[i].output[0])],
+                                      rng)
+                        ne[i].add(X, Y[:, :, :1])  # only G is used: one output column is enough to stream rows
+            del run
+        _trim_heap()
+        for i, n in ne.items():
+            n._ready()
+            self.G[i] = n.G[0][0] + n.G[1][0]
+            W0, b0 = self.consumers[i].current()
+            c = self.consumers[i]
+            self.W[i] = np.concatenate([W0[0], np.asarray(b0, np.float64).reshape(1, c.o) if b0 is not None
+                                        else np.zeros((1, c.o))]) if c.intercept else W0[0]
+
+    def positions(self, index: int) -> int:
+        """Input positions (channels, or features for Gemm/MatMul) of consumer ``index``: a removed position takes
+        ``columns // positions`` columns of its rows."""
+        c = self.consumers[index]
+        return c.w_shape[1] if c.node.op_type == "Conv" else c.w_shape[0] if c.node.op_type == "ConvTranspose" else c.k
+
+    def _penalized(self, index: int, ridge: float) -> np.ndarray:
+        """``A = G + λ`` (float64; λ = ``ridge`` · the mean of ``diag G`` over the layer's inputs, the intercept
+        unpenalized)."""
+        c = self.consumers[index]
+        A = self.G[index].astype(np.float64)
+        k = c.k
+        scale = float(np.mean(np.diag(A)[:k])) if k else 0.0
+        ii = np.arange(k)
+        A[ii, ii] += ridge * scale if scale > 0 else ridge
+        if c.intercept:
+            A[k, k] += 1e-9 * max(scale, 1.0)
+        return A
+
+    def order(self, index: int, rank: np.ndarray, ridge: float) -> None:
+        """Prepare consumer ``index`` for kept sets that shrink in one order: ``rank`` per input position (the step
+        at which it is removed; ``inf`` = never). Columns are permuted so that every such kept set is a leading
+        block (the intercept first, then positions by decreasing rank), ``A = G + λ`` is factored once
+        (``A = L·Lᵀ``, Cholesky) and ``L⁻¹`` kept: the leading block of ``L`` is the Cholesky factor of the leading
+        block of ``A`` and the inverse of a triangular block is the block of the inverse, so each kept set then costs
+        two products (``x = L_n⁻ᵀ·L_n⁻¹·b``), not a factorization."""
+        c = self.consumers[index]
+        per = c.k // self.positions(index)
+        col_rank = np.repeat(np.asarray(rank, np.float64), per)
+        perm = np.argsort(-col_rank, kind="stable")
+        if c.intercept:
+            perm = np.concatenate([[c.k], perm])
+        A = self._penalized(index, ridge)[np.ix_(perm, perm)]
+        try:
+            L = np.linalg.cholesky(A)
+        except np.linalg.LinAlgError:
+            self.chol.pop(index, None)
+            return
+        Linv = np.linalg.inv(L)
+        self.chol[index] = (ridge, perm, Linv if len(Linv) <= FLOAT64_COLUMNS else Linv.astype(np.float32))
+
+    def refit(self, index: int, kept_positions: np.ndarray, ridge: float) -> tuple:
+        """``(weight, bias)``: consumer ``index``'s weight in the node's own layout, refit on its kept input positions
+        (bool per position) and zero at the removed ones, and ``((node index, input slot), bias array)`` of its bias
+        (the node's own, or the constant of its bias Add) or None without an intercept. A kept set that is a leading
+        block of the order given to :meth:`order` costs two matrix products; any other one a solve."""
+        c = self.consumers[index]
+        per = c.k // self.positions(index)
+        cols = np.repeat(np.asarray(kept_positions, bool), per)
+        if c.intercept:
+            cols = np.concatenate([cols, [True]])
+        if index not in self.GW:
+            self.GW[index] = self.G[index].astype(np.float64) @ self.W[index]
+        Wt = np.zeros_like(self.W[index])
+        n = int(cols.sum())
+        ch = self.chol.get(index)
+        if ch is not None and ch[0] == ridge and cols[ch[1][:n]].all():
+            _r, perm, Linv = ch
+            Ln = Linv[:n, :n]
+            Wt[perm[:n]] = (Ln.T @ (Ln @ self.GW[index][perm[:n]].astype(Ln.dtype))).astype(np.float64)
+        else:
+            K = np.flatnonzero(cols)
+            Wt[K] = _solve(self._penalized(index, ridge)[np.ix_(K, K)], self.GW[index][K])
+        r = self.runner
+        node = r.nodes[index]
+        c.write(Wt[None])
+        weight = r.value(node.input[getattr(c, "wi", 1)])
+        if not c.intercept:
+            return weight, None
+        at = (c.add_index, c.add_slot) if getattr(c, "add_index", None) is not None else (index, 2)
+        return weight, (at, r.value(r.nodes[at[0]].input[at[1]]))
+
+    def release(self, index: int) -> None:
+        """Drop consumer ``index``'s matrices (its group is measured)."""
+        for d in (self.G, self.chol, self.GW):
+            d.pop(index, None)
+
+
+def _solve(A: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """``A⁻¹·b`` (float32 above :data:`FLOAT64_COLUMNS` rows, as :meth:`NormalEquations.solve`), least squares when
+    ``A`` is singular."""
+    dt = np.float64 if len(A) <= FLOAT64_COLUMNS else np.float32
+    try:
+        return np.linalg.solve(A.astype(dt), b.astype(dt)).astype(np.float64)
+    except np.linalg.LinAlgError:
+        return np.linalg.lstsq(A, b, rcond=None)[0]
+
+
 # ------------------------------------------------------------------------------------------ thin + reconstruct
 
 
