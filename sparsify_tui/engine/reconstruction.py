@@ -1245,13 +1245,14 @@ class DenseRefit:
         if c.intercept:
             perm = np.concatenate([[c.k], perm])
         A = self._penalized(index, ridge)[np.ix_(perm, perm)]
+        if len(A) > FLOAT64_COLUMNS:  # as NormalEquations: the ridge bounds the condition number
+            A = A.astype(np.float32)
         try:
             L = np.linalg.cholesky(A)
         except np.linalg.LinAlgError:
             self.chol.pop(index, None)
             return
-        Linv = np.linalg.inv(L)
-        self.chol[index] = (ridge, perm, Linv if len(Linv) <= FLOAT64_COLUMNS else Linv.astype(np.float32))
+        self.chol[index] = (ridge, perm, np.linalg.inv(L))
 
     def refit(self, index: int, kept_positions: np.ndarray, ridge: float) -> tuple:
         """``(weight, bias)``: consumer ``index``'s weight in the node's own layout, refit on its kept input positions
