@@ -220,7 +220,8 @@ def profile_time(name: str, case: dict, args, engine) -> dict:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--models", default=",".join(CASES))
-    ap.add_argument("--data-dir", default=str(ROOT.parent / "recon-data"))
+    ap.add_argument("--data-dir", default="/tmp/sparsify-tui-real-data",
+                    help="labelled sets of benchmarks/real_data.py (made there when missing)")
     ap.add_argument("--items", type=int, default=512, help="items of each labelled set made when missing")
     ap.add_argument("--calibration", type=int, default=64, help="calibration items (the rest are held out)")
     ap.add_argument("--random-items", type=int, default=64, help="held-out random items of the random-weight models")
