@@ -62,8 +62,9 @@ CASES = {
                      "goal_nmse_ratio": 5.0},
 }
 
-#: the variants every case runs: (label, importance, reconstruct)
-VARIANTS = [("l2", "l2", False), ("l2+rec", "l2", True), ("chosen+rec", "auto", True)]
+#: the variants a case can run: (label, importance, reconstruct); ``--variants`` picks (default: the first three)
+VARIANTS = [("l2", "l2", False), ("l2+rec", "l2", True), ("chosen+rec", "auto", True),
+            ("activation", "activation", False), ("activation+rec", "activation", True), ("thinet", "thinet", False)]
 
 #: more columns: functions ``fn(case_name, case, split, model_path, tmp_dir, ratio) -> [(label, path), ...]``
 #: called once per case and ratio after the variants (the budget search and the INT8-only search at the case's
@@ -229,8 +230,8 @@ def main(argv=None) -> int:
     ap.add_argument("--rounds", type=int, default=6)
     ap.add_argument("--iterations", type=int, default=48)
     ap.add_argument("--ratios", default=None, help="override every model's ratios, e.g. 0.2,0.3")
-    ap.add_argument("--variants", default=",".join(v[0] for v in VARIANTS),
-                    help="which variants to run (l2, l2+rec, chosen+rec)")
+    ap.add_argument("--variants", default=",".join(v[0] for v in VARIANTS[:3]),
+                    help=f"which variants to run ({', '.join(v[0] for v in VARIANTS)})")
     ap.add_argument("--profile-time", action="store_true")
     ap.add_argument("--json", default=None)
     args = ap.parse_args(argv)
