@@ -57,7 +57,7 @@ CASES = {
                   "goal_speedup": 1.3, "protect": {"ratio": 0.35, "k": [1, 2]}},
     "ppocr_det": {"file": "ch_PP-OCRv4_det_infer.onnx", "data": "ppocr_det", "dims": {"x:2": 320, "x:3": 320},
                   "ratios": [0.15, 0.2], "budget": ("nmse", 0.05), "goal_speedup": 1.3,
-                  "protect": {"ratio": 0.25, "k": [2, 4]}},
+                  "protect": {"ratio": 0.2, "k": [1, 2]}},
     "resnet50": {"file": "resnet50.onnx", "data": None, "dims": {}, "ratios": [0.3], "budget": None,
                  "goal_nmse_ratio": 5.0},
     "mobilenet_v2": {"file": "mobilenet_v2.onnx", "data": None, "dims": {}, "ratios": [0.3], "budget": None,
