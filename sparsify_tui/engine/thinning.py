@@ -39,6 +39,8 @@ from sparsify_tui.analysis.channels import (
 )
 from sparsify_tui.analysis.graph import iter_graphs
 from sparsify_tui.analysis.layers import WEIGHT_CHAIN_OPS
+from sparsify_tui.engine.importance import DATA_METHODS, data_importance
+from sparsify_tui.engine.reconstruction import consumer_specs
 from sparsify_tui.engine.weights import IN_MEMORY, file_size, lower_ir_version, write_model
 from sparsify_tui.errors import ModelError, SparsifyError
 from sparsify_tui.progress import CancelToken, ProgressFn, maybe_check
@@ -333,6 +335,11 @@ class ThinResult:
     dims: dict = field(default_factory=dict)
     checks: dict = field(default_factory=dict)
     structure: str = "channel"
+    consumers: list = field(default_factory=list, repr=False)
+    """The layers whose input channels were removed (:class:`~sparsify_tui.engine.reconstruction.ConsumerSpec`,
+    graph order): what :func:`~sparsify_tui.engine.reconstruction.reconstruct` refits. Not in :meth:`to_dict`."""
+    downstream: list = field(default_factory=list, repr=False)
+    """``consumers`` plus every later layer with a constant weight (``consumer_specs(downstream=True)``)."""
 
     @property
     def macs_reduction(self) -> float:
@@ -444,6 +451,7 @@ def thin_model(model_path: Union[str, os.PathLike], out_path: Union[str, os.Path
                ratio: Optional[float] = None, ratios: Optional[dict] = None, kept: Optional[dict] = None,
                round_to: Optional[int] = None, importance: str = "l2", batch_size: int = 1,
                dims: Optional[dict] = None, feeds: Optional[Sequence[dict]] = None, samples: int = 4,
+               calibration: Optional[Sequence[dict]] = None,
                check: bool = True, engine: Any = None, progress: Optional[ProgressFn] = None,
                cancel: Optional[CancelToken] = None) -> ThinResult:
     """Write a channel-thinned copy of the model at ``model_path`` to ``out_path`` and measure it.
@@ -458,7 +466,9 @@ def thin_model(model_path: Union[str, os.PathLike], out_path: Union[str, os.Path
         round_to: kept counts round to a multiple of this (:func:`sparsify_tui.analysis.channels.round_kept`);
             default :func:`sparsify_tui.analysis.channels.default_round_to` (16 on AVX-512, else 8: measured).
         importance: ``"l2"`` (group L2 norm, DepGraph) or ``"bn_scale"``
-            (:func:`sparsify_tui.analysis.channels.channel_importance`): the least important channels go.
+            (:func:`sparsify_tui.analysis.channels.channel_importance`), or on ``calibration`` data ``"activation"``
+            or ``"thinet"`` (:func:`sparsify_tui.engine.importance.data_importance`): the least important channels go.
+        calibration: feed dicts the data importances run the original model on.
         batch_size, dims: input sizes for shapes and MACs (MACs are per batch) and for the check inputs.
         feeds: check inputs (feed dicts); default ``samples`` seeded synthetic batches with valid values.
         check: run the exactness check and the output difference (two model runs each); False skips both.
@@ -504,10 +514,16 @@ def thin_model(model_path: Union[str, os.PathLike], out_path: Union[str, os.Path
         groups = groups_from_analysis(model, analysis, base_dir=src.parent)
         seconds["analysis_s"] = time.perf_counter() - t
         t = time.perf_counter()
-        scores = channel_importance(model, groups, importance, base_dir=src.parent)
+        if importance in DATA_METHODS:
+            scores = data_importance(src, model, groups, list(calibration or []), importance, base_dir=src.parent,
+                                     engine=engine, cancel=cancel)
+        else:
+            scores = channel_importance(model, groups, importance, base_dir=src.parent)
         removed, ratio_of = resolve_removed(groups, scores, ratio=ratio, ratios=ratios, kept=kept,
                                             round_to=round_to)
         dead = groups.removed_elements(removed)
+        consumers = consumer_specs(model, groups, dead)
+        downstream = consumer_specs(model, groups, dead, downstream=True)
         seconds["importance_s"] = time.perf_counter() - t
         step("thinning", 0.3)
         t = time.perf_counter()
@@ -582,7 +598,7 @@ def thin_model(model_path: Union[str, os.PathLike], out_path: Union[str, os.Path
         exactness_max_rel_diff=exactness, output_diff=diff,
         file_size_bytes_before=file_size(src), file_size_bytes_after=file_size(out),
         thinning_seconds=thinning_seconds, seconds=seconds, peak_memory_bytes=mem.added,
-        batch_size=int(batch_size), dims=dims, checks=checks,
+        batch_size=int(batch_size), dims=dims, checks=checks, consumers=consumers, downstream=downstream,
     )
 
 
