@@ -193,6 +193,16 @@ def sample_set(model_path: Union[str, os.PathLike], *, data: Optional[Union[str,
     return SampleSet(feeds, labels, key, str(data), len(feeds) * batch_size)
 
 
+def item_count(model_path: Union[str, os.PathLike], data: Union[str, os.PathLike], *, labels_key: Optional[str] = None,
+               dims: Optional[dict] = None) -> int:
+    """Items in the sample data ``data`` for the model's inputs, read from the file's headers (no array is loaded).
+    Raises ``SampleDataError`` / ``DimensionError`` as :func:`sample_set`."""
+    from sparsify_tui.analysis.inputs import input_specs
+
+    specs = input_specs(str(model_path), batch_size=1, dims=dims or {})
+    return _item_count(data, specs, labels_key or DEFAULT_LABELS_KEY)
+
+
 def _item_count(data, specs, key: Optional[str]) -> int:
     """Items of the inputs in ``data`` (the leading dim of the first non-scalar input array)."""
     from sparsify_tui.analysis.inputs import inspect_sample_data
@@ -206,5 +216,5 @@ def _item_count(data, specs, key: Optional[str]) -> int:
     return 0
 
 
-__all__ = ["DEFAULT_LABELS_KEY", "SampleSet", "sample_set", "split_labels", "check_labels", "batch_labels",
+__all__ = ["DEFAULT_LABELS_KEY", "SampleSet", "sample_set", "item_count", "split_labels", "check_labels", "batch_labels",
            "declared_outputs", "check_outputs_fit", "labels_need_class_output", "metric_needs_class_output"]

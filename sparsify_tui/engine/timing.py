@@ -124,6 +124,23 @@ def time_runs(session, feeds: Sequence[Mapping[str, Any]], *, warmup: int, itera
     return [t / 1e6 for t in times_ns]
 
 
+def round_shares(rounds: int, iterations: int) -> list[int]:
+    """Timed runs per round of :func:`interleaved_times`: ``iterations`` split over ``min(rounds, iterations)``
+    rounds, the first rounds taking one more when it does not divide."""
+    rounds = max(1, min(int(rounds), int(iterations)))
+    return [int(iterations) // rounds + (1 if r < int(iterations) % rounds else 0) for r in range(rounds)]
+
+
+def per_round(times_ms: Sequence[float], rounds: int, iterations: int) -> list[list[float]]:
+    """One model's times from :func:`interleaved_times` split back into its rounds (same ``rounds`` and
+    ``iterations``), so two models can be compared round by round (paired: the same machine state)."""
+    out, i = [], 0
+    for n in round_shares(rounds, iterations):
+        out.append(list(times_ms[i:i + n]))
+        i += n
+    return out
+
+
 def interleaved_times(engine, models: Sequence[Any], feeds: Sequence[Mapping[str, Any]], core_count: Optional[int],
                       *, rounds: int = 3, warmup: int = 2, iterations: int = 12,
                       cancel: Optional[CancelToken] = None,
@@ -137,8 +154,8 @@ def interleaved_times(engine, models: Sequence[Any], feeds: Sequence[Mapping[str
     ``models``: paths (or anything ``engine.open_session`` takes); returns, per model, its ms per timed run
     (``iterations`` of them, all rounds). ``on_step(done, total)`` after each session. Raises ``ModelError``
     when a model cannot be loaded, ``JobCanceled`` on cancel."""
-    rounds = max(1, min(int(rounds), int(iterations)))
-    share = [int(iterations) // rounds + (1 if r < int(iterations) % rounds else 0) for r in range(rounds)]
+    share = round_shares(rounds, iterations)
+    rounds = len(share)
     out: list[list[float]] = [[] for _ in models]
     order = list(range(len(models)))
     total, done = rounds * len(order), 0

@@ -58,18 +58,37 @@ def create_optimization(ws, project_id: str, name: str, perf: Optional[str] = No
     loss profile id or name, ``"approximated"``, or None (:func:`profiles.resolve_loss_profile`).
     Raises :class:`ProjectError` for a taken name or bad setting, :class:`RecordNotFound` for an unknown profile.
     """
+    rec = build_record(ws, project_id, name, perf=perf, loss=loss, sparsity=sparsity, balance=balance,
+                       quantize=quantize, settings=settings, overrides=overrides)
+    return _typed(ws.add_record(ws.get_project(project_id)["id"], TABLE, rec.to_dict()))
+
+
+def check_name_free(ws, project_id: str, name: str) -> str:
+    """The stripped ``name``; ``ProjectError`` (one line) when it is empty or the project already has an
+    optimization of that name."""
+    project = ws.get_project(project_id)
+    name = (name or "").strip()
+    if not name:
+        raise ProjectError("an optimization needs a name: pass --name NAME")
+    if any(r.get("name") == name for r in ws.list_records(project["id"], TABLE)):
+        raise ProjectError(f"optimization {name!r} already exists in project {project['name']!r}: "
+                           f"choose another name or copy it")
+    return name
+
+
+def build_record(ws, project_id: str, name: str, perf: Optional[str] = None, loss: Optional[str] = None,
+                 sparsity: float = 0.85, balance: float = 0.5, quantize: bool = False, *,
+                 settings: Optional[Dict[str, Any]] = None,
+                 overrides: Optional[Dict[str, float]] = None) -> "Optimization":
+    """The evaluated optimization :func:`create_optimization` stores (same arguments and errors), not stored: a
+    search (:mod:`sparsify_tui.services.budget`) sets its target before storing it."""
     from sparsify_tui.optimization import core
     from sparsify_tui.optimization.record import UNSTRUCTURED
     from sparsify_tui.optimization.structures import get_structure
 
     project = ws.get_project(project_id)
     pid = project["id"]
-    name = (name or "").strip()
-    if not name:
-        raise ProjectError("an optimization needs a name: pass --name NAME")
-    if any(r.get("name") == name for r in ws.list_records(pid, TABLE)):
-        raise ProjectError(f"optimization {name!r} already exists in project {project['name']!r}: "
-                           f"choose another name or copy it")
+    name = check_name_free(ws, pid, name)
     analysis = model_analysis(ws, pid)
     settings = dict(settings or {})
     kind = get_structure(settings.get("structure") or UNSTRUCTURED)
@@ -98,7 +117,7 @@ def create_optimization(ws, project_id: str, name: str, perf: Optional[str] = No
         rec = core.override(rec, w, s)
     if skipped:
         rec.warnings = list(rec.warnings or []) + skipped
-    return _typed(ws.add_record(pid, TABLE, rec.to_dict()))
+    return rec
 
 
 def get_optimization(ws, project_id: str, ref: str) -> "Optimization":

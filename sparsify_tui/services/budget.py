@@ -1,0 +1,118 @@
+"""Budget-searched optimizations of a project: build a channel optimization from the project's profiles, run the
+budget search (:func:`sparsify_tui.optimization.budget_search.search_budget`) and store the optimization at the
+configuration it chose (channel target, INT8 exclusions) with every trial. When FP32 wins, the optimization is
+stored with nothing thinned and INT8 off, and says so: never a model slower than the original. Nothing is stored
+when the search fails (bad data or labels, a model that cannot run) or is canceled."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Dict, Optional
+
+from sparsify_tui import settings
+from sparsify_tui.errors import SampleDataError, SparsifyError
+from sparsify_tui.progress import CancelToken, ProgressFn
+from sparsify_tui.services.optimizations import TABLE, build_record, check_name_free
+
+if TYPE_CHECKING:
+    from sparsify_tui.optimization.record import Optimization
+
+
+def budget_settings(project: Dict[str, Any], args: Dict[str, Any]) -> Dict[str, Any]:
+    """Validated arguments of a budget search job (defaults from the project's setup and
+    :mod:`sparsify_tui.settings`): ``name, perf, loss, balance, max_drop, metric, data, labels, quantize,
+    calibration, calibration_size (items; None: the search's rule), max_trials, dims, core_count``. Raises
+    ``SparsifyError`` (one line)."""
+    from sparsify_tui.optimization.budget_search import MAX_TRIALS
+
+    setup = project.get("setup") or {}
+    name = str(args.get("name") or "").strip()
+    if not name:
+        raise SparsifyError("an optimization needs a name: pass --name NAME")
+    if args.get("max_drop") in (None, ""):
+        raise SparsifyError("the budget search needs a budget: add --max-drop D (e.g. 0.01 for 1 point of top-1, "
+                            "0.05 for NMSE)")
+    data = settings.data_file(args.get("data") or setup.get("data"))
+    if data is None:
+        raise SampleDataError("the budget search needs real items to fit the reconstruction and score each trial: "
+                              "add --data FILE.npz (inputs, and labels for top-1 accuracy)")
+    dims = dict(setup.get("dims") or {})
+    dims.update(args.get("dims") or {})
+    cores = args.get("core_count")
+    if cores is None:
+        cores = min(int(setup.get("core_count") or settings.available_cores()), settings.available_cores())
+    cal = args.get("calibration_size")
+    balance = 0.5 if args.get("balance") is None else float(args["balance"])
+    if not 0.0 <= balance <= 1.0:
+        raise SparsifyError(f"--balance {balance} is not allowed: --balance must be between 0 and 1")
+    return {
+        "name": name,
+        "perf": args.get("perf"),
+        "loss": args.get("loss"),
+        "balance": balance,
+        "max_drop": settings.max_drop(args.get("max_drop")),
+        "metric": settings.metric(args.get("metric")),
+        "data": data,
+        "labels": args.get("labels") or None,
+        "quantize": bool(args.get("quantize")),
+        "calibration": settings.calibration_method(args.get("calibration")),
+        "calibration_size": None if cal in (None, "") else settings.calibration_size(cal),
+        "max_trials": settings.trial_count(args.get("max_trials"), MAX_TRIALS),
+        "dims": dims,
+        "core_count": settings.core_count(cores),
+    }
+
+
+def search_budget_optimization(ws, project_id: str, args: Dict[str, Any], *, progress: Optional[ProgressFn] = None,
+                               cancel: Optional[CancelToken] = None, timing: Optional[dict] = None) -> "Optimization":
+    """Create the channel optimization ``args["name"]`` at the configuration the budget search chose; returns it as
+    stored. ``args``: see :func:`budget_settings`; ``timing``: overrides of the search's timing rounds."""
+    from sparsify_tui.optimization import core
+    from sparsify_tui.optimization.budget_search import search_budget
+    from sparsify_tui.optimization.structures import load_optimization
+
+    project = ws.get_project(project_id)
+    pid = project["id"]
+    s = budget_settings(project, args)
+    check_name_free(ws, pid, s["name"])
+    prog = progress or (lambda step, frac: None)
+    prog("building the channel optimization", 0.0)
+    rec = build_record(ws, pid, s["name"], perf=s["perf"], loss=s["loss"], sparsity=0.3, balance=s["balance"],
+                       settings={"structure": "channel", "target": "speedup"})
+    search = search_budget(ws.model_path(pid), rec, max_drop=s["max_drop"], data=s["data"], metric=s["metric"],
+                           labels_key=s["labels"], dims=s["dims"], calibration_items=s["calibration_size"],
+                           quantize=s["quantize"], calibration_method=s["calibration"], max_trials=s["max_trials"],
+                           core_count=s["core_count"], timing=timing,
+                           progress=lambda step, f: prog(step, 0.02 + 0.97 * f), cancel=cancel)
+    rec = chosen_record(rec, search, calibration_method=s["calibration"])
+    rec = core.evaluate(rec)
+    rec.warnings = list(search.warnings) + list(rec.warnings)
+    return load_optimization(ws.add_record(pid, TABLE, rec.to_dict()))
+
+
+def chosen_record(rec: "Optimization", search, *, calibration_method: str = "minmax") -> "Optimization":
+    """``rec`` set to the configuration ``search`` chose (in place; returned): the chosen trial's target speedup
+    (nothing thinned when FP32 was kept or the chosen trial is the unthinned model) and, for an INT8 trial, INT8 on
+    with the nodes its INT8 search kept FP32 (that search moves to ``quantization.search``). ``rec.search`` holds
+    the search. Re-evaluate it afterwards."""
+    from sparsify_tui.optimization.int8_search import excluded_nodes, kept_trial
+
+    chosen = search.chosen_trial
+    if chosen is not None and chosen.target > 1.0:
+        rec.settings = rec.settings.with_changes(target="speedup", target_speedup=chosen.target)
+    else:
+        rec.settings = rec.settings.with_changes(target="uniform", sparsity=0.0)
+    q = rec.quantization
+    q.enabled = bool(chosen is not None and chosen.quantized)
+    q.excluded = []
+    if q.enabled:
+        q.search, chosen.int8_search = chosen.int8_search, None
+        if q.search.chosen is None:  # FP32 won the INT8 search's own timing, not the budget search's
+            q.search.chosen = kept_trial(q.search).index
+            q.search.status = "kept by the budget search (faster than FP32 in every round of its timing)"
+        q.calibration_method = calibration_method
+        q.excluded = excluded_nodes(q.search.groups, chosen.fp32_groups)
+    rec.search = search
+    return rec
+
+
+__all__ = ["budget_settings", "search_budget_optimization", "chosen_record"]
