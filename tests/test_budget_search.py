@@ -369,3 +369,60 @@ def test_older_records_read_back_unchanged_and_the_search_round_trips():
     back = Optimization.from_dict(rec.to_dict())
     assert back.to_dict() == rec.to_dict() and back.search.chosen_trial.target == 2.0
     assert back.search.chosen_trial.label == "2.00× target"
+
+
+# ------------------------------------------------------------------------------------------------ honest cards
+
+
+def test_too_far_from_the_original_by_agreement_else_nmse():
+    from sparsify_tui.optimization.fidelity import TOO_FAR, applied_fidelity, too_far
+
+    assert too_far(0.89, 0.0) == (True, "top-1 agreement 89.0% < 90%")
+    assert too_far(0.9, 5.0)[0] is False  # a class output: agreement decides, not NMSE
+    assert too_far(None, 0.11) == (True, "NMSE 0.11 > 0.1") and too_far(None, 0.1)[0] is False
+    assert too_far(None, None) == (False, "")
+    fid = applied_fidelity({"accuracy": 0.5, "accuracy_baseline": 0.953, "top1_agreement": 0.52, "nmse": 0.58,
+                            "samples": 128})
+    assert fid.text == "accuracy 50.0% (FP32 95.3%), top-1 agreement 52.0%, NMSE 0.58 on 128 batch(es)"
+    assert fid.too_far and fid.flag == f"{TOO_FAR} (top-1 agreement 52.0% < 90%)"
+    assert TOO_FAR == "too far from the original to use without fine-tuning: export the training code (`e`)"
+    assert applied_fidelity({}) is None
+
+
+def _applied(ws, pid, name, diff, speedup=1.7):
+    """Store an applied model's output difference and a measured speedup on optimization ``name`` (what apply and a
+    benchmark write), as the card and `optimization show` read them."""
+    from sparsify_tui.optimization.record import AppliedModel, Measured
+    from sparsify_tui.services.optimizations import get_optimization, store_fields
+
+    opt = get_optimization(ws, pid, name)
+    opt.applied = AppliedModel(path="x.onnx", structure="channel", output_diff=diff, groups=[])
+    opt.measured = Measured(benchmark_name="bench", batch_size=1, core_count=2, speedup=speedup, median_ms=1.0,
+                            baseline_ms=1.7)
+    return store_fields(ws, pid, opt, "applied", "measured")
+
+
+def test_optimization_show_puts_the_held_out_score_beside_the_speed_and_flags(workspace_home, tmp_path, capsys,
+                                                                              size_timing):
+    from sparsify_tui.cli import main
+
+    ws, project, model = _project(tmp_path)
+    data = _data(model, tmp_path / "d.npz", n=32)
+    assert main(["optimize", "cnn", "--name", "b", "--structure", "channel", "--max-drop", "0.5", "--data",
+                 str(data), "--max-trials", "2"]) == 0
+    capsys.readouterr()
+    assert main(["optimization", "show", "cnn", "b"]) == 0
+    out = capsys.readouterr().out
+    # before apply: the predicted change is the search's held-out measurement of the chosen trial
+    assert "predicted output change: measured by the budget search on 16 held-out items: top1" in out
+    assert "applied: not yet" in out
+    _applied(ws, project["id"], "b", {"accuracy": 0.61, "accuracy_baseline": 1.0, "top1_agreement": 0.61,
+                                      "nmse": 0.4, "samples": 16})
+    assert main(["optimization", "show", "cnn", "b"]) == 0
+    out = capsys.readouterr().out
+    assert ("applied: accuracy 61.0% (FP32 100.0%), top-1 agreement 61.0%, NMSE 0.4 on 16 batch(es); measured "
+            "1.70x ('bench', batch 1, 2 cores)") in out
+    assert "warning: too far from the original to use without fine-tuning: export the training code (`e`)" in out
+    _applied(ws, project["id"], "b", {"top1_agreement": 0.97, "nmse": 0.01, "samples": 16})
+    assert main(["optimization", "show", "cnn", "b"]) == 0
+    assert "too far" not in capsys.readouterr().out

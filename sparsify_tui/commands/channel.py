@@ -21,6 +21,7 @@ def render_channel_text(opt: "Optimization", project_name: str) -> str:
     """Text summary of a channel optimization: target, estimates (onnxruntime, time model named, measured when
     benchmarked) and one line per group (channels, kept, ratio, est. ms, est. loss, note)."""
     from sparsify_tui.formatting import format_fixed as _fmt
+    from sparsify_tui.optimization.fidelity import predicted_change
 
     est, st, q = opt.estimates, opt.settings, opt.quantization
     target = {"uniform": f"uniform ratio {st.sparsity:.2f} per group",
@@ -44,13 +45,14 @@ def render_channel_text(opt: "Optimization", project_name: str) -> str:
           for w in ((opt.model.extra.get("channel_time_model") or {}).get("calibration") or {}).get("warnings") or []],
         f"    MACs {_fmt(est.macs, '.4g')} -> {_fmt(est.macs_pruned, '.4g')} ({_fmt(est.macs_reduction)}x fewer), "
         f"params {_fmt(est.params, '.4g')} -> {_fmt(est.params_nonzero, '.4g')}",
-        f"    est. output change {_fmt(est.est_output_change, '.4g')} ({est.loss_metric}, summed over groups)",
+        f"  predicted output change: {predicted_change(opt)}",
     ]
     if measured:
         stale = " (stale: the optimization changed since)" if measured.get("stale") else ""
         lines.append(f"  measured (benchmark {measured.get('benchmark_name')!r}, batch {measured.get('batch_size')}, "
                      f"{measured.get('core_count')} cores): speedup {_fmt(measured.get('speedup'))}x vs "
                      f"estimated {_fmt(measured.get('estimated_speedup'))}x{stale}")
+    lines += applied_lines(opt)
     timed = est.baseline_ms is not None  # group ms only from a measured perf profile (FLOPS: relative units)
     lines.append(f"  groups (id, channels -> kept, ratio, {'est. ms' if timed else 'est. speedup'}, est. loss, note):")
     for l in opt.layers:
@@ -64,6 +66,24 @@ def render_channel_text(opt: "Optimization", project_name: str) -> str:
     lines.append(f"next: sparsify-tui apply {project_name!r} {opt.name!r} --json, then sparsify-tui benchmark "
                  f"{project_name!r} -O {opt.name!r}")
     return "\n".join(lines)
+
+
+def applied_lines(opt: "Optimization") -> list:
+    """The applied model's held-out accuracy or agreement next to its measured speedup, and the too-far flag
+    (:mod:`sparsify_tui.optimization.fidelity`): lines of ``optimization show``, any structure."""
+    from sparsify_tui.formatting import format_fixed as _fmt
+    from sparsify_tui.optimization.fidelity import applied_fidelity
+
+    fid = applied_fidelity(opt.applied.diff if opt.applied is not None else None)
+    if fid is None:
+        return ["  applied: not yet (sparsify-tui apply, with --data to score held-out items)"]
+    m = opt.measured
+    speed = (f"measured {_fmt(m.speedup)}x ({m.benchmark_name!r}, batch {m.batch_size}, {m.core_count} cores)"
+             if m is not None else "speed not measured yet (sparsify-tui benchmark)")
+    lines = [f"  applied: {fid.text}; {speed}"]
+    if fid.too_far:
+        lines.append(f"  warning: {fid.flag}")
+    return lines
 
 
 def cmd_calibrate(args) -> int:

@@ -356,8 +356,11 @@ def _render_unstructured(opt: "Optimization", project_name: str) -> str:
         + (f": {est.int8_source}" if est.int8_source else "") + ")",
         f"    FLOPs reduction {_fmt(est.flops_reduction)}x, params compression "
         f"{_fmt(est.params_compression)}x, est. recovery {recovery_text(est.est_recovery, opt.loss_profile)}",
-        "  layers (weight name, sparsity, note):",
     ]
+    from sparsify_tui.commands.channel import applied_lines
+
+    lines += applied_lines(opt)
+    lines.append("  layers (weight name, sparsity, note):")
     for l in opt.layers:
         note = "override" if l.override else (l.reason or "")
         lines.append(f"    {l.weight_name[:48]:<48} {l.sparsity:.3f}  {note}")
