@@ -73,9 +73,10 @@ def tiny_model(path: Path, last_op: str = "Add", *, seed: int = 0) -> Path:
 
 
 def edge_model(path: Path) -> Path:
-    """A model whose Model Explorer node ids differ from its ONNX names: an unnamed node, a repeated name, nested
-    If branches (flattened by the adapter, each with an unnamed Constant and an Add named the same), an unnamed Loop
-    whose body holds an If and a nested Loop, a node named "node", and a main graph with an empty name."""
+    """A model whose Model Explorer node ids differ from its ONNX names: an unnamed node, a name repeated across
+    subgraphs (nested If branches, flattened by the adapter, each with an unnamed Constant and an Add named the
+    same; onnxruntime refuses a name repeated within one graph), an unnamed Loop whose body holds an If and a
+    nested Loop, a node named "node", and a main graph with an empty name."""
     h, T = helper, TensorProto
 
     def branch(name, out, val, extra_if=None):
@@ -105,7 +106,7 @@ def edge_model(path: Path) -> Path:
     nodes = [
         h.make_node("Relu", ["x"], ["r0"]),
         h.make_node("Relu", ["r0"], ["r1"], name="dup"),
-        h.make_node("Relu", ["r1"], ["r2"], name="dup"),
+        h.make_node("Relu", ["r1"], ["r2"], name="dup2"),
         h.make_node("If", ["cond"], ["if_out"], name="outer",
                     then_branch=branch("ot", "ot_out", 0, extra_if=inner_if), else_branch=branch("oe", "oe_out", 3.0)),
         h.make_node("Loop", ["n", "cond", "r2"], ["loop_out"], body=body),

@@ -9,7 +9,7 @@ import onnxruntime as ort
 import pytest
 from onnx import TensorProto, helper, numpy_helper
 
-from sparsify_tui.engine.compare import output_difference
+from sparsify_tui.engine.outputs import output_difference
 from sparsify_tui.optimization.apply import apply_optimization, export_model
 
 DEMO_DIMS = {"x:2": 48, "x:3": 192}

@@ -62,7 +62,7 @@ def test_create_refuses_a_dim_naming_the_batch_in_one_line(tmp_path, workspace_h
 
 
 def test_a_model_that_fixes_its_batch_refuses_another_batch_size(tmp_path):
-    from sparsify_tui.analysis.inputs import check_run_inputs
+    from sparsify_tui.analysis.run_inputs import check_run_inputs
     from sparsify_tui.errors import DimensionError
 
     path = _conv_model(tmp_path / "fixed.onnx", batch=1)

@@ -59,7 +59,7 @@ def _data(model, path, n: int = 64, labelled: bool = True):
 def _stub(fp32_ms=None):
     """interleaved_times stand-in: every run of a model takes its file size in MB (fp32_ms for the first model, FP32,
     when given)."""
-    def times(engine, models, feeds, core_count, *, rounds=3, warmup=2, iterations=12, cancel=None, on_step=None):
+    def times(engine, models, feeds, core_count, *, rounds=3, warmup=2, iterations=12, cancel=None, on_step=None, **kw):
         out = []
         for i, m in enumerate(models):
             ms = fp32_ms if (i == 0 and fp32_ms is not None) else os.path.getsize(m) / 1e6
@@ -145,7 +145,7 @@ def test_a_trial_beats_fp32_only_when_faster_in_every_round():
 
 
 def test_search_picks_the_fastest_measured_trial_within_budget(tmp_path, size_timing):
-    from sparsify_tui.engine.compare import run_outputs
+    from sparsify_tui.engine.outputs import run_outputs
     from sparsify_tui.optimization.budget_search import search_budget
     from sparsify_tui.profiling.metrics import choose_metric, evaluate
 

@@ -8,7 +8,7 @@ from sparsify_tui.analysis.channels import NodeChannels, node_fraction, shares_k
 from sparsify_tui.optimization.channel_model import (
     ChannelTimeModel, GroupInput, TimedNode, allocate_channels, measure,
 )
-from sparsify_tui.optimization.config import GRID_LEVELS
+from sparsify_tui.optimization.layer_curves import GRID_LEVELS
 from sparsify_tui.profiling.channel_calibration import fit_node, monotone_points, node_time
 
 

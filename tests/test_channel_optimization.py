@@ -154,7 +154,7 @@ def test_allocation_targets_caps_overrides(project):
 
 def test_channel_one_shot_equals_the_thinned_models_output_change(demo_model, tmp_path):
     from sparsify_tui.analysis.inputs import input_specs, synthetic_inputs
-    from sparsify_tui.engine.compare import output_difference
+    from sparsify_tui.engine.outputs import output_difference
     from sparsify_tui.engine.thinning import thin_model
     from sparsify_tui.profiling.loss_channel import channel_profile
 

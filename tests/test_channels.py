@@ -481,7 +481,7 @@ def test_attention_over_the_channel_axis_is_refused(tmp_path):
 
 def test_exactness_check_has_teeth(tmp_path):
     """A reference built for other channels than the ones removed differs far beyond the tolerance."""
-    from sparsify_tui.engine.compare import output_difference
+    from sparsify_tui.engine.outputs import output_difference
     from sparsify_tui.engine.weights import save as save_model
 
     inits = []

@@ -10,7 +10,7 @@ import pytest
 from compare_fixtures import DEMO_DIMS, profile_from_analysis, tiny_model
 
 from sparsify_tui.cli import main
-from sparsify_tui.profiling.compare import compare_perf
+from sparsify_tui.profiling.perf_compare import compare_perf
 from sparsify_tui.profiling.perf import fill_scaled
 from sparsify_tui.services.profiles import store_perf_profile
 from sparsify_tui.services.projects import create_project
@@ -278,7 +278,7 @@ def test_measured_demo_profiles_fp32_int8_and_batch(ws, demo_model):
     """Real profiles of the bundled model (b1 with INT8, b2): rows add up to each side's measured median (the stored
     times scaled to it), and every ratio is the ratio of the times each profile shows."""
     from sparsify_tui.profiling.perf import profile_performance
-    from sparsify_tui.services.compare import compare_perf_profiles
+    from sparsify_tui.services.comparisons import compare_perf_profiles
     from sparsify_tui.services.profiles import load_perf_profile
 
     pid = create_project(ws, str(demo_model), name="demo", dims=DEMO_DIMS)["id"]
@@ -309,7 +309,7 @@ def test_measured_demo_profiles_fp32_int8_and_batch(ws, demo_model):
 def test_structure_row_fields_are_compared_too():
     """A structure's own per-layer fields (here kept channels, stored next to the shared ones) are compared like
     the sparsity."""
-    from sparsify_tui.optimization.compare import compare_optimizations
+    from sparsify_tui.optimization.comparison import compare_optimizations
 
     def rec(rid, kept):
         return {"id": rid, "name": rid, "layers": [{"weight_name": "w0", "node_id": "conv0", "op_type": "Conv",

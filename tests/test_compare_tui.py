@@ -61,7 +61,7 @@ async def open_perf(pilot):
 
 
 async def open_comparison(pilot, keys=("home", "down", "space", "down", "space", "equals_sign")):
-    from sparsify_tui.tui.perf.compare import PerfCompareScreen
+    from sparsify_tui.tui.perf.compare_screen import PerfCompareScreen
 
     await open_perf(pilot)
     await pilot.press(*keys)
@@ -99,7 +99,7 @@ async def test_mark_two_profiles_and_compare(ws, demo_model):
         assert str(options.get_option_at_index(1).prompt).startswith("A▸ b1")
         assert str(options.get_option_at_index(2).prompt).startswith("B▸ b8")
         await pilot.press("equals_sign")
-        from sparsify_tui.tui.perf.compare import PerfCompareScreen
+        from sparsify_tui.tui.perf.compare_screen import PerfCompareScreen
 
         await wait_for(pilot, lambda: isinstance(app.screen, PerfCompareScreen) and app.screen.comparison)
         screen = app.screen
@@ -144,7 +144,7 @@ async def test_one_profile_compares_fp32_with_int8_and_flops_says_what_to_do(ws,
 
 
 async def test_optimizations_side_by_side(ws, demo_model):
-    from sparsify_tui.tui.optimization.compare import OptimizationCompareScreen
+    from sparsify_tui.tui.optimization.compare_screen import OptimizationCompareScreen
     from sparsify_tui.tui.widgets.tables import FilterableTable
 
     pid, *_ = seed(ws, demo_model)
@@ -215,7 +215,7 @@ def test_snapshot_perf_comparison(workspace_home, demo_model, snap_compare):
 
 def test_snapshot_optimization_comparison(workspace_home, demo_model, snap_compare):
     from sparsify_tui.store import Workspace
-    from sparsify_tui.tui.optimization.compare import OptimizationCompareScreen
+    from sparsify_tui.tui.optimization.compare_screen import OptimizationCompareScreen
 
     ws = Workspace()
     pid, *_ = seed(ws, demo_model)

@@ -145,7 +145,7 @@ def test_labels_are_split_from_the_inputs_and_validated(tmp_path):
 def test_labels_and_metric_are_checked_against_the_declared_outputs(tmp_path):
     """Before anything runs: labels at or above the class count, and labels or top1/kl on a model without a
     class-score output, are refused from the graph's declared outputs (what choose_metric refuses after a run)."""
-    from sparsify_tui.analysis.inputs import check_run_inputs
+    from sparsify_tui.analysis.run_inputs import check_run_inputs
 
     model = _mlp(tmp_path / "mlp.onnx")  # y: [N, 8]
     with pytest.raises(SampleDataError, match="contain 9 but the model's class output has 8 classes"):

@@ -20,8 +20,8 @@ from sparsify_tui.profiling.loss import (
     int8_weight_qdq,
     level_key,
     magnitude_values,
-    profile_loss,
 )
+from sparsify_tui.profiling.loss_methods import profile_loss
 from sparsify_tui.analysis.loading import load_model as load_model_proto
 from sparsify_tui.profiling.loss_oneshot import OutputMetric, one_shot_profile
 from sparsify_tui.engine.pruning import magnitude_prune

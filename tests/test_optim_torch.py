@@ -71,7 +71,7 @@ def test_generated_plain_pytorch_prunes_a_torch_model(tmp_path, variant):
     (tmp_path / "export.py").write_text(EXPORT)
     subprocess.run([TORCH_PY, str(tmp_path / "export.py"), str(onnx_path), variant], check=True)
     a = analyze_model(str(onnx_path))
-    from sparsify_tui.optimization.config import Settings
+    from sparsify_tui.optimization.layer_curves import Settings
 
     # the first layer is dense by default; include it so the BN-folded (anonymous) conv1 is pruned too
     rec = build_optimization("t", a, None, None, sparsity=0.8, settings=Settings(dense_first_layer=False),

@@ -8,7 +8,7 @@ import pytest
 
 from sparsify_tui.analysis.nodes import ModelAnalysis
 from sparsify_tui.optimization.allocation import allocate
-from sparsify_tui.optimization.config import GRID_LEVELS, Settings
+from sparsify_tui.optimization.layer_curves import GRID_LEVELS, Settings
 from sparsify_tui.optimization.core import build_optimization, change_settings, layer_sparsities, override
 from sparsify_tui.optimization.record import LayerRow, Optimization
 from sparsify_tui.profiling.loss import LossProfile
@@ -185,7 +185,7 @@ def test_estimates_name_runtime_and_use_measured_int8(demo_analysis):
 def test_int8_estimate_uses_the_interleaved_ratio_when_recorded(demo_analysis):
     """A perf profile's INT8 block median (2.5x here) is minutes away from its FP32 block; the interleaved
     ratio (1.6x) measured both on one clock, so the estimate follows it; older profiles keep the block median."""
-    from sparsify_tui.optimization.config import perf_int8_ms
+    from sparsify_tui.optimization.layer_curves import perf_int8_ms
 
     perf, loss = fake_profiles(demo_analysis)
     assert perf_int8_ms(perf) == pytest.approx(perf.latency_ms["median"] / 2.5)
@@ -240,7 +240,7 @@ def test_one_pruned_time_calibration_for_flops_and_perf_profiles(demo_analysis):
     """The FLOPS profile's layer times follow perf_estimate's rule on FLOPs-proportional times: equal, relative
     to each layer's dense time, to an optimization on a perf profile whose node times are proportional to
     FLOPs and whose pruned estimates perf_estimate wrote."""
-    from sparsify_tui.optimization import config
+    from sparsify_tui.optimization import layer_curves as config
     from sparsify_tui.profiling import perf_estimate as pe
     from sparsify_tui.profiling.perf import NodePerf
 

@@ -1,7 +1,8 @@
 """Each rule of DESIGN.md is written once; these tests pin the rule and check its users agree.
 
-p90, the timing loop, system info, available cores, the IR version, the node id, the subgraph walk and
-the prunable layer.
+p90, the timing loop, the interleaved timing rounds, system info, available cores, the IR version, the node id
+and its ``#k`` suffix, the subgraph walk, the prunable layer, the pid-alive check, the protobuf varint reader, and
+no import cycle inside any package.
 """
 
 from __future__ import annotations
@@ -311,7 +312,7 @@ def test_prunable_layer_rule_is_shared():
 
 def test_loss_profiles_and_the_node_table_list_the_same_layers(tmp_path):
     from sparsify_tui.analysis.nodes import analyze_model, prunable_layers
-    from sparsify_tui.profiling.loss import profile_loss
+    from sparsify_tui.profiling.loss_methods import profile_loss
 
     p = tmp_path / "layers.onnx"
     m = layers_model()
@@ -356,3 +357,188 @@ def test_the_onnxruntime_runner_is_session_run_with_bound_arguments():
         assert s.clock is time.perf_counter_ns
         tok.cancel()
         assert run.__defaults__[2].terminate
+
+
+# --------------------------------------------------------------------------------------------- interleaved rounds
+class _RecordingEngine:
+    """open_session records (model, cores); its sessions (:class:`FakeSession`) record their feeds."""
+
+    def __init__(self):
+        self.opened, self.sessions = [], []
+
+    def open_session(self, model, cores):
+        s = FakeSession()
+        s.close = lambda: None
+        self.opened.append((model, cores))
+        self.sessions.append((model, s))
+        return s
+
+
+def test_interleaved_rounds_rule_and_its_users(monkeypatch):
+    from sparsify_tui.engine import timing
+    from sparsify_tui.engine.timing import interleaved_times, round_shares
+
+    assert round_shares(10, 3) == [4, 3, 3] and round_shares(2, 5) == [1, 1] and round_shares(6, 3) == [2, 2, 2]
+    e = _RecordingEngine()
+    steps = []
+    out = interleaved_times(e, ["a", "b"], lambda i: [{"x": i}], 2, rounds=3, warmup=1, iterations=4,
+                            on_step=lambda done, total: steps.append((done, total)))
+    # rounds alternate the order; every model gets every round's share, each on its own feeds
+    assert [m for m, _ in e.opened] == ["a", "b", "b", "a", "a", "b"] and {c for _, c in e.opened} == {2}
+    assert [len(t) for t in out] == [4, 4] and steps[-1] == (6, 6)
+    assert {f for m, sess in e.sessions if m == "b" for f in sess.fed} == {1}
+    # its users: the benchmark, the INT8 search's timing and the channel calibration all call it
+    import inspect
+
+    from sparsify_tui.benchmark import runner
+    from sparsify_tui.optimization import int8_search
+    from sparsify_tui.profiling import channel_calibration, perf
+
+    for module in (runner, int8_search, channel_calibration, perf):
+        src = inspect.getsource(module)
+        assert "interleaved_times(" in src and "share = [int(" not in src and "def round_shares" not in src, module
+
+
+# --------------------------------------------------------------------------------------------- #k suffix
+def test_repeated_keys_rule_and_its_users():
+    from sparsify_tui.analysis.graph import UniqueKeys
+    from sparsify_tui.analysis.nodes import analyze_model
+    from sparsify_tui.engine.ort import parse_trace
+    from sparsify_tui.profiling.attribution import _opt_keys
+
+    key = UniqueKeys()
+    assert [key(k) for k in ("a", "a", "b", "a#1", "a")] == ["a", "a#1", "b", "a#1#1", "a#2"]
+    # the node table: two nodes named "n"
+    m = model_of([helper.make_node("Relu", ["x"], ["y"], name="n"), helper.make_node("Relu", ["y"], ["z"], name="n")],
+                 [fvi("x", [2])], [fvi("z", None)])
+    assert [n.id for n in analyze_model(m, include_system=False).nodes] == ["n", "n#1"]
+    # the engine's kernel keys of one run, and attribution's keys of the optimized graph's nodes agree
+    ev = [{"cat": "Session", "name": "model_run", "ts": 0, "dur": 100}]
+    ev += [{"cat": "Node", "name": "k_kernel_time", "ts": t, "dur": 1, "args": {"op_name": "Relu"}} for t in (1, 5)]
+    assert parse_trace(ev).order == ["k", "k#1"]
+
+    class G:
+        def __init__(self, name):
+            self.name = name
+
+    assert _opt_keys([G("k"), G("k")]) == ["k", "k#1"]
+
+
+# --------------------------------------------------------------------------------------------- prunable op set
+def test_one_prunable_op_set():
+    from sparsify_tui.analysis import channels, layers
+    from sparsify_tui.profiling import channel_calibration, loss_protoscan
+
+    assert layers.PRUNABLE_OPS == frozenset({"Conv", "Gemm", "MatMul"})
+    assert channels.PRUNABLE_OPS is layers.PRUNABLE_OPS and loss_protoscan.PRUNABLE_OPS is layers.PRUNABLE_OPS
+    assert not hasattr(channels, "MATRIX_OPS")
+    import inspect
+
+    assert '("Conv", "Gemm", "MatMul")' not in inspect.getsource(loss_protoscan) + inspect.getsource(channels)
+    assert "PRUNABLE_OPS" in inspect.getsource(channel_calibration)
+
+
+# --------------------------------------------------------------------------------------------- pid alive
+def test_pid_alive_rule_and_its_users():
+    import subprocess
+    import sys
+
+    from sparsify_tui.jobs import runner
+    from sparsify_tui.tempfiles import pid_alive
+
+    assert pid_alive(os.getpid()) and not pid_alive(0) and not pid_alive(-1)
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    for _ in range(200):  # exited, not yet reaped: a zombie counts as dead
+        time.sleep(0.02)
+        with open(f"/proc/{child.pid}/stat") as fh:
+            if fh.read().rsplit(")", 1)[1].split()[0] == "Z":
+                break
+    assert not pid_alive(child.pid) and not runner._pid_alive(child.pid)
+    child.wait()
+    assert not pid_alive(child.pid)
+    # the job runner adds only the start-time check (a reused pid is another process)
+    start = runner._proc_start_time(os.getpid())
+    assert runner._pid_alive(os.getpid(), start) and not runner._pid_alive(os.getpid(), start + 1)
+    import inspect
+
+    assert "os.kill" not in inspect.getsource(runner._pid_alive)
+
+
+# --------------------------------------------------------------------------------------------- protobuf varint
+def test_protobuf_reader_and_its_users(tmp_path):
+    from sparsify_tui.analysis import loading
+    from sparsify_tui.analysis.protobuf import read_varint, wire_fields
+    from sparsify_tui.profiling import loss_protoscan
+
+    assert read_varint(bytes([0x96, 0x01]), 0) == (150, 2) and read_varint(b"\x00\x7f", 1) == (127, 2)
+    m = model_of([helper.make_node("MatMul", ["x", "W"], ["y"], name="mm")], [fvi("x", [2, 4])], [fvi("y", None)],
+                 [w(4, 3)], ir=9)
+    m.graph.initializer[0].name = "W"
+    buf = m.SerializeToString()
+    fields = list(wire_fields(buf, 0, len(buf)))
+    assert fields[0].number == 1 and fields[0].wire == 0 and fields[0].value == 9  # ir_version
+    graph = next(f for f in fields if f.number == 7)
+    assert onnx.GraphProto.FromString(buf[graph.value_start:graph.end]).node[0].name == "mm"
+    assert b"".join(buf[f.start:f.end] for f in fields) == buf
+    # its users: the mapped loader and the weight scanner read the same weights
+    p = tmp_path / "m.onnx"
+    big = model_of([helper.make_node("MatMul", ["x", "W"], ["y"], name="mm")], [fvi("x", [2, 64])],
+                   [fvi("y", None)], [w(64, 64)])
+    big.graph.initializer[0].name = "W"
+    onnx.save(big, str(p))
+    want = numpy_helper.to_array(big.graph.initializer[0])
+    mapped = loading.load_model(p, map_weights=True)
+    np.testing.assert_array_equal(loading.tensor_array(mapped.graph.initializer[0], p.parent), want)
+    scanned = loss_protoscan.scan_model(p)
+    np.testing.assert_array_equal(scanned.array("W"), want)
+    scanned.close()
+    import inspect
+
+    for module in (loading, loss_protoscan):
+        assert "def _varint" not in inspect.getsource(module)
+
+
+# --------------------------------------------------------------------------------------------- import cycles
+def import_cycles() -> list:
+    """Every import cycle inside a package of sparsify_tui: groups of sibling modules (a subpackage counts as one,
+    the package's ``__init__`` too) that import each other, directly or not, imports inside functions and
+    TYPE_CHECKING blocks included."""
+    grimp = pytest.importorskip("grimp")
+    g = grimp.build_graph("sparsify_tui")
+    cycles = []
+    for pkg in sorted(m for m in g.modules if g.find_children(m)):
+        nodes = sorted(g.find_children(pkg)) + [pkg]
+
+        def owner(m, nodes=nodes, pkg=pkg):
+            if m == pkg:
+                return pkg
+            return next((c for c in nodes[:-1] if m == c or m.startswith(c + ".")), None)
+
+        edges = {n: set() for n in nodes}
+        for n in nodes:
+            inside = [n] if n == pkg else [n, *g.find_descendants(n)]
+            for m in inside:
+                for imp in g.find_modules_directly_imported_by(m):
+                    o = owner(imp)
+                    if o is not None and o != n:
+                        edges[n].add(o)
+        reach = {}
+        for n in nodes:  # reachability by a walk from each node (packages are small)
+            seen, todo = set(), list(edges[n])
+            while todo:
+                x = todo.pop()
+                if x not in seen:
+                    seen.add(x)
+                    todo.extend(edges[x])
+            reach[n] = seen
+        done = set()
+        for n in nodes:
+            group = sorted({x for x in reach[n] if n in reach[x]} | ({n} if n in reach[n] else set()))
+            if len(group) > 1 and tuple(group) not in done:
+                done.add(tuple(group))
+                cycles.append(group)
+    return cycles
+
+
+def test_no_import_cycle_inside_any_package():
+    assert import_cycles() == []

@@ -14,7 +14,7 @@ import pytest
 from sparsify_tui.errors import ProjectError
 from sparsify_tui.optimization.allocation import Allocation
 from sparsify_tui.analysis.nodes import prunable_layers
-from sparsify_tui.optimization.config import GRID_LEVELS, node_group, weight_params
+from sparsify_tui.optimization.layer_curves import GRID_LEVELS, node_group, weight_params
 from sparsify_tui.optimization.core import build_optimization, change_settings, evaluate, layer_sparsities, override
 from sparsify_tui.optimization.recipe import Modifier, parse_recipe, to_yaml
 from sparsify_tui.optimization.record import Estimates, LayerEstimate, LayerRow, Optimization, Settings

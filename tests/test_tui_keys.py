@@ -67,9 +67,9 @@ def test_one_action_one_key_in_every_section():
     assert keys["optimization"].get("C") == "copy" and keys["benchmarks"].get("b") == "next_combo"
     assert keys["optimization"].get("I") == "int8_search" and keys["perf"].get("space") == "toggle_mark"
     # `=` compares everywhere: no view inside a section takes it for something else (it was "more" there)
-    from sparsify_tui.tui.optimization.compare import OptimizationCompareScreen
+    from sparsify_tui.tui.optimization.compare_screen import OptimizationCompareScreen
     from sparsify_tui.tui.perf import FlopsProfileView, PerfProfileView
-    from sparsify_tui.tui.perf.compare import PerfCompareScreen
+    from sparsify_tui.tui.perf.compare_screen import PerfCompareScreen
 
     for cls in (FlopsProfileView, PerfProfileView, PerfCompareScreen, OptimizationCompareScreen):
         assert "equals_sign" not in bindings(cls), cls

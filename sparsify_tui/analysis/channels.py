@@ -59,11 +59,9 @@ import numpy as np
 import onnx
 
 from sparsify_tui.analysis.graph import has_subgraphs, iter_graphs, node_id
-from sparsify_tui.analysis.layers import ConstSources
+from sparsify_tui.analysis.layers import PRUNABLE_OPS, ConstSources
 from sparsify_tui.errors import SparsifyError
 
-#: op types whose MACs count as "Conv/Gemm/MatMul MACs" in the share of prunable MACs
-MATRIX_OPS = frozenset({"Conv", "Gemm", "MatMul"})
 _STANDARD = ("", "ai.onnx")
 
 #: element-wise ops of one tensor input (extra inputs, when any, are attributes-like scalars handled by
@@ -1369,7 +1367,7 @@ def _handle(w: _Walk, i: int) -> None:
             for k, x in enumerate(node.input):
                 if k not in allowed and x in w.chan:
                     w.pin(w.chan[x].emap, f"feeds input {k} of {node.op_type} '{w.ids[i]}'")
-        if reads_chan or node.op_type in ("Conv", "Gemm", "MatMul"):  # a layer opens a space anyway
+        if reads_chan or node.op_type in PRUNABLE_OPS:  # a layer opens a space anyway
             handler(w, i)
         elif node.op_type == "Shape":
             _shape(w, i)
@@ -1510,7 +1508,7 @@ def _collect(w: _Walk, node_macs, counted_matrix_macs) -> ChannelGroups:
                 members.append(ChannelMember(node.input[1] if len(node.input) > 1 else nid, nid, "slice", e.axis))
             elif e.kind == "split":
                 members.append(ChannelMember(node.output[0], nid, "split", e.axis))
-            if node.op_type in MATRIX_OPS or node.op_type == "ConvTranspose":
+            if node.op_type in PRUNABLE_OPS or node.op_type == "ConvTranspose":
                 nodes.add(e.node)
         nodes |= carrier_nodes.get(cidx, set())
         first_roots = roots[space_of == layer_spaces[0]]
@@ -1518,7 +1516,7 @@ def _collect(w: _Walk, node_macs, counted_matrix_macs) -> ChannelGroups:
         rs = reasons.get(cidx, [])
         prunable = not rs
         if prunable:
-            touched_prunable.update(n for n in nodes if w.nodes[n].op_type in MATRIX_OPS)
+            touched_prunable.update(n for n in nodes if w.nodes[n].op_type in PRUNABLE_OPS)
         groups.append(ChannelGroup(
             id=gid, channels=len(classes), prunable=prunable,
             reason="; ".join(rs[:3]) + (f" (+{len(rs) - 3} more)" if len(rs) > 3 else "") if rs else None,
@@ -1529,7 +1527,7 @@ def _collect(w: _Walk, node_macs, counted_matrix_macs) -> ChannelGroups:
             channel_size=int(channel_size), unit="head" if cidx in head_comps else "channel",
         ))
     matrix = counted_matrix_macs if counted_matrix_macs is not None else \
-        sum(m for n, m in zip(w.nodes, macs) if n.op_type in MATRIX_OPS)
+        sum(m for n, m in zip(w.nodes, macs) if n.op_type in PRUNABLE_OPS)
     return ChannelGroups(groups=groups, edits=w.edits, element_root=roots, matrix_macs=int(matrix),
                          prunable_macs=int(sum(macs[n] for n in touched_prunable if n < len(macs))))
 
@@ -1754,7 +1752,7 @@ def groups_from_analysis(model: onnx.ModelProto, analysis, base_dir=None) -> Cha
     for io in list(analysis.inputs) + list(analysis.outputs):
         if io.get("resolved_shape") is not None and io["name"] not in shapes:
             shapes[io["name"]] = io["resolved_shape"]
-    matrix = sum(n.macs for n in analysis.nodes if n.counted and n.op_type in MATRIX_OPS)
+    matrix = sum(n.macs for n in analysis.nodes if n.counted and n.op_type in PRUNABLE_OPS)
     return find_channel_groups(model, shapes, [n.macs for n in main], counted_matrix_macs=matrix,
                                base_dir=base_dir)
 
@@ -1834,7 +1832,7 @@ def node_channel_factors(groups: ChannelGroups, analysis) -> list:
         xs = n.input_shapes[0] if n.input_shapes else None
         if n.op_type == "Conv" and group > 1 and (xs is None or len(xs) < 2 or group == xs[1]):
             kind = "depthwise"  # a grouped conv (group < input channels) scales with inputs × outputs: a layer
-        elif n.prunable and n.op_type in MATRIX_OPS:
+        elif n.prunable and n.op_type in PRUNABLE_OPS:
             kind = "layer"
         elif n.op_type == "MatMul" and n.macs:
             kind = "batched"

@@ -2,7 +2,8 @@
 
 * **node id** (DESIGN.md, Terms): the ONNX node name; else its first output name; else
   ``<op_type>_<index>`` with the node's position in its own graph (:func:`node_id`). The node table
-  (:mod:`sparsify_tui.analysis.nodes`) makes ids unique model-wide by appending ``#1``, ``#2`` ... to repeats.
+  (:mod:`sparsify_tui.analysis.nodes`) makes ids unique model-wide by appending ``#1``, ``#2`` ... to repeats
+  (:class:`UniqueKeys`, the rule the engine's kernel times and perf attribution key repeats with too).
 * **subgraph walk**: If/Loop/Scan bodies are ``GRAPH``/``GRAPHS`` attributes of a node (:func:`subgraphs`).
   :func:`iter_graphs` yields every graph depth first; :func:`iter_nodes` yields every node with the nodes
   of its subgraphs right after it (the order of the node table and of perf attribution).
@@ -26,6 +27,23 @@ def node_id(node: onnx.NodeProto, index: Optional[int] = None) -> str:
     if node.output and node.output[0]:
         return node.output[0]
     return node.op_type if index is None else f"{node.op_type}_{index}"
+
+
+class UniqueKeys:
+    """The ``#k`` rule for repeated keys, in order of appearance: the first ``name`` stays ``name``, the next ones
+    become ``name#1``, ``name#2``... (the first suffix not taken). Call it on each key in order; one instance per
+    key space (a model's node table, one profiled run's kernels)."""
+
+    def __init__(self) -> None:
+        self._taken: set[str] = set()
+
+    def __call__(self, name: str) -> str:
+        key, k = name, 0
+        while key in self._taken:
+            k += 1
+            key = f"{name}#{k}"
+        self._taken.add(key)
+        return key
 
 
 def subgraphs(node: onnx.NodeProto) -> list[tuple[str, onnx.GraphProto]]:

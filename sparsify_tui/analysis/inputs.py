@@ -27,6 +27,10 @@ import onnx
 
 from sparsify_tui.errors import DimensionError, SampleDataError
 
+#: the key labels are read from when ``--labels`` is not given (:mod:`sparsify_tui.analysis.labels`): a sample data
+#: file's array of that name is not an input
+DEFAULT_LABELS_KEY = "labels"
+
 _PASS_OPS = {"Cast", "Reshape", "Unsqueeze", "Squeeze", "Expand", "Flatten", "Identity", "Transpose"}
 
 
@@ -251,59 +255,6 @@ def check_scalar_values(specs: list[InputSpec], values: Optional[dict] = None) -
         )
 
 
-def check_run_inputs(model_path: Union[str, os.PathLike], batch_size: int = 1, dims: Optional[dict] = None,
-                     data: Optional[Union[str, os.PathLike]] = None, batches: int = 1,
-                     labels_key: Optional[str] = None, metric: Optional[str] = None,
-                     scores_outputs: bool = False, user_dims: Optional[dict] = None) -> list[InputSpec]:
-    """Everything about a run's inputs that can be refused before anything runs, is allocated or is recorded:
-    the model loads (``load_model`` without weights: external-data locations, tensor sizes, input types),
-    every ``dims`` name exists in the model and every symbolic dim has a value >= 1, one batch fits in the
-    memory available, onnx's strict shape check passes at these shapes (what onnxruntime checks when it
-    loads the model: :func:`sparsify_tui.analysis.shapes.check_shapes`), and the sample data ``data`` (headers only, :func:`check_sample_data`) matches the
-    inputs, or else every scalar input has a value; ``batches`` synthetic batches kept together must fit in
-    memory too. The labels array of ``data`` (``labels_key``, default ``labels`` when present,
-    :mod:`sparsify_tui.analysis.labels`) is not an input: it is validated as labels. ``scores_outputs``: the run
-    scores the outputs (apply, benchmark, INT8 search), so the labels and ``metric`` (``--metric``, None for the
-    default) are checked against the model's declared outputs too
-    (:func:`sparsify_tui.analysis.labels.check_outputs_fit`: labels or top1/kl need a class-score output, labels
-    below its class count). ``user_dims``: the dims the user typed for this run (a part of ``dims``): one
-    naming a batch dim is refused (:func:`sparsify_tui.analysis.shapes.check_user_dims`). Returns the input
-    specs.
-
-    Raises:
-        ModelError, DimensionError, SampleDataError: one line each.
-    """
-    from sparsify_tui.analysis.loading import load_model
-    from sparsify_tui.analysis.shapes import check_shapes, check_user_dims
-
-    model = load_model(model_path, load_external_data=False)
-    check_user_dims(model, user_dims)
-    specs = input_specs(model, batch_size=batch_size, dims=dims or {}, base_dir=Path(model_path).parent)
-    check_shapes(model, batch_size, dims)
-    if batches > 1 and not data:
-        from sparsify_tui.analysis.shapes import check_input_memory, input_shapes
-
-        check_input_memory(model, input_shapes(model, batch_size, dims), batches=batches)
-    from sparsify_tui.analysis.labels import check_labels, check_outputs_fit, split_labels
-
-    labels, key = None, None
-    if data:
-        raw, key = split_labels(data, labels_key) if not any(s.name == (labels_key or "labels") for s in specs) \
-            else (None, None)
-        batches_given = check_sample_data(data, specs, batch_size, ignore=(key,) if key else ())
-        if raw is not None:
-            items = next((int(shape[0]) for name, (shape, _dt) in inspect_sample_data(data).items()
-                          if name != key and len(shape)), batches_given * batch_size)
-            labels = check_labels(raw, items, key)
-    else:
-        if labels_key:
-            raise SampleDataError(f"--labels {labels_key} needs --data FILE.npz holding the inputs and the labels")
-        check_scalar_values(specs, dims)
-    if scores_outputs:
-        check_outputs_fit(model, metric=metric, labels=labels, key=key)
-    return specs
-
-
 _NPY_MAGIC = b"\x93NUMPY"
 _ZIP_MAGICS = (b"PK\x03\x04", b"PK\x05\x06")
 
@@ -401,10 +352,8 @@ def inspect_sample_data(path: Union[str, os.PathLike]) -> Optional[dict]:
 
 def _not_inputs(specs: list[InputSpec], ignore: tuple) -> set:
     """Keys of a sample data file that are not inputs: ``ignore`` plus the default labels key
-    (:data:`sparsify_tui.analysis.labels.DEFAULT_LABELS_KEY`) unless an input has that name, so one labelled
+    (:data:`DEFAULT_LABELS_KEY`) unless an input has that name, so one labelled
     ``.npz`` serves every command (perf and loss profiles, apply, benchmark, INT8 search)."""
-    from sparsify_tui.analysis.labels import DEFAULT_LABELS_KEY
-
     return set(ignore) | ({DEFAULT_LABELS_KEY} - {s.name for s in specs})
 
 

@@ -19,10 +19,8 @@ from typing import Optional, Union
 
 import numpy as np
 
+from sparsify_tui.analysis.inputs import DEFAULT_LABELS_KEY  # noqa: F401 - where labels are read from by default
 from sparsify_tui.errors import SampleDataError
-
-#: the key labels are read from when ``--labels`` is not given
-DEFAULT_LABELS_KEY = "labels"
 
 
 def _keys(path: Union[str, os.PathLike]) -> dict:

@@ -296,7 +296,7 @@ def check_external_locations(model: onnx.ModelProto, base_dir: PathLike, name: s
     """Check every external-data location of ``model`` (main graph, subgraphs, tensor attributes) with
     :func:`resolve_external_location`, opening nothing. Raises ``ModelError`` for the first bad one."""
     seen: set = set()
-    for tensor in _all_tensors(model):
+    for tensor in all_tensors(model):
         info = external_data_info(tensor, name)
         if info is None or info["location"] in seen:
             continue
@@ -304,7 +304,7 @@ def check_external_locations(model: onnx.ModelProto, base_dir: PathLike, name: s
         seen.add(info["location"])
 
 
-def _all_tensors(model: onnx.ModelProto) -> Iterator[TensorProto]:
+def all_tensors(model: onnx.ModelProto) -> Iterator[TensorProto]:
     for _, graph in iter_graphs(model.graph):
         yield from graph.initializer
         for node in graph.node:
@@ -387,7 +387,7 @@ def check_tensor_data(tensor: TensorProto, name: str = "the model") -> None:
 
 
 def _check_tensor_sizes(model: onnx.ModelProto, name: str) -> None:
-    for tensor in _all_tensors(model):
+    for tensor in all_tensors(model):
         check_tensor_data(tensor, name)
 
 
@@ -396,7 +396,7 @@ def _check_external_data(model: onnx.ModelProto, base_dir: Path, name: str) -> N
     fits in its file: ``offset + length`` within the file and ``length`` equal to what the dims need."""
     check_external_locations(model, base_dir, name)
     sizes: dict[str, int] = {}
-    for tensor in _all_tensors(model):
+    for tensor in all_tensors(model):
         info = external_data_info(tensor, name)
         if info is None:
             continue
@@ -419,6 +419,9 @@ def _check_external_data(model: onnx.ModelProto, base_dir: Path, name: str) -> N
 
 #: IR version models are lowered to when they are newer than onnxruntime loads (raised to what their opsets need).
 LOWERED_IR_VERSION = 8
+#: IR version written models are lowered to when their opsets allow (onnxruntime 1.31 loads up to 13;
+#: older runtimes and tools load 10).
+WRITE_IR_VERSION = 10
 
 
 def min_ir_version(model: onnx.ModelProto) -> int:
@@ -448,6 +451,13 @@ def set_ir_version(model: onnx.ModelProto, ir_version: int, name: str = "the mod
         )
     model.ir_version = max(needed, min(int(ir_version), ORT_MAX_IR_VERSION))
     return model.ir_version
+
+
+def lower_ir_version(model: onnx.ModelProto, at_least: int = 0) -> int:
+    """The IR version of a model about to be written: lowered to :data:`WRITE_IR_VERSION` when it is newer,
+    raised to ``at_least`` (and to what its opsets need) when it is older (:func:`set_ir_version`, in place).
+    Returns the new version."""
+    return set_ir_version(model, max(int(at_least), min(int(model.ir_version), WRITE_IR_VERSION)))
 
 
 def is_weight_constant(node: onnx.NodeProto) -> bool:
@@ -490,43 +500,6 @@ def constants_to_initializers(model: onnx.ModelProto) -> int:
 MAPPED_MIN_BYTES = 1024
 
 
-def _varint(buf, pos: int) -> tuple:
-    """Decode a protobuf varint at ``pos``: ``(value, next position)``."""
-    result = shift = 0
-    while True:
-        b = buf[pos]
-        pos += 1
-        result |= (b & 0x7F) << shift
-        if b < 0x80:
-            return result, pos
-        shift += 7
-
-
-def _fields(buf, start: int, end: int) -> Iterator[tuple]:
-    """The fields of the protobuf message encoded in ``buf[start:end]``: ``(field number, wire type, start of
-    the field's encoding, start of its value, end)``; a length-delimited value spans ``[value start, end)``."""
-    pos = start
-    while pos < end:
-        field_start = pos
-        key, pos = _varint(buf, pos)
-        number, wire = key >> 3, key & 7
-        if wire == 0:
-            _, pos = _varint(buf, pos)
-            yield number, wire, field_start, pos, pos
-        elif wire == 1:
-            pos += 8
-            yield number, wire, field_start, pos - 8, pos
-        elif wire == 2:
-            n, pos = _varint(buf, pos)
-            yield number, wire, field_start, pos, pos + n
-            pos += n
-        elif wire == 5:
-            pos += 4
-            yield number, wire, field_start, pos - 4, pos
-        else:
-            raise ValueError(f"unsupported protobuf wire type {wire}")
-
-
 def _field_number(message_type, name: str) -> int:
     return message_type.DESCRIPTOR.fields_by_name[name].number
 
@@ -538,12 +511,14 @@ def _load_mapped(p: Path) -> onnx.ModelProto:
     Only the structure is parsed into memory; the protobuf wire format is walked to find the bytes."""
     import mmap
 
+    from sparsify_tui.analysis.protobuf import wire_fields
+
     graph_no = _field_number(onnx.ModelProto, "graph")
     init_no = _field_number(onnx.GraphProto, "initializer")
     raw_no = _field_number(onnx.TensorProto, "raw_data")
     with open(p, "rb") as fh, mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as buf:
         head, graph_range = [], None
-        for number, wire, fstart, vstart, vend in _fields(buf, 0, len(buf)):
+        for number, wire, fstart, vstart, vend, _ in wire_fields(buf, 0, len(buf)):
             if number == graph_no and wire == 2:
                 graph_range = (vstart, vend)
             else:
@@ -552,12 +527,12 @@ def _load_mapped(p: Path) -> onnx.ModelProto:
         if graph_range is None:
             return model
         rest, tensors = [], []
-        for number, wire, fstart, vstart, vend in _fields(buf, *graph_range):
+        for number, wire, fstart, vstart, vend, _ in wire_fields(buf, *graph_range):
             if number != init_no or wire != 2:
                 rest.append(buf[fstart:vend])
                 continue
             parts, raw = [], None
-            for tn, tw, tfs, tvs, tve in _fields(buf, vstart, vend):
+            for tn, tw, tfs, tvs, tve, _ in wire_fields(buf, vstart, vend):
                 if tn == raw_no and tw == 2 and tve - tvs >= MAPPED_MIN_BYTES:
                     raw = (tvs, tve - tvs)
                 else:
@@ -778,7 +753,7 @@ def nonfinite_weights(model: onnx.ModelProto, base_dir: Optional[PathLike] = Non
     included) that hold any. External data is streamed from ``base_dir`` (skipped when None); tensors whose
     data was stripped are skipped. Raises ``ModelError`` like :func:`weight_stats`."""
     out: dict = {}
-    for t in _all_tensors(model):
+    for t in all_tensors(model):
         if t.data_type not in _FLOAT_TENSOR_TYPES:
             continue
         external = t.data_location == TensorProto.EXTERNAL

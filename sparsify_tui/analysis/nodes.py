@@ -43,7 +43,7 @@ import onnx
 from onnx import TensorProto
 
 from sparsify_tui.analysis.flops import OpShapes, count_macs_flops
-from sparsify_tui.analysis.graph import iter_nodes, node_id, subgraph_path, subgraphs
+from sparsify_tui.analysis.graph import UniqueKeys, iter_nodes, node_id, subgraph_path, subgraphs
 from sparsify_tui.analysis.layers import FLOAT_TYPES as _PARAM_DTYPES
 from sparsify_tui.analysis.layers import ConstSources
 from sparsify_tui.analysis.loading import load_model, weight_stats, weight_warnings
@@ -328,17 +328,12 @@ def analyze_model(
     walked = _walk(model.graph, consts)
 
     nodes: list[NodeInfo] = []
-    used_ids: set[str] = set()
+    unique_id = UniqueKeys()
     param_tensors: set[str] = set()
     prunable_weights: set[str] = set()
     node_tensors: list[list[str]] = []
     for index, (gpath, node, nid, _subs) in enumerate(walked):
-        if nid in used_ids:
-            k = 1
-            while f"{nid}#{k}" in used_ids:
-                k += 1
-            nid = f"{nid}#{k}"
-        used_ids.add(nid)
+        nid = unique_id(nid)
         info, tensors = _node_info(index, gpath, node, nid, shapes, consts)
         param_tensors.update(tensors)
         node_tensors.append(tensors)

@@ -30,7 +30,6 @@ baseline is the first model, or the one labelled ``"baseline"``).
 from __future__ import annotations
 
 import datetime as _dt
-import gc
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -38,7 +37,7 @@ from typing import Any, Optional, Sequence, Union
 
 import numpy as np
 
-from sparsify_tui.engine.timing import LatencyStats
+from sparsify_tui.engine.timing import LatencyStats, round_shares
 from sparsify_tui.errors import SparsifyError
 from sparsify_tui.progress import CancelToken, ProgressFn
 
@@ -46,13 +45,6 @@ from sparsify_tui.progress import CancelToken, ProgressFn
 NOISE_P90_RATIO = 2.0
 #: ... or when the medians of its interleaved rounds spread more than this fraction of the smallest
 NOISE_ROUND_SPREAD = 0.20
-
-
-def round_shares(iterations: int, rounds: int) -> list[int]:
-    """Timed runs per round: ``iterations`` split over ``rounds`` (at most ``iterations``) as evenly as possible,
-    the first rounds taking the remainder (the order :func:`run_benchmark` times them in)."""
-    rounds = max(1, min(int(rounds), int(iterations)))
-    return [int(iterations) // rounds + (1 if r < int(iterations) % rounds else 0) for r in range(rounds)]
 
 
 @dataclass
@@ -309,7 +301,7 @@ def measure_accuracy(specs: Sequence[ModelSpec], *, data=None, labels_key: Optio
     model's ``drop`` is the metric's budgeted quantity (absolute top-1 drop, or the nmse/kl/max_abs value), and
     ``accuracy`` / ``accuracy_reference`` are top-1 against the labels. Raises ``SampleDataError``."""
     from sparsify_tui.analysis.labels import sample_set
-    from sparsify_tui.engine.compare import run_outputs
+    from sparsify_tui.engine.outputs import run_outputs
     from sparsify_tui.profiling.metrics import choose_metric, evaluate
 
     ss = sample_set(specs[0].path, data=data, labels_key=labels_key, dims=dims, max_batches=max_batches)
@@ -363,7 +355,7 @@ def run_benchmark(
     from sparsify_tui.analysis.loading import load_model
     from sparsify_tui.analysis.shapes import fixed_batch
     from sparsify_tui.engine import get_engine
-    from sparsify_tui.engine.timing import time_runs
+    from sparsify_tui.engine.timing import interleaved_times
 
     specs = _normalize_models(models)
     batch_sizes = [int(b) for b in batch_sizes]
@@ -381,8 +373,7 @@ def run_benchmark(
         created=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"), ort_version=engine.version,
         system=engine.system_info().to_dict(), engine=engine.description,
     )
-    share = round_shares(int(iterations), rounds)
-    rounds = result.rounds = len(share)
+    rounds = result.rounds = len(round_shares(int(iterations), rounds))
     total = len(specs) * len(batch_sizes) * len(core_counts) * rounds
     done = 0
     t_start = time.perf_counter()
@@ -391,26 +382,25 @@ def run_benchmark(
     for bs in batch_sizes:
         feeds_by_model: dict[str, list] = {}
         for cores in core_counts:
-            times: dict[str, list] = {spec.label: [] for spec in specs}
-            for r in range(rounds):
-                for spec in (specs if r % 2 == 0 else specs[::-1]):
-                    if cancel is not None:
-                        cancel.check()
-                    if progress is not None:
-                        progress(f"{spec.label} batch {bs} cores {cores} (round {r + 1}/{rounds})", done / total)
-                    if spec.label not in feeds_by_model:
-                        feeds_by_model[spec.label] = build_feeds(spec.path, bs, dims, data, labels_key=labels_key)
-                    session = engine.open_session(spec.path, cores)
-                    try:
-                        times[spec.label] += time_runs(session, feeds_by_model[spec.label], warmup=warmup,
-                                                       iterations=share[r], cancel=cancel)
-                    finally:
-                        session.close()  # one live session at a time
-                        del session
-                        gc.collect()
-                    done += 1
-            for spec in specs:
-                fed = feeds_by_model[spec.label][0]
+
+            def feeds_of(i: int, _bs=bs, _feeds=feeds_by_model) -> list:
+                label = specs[i].label
+                if label not in _feeds:
+                    _feeds[label] = build_feeds(specs[i].path, _bs, dims, data, labels_key=labels_key)
+                return _feeds[label]
+
+            def before(step: int, steps: int, r: int, i: int, _bs=bs, _cores=cores, _done=done) -> None:
+                if progress is not None:
+                    progress(f"{specs[i].label} batch {_bs} cores {_cores} (round {r + 1}/{rounds})",
+                             (_done + step) / total)
+
+            per_model = interleaved_times(engine, [spec.path for spec in specs], feeds_of, cores, rounds=rounds,
+                                          warmup=warmup, iterations=int(iterations), cancel=cancel,
+                                          before_session=before)
+            done += len(specs) * rounds
+            times = {spec.label: t for spec, t in zip(specs, per_model)}
+            for i, spec in enumerate(specs):
+                fed = feeds_of(i)[0]
                 run = BenchmarkRun.from_times(spec.label, spec.optimization_name or spec.optimization,
                                               fixed[spec.label] or bs, cores, times[spec.label])
                 run.optimization_id = spec.optimization

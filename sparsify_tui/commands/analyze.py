@@ -43,7 +43,7 @@ def run(args) -> int:
     from sparsify_tui import settings
     from sparsify_tui.analysis.nodes import analyze_model
     from sparsify_tui.analysis.shapes import parse_dim_args
-    from sparsify_tui.cli import print_json, print_warnings
+    from sparsify_tui.commands.output import print_json, print_warnings
     from sparsify_tui.engine import get_engine
     from sparsify_tui.formatting import format_count
 
@@ -94,7 +94,7 @@ def run(args) -> int:
 def _channel_groups(args, dims: dict) -> int:
     """``analyze --channel-groups``: the channel groups as JSON or a table."""
     from sparsify_tui.analysis.channels import analyze_channels
-    from sparsify_tui.cli import print_json
+    from sparsify_tui.commands.output import print_json
     from sparsify_tui.engine import get_engine
     from sparsify_tui.formatting import format_count
 

@@ -4,7 +4,7 @@ measuring lock, so they queue behind other measuring jobs instead of corrupting 
 
 from __future__ import annotations
 
-from sparsify_tui.cli import stderr_progress as _stderr_progress
+from sparsify_tui.commands.output import stderr_progress as _stderr_progress
 
 
 def _list_type(check, flag: str):
@@ -41,7 +41,7 @@ def _fmt_table(result) -> str:
 
 
 def cmd_benchmark(args) -> int:
-    from sparsify_tui.cli import print_json
+    from sparsify_tui.commands.output import print_json
     from sparsify_tui.jobs import run_here
     from sparsify_tui.services.benchmarks import load_benchmark
     from sparsify_tui.store import Workspace
@@ -97,7 +97,7 @@ def _fmt_accuracy(acc: dict) -> str:
 
 
 def cmd_apply(args) -> int:
-    from sparsify_tui.cli import print_json
+    from sparsify_tui.commands.output import print_json
     from sparsify_tui.jobs import run_here
     from sparsify_tui.services.optimizations import get_optimization
     from sparsify_tui.store import Workspace

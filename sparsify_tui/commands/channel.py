@@ -1,6 +1,6 @@
 """CLI for channel pruning: ``sparsify-tui profile channel-calibration`` (the channel time model measured on this
 server, stored with a perf profile) and ``sparsify-tui optimization show`` (an optimization's estimates next to
-its measured benchmark), plus the text layout of a channel optimization.
+its measured benchmark; the text of a channel optimization is in :mod:`~sparsify_tui.commands.optimization_text`).
 
     sparsify-tui profile channel-calibration PROJECT [--perf NAME] [--ratios 0.25,0.5,0.7] [--json]
     sparsify-tui optimization show PROJECT OPTIMIZATION [--json]
@@ -8,86 +8,12 @@ its measured benchmark), plus the text layout of a channel optimization.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-from sparsify_tui.cli import stderr_progress as _stderr_progress
 from sparsify_tui.commands import profile_group
-
-if TYPE_CHECKING:
-    from sparsify_tui.optimization.record import Optimization
-
-
-def render_channel_text(opt: "Optimization", project_name: str) -> str:
-    """Text summary of a channel optimization: target, estimates (onnxruntime, time model named, measured when
-    benchmarked) and one line per group (channels, kept, ratio, est. ms, est. loss, note)."""
-    from sparsify_tui.formatting import format_fixed as _fmt
-    from sparsify_tui.optimization.fidelity import predicted_change
-
-    est, st, q = opt.estimates, opt.settings, opt.quantization
-    target = {"uniform": f"uniform ratio {st.sparsity:.2f} per group",
-              "sparsity": f"{st.sparsity:.2f} of all prunable channels (allocated)",
-              "speedup": f"{st.target_speedup:.2f}x estimated speedup", "macs": f"{st.macs_reduction:.2f}x fewer MACs",
-              }.get(st.target, st.target)
-    measured = opt.extra.get("measured") or {}
-    lines = [
-        f"optimization {opt.name!r} ({opt.id}) of project {project_name!r}: CHANNEL pruning",
-        f"  profiles: perf {opt.perf_profile_name}, loss {opt.loss_profile_name}",
-        f"  target: {target}; achieved {_fmt(est.achieved, '.3f')}; balance {st.balance:.2f}, cap {st.max_sparsity:.2f}"
-        f" per group, round_to {st.round_to}",
-        f"  channels kept: {est.kept_channels} of {est.channels} prunable ({est.groups_thinned} groups thinned)",
-        f"  quantization: {'INT8 after thinning' if q.enabled else 'off'}",
-        "  estimates (onnxruntime, thinned dense model):",
-        f"    FP32: {_fmt(est.ort_ms_fp32, '.3f')} ms/batch (baseline {_fmt(est.baseline_ms, '.3f')}), "
-        f"speedup {_fmt(est.ort_speedup_fp32)}x (est.)" + (f"; with INT8: {_fmt(est.ort_speedup)}x (est.)"
-                                                         if q.enabled else ""),
-        f"    time model: {est.time_model_note}",
-        *[f"    warning (channel calibration): {w}"
-          for w in ((opt.model.extra.get("channel_time_model") or {}).get("calibration") or {}).get("warnings") or []],
-        f"    MACs {_fmt(est.macs, '.4g')} -> {_fmt(est.macs_pruned, '.4g')} ({_fmt(est.macs_reduction)}x fewer), "
-        f"params {_fmt(est.params, '.4g')} -> {_fmt(est.params_nonzero, '.4g')}",
-        f"  predicted output change: {predicted_change(opt)}",
-    ]
-    if measured:
-        stale = " (stale: the optimization changed since)" if measured.get("stale") else ""
-        lines.append(f"  measured (benchmark {measured.get('benchmark_name')!r}, batch {measured.get('batch_size')}, "
-                     f"{measured.get('core_count')} cores): speedup {_fmt(measured.get('speedup'))}x vs "
-                     f"estimated {_fmt(measured.get('estimated_speedup'))}x{stale}")
-    lines += applied_lines(opt)
-    timed = est.baseline_ms is not None  # group ms only from a measured perf profile (FLOPS: relative units)
-    lines.append(f"  groups (id, channels -> kept, ratio, {'est. ms' if timed else 'est. speedup'}, est. loss, note):")
-    for l in opt.layers:
-        note = "override" if l.override else (l.reason or "")
-        kept = l.kept if l.kept is not None else l.channels
-        t = _fmt(l.est_ms, '.3f') if timed else _fmt(l.est_speedup) + "x"
-        lines.append(f"    {l.weight_name[:40]:<40} {l.channels:>5} -> {kept:<5} {l.sparsity:.3f}  "
-                     f"{t:>8}  {_fmt(l.est_loss, '.3g'):>8}  {note[:60]}")
-    for w in opt.warnings:
-        lines.append(f"  warning: {w}")
-    lines.append(f"next: sparsify-tui apply {project_name!r} {opt.name!r} --json, then sparsify-tui benchmark "
-                 f"{project_name!r} -O {opt.name!r}")
-    return "\n".join(lines)
-
-
-def applied_lines(opt: "Optimization") -> list:
-    """The applied model's held-out accuracy or agreement next to its measured speedup, and the too-far flag
-    (:mod:`sparsify_tui.optimization.fidelity`): lines of ``optimization show``, any structure."""
-    from sparsify_tui.formatting import format_fixed as _fmt
-    from sparsify_tui.optimization.fidelity import applied_fidelity
-
-    fid = applied_fidelity(opt.applied.diff if opt.applied is not None else None)
-    if fid is None:
-        return ["  applied: not yet (sparsify-tui apply, with --data to score held-out items)"]
-    m = opt.measured
-    speed = (f"measured {_fmt(m.speedup)}x ({m.benchmark_name!r}, batch {m.batch_size}, {m.core_count} cores)"
-             if m is not None else "speed not measured yet (sparsify-tui benchmark)")
-    lines = [f"  applied: {fid.text}; {speed}"]
-    if fid.too_far:
-        lines.append(f"  warning: {fid.flag}")
-    return lines
+from sparsify_tui.commands.output import stderr_progress as _stderr_progress
 
 
 def cmd_calibrate(args) -> int:
-    from sparsify_tui.cli import print_json
+    from sparsify_tui.commands.output import print_json
     from sparsify_tui.jobs import run_here
     from sparsify_tui.jobs.handlers.channel_calibration import calibration_settings
     from sparsify_tui.services.profiles import perf_profile_extras
@@ -118,8 +44,8 @@ def cmd_calibrate(args) -> int:
 
 
 def cmd_show(args) -> int:
-    from sparsify_tui.cli import print_json
-    from sparsify_tui.commands.optimize import render_text, summary
+    from sparsify_tui.commands.output import print_json
+    from sparsify_tui.commands.optimization_text import render_text, summary
     from sparsify_tui.services.optimizations import get_optimization
     from sparsify_tui.store import Workspace
 

@@ -1,5 +1,5 @@
 """CLI: ``sparsify-tui compare`` (two perf profiles per node, two loss profiles per layer, or optimizations side by
-side). The comparing is done by :mod:`sparsify_tui.services.compare` and the core; this module parses and prints.
+side). The comparing is done by :mod:`sparsify_tui.services.comparisons` and the core; this module parses and prints.
 """
 
 from __future__ import annotations
@@ -35,9 +35,9 @@ def register(sub) -> None:
 
 
 def cmd_compare(args) -> int:
-    from sparsify_tui.cli import print_json
+    from sparsify_tui.commands.output import print_json
     from sparsify_tui.errors import RecordNotFound, SparsifyError
-    from sparsify_tui.services import compare as svc
+    from sparsify_tui.services import comparisons as svc
     from sparsify_tui.store import Workspace
 
     if args.top < 0:
@@ -106,7 +106,7 @@ def _short(text: str, n: int = 56) -> str:
 
 
 def format_perf(cmp, top: int = 30) -> str:
-    """Text of a :class:`~sparsify_tui.profiling.compare.PerfComparison`: both sides, the top rows, node groups,
+    """Text of a :class:`~sparsify_tui.profiling.perf_compare.PerfComparison`: both sides, the top rows, node groups,
     every unmatched row, fusion groups, totals."""
     lines = [_side_line("A", cmp.a), _side_line("B", cmp.b), ""]
     rows = cmp.top_rows(top)
@@ -141,7 +141,7 @@ def format_perf(cmp, top: int = 30) -> str:
 
 
 def format_loss(cmp, top: int = 30) -> str:
-    """Text of a :class:`~sparsify_tui.profiling.compare.LossComparison`."""
+    """Text of a :class:`~sparsify_tui.profiling.perf_compare.LossComparison`."""
     what = "INT8 sensitivity" if cmp.int8 else f"sensitivity at sparsity {cmp.level:g}"
     lines = [f"A: {cmp.a.label} ({cmp.a.method}; {cmp.a.metric_description})",
              f"B: {cmp.b.label} ({cmp.b.method}; {cmp.b.metric_description})", ""]
@@ -172,7 +172,7 @@ def _val(v, unit: str = "") -> str:
 
 
 def format_optimizations(cmp, top: int = 30) -> str:
-    """Text of an :class:`~sparsify_tui.optimization.compare.OptimizationComparison` (``*`` marks rows that
+    """Text of an :class:`~sparsify_tui.optimization.comparison.OptimizationComparison` (``*`` marks rows that
     differ)."""
     names = cmp.names
     lines = ["optimizations: " + " | ".join(names), ""]

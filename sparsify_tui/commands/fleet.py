@@ -107,7 +107,7 @@ def _fmt_nodes(nodes) -> str:
 
 
 def cmd_nodes(args) -> int:
-    from sparsify_tui.cli import print_json
+    from sparsify_tui.commands.output import print_json
     from sparsify_tui.fleet import require_ray
     from sparsify_tui.fleet.probe import describe_cluster
 
@@ -171,7 +171,7 @@ def _follow(ws, job: dict, quiet: bool) -> dict:
 
 def _submit_and_follow(args, job_type: str, extra: dict) -> int:
     from sparsify_tui import jobs
-    from sparsify_tui.cli import print_json
+    from sparsify_tui.commands.output import print_json
     from sparsify_tui.errors import JobError
     from sparsify_tui.fleet import require_ray
     from sparsify_tui.store import Workspace

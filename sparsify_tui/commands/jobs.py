@@ -70,7 +70,7 @@ def _run(args) -> int:
 
 
 def _list(args) -> int:
-    from sparsify_tui.cli import print_json
+    from sparsify_tui.commands.output import print_json
     from sparsify_tui.jobs import list_jobs
 
     jobs = list_jobs(_ws(), args.project)
@@ -86,7 +86,7 @@ def _list(args) -> int:
 
 
 def _show(args) -> int:
-    from sparsify_tui.cli import print_json
+    from sparsify_tui.commands.output import print_json
     from sparsify_tui.jobs import get_job
 
     job = _public(get_job(_ws(), args.job_id))
@@ -107,7 +107,7 @@ def _show(args) -> int:
 
 
 def _cancel(args) -> int:
-    from sparsify_tui.cli import print_json
+    from sparsify_tui.commands.output import print_json
     from sparsify_tui.jobs import cancel
 
     job = _public(cancel(_ws(), args.job_id))

@@ -9,7 +9,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from sparsify_tui.cli import stderr_progress as _stderr_progress
+from sparsify_tui.commands.output import stderr_progress as _stderr_progress
 from sparsify_tui.commands import looks_like_model, profile_group
 
 
@@ -54,8 +54,8 @@ def _summary_text(prof) -> str:
 
 def cmd_profile_loss(args) -> int:
     from sparsify_tui.analysis.shapes import parse_dim_args
-    from sparsify_tui.cli import print_json, print_warnings
-    from sparsify_tui.jobs.handlers.loss import loss_settings
+    from sparsify_tui.commands.output import print_json, print_warnings
+    from sparsify_tui.services.job_settings import loss_settings
 
     dims = parse_dim_args(args.dim or [])
     job_args = {"name": args.name or "baseline", "method": args.method, "levels": args.levels,
@@ -66,7 +66,7 @@ def cmd_profile_loss(args) -> int:
     if args.batch_size is not None:
         job_args["batch_size"] = args.batch_size
     if looks_like_model(args.target):
-        from sparsify_tui.profiling.loss import profile_loss
+        from sparsify_tui.profiling.loss_methods import profile_loss
 
         # bad arguments and inputs fail here, before any progress line
         s = loss_settings({}, job_args, model_path=args.target)

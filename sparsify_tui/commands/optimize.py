@@ -17,10 +17,6 @@
 from __future__ import annotations
 
 import sys
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    from sparsify_tui.optimization.record import Optimization
 
 FRAMEWORK_CHOICES = ["pytorch", "pytorch-plain", "keras", "tensorflow"]
 
@@ -93,25 +89,8 @@ def _ws():
     return Workspace()
 
 
-def summary(opt: "Optimization") -> dict:
-    """The JSON printed by ``optimize --json``: the stored record (an
-    :class:`~sparsify_tui.optimization.record.Optimization`) without the per-layer curves and the per-node
-    times; ``model`` and ``layers`` last."""
-    rec = opt.to_dict()
-    drop = {"time_curve", "loss_curve", "gain_curve"}
-    out = {k: v for k, v in rec.items() if k not in ("layers", "model")}
-    out["model"] = {k: v for k, v in rec["model"].items() if k not in ("perf_nodes", "channel_time_model",
-                                                                        "channel_layers")}
-    tm = rec["model"].get("channel_time_model")
-    if tm:  # the per-node time model is large: its kind and calibration only
-        out["model"]["channel_time_model"] = {k: tm.get(k) for k in ("kind", "description", "round_to", "calibration",
-                                                                      "batch_size", "core_count")}
-    out["layers"] = [{k: v for k, v in l.items() if k not in drop} for l in rec["layers"]]
-    return out
-
-
 def _optimize(args) -> int:
-    from sparsify_tui.cli import print_json
+    from sparsify_tui.commands.output import print_json
     from sparsify_tui.errors import ProjectError
     from sparsify_tui.services.optimizations import create_optimization
 
@@ -160,6 +139,8 @@ def _optimize(args) -> int:
     sparsity = args.sparsity if args.sparsity is not None else (0.3 if channel else 0.85)
     ws = _ws()
     project = ws.get_project(args.project)
+    from sparsify_tui.commands.optimization_text import render_text, summary
+
     opt = create_optimization(ws, project["id"], args.name, perf=args.perf, loss=args.loss, sparsity=sparsity,
                               balance=args.balance, quantize=args.quantize, settings=extra, overrides=overrides)
     if args.json:
@@ -172,10 +153,10 @@ def _optimize(args) -> int:
 def _optimize_int8(args, overrides: dict, flags: list) -> int:
     """``optimize --quantize --max-drop D``: the INT8 search as an ``int8_search`` job in this process (the
     measuring lock, progress on stderr); bad arguments fail before the job exists."""
-    from sparsify_tui.cli import print_json, stderr_progress
+    from sparsify_tui.commands.output import print_json, stderr_progress
     from sparsify_tui.errors import ProjectError
     from sparsify_tui.jobs import run_here
-    from sparsify_tui.services.int8 import int8_settings
+    from sparsify_tui.services.job_settings import int8_settings
     from sparsify_tui.services.optimizations import get_optimization
 
     if not args.quantize:
@@ -196,6 +177,8 @@ def _optimize_int8(args, overrides: dict, flags: list) -> int:
     summary = run_here(ws, project["id"], "int8_search", job_args, progress=stderr_progress(args.json))
     if args.sparsity is None:
         print("sparsity 0 (INT8 only): give --sparsity to prune too", file=sys.stderr)
+    from sparsify_tui.commands.optimization_text import render_int8_text, render_text, summary_json
+
     opt = get_optimization(ws, project["id"], summary["optimization"])
     if args.json:
         print_json(summary_json(opt))
@@ -208,10 +191,11 @@ def _optimize_int8(args, overrides: dict, flags: list) -> int:
 def _optimize_budget(args, overrides: dict, flags: list) -> int:
     """``optimize --structure channel --max-drop D --data F``: the budget search as a ``budget_search`` job in this
     process (the measuring lock, progress on stderr); bad arguments fail before the job exists."""
-    from sparsify_tui.cli import print_json, stderr_progress
+    from sparsify_tui.commands.optimization_text import render_budget_text, render_text, summary_json
+    from sparsify_tui.commands.output import print_json, stderr_progress
     from sparsify_tui.errors import ProjectError
     from sparsify_tui.jobs import run_here
-    from sparsify_tui.services.budget import budget_settings
+    from sparsify_tui.services.job_settings import budget_settings
     from sparsify_tui.services.optimizations import get_optimization
 
     if args.max_drop is None:
@@ -243,135 +227,8 @@ def _optimize_budget(args, overrides: dict, flags: list) -> int:
     return 0
 
 
-def render_budget_text(opt: "Optimization") -> str:
-    """The budget search of an optimization for the CLI: metric and why, budget, the split, every trial, the
-    choice."""
-    from sparsify_tui.formatting import format_fixed as _fmt
-
-    s = opt.search
-    if s is None:
-        return ""
-    chosen = s.chosen_trial
-    lines = [
-        f"metric: {s.metric} ({s.metric_reason})",
-        f"budget: --max-drop {s.max_drop:g} = {s.budget_units}",
-        f"data: {s.data} (sha256 {str(s.data_sha256 or '')[:12]}): calibration items {s.items}, held-out items "
-        f"{s.held_out} ({s.held_out_items} scored)"
-        + (f", FP32 accuracy {s.accuracy_fp32:.4f} on them" if s.accuracy_fp32 is not None else ""),
-        f"result: {s.status}; {len(s.trials)} trials in {s.seconds:.1f} s; FP32 {_fmt(s.fp32_ms, '.3f')} ms/batch "
-        f"(interleaved timing, {s.timing.get('rounds')} rounds); reachable est. {_fmt(s.reachable_speedup)}x",
-        "  trial  target  INT8 (FP32 grp)  kept ch     metric      within  median ms  speedup  note",
-    ]
-    for t in s.trials:
-        mark = "*" if t.index == s.chosen else " "
-        q = f"yes ({t.fp32_groups})" if t.quantized else "no"
-        lines.append(f"{mark} {t.index:>4}  {t.target:>5.2f}x  {q:<15}  {t.kept_channels:>5}/{t.channels:<5}  "
-                     f"{t.metric_value:<10.4g}  {'yes' if t.within_budget else 'no ':<6}  "
-                     f"{_fmt(t.median_ms, '.3f'):>9}  {_fmt(t.speedup):>6}x  {t.note}")
-    if chosen is not None:
-        lines.append(f"  (* = chosen: {chosen.label}, measured {_fmt(chosen.speedup)}x vs FP32, {s.metric} "
-                     f"{chosen.metric_value:.4g} on the held-out items)")
-    else:
-        lines.append("  no trial is chosen: FP32 is kept (nothing thinned, INT8 off)")
-    return "\n".join(lines)
-
-
-def summary_json(opt: "Optimization") -> dict:
-    """:func:`summary` (the ``optimize --json`` document)."""
-    return summary(opt)
-
-
-def render_int8_text(opt: "Optimization") -> str:
-    """The INT8 search of an optimization for the CLI: metric and why, budget, every trial, per-layer states."""
-    from sparsify_tui.formatting import format_fixed as _fmt
-    from sparsify_tui.optimization.int8_search import layer_states
-
-    s = opt.quantization.search
-    if s is None:
-        return ""
-    lines = [
-        f"metric: {s.metric} ({s.metric_reason})",
-        f"budget: --max-drop {s.max_drop:g} = {s.budget_units}",
-        f"data: {s.data or 'synthetic'}, {s.eval_items} items evaluated, calibration {s.calibration_method} on "
-        f"{s.calibration_size} batches" + (f", FP32 accuracy {s.accuracy_fp32:.4f}" if s.accuracy_fp32 is not None
-                                             else ""),
-        f"ranking: {s.ranking_source or 'not needed (full INT8 fits)'}",
-        f"result: {s.status}; {len(s.trials)} trials in {s.seconds:.1f} s; FP32 {_fmt(s.fp32_ms, '.3f')} ms/batch "
-        f"(short interleaved timing, {s.timing.get('rounds')} rounds)",
-        "  trial  FP32 groups  FP32 nodes  metric      within  median ms  speedup  note",
-    ]
-    for t in s.trials:
-        mark = "*" if t.index == s.chosen else " "
-        lines.append(f"{mark} {t.index:>4}  {t.groups:>11}  {t.excluded_count:>10}  {t.metric_value:<10.4g}  "
-                     f"{'yes' if t.within_budget else 'no ':<6}  {_fmt(t.median_ms, '.3f'):>9}  "
-                     f"{_fmt(t.speedup):>6}x  {t.note}")
-    lines.append("  (* = chosen: the fastest trial within budget)")
-    rows = [r for r in layer_states(opt.quantization, opt.layers) if r["state"] == "FP32"]
-    if rows and opt.quantization.enabled:
-        lines.append(f"  layers kept FP32 ({len(rows)}):")
-        for r in rows[:20]:
-            lines.append(f"    {str(r['node_id'])[:40]:<40} INT8 sens. {_fmt(r['sensitivity'], '.3g', '-'):>9}  {r['why']}")
-        if len(rows) > 20:
-            lines.append(f"    ... {len(rows) - 20} more (--json lists them)")
-    return "\n".join(lines)
-
-
-def render_text(opt: "Optimization", project_name: str) -> str:
-    """Human-readable summary of a stored, evaluated optimization for the CLI (its structure's layout)."""
-    if opt.settings.structure == "channel":
-        from sparsify_tui.commands.channel import render_channel_text
-
-        return render_channel_text(opt, project_name)
-    return _render_unstructured(opt, project_name)
-
-
-def _fp32_count(opt: "Optimization") -> str:
-    """"N layers" kept FP32, plus the node count when it differs (an INT8 search also keeps the nodes between
-    layers FP32)."""
-    excluded = set(opt.quantization.excluded or [])
-    layers = sum(1 for l in opt.layers if l.node_id in excluded)
-    return f"{layers} layers" + (f" ({len(excluded)} nodes)" if len(excluded) != layers else "")
-
-
-def _render_unstructured(opt: "Optimization", project_name: str) -> str:
-    """Human-readable summary of a stored, evaluated optimization (an
-    :class:`~sparsify_tui.optimization.record.Optimization`) for the CLI."""
-    from sparsify_tui.formatting import format_fixed as _fmt
-    from sparsify_tui.optimization.estimates import recovery_text
-
-    est, st, ep, q = opt.estimates, opt.settings, opt.epochs, opt.quantization
-    lines = [
-        f"optimization {opt.name!r} ({opt.id}) of project {project_name!r}",
-        f"  profiles: perf {opt.perf_profile_name}, loss {opt.loss_profile_name}",
-        f"  target sparsity {st.sparsity:.2f}, achieved {est.avg_sparsity:.3f} (params-weighted), "
-        f"balance {st.balance:.2f}",
-        f"  quantization: {'INT8' if q.enabled else 'off'}"
-        + (f", {_fp32_count(opt)} kept FP32" if q.enabled else ""),
-        f"  epochs: stabilize to {ep.pruning_start_epoch}, prune to {ep.pruning_end_epoch}, "
-        f"fine-tune to {ep.total_epochs}, update every {ep.update_frequency}",
-        "  estimates:",
-        f"    {est.sparse_runtime}: {_fmt(est.sparse_ms)} ms/batch, speedup {_fmt(est.sparse_speedup)}x (est.)",
-        f"    onnxruntime: {_fmt(est.ort_ms)} ms/batch, speedup {_fmt(est.ort_speedup)}x "
-        f"(no gain from sparsity; INT8 {'measured' if est.int8_measured else 'not measured'}"
-        + (f": {est.int8_source}" if est.int8_source else "") + ")",
-        f"    FLOPs reduction {_fmt(est.flops_reduction)}x, params compression "
-        f"{_fmt(est.params_compression)}x, est. recovery {recovery_text(est.est_recovery, opt.loss_profile)}",
-    ]
-    from sparsify_tui.commands.channel import applied_lines
-
-    lines += applied_lines(opt)
-    lines.append("  layers (weight name, sparsity, note):")
-    for l in opt.layers:
-        note = "override" if l.override else (l.reason or "")
-        lines.append(f"    {l.weight_name[:48]:<48} {l.sparsity:.3f}  {note}")
-    for w in opt.warnings:
-        lines.append(f"  warning: {w}")
-    lines.append(f"next: sparsify-tui export {project_name!r} {opt.name!r} --code pytorch-plain")
-    return "\n".join(lines)
-
-
 def _export(args) -> int:
-    from sparsify_tui.cli import print_json
+    from sparsify_tui.commands.output import print_json
     from sparsify_tui.errors import ProjectError
     from sparsify_tui.services.optimizations import export_optimization
 

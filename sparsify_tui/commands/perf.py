@@ -13,7 +13,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from sparsify_tui.cli import stderr_progress as _stderr_progress
+from sparsify_tui.commands.output import stderr_progress as _stderr_progress
 from sparsify_tui.commands import looks_like_model, profile_group
 
 
@@ -44,8 +44,8 @@ def register(sub) -> None:
 
 def cmd_profile_perf(args) -> int:
     from sparsify_tui.analysis.shapes import parse_dim_args
-    from sparsify_tui.cli import print_json, print_warnings
-    from sparsify_tui.jobs.handlers.perf import perf_settings
+    from sparsify_tui.commands.output import print_json, print_warnings
+    from sparsify_tui.services.job_settings import perf_settings
 
     dims = parse_dim_args(args.dim) if args.dim else None
     job_args = {"name": args.name, "batch_size": args.batch_size, "core_count": args.cores,

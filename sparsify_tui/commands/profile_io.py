@@ -49,7 +49,7 @@ def cmd_export(args) -> int:
     import json
 
     from sparsify_tui import settings
-    from sparsify_tui.cli import print_json
+    from sparsify_tui.commands.output import print_json
     from sparsify_tui.errors import SparsifyError
     from sparsify_tui.services import exchange
     from sparsify_tui.store import Workspace
@@ -87,7 +87,7 @@ def cmd_export(args) -> int:
 
 
 def cmd_import(args) -> int:
-    from sparsify_tui.cli import print_json
+    from sparsify_tui.commands.output import print_json
     from sparsify_tui.services import exchange
     from sparsify_tui.store import Workspace
 

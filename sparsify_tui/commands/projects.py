@@ -94,11 +94,11 @@ def _print_summary(s: dict) -> None:
 
 def _create(args) -> int:
     from sparsify_tui.analysis.shapes import parse_dim_args
-    from sparsify_tui.cli import print_json
+    from sparsify_tui.commands.output import print_json
     from sparsify_tui.formatting import format_count
     from sparsify_tui.services.projects import create_project
 
-    from sparsify_tui.cli import print_warnings
+    from sparsify_tui.commands.output import print_warnings
 
     dims = parse_dim_args(args.dim)
     ws = _ws()
@@ -116,7 +116,7 @@ def _create(args) -> int:
 
 
 def _list(args) -> int:
-    from sparsify_tui.cli import print_json
+    from sparsify_tui.commands.output import print_json
     from sparsify_tui.formatting import format_count
 
     projects = _ws().list_projects()
@@ -134,7 +134,7 @@ def _list(args) -> int:
 
 
 def _show(args) -> int:
-    from sparsify_tui.cli import print_json
+    from sparsify_tui.commands.output import print_json
 
     from sparsify_tui.services.projects import project_summary
 
@@ -147,7 +147,7 @@ def _show(args) -> int:
 
 
 def _edit(args) -> int:
-    from sparsify_tui.cli import print_json
+    from sparsify_tui.commands.output import print_json
 
     fields = {}
     for key in ("name", "description", "optimizer", "epochs", "init_lr", "final_lr"):
@@ -167,7 +167,7 @@ def _edit(args) -> int:
 
 
 def _delete(args) -> int:
-    from sparsify_tui.cli import print_json
+    from sparsify_tui.commands.output import print_json
     from sparsify_tui.errors import ProjectError
 
     ws = _ws()
@@ -208,7 +208,7 @@ def ensure_demo_project(ws) -> dict:
 def run_demo_profiles(ws, project: dict) -> None:
     """Run the demo's main jobs in this process, once: its baseline profiles (:func:`sparsify_tui.jobs.baseline_jobs`:
     the perf profile and the weight-magnitude loss profile), each only if the project has none of that kind yet."""
-    from sparsify_tui.cli import stderr_progress
+    from sparsify_tui.commands.output import stderr_progress
     from sparsify_tui.jobs import baseline_jobs, run_here
 
     for job_type, args, label in baseline_jobs(ws, project, missing_only=True):
@@ -217,7 +217,7 @@ def run_demo_profiles(ws, project: dict) -> None:
 
 
 def _demo(args) -> int:
-    from sparsify_tui.cli import print_json, terminal_problem
+    from sparsify_tui.commands.output import print_json, terminal_problem
 
     problem = None if args.headless else terminal_problem()
     if problem:  # `sparsify-tui demo | tee log`: the same work, headless, the summary into the pipe

@@ -22,6 +22,7 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any, Callable, Mapping, Optional, Sequence, Union
 
+from sparsify_tui.analysis.graph import UniqueKeys
 from sparsify_tui.engine.base import Engine, KernelTimes, ModelSource, ProfiledPass, QuantizationResult, Session
 from sparsify_tui.errors import ModelError
 from sparsify_tui.progress import CancelToken, ProgressFn
@@ -255,13 +256,10 @@ def parse_trace(trace: Union[str, Path, list, dict], skip_runs: int = 0) -> Kern
             if stack and end <= stack[-1][0]:
                 excl[stack[-1][1]] -= float(e.get("dur", 0))
             stack.append((end, i))
-        seen: dict = defaultdict(int)
+        unique_key = UniqueKeys()
         this_run: dict = defaultdict(float)
         for e, us in zip(in_run, excl):
-            base = str(e["name"])[: -len("_kernel_time")]
-            k = seen[base]
-            seen[base] += 1
-            key = base if k == 0 else f"{base}#{k}"
+            key = unique_key(str(e["name"])[: -len("_kernel_time")])
             if key not in out.op_type:
                 out.op_type[key] = (e.get("args") or {}).get("op_name", "")
                 out.order.append(key)

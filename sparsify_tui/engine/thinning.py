@@ -306,7 +306,7 @@ class ThinResult:
       zeroed at the removed channels (None when the check was skipped); a bounded activation's output is measured
       against its range (:func:`exactness_figure`); passes at :data:`EXACTNESS_TOLERANCE`;
     * ``output_diff``: the thinned model against the baseline
-      (:func:`sparsify_tui.engine.compare.output_difference`: NMSE, max abs, top-1 agreement);
+      (:func:`sparsify_tui.engine.outputs.output_difference`: NMSE, max abs, top-1 agreement);
     * ``file_size_bytes_before``/``after`` (external data included);
     * ``thinning_seconds``: load + analysis + importance + rewrite + save (wall s), ``seconds``: each phase
       and the checks;
@@ -485,7 +485,7 @@ def thin_model(model_path: Union[str, os.PathLike], out_path: Union[str, os.Path
     from sparsify_tui.analysis.loading import external_data_info, load_model
     from sparsify_tui.analysis.nodes import analyze_model
     from sparsify_tui.engine import get_engine
-    from sparsify_tui.engine.compare import output_difference
+    from sparsify_tui.engine.outputs import output_difference
     from sparsify_tui.engine.weights import runnable_path
 
     src, out = Path(model_path), Path(out_path)
@@ -610,7 +610,7 @@ and Softsign 1)."""
 
 
 def exactness_figure(outputs: dict, bounded: Union[set, dict]) -> float:
-    """``exactness_max_rel_diff`` from :func:`~sparsify_tui.engine.compare.output_difference`'s per-tensor figures:
+    """``exactness_max_rel_diff`` from :func:`~sparsify_tui.engine.outputs.output_difference`'s per-tensor figures:
     the largest ``max |Δ| / scale``, where ``scale`` is ``max |y_ref|``, or at least 1 for a tensor a bounded
     activation (:data:`BOUNDED_OPS`) produced. onnxruntime computes Sigmoid/Tanh with an approximation whose
     absolute error is about 1e-7, so a saturated map (PP-OCRv4 det on random inputs: every value below 3e-7) would

@@ -124,51 +124,64 @@ def time_runs(session, feeds: Sequence[Mapping[str, Any]], *, warmup: int, itera
     return [t / 1e6 for t in times_ns]
 
 
-def round_shares(rounds: int, iterations: int) -> list[int]:
-    """Timed runs per round of :func:`interleaved_times`: ``iterations`` split over ``min(rounds, iterations)``
-    rounds, the first rounds taking one more when it does not divide."""
+def round_shares(iterations: int, rounds: int) -> list[int]:
+    """Timed runs per round: ``iterations`` split over ``rounds`` (at most ``iterations``) as evenly as possible,
+    the first rounds taking the remainder (the order :func:`interleaved_times` times them in)."""
     rounds = max(1, min(int(rounds), int(iterations)))
     return [int(iterations) // rounds + (1 if r < int(iterations) % rounds else 0) for r in range(rounds)]
 
 
 def per_round(times_ms: Sequence[float], rounds: int, iterations: int) -> list[list[float]]:
     """One model's times from :func:`interleaved_times` split back into its rounds (same ``rounds`` and
-    ``iterations``), so two models can be compared round by round (paired: the same machine state)."""
+    ``iterations``, :func:`round_shares`), so two models can be compared round by round (paired: the same machine
+    state)."""
     out, i = [], 0
-    for n in round_shares(rounds, iterations):
+    for n in round_shares(iterations, rounds):
         out.append(list(times_ms[i:i + n]))
         i += n
     return out
 
 
-def interleaved_times(engine, models: Sequence[Any], feeds: Sequence[Mapping[str, Any]], core_count: Optional[int],
-                      *, rounds: int = 3, warmup: int = 2, iterations: int = 12,
-                      cancel: Optional[CancelToken] = None,
-                      on_step: Optional[Callable[[int, int], None]] = None) -> list[list[float]]:
-    """Short interleaved timing of several models on the same feeds: ``rounds`` rounds, each opening every
-    model's session in turn (the order reversed every other round), ``warmup`` untimed runs, then its share of
-    ``iterations`` timed runs with :func:`time_runs`, then closing it (one live session at a time). Machine
-    drift then hits every model alike, which is what makes the ratios between them trustworthy on a shared
-    machine (the benchmark's rule, :mod:`sparsify_tui.benchmark.runner`).
+FeedsOf = Callable[[int], Sequence[Mapping[str, Any]]]
 
-    ``models``: paths (or anything ``engine.open_session`` takes); returns, per model, its ms per timed run
-    (``iterations`` of them, all rounds). ``on_step(done, total)`` after each session. Raises ``ModelError``
-    when a model cannot be loaded, ``JobCanceled`` on cancel."""
-    share = round_shares(rounds, iterations)
-    rounds = len(share)
+
+def interleaved_times(engine, models: Sequence[Any], feeds: "Sequence[Mapping[str, Any]] | FeedsOf",
+                      core_count: Optional[int], *, rounds: int = 3, warmup: int = 2, iterations: int = 12,
+                      cancel: Optional[CancelToken] = None,
+                      on_step: Optional[Callable[[int, int], None]] = None,
+                      before_session: Optional[Callable[[int, int, int, int], None]] = None) -> list[list[float]]:
+    """The interleaved timing rounds (the one implementation): ``rounds`` rounds, each opening every model's
+    session in turn (the order reversed every other round), ``warmup`` untimed runs, then its share of
+    ``iterations`` timed runs (:func:`round_shares`) with :func:`time_runs`, then closing it (one live session at
+    a time). Machine drift then hits every model alike, which is what makes the ratios between them trustworthy
+    on a shared machine (the benchmark's rule, :mod:`sparsify_tui.benchmark.runner`).
+
+    ``models``: paths (or anything ``engine.open_session`` takes); ``feeds``: the feed dicts every model runs
+    on, or a function model index -> that model's feeds. Returns, per model, its ms per timed run (``iterations``
+    of them, round after round). ``before_session(done, total, round, model index)`` before each session,
+    ``on_step(done, total)`` after it. Raises ``ModelError`` when a model cannot be loaded, ``JobCanceled`` on
+    cancel."""
+    import gc
+
+    share = round_shares(iterations, rounds)
+    feeds_of = feeds if callable(feeds) else (lambda _i: feeds)
     out: list[list[float]] = [[] for _ in models]
     order = list(range(len(models)))
-    total, done = rounds * len(order), 0
-    for r in range(rounds):
+    total, done = len(share) * len(order), 0
+    for r, runs in enumerate(share):
         for i in (order if r % 2 == 0 else order[::-1]):
             if cancel is not None:
                 cancel.check()
+            if before_session is not None:
+                before_session(done, total, r, i)
+            model_feeds = feeds_of(i)
             session = engine.open_session(models[i], core_count)
             try:
-                out[i] += time_runs(session, feeds, warmup=warmup, iterations=share[r], cancel=cancel)
+                out[i] += time_runs(session, model_feeds, warmup=warmup, iterations=runs, cancel=cancel)
             finally:
                 session.close()
                 del session
+                gc.collect()
             done += 1
             if on_step is not None:
                 on_step(done, total)

@@ -21,9 +21,6 @@ from sparsify_tui.errors import ModelError
 PASS_THROUGH_OPS = tuple(sorted(WEIGHT_CHAIN_OPS - {"DequantizeLinear"}))
 #: models at or above this size are written with external data (protobuf's 2 GB limit).
 EXTERNAL_DATA_BYTES = 1_800_000_000
-#: IR version written models are lowered to when their opsets allow (onnxruntime 1.31 loads up to 13;
-#: older runtimes and tools load 10).
-WRITE_IR_VERSION = 10
 #: external-data location of stripped initializers (:func:`strip_initializers`; never a file)
 IN_MEMORY = "__sparsify_tui_in_memory__"
 _DATA_FIELDS = ("raw_data", "float_data", "int32_data", "int64_data", "double_data", "uint64_data")
@@ -107,13 +104,12 @@ def set_array(model, kind: str, name: str, arr: np.ndarray) -> None:
 
 
 def lower_ir_version(model) -> int:
-    """Lower a model about to be written to IR :data:`WRITE_IR_VERSION` when it is newer and its opsets
-    allow (:func:`sparsify_tui.analysis.loading.set_ir_version`); returns its IR version."""
-    from sparsify_tui.analysis.loading import set_ir_version
+    """Lower a model about to be written to IR :data:`~sparsify_tui.analysis.loading.WRITE_IR_VERSION` when it
+    is newer and its opsets allow (:func:`sparsify_tui.analysis.loading.lower_ir_version`); returns its IR
+    version."""
+    from sparsify_tui.analysis.loading import lower_ir_version as lower
 
-    if model.ir_version > WRITE_IR_VERSION:
-        set_ir_version(model, WRITE_IR_VERSION)
-    return int(model.ir_version)
+    return lower(model)
 
 
 def load(path: Union[str, Path]):
@@ -169,8 +165,10 @@ def runnable_path(path: Path, ir_version: int, tmp: Path) -> str:
         raw_ir = None
     if raw_ir is None or raw_ir == ir_version:
         return str(path)
+    from sparsify_tui.analysis.loading import set_ir_version
+
     raw = onnx.load(str(path), load_external_data=False)
-    raw.ir_version = ir_version
+    set_ir_version(raw, ir_version, path.name)
     out = tmp / "ir_lowered.onnx"
     has_external = any(t.data_location == onnx.TensorProto.EXTERNAL for t in raw.graph.initializer)
     if has_external:

@@ -244,13 +244,13 @@ def model_files(model_path, folder: str) -> tuple[dict, ShippedFile]:
     model's folder). Raises ``ModelError``."""
     import onnx
 
-    from sparsify_tui.analysis.loading import _all_tensors, external_data_info, resolve_external_location
+    from sparsify_tui.analysis.loading import all_tensors, external_data_info, resolve_external_location
 
     path = Path(model_path)
     name = f"{folder}/{path.name}"
     files = {name: path}
     model = onnx.load(str(path), load_external_data=False)
-    for tensor in _all_tensors(model):
+    for tensor in all_tensors(model):
         info = external_data_info(tensor, path.name)
         if info is None:
             continue

@@ -39,6 +39,7 @@ from typing import Any, Dict, List, Optional
 from sparsify_tui.errors import JobCanceled, JobError, SparsifyError
 from sparsify_tui.jobs.measure_lock import MEASURE_LOCK_ENV, MeasureLock, measure_lock_path  # noqa: F401
 from sparsify_tui.progress import CancelToken, ProgressFn
+from sparsify_tui.tempfiles import pid_alive
 from sparsify_tui.store.workspace import Workspace, new_id, now_iso
 
 ACTIVE = ("pending", "running")
@@ -83,25 +84,10 @@ def _proc_start_time(pid: int) -> Optional[int]:
 
 
 def _pid_alive(pid: Optional[int], start: Optional[int] = None) -> bool:
-    """True when ``pid`` runs (not a zombie) and, if ``start`` is known, is the same process."""
-    if not pid:
+    """True when ``pid`` runs (:func:`sparsify_tui.tempfiles.pid_alive`: not a zombie) and, if ``start`` is known,
+    is the same process (its start time, so a reused pid does not count)."""
+    if not pid or not pid_alive(int(pid)):
         return False
-    try:
-        os.kill(int(pid), 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    except OSError:
-        return False
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as fh:
-            data = fh.read().decode(errors="replace")
-        state = data[data.rindex(")") + 2 :].split()[0]
-        if state in ("Z", "X"):
-            return False
-    except (OSError, ValueError, IndexError):
-        return True
     if start is not None:
         now_start = _proc_start_time(int(pid))
         if now_start is not None and now_start != start:

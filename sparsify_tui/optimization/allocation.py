@@ -31,7 +31,7 @@ from typing import Dict, List, Optional
 
 import numpy as np
 
-from sparsify_tui.optimization.config import GRID_LEVELS
+from sparsify_tui.optimization.layer_curves import GRID_LEVELS
 from sparsify_tui.optimization.record import LayerRow, Settings
 
 STEP = 0.005

@@ -215,15 +215,15 @@ def output_difference(baseline_path, model_path, feeds: Sequence[dict], *, cance
                       engine: Any = None, labels: Optional[Sequence[np.ndarray]] = None,
                       metric: Optional[str] = None, metric_asked_by: str = "--metric") -> dict:
     """Compare the outputs of ``model_path`` against ``baseline_path`` on ``feeds`` (list of feed dicts): the
-    raw differences of :func:`sparsify_tui.engine.compare.compare_outputs` (``max_abs``, ``nmse``, ``max_rel``,
+    raw differences of :func:`sparsify_tui.engine.outputs.compare_outputs` (``max_abs``, ``nmse``, ``max_rel``,
     ``top1_agreement``, ``samples``, ``outputs``) plus the metrics of :mod:`sparsify_tui.profiling.metrics`:
     ``kl`` (over the class output ``[batch, classes>1]``, else None), ``accuracy`` / ``accuracy_baseline``
     (top-1 against ``labels``, one int array per feed; else None), ``metric_name`` (``metric`` or the default
     chosen from the outputs) with ``metric_reason``, and ``metric_value`` (its budgeted quantity: absolute
     top-1 drop, or the nmse/kl/max_abs value). One session is alive at a time
-    (:func:`sparsify_tui.engine.compare.run_outputs`).
+    (:func:`sparsify_tui.engine.outputs.run_outputs`).
     """
-    from sparsify_tui.engine.compare import compare_outputs, run_outputs
+    from sparsify_tui.engine.outputs import compare_outputs, run_outputs
     from sparsify_tui.profiling.metrics import choose_metric, evaluate
 
     base = run_outputs(baseline_path, feeds, cancel=cancel, engine=engine)

@@ -245,7 +245,7 @@ def search_budget(
     from sparsify_tui import settings
     from sparsify_tui.analysis.labels import sample_set
     from sparsify_tui.engine import get_engine
-    from sparsify_tui.engine.compare import run_outputs
+    from sparsify_tui.engine.outputs import run_outputs
     from sparsify_tui.engine.timing import LatencyStats, interleaved_times
     from sparsify_tui.profiling.metrics import choose_metric, evaluate, reference_evaluation
 

@@ -53,7 +53,7 @@ from typing import Dict, List, Optional
 import numpy as np
 
 from sparsify_tui.analysis.channels import NodeChannels, node_fraction, round_kept
-from sparsify_tui.optimization.config import GRID_LEVELS
+from sparsify_tui.optimization.layer_curves import GRID_LEVELS
 
 TARGETS = ("uniform", "sparsity", "macs", "speedup")
 """Allocation targets of a channel optimization (``ChannelSettings.target``)."""

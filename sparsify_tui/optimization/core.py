@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Dict, List, Optional
 
 from sparsify_tui.errors import ProjectError, RecordNotFound
 from sparsify_tui.optimization import schedule
-from sparsify_tui.optimization.config import default_int8_excluded, perf_int8_ms, perf_model_ms
+from sparsify_tui.optimization.layer_curves import default_int8_excluded, perf_int8_ms, perf_model_ms
 from sparsify_tui.optimization.record import (
     APPROXIMATED, DEFAULT_INIT_SPARSITY, FLOPS, Epochs, ModelSummary, NodeTime, Optimization, QuantizationSettings,
     Settings,

@@ -49,7 +49,7 @@ from typing import Any, Dict, List, Optional, Sequence
 
 import numpy as np
 
-from sparsify_tui.engine.compare import run_outputs
+from sparsify_tui.engine.outputs import run_outputs
 from sparsify_tui.optimization.record import Int8Group, Int8Search, Int8Trial
 from sparsify_tui.progress import CancelToken, ProgressFn, maybe_check
 from sparsify_tui.tempfiles import make_temp_dir

@@ -171,7 +171,7 @@ class LayerRow(JsonRecord):
     Inputs built from the profiles (:meth:`PruningStructure.build_layers`): ``weight_name`` (ONNX initializer),
     ``node_id``, ``op_type``, ``params`` (weight elements), ``weight_shape``, ``flops`` (per batch), ``group``
     (Conv group attribute), ``baseline_ms`` (measured layer ms per batch; None with the FLOPS profile),
-    ``time_curve`` (time at each of :data:`~sparsify_tui.optimization.config.GRID_LEVELS`: ms per batch, or
+    ``time_curve`` (time at each of :data:`~sparsify_tui.optimization.layer_curves.GRID_LEVELS`: ms per batch, or
     with the FLOPS profile relative units, the layer's share of the model FLOPs), ``loss_curve`` (loss
     sensitivity above dense at each level, non-decreasing, in the loss profile's metric), ``gain_curve``
     (time saved at each level used for ranking, same units as ``time_curve``), ``int8_sensitivity`` (loss

@@ -69,7 +69,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 from typing import Iterable, Optional, Sequence
 
-from sparsify_tui.analysis.graph import GraphNode
+from sparsify_tui.analysis.graph import GraphNode, UniqueKeys
 
 LAYOUT_ROW = "[layout conversion]"
 UNATTRIBUTED_ROW = "[unattributed]"
@@ -115,14 +115,9 @@ def _strip(name: str) -> str:
 
 def _opt_keys(opt_nodes: Sequence[GraphNode]) -> list:
     """Kernel keys for optimized nodes, matching the engine's :class:`~sparsify_tui.engine.base.KernelTimes`
-    (duplicates get ``#k``)."""
-    seen: dict = defaultdict(int)
-    keys = []
-    for n in opt_nodes:
-        k = seen[n.name]
-        seen[n.name] += 1
-        keys.append(n.name if k == 0 else f"{n.name}#{k}")
-    return keys
+    (duplicates get ``#k``: :class:`~sparsify_tui.analysis.graph.UniqueKeys`)."""
+    unique_key = UniqueKeys()
+    return [unique_key(n.name) for n in opt_nodes]
 
 
 def attribute(
@@ -145,220 +140,269 @@ def attribute(
 
     Returns: :class:`Attribution`; ``total_ms`` equals ``sum(kernel_ms.values())``.
     """
-    orig = list(original)
-    n_orig = len(orig)
-    by_name = {n.name: i for i, n in enumerate(orig) if getattr(n, "name", "")}
-    producer: dict = {}
-    consumers: dict = defaultdict(list)
-    for i, n in enumerate(orig):
-        for t in n.outputs:
-            if t and t not in producer:
-                producer[t] = i
-        for t in n.inputs:
-            if t:
-                consumers[t].append(i)
-    orig_tensors = set(producer) | set(consumers)
-    opt_inits = set(optimized_initializers)
-    keys = _opt_keys(optimized)
-    opt_by_key = dict(zip(keys, optimized))
-    # Unnamed optimized nodes are profiled as "<op>_<node index>": pair them with the unnamed nodes of
-    # the saved graph by op type, in execution order (both are topological orders of the same graph).
-    kops = kernel_op_types or {}
-    unnamed: dict = defaultdict(list)
-    for k, n in zip(keys, optimized):
-        if not n.name:
-            unnamed[n.op_type].append(n)
-    for key in kernel_ms:
-        if key not in opt_by_key and unnamed.get(kops.get(key, "")):
-            opt_by_key[key] = unnamed[kops[key]].pop(0)
+    att = _Attributor(list(original), optimized, kernel_ms, set(optimized_initializers), kernel_op_types or {})
+    att.anchor_kernels()  # 1
+    att.fuse_post_ops()  # 2a
+    att.fuse_pre_ops()  # 2b
+    att.assign_leftovers()  # 3
+    return att.distribute()  # 4
 
-    # tensor-name equivalence: optimized tensor -> original tensor
-    equiv: dict = {t: t for n in optimized for t in list(n.outputs) + list(n.inputs) if t in orig_tensors}
-    # onnxruntime sometimes names a new tensor after the node that produced it (QDQ fusions)
-    for n in optimized:
-        for t in list(n.inputs) + list(n.outputs):
-            if t and t not in equiv and t in by_name and orig[by_name[t]].outputs:
-                equiv[t] = orig[by_name[t]].outputs[0]
-    for _ in range(3):
-        for n in optimized:
-            if n.op_type in _LAYOUT_OPS and n.inputs and n.outputs:
-                a, b = n.inputs[0], n.outputs[0]
-                if b in equiv and a not in equiv:
-                    equiv[a] = equiv[b]
-                elif a in equiv and b not in equiv:
-                    equiv[b] = equiv[a]
-            s = _strip(n.name)
-            if s in producer and len(n.outputs) == 1 and n.outputs[0] not in equiv:
-                equiv[n.outputs[0]] = s
 
-    def is_layout(n: GraphNode) -> bool:
+def _base_op(op: str) -> str:
+    """The op a quantized or fused kernel computes: ``QLinearConv`` -> ``Conv``, ``FusedConv`` -> ``Conv``."""
+    for pre in ("QLinear", "Fused", "Q"):
+        if op.startswith(pre) and op[len(pre):]:
+            return op[len(pre):]
+    return op
+
+
+class _Attributor:
+    """The state of one :func:`attribute` call and its steps, in the order of the module docstring."""
+
+    def __init__(self, orig: list, optimized: Sequence[GraphNode], kernel_ms: dict, opt_inits: set,
+                 kernel_op_types: dict) -> None:
+        self.orig, self.optimized, self.kernel_ms = orig, optimized, kernel_ms
+        self.opt_inits, self.kops = opt_inits, kernel_op_types
+        self.by_name = {n.name: i for i, n in enumerate(orig) if getattr(n, "name", "")}
+        self.producer: dict = {}
+        self.consumers: dict = defaultdict(list)
+        for i, n in enumerate(orig):
+            for t in n.outputs:
+                if t and t not in self.producer:
+                    self.producer[t] = i
+            for t in n.inputs:
+                if t:
+                    self.consumers[t].append(i)
+        self.opt_by_key = self._match_kernels()
+        self.equiv = self._tensor_equivalence()
+        self.kernel_anchor: dict = {}  # kernel key -> anchor orig indices
+        self.owner: dict = {}  # orig index -> kernel key
+
+    def _match_kernels(self) -> dict:
+        """Kernel key -> optimized node. Unnamed optimized nodes are profiled as "<op>_<node index>": they pair
+        with the unnamed nodes of the saved graph by op type, in execution order (both are topological orders of
+        the same graph)."""
+        keys = _opt_keys(self.optimized)
+        opt_by_key = dict(zip(keys, self.optimized))
+        unnamed: dict = defaultdict(list)
+        for n in self.optimized:
+            if not n.name:
+                unnamed[n.op_type].append(n)
+        for key in self.kernel_ms:
+            if key not in opt_by_key and unnamed.get(self.kops.get(key, "")):
+                opt_by_key[key] = unnamed[self.kops[key]].pop(0)
+        return opt_by_key
+
+    def _tensor_equivalence(self) -> dict:
+        """Optimized tensor -> original tensor: shared names; tensors onnxruntime names after the node that
+        produced them (QDQ fusions); through layout ops and renamed single-output nodes."""
+        orig, by_name, producer = self.orig, self.by_name, self.producer
+        orig_tensors = set(producer) | set(self.consumers)
+        equiv: dict = {t: t for n in self.optimized for t in list(n.outputs) + list(n.inputs) if t in orig_tensors}
+        for n in self.optimized:
+            for t in list(n.inputs) + list(n.outputs):
+                if t and t not in equiv and t in by_name and orig[by_name[t]].outputs:
+                    equiv[t] = orig[by_name[t]].outputs[0]
+        for _ in range(3):
+            for n in self.optimized:
+                if n.op_type in _LAYOUT_OPS and n.inputs and n.outputs:
+                    a, b = n.inputs[0], n.outputs[0]
+                    if b in equiv and a not in equiv:
+                        equiv[a] = equiv[b]
+                    elif a in equiv and b not in equiv:
+                        equiv[b] = equiv[a]
+                s = _strip(n.name)
+                if s in producer and len(n.outputs) == 1 and n.outputs[0] not in equiv:
+                    equiv[n.outputs[0]] = s
+        return equiv
+
+    # -- the kernels' anchors ------------------------------------------------------------------------------
+    def is_layout(self, n: GraphNode) -> bool:
+        """A layout conversion onnxruntime added (its own row), not an original Transpose."""
         if n.op_type in ("ReorderInput", "ReorderOutput"):
             return True
         if n.op_type == "Transpose":
-            i = by_name.get(n.name, by_name.get(_strip(n.name)))
-            return i is None or orig[i].op_type != "Transpose"
+            i = self.by_name.get(n.name, self.by_name.get(_strip(n.name)))
+            return i is None or self.orig[i].op_type != "Transpose"
         return False
 
-    def anchors(n: GraphNode) -> list:
+    def anchors(self, n: GraphNode) -> list:
+        """The original nodes a kernel is by name, by a stripped name, or by its outputs."""
         for cand in (n.name, _strip(n.name)):
-            if cand and cand in by_name:
-                return [by_name[cand]]
+            if cand and cand in self.by_name:
+                return [self.by_name[cand]]
         s = _strip(n.name)
-        if s in producer:
-            return [producer[s]]
+        if s in self.producer:
+            return [self.producer[s]]
         found = []
         for t in n.outputs:
-            o = equiv.get(t)
-            if o in producer and producer[o] not in found:
-                found.append(producer[o])
+            o = self.equiv.get(t)
+            if o in self.producer and self.producer[o] not in found:
+                found.append(self.producer[o])
         return found
 
-    def base_op(op: str) -> str:
-        for pre in ("QLinear", "Fused", "Q"):
-            if op.startswith(pre) and op[len(pre):]:
-                return op[len(pre):]
-        return op
-
-    def downstream_anchor(n: GraphNode, taken: set) -> list:
+    def downstream_anchor(self, n: GraphNode, taken: set) -> list:
         """An untaken original node of the same (base) op type at most 3 hops after the kernel's inputs."""
-        want = base_op(n.op_type)
-        frontier = [equiv[t] for t in n.inputs if t in equiv]
+        want = _base_op(n.op_type)
+        frontier = [self.equiv[t] for t in n.inputs if t in self.equiv]
         seen: set = set()
         for _ in range(3):
             nxt = []
             for t in frontier:
-                for c in consumers.get(t, ()):
+                for c in self.consumers.get(t, ()):
                     if c in seen:
                         continue
                     seen.add(c)
-                    if c not in taken and base_op(orig[c].op_type) == want:
+                    if c not in taken and _base_op(self.orig[c].op_type) == want:
                         return [c]
-                    nxt.extend(orig[c].outputs)
+                    nxt.extend(self.orig[c].outputs)
             frontier = nxt
         return []
 
-    # 1. anchors
-    kernel_anchor: dict = {}
-    anchored: dict = {}
-    for key in kernel_ms:
-        n = opt_by_key.get(key)
-        if n is None or is_layout(n):
-            continue
-        a = anchors(n)
-        if a:
-            kernel_anchor[key] = a
-            for i in a:
-                anchored.setdefault(i, key)
-    for key in kernel_ms:  # kernels with neither a known name nor known outputs: by op type, downstream
-        n = opt_by_key.get(key)
-        if n is None or key in kernel_anchor or is_layout(n):
-            continue
-        a = downstream_anchor(n, set(anchored))
-        if a:
-            kernel_anchor[key] = a
-            anchored.setdefault(a[0], key)
-    owner: dict = {}  # orig index -> kernel key
-    for key, a in kernel_anchor.items():
-        for i in a:
-            owner.setdefault(i, key)
-    # 2a. post-ops: a non-layer node reading a tensor that only it consumes, produced by an owned node,
-    #     is fused after that node (Conv -> BN -> Add -> Relu chains, Q after QLinearConv)
-    for i, n in enumerate(orig):
-        if i in owner or n.op_type in LAYER_OPS:
-            continue
-        for t in n.inputs:
-            p = producer.get(t)
-            if p is not None and p in owner and len(consumers.get(t, ())) == 1:
-                owner[i] = owner[p]
-                break
-    # 2b. pre-ops: walk back from each anchor
-    for key, a in kernel_anchor.items():
-        n = opt_by_key[key]
-        stop = {equiv.get(t, t) for t in n.inputs if t and t not in opt_inits}
-        stack = [i for i in a if owner.get(i) == key]
-        while stack:
-            v = stack.pop()
-            for t in orig[v].inputs:
-                if not t or t in stop or t not in producer:
-                    continue
-                p = producer[t]
-                if p in owner:
-                    continue
-                # only nodes whose outputs stay inside the kernel can be fused into it
-                if any(c not in owner or owner[c] != key for o in orig[p].outputs for c in consumers.get(o, ())):
-                    continue
-                owner[p] = key
-                stack.append(p)
-    # 3. leftovers: join an input producer's kernel (prefer single-consumer tensors), else a consumer's
-    for _ in range(2):
-        changed = True
-        while changed:
-            changed = False
-            for i, n in enumerate(orig):
-                if i in owner:
-                    continue
-                best = None
-                for t in n.inputs:
-                    p = producer.get(t)
-                    if p is None or p not in owner:
-                        continue
-                    single = len(consumers.get(t, ())) == 1
-                    if best is None or (single and not best[1]):
-                        best = (owner[p], single)
-                if best:
-                    owner[i] = best[0]
-                    changed = True
-        for i in range(n_orig - 1, -1, -1):
-            if i in owner:
+    def anchor_kernels(self) -> None:
+        """Step 1: each kernel's anchors (by name or outputs; else by op type downstream), which it owns."""
+        anchored: dict = {}
+        for key in self.kernel_ms:
+            n = self.opt_by_key.get(key)
+            if n is None or self.is_layout(n):
                 continue
-            for t in orig[i].outputs:
-                ks = [owner[c] for c in consumers.get(t, ()) if c in owner]
-                if ks:
-                    owner[i] = ks[0]
+            a = self.anchors(n)
+            if a:
+                self.kernel_anchor[key] = a
+                for i in a:
+                    anchored.setdefault(i, key)
+        for key in self.kernel_ms:  # kernels with neither a known name nor known outputs: by op type, downstream
+            n = self.opt_by_key.get(key)
+            if n is None or key in self.kernel_anchor or self.is_layout(n):
+                continue
+            a = self.downstream_anchor(n, set(anchored))
+            if a:
+                self.kernel_anchor[key] = a
+                anchored.setdefault(a[0], key)
+        for key, a in self.kernel_anchor.items():
+            for i in a:
+                self.owner.setdefault(i, key)
+
+    # -- fusions -------------------------------------------------------------------------------------------
+    def fuse_post_ops(self) -> None:
+        """Step 2a: a non-layer node reading a tensor that only it consumes, produced by an owned node, is fused
+        after that node (Conv -> BN -> Add -> Relu chains, Q after QLinearConv)."""
+        for i, n in enumerate(self.orig):
+            if i in self.owner or n.op_type in LAYER_OPS:
+                continue
+            for t in n.inputs:
+                p = self.producer.get(t)
+                if p is not None and p in self.owner and len(self.consumers.get(t, ())) == 1:
+                    self.owner[i] = self.owner[p]
                     break
-    # 4. recipients
-    groups: dict = defaultdict(list)
-    for i in sorted(owner):
-        groups[owner[i]].append(i)
-    res = Attribution(node_ms={n.id: 0.0 for n in orig}, special_ms={})
-    for i, key in owner.items():
-        res.kernels.setdefault(orig[i].id, []).append(key)
 
-    def add_special(row: str, key: str, ms: float) -> None:
-        res.special_ms[row] = res.special_ms.get(row, 0.0) + ms
-        res.kernel_recipients[key] = [(row, ms)]
+    def fuse_pre_ops(self) -> None:
+        """Step 2b: walking back from each anchor, nodes whose outputs stay inside the kernel are fused into it
+        (up to the kernel's own inputs)."""
+        owner = self.owner
+        for key, a in self.kernel_anchor.items():
+            n = self.opt_by_key[key]
+            stop = {self.equiv.get(t, t) for t in n.inputs if t and t not in self.opt_inits}
+            stack = [i for i in a if owner.get(i) == key]
+            while stack:
+                v = stack.pop()
+                for t in self.orig[v].inputs:
+                    if not t or t in stop or t not in self.producer:
+                        continue
+                    p = self.producer[t]
+                    if p in owner or any(c not in owner or owner[c] != key
+                                         for o in self.orig[p].outputs for c in self.consumers.get(o, ())):
+                        continue
+                    owner[p] = key
+                    stack.append(p)
 
-    for key, ms in kernel_ms.items():
-        ms = float(ms)
-        n = opt_by_key.get(key)
-        if n is not None and is_layout(n):
-            add_special(LAYOUT_ROW, key, ms)
-            continue
-        if n is None and (kernel_op_types or {}).get(key) in ("ReorderInput", "ReorderOutput"):
-            add_special(LAYOUT_ROW, key, ms)
-            continue
-        members = groups.get(key)
-        if not members:
-            add_special(UNATTRIBUTED_ROW, key, ms)
-            continue
-        layers = [i for i in members if orig[i].op_type in LAYER_OPS]
+    def assign_leftovers(self) -> None:
+        """Step 3: a node no kernel owns joins an input producer's kernel (single-consumer tensors first), else a
+        consumer's."""
+        for _ in range(2):
+            while self._join_producers():
+                pass
+            self._join_consumers()
+
+    def _join_producers(self) -> bool:
+        changed = False
+        for i, n in enumerate(self.orig):
+            if i in self.owner:
+                continue
+            best = None
+            for t in n.inputs:
+                p = self.producer.get(t)
+                if p is None or p not in self.owner:
+                    continue
+                single = len(self.consumers.get(t, ())) == 1
+                if best is None or (single and not best[1]):
+                    best = (self.owner[p], single)
+            if best:
+                self.owner[i] = best[0]
+                changed = True
+        return changed
+
+    def _join_consumers(self) -> None:
+        for i in range(len(self.orig) - 1, -1, -1):
+            if i in self.owner:
+                continue
+            for t in self.orig[i].outputs:
+                ks = [self.owner[c] for c in self.consumers.get(t, ()) if c in self.owner]
+                if ks:
+                    self.owner[i] = ks[0]
+                    break
+
+    # -- the recipients ------------------------------------------------------------------------------------
+    def distribute(self) -> Attribution:
+        """Step 4: each kernel's time goes to its layers by FLOPs (else to its anchor); layout kernels and kernels
+        nothing owns go to their own rows."""
+        orig, owner = self.orig, self.owner
+        groups: dict = defaultdict(list)
+        for i in sorted(owner):
+            groups[owner[i]].append(i)
+        res = Attribution(node_ms={n.id: 0.0 for n in orig}, special_ms={})
+        for i, key in owner.items():
+            res.kernels.setdefault(orig[i].id, []).append(key)
+        for key, ms in self.kernel_ms.items():
+            ms = float(ms)
+            n = self.opt_by_key.get(key)
+            row = self._special_row(key, n, groups)
+            if row is not None:
+                res.special_ms[row] = res.special_ms.get(row, 0.0) + ms
+                res.kernel_recipients[key] = [(row, ms)]
+                continue
+            members = groups[key]
+            recips = self._recipients(key, members)
+            res.kernel_recipients[key] = []
+            for i, share in recips:
+                res.node_ms[orig[i].id] += ms * share
+                res.kernel_recipients[key].append((orig[i].id, ms * share))
+            rid = orig[recips[0][0]].id
+            for i in members:
+                if all(i != r for r, _ in recips):
+                    res.fused_into.setdefault(orig[i].id, rid)
+        return res
+
+    def _special_row(self, key: str, n: Optional[GraphNode], groups: dict) -> Optional[str]:
+        """:data:`LAYOUT_ROW` for a layout kernel, :data:`UNATTRIBUTED_ROW` for one no node is fused into, else
+        None."""
+        if n is not None and self.is_layout(n):
+            return LAYOUT_ROW
+        if n is None and self.kops.get(key) in ("ReorderInput", "ReorderOutput"):
+            return LAYOUT_ROW
+        return None if groups.get(key) else UNATTRIBUTED_ROW
+
+    def _recipients(self, key: str, members: list) -> list:
+        """``[(orig index, share)]`` of a kernel's time: its layers by FLOPs (equal shares without FLOPs), else its
+        anchor (else its last member)."""
+        layers = [i for i in members if self.orig[i].op_type in LAYER_OPS]
         if layers:
-            fl = [max(int(getattr(orig[i], "flops", 0) or 0), 0) for i in layers]
+            fl = [max(int(getattr(self.orig[i], "flops", 0) or 0), 0) for i in layers]
             tot = sum(fl)
             shares = [f / tot for f in fl] if tot > 0 else [1.0 / len(layers)] * len(layers)
-            recips = list(zip(layers, shares))
-        else:
-            a = [i for i in kernel_anchor.get(key, []) if owner.get(i) == key] or members[-1:]
-            recips = [(a[0], 1.0)]
-        res.kernel_recipients[key] = []
-        for i, share in recips:
-            res.node_ms[orig[i].id] += ms * share
-            res.kernel_recipients[key].append((orig[i].id, ms * share))
-        rid = orig[recips[0][0]].id
-        for i in members:
-            if all(i != r for r, _ in recips):
-                res.fused_into.setdefault(orig[i].id, rid)
-    return res
+            return list(zip(layers, shares))
+        a = [i for i in self.kernel_anchor.get(key, []) if self.owner.get(i) == key] or members[-1:]
+        return [(a[0], 1.0)]
 
 
 def attribute_int8(

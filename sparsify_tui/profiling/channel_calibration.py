@@ -191,11 +191,12 @@ def calibrate_channels(model_path, *, ratios: Sequence[float] = DEFAULT_RATIOS, 
     ``DimensionError`` / ``SampleDataError`` as a perf profile does, ``JobCanceled``."""
     from sparsify_tui import settings
     from sparsify_tui.analysis import inputs as ainputs
-    from sparsify_tui.analysis.channels import MATRIX_OPS, default_round_to
+    from sparsify_tui.analysis.channels import default_round_to
+    from sparsify_tui.analysis.layers import PRUNABLE_OPS
     from sparsify_tui.analysis.nodes import analyze_model
     from sparsify_tui.engine import get_engine
     from sparsify_tui.engine.thinning import thin_model
-    from sparsify_tui.engine.timing import time_runs
+    from sparsify_tui.engine.timing import interleaved_times
     from sparsify_tui.engine.weights import runnable_path
     from sparsify_tui.profiling import attribution as attr
     from sparsify_tui.profiling.perf import profiled_runs_for
@@ -237,22 +238,10 @@ def calibrate_channels(model_path, *, ratios: Sequence[float] = DEFAULT_RATIOS, 
                                         count_zeros=False, engine=engine))
         maybe_check(cancel)
         # unprofiled latency, interleaved
-        times: list = [[] for _ in paths]
-        per_round = max(MIN_RUNS_PER_ROUND, iterations // rounds)
-        total = rounds * len(paths)
-        done = 0
-        for rnd in range(rounds):
-            order = list(range(len(paths))) if rnd % 2 == 0 else list(reversed(range(len(paths))))
-            for m in order:
-                maybe_check(cancel)
-                session = engine.open_session(paths[m], cores)
-                try:
-                    times[m].extend(time_runs(session, feeds, warmup=warmup, iterations=per_round, cancel=cancel))
-                finally:
-                    session.close()
-                    del session
-                done += 1
-                prog("timing (interleaved)", 0.1 + 0.45 * done / total)
+        per_round = max(MIN_RUNS_PER_ROUND, iterations // rounds)  # equal rounds: per-round percentiles below
+        times = interleaved_times(engine, paths, feeds, cores, rounds=rounds, warmup=warmup,
+                                  iterations=rounds * per_round, cancel=cancel,
+                                  on_step=lambda done, total: prog("timing (interleaved)", 0.1 + 0.45 * done / total))
         # latency of each model: the dense median, and each thinned one from its per-round ratios to the dense
         # per round the 25th percentile: other processes only ever add time, so the fast part of a round is the
         # least disturbed (the median of a round a neighbour's job shares is that job's as much as ours)
@@ -279,15 +268,15 @@ def calibrate_channels(model_path, *, ratios: Sequence[float] = DEFAULT_RATIOS, 
     scales = [medians[m] / p.total_ms if p.total_ms > 0 else 1.0 for m, p in enumerate(passes)]
     node_lat = [{k: float(v) * scales[m] for k, v in p.node_ms.items()} for m, p in enumerate(passes)]
     special_lat = [{k: float(v) * scales[m] for k, v in p.special_ms.items()} for m, p in enumerate(passes)]
-    matrix0 = sum(n.macs for n in by_id[0].values() if n.op_type in MATRIX_OPS) or 1
-    macs_frac = [sum(n.macs for n in b.values() if n.op_type in MATRIX_OPS) / matrix0 for b in by_id]
+    matrix0 = sum(n.macs for n in by_id[0].values() if n.op_type in PRUNABLE_OPS) or 1
+    macs_frac = [sum(n.macs for n in b.values() if n.op_type in PRUNABLE_OPS) / matrix0 for b in by_id]
     nodes: dict = {}
     modeled = np.zeros(len(paths))
     for nid, n0 in by_id[0].items():
         fs, ts = [1.0], [node_lat[0].get(nid, 0.0)]
         for m in range(1, len(paths)):
             n1 = by_id[m].get(nid)
-            fr = _node_fraction(n0, n1, n0.op_type in MATRIX_OPS and n0.prunable) if n1 is not None else None
+            fr = _node_fraction(n0, n1, n0.op_type in PRUNABLE_OPS and n0.prunable) if n1 is not None else None
             if fr is None:
                 continue
             fs.append(fr)
@@ -306,7 +295,7 @@ def calibrate_channels(model_path, *, ratios: Sequence[float] = DEFAULT_RATIOS, 
         for nid, n0 in by_id[0].items():
             c = nodes[nid]
             n1 = by_id[m].get(nid)
-            fr = 1.0 if m == 0 else (_node_fraction(n0, n1, n0.op_type in MATRIX_OPS and n0.prunable)
+            fr = 1.0 if m == 0 else (_node_fraction(n0, n1, n0.op_type in PRUNABLE_OPS and n0.prunable)
                                      if n1 is not None else 1.0)
             tot += node_time(c, fr if fr is not None else 1.0)
         tot += sum(node_time(s, macs_frac[m]) for s in special)

@@ -229,7 +229,7 @@ def build_group_model(model, gi: GraphIndex, mask: np.ndarray, weights: list, sa
     import onnx
     from onnx import helper, numpy_helper
 
-    from sparsify_tui.analysis.loading import set_ir_version
+    from sparsify_tui.analysis.loading import lower_ir_version
 
     nodes = []
     extra_inits, extra_inputs = [], []
@@ -276,7 +276,8 @@ def build_group_model(model, gi: GraphIndex, mask: np.ndarray, weights: list, sa
         base = max([o.version for o in model.opset_import if o.domain in ("", "ai.onnx")] or [13])
         opsets.append(helper.make_opsetid("", max(13, base)))
     sub = onnx.helper.make_model(graph, opset_imports=opsets)
-    set_ir_version(sub, max(4, min(int(model.ir_version), 10)))  # overridable initializers need IR >= 4
+    sub.ir_version = model.ir_version
+    lower_ir_version(sub, at_least=4)  # overridable initializers need IR >= 4
     return sub
 
 

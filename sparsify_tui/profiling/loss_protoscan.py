@@ -18,43 +18,19 @@ from typing import Optional
 
 import numpy as np
 
+from sparsify_tui.analysis.layers import PRUNABLE_OPS
+from sparsify_tui.analysis.protobuf import read_varint, wire_fields
+
 # ModelProto.graph = 7; GraphProto: node = 1, initializer = 5; TensorProto: dims = 1, data_type = 2,
 # name = 8, raw_data = 9, data_location = 14 (1 = EXTERNAL); other data fields: 4,5,6,7,10,11.
 _TYPED_DATA_FIELDS = {4, 5, 6, 7, 10, 11}
 
 
-def _varint(buf, pos: int) -> tuple[int, int]:
-    result = shift = 0
-    while True:
-        b = buf[pos]
-        pos += 1
-        result |= (b & 0x7F) << shift
-        if b < 0x80:
-            return result, pos
-        shift += 7
-
-
 def _fields(buf, start: int, end: int):
-    """Yield (field number, wire type, value start, value end or varint value) over buf[start:end]."""
-    pos = start
-    while pos < end:
-        key, pos = _varint(buf, pos)
-        field, wt = key >> 3, key & 7
-        if wt == 0:
-            val, pos = _varint(buf, pos)
-            yield field, wt, val, None
-        elif wt == 2:
-            n, pos = _varint(buf, pos)
-            yield field, wt, pos, pos + n
-            pos += n
-        elif wt == 1:
-            yield field, wt, pos, pos + 8
-            pos += 8
-        elif wt == 5:
-            yield field, wt, pos, pos + 4
-            pos += 4
-        else:
-            raise ValueError(f"unsupported wire type {wt}")
+    """``(field number, wire type, a, b)`` over ``buf[start:end]``: ``a`` the varint value and ``b`` None for wire
+    type 0, else the value's span ``[a, b)`` (:func:`sparsify_tui.analysis.protobuf.wire_fields`)."""
+    for f in wire_fields(buf, start, end):
+        yield (f.number, f.wire, f.value, None) if f.wire == 0 else (f.number, f.wire, f.value_start, f.end)
 
 
 class ScannedModel:
@@ -108,7 +84,7 @@ class ScannedModel:
             elif field == 1 and wt == 2:  # packed dims
                 p = a
                 while p < b:
-                    v, p = _varint(buf, p)
+                    v, p = read_varint(buf, p)
                     dims.append(v)
             elif field == 2 and wt == 0:
                 dtype = a
@@ -147,7 +123,7 @@ def scan_model(path) -> Optional[ScannedModel]:
     except Exception:  # noqa: BLE001 - the normal loader reports real problems with a proper message
         return None
     consts = {o for n in sm.model.graph.node if n.op_type == "Constant" for o in n.output}
-    weight_from_const = any(n.op_type in ("Conv", "Gemm", "MatMul") and len(n.input) > 1 and n.input[1] in consts
+    weight_from_const = any(n.op_type in PRUNABLE_OPS and len(n.input) > 1 and n.input[1] in consts
                             for n in sm.model.graph.node)
     if weight_from_const or not sm.model.opset_import or not _sizes_match(sm):
         sm.close()

@@ -31,7 +31,7 @@ from typing import Mapping, Optional, Sequence
 import numpy as np
 
 from sparsify_tui.analysis.labels import labels_need_class_output, metric_needs_class_output
-from sparsify_tui.engine.compare import max_abs, nmse  # noqa: F401 (the one definition of each)
+from sparsify_tui.engine.outputs import max_abs, nmse  # noqa: F401 (the one definition of each)
 from sparsify_tui.errors import ModelError, SampleDataError, SparsifyError
 from sparsify_tui.settings import METRICS  # noqa: F401 (every metric a budget can be stated in)
 #: what the budget (``max_drop``) of each metric means

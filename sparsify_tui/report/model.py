@@ -203,7 +203,7 @@ ESTIMATE_FIELDS = (
 
 def optimization_entry(record: Any, measured: Optional[dict] = None) -> OptimizationEntry:
     """The report entry of an optimization (typed record or stored dict) with what was measured of it
-    (:func:`sparsify_tui.services.compare.measured_results`)."""
+    (:func:`sparsify_tui.services.comparisons.measured_results`)."""
     from sparsify_tui.optimization.record import Optimization
 
     rec = record if isinstance(record, Optimization) else Optimization.from_dict(record)

@@ -85,7 +85,8 @@ def _target(t: dict) -> str:
 
 
 def blocks(report: Report, top: int = 10) -> list:
-    """The report as a list of :class:`Heading`, :class:`Para`, :class:`Table` and :class:`Chart` blocks."""
+    """The report as a list of :class:`Heading`, :class:`Para`, :class:`Table` and :class:`Chart` blocks: the
+    model and machine, then one section per kind of record."""
     out: list = [Heading(1, report.title),
                  Para(f"Generated {report.generated} by sparsify-tui {report.version}. Times are ms per batch, "
                       "throughput items/s. Measured numbers come from onnxruntime on the machine named with each "
@@ -111,7 +112,14 @@ def blocks(report: Report, top: int = 10) -> list:
         ["Cores", f"{mc.get('available_cores', '?')} available ({mc.get('physical_cores') or '?'} physical)"],
         ["onnxruntime", mc.get("ort_version") or "?"],
     ]))
+    for section in (_perf_blocks, _loss_blocks, _optimization_blocks, _benchmark_blocks):
+        out += section(report)
+    return out
 
+
+def _perf_blocks(report: Report) -> list:
+    """The perf profiles: a table of all, a latency chart, and per profile its op types and slowest nodes."""
+    out: list = []
     out.append(Heading(2, "Performance profiles"))
     if not report.perf:
         out.append(Para("No measured perf profile."))
@@ -145,7 +153,12 @@ def blocks(report: Report, top: int = 10) -> list:
             out.append(Table(["Node id", "Op type", "ms", "% of total", "INT8 ms"],
                              [[n.id, n.op_type, ms(n.time_ms), pct(n.share), ms(n.int8_time_ms)] for n in e.top],
                              right={2, 3, 4}))
+    return out
 
+
+def _loss_blocks(report: Report) -> list:
+    """The loss profiles: per profile the most and least sensitive layers at its level."""
+    out: list = []
     out.append(Heading(2, "Loss profiles"))
     if not report.loss:
         out.append(Para("No measured loss profile."))
@@ -161,7 +174,12 @@ def blocks(report: Report, top: int = 10) -> list:
                 out.append(Table(["Rank", "Node id", "Weight", "Op type", "Params", "Sensitivity"],
                                  [[r.rank, r.id, r.weight_name, r.op_type, format_count(r.params), num(r.value)]
                                   for r in rows], right={0, 4, 5}))
+    return out
 
+
+def _optimization_blocks(report: Report) -> list:
+    """The optimizations: settings, estimates, what apply measured and the benchmarks of each."""
+    out: list = []
     out.append(Heading(2, "Optimizations"))
     if not report.optimizations:
         out.append(Para("No optimization."))
@@ -195,7 +213,12 @@ def blocks(report: Report, top: int = 10) -> list:
                              [[b["benchmark"], b["batch_size"], b["core_count"], ms(b["median_ms"]),
                                f"{b['items_per_second']:.1f}", times(b["speedup"])] for b in e.benchmarks],
                              right={1, 2, 3, 4, 5}))
+    return out
 
+
+def _benchmark_blocks(report: Report) -> list:
+    """The benchmarks: per benchmark its rows and its measured speedups."""
+    out: list = []
     out.append(Heading(2, "Benchmarks"))
     if not report.benchmarks:
         out.append(Para("No benchmark."))

@@ -3,7 +3,7 @@ missing or stale) measured side by side, stored as a record plus the full result
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Dict, Optional
+from typing import TYPE_CHECKING, Optional
 
 from sparsify_tui import settings
 from sparsify_tui.progress import CancelToken, ProgressFn
@@ -48,38 +48,6 @@ def load_benchmark(ws, project_id: str, ref: str):
     res = BenchmarkResult.from_dict(ws.read_record_blob(project_id, TABLE, rec["id"]))
     res.id = rec["id"]
     return res
-
-
-#: How the CLI names each argument in its errors; a TUI dialog passes its own field labels as ``flags``.
-FLAGS = {"batch_sizes": "--batch-sizes", "core_counts": "--cores", "warmup": "--warmup", "iterations": "--iterations"}
-
-
-def benchmark_settings(project: dict, args: dict, *, model_path=None,
-                       flags: Optional[Dict[str, str]] = None) -> Dict[str, Any]:
-    """Validated benchmark settings from job ``args`` with the project's setup as defaults:
-    ``batch_sizes``, ``core_counts``, ``warmup``, ``iterations``, ``dims``. ``flags``: the label of each argument
-    in error messages (default :data:`FLAGS`, the CLI's). With ``model_path`` (the baseline model) the inputs
-    are checked for every batch size before anything runs (:func:`sparsify_tui.analysis.inputs.check_run_inputs`:
-    the model, dim names, memory, sample data ``args["data"]``). Raises ``SparsifyError``."""
-    f = {**FLAGS, **(flags or {})}
-    setup = project.get("setup") or {}
-    default_cores = min(int(setup.get("core_count") or settings.available_cores()), settings.available_cores())
-    out = {
-        "batch_sizes": settings.batch_sizes(args.get("batch_sizes"), int(setup.get("batch_size") or 1),
-                                            f["batch_sizes"]),
-        "core_counts": settings.core_counts(args.get("core_counts"), default_cores, f["core_counts"]),
-        "warmup": settings.warmup(args.get("warmup"), f["warmup"]),
-        "iterations": settings.iterations(args.get("iterations"), f["iterations"]),
-        "dims": settings.dims({**(setup.get("dims") or {}), **(args.get("dims") or {})}),
-        "metric": settings.metric(args.get("metric")),
-    }
-    if model_path is not None:
-        from sparsify_tui.analysis.inputs import check_run_inputs
-
-        for b in out["batch_sizes"]:
-            check_run_inputs(model_path, b, out["dims"], args.get("data"), labels_key=args.get("labels"),
-                             metric=out["metric"], scores_outputs=True, user_dims=args.get("dims"))
-    return out
 
 
 def benchmark_models(ws, project_id: str, refs: list, *, progress: Optional[ProgressFn] = None,
@@ -136,6 +104,7 @@ def benchmark_project(ws, project_id: str, args: dict, *, progress: Optional[Pro
     Progress: applying takes the first 30 % of the bar when anything must be applied.
     """
     from sparsify_tui.benchmark.runner import run_benchmark
+    from sparsify_tui.services.job_settings import benchmark_settings
 
     project = ws.get_project(project_id)
     s = benchmark_settings(project, args, model_path=ws.model_path(project_id))

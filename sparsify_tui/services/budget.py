@@ -8,64 +8,18 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Dict, Optional
 
-from sparsify_tui import settings
-from sparsify_tui.errors import SampleDataError, SparsifyError
 from sparsify_tui.progress import CancelToken, ProgressFn
+from sparsify_tui.services.job_settings import budget_settings
 from sparsify_tui.services.optimizations import TABLE, build_record, check_name_free
 
 if TYPE_CHECKING:
     from sparsify_tui.optimization.record import Optimization
 
 
-def budget_settings(project: Dict[str, Any], args: Dict[str, Any]) -> Dict[str, Any]:
-    """Validated arguments of a budget search job (defaults from the project's setup and
-    :mod:`sparsify_tui.settings`): ``name, perf, loss, balance, max_drop, metric, data, labels, quantize,
-    calibration, calibration_size (items; None: the search's rule), max_trials, dims, core_count``. Raises
-    ``SparsifyError`` (one line)."""
-    from sparsify_tui.optimization.budget_search import MAX_TRIALS
-
-    setup = project.get("setup") or {}
-    name = str(args.get("name") or "").strip()
-    if not name:
-        raise SparsifyError("an optimization needs a name: pass --name NAME")
-    if args.get("max_drop") in (None, ""):
-        raise SparsifyError("the budget search needs a budget: add --max-drop D (e.g. 0.01 for 1 point of top-1, "
-                            "0.05 for NMSE)")
-    data = settings.data_file(args.get("data") or setup.get("data"))
-    if data is None:
-        raise SampleDataError("the budget search needs real items to fit the reconstruction and score each trial: "
-                              "add --data FILE.npz (inputs, and labels for top-1 accuracy)")
-    dims = dict(setup.get("dims") or {})
-    dims.update(args.get("dims") or {})
-    cores = args.get("core_count")
-    if cores is None:
-        cores = min(int(setup.get("core_count") or settings.available_cores()), settings.available_cores())
-    cal = args.get("calibration_size")
-    balance = 0.5 if args.get("balance") is None else float(args["balance"])
-    if not 0.0 <= balance <= 1.0:
-        raise SparsifyError(f"--balance {balance} is not allowed: --balance must be between 0 and 1")
-    return {
-        "name": name,
-        "perf": args.get("perf"),
-        "loss": args.get("loss"),
-        "balance": balance,
-        "max_drop": settings.max_drop(args.get("max_drop")),
-        "metric": settings.metric(args.get("metric")),
-        "data": data,
-        "labels": args.get("labels") or None,
-        "quantize": bool(args.get("quantize")),
-        "calibration": settings.calibration_method(args.get("calibration")),
-        "calibration_size": None if cal in (None, "") else settings.calibration_size(cal),
-        "max_trials": settings.trial_count(args.get("max_trials"), MAX_TRIALS),
-        "dims": dims,
-        "core_count": settings.core_count(cores),
-    }
-
-
 def search_budget_optimization(ws, project_id: str, args: Dict[str, Any], *, progress: Optional[ProgressFn] = None,
                                cancel: Optional[CancelToken] = None, timing: Optional[dict] = None) -> "Optimization":
     """Create the channel optimization ``args["name"]`` at the configuration the budget search chose; returns it as
-    stored. ``args``: see :func:`budget_settings`; ``timing``: overrides of the search's timing rounds."""
+    stored. ``args``: see :func:`sparsify_tui.services.job_settings.budget_settings`; ``timing``: overrides of the search's timing rounds."""
     from sparsify_tui.optimization import core
     from sparsify_tui.optimization.budget_search import search_budget
     from sparsify_tui.optimization.structures import load_optimization
@@ -115,4 +69,4 @@ def chosen_record(rec: "Optimization", search, *, calibration_method: str = "min
     return rec
 
 
-__all__ = ["budget_settings", "search_budget_optimization", "chosen_record"]
+__all__ = ["search_budget_optimization", "chosen_record"]

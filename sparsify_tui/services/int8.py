@@ -8,7 +8,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Dict, Optional
 
-from sparsify_tui import settings
 from sparsify_tui.errors import ProjectError
 from sparsify_tui.progress import CancelToken, ProgressFn
 from sparsify_tui.tempfiles import temp_dir
@@ -18,37 +17,6 @@ from sparsify_tui.services.projects import model_analysis
 
 if TYPE_CHECKING:
     from sparsify_tui.optimization.record import Optimization
-
-
-def int8_settings(project: Dict[str, Any], args: Dict[str, Any]) -> Dict[str, Any]:
-    """Validated arguments of an INT8 search job (defaults from the project's setup and
-    :mod:`sparsify_tui.settings`): ``name, perf, loss, sparsity, balance, max_drop, metric, data, labels,
-    calibration, calibration_size, dims, core_count``. Raises ``SparsifyError`` (one line)."""
-    setup = project.get("setup") or {}
-    name = str(args.get("name") or "").strip()
-    if not name:
-        raise ProjectError("an optimization needs a name: pass --name NAME")
-    dims = dict(setup.get("dims") or {})
-    dims.update(args.get("dims") or {})
-    sp = args.get("sparsity")
-    cores = args.get("core_count")
-    if cores is None:
-        cores = min(int(setup.get("core_count") or settings.available_cores()), settings.available_cores())
-    return {
-        "name": name,
-        "perf": args.get("perf"),
-        "loss": args.get("loss"),
-        "sparsity": 0.0 if sp is None else float(sp),
-        "balance": 0.5 if args.get("balance") is None else float(args["balance"]),
-        "max_drop": settings.max_drop(args.get("max_drop")),
-        "metric": settings.metric(args.get("metric")),
-        "data": args.get("data") or setup.get("data") or None,
-        "labels": args.get("labels") or None,
-        "calibration": settings.calibration_method(args.get("calibration")),
-        "calibration_size": settings.calibration_size(args.get("calibration_size")),
-        "dims": dims,
-        "core_count": settings.core_count(cores),
-    }
 
 
 def search_int8_optimization(ws, project_id: str, args: Dict[str, Any], *, progress: Optional[ProgressFn] = None,
@@ -61,6 +29,8 @@ def search_int8_optimization(ws, project_id: str, args: Dict[str, Any], *, progr
     from sparsify_tui.optimization.int8_search import excluded_nodes, search_int8
     from sparsify_tui.optimization.record import Settings
     from sparsify_tui.optimization.structures import load_optimization
+
+    from sparsify_tui.services.job_settings import int8_settings
 
     s = int8_settings(ws.get_project(project_id), args)
     project = ws.get_project(project_id)

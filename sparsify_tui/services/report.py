@@ -22,7 +22,7 @@ def build_report(ws, project_ref: str, *, top: int = DEFAULT_TOP, level: float =
     from sparsify_tui.engine import system_info
     from sparsify_tui.report import model as rm
     from sparsify_tui.services.benchmarks import TABLE as BENCH_TABLE, load_benchmark
-    from sparsify_tui.services.compare import measured_results
+    from sparsify_tui.services.comparisons import measured_results
     from sparsify_tui.services.optimizations import list_optimizations
     from sparsify_tui.services.profiles import LOSS_TABLE, PERF_TABLE, load_loss_profile, load_perf_profile
 

@@ -101,11 +101,11 @@ def _copy_external_data(src: Path, model_dir: Path) -> None:
     no link, inside the model's folder), so nothing outside the model's folder is ever read."""
     import onnx
 
-    from sparsify_tui.analysis.loading import _all_tensors, external_data_info, open_external_data
+    from sparsify_tui.analysis.loading import all_tensors, external_data_info, open_external_data
 
     model = onnx.load(str(src), load_external_data=False)
     done: set = set()
-    for tensor in _all_tensors(model):
+    for tensor in all_tensors(model):
         info = external_data_info(tensor, src.name)
         if info is None or info["location"] in done:
             continue

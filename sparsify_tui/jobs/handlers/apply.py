@@ -2,43 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Any, Dict, Mapping, Optional
+from typing import Any, Dict
 
-#: How the CLI names each argument in its errors; a TUI dialog passes its own field labels as ``flags``.
-FLAGS = {"optimization": "OPTIMIZATION", "out_path": "-o", "data": "--data", "labels": "--labels"}
-
-
-def apply_settings(project: Dict[str, Any], args: Dict[str, Any], *, model_path=None, project_dir=None,
-                   flags: Optional[Mapping[str, str]] = None) -> Dict[str, Any]:
-    """Validated arguments of an apply: ``optimization`` (required), ``out_path`` (optional; its folder must
-    exist, :func:`sparsify_tui.settings.output_path`, except the project's own ``optimized/`` folder under
-    ``project_dir``, created on demand), ``data`` (optional calibration data), ``labels`` (the key of its
-    labels array, :mod:`sparsify_tui.analysis.labels`). With ``model_path`` the
-    calibration inputs are checked too (the project's dims, 16 batches of one item, the sample data), before
-    anything runs. Raises ``SparsifyError`` (one line)."""
-    from pathlib import Path
-
-    from sparsify_tui import settings
-    from sparsify_tui.errors import SparsifyError
-
-    f = {**FLAGS, **(flags or {})}
-    if not args.get("optimization"):
-        raise SparsifyError(f"apply needs an optimization ({f['optimization']}): give its name or id")
-    out_path = args.get("out_path") or None
-    if out_path:
-        own = project_dir is not None and \
-            Path(out_path).expanduser().absolute().parent == (Path(project_dir) / "optimized").absolute()
-        out_path = str(Path(out_path).expanduser()) if own else settings.output_path(out_path, f["out_path"],
-                                                                                     allow_dir=True)
-    out = {"optimization": str(args["optimization"]), "out_path": out_path, "data": args.get("data") or None,
-           "labels": args.get("labels") or None}
-    if model_path is not None:
-        from sparsify_tui.analysis.inputs import check_run_inputs
-
-        # calibration: 16 batches of one item (optimization.apply.calibration_inputs)
-        check_run_inputs(model_path, 1, settings.dims((project.get("setup") or {}).get("dims") or {}), out["data"],
-                         batches=16, labels_key=out["labels"], scores_outputs=True)
-    return out
+from sparsify_tui.services.job_settings import apply_settings
 
 
 def check(ws, project: Dict[str, Any], args: Dict[str, Any]) -> None:

@@ -8,7 +8,7 @@ from typing import Any, Dict
 def check(ws, project: Dict[str, Any], args: Dict[str, Any]) -> None:
     """Refuse bad arguments before a job record exists (the benchmark settings with the model's inputs, and
     every optimization exists)."""
-    from sparsify_tui.services.benchmarks import benchmark_settings
+    from sparsify_tui.services.job_settings import benchmark_settings
     from sparsify_tui.services.optimizations import get_optimization
 
     benchmark_settings(project, args, model_path=ws.model_path(project["id"]))

@@ -7,13 +7,13 @@ from typing import Any, Dict
 
 
 def check(ws, project: Dict[str, Any], args: Dict[str, Any]) -> None:
-    """Refuse bad arguments before a job record exists: :func:`sparsify_tui.services.budget.budget_settings`, a
+    """Refuse bad arguments before a job record exists: :func:`sparsify_tui.services.job_settings.budget_settings`, a
     free name, the sample data with its labels (:func:`sparsify_tui.analysis.inputs.check_run_inputs`) and enough
     items for the calibration and held-out split (:func:`sparsify_tui.optimization.budget_search.split_items`)."""
-    from sparsify_tui.analysis.inputs import check_run_inputs
+    from sparsify_tui.analysis.run_inputs import check_run_inputs
     from sparsify_tui.analysis.labels import item_count
     from sparsify_tui.optimization.budget_search import split_items
-    from sparsify_tui.services.budget import budget_settings
+    from sparsify_tui.services.job_settings import budget_settings
     from sparsify_tui.services.optimizations import check_name_free
 
     s = budget_settings(project, args)
@@ -24,7 +24,7 @@ def check(ws, project: Dict[str, Any], args: Dict[str, Any]) -> None:
 
 
 def run(ctx) -> Dict[str, Any]:
-    """Args: see :func:`sparsify_tui.services.budget.budget_settings` (``name``, ``max_drop``, ``data``, ``metric``,
+    """Args: see :func:`sparsify_tui.services.job_settings.budget_settings` (``name``, ``max_drop``, ``data``, ``metric``,
     ``labels``, ``quantize``, ...). Stores the optimization; returns ``{optimization, name, status, chosen, trials,
     metric, speedup, seconds}``."""
     from sparsify_tui.services.budget import search_budget_optimization

@@ -5,42 +5,7 @@ from __future__ import annotations
 
 from typing import Any, Dict
 
-
-def calibration_settings(ws, project: Dict[str, Any], args: Dict[str, Any]) -> Dict[str, Any]:
-    """Validated arguments: ``perf`` (the perf profile record id: ``args["perf"]`` id or name, default the newest
-    completed one), ``ratios`` (list or ``"0.25,0.5"``), and the perf profile's ``batch_size``, ``core_count``
-    (capped at the cores available now), ``dims``, ``warmup``, ``iterations``, ``data``. Raises
-    ``SparsifyError`` / ``RecordNotFound`` (one line)."""
-    from sparsify_tui import settings
-    from sparsify_tui.errors import SparsifyError
-    from sparsify_tui.profiling.channel_calibration import DEFAULT_RATIOS
-    from sparsify_tui.services.profiles import FLOPS, resolve_perf_profile
-
-    ref = args.get("perf")
-    if ref is not None and str(ref).lower() == FLOPS:
-        raise SparsifyError("a channel calibration is stored with a measured perf profile, not FLOPS: "
-                            "give --perf NAME or run sparsify-tui profile perf first")
-    prof, rec_id, name = resolve_perf_profile(ws, project["id"], ref)
-    if prof is None:
-        raise SparsifyError(f"project {project['name']!r} has no perf profile: run sparsify-tui profile perf "
-                            f"{project['name']!r} first (the calibration is stored with it)")
-    ratios = args.get("ratios") or list(DEFAULT_RATIOS)
-    if isinstance(ratios, str):
-        try:
-            ratios = [float(x) for x in ratios.replace(" ", "").split(",") if x]
-        except ValueError:
-            raise SparsifyError(f"--ratios {ratios!r} is not allowed: --ratios must be numbers, e.g. 0.25,0.5") from None
-    if not ratios or any(not 0 < float(r) < 1 for r in ratios):
-        raise SparsifyError(f"--ratios {ratios} is not allowed: --ratios must be fractions of channels in (0, 1), "
-                           "e.g. 0.25,0.5")
-    return {
-        "perf": rec_id, "perf_name": name, "ratios": sorted(float(r) for r in ratios),
-        "batch_size": settings.batch_size(prof.batch_size or 1),
-        "core_count": settings.core_count(min(int(prof.core_count or settings.available_cores()),
-                                              settings.available_cores())),
-        "dims": dict(prof.dims or {}), "warmup": settings.warmup(prof.warmup),
-        "iterations": settings.iterations(prof.iterations), "data": (prof.inputs or {}).get("path"),
-    }
+from sparsify_tui.services.job_settings import calibration_settings
 
 
 def check(ws, project: Dict[str, Any], args: Dict[str, Any]) -> None:

@@ -23,54 +23,14 @@ import os
 import socket
 import time
 from functools import partial
-from typing import Any, Callable, Dict, Mapping, Optional
+from typing import Any, Callable, Dict
 
 from sparsify_tui import settings
+from sparsify_tui.services.job_settings import FLEET_FLAGS as FLAGS
+from sparsify_tui.services.job_settings import fleet_settings
 
-#: How the CLI names each argument in its errors; a TUI dialog passes its own field labels as ``flags``.
-FLAGS = {"address": "--address", "targets": "--targets", "batch_size": "--batch-size", "batch_sizes": "--batch-sizes",
-         "core_count": "--cores", "warmup": "--warmup", "iterations": "--iterations", "name": "--name"}
 STATE_INTERVAL_S = 0.5
 """Least seconds between two writes of the targets' states to the job record."""
-
-
-# -------------------------------------------------------------------------------------------- settings
-def fleet_settings(kind: str, project: Dict[str, Any], args: Dict[str, Any], *, model_path=None,
-                   flags: Optional[Mapping[str, str]] = None) -> Dict[str, Any]:
-    """Validated arguments of a fleet job, ``kind`` ``"profile"`` or ``"benchmark"``: ``address``, ``targets`` (the
-    parsed ``--targets``), ``core_count`` (None: all of each node's cores), ``name`` (template), ``warmup``,
-    ``iterations``, ``dims``, ``data``; a profile adds ``batch_size`` and ``int8``, a benchmark ``batch_sizes`` and
-    ``optimizations``. Defaults come from the project's setup, like a local job (its core count does not: a
-    target's cores are its own). With ``model_path`` the inputs are checked here first (the model, dims, memory,
-    sample data). Raises ``SparsifyError`` (one line)."""
-    f = {**FLAGS, **(flags or {})}
-    setup = project.get("setup") or {}
-    out: Dict[str, Any] = {
-        "address": settings.fleet_address(args.get("address"), f["address"]),
-        "targets": settings.fleet_targets(args.get("targets") or "all", f["targets"]),
-        "core_count": settings.fleet_cores(args.get("core_count"), f["core_count"]),
-        "name": settings.fleet_name(args.get("name"), f["name"]),
-        "warmup": settings.warmup(args.get("warmup"), f["warmup"]),
-        "iterations": settings.iterations(args.get("iterations"), f["iterations"]),
-        "dims": settings.dims({**(setup.get("dims") or {}), **(args.get("dims") or {})}),
-        "data": args.get("data") or None,
-    }
-    if kind == "profile":
-        out["batch_size"] = settings.batch_size(args["batch_size"] if args.get("batch_size") is not None
-                                                else setup.get("batch_size") or 1, f["batch_size"])
-        out["int8"] = bool(args.get("int8", True))
-        batches = [out["batch_size"]]
-    else:
-        out["batch_sizes"] = settings.batch_sizes(args.get("batch_sizes"), int(setup.get("batch_size") or 1),
-                                                  f["batch_sizes"])
-        out["optimizations"] = [str(o) for o in args.get("optimizations") or []]
-        batches = out["batch_sizes"]
-    if model_path is not None:
-        from sparsify_tui.analysis.inputs import check_run_inputs
-
-        for b in batches:
-            check_run_inputs(model_path, b, out["dims"], out["data"], user_dims=args.get("dims"))
-    return out
 
 
 def _check(kind: str, ws, project: Dict[str, Any], args: Dict[str, Any]) -> None:

@@ -6,10 +6,11 @@ from typing import Any, Dict
 
 
 def check(ws, project: Dict[str, Any], args: Dict[str, Any]) -> None:
-    """Refuse bad arguments before a job record exists: :func:`sparsify_tui.services.int8.int8_settings`, a free
-    name, and the sample data with its labels (:func:`sparsify_tui.analysis.inputs.check_run_inputs`)."""
-    from sparsify_tui.analysis.inputs import check_run_inputs
-    from sparsify_tui.services.int8 import check_name_free, int8_settings
+    """Refuse bad arguments before a job record exists: :func:`sparsify_tui.services.job_settings.int8_settings`, a free
+    name, and the sample data with its labels (:func:`sparsify_tui.analysis.run_inputs.check_run_inputs`)."""
+    from sparsify_tui.analysis.run_inputs import check_run_inputs
+    from sparsify_tui.services.int8 import check_name_free
+    from sparsify_tui.services.job_settings import int8_settings
 
     s = int8_settings(project, args)
     check_name_free(ws, project["id"], s["name"])
@@ -18,7 +19,7 @@ def check(ws, project: Dict[str, Any], args: Dict[str, Any]) -> None:
 
 
 def run(ctx) -> Dict[str, Any]:
-    """Args: see :func:`sparsify_tui.services.int8.int8_settings` (``name``, ``max_drop``, ``metric``, ``data``,
+    """Args: see :func:`sparsify_tui.services.job_settings.int8_settings` (``name``, ``max_drop``, ``metric``, ``data``,
     ``labels``, ``calibration``, ...). Stores the optimization; returns ``{optimization, name, status, chosen,
     trials, metric, seconds}``."""
     from sparsify_tui.services.int8 import search_int8_optimization

@@ -2,44 +2,9 @@
 
 from __future__ import annotations
 
-from typing import Any, Dict, Mapping, Optional
+from typing import Any, Dict
 
-from sparsify_tui import settings
-
-#: How the CLI names each argument in its errors; a TUI dialog passes its own field labels as ``flags``.
-FLAGS = {"batch_size": "--batch-size", "core_count": "--cores", "warmup": "--warmup", "iterations": "--iterations"}
-
-
-def perf_settings(project: Dict[str, Any], args: Dict[str, Any], *, model_path=None,
-                  flags: Optional[Mapping[str, str]] = None) -> Dict[str, Any]:
-    """Validated arguments of a perf profile: ``name, batch_size, core_count, warmup, iterations, data, int8,
-    dims``. Missing ones default from the project's ``setup`` (its core count capped at the cores available
-    now; ``dims`` given add to the setup's), then from :mod:`sparsify_tui.settings`. ``flags``: the label of each argument in error messages
-    (default :data:`FLAGS`, the CLI's). With ``model_path`` the inputs are checked too, before anything runs
-    (:func:`sparsify_tui.analysis.inputs.check_run_inputs`: the model, dim names, memory, sample data).
-    Raises ``SparsifyError`` (one line)."""
-    f = {**FLAGS, **(flags or {})}
-    setup = project.get("setup") or {}
-    dims = {**(setup.get("dims") or {}), **(args.get("dims") or {})}  # --dim adds to / overrides the setup's
-    cores = args.get("core_count")
-    if cores is None:
-        cores = min(int(setup.get("core_count") or settings.available_cores()), settings.available_cores())
-    out = {
-        "name": args.get("name") or setup.get("perf_name") or "baseline",
-        "batch_size": settings.batch_size(args["batch_size"] if args.get("batch_size") is not None
-                                            else setup.get("batch_size") or 1, f["batch_size"]),
-        "core_count": settings.core_count(cores, f["core_count"]),
-        "warmup": settings.warmup(args.get("warmup"), f["warmup"]),
-        "iterations": settings.iterations(args.get("iterations"), f["iterations"]),
-        "data": args.get("data") or None,
-        "int8": bool(args.get("int8", True)),
-        "dims": settings.dims(dims),
-    }
-    if model_path is not None:
-        from sparsify_tui.analysis.inputs import check_run_inputs
-
-        check_run_inputs(model_path, out["batch_size"], out["dims"], out["data"], user_dims=args.get("dims"))
-    return out
+from sparsify_tui.services.job_settings import perf_settings
 
 
 def check(ws, project: Dict[str, Any], args: Dict[str, Any]) -> None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from typing import TYPE_CHECKING, Any, ClassVar, Dict, List, NamedTuple, Optional, Tuple
 
-from sparsify_tui.optimization.config import excluded_reason
+from sparsify_tui.optimization.layer_curves import excluded_reason
 from sparsify_tui.optimization.record import Estimates, GroupTime, LayerEstimate, LayerRow, Optimization, Settings
 
 if TYPE_CHECKING:
@@ -54,7 +54,7 @@ class PruningStructure(ABC):
     def build_layers(self, analysis: "ModelAnalysis", perf: Optional["PerfProfile"], loss: Optional["LossProfile"],
                      settings: Settings, extras: Optional[Dict[str, Any]] = None) -> List[LayerRow]:
         """Rows for the prunable layers of ``analysis`` (:func:`~sparsify_tui.analysis.nodes.prunable_layers`),
-        graph order, with their curves on :data:`~sparsify_tui.optimization.config.GRID_LEVELS` from the typed
+        graph order, with their curves on :data:`~sparsify_tui.optimization.layer_curves.GRID_LEVELS` from the typed
         profiles (``perf`` None = the FLOPS profile) and their default exclusions (:meth:`excluded_reason`).
         ``extras``: what :meth:`analysis_extras` read from the model file (``{}`` when the structure reads
         nothing more)."""
@@ -92,8 +92,8 @@ class PruningStructure(ABC):
                         perf_extras: Optional[Dict[str, Any]] = None,
                         settings: Optional[Settings] = None) -> Dict[str, Any]:
         """The ``extras`` :meth:`build_layers` and :meth:`summary_extras` get, read from the model at ``model_path``
-        (``perf_extras``: what is stored with the chosen perf profile besides the profile itself; ``settings``: the
-        optimization's settings as created). Default: none."""
+        (``perf_extras``: what is stored with the chosen perf profile besides the profile itself; ``settings``:
+        the optimization's settings as created). Default: none."""
         return {}
 
     def summary_extras(self, analysis: "ModelAnalysis", perf: Optional["PerfProfile"], loss: Optional["LossProfile"],
@@ -132,7 +132,7 @@ class PruningStructure(ABC):
 
     def excluded_reason(self, settings: Settings, index: int, layer: LayerRow) -> Optional[str]:
         """Why row ``index`` stays dense by default (None: free to prune). Default: the first layer and
-        depthwise/grouped convs, as ``settings`` ask (:func:`sparsify_tui.optimization.config.excluded_reason`)."""
+        depthwise/grouped convs, as ``settings`` ask (:func:`sparsify_tui.optimization.layer_curves.excluded_reason`)."""
         return excluded_reason(settings, index, layer.op_type, layer.group)
 
     def measured_reference(self, rec: Optimization) -> Tuple[Optional[int], Optional[int]]:

@@ -40,7 +40,7 @@ from sparsify_tui.errors import ProjectError
 from sparsify_tui.optimization.channel_model import (
     KIND_TEXT, TARGETS, ChannelTimeModel, GroupInput, TimedNode, allocate_channels, loss_at, measure,
 )
-from sparsify_tui.optimization.config import GRID_LEVELS, levels, loss_curve
+from sparsify_tui.optimization.layer_curves import GRID_LEVELS, levels, loss_curve
 from sparsify_tui.optimization.modifiers import Modifier, recipe_float
 from sparsify_tui.optimization.record import (
     Estimates, GroupTime, LayerEstimate, LayerRow, Optimization, Settings,
@@ -223,7 +223,7 @@ class ChannelPruning(PruningStructure):
     def _time_model(self, analysis: "ModelAnalysis", extras: Optional[Dict[str, Any]], perf: Optional["PerfProfile"],
                     settings: ChannelSettings) -> ChannelTimeModel:
         from sparsify_tui.analysis.channels import NodeChannels, group_round_to
-        from sparsify_tui.optimization.config import perf_model_ms
+        from sparsify_tui.optimization.layer_curves import perf_model_ms
 
         data = self._inputs(extras)
         groups = {g["id"]: int(g["channels"]) for g in data["groups"] if g["prunable"]}

@@ -3,11 +3,11 @@
 
 * **Curves.** Time: with a measured perf profile, the layer's measured ms and its ``est_pruned_ms`` (the
   sparse-kernel runtime estimate of :mod:`sparsify_tui.profiling.perf_estimate`) interpolated on
-  :data:`~sparsify_tui.optimization.config.GRID_LEVELS`, never above the dense time; with the FLOPS profile,
+  :data:`~sparsify_tui.optimization.layer_curves.GRID_LEVELS`, never above the dense time; with the FLOPS profile,
   the same rule on times proportional to FLOPs: the layer's share of the model FLOPs, estimated at each
   level by ``perf_estimate.estimate_node_ms`` with ``d = perf_estimate.depthwise_share`` of the prunable
   FLOPs (one calibration for both profiles). Loss:
-  :func:`sparsify_tui.optimization.config.loss_curve` of the loss profile's sensitivity. Gain (for ranking):
+  :func:`sparsify_tui.optimization.layer_curves.loss_curve` of the loss profile's sensitivity. Gain (for ranking):
   the time saved, or FLOPs-proportional when the profile predicts no saving at all.
 * **Allocation:** :func:`sparsify_tui.optimization.allocation.allocate` (params-weighted target sparsity).
 * **Estimates:** :mod:`sparsify_tui.optimization.estimates` (sparse-kernel runtime and onnxruntime).
@@ -23,7 +23,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Dict, List, Optional
 
 from sparsify_tui.optimization import allocation, estimates, integration
-from sparsify_tui.optimization.config import (
+from sparsify_tui.optimization.layer_curves import (
     GRID_LEVELS, by_weight_and_id, interp_curve, levels, loss_curve, node_group, weight_params,
 )
 from sparsify_tui.optimization.modifiers import Modifier, recipe_float

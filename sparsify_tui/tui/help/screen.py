@@ -19,17 +19,17 @@ from textual.widgets import Static
 from sparsify_tui.tui.widgets.tables import Column, FilterableTable
 
 
-def known_classes() -> list[tuple[str, type]]:
-    """(where, class) of every binding owner, in the order shown (imported here: the app imports this
-    module)."""
-    from sparsify_tui.tui.app import SparsifyApp
+def known_classes(app_class: type) -> list[tuple[str, type]]:
+    """(where, class) of every binding owner, in the order shown: ``app_class`` (the running app's, whose keys work
+    everywhere) first; the sections and views are imported here, not at the top (they import the widgets this
+    module does)."""
     from sparsify_tui.tui.benchmarks import BenchmarksSection
     from sparsify_tui.tui.loss import LossSection
     from sparsify_tui.tui.new_project import NewProjectDialog
     from sparsify_tui.tui.optimization import OptimizationSection
-    from sparsify_tui.tui.optimization.compare import OptimizationCompareScreen
+    from sparsify_tui.tui.optimization.compare_screen import OptimizationCompareScreen
     from sparsify_tui.tui.perf import FlopsProfileView, PerfProfileView, PerfSection
-    from sparsify_tui.tui.perf.compare import PerfCompareScreen
+    from sparsify_tui.tui.perf.compare_screen import PerfCompareScreen
     from sparsify_tui.tui.report import ReportDialog
     from sparsify_tui.tui.widgets.diverging import DivergingBarChart
     from sparsify_tui.tui.projects import ProjectsSection
@@ -39,7 +39,7 @@ def known_classes() -> list[tuple[str, type]]:
     from sparsify_tui.tui.widgets.dialogs import ConfirmDialog
 
     return [
-        ("Everywhere", SparsifyApp),
+        ("Everywhere", app_class),
         ("Projects", ProjectsSection),
         ("New project", NewProjectDialog),
         ("Performance", PerfSection),
@@ -75,7 +75,7 @@ def _own_bindings(cls: type) -> list[Binding]:
 
 def binding_rows(app) -> list[dict]:
     """One row per (key, where): key display, description, where, binding id."""
-    classes = known_classes()
+    classes = known_classes(type(app))
     seen = {cls for _w, cls in classes}
     for node in _mounted(app):  # other widgets and dialogs with bindings that are on screen now
         cls = type(node)

@@ -161,7 +161,7 @@ class BudgetPane(RecordPane):
 class BudgetSearchDialog(FormDialog[Optional[dict]]):
     """Ask for a budget search: name, budget, sample data (required: the reconstruction fits real items) and its
     labels key, metric, calibration items, INT8. The budget and the data file are checked here (one line under the
-    fields; the dialog stays open), the rest by :func:`sparsify_tui.services.budget.budget_settings` and the job's
+    fields; the dialog stays open), the rest by :func:`sparsify_tui.services.job_settings.budget_settings` and the job's
     check in the section's worker. Dismisses with the job arguments, or None. One-line fields, so it fits 80x24;
     `ctrl+r` runs, `escape` closes."""
 

@@ -38,7 +38,7 @@ def target_text(settings: Any) -> str:
         return str(st.get("target"))
 
 
-def measured_text(rec: "Optimization") -> str:
+def measured_text(rec: Optimization) -> str:
     """"measured 1.62× (benchmark 'b1', batch 1, 2 cores)", or how to get a measurement."""
     m = rec.measured
     if m is None:
@@ -48,7 +48,7 @@ def measured_text(rec: "Optimization") -> str:
             f"{m.batch_size}, {m.core_count} cores){stale}")
 
 
-def applied_text(rec: "Optimization") -> str:
+def applied_text(rec: Optimization) -> str:
     """The apply result of a channel optimization (deterministic fields only)."""
     a = rec.applied
     if a is None or a.structure != "channel":
@@ -116,7 +116,7 @@ class GroupsPane(StructurePane):
     ROW_NOUN = "group"
 
     @classmethod
-    def rows(cls, rec: "Optimization") -> List[Dict[str, Any]]:
+    def rows(cls, rec: Optimization) -> List[Dict[str, Any]]:
         measured = (rec.measured.groups if rec.measured is not None else None) or {}
         timed = rec.estimates is not None and rec.estimates.baseline_ms is not None  # ms only from a measured profile
         rows = []
@@ -134,7 +134,7 @@ class GroupsPane(StructurePane):
         return rows
 
     @classmethod
-    def header_text(cls, rec: "Optimization") -> str:
+    def header_text(cls, rec: Optimization) -> str:
         est = rec.estimates
         return (f"[b]{escape(rec.name)}[/b] · channel · perf {escape(str(rec.perf_profile_name))} · "
                 f"loss {escape(str(rec.loss_profile_name))}\n"
@@ -142,7 +142,7 @@ class GroupsPane(StructurePane):
                 f"{measured_text(rec)}")
 
     @classmethod
-    def estimate_texts(cls, rec: "Optimization") -> Dict[str, str]:
+    def estimate_texts(cls, rec: Optimization) -> Dict[str, str]:
         from sparsify_tui.optimization.structures.channel import ChannelEstimates
 
         est, st, q, m = rec.estimates or ChannelEstimates(), rec.settings, rec.quantization, rec.measured
@@ -174,7 +174,7 @@ class GroupsPane(StructurePane):
         return {"summary": summary, "performance": perf, "flops": flops, "params": params}
 
     @classmethod
-    def list_text(cls, rec: "Optimization") -> str:
+    def list_text(cls, rec: Optimization) -> str:
         """The est. speedup (and measured)."""
         est, m = rec.estimates, rec.measured
         return (f"  ch {format_fixed(est.ort_speedup if est else None)}×"
@@ -182,12 +182,12 @@ class GroupsPane(StructurePane):
                 + (" · INT8" if rec.quantization.enabled else ""))
 
     @classmethod
-    def target(cls, rec: "Optimization") -> Tuple[str, str]:
+    def target(cls, rec: Optimization) -> Tuple[str, str]:
         field = TARGET_FIELD.get(rec.settings.target or "uniform")
         return field, ("Target" if field != "sparsity" else "Ratio")
 
     @classmethod
-    def chart_title(cls, rec: "Optimization") -> str:
+    def chart_title(cls, rec: Optimization) -> str:
         return f"Channels removed per group ({len(rec.layers)} groups)"
 
     @classmethod

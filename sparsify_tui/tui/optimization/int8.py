@@ -57,7 +57,7 @@ LAYER_COLUMNS = [
 ]
 
 
-def summary_text(rec: "Optimization") -> str:
+def summary_text(rec: Optimization) -> str:
     """The card's head: budget, metric and why, data, calibration, status, timing."""
     s = rec.quantization.search
     if s is None:
@@ -81,7 +81,7 @@ def summary_text(rec: "Optimization") -> str:
     return "\n".join(lines)
 
 
-def trial_rows(rec: "Optimization") -> list[dict]:
+def trial_rows(rec: Optimization) -> list[dict]:
     s = rec.quantization.search
     return [{"_key": t.index, "index": t.index, "groups": t.groups, "excluded_count": t.excluded_count,
              "metric_value": t.metric_value, "within": "yes" if t.within_budget else "no", "median_ms": t.median_ms,
@@ -89,13 +89,13 @@ def trial_rows(rec: "Optimization") -> list[dict]:
             for t in (s.trials if s is not None else [])]
 
 
-def layer_rows(rec: "Optimization") -> list[dict]:
+def layer_rows(rec: Optimization) -> list[dict]:
     from sparsify_tui.optimization.int8_search import layer_states
 
     return [{"_key": r["weight_name"], **r} for r in layer_states(rec.quantization, rec.layers)]
 
 
-def applied_text(rec: "Optimization", bench: Optional[dict]) -> str:
+def applied_text(rec: Optimization, bench: Optional[dict]) -> str:
     """Apply's output difference next to the benchmark's measured speedup, and the estimate next to it."""
     d = rec.applied.diff if rec.applied is not None else {}
     est = rec.estimates
@@ -162,14 +162,14 @@ class Int8Card(Widget):
             yield Static("Layers: INT8 sensitivity, FP32 or INT8, and why", classes="i8-title")
             yield FilterableTable(LAYER_COLUMNS, show_status=False, id="i8-layers")
 
-    def show(self, rec: "Optimization", bench: Optional[dict] = None) -> None:
+    def show(self, rec: Optimization, bench: Optional[dict] = None) -> None:
         self.query_one("#i8-summary", Static).update(summary_text(rec))
         self.query_one("#i8-applied", Static).update(applied_text(rec, bench))
         self.query_one("#i8-trials", FilterableTable).set_rows(trial_rows(rec))
         self.query_one("#i8-layers", FilterableTable).set_rows(layer_rows(rec))
         self._plot(rec)
 
-    def _plot(self, rec: "Optimization") -> None:
+    def _plot(self, rec: Optimization) -> None:
         s = rec.quantization.search
         plot = self.query_one("#i8-plot", Plot)
         timed = [t for t in (s.trials if s is not None else []) if t.speedup]
@@ -208,7 +208,7 @@ class QuantPane(RecordPane):
             yield TextSelectionList(id="q-excluded")
             yield Int8Card(id="int8-card")
 
-    def render_record(self, rec: "Optimization", context: PaneContext) -> None:
+    def render_record(self, rec: Optimization, context: PaneContext) -> None:
         q = rec.quantization
         self.query_one("#q-enabled", TextCheckbox).value = bool(q.enabled)
         self.query_one("#q-info", Static).update(
@@ -249,7 +249,7 @@ class QuantPane(RecordPane):
 class Int8SearchDialog(FormDialog[Optional[dict]]):
     """Ask for an INT8 search: name, budget, sample data and its labels key, metric, calibration. The budget and the
     data file are checked here (one line under the fields; the dialog stays open), the rest by
-    :func:`sparsify_tui.services.int8.int8_settings` in the section's worker. Dismisses with the job arguments, or
+    :func:`sparsify_tui.services.job_settings.int8_settings` in the section's worker. Dismisses with the job arguments, or
     None. One-line fields, so it fits 80x24; `ctrl+r` runs, `escape` closes."""
 
     RUN_BUTTON_ID = "i8d-ok"

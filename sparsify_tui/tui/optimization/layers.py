@@ -49,7 +49,7 @@ class LayersPane(StructurePane):
     HINT = "enter edit · +/- 0.05 · x auto · i record · * estimates"
 
     @classmethod
-    def rows(cls, rec: "Optimization") -> List[Dict[str, Any]]:
+    def rows(cls, rec: Optimization) -> List[Dict[str, Any]]:
         return [{
             "_key": l.weight_name, "index": i, "layer": l.weight_name, "node": l.node_id or "", "op": l.op_type,
             "sparsity": float(l.sparsity or 0.0), "recoverability": l.recoverability, "speedup": l.est_speedup,
@@ -58,7 +58,7 @@ class LayersPane(StructurePane):
         } for i, l in enumerate(rec.layers)]
 
     @classmethod
-    def header_text(cls, rec: "Optimization") -> str:
+    def header_text(cls, rec: Optimization) -> str:
         est = rec.estimates
         return (f"[b]{escape(rec.name)}[/b] · perf {escape(str(rec.perf_profile_name))} · "
                 f"loss {escape(str(rec.loss_profile_name))}\n"
@@ -67,7 +67,7 @@ class LayersPane(StructurePane):
                 f"{format_fixed(est.ort_speedup if est else None)}× ORT")
 
     @classmethod
-    def estimate_texts(cls, rec: "Optimization") -> Dict[str, str]:
+    def estimate_texts(cls, rec: Optimization) -> Dict[str, str]:
         from sparsify_tui.optimization.estimates import recovery_text  # (imports numpy: not at start-up)
         from sparsify_tui.optimization.record import Estimates
 
@@ -97,12 +97,12 @@ class LayersPane(StructurePane):
         return {"summary": summary, "performance": perf, "flops": flops, "params": params}
 
     @classmethod
-    def list_text(cls, rec: "Optimization") -> str:
+    def list_text(cls, rec: Optimization) -> str:
         avg = (rec.estimates.avg_sparsity if rec.estimates else 0) or 0
         return f"  {avg:.2f} sp{' · INT8' if rec.quantization.enabled else ''}"
 
     @classmethod
-    def layer_record(cls, rec: "Optimization", layer: "LayerRow") -> list:
+    def layer_record(cls, rec: Optimization, layer: LayerRow) -> list:
         units = "ms" if rec.estimates is not None and rec.estimates.baseline_ms is not None else "relative"
         curve = layer.time_curve or [None]
         return [

@@ -62,8 +62,8 @@ class ExportWritten(Message):
 
 @dataclass
 class OptimizationsCompared(Message):
-    """Optimizations side by side (``optimization.compare.OptimizationComparison``) for the ids in `ids`, for
-    :class:`~sparsify_tui.tui.optimization.compare.OptimizationCompareScreen`."""
+    """Optimizations side by side (``optimization.comparison.OptimizationComparison``) for the ids in `ids`, for
+    :class:`~sparsify_tui.tui.optimization.compare_screen.OptimizationCompareScreen`."""
 
     comparison: Any
     ids: tuple

@@ -56,16 +56,16 @@ class RecordPane(Widget):
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        self.rec: Optional["Optimization"] = None
+        self.rec: Optional[Optimization] = None
         self.quiet = False  # True while show() sets values: the change events they fire are not edits
 
     @classmethod
-    def shown_for(cls, rec: Optional["Optimization"]) -> bool:
+    def shown_for(cls, rec: Optional[Optimization]) -> bool:
         """Whether the pane's tab is shown for ``rec`` (default: for every record; the Budget tab only for channel
         optimizations)."""
         return True
 
-    def show(self, rec: "Optimization", context: PaneContext) -> None:
+    def show(self, rec: Optimization, context: PaneContext) -> None:
         """Render ``rec``. Called on every selection and after every edit."""
         self.rec = rec
         self.quiet = True
@@ -74,7 +74,7 @@ class RecordPane(Widget):
         finally:
             self.call_after_refresh(self._unquiet)
 
-    def render_record(self, rec: "Optimization", context: PaneContext) -> None:
+    def render_record(self, rec: Optimization, context: PaneContext) -> None:
         raise NotImplementedError
 
     def _unquiet(self) -> None:
@@ -106,45 +106,45 @@ class StructurePane(RecordPane):
     def table(self) -> FilterableTable:
         return self.query_one(f"#{self.TABLE_ID}", FilterableTable)
 
-    def render_record(self, rec: "Optimization", context: PaneContext) -> None:
+    def render_record(self, rec: Optimization, context: PaneContext) -> None:
         table = self.table
         cursor = table.data_table.cursor_row if table.is_mounted else 0
         table.set_rows(self.rows(rec))
         if table.is_mounted and cursor is not None and 0 <= cursor < table.data_table.row_count:
             table.data_table.move_cursor(row=cursor)
 
-    def current_layer(self) -> Optional["LayerRow"]:
+    def current_layer(self) -> Optional[LayerRow]:
         """The record's row under the table's cursor, or None."""
         row = self.table.current_row()
         return self.rec.layer(row.get("layer")) if row is not None and self.rec is not None else None
 
     # -- what the section shows for a record of this structure ---------------------------------------------------
     @classmethod
-    def rows(cls, rec: "Optimization") -> List[Dict[str, Any]]:
+    def rows(cls, rec: Optimization) -> List[Dict[str, Any]]:
         """The table's rows (``_key`` and ``layer``: the row's weight name / group id)."""
         raise NotImplementedError
 
     @classmethod
-    def header_text(cls, rec: "Optimization") -> str:
+    def header_text(cls, rec: Optimization) -> str:
         raise NotImplementedError
 
     @classmethod
-    def estimate_texts(cls, rec: "Optimization") -> Dict[str, str]:
+    def estimate_texts(cls, rec: Optimization) -> Dict[str, str]:
         """Texts of the Summary / Performance / FLOPs / Params estimate cards."""
         raise NotImplementedError
 
     @classmethod
-    def list_text(cls, rec: "Optimization") -> str:
+    def list_text(cls, rec: Optimization) -> str:
         """The second line of the record in the section's list."""
         raise NotImplementedError
 
     @classmethod
-    def target(cls, rec: "Optimization") -> Tuple[str, str]:
+    def target(cls, rec: Optimization) -> Tuple[str, str]:
         """``(settings field, label)`` of the Target input of the Pruning tab."""
         return "sparsity", "Sparsity"
 
     @classmethod
-    def chart_title(cls, rec: "Optimization") -> str:
+    def chart_title(cls, rec: Optimization) -> str:
         return f"Sparsity per layer ({len(rec.layers)} layers)"
 
     @classmethod
@@ -153,12 +153,12 @@ class StructurePane(RecordPane):
         return None, values["sparsity"], values["loss"]
 
     @classmethod
-    def layer_record(cls, rec: "Optimization", layer: "LayerRow") -> list:
+    def layer_record(cls, rec: Optimization, layer: LayerRow) -> list:
         """Every field of one row for the ``i`` dialog: ``(label, value)`` pairs."""
         return [(k.replace("_", " "), v) for k, v in layer.to_dict().items()]
 
 
-def warnings_text(rec: "Optimization") -> str:
+def warnings_text(rec: Optimization) -> str:
     """The record's warnings, one line each (for the Summary card)."""
     return "".join(f"\n[b yellow]warning:[/] {escape(w)}" for w in rec.warnings or [])
 

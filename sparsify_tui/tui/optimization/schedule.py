@@ -22,7 +22,7 @@ if TYPE_CHECKING:
 TRAINING_KEYS = ("optimizer", "epochs", "init_lr", "final_lr")
 
 
-def training_stale(rec: "Optimization", project_training: Optional[Dict[str, Any]]) -> bool:
+def training_stale(rec: Optimization, project_training: Optional[Dict[str, Any]]) -> bool:
     """The project's training settings differ from the copy the optimization keeps."""
     if not project_training:
         return False
@@ -30,7 +30,7 @@ def training_stale(rec: "Optimization", project_training: Optional[Dict[str, Any
     return any(str(own.get(k)) != str(project_training.get(k)) for k in TRAINING_KEYS if k in project_training)
 
 
-def training_text(rec: "Optimization", project_training: Optional[Dict[str, Any]] = None) -> str:
+def training_text(rec: Optimization, project_training: Optional[Dict[str, Any]] = None) -> str:
     t, ep, q = rec.training or {}, rec.epochs, rec.quantization
     lines = [
         "[b]Training settings[/b] (this optimization's copy of the project's, section 6)",
@@ -57,7 +57,7 @@ def training_text(rec: "Optimization", project_training: Optional[Dict[str, Any]
     return "\n".join(lines)
 
 
-def lr_series(rec: "Optimization", points: int = 120) -> tuple[list[float], list[float]]:
+def lr_series(rec: Optimization, points: int = 120) -> tuple[list[float], list[float]]:
     """The LR at ``points`` epochs from 0 to the total (for the chart)."""
     from sparsify_tui.optimization.schedule import lr_at
 
@@ -81,7 +81,7 @@ class LrPane(RecordPane):
             yield Static("modifiers (set/step/multistep/exponential); ctrl+s applies", classes="hint")
             yield TextArea("", id="lr-text")
 
-    def render_record(self, rec: "Optimization", context: PaneContext) -> None:
+    def render_record(self, rec: Optimization, context: PaneContext) -> None:
         from sparsify_tui.optimization.schedule import format_lr_modifiers
 
         xs, ys = lr_series(rec)
@@ -114,7 +114,7 @@ class TrainingPane(RecordPane):
         with VerticalScroll(id="training-scroll"):
             yield Static("", id="training-text")
 
-    def render_record(self, rec: "Optimization", context: PaneContext) -> None:
+    def render_record(self, rec: Optimization, context: PaneContext) -> None:
         self.query_one("#training-text", Static).update(training_text(rec, context.project_training))
 
 

@@ -74,12 +74,12 @@ SEARCH_JOBS = {"int8_search": "INT8 search", "budget_search": "Budget search"}
 """The search jobs whose progress the section's job pane follows (job type -> what the notices call it)."""
 
 
-def structure_pane(rec: Optional["Optimization"]) -> type[StructurePane]:
+def structure_pane(rec: Optional[Optimization]) -> type[StructurePane]:
     """The pane class of ``rec``'s structure."""
     return STRUCTURE_PANES.get(rec.settings.structure if rec is not None else "", LayersPane)
 
 
-def estimate_texts(rec: "Optimization") -> dict[str, str]:
+def estimate_texts(rec: Optimization) -> dict[str, str]:
     """Texts of the Summary / Performance / FLOPs / Params estimate cards (the structure's pane writes them)."""
     return structure_pane(rec).estimate_texts(rec)
 
@@ -143,8 +143,8 @@ class OptimizationSection(Widget):
     def __init__(self, project_id: str, **kwargs) -> None:
         super().__init__(**kwargs)
         self.project_id = project_id
-        self.records: list["Optimization"] = []
-        self.rec: Optional["Optimization"] = None
+        self.records: list[Optimization] = []
+        self.rec: Optional[Optimization] = None
         self._select_after: Optional[str] = None
         self._quiet = False
         self.project_training: Optional[dict] = None  # the project's training settings now
@@ -310,8 +310,8 @@ class OptimizationSection(Widget):
             self.render_record()
 
     def action_compare(self) -> None:
-        """`=`: optimizations side by side (:mod:`sparsify_tui.tui.optimization.compare`)."""
-        from sparsify_tui.tui.optimization.compare import OptimizationCompareScreen
+        """`=`: optimizations side by side (:mod:`sparsify_tui.tui.optimization.compare_screen`)."""
+        from sparsify_tui.tui.optimization.compare_screen import OptimizationCompareScreen
 
         self.app.push_screen(OptimizationCompareScreen(self.project_id, self.rec.id if self.rec is not None else None))
 
@@ -343,7 +343,7 @@ class OptimizationSection(Widget):
         finally:
             self.call_after_refresh(self._unquiet)
 
-    def _render_settings(self, rec: "Optimization", pane: type[StructurePane]) -> None:
+    def _render_settings(self, rec: Optimization, pane: type[StructurePane]) -> None:
         """The Pruning tab: the inputs, the estimate cards, the per-row chart."""
         st, ep = rec.settings, rec.epochs
         target_field, label = pane.target(rec)
@@ -401,8 +401,7 @@ class OptimizationSection(Widget):
     @app_work(group="opt-search-submit", description="submit a search job")
     def _submit_search(self, job_type: str, values: dict) -> None:
         from sparsify_tui.jobs import submit
-        from sparsify_tui.services.budget import budget_settings
-        from sparsify_tui.services.int8 import int8_settings
+        from sparsify_tui.services.job_settings import budget_settings, int8_settings
         from sparsify_tui.services.optimizations import check_name_free
 
         validate = {"int8_search": int8_settings, "budget_search": budget_settings}[job_type]
@@ -494,7 +493,7 @@ class OptimizationSection(Widget):
     def _rows_pane(self) -> StructurePane:
         return self.query_one(structure_pane(self.rec))
 
-    def _current_layer(self) -> Optional["LayerRow"]:
+    def _current_layer(self) -> Optional[LayerRow]:
         return self._rows_pane().current_layer() if self.rec is not None else None
 
     def _layers_active(self) -> bool:

@@ -171,7 +171,7 @@ def profile_defaults(project: dict, record: Optional[dict] = None) -> dict:
     """Form defaults of the dialog: the perf-profile job defaults for the project
     (:func:`sparsify_tui.jobs.handlers.perf.perf_settings`), or ``record``'s settings for a rerun;
     ``max_cores`` = the cores this process may use."""
-    from sparsify_tui.jobs.handlers.perf import perf_settings
+    from sparsify_tui.services.job_settings import perf_settings
     from sparsify_tui.settings import available_cores
 
     d = perf_settings(project, {})

@@ -66,8 +66,8 @@ class PerfProfileDeleted(Message):
 
 @dataclass
 class PerfComparisonLoaded(Message):
-    """A per-node comparison of two perf profiles (``profiling.compare.PerfComparison``), for
-    :class:`~sparsify_tui.tui.perf.compare.PerfCompareScreen`; ``specs`` are the (A, B) specs it was made from."""
+    """A per-node comparison of two perf profiles (``profiling.perf_compare.PerfComparison``), for
+    :class:`~sparsify_tui.tui.perf.compare_screen.PerfCompareScreen`; ``specs`` are the (A, B) specs it was made from."""
 
     comparison: Any
     specs: tuple

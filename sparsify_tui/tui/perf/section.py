@@ -24,7 +24,7 @@ from textual.widgets.option_list import Option
 from sparsify_tui.tui import messages
 from sparsify_tui.tui.fleet import FleetDialog
 from sparsify_tui.tui.fleet.grouping import grouped_options
-from sparsify_tui.tui.perf import compare
+from sparsify_tui.tui.perf import compare_screen as compare
 from sparsify_tui.tui.perf.dialogs import PerfProfileDialog, profile_defaults, rerun_args
 from sparsify_tui.tui.perf.messages import (FlopsAnalysisLoaded, PerfDialogReady, PerfProfileDeleted,
                                             PerfProfilesListed, PerfRerunSubmitted)
@@ -428,7 +428,7 @@ class PerfSection(Widget):
     def selected_record_id(self) -> Optional[str]:
         return None if self.selected == FLOPS_ID else self.selected
 
-    # -- compare (tui/perf/compare.py) ---------------------------------------------------------
+    # -- compare (tui/perf/compare_screen.py) ---------------------------------------------------------
     def _highlighted_id(self) -> Optional[str]:
         options = self.query_one("#profiles", OptionList)
         if options.highlighted is None:

@@ -1,6 +1,6 @@
 """Comparisons of stored profiles and optimizations: what ``sparsify-tui compare`` and the TUI's compare screens
-show. The workspace is read here; the comparing is done by the core (:mod:`sparsify_tui.profiling.compare`,
-:mod:`sparsify_tui.optimization.compare`).
+show. The workspace is read here; the comparing is done by the core (:mod:`sparsify_tui.profiling.perf_compare`,
+:mod:`sparsify_tui.optimization.comparison`).
 
 A perf profile is named by ``SPEC`` = its id or name, optionally followed by ``:int8`` (the times measured in its
 INT8 model) or ``:fp32`` (the default). A profile whose name really ends in ``:int8`` is found by its full name
@@ -41,7 +41,7 @@ def loss_profile_names(ws, project_ref: str) -> set:
 
 
 def _perf_side(ws, project: dict, spec: str, cross: bool):
-    from sparsify_tui.profiling.compare import profile_side
+    from sparsify_tui.profiling.perf_compare import profile_side
 
     record, view = parse_perf_spec(ws, project["id"], spec)
     prof = load_perf_profile(ws, project["id"], record["id"])
@@ -57,12 +57,12 @@ def _perf_side(ws, project: dict, spec: str, cross: bool):
 
 def compare_perf_profiles(ws, project_ref: str, a: str, b: str, *, project_b: Optional[str] = None):
     """Compare perf profile ``a`` of project ``project_ref`` with ``b`` (of ``project_b`` when given, else the same
-    project) per node: :func:`sparsify_tui.profiling.compare.compare_perf`. Profiles of two projects are matched by
+    project) per node: :func:`sparsify_tui.profiling.perf_compare.compare_perf`. Profiles of two projects are matched by
     node id; when their models differ (sha256) the comparison says so in its notes.
 
     Raises: ``RecordNotFound`` (unknown project or profile), ``ProjectError`` (``:int8`` on a profile without
     INT8)."""
-    from sparsify_tui.profiling.compare import compare_perf
+    from sparsify_tui.profiling.perf_compare import compare_perf
 
     pa = ws.get_project(project_ref)
     pb = ws.get_project(project_b) if project_b else pa
@@ -80,10 +80,10 @@ def compare_perf_profiles(ws, project_ref: str, a: str, b: str, *, project_b: Op
 def compare_loss_profiles(ws, project_ref: str, a: str, b: str, *, project_b: Optional[str] = None,
                           level: float = 0.9, int8: bool = False):
     """Compare loss profiles ``a`` and ``b`` (ids or names, or ``approximated``) per layer at sparsity ``level``
-    (or their INT8 sensitivity): :func:`sparsify_tui.profiling.compare.compare_loss`.
+    (or their INT8 sensitivity): :func:`sparsify_tui.profiling.perf_compare.compare_loss`.
 
     Raises: ``RecordNotFound``; ``ProjectError`` for a bad level or a missing INT8 sensitivity."""
-    from sparsify_tui.profiling.compare import compare_loss, loss_side
+    from sparsify_tui.profiling.perf_compare import compare_loss, loss_side
 
     pa = ws.get_project(project_ref)
     pb = ws.get_project(project_b) if project_b else pa
@@ -133,10 +133,10 @@ def measured_results(ws, project_id: str, opt) -> Dict[str, Any]:
 
 def compare_optimizations(ws, project_ref: str, refs: Sequence[str]):
     """Compare two or more stored optimizations (ids or names) of a project, with what was measured of each:
-    :func:`sparsify_tui.optimization.compare.compare_optimizations`.
+    :func:`sparsify_tui.optimization.comparison.compare_optimizations`.
 
     Raises: ``RecordNotFound``; ``ProjectError`` with fewer than two."""
-    from sparsify_tui.optimization.compare import compare_optimizations as core_compare
+    from sparsify_tui.optimization.comparison import compare_optimizations as core_compare
     from sparsify_tui.services.optimizations import get_optimization
 
     project = ws.get_project(project_ref)

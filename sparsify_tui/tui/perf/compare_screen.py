@@ -1,6 +1,6 @@
 """Perf profile comparison: mark two profiles in the Performance Profiles list (`space`), then `=`.
 
-:class:`PerfCompareScreen` shows :func:`sparsify_tui.services.compare.compare_perf_profiles` (the same call as
+:class:`PerfCompareScreen` shows :func:`sparsify_tui.services.comparisons.compare_perf_profiles` (the same call as
 ``sparsify-tui compare PROJECT A B``):
 
 * a header with both sides (profile, FP32 or INT8, batch, cores, measured median and p90 latency) and the totals
@@ -151,7 +151,7 @@ class PerfCompareScreen(ModalScreen[None]):
 
     @app_work(group="perf-compare", description="compare perf profiles")
     def _load(self) -> None:
-        from sparsify_tui.services.compare import compare_perf_profiles
+        from sparsify_tui.services.comparisons import compare_perf_profiles
 
         specs = (self.a, self.b)
         cmp = compare_perf_profiles(self.app.workspace, self.project_id, spec(*self.a), spec(*self.b))

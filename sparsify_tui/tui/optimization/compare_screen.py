@@ -1,7 +1,7 @@
 """Optimizations side by side: `=` in the Optimization section.
 
 :class:`OptimizationCompareScreen` lists the project's optimizations with checkboxes (the highlighted one and the
-one it was copied from are checked first) and shows :func:`sparsify_tui.services.compare.compare_optimizations`
+one it was copied from are checked first) and shows :func:`sparsify_tui.services.comparisons.compare_optimizations`
 for the checked ones (the same call as ``sparsify-tui compare PROJECT --optimizations A,B``):
 
 * **Settings**: settings and estimates, one column per optimization, ``*`` where they differ;
@@ -199,7 +199,7 @@ class OptimizationCompareScreen(ModalScreen[None]):
 
     @app_work(group="opt-compare", description="compare optimizations")
     def _compare(self, ids: tuple) -> None:
-        from sparsify_tui.services.compare import compare_optimizations
+        from sparsify_tui.services.comparisons import compare_optimizations
 
         post_result(self, OptimizationsCompared(compare_optimizations(self.app.workspace, self.project_id, ids), ids))
 

@@ -2,7 +2,7 @@
 
 :func:`compare_optimizations` takes typed records (:class:`~sparsify_tui.optimization.record.Optimization`) and, per
 record, what was measured of it (the applied file's output difference and size, benchmark runs; gathered from the
-workspace by :func:`sparsify_tui.services.compare.compare_optimizations`). Every row carries one value per
+workspace by :func:`sparsify_tui.services.comparisons.compare_optimizations`). Every row carries one value per
 optimization, in the order given, and ``differs`` when they are not all equal, so a reader finds what changed
 between two versions at a glance. Structure-specific fields (a structure's own settings, row or estimate fields)
 are compared like the shared ones.
@@ -120,7 +120,18 @@ def compare_optimizations(records: Sequence[Any], measured: Optional[Mapping[str
     measured = dict(measured or {})
     heads = [{"id": r.id, "name": r.name, "structure": r.settings.structure, "perf_profile": r.perf_profile_name,
               "loss_profile": r.loss_profile_name} for r in recs]
+    meas = [measured.get(r.id or "", {"applied": None, "benchmarks": []}) for r in recs]
+    notes = []
+    if len({h["structure"] for h in heads}) > 1:
+        notes.append("the optimizations prune different structures: per-layer values mean different things")
+    if len({h["perf_profile"] for h in heads}) > 1:
+        notes.append("built from different perf profiles: their time estimates have different baselines")
+    return OptimizationComparison(optimizations=heads, settings=_settings_rows(recs), estimates=_estimate_rows(recs),
+                                  layers=_layer_rows(recs), measured=meas, notes=notes)
 
+
+def _settings_rows(recs: Sequence[Optimization]) -> list:
+    """Every settings field of any of ``recs`` (a structure's own too), then the profiles, INT8, overrides, epochs."""
     settings: list[ValueRow] = []
     keys: list = []
     for r in recs:
@@ -139,8 +150,11 @@ def compare_optimizations(records: Sequence[Any], measured: Optional[Mapping[str
         ("overrides", "per-layer overrides", [len(r.overrides) for r in recs]),
         ("total_epochs", "training epochs", [r.epochs.total_epochs for r in recs]),
     ]
-    settings += [ValueRow(k, label, "", vals, _differs(vals)) for k, label, vals in extra_settings]
+    return settings + [ValueRow(k, label, "", vals, _differs(vals)) for k, label, vals in extra_settings]
 
+
+def _estimate_rows(recs: Sequence[Optimization]) -> list:
+    """The rows of :data:`ESTIMATE_ROWS`, then any other numeric estimate a structure adds."""
     est_dicts = [r.estimates.to_dict() if r.estimates is not None else {} for r in recs]
     estimates = []
     for k, label, unit in ESTIMATE_ROWS:
@@ -152,7 +166,12 @@ def compare_optimizations(records: Sequence[Any], measured: Optional[Mapping[str
         shown.add(k)
         vals = [d.get(k) for d in est_dicts]
         estimates.append(ValueRow(k, k.replace("_", " "), "", vals, _differs(vals)))
+    return estimates
 
+
+def _layer_rows(recs: Sequence[Optimization]) -> list:
+    """One row per layer (the first record's graph order, then layers only the others have): sparsity, override,
+    and any numeric field of a structure's own rows."""
     layers: list[LayerCompareRow] = []
     order: list = []
     by: list = []
@@ -175,12 +194,4 @@ def compare_optimizations(records: Sequence[Any], measured: Optional[Mapping[str
             weight_name=w, node_id=first.node_id, op_type=first.op_type, params=int(first.params or 0), sparsity=sp,
             overridden=[bool(x is not None and x.override) for x in present],
             differs=_differs(sp) or any(_differs(v) for v in extra.values()), extra=extra))
-
-    meas = [measured.get(r.id or "", {"applied": None, "benchmarks": []}) for r in recs]
-    notes = []
-    if len({h["structure"] for h in heads}) > 1:
-        notes.append("the optimizations prune different structures: per-layer values mean different things")
-    if len({h["perf_profile"] for h in heads}) > 1:
-        notes.append("built from different perf profiles: their time estimates have different baselines")
-    return OptimizationComparison(optimizations=heads, settings=settings, estimates=estimates, layers=layers,
-                                  measured=meas, notes=notes)
+    return layers
