@@ -72,6 +72,12 @@ MAX_ROWS_PER_ITEM = 512
 #: float64 Gram matrix is columns² · 8 bytes, 8192 columns = 512 MB)
 MAX_COLUMNS = 6144
 LS_OPS = frozenset({"Conv", "ConvTranspose", "Gemm", "MatMul"})
+#: normal equations with more columns than this are summed and solved in float32 (:class:`NormalEquations`)
+FLOAT64_COLUMNS = 512
+#: the activation cache keeps new tensors in float16 once it holds this much (:class:`_Half`)
+COMPACT_ABOVE_BYTES = 256 << 20
+#: calibration items run together in one onnxruntime call when the model takes a batch of them (:func:`_chunks`)
+CHUNK_ITEMS = 8
 
 
 # ------------------------------------------------------------------------------------------ results
@@ -243,14 +249,17 @@ class NormalEquations:
     """Streamed ridge least squares for ``groups`` independent blocks: block ``g`` fits ``Y_g ≈ X_g·W_gᵀ (+ b_g)``
     with ``X_g`` ``[rows, k]`` and ``Y_g`` ``[rows, o]``. Accumulates, for each of two folds (items alternate
     between them, for :meth:`choose_ridge`), ``G_g = X̃ᵀX̃`` (``X̃ = [X, 1]`` with ``intercept``), ``C_g = X̃ᵀY`` and
-    ``Σy²`` per output column, in float64. Rows are buffered until a fold holds ``max(k, 4096)`` of them, so each
-    product is one large float32 matrix multiplication added once into the float64 sums."""
+    ``Σy²`` per output column. Rows are buffered until a fold holds ``max(k, 4096)`` of them, so each product is one
+    large float32 matrix multiplication added once into the sums; the sums are float64 for blocks of up to
+    :data:`FLOAT64_COLUMNS` columns and float32 above (half the memory and twice the LAPACK speed; the ridge bounds
+    the condition number, so float32 keeps about 1e-3 of the solution at ridge 1e-4 and better above)."""
 
     def __init__(self, groups: int, k: int, o: int, intercept: bool) -> None:
         self.k, self.o, self.intercept = k, o, intercept
         kk = k + (1 if intercept else 0)
-        self.G = [np.zeros((groups, kk, kk)) for _ in range(2)]
-        self.C = [np.zeros((groups, kk, o)) for _ in range(2)]
+        self.dtype = np.float64 if kk <= FLOAT64_COLUMNS else np.float32
+        self.G = [np.zeros((groups, kk, kk), self.dtype) for _ in range(2)]
+        self.C = [np.zeros((groups, kk, o), self.dtype) for _ in range(2)]
         self.yy = [np.zeros((groups, o)) for _ in range(2)]
         self.rows_in = [0, 0]
         self._buf: list = [[], []]
@@ -280,7 +289,7 @@ class NormalEquations:
             X = np.concatenate([X, np.ones(X.shape[:2] + (1,), X.dtype)], axis=2)
         Xg = np.ascontiguousarray(X.transpose(1, 0, 2))
         Yg = np.ascontiguousarray(Y.transpose(1, 0, 2))
-        self.G[fold] += np.matmul(Xg.transpose(0, 2, 1), Xg)
+        self.G[fold] += np.matmul(Xg.transpose(0, 2, 1), Xg)  # float32 product, summed in the sums' dtype
         self.C[fold] += np.matmul(Xg.transpose(0, 2, 1), Yg)
         self.yy[fold] += np.einsum("grk,grk->gk", Yg, Yg, dtype=np.float64)
         self.rows_in[fold] += X.shape[0]
@@ -294,19 +303,17 @@ class NormalEquations:
 
     def solve(self, ridge: float, part: Optional[int] = None) -> np.ndarray:
         """``W̃`` ``[groups, k(+1), o]`` minimizing ``‖X̃W̃ − Y‖² + λ‖W‖²`` with ``λ = ridge · mean(diag(XᵀX))`` per
-        block (the intercept row unpenalized), on every row (``part`` None) or on fold ``part`` only. Solved in
-        float32 (LAPACK ``sgesv``; the ridge bounds the condition number, so float32 keeps ~1e-3 of the solution
-        at ridge 1e-4 and better above), float64 for small blocks."""
+        block (the intercept row unpenalized), on every row (``part`` None) or on fold ``part`` only, in the sums'
+        precision (LAPACK ``gesv``)."""
         self._ready()
         k = self.k
         parts = self._folds(part)
-        small = self.G[0].shape[-1] <= 512
-        dt = np.float64 if small else np.float32
-        A = self.G[parts[0]].astype(dt)
-        C = self.C[parts[0]].astype(dt)
-        for f in parts[1:]:
-            A += self.G[f]
-            C += self.C[f]
+        dt = self.dtype
+        A = self.G[parts[0]].copy()
+        C = self.C[parts[0]]
+        if len(parts) > 1:
+            A += self.G[parts[1]]
+            C = C + self.C[parts[1]]
         ii = np.arange(k)
         scale = A[:, ii, ii].astype(np.float64).mean(axis=1) if k else np.zeros(len(A))
         lam = np.where(scale > 0, ridge * scale, ridge)
@@ -319,16 +326,6 @@ class NormalEquations:
             W = np.stack([np.linalg.lstsq(A[g], C[g], rcond=None)[0] for g in range(len(A))])
         return W.astype(np.float64)
 
-    def solve_bias(self, W: np.ndarray) -> np.ndarray:
-        """Bias compensation: the weights ``W`` (``[groups, k, o]``) kept, the intercept fitted alone,
-        ``b = mean over rows of (Y − X·W)``: the mean contribution of what the thinning removed (and of the error
-        left upstream) folded into the bias. Needs ``intercept``."""
-        self._ready()
-        k = self.k
-        n = np.maximum(self.G[0][:, k, k] + self.G[1][:, k, k], 1.0)[:, None]
-        s = self.C[0][:, k, :] + self.C[1][:, k, :] - np.einsum("gk,gko->go", self.G[0][:, k, :k] + self.G[1][:, k, :k], W)
-        return np.concatenate([W, (s / n)[:, None, :]], axis=1)
-
     def rel_error(self, Wt: np.ndarray, part: Optional[int] = None) -> float:
         """``Σ‖X̃W̃ − Y‖² / Σ‖Y‖²`` over the rows of ``part`` (None: all), every block, from the accumulated
         statistics (``Wt`` as :meth:`solve` returns)."""
@@ -338,7 +335,9 @@ class NormalEquations:
 
     def _sq_error(self, Wt: np.ndarray, f: int) -> float:
         G, C, yy = self.G[f], self.C[f], self.yy[f]
-        num = float(np.einsum("gko,gko->", Wt, np.matmul(G, Wt)) - 2 * np.einsum("gko,gko->", Wt, C) + yy.sum())
+        W = Wt.astype(self.dtype)
+        num = float(np.einsum("gko,gko->", W, np.matmul(G, W), dtype=np.float64)
+                    - 2 * np.einsum("gko,gko->", W, C, dtype=np.float64) + yy.sum())
         return max(num, 0.0)
 
     def cv_error(self, ridge: float) -> float:
@@ -377,7 +376,7 @@ class _Consumer:
         self.runner, self.index = runner, index
         self.node = runner.nodes[index]
         self.out_kept = out_kept
-        self.max_rows = max_rows
+        self.max_rows = self.per_item = max_rows
         self.reason: Optional[str] = None
 
     @property
@@ -672,13 +671,14 @@ class _Half:
     __slots__ = ("data", "factor", "shape", "dtype")
 
     def __init__(self, v: np.ndarray, m: float) -> None:
-        e = min(120, max(-120, 14 - int(math.floor(math.log2(m)))))
+        e = 0 if 2.0 ** -6 <= m < 2.0 ** 15 else min(120, max(-120, 14 - int(math.floor(math.log2(m)))))
         self.factor = float(2.0 ** -e)
-        self.data = (v * np.float32(2.0 ** e)).astype(np.float16)
+        self.data = (v * np.float32(2.0 ** e) if e else v).astype(np.float16)
         self.shape, self.dtype = v.shape, np.dtype(np.float32)
 
     def restore(self) -> np.ndarray:
-        return self.data.astype(np.float32) * np.float32(self.factor)
+        x = self.data.astype(np.float32)
+        return x * np.float32(self.factor) if self.factor != 1.0 else x
 
     @property
     def nbytes(self) -> int:
@@ -716,6 +716,7 @@ class _Runner:
                 self.readers.setdefault(x, []).append(i)
         self.done = np.zeros(len(self.nodes), dtype=bool)
         self.cache = [{k: v for k, v in f.items() if k in self.graph_inputs} for f in feeds]
+        self.bytes = 0  # cached activations (graph inputs excluded)
         self.held: set = set()
         self.sessions = 0
         self.compact = compact
@@ -844,15 +845,17 @@ class _Runner:
                     vals = run({n: (c[n].restore() if isinstance(c[n], _Half) else c[n]) for n in inputs})
                     for name, v in zip(outputs, vals):
                         c[name] = self._compact(name, v)
+                        self.bytes += c[name].nbytes
             del run
         finally:
             sess.close()
 
     def _compact(self, name: str, v: np.ndarray):
-        """Cached float32 activations are kept as :class:`_Half` (float16 scaled by a power of two so the largest
+        """Once the cache holds :data:`COMPACT_ABOVE_BYTES`, new float32 activations are kept as :class:`_Half`
+        (float16, scaled by a power of two when needed so the largest
         value sits near 2^14): half the memory, a rounding of 2^-11 relative to each value down to 2^-24 of the
         tensor's largest (far below any error reconstruction leaves), whatever the tensor's scale."""
-        if self.compact and v.dtype == np.float32 and v.size >= 1024:
+        if self.compact and self.bytes > COMPACT_ABOVE_BYTES and v.dtype == np.float32 and v.size >= 1024:
             m = float(np.max(np.abs(v)))
             if np.isfinite(m) and m > 0:
                 self.half.add(name)
@@ -871,6 +874,8 @@ class _Runner:
                 if name in keep_always:
                     continue
                 if not any(not self.done[r] for r in self.readers.get(name, ())):
+                    if name not in self.graph_inputs:
+                        self.bytes -= c[name].nbytes
                     del c[name]
 
     def cached_bytes(self) -> int:
@@ -926,8 +931,9 @@ def reconstruct(original_path: Union[str, os.PathLike], thinned_path: Union[str,
     rng = np.random.default_rng(seed)
     fits: list = []
     with _PeakRSS() as mem:
-        orig = _Runner(load_model(original_path), feeds, engine, core_count, cancel)
-        thin = _Runner(load_model(thinned_path), feeds, engine, core_count, cancel)
+        batches, counts = _chunks(original_path, feeds, engine, core_count, cancel)
+        orig = _Runner(load_model(original_path), batches, engine, core_count, cancel)
+        thin = _Runner(load_model(thinned_path), batches, engine, core_count, cancel)
         by_id = {node_id(n, i): i for i, n in enumerate(thin.nodes)}
         orig_ids = {node_id(n, i): i for i, n in enumerate(orig.nodes)}
         plan = []
@@ -937,11 +943,11 @@ def reconstruct(original_path: Union[str, os.PathLike], thinned_path: Union[str,
                                     "the thinned model's consumers (consumer_specs)")
             plan.append((by_id[spec.node], spec))
         plan.sort(key=lambda p: p[0])
-        items = sum(_batch_items(f, thin.graph_inputs) for f in feeds)
+        items = int(sum(counts))
         for step, (idx, spec) in enumerate(plan):
             maybe_check(cancel)
             prog(f"reconstructing {spec.node}", step / max(1, len(plan)))
-            fits.append(_fit_one(orig, thin, idx, spec, ridge=ridge, max_rows=max_rows_per_item,
+            fits.append(_fit_one(orig, thin, idx, spec, counts, ridge=ridge, max_rows=max_rows_per_item,
                                  max_columns=max_columns, rng=rng, cancel=cancel))
         prog("writing", 0.98)
         model = thin.model
@@ -963,16 +969,45 @@ def reconstruct(original_path: Union[str, os.PathLike], thinned_path: Union[str,
                                 max_rows_per_item=int(max_rows_per_item))
 
 
-def _batch_items(feed: dict, inputs: Sequence[str]) -> int:
-    for name in inputs:
-        v = feed.get(name)
-        if v is not None and getattr(v, "ndim", 0) > 0:
-            return int(v.shape[0])
-    return 1
+def _chunks(model_path, feeds: Sequence[dict], engine, core_count, cancel, size: int = CHUNK_ITEMS):
+    """``(batches, items per batch)``: ``feeds`` merged ``size`` at a time along axis 0 when the model computes a
+    stacked batch item by item (checked: two feeds run apart and together give the same outputs), so each segment
+    runs once per chunk (onnxruntime's per-run overhead and layout changes dominate per-item runs); else the feeds
+    as given. Feed keys that are not model inputs are dropped."""
+    with engine.open_session(str(model_path), core_count) as sess:
+        names = list(sess.input_names)
+        feeds = [{k: v for k, v in f.items() if k in names} for f in feeds]
+        counts = [int(next((v.shape[0] for v in f.values() if getattr(v, "ndim", 0) > 0), 1)) for f in feeds]
+
+        def alike(a: dict, b: dict) -> bool:
+            return set(a) == set(b) == set(names) and all(
+                isinstance(a[k], np.ndarray) and a[k].ndim > 0 and a[k].shape[1:] == b[k].shape[1:] and
+                a[k].dtype == b[k].dtype for k in a)
+
+        if size <= 1 or len(feeds) < 2 or not all(alike(feeds[0], f) for f in feeds[1:]):
+            return list(feeds), counts
+        run = sess.runner(None, cancel)
+        try:
+            apart = [run(feeds[0]), run(feeds[1])]
+            together = run({k: np.concatenate([feeds[0][k], feeds[1][k]]) for k in names})
+        except Exception:  # noqa: BLE001 - a model with a fixed batch size: run the feeds one by one
+            return list(feeds), counts
+        for a, b, t in zip(apart[0], apart[1], together):
+            ref = np.concatenate([a, b]) if np.ndim(a) else None
+            if ref is None or ref.shape != np.shape(t) or not np.allclose(ref, t, rtol=1e-3, atol=1e-5 * (
+                    float(np.max(np.abs(ref))) if ref.size else 1.0)):
+                return list(feeds), counts
+    size = max(1, min(size, len(feeds) // 4))  # at least 4 batches: the ridge is chosen on even/odd batches
+    batches, sizes = [], []
+    for i in range(0, len(feeds), size):
+        part = feeds[i:i + size]
+        batches.append({k: np.concatenate([f[k] for f in part]) for k in names})
+        sizes.append(sum(counts[i:i + size]))
+    return batches, sizes
 
 
-def _fit_one(orig: _Runner, thin: _Runner, idx: int, spec: ConsumerSpec, *, ridge, max_rows: int,
-             max_columns: int, rng: np.random.Generator, cancel) -> ConsumerFit:
+def _fit_one(orig: _Runner, thin: _Runner, idx: int, spec: ConsumerSpec, counts: Sequence[int], *, ridge,
+             max_rows: int, max_columns: int, rng: np.random.Generator, cancel) -> ConsumerFit:
     """Accumulate and solve one consumer (``idx`` in the thinned model) and write its refit into ``thin``. Items
     alternate between two folds; ``ridge="auto"`` takes the candidate of :data:`RIDGES` whose fit on fold 0 has the
     least error on fold 1. The refit is kept only when that validation error is below the thinned layer's on fold 1
@@ -999,14 +1034,15 @@ def _fit_one(orig: _Runner, thin: _Runner, idx: int, spec: ConsumerSpec, *, ridg
     b0 = np.zeros((c.groups, c.o)) if b0 is None else np.asarray(b0, np.float64).reshape(c.groups, c.o)
     fit.columns = c.k + (1 if c.intercept else 0)
     if c.k > max_columns:
-        _bias_only(fit, c, orig, thin, target, W0, b0, max_columns, rng, cancel)
+        _bias_only(fit, c, orig, thin, target, W0, b0, max_columns, counts, rng, cancel)
         fit.seconds = time.perf_counter() - t
         return fit
     ne = NormalEquations(c.groups, c.k, c.o, c.intercept)
-    for item in range(len(thin.cache)):
+    for b in range(len(thin.cache)):
         maybe_check(cancel)
-        X, Y = c.rows(thin.get(item, c.data_input), orig.get(item, target), rng)
-        ne.add(X, Y, item % 2)
+        c.max_rows = c.per_item * counts[b]
+        X, Y = c.rows(thin.get(b, c.data_input), orig.get(b, target), rng)
+        ne.add(X, Y, b % 2)
     fit.rows = int(ne.rows)
     Wt0 = np.concatenate([W0, b0[:, None, :]], axis=1) if c.intercept else W0
     fit.rel_error_before = ne.rel_error(Wt0)
@@ -1031,7 +1067,7 @@ def _fit_one(orig: _Runner, thin: _Runner, idx: int, spec: ConsumerSpec, *, ridg
 
 
 def _bias_only(fit: ConsumerFit, c: "_Consumer", orig: "_Runner", thin: "_Runner", target: str, W0, b0,
-               max_columns: int, rng, cancel) -> None:
+               max_columns: int, counts: Sequence[int], rng, cancel) -> None:
     """Bias compensation for a consumer too wide for the normal equations: the residual ``R = Y − X·W − b`` of the
     thinned layer is accumulated (its sum and sum of squares per output), and its mean folded into the bias."""
     if not c.intercept:
@@ -1042,9 +1078,10 @@ def _bias_only(fit: ConsumerFit, c: "_Consumer", orig: "_Runner", thin: "_Runner
     yy = 0.0
     n = 0
     Wf = W0.astype(np.float32)
-    for item in range(len(thin.cache)):
+    for b in range(len(thin.cache)):
         maybe_check(cancel)
-        X, Y = c.rows(thin.get(item, c.data_input), orig.get(item, target), rng)
+        c.max_rows = c.per_item * counts[b]
+        X, Y = c.rows(thin.get(b, c.data_input), orig.get(b, target), rng)
         R = Y.astype(np.float64) - np.matmul(X.transpose(1, 0, 2), Wf).transpose(1, 0, 2) - b0[None]
         s += R.sum(axis=0)
         sq += np.einsum("rgo,rgo->go", R, R)
