@@ -247,6 +247,7 @@ def search_budget(
     from sparsify_tui.engine import get_engine
     from sparsify_tui.engine.outputs import run_outputs
     from sparsify_tui.engine.timing import LatencyStats, interleaved_times
+    from sparsify_tui.optimization.int8_search import phase_timer
     from sparsify_tui.profiling.metrics import choose_metric, evaluate, reference_evaluation
 
     t_start = time.perf_counter()
@@ -259,12 +260,7 @@ def search_budget(
         raise SampleDataError("the budget search needs real items: give --data FILE.npz (inputs, and labels for "
                               "top-1 accuracy)")
     phases: Dict[str, float] = {}
-    t_phase = [time.perf_counter()]
-
-    def phase(name: str) -> None:
-        now = time.perf_counter()
-        phases[name] = round(phases.get(name, 0.0) + now - t_phase[0], 3)
-        t_phase[0] = now
+    phase = phase_timer(phases)
 
     prog("loading data", 0.0)
     samples = sample_set(src, data=data, labels_key=labels_key, dims=dims, batch_size=1)

@@ -224,12 +224,7 @@ def search_int8(
     ref_path = Path(reference_path) if reference_path else src
 
     phases: Dict[str, float] = {}
-    t_phase = [time.perf_counter()]
-
-    def phase(name: str) -> None:
-        now = time.perf_counter()
-        phases[name] = round(phases.get(name, 0.0) + now - t_phase[0], 3)
-        t_phase[0] = now
+    phase = phase_timer(phases)
 
     prog("loading data", 0.0)
     n_eval = max(int(eval_batches), int(calibration_size)) if data else int(calibration_size)
@@ -410,6 +405,18 @@ def search_int8(
         shutil.rmtree(work, ignore_errors=True)
 
 
+def phase_timer(phases: Dict[str, float]):
+    """``phase(name)``: adds the wall seconds since the previous call (or since this one) to ``phases[name]`` (the
+    searches' ``timing["phases_s"]``)."""
+    last = [time.perf_counter()]
+
+    def phase(name: str) -> None:
+        now = time.perf_counter()
+        phases[name] = round(phases.get(name, 0.0) + now - last[0], 3)
+        last[0] = now
+    return phase
+
+
 def kept_trial(search: Int8Search) -> Optional[Int8Trial]:
     """The trial a caller comparing INT8 with other candidates keeps: the chosen one, else (FP32 won the search's
     own timing) the fastest timed trial within budget; None when no trial is within budget."""
@@ -480,5 +487,5 @@ def layer_states(quantization, layers) -> List[dict]:
     return rows
 
 
-__all__ = ["CALIBRATION_METHODS", "TIMING", "TAIL_TRIAL_NODES", "int8_groups", "predicted_k", "excluded_nodes", "search_int8", "choose_fastest", "kept_trial",
+__all__ = ["CALIBRATION_METHODS", "TIMING", "TAIL_TRIAL_NODES", "int8_groups", "predicted_k", "excluded_nodes", "search_int8", "choose_fastest", "kept_trial", "phase_timer",
            "layer_states"]

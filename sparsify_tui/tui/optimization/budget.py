@@ -25,6 +25,7 @@ from textual.widgets import Button, Input, Label, Select, Static
 from sparsify_tui.formatting import format_fixed
 from sparsify_tui.tui.optimization.pane import PaneContext, RecordPane
 from sparsify_tui.tui.widgets.charts import Plot
+from sparsify_tui.tui.optimization.dialogs import SEARCH_DIALOG_CSS
 from sparsify_tui.tui.widgets.dialogs import FormDialog
 from sparsify_tui.tui.widgets.tables import Column, FilterableTable
 
@@ -166,18 +167,7 @@ class BudgetSearchDialog(FormDialog[Optional[dict]]):
     `ctrl+r` runs, `escape` closes."""
 
     RUN_BUTTON_ID = "bsd-ok"
-    DEFAULT_CSS = """
-    BudgetSearchDialog { align: center middle; }
-    BudgetSearchDialog > Vertical { width: 74; max-width: 98%; height: auto; max-height: 100%;
-        border: thick $accent; background: $surface; padding: 0 1; }
-    BudgetSearchDialog .dialog-title { text-style: bold; }
-    BudgetSearchDialog .row { height: 1; margin-top: 1; }
-    BudgetSearchDialog .row Label { width: 16; }
-    BudgetSearchDialog .row Input, BudgetSearchDialog .row Select { width: 1fr; }
-    BudgetSearchDialog .dialog-error { color: $error; height: auto; }
-    BudgetSearchDialog .buttons { height: auto; align: right middle; margin-top: 1; }
-    BudgetSearchDialog .buttons Button { margin-left: 1; }
-    """
+    DEFAULT_CSS = SEARCH_DIALOG_CSS.format(name="BudgetSearchDialog")
     BINDINGS = [
         Binding("escape", "close", "Cancel", id="optimization.budget.cancel", tooltip="Close without searching"),
         Binding("ctrl+r", "run", "Search", id="optimization.budget.run", tooltip="Start the budget search job"),
@@ -190,7 +180,7 @@ class BudgetSearchDialog(FormDialog[Optional[dict]]):
 
     def compose(self) -> ComposeResult:
         with Vertical():
-            yield Static("Fastest model within an accuracy budget (channels + reconstruction, INT8 optional; a job)",
+            yield Static("Fastest model within an accuracy budget (a job: a new optimization)",
                          classes="dialog-title")
             for label, wid, value, hint in (
                     ("Name", "bsd-name", self.default_name, ""),
