@@ -243,7 +243,7 @@ def search_budget(
     ``SparsifyError`` (bad budget), ``JobCanceled``.
     """
     from sparsify_tui import settings
-    from sparsify_tui.analysis.labels import sample_set
+    from sparsify_tui.analysis.labels import item_count, sample_set
     from sparsify_tui.engine import get_engine
     from sparsify_tui.engine.outputs import run_outputs
     from sparsify_tui.engine.timing import LatencyStats, interleaved_times
@@ -263,8 +263,9 @@ def search_budget(
     phase = phase_timer(phases)
 
     prog("loading data", 0.0)
-    samples = sample_set(src, data=data, labels_key=labels_key, dims=dims, batch_size=1)
-    n_cal, n_held = split_items(len(samples.feeds), calibration_items, eval_items)
+    n_cal, n_held = split_items(item_count(src, data, labels_key=labels_key, dims=dims), calibration_items,
+                                eval_items)
+    samples = sample_set(src, data=data, labels_key=labels_key, dims=dims, batch_size=1, max_batches=n_cal + n_held)
     calib = samples.feeds[:n_cal]
     held = samples.feeds[n_cal:n_cal + n_held]
     labels = samples.labels[n_cal:n_cal + n_held] if samples.labels is not None else None
