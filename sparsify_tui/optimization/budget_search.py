@@ -300,7 +300,8 @@ def search_budget(
         del top
         seen: Dict[tuple, int] = {}
         tried: List[tuple] = []
-        while len(tried) < max(1, int(max_trials)):
+        n_max = max(1, int(max_trials))
+        while len(result.trials) < n_max and len(tried) < 4 * n_max:  # repeats cost nothing but are bounded too
             target = next_target(tried, result.reachable_speedup)
             if target is None:
                 break
@@ -308,7 +309,7 @@ def search_budget(
             alloc = allocation(rec, target)
             ratios = _ratios(alloc)
             key = tuple(sorted(ratios.items()))
-            frac = 0.05 + 0.6 * len(tried) / max(1, int(max_trials))
+            frac = 0.05 + 0.6 * len(result.trials) / n_max
             if not ratios:
                 tried.append((target, True))  # nothing to thin at this target: the unthinned model, within budget
                 continue
@@ -326,7 +327,7 @@ def search_budget(
             t.channels = int(getattr(est, "channels", 0) or 0)
 
             def tprog(step, f, _i=idx, _f=frac):
-                prog(f"trial {_i + 1} ({target:.2f}× target): {step}", _f + 0.6 / max(1, int(max_trials)) * f)
+                prog(f"trial {_i + 1} ({target:.2f}× target): {step}", _f + 0.6 / n_max * f)
 
             t0 = time.perf_counter()
             path = work / f"trial_{idx}.onnx"
