@@ -117,14 +117,14 @@ def test_targets_climb_a_ladder_then_bisect_between_within_and_over():
 
 
 def test_calibration_and_held_out_items_are_disjoint_and_named():
-    from sparsify_tui.optimization.budget_search import item_range, split_items
+    from sparsify_tui.optimization.budget_search import check_split, item_range
 
-    assert split_items(192) == (64, 128)
-    assert split_items(40) == (20, 20)  # at most half the data calibrates by default
-    assert split_items(100, 10, eval_items=50) == (10, 50)
-    assert item_range(64, 128) == "64-191" and item_range(3, 1) == "3"
+    assert check_split(192) == (64, 128)
+    assert check_split(40) == (20, 20)  # at most half the data calibrates by default, as apply splits it
+    assert check_split(100, 10) == (10, 90)
+    assert item_range([64, 191]) == "64-191" and item_range([3, 3]) == "3"
     with pytest.raises(SampleDataError, match="at least one other item to score"):
-        split_items(8, 8)
+        check_split(8, 8)
 
 
 def test_a_trial_beats_fp32_only_when_faster_in_every_round():
@@ -304,6 +304,14 @@ def test_cli_budget_search_stores_every_trial_and_the_choice(workspace_home, tmp
     assert opt.settings.target_speedup == chosen.target and layer_sparsities(opt)
     # the stored record re-evaluates to the chosen trial's channels
     assert opt.estimates.kept_channels == chosen.kept_channels
+    # apply writes the model the search measured: same data, same split, same channels and refit, same score
+    assert main(["apply", "cnn", "b", "--json"]) == 0
+    capsys.readouterr()
+    applied = get_optimization(ws, project["id"], "b").applied
+    assert applied.reconstruction and applied.reconstruction.get("items") == 24
+    assert applied.diff["metric_name"] == "top1"
+    assert applied.diff["metric_value"] == pytest.approx(chosen.metric_value, abs=1e-9)
+    assert applied.diff["nmse"] == pytest.approx(chosen.nmse, rel=1e-4)
     # the text layout names the split and marks the choice
     assert main(["optimize", "cnn", "--name", "b2", "--structure", "channel", "--max-drop", "0.1", "--data",
                  str(data), "--max-trials", "1"]) == 0
@@ -440,5 +448,8 @@ def test_the_search_thins_with_the_record_s_importance(tmp_path, size_timing):
     rec.settings = rec.settings.with_changes(importance="activation")
     res = search_budget(model, rec, max_drop=0.5, data=data, timing=TIMING, max_trials=1)
     assert len(res.trials) == 1 and res.trials[0].reconstruction["items"] == 16
-    with pytest.raises(ValueError, match="use one of l2, bn_scale, activation, thinet"):
+    assert res.trials[0].importance == "activation"
+    assert search_budget(model, _rec(model), max_drop=0.5, data=data, timing=TIMING,
+                         max_trials=1).trials[0].importance == "thinet"  # auto: ThiNet on the data, as apply
+    with pytest.raises(ValueError, match="use auto, l2, bn_scale, activation, thinet"):
         ChannelSettings(importance="random").validate()

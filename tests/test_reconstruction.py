@@ -15,7 +15,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from conftest import shared_model
-from sparsify_tui.engine.compare import compare_outputs, run_outputs
+from sparsify_tui.engine.outputs import compare_outputs, run_outputs
 from sparsify_tui.engine.importance import data_importance, thinet_order
 from sparsify_tui.engine.reconstruction import (
     ConsumerSpec, NormalEquations, conv_windows, reconstruct,
@@ -343,3 +343,188 @@ def test_mobilenet_v2_held_out_error_falls_with_reconstruction(tmp_path):
     before = compare_outputs(base, run_outputs(thin, held))["nmse"]
     after = compare_outputs(base, run_outputs(out, held))["nmse"]
     assert after * 5 <= before
+
+
+# ---------------------------------------------------------------------------------------------------- apply (CLI)
+
+DEMO_DIMS = {"x:2": 48, "x:3": 192}
+
+
+@pytest.fixture
+def demo_project(workspace_home, demo_model):
+    from sparsify_tui.services.projects import create_project
+    from sparsify_tui.store import Workspace
+
+    ws = Workspace()
+    return ws, create_project(ws, str(demo_model), name="demo", dims=DEMO_DIMS)
+
+
+def labelled_npz(path, model, n=24, seed=0):
+    """Inputs for the demo model with labels: its own FP32 predictions (so its accuracy is 1.0)."""
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal((n, 3, 48, 192)).astype(np.float32)
+    sess = ort.InferenceSession(str(model), providers=["CPUExecutionProvider"])
+    labels = np.array([int(sess.run(None, {"x": x[i:i + 1]})[0].argmax()) for i in range(n)], np.int64)
+    np.savez(path, x=x, labels=labels)
+    return path
+
+
+def _applied(capsys):
+    import json
+
+    return json.loads(capsys.readouterr().out)["applied"]
+
+
+def test_apply_with_data_reconstructs_and_scores_every_held_out_item(demo_project, demo_model, tmp_path, capsys):
+    """apply --data of a channel optimization: the consumers are refit on the first items (the JSON's reconstruction
+    block), and every other item is scored with its labels; the two sets are disjoint and named."""
+    from sparsify_tui.cli import main
+
+    data = labelled_npz(tmp_path / "cal.npz", demo_model, n=24)
+    assert main(["optimize", "demo", "--name", "c", "--structure", "channel", "--sparsity", "0.3"]) == 0
+    capsys.readouterr()
+    assert main(["apply", "demo", "c", "--data", str(data), "--json"]) == 0
+    a = _applied(capsys)
+    rec = a["reconstruction"]
+    assert rec["enabled"] and rec["items"] == 12 and rec["ridge"] == "auto"
+    assert rec["seconds"] > 0 and rec["peak_mb"] >= 0
+    assert rec["consumers"] and {"node", "rel_error_before", "rel_error_after"} <= set(rec["consumers"][0])
+    for c in rec["consumers"]:
+        assert c["rel_error_after"] <= c["rel_error_before"]
+    d = a["output_diff"]
+    assert d["held_out"] is True
+    assert d["items"]["calibration"] == [0, 11] and d["items"]["held_out"] == [12, 23]
+    assert d["samples"] == 12 and d["accuracy_baseline"] == 1.0 and d["accuracy"] is not None
+    assert a["importance"] == "thinet"
+    assert a["calibration_data"]["from"] == "--data" and a["calibration_data"]["held_out"] == [12, 23]
+
+    assert main(["apply", "demo", "c", "--data", str(data), "--calibration-size", "20", "--no-reconstruct",
+                 "--json"]) == 0
+    a = _applied(capsys)
+    assert a["reconstruction"] == {"enabled": False, "reason": "--no-reconstruct"}
+    assert a["output_diff"]["items"]["calibration"] == [0, 19] and a["output_diff"]["items"]["held_out"] == [20, 23]
+
+
+def test_reconstruction_lowers_the_held_out_error(demo_project, demo_model, tmp_path, capsys):
+    """On the same thinning, apply with reconstruction changes the held-out outputs less than without."""
+    from sparsify_tui.cli import main
+
+    data = labelled_npz(tmp_path / "cal.npz", demo_model, n=48)
+    assert main(["optimize", "demo", "--name", "c", "--structure", "channel", "--sparsity", "0.4",
+                 "--importance", "l2"]) == 0
+    capsys.readouterr()
+    nmse = {}
+    for flag in ("--reconstruct", "--no-reconstruct"):
+        assert main(["apply", "demo", "c", "--data", str(data), flag, "--json"]) == 0
+        nmse[flag] = _applied(capsys)["output_diff"]["nmse"]
+    assert nmse["--reconstruct"] < nmse["--no-reconstruct"]
+
+
+def test_without_data_apply_does_not_reconstruct_and_scores_other_synthetic_items(demo_project, capsys):
+    """Synthetic inputs: no reconstruction by default (it made the real models worse), with the reason; the scored
+    items are other synthetic items than the calibration ones."""
+    from sparsify_tui.analysis.labels import HELD_OUT_SEED
+    from sparsify_tui.cli import main
+
+    assert main(["optimize", "demo", "--name", "c", "--structure", "channel", "--sparsity", "0.3"]) == 0
+    capsys.readouterr()
+    assert main(["apply", "demo", "c", "--json"]) == 0
+    a = _applied(capsys)
+    assert a["reconstruction"]["enabled"] is False and "synthetic" in a["reconstruction"]["reason"]
+    assert a["importance"] == "l2" and "calibration_data" not in a
+    items = a["output_diff"]["items"]
+    assert items["source"] == "synthetic" and items["held_out"][0] == HELD_OUT_SEED
+    assert a["output_diff"]["held_out"] is True
+
+
+def test_the_optimization_records_its_data_and_apply_uses_it(demo_project, demo_model, tmp_path, capsys):
+    """optimize --structure channel --data records the file (path, sha256); apply without --data uses it and says
+    so; a file changed since is used with a note; a file gone is a one-line error."""
+    from sparsify_tui.cli import main
+    from sparsify_tui.services.projects import file_sha256
+
+    data = labelled_npz(tmp_path / "cal.npz", demo_model, n=16)
+    assert main(["optimize", "demo", "--name", "c", "--structure", "channel", "--sparsity", "0.3", "--data",
+                 str(data), "--json"]) == 0
+    st = __import__("json").loads(capsys.readouterr().out)["settings"]
+    assert st["data"] == str(data) and st["data_sha256"] == file_sha256(data)
+    assert main(["apply", "demo", "c"]) == 0
+    out = capsys.readouterr().out
+    assert f"calibration data: {data} (recorded with the optimization)" in out
+    assert "held-out items (8..15" in out and "reconstruction: " in out
+    labelled_npz(data, demo_model, n=16, seed=1)
+    assert main(["apply", "demo", "c", "--json"]) == 0
+    a = _applied(capsys)
+    assert a["calibration_data"]["from"] == "optimization"
+    assert any("changed since" in w for w in a["warnings"])
+    data.unlink()
+    assert main(["apply", "demo", "c"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "is gone" in err[0] and "--data" in err[0]
+
+
+def test_unstructured_apply_scores_the_items_int8_did_not_calibrate_on(demo_project, demo_model, tmp_path, capsys):
+    from sparsify_tui.cli import main
+
+    data = labelled_npz(tmp_path / "cal.npz", demo_model, n=20)
+    assert main(["optimize", "demo", "--name", "u", "--sparsity", "0.5", "--quantize"]) == 0
+    capsys.readouterr()
+    assert main(["apply", "demo", "u", "--data", str(data), "--json"]) == 0
+    d = _applied(capsys)["output_diff"]
+    assert d["items"]["calibration"] == [0, 15] and d["items"]["held_out"] == [16, 19] and d["held_out"] is True
+    assert d["samples"] == 4 and d["accuracy_baseline"] == 1.0
+
+
+@pytest.mark.parametrize("args,needle", [
+    (["--calibration-size", "0"], "--calibration-size"),
+])
+def test_bad_apply_flags_are_one_line_errors(demo_project, capsys, args, needle):
+    from sparsify_tui.cli import main
+
+    assert main(["optimize", "demo", "--name", "c", "--structure", "channel", "--sparsity", "0.3"]) == 0
+    capsys.readouterr()
+    assert main(["apply", "demo", "c", *args]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and needle in err[0]
+
+
+def test_a_data_importance_without_data_is_refused_at_apply(demo_project, capsys):
+    from sparsify_tui.cli import main
+
+    assert main(["optimize", "demo", "--name", "c", "--structure", "channel", "--sparsity", "0.3", "--importance",
+                 "thinet"]) == 0
+    capsys.readouterr()
+    assert main(["apply", "demo", "c"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "thinet" in err[0] and "--data" in err[0]
+
+
+# ---------------------------------------------------------------------------------------------------- loss profile
+
+
+def test_channel_one_shot_profile_measures_after_reconstruction(tmp_path):
+    """The channel one-shot profile refits a group's consumers at each level (the sensitivity apply delivers):
+    removing channels that copy kept ones costs (almost) nothing after reconstruction, while zeroing them costs
+    much."""
+    from sparsify_tui.profiling.loss_channel import channel_profile
+
+    w1 = duplicated(arr(8, 3, 1, 1))
+    nodes = [helper.make_node("Conv", ["x", "w1", "b1"], ["a"], name="producer", kernel_shape=[1, 1]),
+             helper.make_node("Relu", ["a"], ["r"], name="relu"),
+             helper.make_node("Conv", ["r", "w2"], ["c"], name="consumer", kernel_shape=[3, 3], pads=[1, 1, 1, 1]),
+             helper.make_node("Relu", ["c"], ["rc"], name="relu2"),
+             helper.make_node("Conv", ["rc", "w3"], ["y"], name="head", kernel_shape=[1, 1])]
+    w2 = duplicated(arr(6, 8, 3, 3), axis=1)
+    w2[:, 4:] *= 2.0  # the copies weigh more: the group L2 norm removes channels 0..3, one of each pair
+    path = save(tmp_path, nodes, {"w1": w1, "b1": duplicated(arr(8)), "w2": w2, "w3": arr(2, 6, 1, 1)},
+                [1, 3, 8, 8], y_shape=[1, 2, 8, 8])
+    data = tmp_path / "d.npz"
+    np.savez(data, x=arr(40, 3, 8, 8, scale=1.0))
+    kw = dict(method="one-shot", levels=[0.0, 0.5], data=str(data), batches=4, metric="nmse", round_to=1)
+    plain = {l.id: l.sensitivity for l in channel_profile(path, reconstruct=False, **kw).layers}
+    prof = channel_profile(path, reconstruct=True, **kw)
+    refit = {l.id: l.sensitivity for l in prof.layers}
+    assert prof.extras["reconstruction"]["items"] == 16 and prof.settings["reconstructed"] is True
+    assert plain["w1"]["0.5"] > 1e-2
+    assert refit["w1"]["0.5"] < plain["w1"]["0.5"] / 20  # only the profile's ridge (1e-2) keeps it above 0
+    assert refit["w1"]["0.0"] == 0.0

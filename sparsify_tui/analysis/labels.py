@@ -22,6 +22,9 @@ import numpy as np
 from sparsify_tui.analysis.inputs import DEFAULT_LABELS_KEY  # noqa: F401 - where labels are read from by default
 from sparsify_tui.errors import SampleDataError
 
+#: calibration items taken from the sample data by default (at most half of them; the rest are held out)
+DEFAULT_CALIBRATION_ITEMS = 64
+
 
 def _keys(path: Union[str, os.PathLike]) -> dict:
     """``{key: (shape, dtype)}`` of an ``.npz`` from its headers (an ``.npy`` has no keys: empty dict), with
@@ -201,6 +204,70 @@ def item_count(model_path: Union[str, os.PathLike], data: Union[str, os.PathLike
     return _item_count(data, specs, labels_key or DEFAULT_LABELS_KEY)
 
 
+#: synthetic held-out items start at this seed (calibration items use seeds 0, 1, ...: never the same items)
+HELD_OUT_SEED = 10_000
+
+
+@dataclass
+class ItemSplit:
+    """Calibration items and held-out items of one sample set, never the same items (DESIGN.md, Reconstruction):
+    ``calibration`` / ``held_out`` (feed dicts, one per batch), ``held_out_labels`` (one int array per held-out
+    batch, or None), ``labels_key``, ``source`` (the data path, or "synthetic"), ``batch_size`` and the item ranges
+    ``calibration_items`` / ``held_out_items`` (``[first, last]`` item indices in the data file, inclusive; for
+    synthetic data the seeds)."""
+
+    calibration: list
+    held_out: list
+    held_out_labels: Optional[list]
+    labels_key: Optional[str]
+    source: str
+    batch_size: int
+    calibration_items: Optional[list]
+    held_out_items: Optional[list]
+
+    def describe(self) -> dict:
+        """``{"source", "calibration": [first, last] | None, "held_out": [first, last] | None, "calibration_count",
+        "held_out_count"}``: what ``output_diff.items`` names (counts in items)."""
+        return {"source": self.source, "calibration": self.calibration_items, "held_out": self.held_out_items,
+                "calibration_count": len(self.calibration) * self.batch_size,
+                "held_out_count": len(self.held_out) * self.batch_size}
+
+
+def split_items(model_path: Union[str, os.PathLike], *, data: Optional[Union[str, os.PathLike]] = None,
+                labels_key: Optional[str] = None, dims: Optional[dict] = None, batch_size: int = 1,
+                calibration_items: Optional[int] = None, synthetic_items: int = 16) -> ItemSplit:
+    """Split the sample data into calibration items and held-out items (:class:`ItemSplit`).
+
+    With ``data``: the first ``calibration_items`` items calibrate (default half the items, at most
+    :data:`DEFAULT_CALIBRATION_ITEMS`) and **every other item** is held out (scored). A file too small to hold
+    both (one batch) calibrates and scores the same items: ``held_out_items`` is then None. Without data: the
+    calibration items are synthetic (seeds ``0..n-1``) and the held-out items other synthetic items (seeds from
+    :data:`HELD_OUT_SEED`), ``synthetic_items`` of each. Raises ``SampleDataError`` / ``DimensionError`` as
+    :func:`sample_set` does, and for a calibration count below 1."""
+    from sparsify_tui.analysis.inputs import input_specs, synthetic_inputs
+
+    if calibration_items is not None and int(calibration_items) < 1:
+        raise SampleDataError(f"--calibration-size {calibration_items}: calibrate on at least 1 item")
+    if not data:
+        ss = sample_set(model_path, labels_key=labels_key, dims=dims, batch_size=batch_size,
+                        synthetic_batches=int(calibration_items or synthetic_items))
+        specs = input_specs(str(model_path), batch_size=batch_size, dims=dims or {})
+        held = [synthetic_inputs(specs, seed=HELD_OUT_SEED + i) for i in range(int(synthetic_items))]
+        return ItemSplit(ss.feeds, held, None, None, "synthetic", batch_size, [0, len(ss.feeds) * batch_size - 1],
+                         [HELD_OUT_SEED, HELD_OUT_SEED + len(held) * batch_size - 1])
+    ss = sample_set(model_path, data=data, labels_key=labels_key, dims=dims, batch_size=batch_size)
+    n = len(ss.feeds)
+    want = DEFAULT_CALIBRATION_ITEMS if calibration_items is None else int(calibration_items)
+    if calibration_items is None:
+        want = min(want, max(1, (n * batch_size) // 2))
+    n_cal = max(1, min(n, -(-want // batch_size)))
+    if n_cal >= n:  # nothing left to hold out: score the calibration items themselves, and say so
+        return ItemSplit(ss.feeds, ss.feeds, ss.labels, ss.labels_key, ss.source, batch_size,
+                         [0, n * batch_size - 1], None)
+    return ItemSplit(ss.feeds[:n_cal], ss.feeds[n_cal:], ss.labels[n_cal:] if ss.labels else None, ss.labels_key,
+                     ss.source, batch_size, [0, n_cal * batch_size - 1], [n_cal * batch_size, n * batch_size - 1])
+
+
 def _item_count(data, specs, key: Optional[str]) -> int:
     """Items of the inputs in ``data`` (the leading dim of the first non-scalar input array)."""
     from sparsify_tui.analysis.inputs import inspect_sample_data
@@ -214,5 +281,6 @@ def _item_count(data, specs, key: Optional[str]) -> int:
     return 0
 
 
-__all__ = ["DEFAULT_LABELS_KEY", "SampleSet", "sample_set", "item_count", "split_labels", "check_labels", "batch_labels",
+__all__ = ["DEFAULT_LABELS_KEY", "DEFAULT_CALIBRATION_ITEMS", "HELD_OUT_SEED", "ItemSplit", "split_items",
+           "SampleSet", "sample_set", "item_count", "split_labels", "check_labels", "batch_labels",
            "declared_outputs", "check_outputs_fit", "labels_need_class_output", "metric_needs_class_output"]

@@ -112,6 +112,10 @@ def cmd_apply(args) -> int:
         job_args["data"] = str(Path(args.data).absolute())
     if args.labels:
         job_args["labels"] = args.labels
+    if args.reconstruct is not None:
+        job_args["reconstruct"] = args.reconstruct
+    if args.calibration_size is not None:
+        job_args["calibration_size"] = args.calibration_size
     run_here(ws, project["id"], "apply", job_args, progress=_stderr_progress(args.json))
     applied = get_optimization(ws, project["id"], opt.id).applied
     if args.json:
@@ -133,8 +137,10 @@ def cmd_apply(args) -> int:
             print(f"  layers pruned: {len(s)}, every layer exact to the weight: "
                   f"{'yes' if applied.layers_exact else 'NO'}")
         print(f"  size: {applied.file_size_bytes / 1e6:.2f} MB (baseline {applied.baseline_size_bytes / 1e6:.2f} MB)")
+        for line in _data_lines(applied):
+            print(f"  {line}")
         if d:
-            print(f"  output vs baseline on {d.get('samples')} batches: max |diff| {d['max_abs']:.4g}, "
+            print(f"  output vs baseline on {_scored(d)}: max |diff| {d['max_abs']:.4g}, "
                   f"normalized MSE {d['nmse']:.4g}" + (f", top-1 agreement {top1:.1%}" if top1 is not None else "")
                   + (f", accuracy {d['accuracy']:.1%} (baseline {d['accuracy_baseline']:.1%})"
                      if d.get("accuracy") is not None else ""))
@@ -145,7 +151,52 @@ def cmd_apply(args) -> int:
     return 0
 
 
+def _scored(d: dict) -> str:
+    """Which items the output difference was measured on: the held-out item range of the data, or why not."""
+    items = d.get("items") or {}
+    n = items.get("held_out_count", d.get("samples"))
+    if items.get("source") == "synthetic":
+        return f"{n} synthetic items (not the calibration items)"
+    if items.get("held_out"):
+        a, b = items["held_out"]
+        return f"{n} held-out items ({a}..{b} of {items.get('source')})"
+    if items:
+        return f"the {n} calibration items (the data has none left to hold out)"
+    return f"{d.get('samples')} batches"
+
+
+def _data_lines(applied) -> list:
+    """The calibration data and the reconstruction of an applied model, as lines for ``apply``."""
+    out = []
+    cd = applied.calibration_data or {}
+    if cd.get("path"):
+        why = {"optimization": "recorded with the optimization", "search": "the INT8 search's data",
+               "project": "the project's data", "--data": "--data"}.get(cd.get("from"), cd.get("from"))
+        cal = cd.get("calibration")
+        out.append(f"calibration data: {cd['path']} ({why}); calibration items "
+                   + (f"{cal[0]}..{cal[1]}" if cal else "none"))
+    rec = applied.reconstruction
+    if rec:
+        if rec.get("enabled"):
+            cons = rec.get("consumers") or []
+            fit = [c for c in cons if c.get("method") != "none"]
+            before = sorted(c["rel_error_before"] for c in fit if c.get("rel_error_before") is not None)
+            after = sorted(c["rel_error_after"] for c in fit if c.get("rel_error_after") is not None)
+            med = (f"; median layer error {before[len(before) // 2]:.3g} -> {after[len(after) // 2]:.3g}"
+                   if before and after else "")
+            out.append(f"reconstruction: {len(fit)} of {len(cons)} consumers refit on {rec.get('items')} items "
+                       f"(ridge {rec.get('ridge')}) in {rec.get('seconds', 0):.1f} s, +{rec.get('peak_mb', 0):.0f} MB"
+                       + med)
+        else:
+            out.append(f"reconstruction: off ({rec.get('reason')})")
+    if applied.importance:
+        out.append(f"channels chosen by: {applied.importance}")
+    return out
+
+
 def register(sub) -> None:
+    import argparse
+
     p = sub.add_parser(
         "benchmark",
         help="measure baseline vs optimized models across batch sizes and core counts",
@@ -184,5 +235,11 @@ def register(sub) -> None:
     a.add_argument("-o", "--output", default=None, metavar="OUT.onnx", help="also export the model to this path")
     a.add_argument("--data", default=None, metavar="FILE", help="calibration inputs (.npz/.npy); default synthetic")
     a.add_argument("--labels", default=None, metavar="KEY", help="key of the labels array in --data (default labels)")
+    a.add_argument("--reconstruct", action=argparse.BooleanOptionalAction, default=None,
+                   help="channel: refit the consumers of thinned groups on the calibration items (default: on with "
+                        "sample data, off with synthetic inputs)")
+    a.add_argument("--calibration-size", type=int, default=None, metavar="N",
+                   help="items of --data that calibrate (default: 16 for INT8; channel: half the items, at most 64); "
+                        "every other item is held out and scored")
     a.add_argument("--json", action="store_true", help="print the result as JSON")
     a.set_defaults(handler=cmd_apply)

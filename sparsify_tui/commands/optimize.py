@@ -6,10 +6,11 @@
                           [--data FILE.npz [--labels KEY]] [--calibration minmax|entropy|percentile] [--json]
     sparsify-tui optimize PROJECT --name NAME --structure channel
                           (--sparsity R [--allocate] | --target-speedup X | --macs-reduction X)
-                          [--max-sparsity 0.7] [--round-to N] [--override GROUP=R ...] [--quantize] [--json]
+                          [--max-sparsity 0.7] [--round-to N] [--override GROUP=R ...] [--quantize]
+                          [--data FILE.npz [--labels KEY]] [--importance auto|l2|bn_scale|activation|thinet] [--json]
     sparsify-tui optimize PROJECT --name NAME --structure channel --max-drop D --data FILE.npz
                           [--metric top1|nmse|kl|max_abs] [--labels KEY] [--quantize] [--calibration-size N]
-                          [--max-trials N] [--json]
+                          [--importance ...] [--max-trials N] [--json]
     sparsify-tui export PROJECT OPTIMIZATION [-o recipe.yaml]
                         [--code pytorch|pytorch-plain|keras|tensorflow [-O file.py]] [--json]
 """
@@ -43,6 +44,10 @@ def register(sub) -> None:
                    help="channel: thin to X times fewer MACs, at the least loss")
     o.add_argument("--round-to", type=int, default=None, metavar="N",
                    help="channel: kept channel counts round to a multiple of N (default: this CPU's NCHWc block)")
+    o.add_argument("--importance", choices=("auto", "l2", "bn_scale", "activation", "thinet"), default=None,
+                   help="channel: which channels go: auto (default: ThiNet on the sample data when apply has it, else "
+                        "l2), l2 (group L2 norm), bn_scale, activation (weight norm x mean |activation|), thinet "
+                        "(greedy on the consumers' output)")
     o.add_argument("--balance", type=float, default=0.5, metavar="B",
                    help="0 = rank layers by time saved only, 1 = by loss sensitivity only (default 0.5)")
     o.add_argument("--quantize", action="store_true", help="add the INT8 quantization modifier")
@@ -107,6 +112,10 @@ def _optimize(args) -> int:
                                 ("--labels", args.labels), ("--calibration", args.calibration),
                                 ("--calibration-size", args.calibration_size)) if v is not None]
     channel = args.structure == "channel"
+    if channel:  # sample data (and labels) are the channel optimization's own: apply calibrates and scores on them
+        searched = [f for f in searched if f not in ("--data", "--labels")]
+    elif args.importance is not None:
+        raise ProjectError("--importance is a channel-pruning setting: add --structure channel")
     if searched:
         if channel:
             return _optimize_budget(args, overrides, searched)
@@ -136,6 +145,12 @@ def _optimize(args) -> int:
             if args.round_to < 1:
                 raise ProjectError(f"--round-to {args.round_to} is not allowed: --round-to must be 1 or more")
             extra["round_to"] = args.round_to
+        if args.importance is not None:
+            extra["importance"] = args.importance
+        if args.data is not None or args.labels is not None:
+            from sparsify_tui.services.optimizations import channel_data_settings
+
+            extra.update(channel_data_settings(args.data, args.labels))
     sparsity = args.sparsity if args.sparsity is not None else (0.3 if channel else 0.85)
     ws = _ws()
     project = ws.get_project(args.project)
@@ -200,7 +215,7 @@ def _optimize_budget(args, overrides: dict, flags: list) -> int:
 
     if args.max_drop is None:
         raise ProjectError(f"{flags[0]} with --structure channel belongs to the budget search: add --max-drop D "
-                           "(e.g. 0.01 for 1 point of top-1) and --data FILE.npz")
+                           "(e.g. 0.01 for 1 point of top-1) with --data FILE.npz")
     fixed = [f for f, v in (("--sparsity", args.sparsity), ("--allocate", args.allocate or None),
                             ("--target-speedup", args.target_speedup), ("--macs-reduction", args.macs_reduction),
                             ("--override", overrides or None), ("--min-sparsity", args.min_sparsity),
@@ -213,7 +228,8 @@ def _optimize_budget(args, overrides: dict, flags: list) -> int:
     job_args = {"name": args.name, "perf": args.perf, "loss": args.loss, "balance": args.balance,
                 "max_drop": args.max_drop, "metric": args.metric, "data": args.data, "labels": args.labels,
                 "quantize": args.quantize, "calibration": args.calibration,
-                "calibration_size": args.calibration_size, "max_trials": args.max_trials}
+                "calibration_size": args.calibration_size, "max_trials": args.max_trials,
+                "importance": args.importance}
     # the defaults filled in; run_here's job check (name free, data and labels) refuses bad ones before a record
     checked = budget_settings(project, job_args)
     job_args = {k: v for k, v in checked.items() if k != "dims" and v is not None}

@@ -665,6 +665,25 @@ def _subgraph_refs(node) -> set:
     return used - defined - {""}
 
 
+def _trim_heap() -> None:
+    """Give the heap's free pages back to the system (glibc ``malloc_trim``; nothing elsewhere): each segment's
+    session frees its buffers on close, and without this the freed memory stays counted in the resident size."""
+    global _LIBC
+    if _LIBC is None:
+        try:
+            import ctypes
+
+            _LIBC = ctypes.CDLL("libc.so.6")
+            _LIBC.malloc_trim.argtypes = [ctypes.c_size_t]
+        except (OSError, AttributeError):
+            _LIBC = False
+    if _LIBC:
+        _LIBC.malloc_trim(0)
+
+
+_LIBC = None
+
+
 class _Half:
     """A float32 tensor stored as float16 times ``2^-e`` (``e`` puts its largest magnitude ``m`` near 2^14)."""
 
@@ -697,14 +716,23 @@ class _Runner:
     each sub-model's session in memory); :meth:`set_input` replaces one before its node runs."""
 
     def __init__(self, model: onnx.ModelProto, feeds: Sequence[dict], engine, core_count: Optional[int],
-                 cancel: Optional[CancelToken], compact: bool = True) -> None:
+                 cancel: Optional[CancelToken], compact: bool = True, base_dir=None) -> None:
+        from sparsify_tui.analysis.loading import external_data_info, tensor_array
         from sparsify_tui.engine.weights import strip_initializers
 
         self.model = model
         self.engine, self.core_count, self.cancel = engine, core_count, cancel
         g = model.graph
         self.nodes = list(g.node)
-        self.arrays = strip_initializers(model)  # small constants (shapes, slices) stay in the proto
+        # weights of a model loaded with map_weights stay memory-mapped from its file (no copy in memory);
+        # small constants (shapes, slices) stay in the proto
+        self.arrays = {}
+        for t in g.initializer:
+            if external_data_info(t) is not None:
+                arr = tensor_array(t, base_dir)
+                _placeholder(t, t.name, arr)
+                self.arrays[t.name] = arr
+        self.arrays.update(strip_initializers(model))
         self.inits = {t.name: t for t in g.initializer}
         self.graph_inputs = [vi.name for vi in g.input if vi.name not in self.inits]
         self.graph_outputs = {vi.name for vi in g.output}
@@ -741,12 +769,20 @@ class _Runner:
             return numpy_helper.to_array(self.inits[name])
         from sparsify_tui.analysis.channels import constant_view
 
-        model = onnx.ModelProto()
-        model.CopyFrom(self.model)
-        for t in model.graph.initializer:
-            if t.name in self.arrays:
-                t.CopyFrom(numpy_helper.from_array(np.ascontiguousarray(self.arrays[t.name]), t.name))
-        return np.asarray(constant_view(model, name))
+        # a weight chain (Transpose, Reshape... of initializers): evaluated on a model of just that chain
+        nodes, inits, stack = [], {}, [name]
+        while stack:
+            x = stack.pop()
+            if x in self.inits:
+                inits[x] = numpy_helper.from_array(np.ascontiguousarray(self.value(x)), x)
+                continue
+            p = self.producer.get(x)
+            if p is None:
+                raise KeyError(x)
+            nodes.append(self.nodes[p])
+            stack.extend(i for i in self.nodes[p].input if i)
+        graph = onnx.helper.make_graph(nodes[::-1], "chain", [], [], initializer=list(inits.values()))
+        return np.asarray(constant_view(onnx.helper.make_model(graph), name))
 
     def set_input(self, index: int, slot: int, arr: np.ndarray, what: str) -> None:
         """Make input ``slot`` of node ``index`` (not run yet) the constant ``arr``: in place when it is an
@@ -849,6 +885,7 @@ class _Runner:
             del run
         finally:
             sess.close()
+            _trim_heap()
 
     def _compact(self, name: str, v: np.ndarray):
         """Once the cache holds :data:`COMPACT_ABOVE_BYTES`, new float32 activations are kept as :class:`_Half`
@@ -896,7 +933,8 @@ def reconstruct(original_path: Union[str, os.PathLike], thinned_path: Union[str,
         original_path: the model before thinning (the targets: each consumer's original output).
         thinned_path: the thinned model (:func:`sparsify_tui.engine.thinning.thin_model`); node ids and tensor
             names as in the original.
-        out_path: where to write the reconstructed model (may be ``thinned_path``).
+        out_path: where to write the reconstructed model (not ``thinned_path``: its weights are read from that
+            file, memory-mapped, while the new one is written).
         feeds: calibration batches (feed dicts of the graph inputs; other keys are ignored), at least one.
         consumers: the layers to refit (:func:`consumer_specs`), any order (they are refit in topological order).
         ridge: relative ridge (λ = ridge · mean(diag(XᵀX))), > 0, or ``"auto"`` (default): per consumer, the
@@ -918,6 +956,8 @@ def reconstruct(original_path: Union[str, os.PathLike], thinned_path: Union[str,
 
     if not feeds:
         raise SparsifyError("reconstruction needs calibration items: give --data FILE.npz with at least one item")
+    if Path(out_path).resolve() == Path(thinned_path).resolve():
+        raise SparsifyError("reconstruction reads the thinned model while it writes: give another out_path")
     if ridge != "auto":
         try:
             ridge = float(ridge)
@@ -932,8 +972,10 @@ def reconstruct(original_path: Union[str, os.PathLike], thinned_path: Union[str,
     fits: list = []
     with _PeakRSS() as mem:
         batches, counts = _chunks(original_path, feeds, engine, core_count, cancel)
-        orig = _Runner(load_model(original_path), batches, engine, core_count, cancel)
-        thin = _Runner(load_model(thinned_path), batches, engine, core_count, cancel)
+        orig = _Runner(load_model(original_path, map_weights=True), batches, engine, core_count, cancel,
+                       base_dir=Path(original_path).parent)
+        thin = _Runner(load_model(thinned_path, map_weights=True), batches, engine, core_count, cancel,
+                       base_dir=Path(thinned_path).parent)
         by_id = {node_id(n, i): i for i, n in enumerate(thin.nodes)}
         orig_ids = {node_id(n, i): i for i, n in enumerate(orig.nodes)}
         plan = []
@@ -1096,5 +1138,252 @@ def _bias_only(fit: ConsumerFit, c: "_Consumer", orig: "_Runner", thin: "_Runner
     fit.reason = f"{c.k} unknowns per output (over {max_columns}): bias compensation only"
 
 
-__all__ = ["RIDGE", "MAX_ROWS_PER_ITEM", "MAX_COLUMNS", "ConsumerFit", "ConsumerSpec", "ReconstructionResult",
+# ------------------------------------------------------------------------------------------ dense refits
+
+
+class DenseRefit:
+    """Reconstruction of single layers of the **original** model, for a sensitivity measured after reconstruction
+    (:mod:`sparsify_tui.profiling.loss_channel`): when only some input positions (channels) of a consumer are
+    removed and its upstream is the original, its inputs are the original ones with those positions zeroed and its
+    target is its own original output ``Y = X̃·W̃``. So ``C = X̃ᵀY = G·W̃`` and the refit of any kept set ``K`` is
+
+        ``W̃_K = (G_KK + λ)⁻¹ · G_K,: · W̃``
+
+    from the Gram matrix ``G = X̃ᵀX̃`` of the original inputs alone, accumulated once (:meth:`accumulate`, one run
+    of the model over the calibration items) and solved per kept set (:meth:`refit`). λ is the ridge times the mean
+    of ``diag G`` over all the layer's inputs (:func:`reconstruct` takes it over the kept ones). Consumers are Conv (group 1),
+    ConvTranspose, Gemm and MatMul (with its bias Add), as :func:`reconstruct` refits them."""
+
+    def __init__(self, model: onnx.ModelProto, node_indices: Sequence[int], *, engine=None, core_count=None,
+                 cancel=None, max_rows_per_item: int = 128, base_dir=None) -> None:
+        from sparsify_tui.engine import get_engine
+
+        self.engine = get_engine(engine)
+        self.core_count, self.cancel = core_count, cancel
+        self.runner = _Runner(model, [], self.engine, core_count, cancel, base_dir=base_dir)
+        self.consumers: dict = {}
+        for i in node_indices:
+            kind = _CONSUMERS.get(self.runner.nodes[i].op_type)
+            if kind is None:
+                continue
+            c = kind(self.runner, i, None, max_rows_per_item)
+            if c.reason is None and c.groups == 1 and c.k <= MAX_COLUMNS and \
+                    self.runner.value(c.w_name).dtype == np.float32:
+                self.consumers[i] = c
+        self.G: dict = {}
+        self.W: dict = {}
+        self.chol: dict = {}
+        self.GW: dict = {}
+
+    def accumulate(self, feeds: Sequence[dict], seed: int = 0) -> None:
+        """One run of the model over ``feeds`` (one session), summing every consumer's ``G`` (float64 up to
+        :data:`FLOAT64_COLUMNS` columns, else float32)."""
+        from sparsify_tui.analysis.loading import set_ir_version
+        from sparsify_tui.engine.timing import canceled_as_job
+
+        rng = np.random.default_rng(seed)
+        r = self.runner
+        fetch = sorted({c.data_input for c in self.consumers.values()}
+                       | {getattr(c, "target_tensor", r.nodes[i].output[0]) for i, c in self.consumers.items()})
+        m = onnx.ModelProto()
+        m.CopyFrom(r.model)
+        outs = {o.name for o in m.graph.output}
+        m.graph.output.extend(onnx.ValueInfoProto(name=n) for n in fetch if n not in outs)
+        set_ir_version(m, max(4, min(int(m.ir_version), 10)))
+        ext = {t.name: r.arrays[t.name] for t in m.graph.initializer if t.name in r.arrays}
+        ne = {i: NormalEquations(1, c.k, c.o, c.intercept) for i, c in self.consumers.items()}
+        with self.engine.open_session(m.SerializeToString(), self.core_count, external_initializers=ext) as sess:
+            run = sess.runner(fetch, self.cancel)
+            with canceled_as_job(self.cancel):
+                for feed in feeds:
+                    maybe_check(self.cancel)
+                    vals = dict(zip(fetch, run({k: v for k, v in feed.items() if k in r.graph_inputs})))
+                    for i, c in self.consumers.items():
+                        X, Y = c.rows(vals[c.data_input], vals[getattr(c, "target_tensor", r.nodes[i].output[0])],
+                                      rng)
+                        ne[i].add(X, Y[:, :, :1])  # only G is used: one output column is enough to stream rows
+            del run
+        _trim_heap()
+        for i, n in ne.items():
+            n._ready()
+            self.G[i] = n.G[0][0] + n.G[1][0]
+            W0, b0 = self.consumers[i].current()
+            c = self.consumers[i]
+            self.W[i] = np.concatenate([W0[0], np.asarray(b0, np.float64).reshape(1, c.o) if b0 is not None
+                                        else np.zeros((1, c.o))]) if c.intercept else W0[0]
+
+    def positions(self, index: int) -> int:
+        """Input positions (channels, or features for Gemm/MatMul) of consumer ``index``: a removed position takes
+        ``columns // positions`` columns of its rows."""
+        c = self.consumers[index]
+        return c.w_shape[1] if c.node.op_type == "Conv" else c.w_shape[0] if c.node.op_type == "ConvTranspose" else c.k
+
+    def _penalized(self, index: int, ridge: float) -> np.ndarray:
+        """``A = G + λ`` (float64; λ = ``ridge`` · the mean of ``diag G`` over the layer's inputs, the intercept
+        unpenalized)."""
+        c = self.consumers[index]
+        A = self.G[index].astype(np.float64)
+        k = c.k
+        scale = float(np.mean(np.diag(A)[:k])) if k else 0.0
+        ii = np.arange(k)
+        A[ii, ii] += ridge * scale if scale > 0 else ridge
+        if c.intercept:
+            A[k, k] += 1e-9 * max(scale, 1.0)
+        return A
+
+    def order(self, index: int, rank: np.ndarray, ridge: float) -> None:
+        """Prepare consumer ``index`` for kept sets that shrink in one order: ``rank`` per input position (the step
+        at which it is removed; ``inf`` = never). Columns are permuted so that every such kept set is a leading
+        block (the intercept first, then positions by decreasing rank), ``A = G + λ`` is factored once
+        (``A = L·Lᵀ``, Cholesky) and ``L⁻¹`` kept: the leading block of ``L`` is the Cholesky factor of the leading
+        block of ``A`` and the inverse of a triangular block is the block of the inverse, so each kept set then costs
+        two products (``x = L_n⁻ᵀ·L_n⁻¹·b``), not a factorization."""
+        c = self.consumers[index]
+        per = c.k // self.positions(index)
+        col_rank = np.repeat(np.asarray(rank, np.float64), per)
+        perm = np.argsort(-col_rank, kind="stable")
+        if c.intercept:
+            perm = np.concatenate([[c.k], perm])
+        A = self._penalized(index, ridge)[np.ix_(perm, perm)]
+        try:
+            L = np.linalg.cholesky(A)
+        except np.linalg.LinAlgError:
+            self.chol.pop(index, None)
+            return
+        Linv = np.linalg.inv(L)
+        self.chol[index] = (ridge, perm, Linv if len(Linv) <= FLOAT64_COLUMNS else Linv.astype(np.float32))
+
+    def refit(self, index: int, kept_positions: np.ndarray, ridge: float) -> tuple:
+        """``(weight, bias)``: consumer ``index``'s weight in the node's own layout, refit on its kept input positions
+        (bool per position) and zero at the removed ones, and ``((node index, input slot), bias array)`` of its bias
+        (the node's own, or the constant of its bias Add) or None without an intercept. A kept set that is a leading
+        block of the order given to :meth:`order` costs two matrix products; any other one a solve."""
+        c = self.consumers[index]
+        per = c.k // self.positions(index)
+        cols = np.repeat(np.asarray(kept_positions, bool), per)
+        if c.intercept:
+            cols = np.concatenate([cols, [True]])
+        if index not in self.GW:
+            self.GW[index] = self.G[index].astype(np.float64) @ self.W[index]
+        Wt = np.zeros_like(self.W[index])
+        n = int(cols.sum())
+        ch = self.chol.get(index)
+        if ch is not None and ch[0] == ridge and cols[ch[1][:n]].all():
+            _r, perm, Linv = ch
+            Ln = Linv[:n, :n]
+            Wt[perm[:n]] = (Ln.T @ (Ln @ self.GW[index][perm[:n]].astype(Ln.dtype))).astype(np.float64)
+        else:
+            K = np.flatnonzero(cols)
+            Wt[K] = _solve(self._penalized(index, ridge)[np.ix_(K, K)], self.GW[index][K])
+        r = self.runner
+        node = r.nodes[index]
+        c.write(Wt[None])
+        weight = r.value(node.input[getattr(c, "wi", 1)])
+        if not c.intercept:
+            return weight, None
+        at = (c.add_index, c.add_slot) if getattr(c, "add_index", None) is not None else (index, 2)
+        return weight, (at, r.value(r.nodes[at[0]].input[at[1]]))
+
+    def release(self, index: int) -> None:
+        """Drop consumer ``index``'s matrices (its group is measured)."""
+        for d in (self.G, self.chol, self.GW):
+            d.pop(index, None)
+
+
+def _solve(A: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """``A⁻¹·b`` (float32 above :data:`FLOAT64_COLUMNS` rows, as :meth:`NormalEquations.solve`), least squares when
+    ``A`` is singular."""
+    dt = np.float64 if len(A) <= FLOAT64_COLUMNS else np.float32
+    try:
+        return np.linalg.solve(A.astype(dt), b.astype(dt)).astype(np.float64)
+    except np.linalg.LinAlgError:
+        return np.linalg.lstsq(A, b, rcond=None)[0]
+
+
+# ------------------------------------------------------------------------------------------ thin + reconstruct
+
+
+@dataclass
+class ChannelPruneResult:
+    """Outcome of :func:`thin_and_reconstruct`: ``thin`` (:class:`~sparsify_tui.engine.thinning.ThinResult`, the
+    exact thinning), ``reconstruction`` (:class:`ReconstructionResult`, or None when it was off), ``importance``
+    (the method that chose the channels), ``out_path``, ``seconds`` (wall time of both)."""
+
+    thin: Any
+    reconstruction: Optional[ReconstructionResult]
+    importance: str
+    out_path: str
+    seconds: float
+
+    def to_dict(self) -> dict:
+        """The thinning report (:meth:`~sparsify_tui.engine.thinning.ThinResult.to_dict`) plus ``reconstruction``
+        (:meth:`ReconstructionResult.to_dict` or None); ``out_path`` is the written file."""
+        d = self.thin.to_dict()
+        d.update({"out_path": self.out_path, "importance": self.importance,
+                  "reconstruction": self.reconstruction.to_dict() if self.reconstruction is not None else None})
+        return d
+
+
+def resolve_importance(importance: Optional[str], calibrated: bool) -> str:
+    """The channel importance to use: ``"auto"`` (or None) is ThiNet's greedy choice when calibration data is
+    given (it did best on the real models, README "Which channels go") and the group L2 norm without; a data
+    importance without data is refused (``SparsifyError``, one line)."""
+    from sparsify_tui.engine.importance import DATA_METHODS
+
+    name = importance or "auto"
+    if name == "auto":
+        return "thinet" if calibrated else "l2"
+    if name in DATA_METHODS and not calibrated:
+        raise SparsifyError(f"channel importance {name!r} ranks channels on calibration data: give --data FILE.npz "
+                            "or use l2")
+    return name
+
+
+def thin_and_reconstruct(model_path, out_path, *, ratios: Optional[dict] = None, ratio: Optional[float] = None,
+                         kept: Optional[dict] = None, round_to: Optional[int] = None, importance: str = "auto",
+                         calibration: Optional[Sequence[dict]] = None, reconstruct_model: bool = True,
+                         real_data: bool = True,
+                         ridge: Union[float, str] = RIDGE, batch_size: int = 1, dims: Optional[dict] = None,
+                         check_feeds: Optional[Sequence[dict]] = None, engine: Any = None,
+                         progress: Optional[ProgressFn] = None,
+                         cancel: Optional[CancelToken] = None) -> ChannelPruneResult:
+    """The channel-pruning core call: thin (:func:`~sparsify_tui.engine.thinning.thin_model`: exact, checked), with
+    the channels chosen by ``importance`` (:func:`resolve_importance`), then, with ``calibration`` items and
+    ``reconstruct_model``, refit every consumer (:func:`reconstruct`) so the written model reproduces the original
+    layer outputs on those items. ``out_path`` gets the final model. Scoring on held-out items is the caller's
+    (:func:`sparsify_tui.optimization.apply.output_difference`).
+
+    ``ratios`` / ``ratio`` / ``kept`` / ``round_to``: as :func:`~sparsify_tui.engine.thinning.thin_model`;
+    ``check_feeds``: the exactness check's inputs (default the first 4 calibration items, else synthetic);
+    ``real_data``: the calibration items are the user's data (False: synthetic inputs, which may still be
+    reconstructed on when asked, but never choose channels: ``"auto"`` is then the group L2 norm).
+    Raises as :func:`~sparsify_tui.engine.thinning.thin_model` and :func:`reconstruct`."""
+    from sparsify_tui.engine.thinning import thin_model
+    from sparsify_tui.tempfiles import temp_dir
+
+    t0 = time.perf_counter()
+    prog = progress or (lambda s, f: None)
+    cal = list(calibration or [])
+    method = resolve_importance(importance, bool(cal) and real_data)
+    checks = list(check_feeds)[:4] if check_feeds else (cal[:4] or None)
+    out = Path(out_path)
+    with temp_dir("reconstruct") as tmp:
+        thinned = Path(tmp) / "thinned.onnx" if (cal and reconstruct_model) else out
+
+        def tprog(step, frac):
+            prog(f"thinning: {step}", 0.4 * frac if thinned != out else frac)
+
+        res = thin_model(model_path, thinned, ratios=ratios, ratio=ratio, kept=kept, round_to=round_to,
+                         importance=method, batch_size=batch_size, dims=dims or {}, feeds=checks,
+                         calibration=cal if real_data else None,
+                         engine=engine, progress=tprog, cancel=cancel)
+        rec = None
+        if thinned != out:
+            rec = reconstruct(model_path, thinned, out, cal, res.consumers, ridge=ridge, engine=engine,
+                              progress=lambda step, frac: prog(step, 0.4 + 0.6 * frac), cancel=cancel)
+    res.out_path = str(out)
+    return ChannelPruneResult(res, rec, method, str(out), time.perf_counter() - t0)
+
+
+__all__ = ["ChannelPruneResult", "resolve_importance", "thin_and_reconstruct", "RIDGE", "MAX_ROWS_PER_ITEM", "MAX_COLUMNS", "ConsumerFit", "ConsumerSpec", "ReconstructionResult",
            "NormalEquations", "conv_windows", "consumer_specs", "reconstruct"]

@@ -240,23 +240,6 @@ def output_difference(baseline_path, model_path, feeds: Sequence[dict], *, cance
 
 # ------------------------------------------------------------------------------------------- apply
 
-#: with sample data, the output difference is measured on up to this many items (the INT8 search's default)
-EVAL_BATCHES = 64
-
-
-def calibration_inputs(model_path, *, dims: Optional[dict] = None, data=None, samples: int = 16,
-                       batch_size: int = 1) -> list[dict]:
-    """Calibration feeds: up to ``samples`` batches of the user's sample data (``.npz``/``.npy``) when
-    given, else ``samples`` seeded synthetic batches with valid values. Raises ``DimensionError`` /
-    ``SampleDataError``."""
-    from sparsify_tui.analysis.inputs import input_specs, load_sample_data, synthetic_inputs
-
-    specs = input_specs(str(model_path), batch_size=batch_size, dims=dims or {})
-    if data:
-        return list(load_sample_data(str(data), specs, batch_size))[:samples]
-    return [synthetic_inputs(specs, seed=i) for i in range(samples)]
-
-
 def _fix_int8_zeros(qmodel, pruned: dict, sources: dict) -> int:
     """Set INT8 weights that rounded to 0 but were non-zero after pruning to ±1; returns how many."""
     fixed = 0
@@ -291,7 +274,7 @@ def apply_optimization(
     calibration: Optional[Sequence[dict]] = None,
     dims: Optional[dict] = None,
     data: Optional[Union[str, Path]] = None,
-    calibration_samples: int = 16,
+    calibration_samples: Optional[int] = None,
     measure_outputs: bool = True,
     calibration_method: str = "minmax",
     labels_key: Optional[str] = None,
@@ -299,6 +282,7 @@ def apply_optimization(
     metric_asked_by: str = "--metric",
     settings: Optional["Settings"] = None,
     batch_size: int = 1,
+    reconstruct: Optional[bool] = None,
     progress: Optional[ProgressFn] = None,
     cancel: Optional[CancelToken] = None,
 ) -> ApplyResult:
@@ -314,10 +298,13 @@ def apply_optimization(
         structure: the optimization's pruning structure
             (:data:`sparsify_tui.optimization.structures.STRUCTURES`), whose ``prune_weight`` prunes each weight.
         engine: the runtime that quantizes and runs the models (default onnxruntime).
-        calibration: feed dicts for INT8 calibration and the output comparison; default
-            :func:`calibration_inputs` (``data`` sample file or synthetic with ``dims``,
-            ``calibration_samples`` batches of 1).
-        measure_outputs: compute ``output_diff`` (runs both models on the calibration feeds).
+        calibration: feed dicts for INT8 calibration (then also the items scored); default the first
+            ``calibration_samples`` items of ``data`` (16 for INT8; a model-level structure: half the items, at
+            most 64), or synthetic items (:func:`sparsify_tui.analysis.labels.split_items`).
+        measure_outputs: compute ``output_diff`` on the held-out items: every item of ``data`` not used for
+            calibration (with its labels when the file has them), else other synthetic items
+            (:func:`score_items`: ``output_diff.items`` names them, ``output_diff.held_out`` says they are).
+        reconstruct: a model-level structure refits its consumers on the calibration items (None: with ``data``).
         calibration_method: INT8 calibration ("minmax", "entropy", "percentile"), as the INT8 search used.
         labels_key / metric: labels in ``data`` (:mod:`sparsify_tui.analysis.labels`; default key ``labels``
             when present) for the accuracy in ``output_diff``, and the metric it states (default from the outputs);
@@ -338,6 +325,8 @@ def apply_optimization(
                                  excluded=excluded, out_path=out_path, calibration=calibration, dims=dims,
                                  data=data, calibration_samples=calibration_samples,
                                  measure_outputs=measure_outputs, settings=settings, batch_size=batch_size,
+                                 labels_key=labels_key, metric=metric, metric_asked_by=metric_asked_by,
+                                 reconstruct=reconstruct, calibration_method=calibration_method,
                                  progress=progress, cancel=cancel)
     prune_weight = kind.prune_weight
     t0 = time.perf_counter()
@@ -349,19 +338,18 @@ def apply_optimization(
     for w, s in sparsities.items():
         if not 0.0 <= float(s) <= 1.0:
             raise SparsifyError(f"sparsity {s} of {w} is outside [0, 1]: fix the optimization's layer sparsity")
-    labels = None
-    eval_feeds = None
-    if data and calibration is None:
-        from sparsify_tui.analysis.labels import sample_set
+    from sparsify_tui.analysis.labels import ItemSplit, split_items
 
-        # the INT8 search's split: calibrate on the first batches, measure on up to EVAL_BATCHES
-        ss = sample_set(src, data=data, labels_key=labels_key, dims=dims,
-                        max_batches=max(EVAL_BATCHES, calibration_samples))
-        calibration, eval_feeds, labels = ss.feeds[:calibration_samples], ss.feeds, ss.labels
-    elif labels_key:
-        from sparsify_tui.errors import SampleDataError
+    if calibration is None:  # calibrate on the first items, score every other one (held out)
+        split = split_items(src, data=data, labels_key=labels_key, dims=dims,
+                            calibration_items=calibration_samples or 16)
+        calibration = split.calibration
+    else:
+        if labels_key:
+            from sparsify_tui.errors import SampleDataError
 
-        raise SampleDataError(f"--labels {labels_key} needs --data FILE.npz holding the inputs and the labels")
+            raise SampleDataError(f"--labels {labels_key} needs --data FILE.npz holding the inputs and the labels")
+        split = ItemSplit(list(calibration), list(calibration), None, None, "given", 1, None, None)
     prog("loading", 0.0)
     external = _has_external_data(src) or src.stat().st_size >= EXTERNAL_DATA_BYTES
     model = _load(src)
@@ -396,9 +384,6 @@ def apply_optimization(
             pruned_path = Path(tmp) / "pruned.onnx"
             _save(model, pruned_path, external)
             del model
-            if calibration is None:
-                prog("calibration inputs", 0.25)
-                calibration = calibration_inputs(src, dims=dims, data=data, samples=calibration_samples)
             prog("quantizing", 0.3)
             qtmp = Path(tmp) / "int8.onnx"
             qres = _quantize_file(engine, src, pruned_path, qtmp, calibration, excluded, prog, cancel, "pruned",
@@ -436,11 +421,9 @@ def apply_optimization(
 
     diff: dict = {}
     if measure_outputs:
-        prog("comparing outputs", 0.85)
-        if calibration is None:
-            calibration = calibration_inputs(src, dims=dims, data=data, samples=min(4, calibration_samples))
-        diff = output_difference(src, out, list(eval_feeds or calibration), cancel=cancel, engine=engine,
-                                 labels=labels, metric=metric, metric_asked_by=metric_asked_by)
+        prog("scoring held-out items", 0.85)
+        diff = score_items(src, out, split, engine=engine, metric=metric, metric_asked_by=metric_asked_by,
+                           cancel=cancel)
     prog("done", 1.0)
     return ApplyResult(
         out_path=out, quantized=bool(quantize), excluded=list(excluded), layers=layers, output_diff=diff,
@@ -469,14 +452,24 @@ def _quantize_file(engine, src: Path, in_path: Path, out: Path, calibration, exc
 
 def apply_model_level(model_path, sparsities: dict, *, structure: str, quantize: bool = False, engine: Any = None,
                       excluded: Sequence[str] = (), out_path, calibration=None, dims: Optional[dict] = None,
-                      data=None, calibration_samples: int = 16, measure_outputs: bool = True,
-                      settings: Optional["Settings"] = None, batch_size: int = 1, progress: Optional[ProgressFn] = None,
-                      cancel: Optional[CancelToken] = None) -> ApplyResult:
-    """Apply a ``model_level`` structure: its ``apply_model`` writes the pruned FP32 model (channel: thinned,
-    exact and checked; ``sparsities`` are the per-group ratios), **then** INT8 when ``quantize`` (the same
-    ``quantize_int8`` as every apply), then the output difference of the written file against the baseline on the
-    calibration inputs. ``ApplyResult.layers`` is empty; ``structure_result`` holds the structure's report.
-    Raises as :func:`apply_optimization`."""
+                      data=None, calibration_samples: Optional[int] = None, measure_outputs: bool = True,
+                      settings: Optional["Settings"] = None, batch_size: int = 1, labels_key: Optional[str] = None,
+                      metric: Optional[str] = None, metric_asked_by: str = "--metric",
+                      reconstruct: Optional[bool] = None, calibration_method: str = "minmax",
+                      progress: Optional[ProgressFn] = None, cancel: Optional[CancelToken] = None) -> ApplyResult:
+    """Apply a ``model_level`` structure: its ``apply_model`` writes the pruned FP32 model (channel: thinned, exact
+    and checked, then reconstructed on the calibration items; ``sparsities`` are the per-group ratios), **then** INT8
+    when ``quantize`` (the same ``quantize_int8`` as every apply), then the output difference of the written file
+    against the baseline on the **held-out** items.
+
+    Items (:func:`sparsify_tui.analysis.labels.split_items`): with ``data``, the first ``calibration_samples``
+    items (default half, at most 64) calibrate (reconstruction, INT8) and every other item is scored, with its
+    labels when the file has them; without, synthetic calibration items and other synthetic items to score.
+    ``reconstruct``: refit the consumers on the calibration items; None (default) = only with real ``data``
+    (reconstruction on synthetic inputs made every real model measured worse, README "Reconstruction").
+    ``calibration``: explicit calibration feeds (then the held-out items are synthetic). ``ApplyResult.layers`` is
+    empty; ``structure_result`` holds the structure's report. Raises as :func:`apply_optimization`."""
+    from sparsify_tui.analysis.labels import split_items
     from sparsify_tui.engine import get_engine
     from sparsify_tui.optimization.structures import get_structure
 
@@ -488,31 +481,43 @@ def apply_model_level(model_path, sparsities: dict, *, structure: str, quantize:
     if not src.is_file():
         raise ModelError(f"model {src} does not exist: check the project's model path")
     out.parent.mkdir(parents=True, exist_ok=True)
-    if calibration is None:
-        prog("calibration inputs", 0.0)
-        calibration = calibration_inputs(src, dims=dims, data=data, samples=calibration_samples,
-                                         batch_size=batch_size)
+    prog("calibration inputs", 0.0)
+    split = split_items(src, data=None if calibration is not None else data, labels_key=labels_key, dims=dims,
+                        batch_size=batch_size, calibration_items=calibration_samples)
+    if calibration is not None:
+        split.calibration = list(calibration)
+    asked = reconstruct
+    if reconstruct is None:
+        reconstruct = split.source != "synthetic"
     warnings: list = []
     with temp_dir("apply") as tmp:
         pruned_path = Path(tmp) / "pruned.onnx" if quantize else out
 
         def sprog(step, frac):
-            prog(f"{structure}: {step}", 0.02 + 0.25 * frac)
+            prog(f"{structure}: {step}", 0.02 + 0.5 * frac)
 
         report = kind.apply_model(src, pruned_path, sparsities, settings=settings, batch_size=batch_size,
-                                  dims=dims, feeds=list(calibration)[:4], engine=engine, progress=sprog,
-                                  cancel=cancel)
+                                  dims=dims, feeds=split.calibration[:4], calibration=split.calibration,
+                                  reconstruct=reconstruct, real_data=split.source != "synthetic", engine=engine,
+                                  progress=sprog, cancel=cancel)
+        if isinstance(report, dict) and "reconstruction" in report:
+            if report["reconstruction"] is not None:
+                report["reconstruction"]["enabled"] = True
+            else:
+                report["reconstruction"] = {"enabled": False, "reason": (
+                    "--no-reconstruct" if asked is False else
+                    "no sample data: reconstruction on synthetic inputs made every real model worse; give --data "
+                    "FILE.npz")}
         maybe_check(cancel)
         quant_info = None
         if quantize:
-            prog("quantizing", 0.3)
-            qres = _quantize_file(engine, src, pruned_path, out, calibration, excluded, prog, cancel,
-                                  f"{structure}-pruned")
+            prog("quantizing", 0.55)
+            qres = _quantize_file(engine, src, pruned_path, out, split.calibration, excluded, prog, cancel,
+                                  f"{structure}-pruned", calibration_method)
             warnings.extend(qres.warnings)
             quant_info = qres.to_dict()
             quant_info["out_path"] = str(out)
-        if quantize:  # as every apply writes it: IR lowered when the opsets allow
-            qm = _load(out)
+            qm = _load(out)  # as every apply writes it: IR lowered when the opsets allow
             ir = lower_ir_version(qm)
             _save(qm, out, _has_external_data(src) or src.stat().st_size >= EXTERNAL_DATA_BYTES)
             del qm
@@ -522,14 +527,27 @@ def apply_model_level(model_path, sparsities: dict, *, structure: str, quantize:
             ir = int(onnx.load(str(out), load_external_data=False).ir_version)
     diff: dict = {}
     if measure_outputs:
-        prog("comparing outputs", 0.85)
-        diff = output_difference(src, out, list(calibration)[:max(1, min(len(calibration), 4))], cancel=cancel,
-                                 engine=engine)
+        prog("scoring held-out items", 0.85)
+        diff = score_items(src, out, split, engine=engine, metric=metric, metric_asked_by=metric_asked_by,
+                           cancel=cancel)
     prog("done", 1.0)
     return ApplyResult(out_path=out, quantized=bool(quantize), excluded=list(excluded) if quantize else [],
                        layers=[], output_diff=diff, seconds=time.perf_counter() - t0,
                        file_size_bytes=file_size(out), baseline_size_bytes=file_size(src), ir_version=ir,
                        quantization=quant_info, warnings=warnings, structure=structure, structure_result=report)
+
+
+def score_items(baseline_path, model_path, split, *, engine: Any = None, metric: Optional[str] = None,
+                metric_asked_by: str = "--metric", cancel: Optional[CancelToken] = None) -> dict:
+    """:func:`output_difference` of ``model_path`` against ``baseline_path`` on the held-out items of ``split``
+    (:class:`~sparsify_tui.analysis.labels.ItemSplit`; their labels when the data has them), plus ``items``
+    (:meth:`~sparsify_tui.analysis.labels.ItemSplit.describe`: the data, and which items calibrated and which were
+    scored) and ``held_out`` (True when the scored items are not calibration items)."""
+    diff = output_difference(baseline_path, model_path, list(split.held_out), cancel=cancel, engine=engine,
+                             labels=split.held_out_labels, metric=metric, metric_asked_by=metric_asked_by)
+    diff["items"] = split.describe()
+    diff["held_out"] = split.held_out_items is not None
+    return diff
 
 
 # ------------------------------------------------------------------------------ records (plain data)
@@ -576,6 +594,8 @@ def optimization_fingerprint(opt: "Optimization") -> str:
         for key in ("round_to", "importance"):  # how a model-level structure picks what it removes
             if hasattr(opt.settings, key):
                 fields[key] = getattr(opt.settings, key)
+        if getattr(opt.settings, "data_sha256", None):  # the data it chooses channels and reconstructs on
+            fields["data"] = opt.settings.data_sha256
     method = opt.quantization.calibration_method
     if quant and method and method != "minmax":  # files applied before calibration methods existed stay valid
         fields["calibration"] = method

@@ -3,18 +3,19 @@ channel target speedup (and INT8 on the best thinned candidates); FP32 itself is
 
 :func:`search_budget` (``sparsify-tui optimize PROJECT --name N --structure channel --max-drop D --data F.npz``):
 
-1. **Data, split, metric.** The items of ``data`` (one per batch) are split in file order: the first
-   ``calibration_items`` fit the reconstruction (and calibrate INT8), **every other item** (at most
-   ``eval_items``) scores the trials. The two never overlap and are named in the result (``items`` /
-   ``held_out``). The FP32 model runs once on the held-out items: its outputs are the reference, and the metric is
+1. **Data, split, metric.** The items of ``data`` (one per batch) are split in file order as apply splits them
+   (:func:`sparsify_tui.analysis.labels.split_items`): the first ``calibration_items`` (default half the items, at
+   most 64) fit the reconstruction (and calibrate INT8), **every other item** scores the trials. The two never
+   overlap and are named in the result (``items`` / ``held_out``); a file too small to hold both is refused. The FP32 model runs once on the held-out items: its outputs are the reference, and the metric is
    chosen from them (:func:`sparsify_tui.profiling.metrics.choose_metric`, reason recorded; with labels, top-1
    accuracy against them).
 2. **Trials over the target speedup.** A trial asks the channel allocation of the optimization record
    (:meth:`~sparsify_tui.optimization.structures.channel.ChannelPruning.allocate_record`: its loss curves and time
-   model) for ``target``× estimated speedup, thins the model at those per-group ratios
-   (:func:`sparsify_tui.engine.thinning.thin_model`), refits every consumer of a thinned group on the calibration
-   items (:func:`sparsify_tui.engine.reconstruction.reconstruct`) and scores the result on the held-out items
-   (:func:`sparsify_tui.profiling.metrics.evaluate`). The targets are a short ladder then a bisection
+   model) for ``target``× estimated speedup and writes that model as apply writes it (the structure's
+   :meth:`~sparsify_tui.optimization.structures.channel.ChannelPruning.apply_model`: thinned with the record's
+   channel importance, every consumer of a thinned group refit on the calibration items,
+   :func:`sparsify_tui.engine.reconstruction.thin_and_reconstruct`), so the model the search measured is the model
+   apply writes; then scores it on the held-out items (:func:`sparsify_tui.profiling.metrics.evaluate`). The targets are a short ladder then a bisection
    (:func:`next_target`): from :data:`START` up by ×:data:`STEP` while within budget (capped at the speedup the
    caps allow), then between the last target within budget and the first over it, in log space, until they are
    within a factor :data:`RESOLUTION` or ``max_trials`` trials were made. The metric is taken as non-decreasing in
@@ -39,7 +40,6 @@ package's: this module only chooses what to try and what to keep.
 from __future__ import annotations
 
 import copy
-import hashlib
 import math
 import shutil
 import time
@@ -59,10 +59,6 @@ STEP = 1.5
 RESOLUTION = 1.08
 #: the smallest target worth a trial (below it the thinned model is within the timing's noise of FP32)
 MIN_TARGET = 1.05
-#: calibration items (the reconstruction's least-squares rows and INT8 calibration) by default
-CALIBRATION_ITEMS = 64
-#: held-out items scored per trial at most
-EVAL_ITEMS = 512
 #: thinned trials at most (the INT8 trials come on top)
 MAX_TRIALS = 7
 #: a trial must beat FP32's median by this fraction in every timing round (the INT8 search's margin)
@@ -107,24 +103,28 @@ def next_target(tried: Sequence[tuple], reachable: Optional[float], *, start: fl
     return t
 
 
-def split_items(items: int, calibration_items: Optional[int] = None, eval_items: int = EVAL_ITEMS) -> tuple:
-    """``(calibration count, held-out count)`` of a data set of ``items`` items: the first ``calibration_items``
-    (default :data:`CALIBRATION_ITEMS`, but at most half the items when it is not given) calibrate, the next ones
-    (at most ``eval_items``) are held out. Raises ``SampleDataError`` when fewer than one item would be held out."""
+def check_split(items: int, calibration_items: Optional[int] = None) -> tuple:
+    """``(calibration count, held-out count)`` of a data set of ``items`` items, as
+    :func:`sparsify_tui.analysis.labels.split_items` splits it (the first ``calibration_items``, default half the
+    items and at most :data:`~sparsify_tui.analysis.labels.DEFAULT_CALIBRATION_ITEMS`; the rest held out). Raises
+    ``SampleDataError`` when no item would be held out: the search scores on items it did not fit."""
+    from sparsify_tui.analysis.labels import DEFAULT_CALIBRATION_ITEMS
+
     if calibration_items is None:
-        n_cal = max(1, min(CALIBRATION_ITEMS, items // 2))
+        n_cal = max(1, min(DEFAULT_CALIBRATION_ITEMS, items // 2))
     else:
         n_cal = int(calibration_items)
-    held = min(int(eval_items), items - n_cal)
-    if n_cal < 1 or held < 1:
+    if n_cal < 1 or items - n_cal < 1:
         raise SampleDataError(f"the data has {items} item(s): the budget search needs calibration items and at "
                               f"least one other item to score (give more items or a smaller --calibration-size)")
-    return n_cal, held
+    return n_cal, items - n_cal
 
 
-def item_range(start: int, count: int) -> str:
-    """``"64-191"`` (0-based, inclusive), ``"7"`` for one item."""
-    return f"{start}" if count == 1 else f"{start}-{start + count - 1}"
+def item_range(first_last: Sequence[int]) -> str:
+    """``"64-191"`` from ``[64, 191]`` (0-based, inclusive item indices, :class:`~sparsify_tui.analysis.labels.
+    ItemSplit`'s), ``"7"`` for one item."""
+    first, last = int(first_last[0]), int(first_last[1])
+    return f"{first}" if first == last else f"{first}-{last}"
 
 
 def int8_sources(trials: Sequence[BudgetTrial], max_drop: float) -> List[Optional[int]]:
@@ -170,15 +170,6 @@ def round_medians(times_ms: Sequence[float], tm: dict) -> List[float]:
     return [float(np.median(r)) for r in per_round(times_ms, tm["rounds"], tm["iterations"]) if r]
 
 
-def file_sha256(path) -> str:
-    """sha256 (hex) of a file, read in 1 MB blocks."""
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
-
-
 # ------------------------------------------------------------------------------------------------ allocation
 
 
@@ -209,7 +200,6 @@ def search_budget(
     labels_key: Optional[str] = None,
     dims: Optional[dict] = None,
     calibration_items: Optional[int] = None,
-    eval_items: int = EVAL_ITEMS,
     quantize: bool = False,
     calibration_method: str = "minmax",
     max_trials: int = MAX_TRIALS,
@@ -231,7 +221,7 @@ def search_budget(
             key of its labels (default ``labels`` when present).
         metric: one of :data:`sparsify_tui.profiling.metrics.METRICS`, or None for the default from the outputs.
         dims: symbolic dims and scalar inputs.
-        calibration_items / eval_items: the split (:func:`split_items`).
+        calibration_items: the split (:func:`check_split`; None: half the items, at most 64).
         quantize: run the INT8 search on the best thinned candidates (module docstring, step 3), calibrated on the
             same ``calibration_items`` with ``calibration_method``.
         max_trials: thinned trials at most.
@@ -243,7 +233,9 @@ def search_budget(
     ``SparsifyError`` (bad budget), ``JobCanceled``.
     """
     from sparsify_tui import settings
-    from sparsify_tui.analysis.labels import item_count, sample_set
+    import numpy as np
+
+    from sparsify_tui.analysis.labels import check_labels, item_count, split_items
     from sparsify_tui.engine import get_engine
     from sparsify_tui.engine.outputs import run_outputs
     from sparsify_tui.engine.timing import LatencyStats, interleaved_times
@@ -263,25 +255,24 @@ def search_budget(
     phase = phase_timer(phases)
 
     prog("loading data", 0.0)
-    n_cal, n_held = split_items(item_count(src, data, labels_key=labels_key, dims=dims), calibration_items,
-                                eval_items)
-    samples = sample_set(src, data=data, labels_key=labels_key, dims=dims, batch_size=1, max_batches=n_cal + n_held)
-    calib = samples.feeds[:n_cal]
-    held = samples.feeds[n_cal:n_cal + n_held]
-    labels = samples.labels[n_cal:n_cal + n_held] if samples.labels is not None else None
+    check_split(item_count(src, data, labels_key=labels_key, dims=dims), calibration_items)
+    split = split_items(src, data=data, labels_key=labels_key, dims=dims, batch_size=1,
+                        calibration_items=calibration_items)
+    calib, held, labels = split.calibration, split.held_out, split.held_out_labels
     maybe_check(cancel)
     prog("FP32 reference on the held-out items", 0.02)
     reference = run_outputs(src, held, cancel=cancel, engine=engine)
     choice = choose_metric(reference[0], metric, labelled=labels is not None)
     if labels is not None and choice.class_output is not None:
-        samples.check_classes(int(reference[0][choice.class_output].shape[-1]))
+        check_labels(np.concatenate(labels), len(held), split.labels_key or "labels",
+                     int(reference[0][choice.class_output].shape[-1]))
     ref_eval = reference_evaluation(reference, choice, labels)
     phase("data_and_fp32_reference")
     result = BudgetSearch(
         max_drop=max_drop, metric=choice.name, metric_reason=choice.reason, budget_units=choice.budget_units,
-        labelled=choice.labelled, data=str(data), data_sha256=file_sha256(data), labels_key=samples.labels_key,
-        calibration_items=n_cal, held_out_items=n_held, items=item_range(0, n_cal),
-        held_out=item_range(n_cal, n_held), quantize=bool(quantize), accuracy_fp32=ref_eval.accuracy_reference,
+        labelled=choice.labelled, data=str(data), labels_key=split.labels_key,
+        calibration_items=len(calib), held_out_items=len(held), items=item_range(split.calibration_items),
+        held_out=item_range(split.held_out_items), quantize=bool(quantize), accuracy_fp32=ref_eval.accuracy_reference,
         timing={**tm, "cores": core_count})
     paths: Dict[int, Path] = {}
     work = make_temp_dir("budgetsearch")  # named after this pid: removed at start-up if we are killed
@@ -331,9 +322,9 @@ def search_budget(
 
             t0 = time.perf_counter()
             path = work / f"trial_{idx}.onnx"
-            rep = build_thinned(src, path, ratios, alloc.settings, calib, dims=dims, engine=engine,
-                                core_count=core_count, workdir=work, progress=tprog, cancel=cancel)
-            t.macs_reduction = rep["macs_reduction"]
+            rep = build_thinned(src, path, ratios, alloc.settings, calib, dims=dims, engine=engine, progress=tprog,
+                                cancel=cancel)
+            t.macs_reduction, t.importance = rep["macs_reduction"], rep["importance"]
             t.reconstruction = rep["reconstruction"]
             tprog("scoring the held-out items", 0.95)
             score(t, path)
@@ -347,7 +338,7 @@ def search_budget(
         # ---- INT8 on the best thinned candidates
         if quantize:
             _int8_trials(result, paths, src, rec=rec, max_drop=max_drop, data=data, labels_key=labels_key, dims=dims,
-                         n_cal=n_cal, calibration_method=calibration_method, core_count=core_count, timing=tm,
+                         n_cal=len(calib), calibration_method=calibration_method, core_count=core_count, timing=tm,
                          engine=engine, work=work, score=score, prog=prog, cancel=cancel)
             phase("int8")
 
@@ -401,34 +392,27 @@ def search_budget(
 
 
 def build_thinned(src: Path, out: Path, ratios: Dict[str, float], settings, calibration: Sequence[dict], *,
-                  dims: Optional[dict] = None, engine: Any = None, core_count: Optional[int] = None, workdir: Path,
-                  progress: Optional[Callable] = None, cancel: Optional[CancelToken] = None) -> dict:
-    """Thin ``src`` at ``ratios`` (group id -> ratio) as ``settings`` pick the channels (``round_to``,
-    ``importance``; a data importance runs on ``calibration``), refit on ``calibration`` every consumer of a thinned
-    group **and every later layer with a constant weight** (``ThinResult.downstream``: their inputs carry the error
-    left upstream; on PP-OCR cls at a 1.5× target, 128 held-out text lines, top-1 drop 7.0 points against 11.7 with
-    the consumers alone, L2 importance; 0.0 against 3.1 with the activation importance) and write ``out``; returns
-    ``{"macs_reduction", "reconstruction": {items, consumers, seconds, peak_mb, rel_error_before,
-    rel_error_after}}``."""
-    from sparsify_tui.engine.reconstruction import reconstruct
-    from sparsify_tui.engine.thinning import thin_model
+                  dims: Optional[dict] = None, engine: Any = None, progress: Optional[Callable] = None,
+                  cancel: Optional[CancelToken] = None) -> dict:
+    """Write ``out``: ``src`` thinned at ``ratios`` (group id -> ratio) and reconstructed on ``calibration``, exactly
+    as apply writes a channel optimization with ``settings`` (the structure's ``apply_model``: its ``round_to`` and
+    ``importance``, the exactness check on the first calibration items); returns ``{"macs_reduction",
+    "reconstruction": {items, consumers, seconds, peak_mb, rel_error_before, rel_error_after}}`` (the consumers'
+    mean errors)."""
+    from sparsify_tui.optimization.structures import get_structure
 
-    prog = progress or (lambda s, f: None)
-    thin = Path(workdir) / (out.stem + "_thin.onnx")
-    round_to = int(getattr(settings, "round_to", 0) or 0) or None
-    res = thin_model(src, thin, ratios=ratios, round_to=round_to, importance=getattr(settings, "importance", "l2"),
-                     dims=dims or {}, feeds=list(calibration)[:1], calibration=list(calibration), check=False,
-                     engine=engine, progress=lambda s, f: prog(f"thinning: {s}", 0.2 * f), cancel=cancel)
-    rec = reconstruct(src, thin, out, list(calibration), res.downstream, engine=engine, core_count=core_count,
-                      progress=lambda s, f: prog(f"reconstruction: {s}", 0.2 + 0.7 * f), cancel=cancel)
-    thin.unlink(missing_ok=True)
-    fits = [c for c in rec.consumers if c.rel_error_after is not None]
+    rep = get_structure("channel").apply_model(src, out, ratios, settings=settings, batch_size=1, dims=dims,
+                                               feeds=list(calibration)[:4], calibration=list(calibration),
+                                               reconstruct=True, real_data=True, engine=engine, progress=progress,
+                                               cancel=cancel)
+    r = rep.get("reconstruction") or {}
+    fits = [c for c in r.get("consumers") or [] if c.get("rel_error_after") is not None]
     mean = (lambda xs: float(sum(xs) / len(xs)) if xs else None)
-    return {"macs_reduction": res.macs_reduction,
-            "reconstruction": {"items": rec.items, "consumers": len(rec.consumers), "seconds": round(rec.seconds, 3),
-                               "peak_mb": round(rec.peak_mb, 1),
-                               "rel_error_before": mean([c.rel_error_before for c in fits]),
-                               "rel_error_after": mean([c.rel_error_after for c in fits])}}
+    return {"macs_reduction": rep.get("macs_reduction"), "importance": rep.get("importance"),
+            "reconstruction": {"items": r.get("items"), "consumers": len(r.get("consumers") or []),
+                               "seconds": r.get("seconds"), "peak_mb": r.get("peak_mb"),
+                               "rel_error_before": mean([c["rel_error_before"] for c in fits]),
+                               "rel_error_after": mean([c["rel_error_after"] for c in fits])}}
 
 
 def _int8_trials(result: BudgetSearch, paths: Dict[int, Path], src: Path, *, rec, max_drop, data, labels_key, dims,
@@ -466,6 +450,7 @@ def _int8_trials(result: BudgetSearch, paths: Dict[int, Path], src: Path, *, rec
                         kept_channels=base_trial.kept_channels if base_trial else 0,
                         channels=base_trial.channels if base_trial else 0,
                         macs_reduction=base_trial.macs_reduction if base_trial else 1.0,
+                        importance=base_trial.importance if base_trial else None,
                         reconstruction=dict(base_trial.reconstruction) if base_trial else {},
                         note=f"INT8 search on {what}: {search.status}")
         score(t, keep)
@@ -475,6 +460,5 @@ def _int8_trials(result: BudgetSearch, paths: Dict[int, Path], src: Path, *, rec
         paths[idx] = keep
 
 
-__all__ = ["START", "STEP", "RESOLUTION", "CALIBRATION_ITEMS", "EVAL_ITEMS", "MAX_TRIALS", "TIMING", "next_target",
-           "split_items", "item_range", "int8_sources", "beats_every_round", "choose", "round_medians", "allocation", "search_budget",
-           "build_thinned", "file_sha256"]
+__all__ = ["START", "STEP", "RESOLUTION", "MAX_TRIALS", "TIMING", "next_target", "check_split", "item_range", "int8_sources", "beats_every_round", "choose", "round_medians", "allocation", "search_budget",
+           "build_thinned"]

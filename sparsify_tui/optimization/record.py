@@ -157,7 +157,8 @@ class Settings(JsonRecord):
                 continue
             if k not in names:
                 raise ProjectError(f"unknown optimization setting {k!r}: use one of {', '.join(names)}")
-            setattr(out, k, type(getattr(out, k))(v))
+            cur = getattr(out, k)
+            setattr(out, k, v if cur is None else type(cur)(v))  # an optional field (None) takes the value as given
         try:
             return out.validate()
         except ValueError as err:
@@ -332,7 +333,7 @@ class BudgetTrial(JsonRecord):
     quantizes, None for the unthinned model), ``fp32_groups`` / ``excluded_count`` (INT8 groups and nodes kept
     FP32; 0 without INT8), ``est_speedup`` (the allocation's estimated FP32 speedup on onnxruntime),
     ``groups_thinned``, ``kept_channels`` / ``channels`` (prunable channels), ``macs_reduction`` (dense MACs /
-    the written file's, per batch), ``metric_value`` (the budgeted quantity on the held-out items, in
+    the written file's, per batch), ``importance`` (what chose the channels, e.g. "thinet"), ``metric_value`` (the budgeted quantity on the held-out items, in
     ``BudgetSearch.metric``'s units), ``within_budget``, the other held-out measures (``nmse``, ``max_abs``,
     ``kl``, ``top1_agreement`` 0..1, ``accuracy`` 0..1 with labels), ``median_ms`` / ``p90_ms`` (ms per batch,
     the search's interleaved timing), ``round_ms`` (its median in each timing round), ``speedup`` (FP32 median / ``median_ms``, same rounds), ``reconstruction``
@@ -352,6 +353,7 @@ class BudgetTrial(JsonRecord):
     kept_channels: int = 0
     channels: int = 0
     macs_reduction: Optional[float] = None
+    importance: Optional[str] = None
     metric_value: float = 0.0
     within_budget: bool = False
     nmse: Optional[float] = None
@@ -573,8 +575,11 @@ class AppliedModel(JsonRecord):
     ``groups`` (``{id, channels, kept, kept_indices}`` per group), ``macs_before`` / ``macs_after`` /
     ``macs_reduction`` (per batch, counted on each file), ``params_before`` / ``params_after``,
     ``exactness_max_rel_diff``, ``round_to``, ``thinned_output_diff`` (the thinned FP32 model against the
-    baseline) and ``thinning`` (``seconds``, ``peak_memory_bytes``, ``checks``). Every field is written only when
-    set, so what was stored writes back unchanged.
+    baseline, before reconstruction), ``thinning`` (``seconds``, ``peak_memory_bytes``, ``checks``), ``importance``
+    and ``reconstruction`` (``items``, ``ridge``, ``seconds``, ``peak_mb``, ``consumers``: ``{node,
+    rel_error_before, rel_error_after, ...}`` per refit layer; None when apply did not reconstruct).
+    ``calibration_data``: the data apply calibrated and scored on (``path``, ``from``, the ``calibration`` and
+    ``held_out`` item ranges). Every field is written only when set, so what was stored writes back unchanged.
     """
 
     path: Optional[str] = _sparse()
@@ -602,6 +607,9 @@ class AppliedModel(JsonRecord):
     round_to: Optional[int] = _sparse()
     thinned_output_diff: Optional[Dict[str, Any]] = _sparse()
     thinning: Optional[Dict[str, Any]] = _sparse()
+    importance: Optional[str] = _sparse()
+    reconstruction: Optional[Dict[str, Any]] = _sparse()
+    calibration_data: Optional[Dict[str, Any]] = _sparse()
     extra: Dict[str, Any] = field(default_factory=dict)
 
     @property

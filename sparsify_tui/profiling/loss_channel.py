@@ -19,6 +19,13 @@ that ratio.
   re-run: its activations come from one dense pass), groups of groups planned by the same cost model, one live
   session at a time. A level whose rounded kept count equals a previous level's reuses its value (no run);
   level 0 is 0. Metric: the one-shot metric (KL for class outputs, NMSE otherwise; ``metric`` overrides it).
+  **After reconstruction** (``reconstruct``, the default): at each level the group's consumers are refit as apply
+  refits them (:mod:`sparsify_tui.engine.reconstruction`: ridge least squares to their original outputs, the bias
+  too, a zero bias added where a Conv/Gemm had none) and fed in place of the zeroed weights, so the allocation sums
+  the output changes apply delivers. The refits come from the Gram matrix of each consumer's original inputs over
+  :data:`RECONSTRUCT_ITEMS` other items than the measured ones (one run of the model), factored once per consumer
+  in the order its channels go, so each level costs two matrix products
+  (:meth:`~sparsify_tui.engine.reconstruction.DenseRefit.order`); ridge :data:`PROFILE_RIDGE`.
 
 INT8 sensitivity is a per-layer measurement (``--structure unstructured``).
 """
@@ -36,6 +43,122 @@ from sparsify_tui.progress import maybe_check
 
 CHANNEL_LEVELS = (0.0, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9)
 """Default levels (fractions of a group's channels removed) of channel loss profiles."""
+
+
+#: calibration items the one-shot profile refits consumers on (other items than the ones it measures)
+RECONSTRUCT_ITEMS = 16
+#: the ridge of the profile's refits (relative, as :func:`sparsify_tui.engine.reconstruction.reconstruct`'s)
+PROFILE_RIDGE = 1e-2
+
+
+class _Refits:
+    """The refits of one profile: :class:`~sparsify_tui.engine.reconstruction.DenseRefit` of every consumer, the
+    bias slot of each (``(node index, input index)``), a cache per (node, kept positions) and the solve time."""
+
+    def __init__(self, rf, items: int) -> None:
+        self.rf, self.items = rf, items
+        self.bias_slots: dict = {}
+        for i, c in rf.consumers.items():
+            if c.intercept:
+                self.bias_slots[i] = (c.add_index, c.add_slot) if getattr(c, "add_index", None) is not None \
+                    else (i, 2)
+        self.solve_s = 0.0
+        self._cache: dict = {}
+
+    def order(self, groups, g, edits, order_g: np.ndarray) -> None:
+        """Tell each consumer of group ``g`` the order its channels go in (``order_g``: channel indices, removed
+        first), so that every level's refit is a leading block of one factorization
+        (:meth:`~sparsify_tui.engine.reconstruction.DenseRefit.order`)."""
+        t = time.perf_counter()
+        step = np.empty(g.channels)
+        step[order_g] = np.arange(g.channels)
+        chan_of_root = {int(r): i for i, r in enumerate(g.classes)}
+        for e in edits:
+            if e.node not in self.rf.consumers or len(e.emap) != self.rf.positions(e.node):
+                continue
+            roots = groups.element_root[e.emap]
+            rank = np.array([step[chan_of_root[int(r)]] if int(r) in chan_of_root else np.inf for r in roots])
+            self.rf.order(e.node, rank, PROFILE_RIDGE)
+        self.solve_s += time.perf_counter() - t
+
+    def weights(self, node: int, kept: np.ndarray):
+        """``(weight, ((node, slot), bias) | None)`` of consumer ``node`` refit on its ``kept`` positions (bool),
+        or ``(None, None)`` when the positions do not map onto its rows."""
+        if len(kept) != self.rf.positions(node):
+            return None, None
+        key = (node, kept.tobytes())
+        if key not in self._cache:
+            t = time.perf_counter()
+            w, b = self.rf.refit(node, kept, PROFILE_RIDGE)
+            self._cache = {key: (np.array(w, copy=True), None if b is None else (b[0], np.array(b[1], copy=True)))}
+            self.solve_s += time.perf_counter() - t
+        w, b = self._cache[key]
+        if b is not None:
+            b = (self.bias_slots[node], b[1])
+        return w, b
+
+
+def _add_zero_biases(model, node_indices, lookup) -> None:
+    """Give each Conv/ConvTranspose/Gemm among ``node_indices`` without a bias a zero one (same outputs), so a refit
+    bias has a slot to be fed into."""
+    from onnx import helper, numpy_helper
+
+    from sparsify_tui.analysis.channels import constant_view
+
+    for i in node_indices:
+        n = model.graph.node[i]
+        if n.op_type not in ("Conv", "ConvTranspose", "Gemm") or (len(n.input) > 2 and n.input[2]):
+            continue
+        try:
+            w = np.asarray(constant_view(model, n.input[1], lookup))
+        except (KeyError, ValueError):
+            continue
+        if n.op_type == "Conv":
+            size = w.shape[0]
+        elif n.op_type == "ConvTranspose":
+            size = w.shape[1] * int(next((a.i for a in n.attribute if a.name == "group"), 1) or 1)
+        else:
+            tb = int(next((a.i for a in n.attribute if a.name == "transB"), 0))
+            size = w.shape[0] if tb else w.shape[1]
+            if float(next((a.f for a in n.attribute if a.name == "beta"), 1.0)) == 0.0:
+                continue
+        name = f"__channel_bias_{i}"
+        model.graph.initializer.append(numpy_helper.from_array(np.zeros(size, w.dtype), name))
+        while len(n.input) < 2:
+            n.input.append("")
+        if len(n.input) == 2:
+            n.input.append(name)
+        else:
+            n.input[2] = name
+    del helper
+
+
+def _dense_refit(path, model, cons_nodes, feeds, batch_size, dims, items, engine, core_count, cancel, progress):
+    """``(_Refits, seconds)``: the Gram matrices of the consumers' original inputs over the calibration ``feeds``
+    (the data's items after the measured ones), or without them over ``items`` synthetic items of other seeds than
+    the measured ones."""
+    import onnx
+
+    from sparsify_tui.engine.reconstruction import DenseRefit
+
+    t = time.perf_counter()
+    progress("reconstruction: calibration", 0.0)
+    if not feeds:
+        from sparsify_tui.analysis.inputs import input_specs, synthetic_inputs
+
+        specs = input_specs(str(path), batch_size=batch_size, dims=dims or {})
+        feeds = [synthetic_inputs(specs, seed=1000 + i) for i in range(items)]
+    full = onnx.ModelProto()
+    full.CopyFrom(model)
+    for ti in full.graph.initializer:  # weights read from the model file when the proto does not hold them
+        if ti.data_location == onnx.TensorProto.EXTERNAL:
+            from sparsify_tui.analysis.loading import tensor_array
+
+            ti.CopyFrom(onnx.numpy_helper.from_array(np.ascontiguousarray(tensor_array(ti, path.parent)), ti.name))
+    rf = DenseRefit(full, cons_nodes, engine=engine, core_count=core_count, cancel=cancel)
+    rf.accumulate(feeds)
+    del full
+    return _Refits(rf, len(feeds) * batch_size), time.perf_counter() - t
 
 
 def _check_channel_levels(levels) -> list:
@@ -99,11 +222,13 @@ def _entries(groups, sens: dict, first_prunable: Optional[str]) -> list:
 def channel_profile(model_path, *, method: str = "magnitude", levels=None, data=None, batches: int = 2,
                     batch_size: int = 1, dims=None, metric: Optional[str] = None, name: str = "baseline",
                     round_to: Optional[int] = None, importance: str = "l2", core_count: Optional[int] = None,
-                    strategy: str = "auto", feeds: Optional[list] = None, engine=None, progress=None, cancel=None):
+                    strategy: str = "auto", feeds: Optional[list] = None, reconstruct: bool = True,
+                    calibration_items: int = RECONSTRUCT_ITEMS, engine=None, progress=None, cancel=None):
     """Channel loss profile of the model at ``model_path`` (module docstring): ``method`` "magnitude" or
     "one-shot"; ``levels`` fractions of channels removed (default :data:`CHANNEL_LEVELS`); ``round_to`` (default
     :func:`~sparsify_tui.analysis.channels.default_round_to`) and ``importance`` as thinning uses them; the other
-    arguments as :func:`sparsify_tui.profiling.loss.profile_loss`. Returns a
+    arguments as :func:`sparsify_tui.profiling.loss.profile_loss`. ``reconstruct`` (one-shot): measure each level
+    with the group's consumers refit (module docstring), on ``calibration_items`` other items. Returns a
     :class:`~sparsify_tui.profiling.loss.LossProfile` whose rows are the prunable groups and whose
     ``settings["structure"]`` is ``"channel"``. Raises ``ModelError`` (no prunable group), ``SparsifyError``
     (bad levels or method), ``DimensionError`` / ``SampleDataError``, ``JobCanceled``."""
@@ -145,10 +270,12 @@ def channel_profile(model_path, *, method: str = "magnitude", levels=None, data=
         sens, metric_name, more = _one_shot(path, model, analysis, groups, levels=levels, data=data, batches=batches,
                                             batch_size=batch_size, dims=dims, metric=metric, round_to=round_to,
                                             importance=importance, core_count=core_count, strategy=strategy,
-                                            feeds=feeds, engine=engine, progress=step, cancel=cancel)
+                                            feeds=feeds, reconstruct=reconstruct, calibration_items=calibration_items,
+                                            engine=engine, progress=step, cancel=cancel)
         extras.update(more)
         settings.update({"batches": more.get("batches"), "data": str(data) if data else None,
-                         "metric": metric or "auto", "strategy": strategy})
+                         "metric": metric or "auto", "strategy": strategy,
+                         "reconstructed": bool(more.get("reconstruction"))})
     layers = _entries(groups, sens, prunable[0].id)
     flat = extras.get("flat_outputs")
     return LossProfile(name=name, method=method, settings=settings, metric=metric_name, levels=levels,
@@ -161,7 +288,7 @@ def channel_profile(model_path, *, method: str = "magnitude", levels=None, data=
 
 
 def _one_shot(path: Path, model, analysis, groups, *, levels, data, batches, batch_size, dims, metric, round_to,
-              importance, core_count, strategy, feeds, engine, progress, cancel):
+              importance, core_count, strategy, feeds, reconstruct, calibration_items, engine, progress, cancel):
     """``({group id: {level key: value}}, metric label, extras)`` (module docstring)."""
     import onnx
 
@@ -177,13 +304,26 @@ def _one_shot(path: Path, model, analysis, groups, *, levels, data, batches, bat
         raise SparsifyError(f"unknown one-shot strategy {strategy!r}: use auto, single or layer")
     scores = channel_importance(model, groups, importance, base_dir=path.parent)
     prunable = [g for g in groups.groups if g.prunable]
-    batches_list = feeds if feeds is not None else sample_batches(path, data, batches, batch_size, dims)
+    refit_feeds = None
+    if feeds is not None:
+        batches_list = feeds
+    elif reconstruct and data:  # one read of the file: the measured items, then the refits' calibration items
+        every = sample_batches(path, data, batches + calibration_items, batch_size, dims)
+        batches_list, refit_feeds = every[:batches], every[batches:] or None
+    else:
+        batches_list = sample_batches(path, data, batches, batch_size, dims)
     nb = len(batches_list)
 
-    # consumer slots: (node index, input index) of every consumer weight, made a plain initializer read by that
-    # node alone (a weight chain or a shared weight gets its own evaluated copy), so it can be overridden
+    # consumer slots: (node index, input index) of every consumer weight (and, reconstructing, of its bias: a zero
+    # bias is added where a Conv/Gemm has none), made a plain initializer read by that node alone (a weight chain or
+    # a shared weight gets its own evaluated copy), so it can be overridden
     lookup = ConstantLookup(model, path.parent)
     nodes = model.graph.node
+    cons_nodes = sorted({e.node for e in groups.consumer_edits()})
+    refit = None
+    if reconstruct:
+        _add_zero_biases(model, cons_nodes, lookup)
+        lookup = ConstantLookup(model, path.parent)
     inits = {t.name: t for t in model.graph.initializer}
     readers: dict = {}
     for n in nodes:
@@ -192,18 +332,22 @@ def _one_shot(path: Path, model, analysis, groups, *, levels, data, batches, bat
     slot_name: dict = {}
     slot_dense: dict = {}
     copies = []
-    for e in groups.consumer_edits():
-        key = (e.node, e.input)
+    slot_keys = [(e.node, e.input) for e in groups.consumer_edits()]
+    if reconstruct:
+        refit, seconds_refit = _dense_refit(path, model, cons_nodes, refit_feeds, batch_size, dims,
+                                            calibration_items, engine, core_count, cancel, progress)
+        slot_keys += [at for at in refit.bias_slots.values()]
+    for key in slot_keys:
         if key in slot_name:
             continue
-        name = nodes[e.node].input[e.input]
+        name = nodes[key[0]].input[key[1]]
         if name in inits and readers.get(name, 0) == 1:
             slot_name[key] = name
         else:
             arr = np.ascontiguousarray(constant_view(model, name, lookup))
             new = f"__channel_slot_{len(slot_name)}"
             copies.append(onnx.numpy_helper.from_array(arr, new))
-            nodes[e.node].input[e.input] = new
+            nodes[key[0]].input[key[1]] = new
             slot_name[key] = new
     model.graph.initializer.extend(copies)
     gi = GraphIndex(model)
@@ -256,7 +400,9 @@ def _one_shot(path: Path, model, analysis, groups, *, levels, data, batches, bat
         for (a, b), m in zip(ref.groups, ref.group_masks):
             maybe_check(cancel)
             ts = time.perf_counter()
-            slots = sorted({(e.node, e.input) for _g, edits, _c in units[a:b] for e in edits})
+            slots = sorted({(e.node, e.input) for _g, edits, _c in units[a:b] for e in edits}
+                           | ({refit.bias_slots[e.node] for _g, edits, _c in units[a:b] for e in edits
+                               if e.node in refit.bias_slots} if refit is not None else set()))
             names = [slot_name[s] for s in slots]
             front = gi.frontier(m)
             sub = build_group_model(model, gi, m, names, ref.cache[0])
@@ -273,6 +419,8 @@ def _one_shot(path: Path, model, analysis, groups, *, levels, data, batches, bat
                 vals: dict = {}
                 by_kept: dict = {}
                 order_g = np.argsort(scores[g.id], kind="stable")
+                if refit is not None:
+                    refit.order(groups, g, edits, order_g)
                 for s in levels:
                     kept = round_kept(g.channels, s, g.round_to(round_to)) if s > 0 else g.channels
                     if kept == g.channels:
@@ -291,6 +439,13 @@ def _one_shot(path: Path, model, analysis, groups, *, levels, data, batches, bat
                     feed_w = {}
                     for e in edits:
                         key = (e.node, e.input)
+                        if refit is not None and e.node in refit.rf.consumers:
+                            weight, bias = refit.weights(e.node, ~dead[e.emap])
+                            if weight is not None:
+                                feed_w[key] = weight
+                                if bias is not None:
+                                    feed_w[bias[0]] = bias[1]
+                                continue
                         arr = feed_w.get(key)
                         if arr is None:
                             arr = feed_w[key] = np.array(slot_dense[key], copy=True)
@@ -309,6 +464,11 @@ def _one_shot(path: Path, model, analysis, groups, *, levels, data, batches, bat
                     by_kept[kept] = vals[level_key(s)] = float(np.mean(acc))
                     progress(f"one-shot {g.id}", done / max(1, total_runs))
                 sens[g.id] = {level_key(s): vals[level_key(s)] for s in levels}
+                if refit is not None:
+                    for e in edits:
+                        if sum(1 for _u, ed, _c in units for x in ed if x.node == e.node) <= len(
+                                [x for x in edits if x.node == e.node]):
+                            refit.rf.release(e.node)  # its only group is measured: free its matrices
             stats.append({"groups": b - a, "nodes_share": round(float(m.mean()), 4),
                           "flops_share": round(float(costs[m].sum() / costs.sum()), 4),
                           "create_s": round(create_s, 4), "measure_s": round(time.perf_counter() - tm, 3)})
@@ -319,6 +479,8 @@ def _one_shot(path: Path, model, analysis, groups, *, levels, data, batches, bat
     for g in prunable:  # a group without consumer layers (never the case for a prunable group): no change
         sens.setdefault(g.id, {level_key(s): 0.0 for s in levels})
     extras = {"sessions": n_sessions, "runs": total_runs - skipped, "runs_skipped": skipped, "batches": nb,
+              "reconstruction": ({"items": refit.items, "ridge": PROFILE_RIDGE, "consumers": len(refit.rf.consumers),
+                                  "seconds": round(seconds_refit + refit.solve_s, 3)} if refit is not None else None),
               "plan": [[units[a][0].id, units[b - 1][0].id, b - a] for a, b in ref.groups],
               "output_metrics": dict(ref.metric.kinds), "seconds_group_sessions": round(t_sessions, 3),
               "seconds_setup": round(ref.setup_s, 3),

@@ -31,11 +31,15 @@ def is_applied(ws, project_id: str, opt: "Optimization") -> bool:
 
 
 def apply_record(ws, project_id: str, opt_ref: str, *, out_path=None, data=None, labels_key=None,
+                 reconstruct: Optional[bool] = None, calibration_items: Optional[int] = None,
                  progress: Optional[ProgressFn] = None, cancel: Optional[CancelToken] = None) -> "AppliedModel":
     """Apply optimization ``opt_ref`` (id or name) of a project, store ``applied`` on its record and
-    optionally export to ``out_path``. ``data``/``labels_key``: sample data (and its labels) to calibrate and
-    measure on; default the INT8 search's data, else the project's. Returns the stored
-    :class:`~sparsify_tui.optimization.record.AppliedModel`.
+    optionally export to ``out_path``. ``data``/``labels_key``: sample data (and its labels) to calibrate on and to
+    score the held-out items of; default the data the optimization was built with (:func:`recorded_data`), else the
+    INT8 search's, else the project's. ``reconstruct``: a channel optimization refits its consumers on the
+    calibration items (None: when there is real data). ``calibration_items``: how many items calibrate (default:
+    16 for INT8, half the items up to 64 for channels). Returns the stored
+    :class:`~sparsify_tui.optimization.record.AppliedModel` (``calibration_data`` says which data and why).
     """
     from sparsify_tui.optimization.apply import (
         apply_optimization, calibration_settings, export_model, optimization_fingerprint, quantization_settings,
@@ -52,8 +56,18 @@ def apply_record(ws, project_id: str, opt_ref: str, *, out_path=None, data=None,
         opt.applied = None
         store_fields(ws, project_id, opt, "applied")
     cal = calibration_settings(opt)
+    source = "search" if cal.get("data") else None
+    recorded, notes = recorded_data(opt)
     if data:  # the user's data replaces the search's (its labels key too)
         cal.update({"data": data, "labels_key": labels_key})
+        source = "--data"
+    elif recorded is not None:
+        cal.update({"data": recorded, "labels_key": getattr(opt.settings, "labels_key", None)})
+        source = "optimization"
+    if calibration_items is not None:
+        cal["calibration_samples"] = int(calibration_items)
+    if not cal.get("data") and setup.get("data"):
+        source = "project"
     out = optimized_path(ws, project_id, opt)
     try:
         res = apply_optimization(
@@ -61,7 +75,8 @@ def apply_record(ws, project_id: str, opt_ref: str, *, out_path=None, data=None,
             structure=opt.settings.structure, settings=opt.settings,
             batch_size=int(setup.get("batch_size") or 1),
             out_path=out, dims=setup.get("dims") or {},
-            data=cal.pop("data", None) or setup.get("data"), progress=progress, cancel=cancel, **cal,
+            data=cal.pop("data", None) or setup.get("data"), reconstruct=reconstruct, progress=progress,
+            cancel=cancel, **cal,
         )
     except BaseException:
         # a failed (or canceled) apply leaves no model behind: no record vouches for it (forgotten above)
@@ -85,9 +100,12 @@ def apply_record(ws, project_id: str, opt_ref: str, *, out_path=None, data=None,
         "baseline_size_bytes": res.baseline_size_bytes,
         "ir_version": res.ir_version,
         "seconds": res.seconds,
-        "warnings": res.warnings,
+        "warnings": notes + res.warnings,
         "applied_at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
     }
+    note = _data_note(res.output_diff, source)
+    if note is not None:  # synthetic inputs: output_diff.items says so, and the record keeps its old keys
+        applied["calibration_data"] = note
     if res.structure_result is not None:
         applied.update(structure_report(res.structure, res.structure_result))
     if out_path:
@@ -96,13 +114,44 @@ def apply_record(ws, project_id: str, opt_ref: str, *, out_path=None, data=None,
     return store_fields(ws, project_id, opt, "applied").applied
 
 
+def recorded_data(opt: "Optimization") -> tuple:
+    """``(path or None, notes)``: the sample data a channel optimization was built with (``settings.data``), which
+    apply uses when not given ``--data``. Raises ``SampleDataError`` (one line) when that file is gone; a file whose
+    sha256 differs from the recorded one is used with a note saying so."""
+    from sparsify_tui.errors import SampleDataError
+
+    path = getattr(opt.settings, "data", None)
+    if not path:
+        return None, []
+    if not Path(path).is_file():
+        raise SampleDataError(f"optimization {opt.name!r} was built with {path}, which is gone: give --data FILE.npz")
+    want = getattr(opt.settings, "data_sha256", None)
+    from sparsify_tui.services.projects import file_sha256
+
+    if want and file_sha256(path) != want:
+        return path, [f"{path} changed since optimization {opt.name!r} was built with it (sha256 differs)"]
+    return path, []
+
+
+def _data_note(diff: dict, source: Optional[str]) -> Optional[Dict[str, Any]]:
+    """``applied.calibration_data``: the sample data apply used (``path``), ``from`` where (``--data``,
+    ``optimization`` (recorded with it), ``search`` (the INT8 search's) or ``project``) and the item ranges
+    (``calibration`` and ``held_out``); None with synthetic inputs (``output_diff.items`` says so)."""
+    items = (diff or {}).get("items") or {}
+    if items.get("source") in (None, "synthetic", "given"):
+        return None
+    return {"path": items.get("source"), "from": source, "calibration": items.get("calibration"),
+            "held_out": items.get("held_out")}
+
+
 def structure_report(structure: str, report: dict) -> Dict[str, Any]:
     """The ``applied`` fields of a model-level structure's report (channel thinning:
     :meth:`~sparsify_tui.engine.thinning.ThinResult.to_dict`): ``structure``, ``groups`` (``{id, channels, kept,
     kept_indices}`` per prunable group), ``macs_before`` / ``macs_after`` / ``macs_reduction`` (per batch, each
     counted on its own file), ``params_before`` / ``params_after``, ``exactness_max_rel_diff``, ``round_to``,
-    ``thinned_output_diff`` (the thinned FP32 model against the baseline, before any INT8) and ``thinning``
-    (seconds, peak memory, checker). ``layers_exact`` becomes the exactness check's verdict."""
+    ``thinned_output_diff`` (the thinned FP32 model against the baseline, before any INT8 and before
+    reconstruction), ``thinning`` (seconds, peak memory, checker), ``importance`` (what chose the channels) and
+    ``reconstruction`` (:meth:`~sparsify_tui.engine.reconstruction.ReconstructionResult.to_dict`, None when off). ``layers_exact`` becomes the exactness check's verdict."""
     from sparsify_tui.engine.thinning import EXACTNESS_TOLERANCE
 
     ex = report.get("exactness_max_rel_diff")
@@ -118,6 +167,8 @@ def structure_report(structure: str, report: dict) -> Dict[str, Any]:
         "thinned_output_diff": {k: v for k, v in (report.get("output_diff") or {}).items() if k != "outputs"},
         "thinning": {"seconds": report.get("thinning_seconds"), "peak_memory_bytes": report.get("peak_memory_bytes"),
                      "checks": report.get("checks")},
+        "importance": report.get("importance"),
+        "reconstruction": report.get("reconstruction"),
     }
 
 

@@ -29,7 +29,8 @@ LOSS_FLAGS = {"batches": "--batches", "batch_size": "--batch-size", "core_count"
               "int8": "--int8"}
 BENCHMARK_FLAGS = {"batch_sizes": "--batch-sizes", "core_counts": "--cores", "warmup": "--warmup",
                    "iterations": "--iterations"}
-APPLY_FLAGS = {"optimization": "OPTIMIZATION", "out_path": "-o", "data": "--data", "labels": "--labels"}
+APPLY_FLAGS = {"optimization": "OPTIMIZATION", "out_path": "-o", "data": "--data", "labels": "--labels",
+               "reconstruct": "--no-reconstruct", "calibration_size": "--calibration-size"}
 FLEET_FLAGS = {"address": "--address", "targets": "--targets", "batch_size": "--batch-size",
                "batch_sizes": "--batch-sizes", "core_count": "--cores", "warmup": "--warmup",
                "iterations": "--iterations", "name": "--name"}
@@ -210,9 +211,11 @@ def int8_settings(project: Dict[str, Any], args: Dict[str, Any]) -> Dict[str, An
 def budget_settings(project: Dict[str, Any], args: Dict[str, Any]) -> Dict[str, Any]:
     """Validated arguments of a budget search job (:mod:`sparsify_tui.services.budget`): ``name, perf, loss,
     balance, max_drop (required), metric, data (required; default the project's sample data), labels, quantize,
-    calibration, calibration_size (items; None: the search's rule), max_trials, dims, core_count`` (module
+    calibration, calibration_size (items; None: the search's rule), max_trials, importance (None: the channel
+    default), dims, core_count`` (module
     docstring)."""
     from sparsify_tui.optimization.budget_search import MAX_TRIALS
+    from sparsify_tui.optimization.structures.channel import IMPORTANCES
 
     d = project_defaults(project, args)
     name = str(args.get("name") or "").strip()
@@ -226,6 +229,9 @@ def budget_settings(project: Dict[str, Any], args: Dict[str, Any]) -> Dict[str, 
         raise SampleDataError("the budget search needs real items to fit the reconstruction and score each trial: "
                               "add --data FILE.npz (inputs, and labels for top-1 accuracy)")
     cal = args.get("calibration_size")
+    importance = args.get("importance") or None
+    if importance is not None and importance not in IMPORTANCES:
+        raise SparsifyError(f"--importance {importance!r} is not allowed: use one of {', '.join(IMPORTANCES)}")
     balance = 0.5 if args.get("balance") is None else float(args["balance"])
     if not 0.0 <= balance <= 1.0:
         raise SparsifyError(f"--balance {balance} is not allowed: --balance must be between 0 and 1")
@@ -242,6 +248,7 @@ def budget_settings(project: Dict[str, Any], args: Dict[str, Any]) -> Dict[str, 
         "calibration": settings.calibration_method(args.get("calibration")),
         "calibration_size": None if cal in (None, "") else settings.calibration_size(cal),
         "max_trials": settings.trial_count(args.get("max_trials"), MAX_TRIALS),
+        "importance": importance,
         "dims": d.dims,
         "core_count": settings.core_count(d.core_count),
     }
@@ -252,7 +259,8 @@ def apply_settings(project: Dict[str, Any], args: Dict[str, Any], *, model_path=
     """Validated arguments of an apply: ``optimization`` (required), ``out_path`` (optional; its folder must
     exist, :func:`sparsify_tui.settings.output_path`, except the project's own ``optimized/`` folder under
     ``project_dir``, created on demand), ``data`` (optional calibration data), ``labels`` (the key of its
-    labels array, :mod:`sparsify_tui.analysis.labels`). With ``model_path`` the calibration inputs are checked
+    labels array, :mod:`sparsify_tui.analysis.labels`), ``reconstruct`` (True/False/None: a channel optimization's
+    reconstruction, None = with real data), ``calibration_size`` (items that calibrate, or None). With ``model_path`` the calibration inputs are checked
     too (the project's dims, 16 batches of one item, the sample data)."""
     f = _flags(APPLY_FLAGS, flags)
     if not args.get("optimization"):
@@ -263,9 +271,21 @@ def apply_settings(project: Dict[str, Any], args: Dict[str, Any], *, model_path=
             Path(out_path).expanduser().absolute().parent == (Path(project_dir) / "optimized").absolute()
         out_path = str(Path(out_path).expanduser()) if own else settings.output_path(out_path, f["out_path"],
                                                                                      allow_dir=True)
+    rec = args.get("reconstruct")
+    if rec is not None and not isinstance(rec, bool):
+        raise SparsifyError(f"{f['reconstruct']}: reconstruct must be true, false or unset, not {rec!r}")
+    size = args.get("calibration_size")
+    if size is not None:
+        try:
+            size = int(size)
+        except (TypeError, ValueError):
+            size = 0
+        if size < 1:
+            raise SparsifyError(f"{f['calibration_size']} {args.get('calibration_size')!r}: give a number of items, 1 "
+                                "or more")
     out = {"optimization": str(args["optimization"]), "out_path": out_path, "data": args.get("data") or None,
-           "labels": args.get("labels") or None}
-    if model_path is not None:  # calibration: 16 batches of one item (optimization.apply.calibration_inputs)
+           "labels": args.get("labels") or None, "reconstruct": rec, "calibration_size": size}
+    if model_path is not None:  # calibration: 16 batches of one item (analysis.labels.split_items)
         _check_inputs(model_path, [1], settings.dims(project_defaults(project, {}).dims), out["data"], batches=16,
                       labels_key=out["labels"], scores_outputs=True)
     return out

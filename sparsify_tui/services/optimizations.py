@@ -120,6 +120,23 @@ def build_record(ws, project_id: str, name: str, perf: Optional[str] = None, los
     return rec
 
 
+def channel_data_settings(data, labels_key=None) -> Dict[str, Any]:
+    """The settings a channel optimization records about its sample data: ``data`` (absolute path), ``data_sha256``
+    and ``labels_key``; apply calibrates and scores on that file unless given another. The file is checked as apply
+    reads it (``SampleDataError``, one line); ``labels_key`` without ``data`` is refused."""
+    from sparsify_tui.analysis.labels import split_labels
+    from sparsify_tui.errors import SampleDataError
+    from sparsify_tui.services.projects import file_sha256
+
+    if not data:
+        raise SampleDataError(f"--labels {labels_key} needs --data FILE.npz holding the inputs and the labels")
+    path = Path(data).expanduser().absolute()
+    if not path.is_file():
+        raise SampleDataError(f"--data {data}: no such file; give the .npz of sample inputs (and labels)")
+    split_labels(path, labels_key)  # a missing labels key or a bad file: one line now, not at apply
+    return {"data": str(path), "data_sha256": file_sha256(path), "labels_key": labels_key}
+
+
 def get_optimization(ws, project_id: str, ref: str) -> "Optimization":
     """The stored optimization by id or name (RecordNotFound otherwise)."""
     return _typed(ws.find_record(project_id, TABLE, ref))

@@ -9,10 +9,10 @@ from typing import Any, Dict
 def check(ws, project: Dict[str, Any], args: Dict[str, Any]) -> None:
     """Refuse bad arguments before a job record exists: :func:`sparsify_tui.services.job_settings.budget_settings`, a
     free name, the sample data with its labels (:func:`sparsify_tui.analysis.inputs.check_run_inputs`) and enough
-    items for the calibration and held-out split (:func:`sparsify_tui.optimization.budget_search.split_items`)."""
+    items for the calibration and held-out split (:func:`sparsify_tui.optimization.budget_search.check_split`)."""
     from sparsify_tui.analysis.run_inputs import check_run_inputs
     from sparsify_tui.analysis.labels import item_count
-    from sparsify_tui.optimization.budget_search import split_items
+    from sparsify_tui.optimization.budget_search import check_split
     from sparsify_tui.services.job_settings import budget_settings
     from sparsify_tui.services.optimizations import check_name_free
 
@@ -20,7 +20,7 @@ def check(ws, project: Dict[str, Any], args: Dict[str, Any]) -> None:
     check_name_free(ws, project["id"], s["name"])
     model = ws.model_path(project["id"])
     check_run_inputs(model, 1, s["dims"], s["data"], labels_key=s["labels"], metric=s["metric"], scores_outputs=True)
-    split_items(item_count(model, s["data"], labels_key=s["labels"], dims=s["dims"]), s["calibration_size"])
+    check_split(item_count(model, s["data"], labels_key=s["labels"], dims=s["dims"]), s["calibration_size"])
 
 
 def run(ctx) -> Dict[str, Any]:

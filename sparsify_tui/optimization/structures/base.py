@@ -122,12 +122,15 @@ class PruningStructure(ABC):
 
     def apply_model(self, model_path: Any, out_path: Any, sparsities: Dict[str, float], *,
                     settings: Optional[Settings] = None, batch_size: int = 1,
-                    dims: Optional[Dict[str, int]] = None, feeds: Any = None, engine: Any = None,
+                    dims: Optional[Dict[str, int]] = None, feeds: Any = None, calibration: Any = None,
+                    reconstruct: bool = True, real_data: bool = True, engine: Any = None,
                     progress: Any = None, cancel: Any = None) -> Dict[str, Any]:
         """Write the pruned FP32 model of a ``model_level`` structure to ``out_path`` and return its report (a
         JSON-able dict, recorded in the apply result). ``sparsities``: row key -> value (the record's
         :func:`~sparsify_tui.optimization.core.layer_sparsities`); ``settings``: the record's settings;
-        ``feeds``: check inputs. Per-weight structures leave it alone (apply uses :meth:`prune_weight`)."""
+        ``feeds``: check inputs; ``calibration``: the calibration items (``real_data``: the user's, not synthetic),
+        on which the structure may refit what it changed when ``reconstruct``. Per-weight structures leave it alone
+        (apply uses :meth:`prune_weight`)."""
         raise NotImplementedError(f"{self.name} pruning is applied weight by weight (prune_weight)")
 
     def excluded_reason(self, settings: Settings, index: int, layer: LayerRow) -> Optional[str]:

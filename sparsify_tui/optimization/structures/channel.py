@@ -66,8 +66,8 @@ DEPENDENT_ROLES = ("consumer", "bias", "batchnorm_scale", "batchnorm", "per_chan
 LAYERS_KEY = "channel_layers"
 """``rec.model.extra`` key of the model's prunable layers in graph order (for the integration code)."""
 MAGNITUDE_NAME = "Channel magnitude (group L2 norm)"
-IMPORTANCES = ("l2", "bn_scale", "activation", "thinet")
-"""Channel importances a channel optimization may use (:func:`sparsify_tui.engine.thinning.thin_model`'s)."""
+IMPORTANCES = ("auto", "l2", "bn_scale", "activation", "thinet")
+"""Channel importances a channel optimization may name (:class:`ChannelSettings`)."""
 """Display name of the loss curves computed on the fly when no channel loss profile is chosen."""
 
 
@@ -80,8 +80,11 @@ class ChannelSettings(Settings):
     ``"macs"`` (``macs_reduction`` times fewer MACs) or ``"speedup"`` (``target_speedup`` times faster on
     onnxruntime, estimated); ``round_to``: kept counts round to this multiple (0 = this CPU's NCHWc block,
     :func:`~sparsify_tui.analysis.channels.default_round_to`, set when the optimization is created);
-    ``importance``: which channels go: ``"l2"`` (group L2 norm), ``"bn_scale"``, or on calibration data
-    ``"activation"`` / ``"thinet"`` (:func:`sparsify_tui.engine.importance.data_importance`).
+    ``importance``: which channels go: ``"auto"`` (ThiNet's greedy choice on the calibration data when apply has
+    data, else the group L2 norm), ``"l2"``, ``"bn_scale"``, ``"activation"`` or ``"thinet"``
+    (:func:`~sparsify_tui.engine.reconstruction.resolve_importance`); ``data`` / ``data_sha256`` / ``labels_key``:
+    the sample data the optimization was built with (apply calibrates, reconstructs and scores on it when not given
+    other data).
     """
 
     sparsity: float = 0.3
@@ -92,7 +95,10 @@ class ChannelSettings(Settings):
     target_speedup: float = 1.5
     macs_reduction: float = 2.0
     round_to: int = 0
-    importance: str = "l2"
+    importance: str = "auto"
+    data: Optional[str] = None
+    data_sha256: Optional[str] = None
+    labels_key: Optional[str] = None
 
     def validate(self):
         super().validate()
@@ -108,7 +114,7 @@ class ChannelSettings(Settings):
         if int(self.round_to) < 0:
             raise ValueError(f"round_to must be 0 (this CPU's default) or more, got {self.round_to}")
         if self.importance not in IMPORTANCES:
-            raise ValueError(f"unknown channel importance {self.importance!r}: use one of {', '.join(IMPORTANCES)}")
+            raise ValueError(f"unknown channel importance {self.importance!r}: use {', '.join(IMPORTANCES)}")
         return self
 
     def target_value(self) -> float:
@@ -544,16 +550,24 @@ class ChannelPruning(PruningStructure):
 
     # -- apply -----------------------------------------------------------------------------------------------
     def apply_model(self, model_path, out_path, sparsities, *, settings=None, batch_size=1, dims=None, feeds=None,
-                    engine=None, progress=None, cancel=None) -> Dict[str, Any]:
-        """Thin the model at the record's per-group ratios (:func:`sparsify_tui.engine.thinning.thin_model`, exact
-        and checked); returns :meth:`~sparsify_tui.engine.thinning.ThinResult.to_dict`."""
-        from sparsify_tui.engine.thinning import thin_model
+                    calibration=None, reconstruct=True, real_data=True, engine=None, progress=None,
+                    cancel=None) -> Dict[str, Any]:
+        """Thin the model at the record's per-group ratios, the channels chosen by its importance, then refit the
+        consumers on ``calibration`` items when ``reconstruct``
+        (:func:`sparsify_tui.engine.reconstruction.thin_and_reconstruct`); returns its report
+        (:meth:`~sparsify_tui.engine.reconstruction.ChannelPruneResult.to_dict`: the thinning and
+        ``reconstruction``). ``feeds``: the exactness check's inputs; ``real_data``: the calibration items are
+        the user's (else synthetic: they never choose channels)."""
+        from sparsify_tui.engine.reconstruction import thin_and_reconstruct
 
         ratios = {g: float(r) for g, r in sparsities.items() if float(r) > 0}
         round_to = int(getattr(settings, "round_to", 0) or 0) or None
-        res = thin_model(model_path, out_path, ratios=ratios, round_to=round_to,
-                         importance=getattr(settings, "importance", None) or "l2", batch_size=batch_size, dims=dims or {},
-                         feeds=list(feeds)[:4] if feeds else None, engine=engine, progress=progress, cancel=cancel)
+        res = thin_and_reconstruct(model_path, out_path, ratios=ratios, round_to=round_to,
+                                   importance=getattr(settings, "importance", None) or "auto",
+                                   calibration=list(calibration or []), reconstruct_model=bool(reconstruct),
+                                   real_data=bool(real_data),
+                                   batch_size=batch_size, dims=dims or {}, check_feeds=list(feeds or [])[:4] or None,
+                                   engine=engine, progress=progress, cancel=cancel)
         return res.to_dict()
 
 
