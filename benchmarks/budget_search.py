@@ -96,7 +96,7 @@ def timed(paths, data, dims, rounds, iterations, cores=None):
 
 
 def run_case(key: str, sets: Path, *, quantize: bool, rounds: int, iterations: int, work: Path, cores=None,
-             importance: str = "l2") -> dict:
+             importance: str = "auto") -> dict:
     from sparsify_tui.optimization.budget_search import search_budget
     from sparsify_tui.optimization.int8_search import kept_trial, search_int8
     from sparsify_tui.services.optimizations import build_record
@@ -172,7 +172,8 @@ def main(argv=None) -> int:
     ap.add_argument("--cores", type=int, default=None,
                     help="threads of every session, the searches' included (default: every core this process may "
                          "use, as deployed; 1 is robust when other processes load the machine)")
-    ap.add_argument("--importance", default="l2", help="which channels go: l2 (default), activation, thinet")
+    ap.add_argument("--importance", default="auto",
+                    help="which channels go: auto (apply's default: ThiNet on the data), l2, activation, thinet")
     ap.add_argument("--quantize", action="store_true", help="the budget search tries INT8 on its best candidates too")
     ap.add_argument("--json", type=Path, default=None)
     args = ap.parse_args(argv)
