@@ -222,7 +222,7 @@ def test_cancel_stops_the_search_and_leaves_nothing(workspace_home, tmp_path, si
     ws = Workspace()
     model = _cnn(tmp_path / "cnn.onnx")
     project = create_project(ws, str(model), name="cnn")
-    data = _data(model, tmp_path / "d.npz", n=32)
+    data = _data(model, tmp_path / "d.npz", n=48)  # 24 calibration items: the sensitivities are measured first
     token = CancelToken()
     steps = []
 
@@ -237,8 +237,9 @@ def test_cancel_stops_the_search_and_leaves_nothing(workspace_home, tmp_path, si
     with pytest.raises(JobCanceled):
         search_budget_optimization(ws, project["id"], {"name": "b", "max_drop": 0.1, "data": str(data)},
                                    progress=progress, cancel=token, timing=TIMING)
-    assert any(s.startswith("trial 1") for s in steps)
+    assert any(s.startswith("sensitivities") for s in steps) and any(s.startswith("trial 1") for s in steps)
     assert ws.list_records(project["id"], "optimizations") == []
+    assert ws.list_records(project["id"], "loss_profiles") == []  # the measured sensitivities went with it
     assert os.listdir(tmp) == []  # the trials' models went with the search
 
 
@@ -300,6 +301,11 @@ def test_cli_budget_search_stores_every_trial_and_the_choice(workspace_home, tmp
                for t in s["trials"])
     opt = get_optimization(ws, project["id"], "b")
     chosen = opt.search.chosen_trial
+    # no channel loss profile in the project: sensitivities after reconstruction were measured on calibration items
+    # and stored with the optimization, which allocates with them
+    prof = next(r for r in ws.list_records(project["id"], "loss_profiles") if r["id"] == opt.loss_profile)
+    assert prof["method"] == "one-shot" and prof["settings"]["structure"] == "channel"
+    assert prof["settings"]["reconstructed"] and opt.loss_profile_name == prof["name"]
     assert chosen is not None and opt.settings.target == "speedup"
     assert opt.settings.target_speedup == chosen.target and layer_sparsities(opt)
     # the stored record re-evaluates to the chosen trial's channels

@@ -79,9 +79,11 @@ def check_name_free(ws, project_id: str, name: str) -> str:
 def build_record(ws, project_id: str, name: str, perf: Optional[str] = None, loss: Optional[str] = None,
                  sparsity: float = 0.85, balance: float = 0.5, quantize: bool = False, *,
                  settings: Optional[Dict[str, Any]] = None,
-                 overrides: Optional[Dict[str, float]] = None) -> "Optimization":
+                 overrides: Optional[Dict[str, float]] = None, loss_profile=None) -> "Optimization":
     """The evaluated optimization :func:`create_optimization` stores (same arguments and errors), not stored: a
-    search (:mod:`sparsify_tui.services.budget`) sets its target before storing it."""
+    search (:mod:`sparsify_tui.services.budget`) sets its target before storing it. ``loss_profile``: a typed
+    :class:`~sparsify_tui.profiling.loss.LossProfile` not stored yet, used instead of ``loss`` (its record id is
+    the caller's to set once it stores it)."""
     from sparsify_tui.optimization import core
     from sparsify_tui.optimization.record import UNSTRUCTURED
     from sparsify_tui.optimization.structures import get_structure
@@ -95,8 +97,11 @@ def build_record(ws, project_id: str, name: str, perf: Optional[str] = None, los
     st = kind.settings_type(sparsity=sparsity, balance=balance).with_changes(**settings)
     skipped: list = []  # newest profiles whose data file is missing: skipped and reported, never fatal
     perf_prof, perf_ref, perf_name = profiles.resolve_perf_profile(ws, pid, perf, skipped)
-    loss_prof, loss_ref, loss_name = profiles.resolve_loss_profile(ws, pid, loss, skipped,
-                                                                   structure=kind.loss_structure)
+    if loss_profile is not None:
+        loss_prof, loss_ref, loss_name = loss_profile, "", loss_profile.name
+    else:
+        loss_prof, loss_ref, loss_name = profiles.resolve_loss_profile(ws, pid, loss, skipped,
+                                                                       structure=kind.loss_structure)
     if kind.loss_structure != UNSTRUCTURED and loss_ref == profiles.APPROXIMATED:
         # no loss profile of this structure: the structure computes its own curves from the weights
         loss_prof, loss_name = None, getattr(kind, "computed_loss_name", "computed from the weights")
