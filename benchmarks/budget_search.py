@@ -9,8 +9,9 @@ Runs ``channel_accuracy.py`` with :func:`searched_models` in its ``EXTRA_VARIANT
 (the first ``--calibration`` items calibrate, every other item is held out):
 
 * ``budget``: the budget search (:func:`sparsify_tui.optimization.budget_search.search_budget`, as ``optimize
-  --structure channel --max-drop D --data F`` runs it: a channel optimization on the FLOPS profile and the group-norm
-  curves, a new user's first run) and its chosen model, or FP32 when it keeps FP32;
+  --structure channel --max-drop D --data F`` runs it in a new project: a channel optimization on the FLOPS profile
+  with channel sensitivities measured after reconstruction on the first calibration items, a new user's first run)
+  and its chosen model, or FP32 when it keeps FP32;
 * ``int8-only``: the INT8 search (:func:`sparsify_tui.optimization.int8_search.search_int8`, as ``optimize --quantize
   --max-drop D --data F`` runs it) at the same budget and metric, calibrated on the same items: its chosen model, or
   FP32 when it leaves INT8 off (what it stores).
@@ -40,6 +41,8 @@ def _search(name: str, case: dict, split, model: Path, tmp: Path) -> list:
     """Both searches on one case (module docstring); ``[(label, model path), ...]``."""
     from sparsify_tui.optimization.budget_search import search_budget
     from sparsify_tui.optimization.int8_search import search_int8
+    from sparsify_tui.services.budget import sensitivities
+    from sparsify_tui.services.job_settings import budget_settings
     from sparsify_tui.services.optimizations import build_record
     from sparsify_tui.services.projects import create_project
     from sparsify_tui.store import Workspace
@@ -51,12 +54,18 @@ def _search(name: str, case: dict, split, model: Path, tmp: Path) -> list:
     work.mkdir(exist_ok=True)
     os.environ["SPARSIFY_TUI_HOME"] = str(work / "workspace")
     ws = Workspace()
-    pid = create_project(ws, str(model), name=name, dims=case["dims"])["id"]
-    settings = {"structure": "channel", "target": "speedup", "importance": OPTIONS["importance"]}
-    rec = build_record(ws, pid, "budget", sparsity=0.3, settings=settings)
+    project = create_project(ws, str(model), name=name, dims=case["dims"])
+    pid = project["id"]
 
     def say(what):
         return lambda step, frac: print(f"    {name} {what} {frac:5.1%} {step}", file=sys.stderr, flush=True)
+
+    # as the service builds it: sensitivities after reconstruction on the first calibration items, then the record
+    s = budget_settings(project, {"name": "budget", "max_drop": budget, "metric": metric, "data": data,
+                                  "calibration_size": n_cal, "core_count": OPTIONS["cores"]})
+    sens = sensitivities(ws, pid, s, progress=say("sensitivities"))
+    settings = {"structure": "channel", "target": "speedup", "importance": OPTIONS["importance"]}
+    rec = build_record(ws, pid, "budget", sparsity=0.3, settings=settings, loss_profile=sens)
 
     search = search_budget(ws.model_path(pid), rec, max_drop=budget, data=data, metric=metric, dims=case["dims"],
                            calibration_items=n_cal, quantize=OPTIONS["quantize"], core_count=OPTIONS["cores"],
