@@ -109,3 +109,25 @@ def snapshot(snapshot):
 def snap_compare(snap_compare, fake_isa):
     """pytest-textual-snapshot's ``snap_compare``, run under each of :data:`FAKE_ISAS` (see :func:`fake_isa`)."""
     return snap_compare
+
+
+async def wait_for(pilot, predicate, timeout: float = 120.0, step: float = 0.05) -> None:
+    """Let the app run until ``predicate()`` is true; a predicate that raises counts as not yet. Fails the test
+    after ``timeout`` seconds, naming the predicate, the screen, the running workers and the predicate's last
+    error. The timeout is generous on purpose: it only costs time when the test fails anyway, and a suite run
+    on a loaded 2-core machine (load 8-10) took over 30 s for steps that take 1 s alone."""
+    import time
+
+    deadline = time.monotonic() + timeout
+    last_error = None
+    while True:
+        await pilot.pause(step)
+        try:
+            if predicate():
+                return
+        except Exception as err:  # noqa: BLE001 - not there yet (a widget not mounted, a record not stored)
+            last_error = err
+        if time.monotonic() > deadline:
+            workers = [(w.name, w.state.name) for w in pilot.app.workers]
+            raise AssertionError(f"timed out after {timeout:.0f} s waiting for {predicate}: screen={pilot.app.screen} "
+                                 f"workers={workers} last error={last_error!r}")

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import onnx
 import pytest
-from conftest import steady
+from conftest import steady, wait_for
 
 from sparsify_tui.benchmark.runner import BenchmarkResult, BenchmarkRun, ModelSpec
 from sparsify_tui.services.projects import create_project
@@ -76,15 +76,6 @@ async def open_section(pilot):
     raise AssertionError("benchmarks section did not load")
 
 
-async def wait_for(pilot, cond, timeout=60.0):
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        await pilot.pause(0.1)
-        if cond():
-            return
-    raise AssertionError("timed out")
-
-
 def test_cards_views_and_table(workspace_home, demo_model):
     from sparsify_tui.store import Workspace
     from sparsify_tui.tui.widgets.tables import FilterableTable
@@ -121,7 +112,7 @@ def test_cards_views_and_table(workspace_home, demo_model):
             # selecting the older card shows its result
             sec.query_one("#bench-list").focus()
             await pilot.press("down")
-            await wait_for(pilot, lambda: sec.result is not None and sec.result.name == "older run", 10)
+            await wait_for(pilot, lambda: sec.result is not None and sec.result.name == "older run")
 
     asyncio.run(run())
 
@@ -156,13 +147,13 @@ def test_create_dialog_runs_benchmark_job_then_rerun_and_delete(workspace_home, 
             assert sec.records[0]["id"] == rec["id"]  # newest first
             assert rec["batch_sizes"] == [1, 2] and rec["core_counts"] == [1]
             assert [m["label"] for m in rec["models"]] == ["baseline", "opt one"]
-            await wait_for(pilot, lambda: sec.result is not None and sec.result.id == rec["id"], 10)
+            await wait_for(pilot, lambda: sec.result is not None and sec.result.id == rec["id"])
             # rerun the selected card after a confirmation: its numbers are replaced, no second "from tui"
             from sparsify_tui.tui.widgets.dialogs import ConfirmDialog
 
             n = len(sec.records)
             await pilot.press("r")
-            await wait_for(pilot, lambda: isinstance(app.screen, ConfirmDialog), 10)
+            await wait_for(pilot, lambda: isinstance(app.screen, ConfirmDialog))
             assert app.screen.dialog_title == "Rerun from tui"
             await pilot.press("y")
             await wait_for(pilot, lambda: any(r["id"] == rec["id"] and r.get("modified") != rec.get("modified")
@@ -174,7 +165,7 @@ def test_create_dialog_runs_benchmark_job_then_rerun_and_delete(workspace_home, 
             await pilot.press("delete")
             await pilot.pause()
             await pilot.press("y")
-            await wait_for(pilot, lambda: target not in [r["id"] for r in sec.records], 10)
+            await wait_for(pilot, lambda: target not in [r["id"] for r in sec.records])
             assert target not in [r["id"] for r in ws.list_records(pid, "benchmarks")]
 
     asyncio.run(run())

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 
-from conftest import steady
+from conftest import steady, wait_for
 
 from sparsify_tui.services.projects import create_project
 
@@ -21,17 +21,6 @@ def make_app(ws, pid):
     from sparsify_tui.tui.app import SparsifyApp
 
     return SparsifyApp(project=pid, workspace=ws)
-
-
-async def wait_for(pilot, cond, timeout=30.0):
-    import time
-
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        await pilot.pause(0.05)
-        if cond():
-            return
-    raise AssertionError("timed out")
 
 
 async def open_optimization(pilot):
@@ -238,7 +227,7 @@ def test_loss_section_lists_a_channel_profile_per_group(workspace_home, demo_mod
             await wait_for(pilot, lambda: pilot.app.query("LossProfileView"))
             view = pilot.app.query_one("LossProfileView")
             view.set_ref(rid)
-            await wait_for(pilot, lambda: view.profile is not None and view.profile.name == "groups", 20)
+            await wait_for(pilot, lambda: view.profile is not None and view.profile.name == "groups")
             assert [l.id for l in view.profile.layers] == [l.id for l in prof.layers]
             chart = view.query_one("#sens-chart")
             assert chart.labels == [l.id for l in prof.layers]

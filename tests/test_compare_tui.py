@@ -4,30 +4,16 @@ call on the UI thread; 80x24 snapshots."""
 
 from __future__ import annotations
 
-import time
 
 import pytest
 from compare_fixtures import DEMO_DIMS, profile_from_analysis
-from conftest import steady
+from conftest import steady, wait_for
 from test_tui_plumbing import ThreadCheckingWorkspace
 
 from sparsify_tui.services.profiles import store_perf_profile
 from sparsify_tui.services.projects import create_project
 
 SIZE = (80, 24)
-
-
-async def wait_for(pilot, predicate, timeout: float = 30.0):
-    deadline = time.monotonic() + timeout
-    while True:
-        await pilot.pause(0.05)
-        try:
-            if predicate():
-                return
-        except Exception:
-            pass
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {predicate}")
 
 
 def seed(ws, demo_model):

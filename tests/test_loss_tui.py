@@ -4,10 +4,9 @@ rerun, delete; snapshots at 80x24."""
 
 from __future__ import annotations
 
-import time
 
 import pytest
-from conftest import steady
+from conftest import steady, wait_for
 
 from sparsify_tui.profiling.loss import LossLayer, LossProfile, level_key
 from sparsify_tui.services.profiles import store_loss_profile as store_profile
@@ -42,15 +41,6 @@ def make_app(ws, pid):
     from sparsify_tui.tui.app import SparsifyApp
 
     return SparsifyApp(project=pid, workspace=ws)
-
-
-async def wait_for(pilot, cond, timeout=30.0):
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        await pilot.pause(0.05)
-        if cond():
-            return
-    raise AssertionError(f"timed out: screen={pilot.app.screen} workers={[(w.name, w.state, w.error) for w in pilot.app.workers]}")
 
 
 async def open_section(pilot, n_profiles=1):

@@ -4,10 +4,9 @@
 from __future__ import annotations
 
 import asyncio
-import time
 
 import pytest
-from conftest import steady
+from conftest import steady, wait_for
 import yaml
 from sparsify_tui.services.projects import create_project
 
@@ -29,15 +28,6 @@ def make_app(ws, pid):
     from sparsify_tui.tui.app import SparsifyApp
 
     return SparsifyApp(project=pid, workspace=ws)
-
-
-async def wait_for(pilot, cond, timeout=30.0):
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        await pilot.pause(0.05)
-        if cond():
-            return
-    raise AssertionError("timed out")
 
 
 async def open_section(pilot):

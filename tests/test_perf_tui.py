@@ -3,10 +3,9 @@ Layer Summaries types, Layer Results level/filter, Top Layers, add dialog valida
 
 from __future__ import annotations
 
-import time
 
 import pytest
-from conftest import steady
+from conftest import steady, wait_for
 
 from sparsify_tui.profiling import perf_estimate as est
 from sparsify_tui.profiling.perf import NodePerf, PerfProfile, _model_estimates
@@ -56,19 +55,6 @@ def make_app(ws, pid):
     from sparsify_tui.tui.app import SparsifyApp
 
     return SparsifyApp(project=pid, workspace=ws)
-
-
-async def wait_for(pilot, predicate, timeout: float = 20.0):
-    deadline = time.monotonic() + timeout
-    while True:
-        await pilot.pause(0.05)
-        try:
-            if predicate():
-                return
-        except Exception:
-            pass
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {predicate}")
 
 
 async def open_profile(pilot):

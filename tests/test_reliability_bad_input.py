@@ -242,6 +242,7 @@ def test_nan_weights_and_data_are_warnings_not_errors(tmp_path, workspace_home, 
 
     warnings = json.loads(r.out)["profile"]["warnings"]
     assert any("weight" in w for w in warnings) and any("sample data" in w for w in warnings)
-    assert sum("sparsify-tui: warning:" in ln for ln in r.err_lines) == 2
+    # each NaN warning printed once (a "noisy timing" warning may join them on a busy machine)
+    assert sum("sparsify-tui: warning:" in ln and "NaN" in ln for ln in r.err_lines) == 2
     r = run_main(capsys, "profile", "loss", "nan", "--json")
     assert r.code == 0 and json.loads(r.out)["profile"]["warnings"]

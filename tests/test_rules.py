@@ -375,7 +375,6 @@ class _RecordingEngine:
 
 
 def test_interleaved_rounds_rule_and_its_users(monkeypatch):
-    from sparsify_tui.engine import timing
     from sparsify_tui.engine.timing import interleaved_times, round_shares
 
     assert round_shares(10, 3) == [4, 3, 3] and round_shares(2, 5) == [1, 1] and round_shares(6, 3) == [2, 2, 2]

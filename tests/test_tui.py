@@ -3,7 +3,6 @@ settings, delete, bad inputs, help, command palette, `sparsify-tui MODEL.onnx`."
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 import onnx
@@ -17,23 +16,10 @@ from sparsify_tui.tui.new_project.dialog import NewProjectDialog
 from sparsify_tui.tui.widgets.dialogs import ConfirmDialog, ErrorDialog
 from sparsify_tui.tui.widgets.tables import FilterableTable
 from sparsify_tui.services.projects import create_project
+from conftest import wait_for
 
 SIZE = (80, 24)
 DEMO_DIMS = {"x:2": 48, "x:3": 192}
-
-
-async def wait_for(pilot, predicate, timeout: float = 20.0, step: float = 0.05):
-    """Let the app run until predicate() is true (fails the test after `timeout` seconds)."""
-    deadline = time.monotonic() + timeout
-    while True:
-        await pilot.pause(step)
-        try:
-            if predicate():
-                return
-        except Exception:
-            pass
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {predicate}")
 
 
 async def wait_section(pilot, app, section: str) -> None:

@@ -6,7 +6,6 @@ job stays listed."""
 
 from __future__ import annotations
 
-import time
 
 import pytest
 
@@ -18,22 +17,10 @@ from sparsify_tui.tui.app import SparsifyApp
 from sparsify_tui.tui.jobs import JobsScreen
 from sparsify_tui.tui.widgets.dialogs import ConfirmDialog
 from sparsify_tui.tui.widgets.jobs import JobProgress, SectionJobs
+from conftest import wait_for
 
 SIZE = (80, 24)
 DEMO_DIMS = {"x:2": 48, "x:3": 192}
-
-
-async def wait_for(pilot, predicate, timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
-    while True:
-        await pilot.pause(0.05)
-        try:
-            if predicate():
-                return
-        except Exception:
-            pass
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {predicate}")
 
 
 @pytest.fixture

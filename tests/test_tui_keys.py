@@ -3,7 +3,6 @@ fits 80 columns with `?` and `q` in it, and every tab stop shows that it has the
 
 from __future__ import annotations
 
-import time
 
 import pytest
 from textual.binding import Binding
@@ -21,24 +20,12 @@ from sparsify_tui.tui.optimization import OptimizationSection
 from sparsify_tui.tui.perf import PerfSection
 from sparsify_tui.tui.projects import ProjectsSection
 from sparsify_tui.tui.widgets.charts import BarChart, LineChart
+from conftest import wait_for
 
 SIZE = (80, 24)
 DEMO_DIMS = {"x:2": 48, "x:3": 192}
 SECTIONS = {"projects": ProjectsSection, "perf": PerfSection, "loss": LossSection,
             "optimization": OptimizationSection, "benchmarks": BenchmarksSection}
-
-
-async def wait_for(pilot, predicate, timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
-    while True:
-        await pilot.pause(0.05)
-        try:
-            if predicate():
-                return
-        except Exception:
-            pass
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {predicate}")
 
 
 def bindings(cls) -> dict:

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import inspect
 import threading
-import time
 
 import pytest
 from textual.app import App, ComposeResult
@@ -27,22 +26,10 @@ from sparsify_tui.tui.settings.messages import ProjectSettingsLoaded
 from sparsify_tui.tui.widgets.dialogs import ErrorDialog
 from sparsify_tui.tui.widgets.jobs import JobProgress
 from sparsify_tui.tui.workers import app_work, post_result
+from conftest import wait_for
 
 SIZE = (80, 24)
 DEMO_DIMS = {"x:2": 48, "x:3": 192}
-
-
-async def wait_for(pilot, predicate, timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
-    while True:
-        await pilot.pause(0.05)
-        try:
-            if predicate():
-                return
-        except Exception:
-            pass
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {predicate}")
 
 
 def focused_in(app, section: str) -> bool:

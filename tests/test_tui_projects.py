@@ -4,27 +4,14 @@ running jobs; the command palette runs section actions such as a new loss profil
 
 from __future__ import annotations
 
-import time
 
 from sparsify_tui.jobs import run_here
 from sparsify_tui.services.projects import create_project
 from sparsify_tui.store import Workspace
 from sparsify_tui.tui.app import SparsifyApp
+from conftest import wait_for
 
 DEMO_DIMS = {"x:2": 48, "x:3": 192}
-
-
-async def wait_for(pilot, predicate, timeout: float = 30.0) -> None:
-    deadline = time.monotonic() + timeout
-    while True:
-        await pilot.pause(0.05)
-        try:
-            if predicate():
-                return
-        except Exception:
-            pass
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out waiting for {predicate}")
 
 
 async def test_projects_follow_the_workspace_with_profiles_and_jobs(workspace_home, demo_model):
@@ -38,8 +25,8 @@ async def test_projects_follow_the_workspace_with_profiles_and_jobs(workspace_ho
         # meanwhile, from "the CLI": a second project, and a loss profile of the first
         create_project(ws, str(demo_model), "second", dims=DEMO_DIMS)
         run_here(ws, first["id"], "loss_profile", {"name": "quick", "method": "magnitude", "levels": [0.5]})
-        await wait_for(pilot, lambda: [r["name"] for r in table.rows_shown()] == ["first", "second"], timeout=15)
-        await wait_for(pilot, lambda: table.rows_shown()[0]["profiles"] == "1 loss", timeout=15)
+        await wait_for(pilot, lambda: [r["name"] for r in table.rows_shown()] == ["first", "second"])
+        await wait_for(pilot, lambda: table.rows_shown()[0]["profiles"] == "1 loss")
         assert table.rows_shown()[0]["jobs"] == ""  # run_here's job completed: nothing running
 
 

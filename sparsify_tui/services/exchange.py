@@ -22,10 +22,8 @@ from pathlib import Path
 from typing import Any, Dict, Optional, Union
 
 from sparsify_tui.errors import ProjectError, SparsifyError
+from sparsify_tui.services.profile_schema import FORMAT, FORMAT_VERSION
 from sparsify_tui.services.profiles import PERF_TABLE, load_perf_profile, perf_record
-
-FORMAT = "sparsify-tui/perf-profile"
-FORMAT_VERSION = 1
 
 
 def _now() -> str:

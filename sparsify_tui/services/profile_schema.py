@@ -18,6 +18,9 @@ from typing import Any, Dict, Union
 from sparsify_tui.errors import SparsifyError
 from sparsify_tui.settings import MAX_BATCH_SIZE
 
+FORMAT = "sparsify-tui/perf-profile"
+"""The ``format`` of an exported perf profile document."""
+FORMAT_VERSION = 1
 MAX_IMPORT_BYTES = 64 << 20
 """Largest profile file ``profile import`` reads (64 MiB; about 90,000 rows as ``profile export`` writes them)."""
 MAX_ROWS = 100_000
@@ -134,8 +137,6 @@ def load_profile_document(path: Union[str, Path]) -> Dict[str, Any]:
     Raises ``SparsifyError`` (one line, naming the file and what is wrong) for a missing file, one over
     :data:`MAX_IMPORT_BYTES`, bad JSON (``NaN``/``Infinity`` included), another format or a newer version, too many
     rows, and any value of the wrong type or out of range."""
-    from sparsify_tui.services.exchange import FORMAT, FORMAT_VERSION
-
     p = Path(path).expanduser()
     if not p.is_file():
         raise SparsifyError(f"{p} does not exist or is not a file: give the JSON written by `sparsify-tui profile export`")

@@ -114,6 +114,7 @@ class GroupsPane(StructurePane):
     COLUMNS = GROUP_COLUMNS
     HINT = "enter edit ratio · +/- 0.05 · x auto · * estimates (onnxruntime)"
     ROW_NOUN = "group"
+    HEADER_KIND = "channel · "
 
     @classmethod
     def rows(cls, rec: Optimization) -> List[Dict[str, Any]]:
@@ -134,11 +135,9 @@ class GroupsPane(StructurePane):
         return rows
 
     @classmethod
-    def header_text(cls, rec: Optimization) -> str:
+    def header_detail(cls, rec: Optimization) -> str:
         est = rec.estimates
-        return (f"[b]{escape(rec.name)}[/b] · channel · perf {escape(str(rec.perf_profile_name))} · "
-                f"loss {escape(str(rec.loss_profile_name))}\n"
-                f"target {target_text(rec.settings)} · est. {format_fixed(est.ort_speedup if est else None)}× ORT · "
+        return (f"target {target_text(rec.settings)} · est. {format_fixed(est.ort_speedup if est else None)}× ORT · "
                 f"{measured_text(rec)}")
 
     @classmethod

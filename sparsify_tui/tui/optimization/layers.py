@@ -58,11 +58,9 @@ class LayersPane(StructurePane):
         } for i, l in enumerate(rec.layers)]
 
     @classmethod
-    def header_text(cls, rec: Optimization) -> str:
+    def header_detail(cls, rec: Optimization) -> str:
         est = rec.estimates
-        return (f"[b]{escape(rec.name)}[/b] · perf {escape(str(rec.perf_profile_name))} · "
-                f"loss {escape(str(rec.loss_profile_name))}\n"
-                f"sparsity {(est.avg_sparsity if est else 0) or 0:.3f}/{rec.settings.sparsity:.2f} · "
+        return (f"sparsity {(est.avg_sparsity if est else 0) or 0:.3f}/{rec.settings.sparsity:.2f} · "
                 f"est. {format_fixed(est.sparse_speedup if est else None)}× sparse CPU, "
                 f"{format_fixed(est.ort_speedup if est else None)}× ORT")
 

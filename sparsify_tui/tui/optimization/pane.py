@@ -119,23 +119,12 @@ class StructurePane(RecordPane):
         return self.rec.layer(row.get("layer")) if row is not None and self.rec is not None else None
 
     # -- what the section shows for a record of this structure ---------------------------------------------------
+    HEADER_KIND: ClassVar[str] = ""
+    """Shown after the record's name in the header (e.g. ``"channel · "``)."""
+
     @classmethod
     def rows(cls, rec: Optimization) -> List[Dict[str, Any]]:
         """The table's rows (``_key`` and ``layer``: the row's weight name / group id)."""
-        raise NotImplementedError
-
-    @classmethod
-    def header_text(cls, rec: Optimization) -> str:
-        raise NotImplementedError
-
-    @classmethod
-    def estimate_texts(cls, rec: Optimization) -> Dict[str, str]:
-        """Texts of the Summary / Performance / FLOPs / Params estimate cards."""
-        raise NotImplementedError
-
-    @classmethod
-    def list_text(cls, rec: Optimization) -> str:
-        """The second line of the record in the section's list."""
         raise NotImplementedError
 
     @classmethod
@@ -144,13 +133,34 @@ class StructurePane(RecordPane):
         return "sparsity", "Sparsity"
 
     @classmethod
+    def header_text(cls, rec: Optimization) -> str:
+        """Two lines: the name, the structure and the profiles; then :meth:`header_detail`."""
+        return (f"[b]{escape(rec.name)}[/b] · {cls.HEADER_KIND}perf {escape(str(rec.perf_profile_name))} · "
+                f"loss {escape(str(rec.loss_profile_name))}\n{cls.header_detail(rec)}")
+
+    @classmethod
+    def header_detail(cls, rec: Optimization) -> str:
+        """The header's second line: the target and the estimate (and what was measured)."""
+        raise NotImplementedError
+
+    @classmethod
     def chart_title(cls, rec: Optimization) -> str:
         return f"Sparsity per layer ({len(rec.layers)} layers)"
+
+    @classmethod
+    def estimate_texts(cls, rec: Optimization) -> Dict[str, str]:
+        """Texts of the Summary / Performance / FLOPs / Params estimate cards."""
+        raise NotImplementedError
 
     @classmethod
     def create_args(cls, ws, project_id: str, values: Dict[str, Any]) -> Tuple[Optional[dict], float, Optional[str]]:
         """``(settings, sparsity, loss)`` for ``create_optimization`` from the create dialog's ``values``."""
         return None, values["sparsity"], values["loss"]
+
+    @classmethod
+    def list_text(cls, rec: Optimization) -> str:
+        """The second line of the record in the section's list."""
+        raise NotImplementedError
 
     @classmethod
     def layer_record(cls, rec: Optimization, layer: LayerRow) -> list:
