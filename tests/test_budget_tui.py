@@ -12,7 +12,7 @@ import asyncio
 
 import numpy as np
 
-from conftest import steady
+from conftest import steady, wait_for
 
 from sparsify_tui.services.projects import create_project
 
@@ -23,17 +23,6 @@ def make_app(ws, pid):
     from sparsify_tui.tui.app import SparsifyApp
 
     return SparsifyApp(project=pid, workspace=ws)
-
-
-async def wait_for(pilot, cond, timeout=30.0):
-    import time
-
-    end = time.monotonic() + timeout
-    while time.monotonic() < end:
-        await pilot.pause(0.05)
-        if cond():
-            return
-    raise AssertionError("timed out")
 
 
 async def open_budget_tab(pilot):
