@@ -6,19 +6,20 @@ channel target speedup (and INT8 on the best thinned candidates); FP32 itself is
 1. **Data, split, metric.** The items of ``data`` (one per batch) are split in file order as apply splits them
    (:func:`sparsify_tui.analysis.labels.split_items`): the first ``calibration_items`` (default half the items, at
    most 64) fit the reconstruction (and calibrate INT8), **every other item** scores the trials. The two never
-   overlap and are named in the result (``items`` / ``held_out``); a file too small to hold both is refused. The FP32 model runs once on the held-out items: its outputs are the reference, and the metric is
-   chosen from them (:func:`sparsify_tui.profiling.metrics.choose_metric`, reason recorded; with labels, top-1
-   accuracy against them).
+   overlap and are named in the result (``items`` / ``held_out``); a file too small to hold both is refused. The
+   FP32 model runs once on the held-out items: its outputs are the reference, and the metric is chosen from them
+   (:func:`sparsify_tui.profiling.metrics.choose_metric`, reason recorded; with labels, top-1 accuracy against
+   them).
 2. **Trials over the target speedup.** A trial asks the channel allocation of the optimization record
    (:meth:`~sparsify_tui.optimization.structures.channel.ChannelPruning.allocate_record`: its loss curves and time
    model) for ``target``× estimated speedup and writes that model as apply writes it (the structure's
    :meth:`~sparsify_tui.optimization.structures.channel.ChannelPruning.apply_model`: thinned with the record's
    channel importance, every consumer of a thinned group refit on the calibration items,
    :func:`sparsify_tui.engine.reconstruction.thin_and_reconstruct`), so the model the search measured is the model
-   apply writes; then scores it on the held-out items (:func:`sparsify_tui.profiling.metrics.evaluate`). The targets are a short ladder then a bisection
-   (:func:`next_target`): from :data:`START` up by ×:data:`STEP` while within budget (capped at the speedup the
-   caps allow), then between the last target within budget and the first over it, in log space, until they are
-   within a factor :data:`RESOLUTION` or ``max_trials`` trials were made. The metric is taken as non-decreasing in
+   apply writes; then scores it on the held-out items (:func:`sparsify_tui.profiling.metrics.evaluate`). The
+   targets are a short ladder then a bisection (:func:`next_target`): from :data:`START` up by ×:data:`STEP` while
+   within budget (capped at the speedup the caps allow), then between the last target within budget and the first
+   over it, in log space, until they are within a factor :data:`RESOLUTION` or ``max_trials`` trials were made. The metric is taken as non-decreasing in
    the target; a trial whose allocation equals an earlier one is not rebuilt.
 3. **INT8** (``quantize``): the INT8 search (:func:`sparsify_tui.optimization.int8_search.search_int8`, the
    original model as the reference, so thinning counts against the same budget) runs on the best thinned
@@ -460,5 +461,6 @@ def _int8_trials(result: BudgetSearch, paths: Dict[int, Path], src: Path, *, rec
         paths[idx] = keep
 
 
-__all__ = ["START", "STEP", "RESOLUTION", "MAX_TRIALS", "TIMING", "next_target", "check_split", "item_range", "int8_sources", "beats_every_round", "choose", "round_medians", "allocation", "search_budget",
+__all__ = ["START", "STEP", "RESOLUTION", "MAX_TRIALS", "TIMING", "next_target", "check_split", "item_range",
+           "int8_sources", "beats_every_round", "choose", "round_medians", "allocation", "search_budget",
            "build_thinned"]

@@ -1,7 +1,7 @@
 """Budget-searched optimizations of a project: build a channel optimization from the project's profiles (with
 channel sensitivities measured after reconstruction on the search's calibration items when the project has none:
-:func:`sensitivities`), run the budget search (:func:`sparsify_tui.optimization.budget_search.search_budget`) and store the optimization at the
-configuration it chose (channel target, INT8 exclusions) with every trial. When FP32 wins, the optimization is
+:func:`sensitivities`), run the budget search (:func:`sparsify_tui.optimization.budget_search.search_budget`) and
+store the optimization at the configuration it chose (channel target, INT8 exclusions) with every trial. When FP32 wins, the optimization is
 stored with nothing thinned and INT8 off, and says so: never a model slower than the original. Nothing is stored
 when the search fails (bad data or labels, a model that cannot run) or is canceled."""
 
@@ -22,7 +22,8 @@ if TYPE_CHECKING:
 def search_budget_optimization(ws, project_id: str, args: Dict[str, Any], *, progress: Optional[ProgressFn] = None,
                                cancel: Optional[CancelToken] = None, timing: Optional[dict] = None) -> "Optimization":
     """Create the channel optimization ``args["name"]`` at the configuration the budget search chose; returns it as
-    stored. ``args``: see :func:`sparsify_tui.services.job_settings.budget_settings`; ``timing``: overrides of the search's timing rounds."""
+    stored. ``args``: see :func:`sparsify_tui.services.job_settings.budget_settings`; ``timing``: overrides of the
+    search's timing rounds."""
     from sparsify_tui.optimization import core
     from sparsify_tui.optimization.budget_search import search_budget
     from sparsify_tui.optimization.structures import load_optimization

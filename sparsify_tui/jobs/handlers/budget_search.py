@@ -24,8 +24,8 @@ def check(ws, project: Dict[str, Any], args: Dict[str, Any]) -> None:
 
 
 def run(ctx) -> Dict[str, Any]:
-    """Args: see :func:`sparsify_tui.services.job_settings.budget_settings` (``name``, ``max_drop``, ``data``, ``metric``,
-    ``labels``, ``quantize``, ...). Stores the optimization; returns ``{optimization, name, status, chosen, trials,
+    """Args: see :func:`sparsify_tui.services.job_settings.budget_settings` (``name``, ``max_drop``, ``data``,
+    ``metric``, ``labels``, ``quantize``, ...). Stores the optimization; returns ``{optimization, name, status, chosen, trials,
     metric, speedup, seconds}``."""
     from sparsify_tui.services.budget import search_budget_optimization
 
