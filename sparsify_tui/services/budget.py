@@ -1,9 +1,9 @@
 """Budget-searched optimizations of a project: build a channel optimization from the project's profiles (with
 channel sensitivities measured after reconstruction on the search's calibration items when the project has none:
 :func:`sensitivities`), run the budget search (:func:`sparsify_tui.optimization.budget_search.search_budget`) and
-store the optimization at the configuration it chose (channel target, INT8 exclusions) with every trial. When FP32 wins, the optimization is
-stored with nothing thinned and INT8 off, and says so: never a model slower than the original. Nothing is stored
-when the search fails (bad data or labels, a model that cannot run) or is canceled."""
+store the optimization at the configuration it chose (channel target, INT8 exclusions) with every trial. When FP32
+wins, the optimization is stored with nothing thinned and INT8 off, and says so: never a model slower than the
+original. Nothing is stored when the search fails (bad data or labels, a model that cannot run) or is canceled."""
 
 from __future__ import annotations
 
