@@ -12,6 +12,13 @@ SHARED_MODELS = Path(os.environ.get("SPARSIFY_TUI_SHARED_MODELS", ROOT.parent / 
 DEMO_MODEL = ROOT / "sparsify_tui" / "demo" / "ppocr_cls.onnx"
 
 
+def pytest_configure(config):
+    """``--snapshot-update`` only in one process: under pytest-xdist each worker's syrupy sees only its own tests
+    and would take the others' snapshots for unused ones."""
+    if config.getoption("update_snapshots", default=False) and getattr(config.option, "numprocesses", None):
+        raise pytest.UsageError("--snapshot-update needs the tests in one process: add -n 0")
+
+
 @pytest.fixture
 def shared_models() -> Path:
     """The real models of ../shared/models; skips the test when that folder is missing."""

@@ -197,3 +197,38 @@ def test_two_processes_writing_at_once_lose_nothing(ws, project):
     assert ws.get_project(project["id"])["description"] in {"a-24", "b-24"}
     leftovers = [f for f in ws.project_dir(project["id"]).iterdir() if f.name.endswith(".tmp")]
     assert leftovers == []
+
+
+def test_two_optimization_edits_at_once_both_land(workspace_home, demo_model, monkeypatch):
+    """Two edits of one optimization from two threads at the same time (the TUI turns INT8 on, then keeps a layer
+    FP32 before the first edit is stored): both are stored. Each is one locked read-modify-write; before, the
+    later writer wrote back the state it had read before the first was stored, and the first edit was lost."""
+    import threading
+    import time
+
+    from sparsify_tui.optimization import core
+    from sparsify_tui.services import optimizations
+    from sparsify_tui.services.projects import create_project
+    from sparsify_tui.store import Workspace
+
+    ws = Workspace()
+    pid = create_project(ws, str(demo_model), name="demo", dims={"x:2": 48, "x:3": 192})["id"]
+    opt = optimizations.create_optimization(ws, pid, "base", sparsity=0.5)
+    first_layer = opt.layers[0].node_id
+    real = core.change_schedule
+
+    def slow(rec, **changes):  # each edit takes a while to compute, so the two overlap
+        time.sleep(0.3)
+        return real(rec, **changes)
+
+    monkeypatch.setattr(core, "change_schedule", slow)
+    edits = [{"quantization": {"enabled": True}}, {"quantization": {"excluded": [first_layer]}}]
+    threads = [threading.Thread(target=optimizations.update_schedule, args=(ws, pid, "base"), kwargs=e)
+               for e in edits]
+    for t in threads:
+        t.start()
+        time.sleep(0.05)
+    for t in threads:
+        t.join()
+    q = optimizations.get_optimization(ws, pid, "base").quantization
+    assert q.enabled and q.excluded == [first_layer]

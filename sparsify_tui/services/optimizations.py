@@ -158,12 +158,17 @@ def store_fields(ws, project_id: str, rec: "Optimization", *names: str) -> "Opti
 
 
 def _change(ws, project_id: str, ref: str, change: Callable[..., Any], *args: Any, **kwargs: Any) -> "Optimization":
-    """Read the stored optimization ``ref``, run ``change(typed record, *args, **kwargs)`` (a core function
-    returning the record), store the result; returns it as stored."""
-    rec = change(get_optimization(ws, project_id, ref), *args, **kwargs)
-    mark_stale(rec)
-    fields = {k: v for k, v in rec.to_dict().items() if k not in ("id", "created", "modified")}
-    return _typed(ws.update_record(project_id, TABLE, rec.id, **fields))
+    """Run ``change(typed record, *args, **kwargs)`` (a core function returning the record) on the stored
+    optimization ``ref`` and store the result, as one locked read-modify-write (two quick edits from the TUI's
+    threads, e.g. INT8 on then a layer kept FP32, both land: before, the later one could write back the state it
+    read before the first was stored); returns it as stored."""
+
+    def changed(stored: Dict[str, Any]) -> Dict[str, Any]:
+        rec = change(_typed(stored), *args, **kwargs)
+        mark_stale(rec)
+        return {k: v for k, v in rec.to_dict().items() if k not in ("id", "created", "modified")}
+
+    return _typed(ws.modify_record(project_id, TABLE, get_optimization(ws, project_id, ref).id, changed))
 
 
 def mark_stale(rec: "Optimization") -> None:

@@ -840,6 +840,30 @@ class Workspace:
             db.table("project").update({"modified": stamp})
         return rec
 
+    def modify_record(self, project_id: str, table: str, record_id: str, fn) -> Dict[str, Any]:
+        """Locked read-modify-write of one record: ``fn(record_dict) -> fields to merge`` (None: no change), run
+        while the project's file lock is held, so an edit made at the same time by another thread or process is
+        neither lost nor overwritten with the state read before it (:meth:`update_record` only merges fields).
+        Returns the new record. Raises :class:`RecordNotFound`."""
+        pid = self._index_entry(project_id)["id"]
+        table = self._table_name(table)
+        with self._project_db(pid, write=True) as db:
+            t = db.table(table)
+            doc = t.get(Query().id == record_id)
+            if doc is None:
+                raise RecordNotFound(f"no {table} record {record_id!r} in project {pid}")
+            rec = dict(doc)
+            fields = fn(dict(rec))
+            if fields is None:
+                return rec
+            fields = {k: v for k, v in fields.items() if k not in ("id", "created")}
+            stamp = now_iso()
+            rec.update(fields)
+            rec["modified"] = stamp
+            t.update(fields | {"modified": stamp}, doc_ids=[doc.doc_id])
+            db.table("project").update({"modified": stamp})
+        return rec
+
     def delete_record(self, project_id: str, table: str, record_id: str) -> None:
         """Remove a record and its blob ``<table>/<record_id>.json`` if present."""
         pid = self._index_entry(project_id)["id"]

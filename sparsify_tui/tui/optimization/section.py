@@ -238,19 +238,21 @@ class OptimizationSection(Widget):
 
         post_result(self, OptimizationChanged(core.copy_optimization(self.ws, self.project_id, rec_id)))
 
-    @app_work(group="opt-action", description="re-evaluate optimization")
+    # Edits are not exclusive: each one's result is shown (a cancelled earlier edit's result used to be dropped,
+    # leaving its change stored but not shown); the service applies each as one locked read-modify-write.
+    @app_work(group="opt-action", description="re-evaluate optimization", exclusive=False)
     def _reevaluate(self, rec_id: str, **settings: float) -> None:
         from sparsify_tui.services import optimizations as core
 
         post_result(self, OptimizationChanged(core.reevaluate(self.ws, self.project_id, rec_id, **settings)))
 
-    @app_work(group="opt-action", description="update optimization schedule")
+    @app_work(group="opt-action", description="update optimization schedule", exclusive=False)
     def _update_schedule(self, rec_id: str, **changes: Any) -> None:
         from sparsify_tui.services import optimizations as core
 
         post_result(self, OptimizationChanged(core.update_schedule(self.ws, self.project_id, rec_id, **changes)))
 
-    @app_work(group="opt-action", description="set layer sparsity")
+    @app_work(group="opt-action", description="set layer sparsity", exclusive=False)
     def _set_override(self, rec_id: str, weight_name: str, sparsity: Optional[float]) -> None:
         from sparsify_tui.services import optimizations as core
 
@@ -659,7 +661,7 @@ class OptimizationSection(Widget):
             "are rebuilt from them (edits to those are replaced).", confirm_label="Update", title="Update training"),
             answer)
 
-    @app_work(group="opt-action", description="update training settings")
+    @app_work(group="opt-action", description="update training settings", exclusive=False)
     def _sync_training(self, rec_id: str) -> None:
         from sparsify_tui.services import optimizations as core
 
