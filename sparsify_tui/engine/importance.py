@@ -25,7 +25,6 @@ choose_removed` and rounding work the same. Channels no consumer reads keep thei
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any, Optional, Sequence
 
 import numpy as np

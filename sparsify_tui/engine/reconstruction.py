@@ -58,7 +58,7 @@ import numpy as np
 import onnx
 from onnx import numpy_helper
 
-from sparsify_tui.analysis.graph import node_id, subgraphs, iter_graphs
+from sparsify_tui.analysis.graph import node_id, outer_scope_reads
 from sparsify_tui.errors import SparsifyError
 from sparsify_tui.progress import CancelToken, ProgressFn, maybe_check
 
@@ -501,7 +501,22 @@ class _ConvTransposeConsumer(_ConvConsumer):
             self.runner.set_input(self.index, 2, Wt[0, self.k, :].astype(np.float32), "bias")
 
 
-class _GemmConsumer(_Consumer):
+class _MatrixConsumer(_Consumer):
+    """Gemm/MatMul: the constant operand is the weight (``wi``: its input slot), the other one the data (``di``)."""
+
+    def __init__(self, runner, index, out_kept, max_rows) -> None:
+        super().__init__(runner, index, out_kept, max_rows)
+        self.wi = 1 if runner.is_const(self.node.input[1]) else 0
+        self.di = 1 - self.wi
+        self.w_name = self.node.input[self.wi]
+        self.w_shape = runner.value(self.w_name).shape
+
+    @property
+    def data_input(self) -> str:
+        return self.node.input[self.di]
+
+
+class _GemmConsumer(_MatrixConsumer):
     """``Gemm``: ``Y = α·op(A)·op(B) + β·C``. With the weight as B: rows are the rows of op(A), ``W̃ = α·op(B)``
     and the intercept ``β·C`` (C of shape ``[N]`` or ``[1, N]``, added when absent); as A: the transposed
     problem ``Yᵀ = α·op(B)ᵀ·op(A)ᵀ`` (C of shape ``[M, 1]``)."""
@@ -509,11 +524,7 @@ class _GemmConsumer(_Consumer):
     def __init__(self, runner, index, out_kept, max_rows) -> None:
         super().__init__(runner, index, out_kept, max_rows)
         node = self.node
-        self.wi = 1 if runner.is_const(node.input[1]) else 0
-        self.di = 1 - self.wi
-        self.w_name = node.input[self.wi]
         W = runner.value(self.w_name)
-        self.w_shape = W.shape
         self.alpha = float(_attr(node, "alpha", 1.0))
         self.beta = float(_attr(node, "beta", 1.0))
         self.ta, self.tb = int(_attr(node, "transA", 0)), int(_attr(node, "transB", 0))
@@ -527,10 +538,6 @@ class _GemmConsumer(_Consumer):
             ok = (1, self.o) if self.wi == 1 else (self.o, 1)
             if tuple(cs) not in ((self.o,), ok) or (self.wi == 0 and tuple(cs) == (self.o,) and self.o != 1):
                 self.intercept = False  # a C broadcast another way stays as it is (subtracted from the target)
-
-    @property
-    def data_input(self) -> str:
-        return self.node.input[self.di]
 
     def _op_w(self, W):
         if self.wi == 1:
@@ -577,7 +584,7 @@ class _GemmConsumer(_Consumer):
             self.runner.set_input(self.index, 2, c.reshape(shape).astype(np.float32), "bias")
 
 
-class _MatMulConsumer(_Consumer):
+class _MatMulConsumer(_MatrixConsumer):
     """``MatMul`` with a 2-D constant weight: ``x·W`` (rows: every leading position of x) or ``W·x`` (the
     transposed problem, rows: the last axis of x and the leading axes). The bias of the only reader, an ``Add`` of
     a constant vector ``[N]`` (``x·W``), is refit with it: the target is then the original ``Add``'s output."""
@@ -585,13 +592,9 @@ class _MatMulConsumer(_Consumer):
     def __init__(self, runner, index, out_kept, max_rows) -> None:
         super().__init__(runner, index, out_kept, max_rows)
         node = self.node
-        self.wi = 1 if runner.is_const(node.input[1]) else 0
-        self.di = 1 - self.wi
-        self.w_name = node.input[self.wi]
         W = runner.value(self.w_name)
         if W.ndim != 2:
             self.reason = "MatMul with a batched weight"
-        self.w_shape = W.shape
         self.k, self.o = (W.shape[0], W.shape[1]) if self.wi == 1 else (W.shape[1], W.shape[0])
         self.add_index = None
         self.intercept = False
@@ -604,10 +607,6 @@ class _MatMulConsumer(_Consumer):
                         runner.value(other[0]).shape in ((self.o,), (1, self.o)):
                     self.add_index, self.add_slot = readers[0], list(a.input).index(other[0])
                     self.intercept = True
-
-    @property
-    def data_input(self) -> str:
-        return self.node.input[self.di]
 
     @property
     def target_tensor(self) -> str:
@@ -650,19 +649,6 @@ _CONSUMERS = {"Conv": _ConvConsumer, "ConvTranspose": _ConvTransposeConsumer, "G
 
 
 # ------------------------------------------------------------------------------------------ the segment runner
-
-
-def _subgraph_refs(node) -> set:
-    """Outer-scope names the subgraphs of ``node`` read."""
-    used, defined = set(), set()
-    for _, sub in subgraphs(node):
-        for _, g in iter_graphs(sub):
-            defined.update(x.name for x in g.input)
-            defined.update(x.name for x in g.initializer)
-            for n in g.node:
-                used.update(n.input)
-                defined.update(n.output)
-    return used - defined - {""}
 
 
 def _trim_heap() -> None:
@@ -736,7 +722,7 @@ class _Runner:
         self.inits = {t.name: t for t in g.initializer}
         self.graph_inputs = [vi.name for vi in g.input if vi.name not in self.inits]
         self.graph_outputs = {vi.name for vi in g.output}
-        self.node_inputs = [(set(n.input) | _subgraph_refs(n)) - {""} for n in self.nodes]
+        self.node_inputs = [(set(n.input) | outer_scope_reads(n)) - {""} for n in self.nodes]
         self.producer = {o: i for i, n in enumerate(self.nodes) for o in n.output if o}
         self.readers: dict = {}
         for i, ins in enumerate(self.node_inputs):
@@ -1245,13 +1231,14 @@ class DenseRefit:
         if c.intercept:
             perm = np.concatenate([[c.k], perm])
         A = self._penalized(index, ridge)[np.ix_(perm, perm)]
+        if len(A) > FLOAT64_COLUMNS:  # as NormalEquations: the ridge bounds the condition number
+            A = A.astype(np.float32)
         try:
             L = np.linalg.cholesky(A)
         except np.linalg.LinAlgError:
             self.chol.pop(index, None)
             return
-        Linv = np.linalg.inv(L)
-        self.chol[index] = (ridge, perm, Linv if len(Linv) <= FLOAT64_COLUMNS else Linv.astype(np.float32))
+        self.chol[index] = (ridge, perm, np.linalg.inv(L))
 
     def refit(self, index: int, kept_positions: np.ndarray, ridge: float) -> tuple:
         """``(weight, bias)``: consumer ``index``'s weight in the node's own layout, refit on its kept input positions

@@ -45,7 +45,7 @@ from typing import Optional
 
 import numpy as np
 
-from sparsify_tui.analysis.graph import has_subgraphs, iter_graphs, subgraphs
+from sparsify_tui.analysis.graph import has_subgraphs, outer_scope_reads
 from sparsify_tui.analysis.layers import LayerRef, find_layers
 from sparsify_tui.analysis.loading import load_model
 from sparsify_tui.engine.pruning import magnitude_prune_levels, pruned_count
@@ -70,19 +70,6 @@ from sparsify_tui.profiling.metrics import softmax as _softmax  # noqa: E402,F40
 # -- graph structure ---------------------------------------------------------------------------------------
 
 
-def _subgraph_refs(node) -> set:
-    """Outer-scope names used by the subgraphs (If/Loop/Scan bodies) of ``node``."""
-    used, defined = set(), set()
-    for _, sub in subgraphs(node):
-        for _, g in iter_graphs(sub):
-            defined.update(x.name for x in g.input)
-            defined.update(x.name for x in g.initializer)
-            for n in g.node:
-                used.update(n.input)
-                defined.update(n.output)
-    return used - defined - {""}
-
-
 class GraphIndex:
     """Producer/consumer index of the main graph; ``descendants(i)`` as a boolean mask over nodes."""
 
@@ -92,7 +79,7 @@ class GraphIndex:
         self.init_names = {t.name for t in g.initializer}
         self.input_names = [vi.name for vi in g.input if vi.name not in self.init_names]
         self.output_names = [vi.name for vi in g.output]
-        self.node_inputs = [(set(n.input) | _subgraph_refs(n)) - {""} for n in self.nodes]
+        self.node_inputs = [(set(n.input) | outer_scope_reads(n)) - {""} for n in self.nodes]
         self.consumers: dict = {}
         for i, ins in enumerate(self.node_inputs):
             for name in ins:
