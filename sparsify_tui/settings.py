@@ -315,6 +315,11 @@ def calibration_size(value: Any, flag: str = "--calibration-size") -> int:
     return _count_at_least(value, flag, 1, CALIBRATION_SIZE)
 
 
+def trial_count(value: Any, default: int, flag: str = "--max-trials") -> int:
+    """Trials of a search at most: 1 or more (``None``: ``default``)."""
+    return _count_at_least(value, flag, 1, default)
+
+
 # ------------------------------------------------------------------------------------------- fleet
 FLEET_NAME = "{target} b{batch} {cores}c"
 """Default name of a fleet result: ``<hostname> b<batch> <cores>c`` (``{target}`` is the hostname, with the node

@@ -113,7 +113,11 @@ def test_markdown_report_has_the_tables_and_numbers(ws, project, capsys):
     assert "| b1 | 1 | 2 | 1.250 | 1.375 | 800.0 | 0.500 | 2.50× |" in md  # the stored b1 numbers
     assert "| b8 | 8 | 2 | 7.500 |" in md
     assert "| opt1 | 1 | 2 | 1.250 |" in md and "1.60×" in md
-    assert "NMSE 0.0123" in md and "top-1 agreement 0.875" in md
+    assert "NMSE 0.0123" in md and "top-1 agreement 87.5%" in md
+    # accuracy beside speed, and a model that far from the original is flagged (agreement 0.875 < 0.9)
+    assert "top-1 agreement 87.5%, NMSE 0.0123" in md and "measured 1.60× (" in md
+    assert "Warning: too far from the original to use without fine-tuning: export the training code (\\`e\\`) " \
+           "(top-1 agreement 87.5% &lt; 90%)." in md  # Markdown-escaped
     assert "█" in md  # charts as tables with bars
     assert md.count("\n|---") >= 8
 

@@ -194,6 +194,16 @@ def sample_set(model_path: Union[str, os.PathLike], *, data: Optional[Union[str,
     return SampleSet(feeds, labels, key, str(data), len(feeds) * batch_size)
 
 
+def item_count(model_path: Union[str, os.PathLike], data: Union[str, os.PathLike], *, labels_key: Optional[str] = None,
+               dims: Optional[dict] = None) -> int:
+    """Items in the sample data ``data`` for the model's inputs, read from the file's headers (no array is loaded).
+    Raises ``SampleDataError`` / ``DimensionError`` as :func:`sample_set`."""
+    from sparsify_tui.analysis.inputs import input_specs
+
+    specs = input_specs(str(model_path), batch_size=1, dims=dims or {})
+    return _item_count(data, specs, labels_key or DEFAULT_LABELS_KEY)
+
+
 #: synthetic held-out items start at this seed (calibration items use seeds 0, 1, ...: never the same items)
 HELD_OUT_SEED = 10_000
 
@@ -272,5 +282,5 @@ def _item_count(data, specs, key: Optional[str]) -> int:
 
 
 __all__ = ["DEFAULT_LABELS_KEY", "DEFAULT_CALIBRATION_ITEMS", "HELD_OUT_SEED", "ItemSplit", "split_items",
-           "SampleSet", "sample_set", "split_labels", "check_labels", "batch_labels",
+           "SampleSet", "sample_set", "item_count", "split_labels", "check_labels", "batch_labels",
            "declared_outputs", "check_outputs_fit", "labels_need_class_output", "metric_needs_class_output"]

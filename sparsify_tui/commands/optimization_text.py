@@ -66,6 +66,39 @@ def render_int8_text(opt: "Optimization") -> str:
     return "\n".join(lines)
 
 
+def render_budget_text(opt: "Optimization") -> str:
+    """The budget search of an optimization for the CLI: metric and why, budget, the split, every trial, the
+    choice."""
+    from sparsify_tui.formatting import format_fixed as _fmt
+
+    s = opt.search
+    if s is None:
+        return ""
+    chosen = s.chosen_trial
+    lines = [
+        f"metric: {s.metric} ({s.metric_reason})",
+        f"budget: --max-drop {s.max_drop:g} = {s.budget_units}",
+        f"data: {s.data} (sha256 {str(s.data_sha256 or '')[:12]}): calibration items {s.items}, held-out items "
+        f"{s.held_out} ({s.held_out_items} scored)"
+        + (f", FP32 accuracy {s.accuracy_fp32:.4f} on them" if s.accuracy_fp32 is not None else ""),
+        f"result: {s.status}; {len(s.trials)} trials in {s.seconds:.1f} s; FP32 {_fmt(s.fp32_ms, '.3f')} ms/batch "
+        f"(interleaved timing, {s.timing.get('rounds')} rounds); reachable est. {_fmt(s.reachable_speedup)}x",
+        "  trial  target  INT8 (FP32 grp)  kept ch     metric      within  median ms  speedup  note",
+    ]
+    for t in s.trials:
+        mark = "*" if t.index == s.chosen else " "
+        q = f"yes ({t.fp32_groups})" if t.quantized else "no"
+        lines.append(f"{mark} {t.index:>4}  {t.target:>5.2f}x  {q:<15}  {t.kept_channels:>5}/{t.channels:<5}  "
+                     f"{t.metric_value:<10.4g}  {'yes' if t.within_budget else 'no ':<6}  "
+                     f"{_fmt(t.median_ms, '.3f'):>9}  {_fmt(t.speedup):>6}x  {t.note}")
+    if chosen is not None:
+        lines.append(f"  (* = chosen: {chosen.label}, measured {_fmt(chosen.speedup)}x vs FP32, {s.metric} "
+                     f"{chosen.metric_value:.4g} on the held-out items)")
+    else:
+        lines.append("  no trial is chosen: FP32 is kept (nothing thinned, INT8 off)")
+    return "\n".join(lines)
+
+
 def render_text(opt: "Optimization", project_name: str) -> str:
     """Human-readable summary of a stored, evaluated optimization for the CLI (its structure's layout)."""
     if opt.settings.structure == "channel":
@@ -104,6 +137,7 @@ def _render_unstructured(opt: "Optimization", project_name: str) -> str:
         + (f": {est.int8_source}" if est.int8_source else "") + ")",
         f"    FLOPs reduction {_fmt(est.flops_reduction)}x, params compression "
         f"{_fmt(est.params_compression)}x, est. recovery {recovery_text(est.est_recovery, opt.loss_profile)}",
+        *applied_lines(opt),
         "  layers (weight name, sparsity, note):",
     ]
     for l in opt.layers:
@@ -119,6 +153,7 @@ def render_channel_text(opt: "Optimization", project_name: str) -> str:
     """Text summary of a channel optimization: target, estimates (onnxruntime, time model named, measured when
     benchmarked) and one line per group (channels, kept, ratio, est. ms, est. loss, note)."""
     from sparsify_tui.formatting import format_fixed as _fmt
+    from sparsify_tui.optimization.fidelity import predicted_change
 
     est, st, q = opt.estimates, opt.settings, opt.quantization
     target = {"uniform": f"uniform ratio {st.sparsity:.2f} per group",
@@ -142,13 +177,14 @@ def render_channel_text(opt: "Optimization", project_name: str) -> str:
           for w in ((opt.model.extra.get("channel_time_model") or {}).get("calibration") or {}).get("warnings") or []],
         f"    MACs {_fmt(est.macs, '.4g')} -> {_fmt(est.macs_pruned, '.4g')} ({_fmt(est.macs_reduction)}x fewer), "
         f"params {_fmt(est.params, '.4g')} -> {_fmt(est.params_nonzero, '.4g')}",
-        f"    est. output change {_fmt(est.est_output_change, '.4g')} ({est.loss_metric}, summed over groups)",
+        f"  predicted output change: {predicted_change(opt)}",
     ]
     if measured:
         stale = " (stale: the optimization changed since)" if measured.get("stale") else ""
         lines.append(f"  measured (benchmark {measured.get('benchmark_name')!r}, batch {measured.get('batch_size')}, "
                      f"{measured.get('core_count')} cores): speedup {_fmt(measured.get('speedup'))}x vs "
                      f"estimated {_fmt(measured.get('estimated_speedup'))}x{stale}")
+    lines += applied_lines(opt)
     timed = est.baseline_ms is not None  # group ms only from a measured perf profile (FLOPS: relative units)
     lines.append(f"  groups (id, channels -> kept, ratio, {'est. ms' if timed else 'est. speedup'}, est. loss, note):")
     for l in opt.layers:
@@ -162,3 +198,21 @@ def render_channel_text(opt: "Optimization", project_name: str) -> str:
     lines.append(f"next: sparsify-tui apply {project_name!r} {opt.name!r} --json, then sparsify-tui benchmark "
                  f"{project_name!r} -O {opt.name!r}")
     return "\n".join(lines)
+
+
+def applied_lines(opt: "Optimization") -> list:
+    """The applied model's held-out accuracy or agreement next to its measured speedup, and the too-far flag
+    (:mod:`sparsify_tui.optimization.fidelity`): lines of ``optimization show``, any structure."""
+    from sparsify_tui.formatting import format_fixed as _fmt
+    from sparsify_tui.optimization.fidelity import applied_fidelity
+
+    fid = applied_fidelity(opt.applied.diff if opt.applied is not None else None)
+    if fid is None:
+        return ["  applied: not yet (sparsify-tui apply, with --data to score held-out items)"]
+    m = opt.measured
+    speed = (f"measured {_fmt(m.speedup)}x ({m.benchmark_name!r}, batch {m.batch_size}, {m.core_count} cores)"
+             if m is not None else "speed not measured yet (sparsify-tui benchmark)")
+    lines = [f"  applied: {fid.text}; {speed}"]
+    if fid.too_far:
+        lines.append(f"  warning: {fid.flag}")
+    return lines

@@ -8,6 +8,9 @@
                           (--sparsity R [--allocate] | --target-speedup X | --macs-reduction X)
                           [--max-sparsity 0.7] [--round-to N] [--override GROUP=R ...] [--quantize]
                           [--data FILE.npz [--labels KEY]] [--importance auto|l2|bn_scale|activation|thinet] [--json]
+    sparsify-tui optimize PROJECT --name NAME --structure channel --max-drop D --data FILE.npz
+                          [--metric top1|nmse|kl|max_abs] [--labels KEY] [--quantize] [--calibration-size N]
+                          [--importance ...] [--max-trials N] [--json]
     sparsify-tui export PROJECT OPTIMIZATION [-o recipe.yaml]
                         [--code pytorch|pytorch-plain|keras|tensorflow [-O file.py]] [--json]
 """
@@ -63,7 +66,12 @@ def register(sub) -> None:
     g.add_argument("--data", default=None, metavar="FILE", help="sample inputs .npz (+ labels) or .npy")
     g.add_argument("--labels", default=None, metavar="KEY", help="key of the labels array in --data (default labels)")
     g.add_argument("--calibration", default=None, metavar="METHOD", help="minmax (default) | entropy | percentile")
-    g.add_argument("--calibration-size", default=None, metavar="N", help="calibration batches of 1 item (16)")
+    g.add_argument("--calibration-size", default=None, metavar="N",
+                   help="calibration batches of 1 item (INT8 search: 16; budget search: 64 items, at most half the "
+                        "data, fit the reconstruction and the rest score it)")
+    b = o.add_argument_group("budget search (--structure channel --max-drop D --data FILE.npz)")
+    b.add_argument("--max-trials", default=None, metavar="N",
+                   help="thinned trials at most (7): targets on a ladder from 1.5x, then bisection")
     o.add_argument("--json", action="store_true", help="print the optimization as JSON")
     o.set_defaults(handler=_optimize)
 
@@ -110,9 +118,11 @@ def _optimize(args) -> int:
         raise ProjectError("--importance is a channel-pruning setting: add --structure channel")
     if searched:
         if channel:
-            raise ProjectError(f"{searched[0]} belongs to the INT8 search of an unstructured optimization: drop "
-                               "--structure channel (a channel optimization takes --quantize, --data and --labels)")
+            return _optimize_budget(args, overrides, searched)
         return _optimize_int8(args, overrides, searched)
+    if args.max_trials is not None:
+        raise ProjectError("--max-trials belongs to the budget search: add --structure channel --max-drop D "
+                           "--data FILE.npz")
     extra = {k: v for k, v in (("min_sparsity", args.min_sparsity), ("max_sparsity", args.max_sparsity))
              if v is not None}
     targets = [f for f, v in (("--target-speedup", args.target_speedup), ("--macs-reduction", args.macs_reduction))
@@ -189,6 +199,46 @@ def _optimize_int8(args, overrides: dict, flags: list) -> int:
         print_json(summary_json(opt))
         return 0
     print(render_int8_text(opt))
+    print(render_text(opt, project["name"]))
+    return 0
+
+
+def _optimize_budget(args, overrides: dict, flags: list) -> int:
+    """``optimize --structure channel --max-drop D --data F``: the budget search as a ``budget_search`` job in this
+    process (the measuring lock, progress on stderr); bad arguments fail before the job exists."""
+    from sparsify_tui.commands.optimization_text import render_budget_text, render_text, summary_json
+    from sparsify_tui.commands.output import print_json, stderr_progress
+    from sparsify_tui.errors import ProjectError
+    from sparsify_tui.jobs import run_here
+    from sparsify_tui.services.job_settings import budget_settings
+    from sparsify_tui.services.optimizations import get_optimization
+
+    if args.max_drop is None:
+        raise ProjectError(f"{flags[0]} with --structure channel belongs to the budget search: add --max-drop D "
+                           "(e.g. 0.01 for 1 point of top-1) with --data FILE.npz")
+    fixed = [f for f, v in (("--sparsity", args.sparsity), ("--allocate", args.allocate or None),
+                            ("--target-speedup", args.target_speedup), ("--macs-reduction", args.macs_reduction),
+                            ("--override", overrides or None), ("--min-sparsity", args.min_sparsity),
+                            ("--max-sparsity", args.max_sparsity), ("--round-to", args.round_to)) if v is not None]
+    if fixed:
+        raise ProjectError(f"{fixed[0]} is not used with --max-drop: the budget search chooses the channel target "
+                           "itself (create the optimization first, then edit it)")
+    ws = _ws()
+    project = ws.get_project(args.project)
+    job_args = {"name": args.name, "perf": args.perf, "loss": args.loss, "balance": args.balance,
+                "max_drop": args.max_drop, "metric": args.metric, "data": args.data, "labels": args.labels,
+                "quantize": args.quantize, "calibration": args.calibration,
+                "calibration_size": args.calibration_size, "max_trials": args.max_trials,
+                "importance": args.importance}
+    # the defaults filled in; run_here's job check (name free, data and labels) refuses bad ones before a record
+    checked = budget_settings(project, job_args)
+    job_args = {k: v for k, v in checked.items() if k != "dims" and v is not None}
+    result = run_here(ws, project["id"], "budget_search", job_args, progress=stderr_progress(args.json))
+    opt = get_optimization(ws, project["id"], result["optimization"])
+    if args.json:
+        print_json(summary_json(opt))
+        return 0
+    print(render_budget_text(opt))
     print(render_text(opt, project["name"]))
     return 0
 

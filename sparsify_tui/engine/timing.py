@@ -131,6 +131,17 @@ def round_shares(iterations: int, rounds: int) -> list[int]:
     return [int(iterations) // rounds + (1 if r < int(iterations) % rounds else 0) for r in range(rounds)]
 
 
+def per_round(times_ms: Sequence[float], rounds: int, iterations: int) -> list[list[float]]:
+    """One model's times from :func:`interleaved_times` split back into its rounds (same ``rounds`` and
+    ``iterations``, :func:`round_shares`), so two models can be compared round by round (paired: the same machine
+    state)."""
+    out, i = [], 0
+    for n in round_shares(iterations, rounds):
+        out.append(list(times_ms[i:i + n]))
+        i += n
+    return out
+
+
 FeedsOf = Callable[[int], Sequence[Mapping[str, Any]]]
 
 

@@ -12,7 +12,8 @@ from __future__ import annotations
 from typing import Callable, Dict
 
 from sparsify_tui.errors import JobError
-from sparsify_tui.jobs.handlers import apply, benchmark, channel_calibration, fleet, int8_search, loss, perf, sleep
+from sparsify_tui.jobs.handlers import (apply, benchmark, budget_search, channel_calibration, fleet, int8_search, loss,
+                                        perf, sleep)
 
 JOB_TYPES: Dict[str, Callable] = {
     "perf_profile": perf.run,
@@ -20,6 +21,7 @@ JOB_TYPES: Dict[str, Callable] = {
     "apply": apply.run,
     "benchmark": benchmark.run,
     "int8_search": int8_search.run,
+    "budget_search": budget_search.run,
     "channel_calibration": channel_calibration.run,
     "fleet_profile": fleet.run_profile,
     "fleet_benchmark": fleet.run_benchmark_job,
@@ -33,6 +35,7 @@ JOB_CHECKS: Dict[str, Callable] = {
     "apply": apply.check,
     "benchmark": benchmark.check,
     "int8_search": int8_search.check,
+    "budget_search": budget_search.check,
     "channel_calibration": channel_calibration.check,
     "fleet_profile": fleet.check_profile,
     "fleet_benchmark": fleet.check_benchmark,

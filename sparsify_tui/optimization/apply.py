@@ -563,7 +563,8 @@ def calibration_settings(opt: "Optimization") -> dict:
     """What apply calibrates and measures with for an optimization: ``calibration_method`` (default
     "minmax"), and from its INT8 search (when any) ``data``, ``labels_key``, ``metric`` and
     ``calibration_samples`` (and ``metric_asked_by``), so the applied model is the configuration the search
-    measured."""
+    measured; from its budget search (when any, over the INT8 search's) the same, with ``calibration_samples`` its
+    calibration items (what the reconstruction fit and INT8 calibrated on)."""
     q = opt.quantization
     out = {"calibration_method": q.calibration_method or "minmax"}
     search = q.search
@@ -571,6 +572,11 @@ def calibration_settings(opt: "Optimization") -> dict:
         out.update({"data": search.data, "labels_key": search.labels_key, "metric": search.metric,
                     "metric_asked_by": "the INT8 search's metric",
                     "calibration_samples": int(search.calibration_size or 16)})
+    budget = opt.search
+    if budget is not None and budget.data:  # the budget search's data and split: it fit and scored the model
+        out.update({"data": budget.data, "labels_key": budget.labels_key, "metric": budget.metric,
+                    "metric_asked_by": "the budget search's metric",
+                    "calibration_samples": int(budget.calibration_items)})
     return out
 
 

@@ -175,6 +175,7 @@ def search_int8(
     core_count: Optional[int] = None,
     timing: Optional[dict] = None,
     engine: Any = None,
+    keep_path=None,
     progress: Optional[ProgressFn] = None,
     cancel: Optional[CancelToken] = None,
 ) -> Int8Search:
@@ -197,6 +198,9 @@ def search_int8(
             sensitivity ranks the layers (None or without it: measured now).
         core_count: threads of the sessions (None: every available core); ``timing``: overrides of
             :data:`TIMING` (``rounds``, ``warmup``, ``iterations``).
+        keep_path: where to copy the INT8 model of :func:`kept_trial` (the chosen trial, else the fastest within
+            budget; None: not kept; nothing is written when no trial is within budget), so a caller that times
+            it against other candidates (the budget search) uses the model the search measured.
 
     Returns: :class:`~sparsify_tui.optimization.record.Int8Search`. Raises ``ModelError`` (quantize_static
     failed: one line with onnxruntime's reason; or the model cannot run), ``SampleDataError`` /
@@ -220,12 +224,7 @@ def search_int8(
     ref_path = Path(reference_path) if reference_path else src
 
     phases: Dict[str, float] = {}
-    t_phase = [time.perf_counter()]
-
-    def phase(name: str) -> None:
-        now = time.perf_counter()
-        phases[name] = round(phases.get(name, 0.0) + now - t_phase[0], 3)
-        t_phase[0] = now
+    phase = phase_timer(phases)
 
     prog("loading data", 0.0)
     n_eval = max(int(eval_batches), int(calibration_size)) if data else int(calibration_size)
@@ -395,6 +394,9 @@ def search_int8(
             result.warnings.append(f"no INT8 configuration met the budget {max_drop:g} ({choice.label}): the best, "
                                    f"with {best_t.groups} group(s) FP32, measured {best_t.metric_value:.4g}; "
                                    "INT8 is left off")
+        kept = kept_trial(result)
+        if keep_path is not None and kept is not None:
+            shutil.copyfile(paths[kept.index], keep_path)
         result.seconds = round(time.perf_counter() - t_start, 3)
         result.timing["phases_s"] = phases
         prog("done", 1.0)
@@ -403,20 +405,43 @@ def search_int8(
         shutil.rmtree(work, ignore_errors=True)
 
 
-def _beats(t: Int8Trial, median_ms: float, p90_ms: Optional[float], margin: float) -> bool:
+def phase_timer(phases: Dict[str, float]):
+    """``phase(name)``: adds the wall seconds since the previous call (or since this one) to ``phases[name]`` (the
+    searches' ``timing["phases_s"]``)."""
+    last = [time.perf_counter()]
+
+    def phase(name: str) -> None:
+        now = time.perf_counter()
+        phases[name] = round(phases.get(name, 0.0) + now - last[0], 3)
+        last[0] = now
+    return phase
+
+
+def kept_trial(search: Int8Search) -> Optional[Int8Trial]:
+    """The trial a caller comparing INT8 with other candidates keeps: the chosen one, else (FP32 won the search's
+    own timing) the fastest timed trial within budget; None when no trial is within budget."""
+    if search.chosen_trial is not None:
+        return search.chosen_trial
+    within = [t for t in search.trials if t.within_budget and t.median_ms is not None]
+    return min(within, key=lambda t: (t.median_ms, t.index)) if within else None
+
+
+def _beats(t: Any, median_ms: float, p90_ms: Optional[float], margin: float) -> bool:
     """``t`` is faster than a model timed at ``median_ms`` / ``p90_ms`` by more than the noise of the two:
     ``median_t < median − max(margin · median, spread)``, spread = the larger p90 − median of the two."""
     spread = max((t.p90_ms or t.median_ms) - t.median_ms, (p90_ms or median_ms) - median_ms)
     return t.median_ms < median_ms - max(margin * median_ms, spread)
 
 
-def choose_fastest(within: Sequence[Int8Trial], fp32=None, margin: float = 0.03) -> Optional[Int8Trial]:
-    """The trial to keep among ``within`` (trials within budget, timed): start from the one with the fewest
-    groups FP32; another replaces it only when its median is lower by more than the noise of the two
+def choose_fastest(within: Sequence[Any], fp32=None, margin: float = 0.03, prefer=None) -> Optional[Any]:
+    """The trial to keep among ``within`` (trials within budget, timed: ``median_ms``, ``p90_ms``, ``index``): start
+    from the preferred one (``prefer``, a sort key, smallest first; default the INT8 search's: the fewest groups
+    FP32); another replaces it only when its median is lower by more than the noise of the two
     (:func:`_beats`: a short timing on a shared machine moves by a few percent between identical models).
     ``fp32``: the FP32 model's :class:`~sparsify_tui.engine.timing.LatencyStats` from the same rounds; FP32 is
-    within any budget, so the pick is kept only when it beats FP32 the same way, else None (keep FP32)."""
-    base = min(within, key=lambda t: (t.groups, t.index))
+    within any budget, so the pick is kept only when it beats FP32 the same way, else None (keep FP32). The budget
+    search uses the same rule with its own ``prefer`` (:mod:`sparsify_tui.optimization.budget_search`)."""
+    base = min(within, key=prefer or (lambda t: (t.groups, t.index)))
     best = base
     for t in sorted(within, key=lambda t: t.median_ms):
         if t is not base and _beats(t, base.median_ms, base.p90_ms, margin) and t.median_ms < best.median_ms:
@@ -462,5 +487,5 @@ def layer_states(quantization, layers) -> List[dict]:
     return rows
 
 
-__all__ = ["CALIBRATION_METHODS", "TIMING", "TAIL_TRIAL_NODES", "int8_groups", "predicted_k", "excluded_nodes", "search_int8", "choose_fastest",
+__all__ = ["CALIBRATION_METHODS", "TIMING", "TAIL_TRIAL_NODES", "int8_groups", "predicted_k", "excluded_nodes", "search_int8", "choose_fastest", "kept_trial", "phase_timer",
            "layer_states"]

@@ -326,6 +326,114 @@ class Int8Search(JsonRecord):
 
 
 @dataclass
+class BudgetTrial(JsonRecord):
+    """One candidate of the budget search (:mod:`sparsify_tui.optimization.budget_search`): ``index`` (order
+    tried), ``target`` (the estimated-speedup target the channel allocation was asked for; 1.0 = the model
+    unthinned), ``quantized`` (INT8 after thinning), ``source`` (an INT8 trial: index of the thinned trial it
+    quantizes, None for the unthinned model), ``fp32_groups`` / ``excluded_count`` (INT8 groups and nodes kept
+    FP32; 0 without INT8), ``est_speedup`` (the allocation's estimated FP32 speedup on onnxruntime),
+    ``groups_thinned``, ``kept_channels`` / ``channels`` (prunable channels), ``macs_reduction`` (dense MACs /
+    the written file's, per batch), ``importance`` (what chose the channels, e.g. "thinet"), ``metric_value`` (the budgeted quantity on the held-out items, in
+    ``BudgetSearch.metric``'s units), ``within_budget``, the other held-out measures (``nmse``, ``max_abs``,
+    ``kl``, ``top1_agreement`` 0..1, ``accuracy`` 0..1 with labels), ``median_ms`` / ``p90_ms`` (ms per batch,
+    the search's interleaved timing), ``round_ms`` (its median in each timing round), ``speedup`` (FP32 median / ``median_ms``, same rounds), ``reconstruction``
+    (``items``, ``consumers``, ``seconds``, ``peak_mb``, ``rel_error_before`` / ``rel_error_after``: the consumers'
+    mean), ``seconds`` (wall time to build and score it), ``note`` (why it was tried), ``int8_search`` (an INT8
+    trial: the INT8 search that chose its exclusions; the chosen trial's moves to the optimization's
+    ``quantization.search``)."""
+
+    index: int = 0
+    target: float = 1.0
+    quantized: bool = False
+    source: Optional[int] = None
+    fp32_groups: int = 0
+    excluded_count: int = 0
+    est_speedup: Optional[float] = None
+    groups_thinned: int = 0
+    kept_channels: int = 0
+    channels: int = 0
+    macs_reduction: Optional[float] = None
+    importance: Optional[str] = None
+    metric_value: float = 0.0
+    within_budget: bool = False
+    nmse: Optional[float] = None
+    max_abs: Optional[float] = None
+    kl: Optional[float] = None
+    top1_agreement: Optional[float] = None
+    accuracy: Optional[float] = None
+    median_ms: Optional[float] = None
+    p90_ms: Optional[float] = None
+    round_ms: List[float] = field(default_factory=list)
+    speedup: Optional[float] = None
+    reconstruction: Dict[str, Any] = field(default_factory=dict)
+    seconds: float = 0.0
+    note: str = ""
+    int8_search: Optional[Int8Search] = field(default=None, metadata={"omit_none": True})
+    extra: Dict[str, Any] = field(default_factory=dict)
+
+    _nested: ClassVar[Dict[str, Any]] = {"int8_search": Int8Search}
+
+    @property
+    def label(self) -> str:
+        """"2.25× target", "2.25× target + INT8 (3 groups FP32)", "INT8 only (3 groups FP32)"."""
+        thin = f"{self.target:.2f}× target" if self.target > 1.0 else ""
+        if not self.quantized:
+            return thin or "unthinned"
+        q = f"INT8 ({self.fp32_groups} group(s) FP32)"
+        return f"{thin} + {q}" if thin else f"{q} only"
+
+
+@dataclass
+class BudgetSearch(JsonRecord):
+    """The search for the fastest model within an accuracy budget that chose an optimization's channel target
+    (and INT8 exclusions): :mod:`sparsify_tui.optimization.budget_search`.
+
+    Budget: ``max_drop`` in ``metric``'s units (``budget_units``), ``metric_reason``, ``labelled``. Data: ``data``
+    (the ``.npz``), ``data_sha256``, ``labels_key``; ``calibration_items`` items fit the reconstruction (and
+    calibrate INT8) and ``held_out_items`` other items score every trial, named in ``items`` and ``held_out``
+    (item ranges of the file, e.g. ``"0-63"`` and ``"64-191"``: the two never overlap). ``quantize``: INT8 was
+    tried on the best thinned candidates. Outcome: ``trials`` (:class:`BudgetTrial`, in the order tried),
+    ``chosen`` (index of the fastest measured trial within budget that beats FP32 in every timing round; None: FP32
+    is kept), ``status`` ("within budget", "FP32 fastest within budget", "only FP32 within budget"),
+    ``fp32_ms`` (FP32 median, same timing rounds), ``fp32_round_ms`` (its median in each round), ``accuracy_fp32`` (with labels, held-out items),
+    ``reachable_speedup`` (the allocation's highest estimated speedup at the caps), ``timing`` (rounds, warm-up,
+    iterations, cores, phases), ``seconds`` (wall time), ``warnings``."""
+
+    _nested: ClassVar[Dict[str, Any]] = {"trials": [BudgetTrial]}
+
+    structure: str = "channel"
+    max_drop: float = 0.01
+    metric: str = "top1"
+    metric_reason: str = ""
+    budget_units: str = ""
+    labelled: bool = False
+    data: Optional[str] = None
+    data_sha256: Optional[str] = None
+    labels_key: Optional[str] = None
+    calibration_items: int = 0
+    held_out_items: int = 0
+    items: str = ""
+    held_out: str = ""
+    quantize: bool = False
+    trials: List[BudgetTrial] = field(default_factory=list)
+    chosen: Optional[int] = None
+    status: str = ""
+    fp32_ms: Optional[float] = None
+    fp32_round_ms: List[float] = field(default_factory=list)
+    accuracy_fp32: Optional[float] = None
+    reachable_speedup: Optional[float] = None
+    timing: Dict[str, Any] = field(default_factory=dict)
+    seconds: float = 0.0
+    warnings: List[str] = field(default_factory=list)
+    extra: Dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def chosen_trial(self) -> Optional[BudgetTrial]:
+        """The trial the optimization was set to, or None (FP32 kept)."""
+        return next((t for t in self.trials if t.index == self.chosen), None) if self.chosen is not None else None
+
+
+@dataclass
 class QuantizationSettings(JsonRecord):
     """The INT8 quantization modifier: ``enabled``, ``bits`` (8), ``excluded`` (node ids kept FP32), and the
     QAT epochs ``start_epoch``, ``disable_quantization_observer_epoch``, ``freeze_bn_stats_epoch``.
@@ -582,13 +690,15 @@ class Optimization(JsonRecord):
     :func:`sparsify_tui.optimization.schedule.validate_lr_modifier` (the TUI's editor and the schedule
     functions work on that shape); ``training``: the project's training settings (``epochs``, ``init_lr``,
     ``final_lr``...); ``estimates`` None until evaluated; ``copied_from``: id of the optimization this one
-    was copied from; ``extra``: stored keys this class does not model (``id``, ``created``, ``modified``,
+    was copied from; ``search``: the budget search that chose its target (:class:`BudgetSearch`, None when the
+    user set it); ``extra``: stored keys this class does not model (``id``, ``created``, ``modified``,
     ``applied``), written back unchanged.
     """
 
     _nested: ClassVar[Dict[str, Any]] = {
         "settings": Settings, "layers": [LayerRow], "quantization": QuantizationSettings, "epochs": Epochs,
         "model": ModelSummary, "estimates": Estimates, "applied": AppliedModel, "measured": Measured,
+        "search": BudgetSearch,
     }
 
     name: str = ""
@@ -607,6 +717,7 @@ class Optimization(JsonRecord):
     copied_from: Optional[str] = None
     estimates: Optional[Estimates] = field(default=None, metadata={"omit_none": True})
     warnings: List[str] = field(default_factory=list)
+    search: Optional[BudgetSearch] = field(default=None, metadata={"omit_none": True})
     applied: Optional[AppliedModel] = field(default=None, metadata={"omit_none": True, "tail": True})
     measured: Optional[Measured] = field(default=None, metadata={"omit_none": True, "tail": True})
     extra: Dict[str, Any] = field(default_factory=dict)
@@ -633,5 +744,5 @@ class Optimization(JsonRecord):
 
 
 __all__ = ["FLOPS", "APPROXIMATED", "UNSTRUCTURED", "DEFAULT_INIT_SPARSITY", "JsonRecord", "Settings", "LayerRow",
-           "LayerEstimate", "Int8Group", "Int8Trial", "Int8Search", "QuantizationSettings", "Epochs", "NodeTime", "ModelSummary", "Estimates",
+           "LayerEstimate", "Int8Group", "Int8Trial", "Int8Search", "BudgetTrial", "BudgetSearch", "QuantizationSettings", "Epochs", "NodeTime", "ModelSummary", "Estimates",
            "AppliedModel", "MeasuredRun", "GroupTime", "Measured", "Optimization"]

@@ -18,6 +18,7 @@ from html import escape
 from typing import Any, Optional
 
 from sparsify_tui.formatting import format_bytes, format_count, safe_text
+from sparsify_tui.optimization.fidelity import applied_fidelity
 from sparsify_tui.report.model import ESTIMATE_FIELDS, Report
 from sparsify_tui.report.svg import bar_chart
 
@@ -195,11 +196,16 @@ def _optimization_blocks(report: Report) -> list:
         a = e.applied
         if a:
             d = a.get("output_diff") or {}
+            fid = applied_fidelity(d)
+            speed = next((f"; measured {times(b['speedup'])} ({b['benchmark']}, batch {b['batch_size']}, "
+                          f"{b['core_count']} cores)" for b in e.benchmarks if b.get("speedup")), "")
             out.append(Para(f"Applied{' (stale: the settings changed since)' if a.get('stale') else ''}: file "
                             f"{format_bytes(a.get('file_size_bytes'), none='?')} (baseline "
-                            f"{format_bytes(a.get('baseline_size_bytes'), none='?')}); output vs baseline: NMSE "
-                            f"{num(d.get('nmse'), '.3g')}, max |diff| {num(d.get('max_abs'), '.3g')}, top-1 agreement "
-                            f"{num(d.get('top1_agreement'), '.3f')}."))
+                            f"{format_bytes(a.get('baseline_size_bytes'), none='?')}); output vs baseline: "
+                            f"{fid.text if fid else 'not measured'}, max |diff| {num(d.get('max_abs'), '.3g')}"
+                            f"{speed}."))
+            if fid is not None and fid.too_far:
+                out.append(Para(f"Warning: {fid.flag}."))
         else:
             out.append(Para("Not applied."))
         if e.benchmarks:

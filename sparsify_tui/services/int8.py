@@ -12,19 +12,11 @@ from sparsify_tui.errors import ProjectError
 from sparsify_tui.progress import CancelToken, ProgressFn
 from sparsify_tui.tempfiles import temp_dir
 from sparsify_tui.services import profiles
-from sparsify_tui.services.optimizations import TABLE
+from sparsify_tui.services.optimizations import TABLE, check_name_free  # noqa: F401 (public here too)
 from sparsify_tui.services.projects import model_analysis
 
 if TYPE_CHECKING:
     from sparsify_tui.optimization.record import Optimization
-
-
-def check_name_free(ws, project_id: str, name: str) -> None:
-    """Raise ``ProjectError`` when the project already has an optimization ``name``."""
-    project = ws.get_project(project_id)
-    if any(r.get("name") == name for r in ws.list_records(project["id"], TABLE)):
-        raise ProjectError(f"optimization {name!r} already exists in project {project['name']!r}: "
-                           f"choose another name")
 
 
 def search_int8_optimization(ws, project_id: str, args: Dict[str, Any], *, progress: Optional[ProgressFn] = None,

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any, Dict, Mapping, Optional
 
 from sparsify_tui import settings
-from sparsify_tui.errors import ProjectError, SparsifyError
+from sparsify_tui.errors import ProjectError, SampleDataError, SparsifyError
 
 PERF_FLAGS = {"batch_size": "--batch-size", "core_count": "--cores", "warmup": "--warmup",
               "iterations": "--iterations"}
@@ -203,6 +203,52 @@ def int8_settings(project: Dict[str, Any], args: Dict[str, Any]) -> Dict[str, An
         "labels": args.get("labels") or None,
         "calibration": settings.calibration_method(args.get("calibration")),
         "calibration_size": settings.calibration_size(args.get("calibration_size")),
+        "dims": d.dims,
+        "core_count": settings.core_count(d.core_count),
+    }
+
+
+def budget_settings(project: Dict[str, Any], args: Dict[str, Any]) -> Dict[str, Any]:
+    """Validated arguments of a budget search job (:mod:`sparsify_tui.services.budget`): ``name, perf, loss,
+    balance, max_drop (required), metric, data (required; default the project's sample data), labels, quantize,
+    calibration, calibration_size (items; None: the search's rule), max_trials, importance (None: the channel
+    default), dims, core_count`` (module
+    docstring)."""
+    from sparsify_tui.optimization.budget_search import MAX_TRIALS
+    from sparsify_tui.optimization.structures.channel import IMPORTANCES
+
+    d = project_defaults(project, args)
+    name = str(args.get("name") or "").strip()
+    if not name:
+        raise SparsifyError("an optimization needs a name: pass --name NAME")
+    if args.get("max_drop") in (None, ""):
+        raise SparsifyError("the budget search needs a budget: add --max-drop D (e.g. 0.01 for 1 point of top-1, "
+                            "0.05 for NMSE)")
+    data = settings.data_file(args.get("data") or d.setup.get("data"))
+    if data is None:
+        raise SampleDataError("the budget search needs real items to fit the reconstruction and score each trial: "
+                              "add --data FILE.npz (inputs, and labels for top-1 accuracy)")
+    cal = args.get("calibration_size")
+    importance = args.get("importance") or None
+    if importance is not None and importance not in IMPORTANCES:
+        raise SparsifyError(f"--importance {importance!r} is not allowed: use one of {', '.join(IMPORTANCES)}")
+    balance = 0.5 if args.get("balance") is None else float(args["balance"])
+    if not 0.0 <= balance <= 1.0:
+        raise SparsifyError(f"--balance {balance} is not allowed: --balance must be between 0 and 1")
+    return {
+        "name": name,
+        "perf": args.get("perf"),
+        "loss": args.get("loss"),
+        "balance": balance,
+        "max_drop": settings.max_drop(args.get("max_drop")),
+        "metric": settings.metric(args.get("metric")),
+        "data": data,
+        "labels": args.get("labels") or None,
+        "quantize": bool(args.get("quantize")),
+        "calibration": settings.calibration_method(args.get("calibration")),
+        "calibration_size": None if cal in (None, "") else settings.calibration_size(cal),
+        "max_trials": settings.trial_count(args.get("max_trials"), MAX_TRIALS),
+        "importance": importance,
         "dims": d.dims,
         "core_count": settings.core_count(d.core_count),
     }

@@ -58,26 +58,50 @@ def create_optimization(ws, project_id: str, name: str, perf: Optional[str] = No
     loss profile id or name, ``"approximated"``, or None (:func:`profiles.resolve_loss_profile`).
     Raises :class:`ProjectError` for a taken name or bad setting, :class:`RecordNotFound` for an unknown profile.
     """
+    rec = build_record(ws, project_id, name, perf=perf, loss=loss, sparsity=sparsity, balance=balance,
+                       quantize=quantize, settings=settings, overrides=overrides)
+    return _typed(ws.add_record(ws.get_project(project_id)["id"], TABLE, rec.to_dict()))
+
+
+def check_name_free(ws, project_id: str, name: str) -> str:
+    """The stripped ``name``; ``ProjectError`` (one line) when it is empty or the project already has an
+    optimization of that name."""
+    project = ws.get_project(project_id)
+    name = (name or "").strip()
+    if not name:
+        raise ProjectError("an optimization needs a name: pass --name NAME")
+    if any(r.get("name") == name for r in ws.list_records(project["id"], TABLE)):
+        raise ProjectError(f"optimization {name!r} already exists in project {project['name']!r}: "
+                           f"choose another name or copy it")
+    return name
+
+
+def build_record(ws, project_id: str, name: str, perf: Optional[str] = None, loss: Optional[str] = None,
+                 sparsity: float = 0.85, balance: float = 0.5, quantize: bool = False, *,
+                 settings: Optional[Dict[str, Any]] = None,
+                 overrides: Optional[Dict[str, float]] = None, loss_profile=None) -> "Optimization":
+    """The evaluated optimization :func:`create_optimization` stores (same arguments and errors), not stored: a
+    search (:mod:`sparsify_tui.services.budget`) sets its target before storing it. ``loss_profile``: a typed
+    :class:`~sparsify_tui.profiling.loss.LossProfile` not stored yet, used instead of ``loss`` (its record id is
+    the caller's to set once it stores it)."""
     from sparsify_tui.optimization import core
     from sparsify_tui.optimization.record import UNSTRUCTURED
     from sparsify_tui.optimization.structures import get_structure
 
     project = ws.get_project(project_id)
     pid = project["id"]
-    name = (name or "").strip()
-    if not name:
-        raise ProjectError("an optimization needs a name: pass --name NAME")
-    if any(r.get("name") == name for r in ws.list_records(pid, TABLE)):
-        raise ProjectError(f"optimization {name!r} already exists in project {project['name']!r}: "
-                           f"choose another name or copy it")
+    name = check_name_free(ws, pid, name)
     analysis = model_analysis(ws, pid)
     settings = dict(settings or {})
     kind = get_structure(settings.get("structure") or UNSTRUCTURED)
     st = kind.settings_type(sparsity=sparsity, balance=balance).with_changes(**settings)
     skipped: list = []  # newest profiles whose data file is missing: skipped and reported, never fatal
     perf_prof, perf_ref, perf_name = profiles.resolve_perf_profile(ws, pid, perf, skipped)
-    loss_prof, loss_ref, loss_name = profiles.resolve_loss_profile(ws, pid, loss, skipped,
-                                                                   structure=kind.loss_structure)
+    if loss_profile is not None:
+        loss_prof, loss_ref, loss_name = loss_profile, "", loss_profile.name
+    else:
+        loss_prof, loss_ref, loss_name = profiles.resolve_loss_profile(ws, pid, loss, skipped,
+                                                                       structure=kind.loss_structure)
     if kind.loss_structure != UNSTRUCTURED and loss_ref == profiles.APPROXIMATED:
         # no loss profile of this structure: the structure computes its own curves from the weights
         loss_prof, loss_name = None, getattr(kind, "computed_loss_name", "computed from the weights")
@@ -98,7 +122,7 @@ def create_optimization(ws, project_id: str, name: str, perf: Optional[str] = No
         rec = core.override(rec, w, s)
     if skipped:
         rec.warnings = list(rec.warnings or []) + skipped
-    return _typed(ws.add_record(pid, TABLE, rec.to_dict()))
+    return rec
 
 
 def channel_data_settings(data, labels_key=None) -> Dict[str, Any]:

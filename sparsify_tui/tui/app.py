@@ -97,6 +97,8 @@ PROJECT_ACTIONS = [
     ("Export recipe and training code", "optimization", "export", "YAML recipe + PyTorch/Keras code (e in Optimize)"),
     ("INT8 search within an accuracy budget", "optimization", "int8_search",
      "the fastest INT8 config whose metric stays within the budget (I in Optimize)"),
+    ("Budget search: fastest model within an accuracy budget", "optimization", "budget_search",
+     "channels + reconstruction (INT8 optional), measured against FP32 (B in Optimize)"),
     ("Compare perf profiles", "perf", "compare", "the marked profiles per node, or FP32 vs INT8 (= in Perf)"),
     ("Compare optimizations", "optimization", "compare", "settings, layers, measured side by side (= in Optimize)"),
     ("Apply: write the optimized .onnx", "benchmarks", "apply", "prune (and quantize) exactly (a in Bench)"),

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any, Dict, List, Optional, Tuple
 from rich.markup import escape
 
 from sparsify_tui.formatting import format_count, format_fixed
+from sparsify_tui.optimization.fidelity import applied_fidelity, predicted_change
 from sparsify_tui.tui.optimization.pane import StructurePane, warnings_text
 from sparsify_tui.tui.widgets.tables import Column
 
@@ -57,15 +58,26 @@ def applied_text(rec: Optimization) -> str:
     thinned = sum(1 for g in groups if g.get("kept", 0) < g.get("channels", 0))
     kept = sum(g.get("kept", 0) for g in groups)
     chans = sum(g.get("channels", 0) for g in groups)
-    top1 = d.get("top1_agreement")
+    fid = applied_fidelity(d)
     return (f"[b]Applied[/b] {'INT8 after thinning' if a.quantized else 'FP32'}: {thinned} groups thinned, "
             f"{kept}/{chans} channels kept\n"
             f"MACs {format_count(a.macs_before, sep=' ')} → {format_count(a.macs_after, sep=' ')} "
             f"({format_fixed(a.macs_reduction)}× fewer), exactness {format_fixed(a.exactness_max_rel_diff, '.1e')}\n"
-            f"Output vs baseline: NMSE {format_fixed(d.get('nmse'), '.4f')}, max |Δ| {format_fixed(d.get('max_abs'), '.3g')}"
-            + (f", top-1 {top1:.0%}" if top1 is not None else "")
+            f"Output vs baseline: {escape(fid.text) if fid else 'not measured'}, max |Δ| "
+            f"{format_fixed(d.get('max_abs'), '.3g')}"
+            + (f"\n[b red]{escape(fid.flag)}[/]" if fid and fid.too_far else "")
             + f"\nSize {format_fixed((a.file_size_bytes or 0) / 1e6, '.2f')} MB "
               f"(baseline {format_fixed((a.baseline_size_bytes or 0) / 1e6, '.2f')} MB)")
+
+
+def accuracy_beside_speed(rec: "Optimization") -> str:
+    """The applied model's held-out accuracy or agreement next to its measured speed (one line), or "" before apply
+    (:mod:`sparsify_tui.optimization.fidelity`)."""
+    fid = applied_fidelity(rec.applied.diff if rec.applied is not None else None)
+    if fid is None:
+        return ""
+    flag = " [b red]too far from the original[/]" if fid.too_far else ""
+    return f"Applied model: {escape(fid.text)}{flag}"
 
 
 def loss_label(structure: str) -> str:
@@ -136,9 +148,8 @@ class GroupsPane(StructurePane):
         summary = (f"Target {target_text(st)} (achieved {format_fixed(est.achieved, '.3f')}), cap "
                    f"{st.max_sparsity:.2f}, round to {st.round_to}\n"
                    f"Channels kept {est.kept_channels}/{est.channels} in "
-                   f"{est.groups_thinned} thinned groups; est. output change "
-                   f"{format_fixed(est.est_output_change, '.4g')} "
-                   f"({escape(str(est.loss_metric))})\n"
+                   f"{est.groups_thinned} thinned groups\n"
+                   f"Predicted output change: {escape(predicted_change(rec))}\n"
                    f"Quantization {'INT8 after thinning' if q.enabled else 'off'}\n" + applied_text(rec)
                    + warnings_text(rec))
         units = "ms" if est.baseline_ms is not None else "relative"
@@ -147,10 +158,11 @@ class GroupsPane(StructurePane):
                 if m is not None else "Measured: not benchmarked yet")
         ms = (f" ({format_fixed(est.ort_ms_fp32, '.3f')} of {format_fixed(est.baseline_ms, '.3f')}"
               " ms)" if est.baseline_ms is not None else "")
+        beside = accuracy_beside_speed(rec)
         perf = (f"[b]onnxruntime, thinned dense model[/b] ({units})\n"
                 f"Estimated {format_fixed(est.ort_speedup_fp32)}× FP32{ms}"
                 + (f", {format_fixed(est.ort_speedup)}× with INT8" if q.enabled else "") + "\n"
-                f"{meas}\n"
+                f"{meas}\n" + (f"{beside}\n" if beside else "") +
                 f"[dim]{escape(str(est.time_model_note or ''))}[/]")
         flops = (f"MACs {format_count(est.macs, sep=' ')} → "
                  f"{format_count(est.macs_pruned, sep=' ')}\n"
@@ -198,4 +210,4 @@ class GroupsPane(StructurePane):
 
 
 __all__ = ["GroupsPane", "GROUP_COLUMNS", "TARGET_FIELD", "target_text", "measured_text", "applied_text",
-           "loss_label"]
+           "accuracy_beside_speed", "loss_label"]

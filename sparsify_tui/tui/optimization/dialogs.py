@@ -50,6 +50,22 @@ _DIALOG_CSS = """
 """
 
 
+SEARCH_DIALOG_CSS = """
+{name} {{ align: center middle; }}
+{name} > Vertical {{ width: 74; max-width: 98%; height: auto; max-height: 100%;
+    border: thick $accent; background: $surface; padding: 0 1; }}
+{name} .dialog-title {{ text-style: bold; }}
+{name} .row {{ height: 1; margin-top: 1; }}
+{name} .row Label {{ width: 16; }}
+{name} .row Input, {name} .row Select {{ width: 1fr; }}
+{name} .dialog-error {{ color: $error; height: auto; }}
+{name} .buttons {{ height: auto; align: right middle; margin-top: 1; }}
+{name} .buttons Button {{ margin-left: 1; }}
+"""
+"""The layout of the dialogs that start a search job (INT8, budget): one-line fields, so they fit 80x24
+(``.format(name=<the dialog class>)``)."""
+
+
 def _float(text: str, name: str, lo: float = 0.0, hi: float = 1.0) -> float:
     try:
         v = float(text)

@@ -27,6 +27,7 @@ from textual.widgets import Button, Input, Label, Select, SelectionList, Static
 from sparsify_tui.formatting import format_fixed
 from sparsify_tui.tui.optimization.pane import PaneContext, RecordPane, ScheduleEdited
 from sparsify_tui.tui.widgets.charts import Plot
+from sparsify_tui.tui.optimization.dialogs import SEARCH_DIALOG_CSS
 from sparsify_tui.tui.widgets.dialogs import FormDialog
 from sparsify_tui.tui.widgets.tables import Column, FilterableTable
 from sparsify_tui.tui.widgets.toggles import TextCheckbox, TextSelectionList
@@ -253,18 +254,7 @@ class Int8SearchDialog(FormDialog[Optional[dict]]):
     None. One-line fields, so it fits 80x24; `ctrl+r` runs, `escape` closes."""
 
     RUN_BUTTON_ID = "i8d-ok"
-    DEFAULT_CSS = """
-    Int8SearchDialog { align: center middle; }
-    Int8SearchDialog > Vertical { width: 72; max-width: 98%; height: auto; max-height: 100%;
-        border: thick $accent; background: $surface; padding: 0 1; }
-    Int8SearchDialog .dialog-title { text-style: bold; }
-    Int8SearchDialog .row { height: 1; margin-top: 1; }
-    Int8SearchDialog .row Label { width: 14; }
-    Int8SearchDialog .row Input, Int8SearchDialog .row Select { width: 1fr; }
-    Int8SearchDialog .dialog-error { color: $error; height: auto; }
-    Int8SearchDialog .buttons { height: auto; align: right middle; margin-top: 1; }
-    Int8SearchDialog .buttons Button { margin-left: 1; }
-    """
+    DEFAULT_CSS = SEARCH_DIALOG_CSS.format(name="Int8SearchDialog")
     BINDINGS = [
         Binding("escape", "close", "Cancel", id="optimization.int8.cancel", tooltip="Close without searching"),
         Binding("ctrl+r", "run", "Search", id="optimization.int8.run", tooltip="Start the INT8 search job"),

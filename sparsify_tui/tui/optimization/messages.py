@@ -78,8 +78,10 @@ class Int8BenchmarkFound(Message):
 
 
 @dataclass
-class Int8SearchSubmitted(Message):
-    """An INT8 search job was submitted (`job`), or its arguments were refused (`error`, shown in a dialog)."""
+class SearchSubmitted(Message):
+    """A search job (`job_type`: ``int8_search`` or ``budget_search``) was submitted (`job`), or its arguments were
+    refused (`error`, shown in a dialog)."""
 
+    job_type: str
     job: Optional[dict]
     error: Optional[BaseException] = None

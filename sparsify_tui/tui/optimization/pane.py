@@ -59,6 +59,12 @@ class RecordPane(Widget):
         self.rec: Optional[Optimization] = None
         self.quiet = False  # True while show() sets values: the change events they fire are not edits
 
+    @classmethod
+    def shown_for(cls, rec: Optional[Optimization]) -> bool:
+        """Whether the pane's tab is shown for ``rec`` (default: for every record; the Budget tab only for channel
+        optimizations)."""
+        return True
+
     def show(self, rec: Optimization, context: PaneContext) -> None:
         """Render ``rec``. Called on every selection and after every edit."""
         self.rec = rec

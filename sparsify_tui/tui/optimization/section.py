@@ -12,6 +12,9 @@ one, tabs (`m` Pruning, `l` Layers or Groups, `<`/`>` any):
   (:mod:`~sparsify_tui.tui.optimization.channel`). `enter` edits the row's value, `+`/`-` step it by 0.05, `x`
   releases the override, `i` shows the row's full record. The pane also gives the header, the cards' texts and
   the list line of its records.
+* **Budget** (:mod:`~sparsify_tui.tui.optimization.budget`, channel optimizations): the budget search that chose the
+  channel target and INT8 (metric against measured speedup, the budget line, the chosen point, every trial). `B`
+  starts a search (a job in the list pane; `c` cancels it) that makes a new channel optimization.
 * **Quant** (:mod:`~sparsify_tui.tui.optimization.int8`): the INT8 quantization modifier and the INT8 card (the
   accuracy-controlled search, apply's result next to the benchmark). `I` starts a search (a job in the list
   pane; `c` cancels it).
@@ -39,12 +42,13 @@ from textual.widget import Widget
 from textual.widgets import Input, Label, OptionList, Static, TabbedContent, TabPane
 from textual.widgets.option_list import Option
 
+from sparsify_tui.tui.optimization.budget import BudgetPane, BudgetSearchDialog
 from sparsify_tui.tui.optimization.channel import GroupsPane, loss_label
 from sparsify_tui.tui.optimization.dialogs import CreateOptimizationDialog, ExportDialog, SparsityDialog
 from sparsify_tui.tui.optimization.int8 import Int8SearchDialog, QuantPane, latest_benchmark
 from sparsify_tui.tui.optimization.layers import LayersPane
 from sparsify_tui.tui.optimization.messages import (CreateDialogReady, ExportDialogReady, Int8BenchmarkFound,
-                                                    Int8SearchSubmitted, OptimizationChanged, OptimizationsListed)
+                                                    OptimizationChanged, OptimizationsListed, SearchSubmitted)
 from sparsify_tui.tui.optimization.pane import PaneContext, RecordPane, ScheduleEdited, StructurePane
 from sparsify_tui.tui.optimization.schedule import LrPane, TrainingPane, training_stale
 from sparsify_tui.tui.widgets import keys
@@ -63,9 +67,11 @@ STRUCTURE_PANES: dict[str, type[StructurePane]] = {
     GroupsPane.STRUCTURE: GroupsPane,
 }
 """Pruning structure -> the pane of its rows (one line per structure; unknown structures show as Layers)."""
-PANES: tuple[type[RecordPane], ...] = (QuantPane, LrPane, TrainingPane)
+PANES: tuple[type[RecordPane], ...] = (BudgetPane, QuantPane, LrPane, TrainingPane)
 """The tabs after the structure's pane, in order (one line per pane)."""
 TABS = ("tab-pruning", *(p.TAB_ID for p in STRUCTURE_PANES.values()), *(p.TAB_ID for p in PANES))
+SEARCH_JOBS = {"int8_search": "INT8 search", "budget_search": "Budget search"}
+"""The search jobs whose progress the section's job pane follows (job type -> what the notices call it)."""
 
 
 def structure_pane(rec: Optional[Optimization]) -> type[StructurePane]:
@@ -129,6 +135,9 @@ class OptimizationSection(Widget):
         keys.compare("optimization", "Optimizations (versions) side by side: settings, layers, estimates, measured"),
         Binding("I", "int8_search", "INT8 search", show=False, id="optimization.int8_search", key_display="I",
                 tooltip="Search the fastest INT8 config within an accuracy budget (a background job)"),
+        Binding("B", "budget_search", "Budget search", show=False, id="optimization.budget_search", key_display="B",
+                tooltip="Search the fastest model within an accuracy budget: channels + reconstruction, INT8 "
+                        "optional, measured (a background job making a channel optimization)"),
     ]
 
     def __init__(self, project_id: str, **kwargs) -> None:
@@ -147,7 +156,7 @@ class OptimizationSection(Widget):
                 yield Static("Optimizations", classes="title")
                 yield OptionList(id="opt-list")
                 yield Static("n new · C copy\ne export · d del\n= compare · I INT8", classes="hint")
-                yield SectionJobs(self.project_id, ("int8_search",), section="optimization", id="opt-jobs")
+                yield SectionJobs(self.project_id, SEARCH_JOBS, section="optimization", id="opt-jobs")
             with Vertical(id="opt-main"):
                 yield Static("", id="opt-header")
                 yield Static("No optimization yet. Press [b]n[/b] to create one from the perf profile "
@@ -367,63 +376,81 @@ class OptimizationSection(Widget):
         if self.rec is not None and self.rec.id == message.record_id:
             self.query_one(QuantPane).show_benchmark(message.benchmark)
 
-    def action_int8_search(self) -> None:
+    def _free_name(self, prefix: str) -> str:
         names = {r.name for r in self.records}
         k = 1
-        while f"int8-{k}" in names:
+        while f"{prefix}-{k}" in names:
             k += 1
+        return f"{prefix}-{k}"
+
+    def action_int8_search(self) -> None:
+        def done(values: Optional[dict]) -> None:
+            if values:
+                self._submit_search("int8_search", values)
+
+        self.app.push_screen(Int8SearchDialog(self._free_name("int8")), done)
+
+    def action_budget_search(self) -> None:
+        """`B`: the budget search dialog (its data file defaults to the selected optimization's search's)."""
+        data = (self.rec.search.data if self.rec is not None and self.rec.search is not None else None) or ""
 
         def done(values: Optional[dict]) -> None:
             if values:
-                self._submit_int8(values)
+                self._submit_search("budget_search", values)
 
-        self.app.push_screen(Int8SearchDialog(f"int8-{k}"), done)
+        self.app.push_screen(BudgetSearchDialog(self._free_name("budget"), data), done)
 
-    @app_work(group="opt-int8-submit", description="submit an INT8 search job")
-    def _submit_int8(self, values: dict) -> None:
+    @app_work(group="opt-search-submit", description="submit a search job")
+    def _submit_search(self, job_type: str, values: dict) -> None:
         from sparsify_tui.jobs import submit
-        from sparsify_tui.services.int8 import check_name_free
-        from sparsify_tui.services.job_settings import int8_settings
+        from sparsify_tui.services.job_settings import budget_settings, int8_settings
+        from sparsify_tui.services.optimizations import check_name_free
 
+        validate = {"int8_search": int8_settings, "budget_search": budget_settings}[job_type]
         try:
-            s = int8_settings(self.ws.get_project(self.project_id), values)
+            s = validate(self.ws.get_project(self.project_id), values)
             check_name_free(self.ws, self.project_id, s.get("name"))
             # submit checks the data and labels before a job record exists (jobs.registry.JOB_CHECKS)
             args = {k: v for k, v in s.items() if k != "dims" and v is not None}
-            post_result(self, Int8SearchSubmitted(submit(self.ws, self.project_id, "int8_search", args)))
+            post_result(self, SearchSubmitted(job_type, submit(self.ws, self.project_id, job_type, args)))
         except Exception as err:  # noqa: BLE001 - the answer to the dialog: shown, the app stays up
-            post_result(self, Int8SearchSubmitted(None, err))
+            post_result(self, SearchSubmitted(job_type, None, err))
 
     @on(JobProgress.Finished)
-    def _int8_job_finished(self, event: JobProgress.Finished) -> None:
+    def _search_job_finished(self, event: JobProgress.Finished) -> None:
         job = event.job or {}
-        if job.get("type") != "int8_search":
+        if job.get("type") not in SEARCH_JOBS:
             return
         event.stop()
         if job.get("status") == "completed":
             self._select_after = (job.get("result") or {}).get("optimization")
-            self.app.notify(f"INT8 search finished: {(job.get('result') or {}).get('status')}.", timeout=5)
+            what = SEARCH_JOBS[job.get("type")]
+            self.app.notify(f"{what} finished: {(job.get('result') or {}).get('status')}.", timeout=5)
         self.load_records()
 
-    @on(Int8SearchSubmitted)
-    def _int8_submitted(self, message: Int8SearchSubmitted) -> None:
+    @on(SearchSubmitted)
+    def _search_submitted(self, message: SearchSubmitted) -> None:
         if message.error is not None:
             self.app.show_error(message.error)
             return
         self.query_one(SectionJobs).follow(message.job)
-        if self.rec is not None:
+        if self.rec is not None and message.job_type == "int8_search":
             self.query_one("#opt-tabs", TabbedContent).active = "tab-quant"
-        self.app.notify(f"INT8 search started (job {message.job.get('id')}): its progress shows under the list (c "
+        what = SEARCH_JOBS[message.job_type]
+        self.app.notify(f"{what} started (job {message.job.get('id')}): its progress shows under the list (c "
                         "cancels); the optimization appears when it ends. It keeps running if you quit.")
 
     def action_cancel_job(self) -> None:
         self.query_one(SectionJobs).cancel_newest()
 
     def _show_structure(self, shown: type[StructurePane]) -> None:
-        """The tab of the record's structure pane is shown, the other structures' hidden."""
+        """The tab of the record's structure pane is shown, the other structures' hidden; so are the panes not
+        shown for this record (:meth:`RecordPane.shown_for`)."""
         tabs = self.query_one("#opt-tabs", TabbedContent)
         for pane in STRUCTURE_PANES.values():
             (tabs.show_tab if pane is shown else tabs.hide_tab)(pane.TAB_ID)
+        for pane in PANES:
+            (tabs.show_tab if pane.shown_for(self.rec) else tabs.hide_tab)(pane.TAB_ID)
 
     @on(TabbedContent.TabActivated, "#opt-tabs")
     def _tab_changed(self) -> None:
@@ -586,6 +613,7 @@ class OptimizationSection(Widget):
         """The tabs shown: the record's structure pane, not the other structures'."""
         shown = structure_pane(self.rec).TAB_ID
         hidden = {p.TAB_ID for p in STRUCTURE_PANES.values()} - {shown}
+        hidden |= {p.TAB_ID for p in PANES if not p.shown_for(self.rec)}
         return [t for t in TABS if t not in hidden]
 
     def action_view_tab(self, tab: str) -> None:

@@ -1,0 +1,466 @@
+"""Budget search: the fastest *measured* model whose held-out metric stays within an accuracy budget, over the
+channel target speedup (and INT8 on the best thinned candidates); FP32 itself is a candidate.
+
+:func:`search_budget` (``sparsify-tui optimize PROJECT --name N --structure channel --max-drop D --data F.npz``):
+
+1. **Data, split, metric.** The items of ``data`` (one per batch) are split in file order as apply splits them
+   (:func:`sparsify_tui.analysis.labels.split_items`): the first ``calibration_items`` (default half the items, at
+   most 64) fit the reconstruction (and calibrate INT8), **every other item** scores the trials. The two never
+   overlap and are named in the result (``items`` / ``held_out``); a file too small to hold both is refused. The
+   FP32 model runs once on the held-out items: its outputs are the reference, and the metric is chosen from them
+   (:func:`sparsify_tui.profiling.metrics.choose_metric`, reason recorded; with labels, top-1 accuracy against
+   them).
+2. **Trials over the target speedup.** A trial asks the channel allocation of the optimization record
+   (:meth:`~sparsify_tui.optimization.structures.channel.ChannelPruning.allocate_record`: its loss curves and time
+   model) for ``target``× estimated speedup and writes that model as apply writes it (the structure's
+   :meth:`~sparsify_tui.optimization.structures.channel.ChannelPruning.apply_model`: thinned with the record's
+   channel importance, every consumer of a thinned group refit on the calibration items,
+   :func:`sparsify_tui.engine.reconstruction.thin_and_reconstruct`), so the model the search measured is the model
+   apply writes; then scores it on the held-out items (:func:`sparsify_tui.profiling.metrics.evaluate`). The
+   targets are a short ladder then a bisection (:func:`next_target`): from :data:`START` up by ×:data:`STEP` while
+   within budget (capped at the speedup the caps allow), then between the last target within budget and the first
+   over it, in log space, until they are within a factor :data:`RESOLUTION` or ``max_trials`` trials were made. The metric is taken as non-decreasing in
+   the target; a trial whose allocation equals an earlier one is not rebuilt.
+3. **INT8** (``quantize``): the INT8 search (:func:`sparsify_tui.optimization.int8_search.search_int8`, the
+   original model as the reference, so thinning counts against the same budget) runs on the best thinned
+   candidates (:func:`int8_sources`: the highest target within budget, the highest with at least half the budget
+   left, and the unthinned model); the configuration it chose is scored on the held-out items like any trial.
+4. **Speed.** FP32 and every trial are timed together (:func:`sparsify_tui.engine.timing.interleaved_times`:
+   ``rounds`` rounds, one live session at a time, on a held-out item). The result is the **fastest measured trial
+   within budget** (lowest median) that beats FP32 by more than :data:`MARGIN` **in every round**, paired
+   (:func:`choose`). Otherwise the result says so (``chosen`` None): FP32 is within any budget, so the search never
+   returns a model slower than the original. (The INT8 search's rule, :func:`sparsify_tui.optimization.
+   int8_search.choose_fastest`, asks a trial to beat FP32 by more than the larger p90 − median spread of the two:
+   on a shared 2-core machine one slow run in the top 10 % makes that spread larger than a 2.6× speedup of a small
+   model, measured here; the per-round medians are not moved by it.)
+
+The reconstruction's normal equations, the thinning and the metrics are the engine's and the profiling
+package's: this module only chooses what to try and what to keep.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+import shutil
+import time
+from pathlib import Path
+from typing import Any, Callable, Dict, List, Optional, Sequence
+
+from sparsify_tui.errors import SampleDataError
+from sparsify_tui.optimization.record import BudgetSearch, BudgetTrial, Optimization
+from sparsify_tui.progress import CancelToken, ProgressFn, maybe_check
+from sparsify_tui.tempfiles import make_temp_dir
+
+#: the first target speedup tried (estimated, onnxruntime FP32)
+START = 1.5
+#: the ladder's factor between targets while they stay within budget
+STEP = 1.5
+#: the bisection stops when the last target within budget and the first over it are within this factor
+RESOLUTION = 1.08
+#: the smallest target worth a trial (below it the thinned model is within the timing's noise of FP32)
+MIN_TARGET = 1.05
+#: thinned trials at most (the INT8 trials come on top)
+MAX_TRIALS = 7
+#: a trial must beat FP32's median by this fraction in every timing round (the INT8 search's margin)
+MARGIN = 0.03
+#: defaults of the final interleaved timing (FP32 and every trial)
+TIMING = {"rounds": 3, "warmup": 2, "iterations": 24}
+
+FP32_FASTEST = "FP32 fastest within budget"
+ONLY_FP32 = "only FP32 within budget"
+WITHIN = "within budget"
+
+
+# ------------------------------------------------------------------------------------------------ pure rules
+
+
+def next_target(tried: Sequence[tuple], reachable: Optional[float], *, start: float = START, step: float = STEP,
+                resolution: float = RESOLUTION) -> Optional[float]:
+    """The next target speedup to try, or None when the search is done (module docstring, step 2).
+
+    ``tried``: ``(target, within_budget)`` of the trials so far, in order; ``reachable``: the highest estimated
+    speedup the allocation can reach (None: unbounded). Up by ``step`` from ``start`` while every trial was within
+    budget; once one was over, the geometric midpoint of the highest target within budget (1.0, FP32, when none)
+    and the lowest over it, until the two are within ``resolution`` of each other."""
+    cap = float(reachable) if reachable and reachable > 1.0 else math.inf
+    if not tried:
+        t = min(start, cap)
+        return t if t >= MIN_TARGET else None
+    ok = [t for t, w in tried if w]
+    over = [t for t, w in tried if not w]
+    lo = max(ok, default=1.0)
+    hi = min((t for t in over if t > lo), default=None)
+    if hi is None:
+        if lo >= cap * (1 - 1e-6):
+            return None
+        t = min(lo * step, cap)
+    else:
+        if hi / lo <= resolution:
+            return None
+        t = math.sqrt(lo * hi)
+    if t < MIN_TARGET or any(abs(t - x) <= 1e-6 * t for x, _ in tried):
+        return None
+    return t
+
+
+def check_split(items: int, calibration_items: Optional[int] = None) -> tuple:
+    """``(calibration count, held-out count)`` of a data set of ``items`` items, as
+    :func:`sparsify_tui.analysis.labels.split_items` splits it (the first ``calibration_items``, default half the
+    items and at most :data:`~sparsify_tui.analysis.labels.DEFAULT_CALIBRATION_ITEMS`; the rest held out). Raises
+    ``SampleDataError`` when no item would be held out: the search scores on items it did not fit."""
+    from sparsify_tui.analysis.labels import DEFAULT_CALIBRATION_ITEMS
+
+    if calibration_items is None:
+        n_cal = max(1, min(DEFAULT_CALIBRATION_ITEMS, items // 2))
+    else:
+        n_cal = int(calibration_items)
+    if n_cal < 1 or items - n_cal < 1:
+        raise SampleDataError(f"the data has {items} item(s): the budget search needs calibration items and at "
+                              f"least one other item to score (give more items or a smaller --calibration-size)")
+    return n_cal, items - n_cal
+
+
+def item_range(first_last: Sequence[int]) -> str:
+    """``"64-191"`` from ``[64, 191]`` (0-based, inclusive item indices, :class:`~sparsify_tui.analysis.labels.
+    ItemSplit`'s), ``"7"`` for one item."""
+    first, last = int(first_last[0]), int(first_last[1])
+    return f"{first}" if first == last else f"{first}-{last}"
+
+
+def int8_sources(trials: Sequence[BudgetTrial], max_drop: float) -> List[Optional[int]]:
+    """Which models the INT8 search runs on (module docstring, step 3): indexes of thinned trials within budget,
+    the highest target first and the highest whose metric leaves at least half the budget to INT8, then None (the
+    unthinned model). Each once."""
+    within = sorted((t for t in trials if t.within_budget and not t.quantized), key=lambda t: -t.target)
+    out: List[Optional[int]] = []
+    if within:
+        out.append(within[0].index)
+        roomy = next((t for t in within if t.metric_value <= 0.5 * max_drop), None)
+        if roomy is not None and roomy.index not in out:
+            out.append(roomy.index)
+    out.append(None)
+    return out
+
+
+def beats_every_round(rounds_ms: Sequence[float], fp32_rounds_ms: Sequence[float], margin: float = MARGIN) -> bool:
+    """A trial whose median ms per batch in each timing round is ``rounds_ms`` runs faster than FP32 (its medians in
+    the same rounds, ``fp32_rounds_ms``): lower by more than ``margin`` (a fraction of FP32's) in **every** round.
+    Paired within a round, so machine drift between rounds cancels; a single slow outlier run moves no median.
+    False when either has no rounds."""
+    pairs = list(zip(rounds_ms, fp32_rounds_ms))
+    return bool(pairs) and all(t < f * (1.0 - margin) for t, f in pairs)
+
+
+def choose(trials: Sequence[BudgetTrial], fp32_rounds_ms: Sequence[float], margin: float = MARGIN
+           ) -> Optional[BudgetTrial]:
+    """The trial to keep (module docstring, step 4): among the timed trials within budget, fastest median first,
+    the first that beats FP32 in every round (:func:`beats_every_round`); None when none does (keep FP32)."""
+    within = sorted((t for t in trials if t.within_budget and t.median_ms is not None),
+                    key=lambda t: (t.median_ms, t.metric_value, t.index))
+    return next((t for t in within if beats_every_round(t.round_ms, fp32_rounds_ms, margin)), None)
+
+
+def round_medians(times_ms: Sequence[float], tm: dict) -> List[float]:
+    """Median ms of each timing round of one model (:func:`sparsify_tui.engine.timing.per_round`), rounds without
+    a time left out."""
+    import numpy as np
+
+    from sparsify_tui.engine.timing import per_round
+
+    return [float(np.median(r)) for r in per_round(times_ms, tm["rounds"], tm["iterations"]) if r]
+
+
+# ------------------------------------------------------------------------------------------------ allocation
+
+
+def allocation(rec: Optimization, target: float) -> Optimization:
+    """A copy of the channel optimization ``rec`` evaluated at ``target``× estimated speedup (its overrides, caps
+    and curves kept): its rows hold the per-group ratios, its estimates the estimated speedup."""
+    from sparsify_tui.optimization.core import change_settings
+
+    return change_settings(copy.deepcopy(rec), target="speedup", target_speedup=float(target))
+
+
+def _ratios(rec: Optimization) -> Dict[str, float]:
+    from sparsify_tui.optimization.core import layer_sparsities
+
+    return {k: round(v, 6) for k, v in layer_sparsities(rec).items()}
+
+
+# ------------------------------------------------------------------------------------------------ the search
+
+
+def search_budget(
+    model_path,
+    rec: Optimization,
+    *,
+    max_drop: float,
+    data,
+    metric: Optional[str] = None,
+    labels_key: Optional[str] = None,
+    dims: Optional[dict] = None,
+    calibration_items: Optional[int] = None,
+    quantize: bool = False,
+    calibration_method: str = "minmax",
+    max_trials: int = MAX_TRIALS,
+    core_count: Optional[int] = None,
+    timing: Optional[dict] = None,
+    engine: Any = None,
+    keep_dir=None,
+    progress: Optional[ProgressFn] = None,
+    cancel: Optional[CancelToken] = None,
+) -> BudgetSearch:
+    """Search the fastest measured model within ``max_drop`` (module docstring for every step).
+
+    Args:
+        model_path: the FP32 model (the reference, and what is thinned).
+        rec: an evaluated channel optimization of that model (:func:`sparsify_tui.optimization.core.
+            build_optimization` with ``structure="channel"``): its allocation turns a target into ratios.
+        max_drop: the budget, in the metric's units (:data:`sparsify_tui.profiling.metrics.BUDGET_UNITS`).
+        data / labels_key: the sample data (``.npz``/``.npy``, required: reconstruction fits real items) and the
+            key of its labels (default ``labels`` when present).
+        metric: one of :data:`sparsify_tui.profiling.metrics.METRICS`, or None for the default from the outputs.
+        dims: symbolic dims and scalar inputs.
+        calibration_items: the split (:func:`check_split`; None: half the items, at most 64).
+        quantize: run the INT8 search on the best thinned candidates (module docstring, step 3), calibrated on the
+            same ``calibration_items`` with ``calibration_method``.
+        max_trials: thinned trials at most.
+        core_count: threads of the sessions (None: every available core); ``timing``: overrides of :data:`TIMING`.
+        keep_dir: a folder where the chosen trial's model is copied as ``chosen.onnx`` (None: not kept).
+
+    Returns: :class:`~sparsify_tui.optimization.record.BudgetSearch`. Raises ``SampleDataError`` /
+    ``DimensionError`` (data, labels, too few items), ``ModelError`` (a model that cannot run or quantize),
+    ``SparsifyError`` (bad budget), ``JobCanceled``.
+    """
+    from sparsify_tui import settings
+    import numpy as np
+
+    from sparsify_tui.analysis.labels import check_labels, item_count, split_items
+    from sparsify_tui.engine import get_engine
+    from sparsify_tui.engine.outputs import run_outputs
+    from sparsify_tui.engine.timing import LatencyStats, interleaved_times
+    from sparsify_tui.optimization.int8_search import phase_timer
+    from sparsify_tui.profiling.metrics import choose_metric, evaluate, reference_evaluation
+
+    t_start = time.perf_counter()
+    max_drop = settings.max_drop(max_drop)
+    engine = get_engine(engine)
+    prog = progress or (lambda step, frac: None)
+    tm = {**TIMING, **(timing or {})}
+    src = Path(model_path)
+    if not data:
+        raise SampleDataError("the budget search needs real items: give --data FILE.npz (inputs, and labels for "
+                              "top-1 accuracy)")
+    phases: Dict[str, float] = {}
+    phase = phase_timer(phases)
+
+    prog("loading data", 0.0)
+    check_split(item_count(src, data, labels_key=labels_key, dims=dims), calibration_items)
+    split = split_items(src, data=data, labels_key=labels_key, dims=dims, batch_size=1,
+                        calibration_items=calibration_items)
+    calib, held, labels = split.calibration, split.held_out, split.held_out_labels
+    maybe_check(cancel)
+    prog("FP32 reference on the held-out items", 0.02)
+    reference = run_outputs(src, held, cancel=cancel, engine=engine)
+    choice = choose_metric(reference[0], metric, labelled=labels is not None)
+    if labels is not None and choice.class_output is not None:
+        check_labels(np.concatenate(labels), len(held), split.labels_key or "labels",
+                     int(reference[0][choice.class_output].shape[-1]))
+    ref_eval = reference_evaluation(reference, choice, labels)
+    phase("data_and_fp32_reference")
+    result = BudgetSearch(
+        max_drop=max_drop, metric=choice.name, metric_reason=choice.reason, budget_units=choice.budget_units,
+        labelled=choice.labelled, data=str(data), labels_key=split.labels_key,
+        calibration_items=len(calib), held_out_items=len(held), items=item_range(split.calibration_items),
+        held_out=item_range(split.held_out_items), quantize=bool(quantize), accuracy_fp32=ref_eval.accuracy_reference,
+        timing={**tm, "cores": core_count})
+    paths: Dict[int, Path] = {}
+    work = make_temp_dir("budgetsearch")  # named after this pid: removed at start-up if we are killed
+
+    def score(t: BudgetTrial, path: Path) -> None:
+        outs = run_outputs(path, held, cancel=cancel, engine=engine)
+        ev = evaluate(reference, outs, choice, labels)
+        t.metric_value, t.within_budget = float(ev.drop), ev.within(max_drop)
+        t.nmse, t.max_abs, t.kl = ev.nmse, ev.max_abs, ev.kl
+        t.top1_agreement, t.accuracy = ev.top1_agreement, ev.accuracy
+
+    try:
+        # ---- thinned trials over the target speedup
+        top = allocation(rec, 1e6)
+        result.reachable_speedup = top.estimates.max_reachable if top.estimates is not None else None
+        del top
+        seen: Dict[tuple, int] = {}
+        tried: List[tuple] = []
+        n_max = max(1, int(max_trials))
+        while len(result.trials) < n_max and len(tried) < 4 * n_max:  # repeats cost nothing but are bounded too
+            target = next_target(tried, result.reachable_speedup)
+            if target is None:
+                break
+            maybe_check(cancel)
+            alloc = allocation(rec, target)
+            ratios = _ratios(alloc)
+            key = tuple(sorted(ratios.items()))
+            frac = 0.05 + 0.6 * len(result.trials) / n_max
+            if not ratios:
+                tried.append((target, True))  # nothing to thin at this target: the unthinned model, within budget
+                continue
+            if key in seen:  # rounding gave the same channels as an earlier target: same model, same verdict
+                same = result.trials[seen[key]]
+                tried.append((target, same.within_budget))
+                continue
+            idx = len(result.trials)
+            t = BudgetTrial(index=idx, target=float(target), note="ladder" if all(w for _, w in tried)
+                            else "bisection")
+            est = alloc.estimates
+            t.est_speedup = getattr(est, "ort_speedup_fp32", None)
+            t.groups_thinned = int(getattr(est, "groups_thinned", 0) or 0)
+            t.kept_channels = int(getattr(est, "kept_channels", 0) or 0)
+            t.channels = int(getattr(est, "channels", 0) or 0)
+
+            def tprog(step, f, _i=idx, _f=frac):
+                prog(f"trial {_i + 1} ({target:.2f}× target): {step}", _f + 0.6 / n_max * f)
+
+            t0 = time.perf_counter()
+            path = work / f"trial_{idx}.onnx"
+            rep = build_thinned(src, path, ratios, alloc.settings, calib, dims=dims, engine=engine, progress=tprog,
+                                cancel=cancel)
+            t.macs_reduction, t.importance = rep["macs_reduction"], rep["importance"]
+            t.reconstruction = rep["reconstruction"]
+            tprog("scoring the held-out items", 0.95)
+            score(t, path)
+            t.seconds = round(time.perf_counter() - t0, 3)
+            result.trials.append(t)
+            paths[idx] = path
+            seen[key] = idx
+            tried.append((target, t.within_budget))
+            phase("trials")
+
+        # ---- INT8 on the best thinned candidates
+        if quantize:
+            _int8_trials(result, paths, src, rec=rec, max_drop=max_drop, data=data, labels_key=labels_key, dims=dims,
+                         n_cal=len(calib), calibration_method=calibration_method, core_count=core_count, timing=tm,
+                         engine=engine, work=work, score=score, prog=prog, cancel=cancel)
+            phase("int8")
+
+        # ---- one interleaved timing of FP32 and every trial
+        prog("timing FP32 and the trials (interleaved)", 0.85)
+        order = [t for t in result.trials if t.index in paths]
+
+        def step_prog(done, total):
+            prog("timing FP32 and the trials (interleaved)", 0.85 + 0.14 * done / total)
+
+        times = interleaved_times(engine, [str(src)] + [str(paths[t.index]) for t in order], held[:1], core_count,
+                                  rounds=tm["rounds"], warmup=tm["warmup"], iterations=tm["iterations"],
+                                  cancel=cancel, on_step=step_prog)
+        phase("timing")
+        fp32 = LatencyStats.from_times(times[0])
+        result.fp32_ms = fp32.median
+        result.fp32_round_ms = round_medians(times[0], tm)
+        for t, ts in zip(order, times[1:]):
+            st = LatencyStats.from_times(ts)
+            t.median_ms, t.p90_ms = st.median, st.p90
+            t.round_ms = round_medians(ts, tm)
+            t.speedup = fp32.median / st.median if st.median > 0 else None
+        within = [t for t in order if t.within_budget and t.median_ms is not None]
+        if not within:
+            result.status = ONLY_FP32
+            best_t = min(result.trials, key=lambda t: t.metric_value, default=None)
+            result.warnings.append(
+                f"no thinned model met the budget {max_drop:g} ({choice.label}) on the held-out items"
+                + (f": the closest, {best_t.label}, measured {best_t.metric_value:.4g}" if best_t else "")
+                + "; FP32 is kept")
+        else:
+            best = choose(within, result.fp32_round_ms)
+            if best is None:
+                fastest = min(within, key=lambda t: t.median_ms)
+                result.status = FP32_FASTEST
+                result.warnings.append(
+                    f"no model within budget runs faster than FP32 on this server in every timing round (the "
+                    f"fastest, {fastest.label}, {fastest.median_ms:.3g} ms against FP32's {fp32.median:.3g} ms): "
+                    "FP32 is kept, since it is within any budget")
+            else:
+                result.chosen = best.index
+                result.status = WITHIN
+                if keep_dir is not None:
+                    shutil.copyfile(paths[best.index], Path(keep_dir) / "chosen.onnx")
+        result.seconds = round(time.perf_counter() - t_start, 3)
+        result.timing["phases_s"] = phases
+        prog("done", 1.0)
+        return result
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+def build_thinned(src: Path, out: Path, ratios: Dict[str, float], settings, calibration: Sequence[dict], *,
+                  dims: Optional[dict] = None, engine: Any = None, progress: Optional[Callable] = None,
+                  cancel: Optional[CancelToken] = None) -> dict:
+    """Write ``out``: ``src`` thinned at ``ratios`` (group id -> ratio) and reconstructed on ``calibration``, exactly
+    as apply writes a channel optimization with ``settings`` (the structure's ``apply_model``: its ``round_to`` and
+    ``importance``, the exactness check on the first calibration items); returns ``{"macs_reduction",
+    "reconstruction": {items, consumers, seconds, peak_mb, rel_error_before, rel_error_after}}`` (the consumers'
+    mean errors)."""
+    from sparsify_tui.optimization.structures import get_structure
+
+    rep = get_structure("channel").apply_model(src, out, ratios, settings=settings, batch_size=1, dims=dims,
+                                               feeds=list(calibration)[:4], calibration=list(calibration),
+                                               reconstruct=True, real_data=True, engine=engine, progress=progress,
+                                               cancel=cancel)
+    r = rep.get("reconstruction") or {}
+    fits = [c for c in r.get("consumers") or [] if c.get("rel_error_after") is not None]
+    mean = (lambda xs: float(sum(xs) / len(xs)) if xs else None)
+    return {"macs_reduction": rep.get("macs_reduction"), "importance": rep.get("importance"),
+            "reconstruction": {"items": r.get("items"), "consumers": len(r.get("consumers") or []),
+                               "seconds": r.get("seconds"), "peak_mb": r.get("peak_mb"),
+                               "rel_error_before": mean([c["rel_error_before"] for c in fits]),
+                               "rel_error_after": mean([c["rel_error_after"] for c in fits])}}
+
+
+def _int8_trials(result: BudgetSearch, paths: Dict[int, Path], src: Path, *, rec, max_drop, data, labels_key, dims,
+                 n_cal, calibration_method, core_count, timing, engine, work: Path, score, prog, cancel) -> None:
+    """INT8 searches on :func:`int8_sources`; each chosen configuration becomes a trial (with its INT8 search,
+    ``BudgetTrial.int8_search``)."""
+    from sparsify_tui.optimization.int8_search import kept_trial, search_int8
+
+    sources = int8_sources(result.trials, max_drop)
+    for k, source in enumerate(sources):
+        maybe_check(cancel)
+        base = src if source is None else paths[source]
+        base_trial = None if source is None else next(t for t in result.trials if t.index == source)
+        what = "the unthinned model" if source is None else f"trial {source} ({base_trial.target:.2f}× target)"
+
+        def qprog(step, f, _k=k):
+            prog(f"INT8 search on {what}: {step}", 0.7 + 0.15 * (_k + f) / len(sources))
+
+        idx = len(result.trials)
+        keep = work / f"trial_{idx}.onnx"
+        t0 = time.perf_counter()
+        search = search_int8(base, reference_path=src, max_drop=max_drop, metric=result.metric, data=data,
+                             labels_key=labels_key, dims=dims, calibration_method=calibration_method,
+                             calibration_size=n_cal, eval_batches=n_cal, core_count=core_count,
+                             timing={k2: timing[k2] for k2 in ("rounds", "warmup", "iterations")}, engine=engine,
+                             keep_path=keep, progress=qprog, cancel=cancel)
+        chosen = kept_trial(search)
+        if chosen is None or not keep.is_file():
+            result.warnings.append(f"INT8 on {what}: {search.status} (no INT8 configuration within budget)")
+            continue
+        t = BudgetTrial(index=idx, target=base_trial.target if base_trial else 1.0, quantized=True, source=source,
+                        fp32_groups=chosen.groups, excluded_count=chosen.excluded_count,
+                        est_speedup=base_trial.est_speedup if base_trial else 1.0,
+                        groups_thinned=base_trial.groups_thinned if base_trial else 0,
+                        kept_channels=base_trial.kept_channels if base_trial else 0,
+                        channels=base_trial.channels if base_trial else 0,
+                        macs_reduction=base_trial.macs_reduction if base_trial else 1.0,
+                        importance=base_trial.importance if base_trial else None,
+                        reconstruction=dict(base_trial.reconstruction) if base_trial else {},
+                        note=f"INT8 search on {what}: {search.status}")
+        score(t, keep)
+        t.seconds = round(time.perf_counter() - t0, 3)
+        t.int8_search = search
+        result.trials.append(t)
+        paths[idx] = keep
+
+
+__all__ = ["START", "STEP", "RESOLUTION", "MAX_TRIALS", "TIMING", "next_target", "check_split", "item_range",
+           "int8_sources", "beats_every_round", "choose", "round_medians", "allocation", "search_budget",
+           "build_thinned"]

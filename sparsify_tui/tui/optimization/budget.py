@@ -1,0 +1,236 @@
+"""The Budget tab of the Optimization section: the budget search that chose the selected optimization's channel
+target and INT8 (:mod:`sparsify_tui.optimization.budget_search`).
+
+* **Budget and metric**: ``max_drop`` with what it means, the metric and why, the data file, the calibration and
+  held-out items by name, the status, and the chosen configuration with its measured speedup.
+* **Chart**: every trial's held-out metric against its measured speedup vs FP32 (● thinned, ▲ thinned + INT8),
+  the budget as a line, FP32 at (1, 0) and the chosen trial (◆).
+* **Trials**: every trial in the order tried (target, INT8 groups kept FP32, channels kept, metric, within budget,
+  measured ms and speedup, note).
+
+`B` opens the search dialog (a background ``budget_search`` job that creates a new optimization; its progress shows
+in the section's job pane, `c` cancels it).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Optional
+
+from rich.markup import escape
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.widgets import Button, Input, Label, Select, Static
+
+from sparsify_tui.formatting import format_fixed
+from sparsify_tui.tui.optimization.pane import PaneContext, RecordPane
+from sparsify_tui.tui.widgets.charts import Plot
+from sparsify_tui.tui.optimization.dialogs import SEARCH_DIALOG_CSS
+from sparsify_tui.tui.widgets.dialogs import FormDialog
+from sparsify_tui.tui.widgets.tables import Column, FilterableTable
+
+if TYPE_CHECKING:
+    from sparsify_tui.optimization.record import Optimization
+
+
+def _pct(v) -> str:
+    return "" if v is None else f"{float(v):.1%}"
+
+
+TRIAL_COLUMNS = [
+    Column("index", "#", numeric=True),
+    Column("target", "Target", numeric=True, fmt=lambda v: format_fixed(v) + "×"),
+    Column("int8", "INT8"),
+    Column("kept", "Kept ch"),
+    Column("metric_value", "Metric", numeric=True, fmt=lambda v: format_fixed(v, ".4g")),
+    Column("within", "Fits"),
+    Column("median_ms", "ms", numeric=True, fmt=lambda v: format_fixed(v, ".3f", "")),
+    Column("speedup", "Speedup", numeric=True, fmt=lambda v: format_fixed(v) + "×" if v else ""),
+    Column("note", "Note", filter=True),
+]
+
+
+def summary_text(rec: "Optimization") -> str:
+    """The card's head: budget, metric and why, data and the split, status, the choice."""
+    s = rec.search
+    if s is None:
+        return ("No budget search made this optimization: its channel target is the one you set.\nPress [b]B[/b] to "
+                "search the fastest model within an accuracy budget (channels, reconstruction, INT8), measured.")
+    chosen = s.chosen_trial
+    lines = [
+        f"[b]Budget[/b] max drop {s.max_drop:g} · {escape(s.budget_units or '')}",
+        f"[b]Metric[/b] {escape(s.metric)}: {escape(s.metric_reason or '')}",
+        f"Data {escape(str(s.data))} · calibration items {escape(s.items)} · held out {escape(s.held_out)} "
+        f"({s.held_out_items} scored)" + (f" · FP32 accuracy {_pct(s.accuracy_fp32)}" if s.accuracy_fp32 is not None
+                                          else ""),
+        f"[b]{escape(s.status or '')}[/b] · {len(s.trials)} trials in {format_fixed(s.seconds, '.1f')} s · FP32 "
+        f"{format_fixed(s.fp32_ms, '.3f')} ms · INT8 {'tried' if s.quantize else 'not tried'}",
+    ]
+    if chosen is not None:
+        acc = f", accuracy {_pct(chosen.accuracy)}" if chosen.accuracy is not None else ""
+        lines.append(f"Chosen: trial {chosen.index}, {escape(chosen.label)}: measured "
+                     f"{format_fixed(chosen.speedup)}× vs FP32, {escape(s.metric)} "
+                     f"{format_fixed(chosen.metric_value, '.4g')}{acc} (held out)")
+    else:
+        lines.append("Chosen: FP32 (nothing within budget runs faster): nothing thinned, INT8 off")
+    return "\n".join(lines)
+
+
+def trial_rows(rec: "Optimization") -> list[dict]:
+    s = rec.search
+    return [{"_key": t.index, "index": t.index, "target": t.target,
+             "int8": f"yes ({t.fp32_groups} FP32)" if t.quantized else "no",
+             "kept": f"{t.kept_channels}/{t.channels}" if t.channels else "all",
+             "metric_value": t.metric_value, "within": "yes" if t.within_budget else "no", "median_ms": t.median_ms,
+             "speedup": t.speedup, "note": ("▶ " if t.index == s.chosen else "") + (t.note or "")}
+            for t in (s.trials if s is not None else [])]
+
+
+class BudgetCard(Vertical):
+    """The budget search of one optimization (module docstring). ``show(rec)`` fills it."""
+
+    DEFAULT_CSS = """
+    BudgetCard { height: auto; }
+    BudgetCard #bs-summary { height: auto; padding: 0 1; }
+    BudgetCard #bs-plot { height: 12; }
+    BudgetCard FilterableTable { height: auto; max-height: 14; }
+    BudgetCard FilterableTable > DataTable { height: auto; max-height: 12; }
+    BudgetCard .bs-title { text-style: bold; padding: 0 1; height: 1; }
+    """
+
+    def compose(self) -> ComposeResult:
+        yield Static("", id="bs-summary")
+        yield Static("Held-out metric vs measured speedup (● thinned, ▲ + INT8, ◆ chosen, — budget)",
+                     classes="bs-title")
+        yield Plot(id="bs-plot")
+        yield Static("Trials (in the order tried)", classes="bs-title")
+        yield FilterableTable(TRIAL_COLUMNS, show_status=False, id="bs-trials")
+
+    def show(self, rec: "Optimization") -> None:
+        self.query_one("#bs-summary", Static).update(summary_text(rec))
+        self.query_one("#bs-trials", FilterableTable).set_rows(trial_rows(rec))
+        self.query_one("#bs-trials", FilterableTable).display = rec.search is not None
+        self._plot(rec)
+
+    def _plot(self, rec: "Optimization") -> None:
+        s = rec.search
+        plot = self.query_one("#bs-plot", Plot)
+        timed = [t for t in (s.trials if s is not None else []) if t.speedup]
+        plot.display = bool(timed)
+        if not timed:
+            return
+        plt = plot.plt
+        plt.clear_data()
+        plt.clear_figure()
+        xs = [float(t.speedup) for t in timed]
+        lo, hi = min(xs + [1.0]), max(xs + [1.0])
+        plt.plot([lo, hi], [float(s.max_drop or 0)] * 2, label="budget")
+        plt.scatter([1.0], [0.0], marker="○", label="FP32")
+        for quantized, marker, label in ((False, "●", "thinned"), (True, "▲", "+ INT8")):
+            pts = [t for t in timed if t.quantized == quantized]
+            if pts:
+                plt.scatter([float(t.speedup) for t in pts], [float(t.metric_value) for t in pts], marker=marker,
+                            label=label)
+        chosen = [t for t in timed if t.index == s.chosen]
+        if chosen:
+            plt.scatter([float(chosen[0].speedup)], [float(chosen[0].metric_value)], marker="◆", label="chosen")
+        plt.xlabel("measured speedup vs FP32 (×)")
+        plt.ylabel(f"{s.metric} (held out)")
+        plot.redraw()
+
+
+class BudgetPane(RecordPane):
+    """The Budget tab: the :class:`BudgetCard` of the selected optimization."""
+
+    TAB_ID = "tab-budget"
+    TITLE = "Budget"
+    FOCUS = "#bs-trials"
+
+    @classmethod
+    def shown_for(cls, rec: Optional["Optimization"]) -> bool:
+        """Channel optimizations (the search makes them; one set by hand says how to run it)."""
+        return rec is not None and rec.settings.structure == "channel"
+
+    def compose(self) -> ComposeResult:
+        with VerticalScroll():
+            yield BudgetCard(id="budget-card")
+
+    def render_record(self, rec: "Optimization", context: PaneContext) -> None:
+        self.query_one("#budget-card", BudgetCard).show(rec)
+
+
+class BudgetSearchDialog(FormDialog[Optional[dict]]):
+    """Ask for a budget search: name, budget, sample data (required: the reconstruction fits real items) and its
+    labels key, metric, calibration items, INT8. The budget and the data file are checked here (one line under the
+    fields; the dialog stays open), the rest by :func:`sparsify_tui.services.job_settings.budget_settings` and the job's
+    check in the section's worker. Dismisses with the job arguments, or None. One-line fields, so it fits 80x24;
+    `ctrl+r` runs, `escape` closes."""
+
+    RUN_BUTTON_ID = "bsd-ok"
+    DEFAULT_CSS = SEARCH_DIALOG_CSS.format(name="BudgetSearchDialog")
+    BINDINGS = [
+        Binding("escape", "close", "Cancel", id="optimization.budget.cancel", tooltip="Close without searching"),
+        Binding("ctrl+r", "run", "Search", id="optimization.budget.run", tooltip="Start the budget search job"),
+    ]
+
+    def __init__(self, default_name: str, default_data: str = "") -> None:
+        super().__init__()
+        self.default_name = default_name
+        self.default_data = default_data
+
+    def compose(self) -> ComposeResult:
+        with Vertical():
+            yield Static("Fastest model within an accuracy budget (a job: a new optimization)",
+                         classes="dialog-title")
+            for label, wid, value, hint in (
+                    ("Name", "bsd-name", self.default_name, ""),
+                    ("Max drop", "bsd-drop", "0.01", "in the metric's units, e.g. 0.01 = 1 point of top-1"),
+                    ("Sample data", "bsd-data", self.default_data, "FILE.npz (inputs + labels): required"),
+                    ("Labels key", "bsd-labels", "", "none; or the labels array in the .npz"),
+                    ("Calib. items", "bsd-cal", "", "64 (at most half the items); the rest score")):
+                with Horizontal(classes="row"):
+                    yield Label(label)
+                    yield Input(value, placeholder=hint, id=wid, compact=True)
+            with Horizontal(classes="row"):
+                yield Label("Metric")
+                yield Select([("auto (from outputs)", "auto"), ("top1", "top1"), ("nmse", "nmse"), ("kl", "kl"),
+                              ("max_abs", "max_abs")], value="auto", allow_blank=False, id="bsd-metric",
+                             compact=True)
+            with Horizontal(classes="row"):
+                yield Label("INT8")
+                yield Select([("no: channels only", "no"), ("yes: INT8 on the best candidates", "yes")], value="no",
+                             allow_blank=False, id="bsd-int8", compact=True)
+            yield Static("", id="error", classes="dialog-error")
+            with Horizontal(classes="buttons"):
+                yield Button("Search", variant="primary", id="bsd-ok")
+                yield Button("Cancel", id="bsd-cancel")
+
+    def on_mount(self) -> None:
+        self.query_one("#bsd-name", Input).focus()
+
+    def values(self) -> dict:
+        """The job arguments; raises ``SparsifyError`` (one line) for a bad budget, a missing data file or a bad
+        item count."""
+        from sparsify_tui import settings
+        from sparsify_tui.errors import SparsifyError
+
+        get = lambda wid: self.query_one(f"#{wid}", Input).value.strip()  # noqa: E731
+        metric = self.query_one("#bsd-metric", Select).value
+        data = settings.data_file(get("bsd-data"), "Sample data")
+        if data is None:
+            raise SparsifyError("Sample data: the budget search needs a .npz of real items (the reconstruction fits "
+                                "them and the rest score each trial)")
+        cal = get("bsd-cal")
+        return {"name": get("bsd-name"), "max_drop": settings.max_drop(get("bsd-drop"), "Max drop"), "data": data,
+                "labels": get("bsd-labels") or None, "metric": None if metric == "auto" else metric,
+                "calibration_size": settings.calibration_size(cal, "Calib. items") if cal else None,
+                "quantize": self.query_one("#bsd-int8", Select).value == "yes"}
+
+    def action_run(self) -> None:
+        try:
+            self.dismiss(self.values())
+        except Exception as err:  # noqa: BLE001 - shown in the dialog
+            self.show_form_error(err)
+
+
+__all__ = ["BudgetCard", "BudgetPane", "BudgetSearchDialog", "summary_text", "trial_rows"]
