@@ -8,7 +8,6 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Dict, Optional
 
-from sparsify_tui.errors import ProjectError
 from sparsify_tui.progress import CancelToken, ProgressFn
 from sparsify_tui.tempfiles import temp_dir
 from sparsify_tui.services import profiles
