@@ -6,7 +6,7 @@
         [--ratios 0.2,0.3] [--variants l2,l2+rec,chosen+rec] [--profile-time] [--json OUT.json]
 
 For each model and ratio R (uniform: R of the channels of every prunable group, kept counts rounded to this CPU's
-block), the **same core calls apply makes** (:func:`sparsify_tui.engine.reconstruction.thin_and_reconstruct`, then
+block), the **same core calls apply makes** (:func:`sparsify_tui.engine.channel_prune.thin_and_reconstruct`, then
 :func:`sparsify_tui.optimization.apply.score_items`), for each variant:
 
 * ``l2``: channels chosen by the group L2 norm, no reconstruction (the thinned model as it was before issue 23);
@@ -73,7 +73,7 @@ def protect_sensitive(name, case, split, model, tmp, ratio) -> list:
     (measured *after reconstruction*, on the first calibration items) finds most sensitive at R, which stay whole;
     then the default apply (ThiNet, reconstruction). A minimal allocation on the post-reconstruction sensitivities,
     run once per case (at its first ratio), until the budget search replaces it."""
-    from sparsify_tui.engine.reconstruction import thin_and_reconstruct
+    from sparsify_tui.engine.channel_prune import thin_and_reconstruct
     from sparsify_tui.profiling.loss_channel import channel_profile
 
     spec = case.get("protect")
@@ -144,7 +144,7 @@ def isa() -> str:
 
 
 def run_case(name: str, case: dict, args, engine) -> dict:
-    from sparsify_tui.engine.reconstruction import thin_and_reconstruct
+    from sparsify_tui.engine.channel_prune import thin_and_reconstruct
     from sparsify_tui.engine.timing import interleaved_times
     from sparsify_tui.optimization.apply import score_items
 

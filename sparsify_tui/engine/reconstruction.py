@@ -46,7 +46,8 @@ How (all numpy and onnxruntime):
   power of two) once the cache holds :data:`COMPACT_ABOVE_BYTES`. So each node runs once per model and item.
   Measured: ResNet-50 at R = 0.3 on 64 items, 39-48 s and +570-790 MB on a shared 2-core AVX-512 EPYC (README).
 
-:func:`reconstruct` is the core call; :func:`thin_and_reconstruct` thins then reconstructs (what apply runs);
+:func:`reconstruct` is the core call; :func:`sparsify_tui.engine.channel_prune.thin_and_reconstruct` thins then
+reconstructs (what apply runs);
 :func:`consumer_specs` lists the consumers of a thinning (:mod:`sparsify_tui.analysis.channels` groups and removed
 elements); :class:`DenseRefit` refits single layers of the original model (the channel loss profile after
 reconstruction).
@@ -66,6 +67,8 @@ import onnx
 from onnx import numpy_helper
 
 from sparsify_tui.analysis.graph import node_id, outer_scope_reads
+from sparsify_tui.engine.memory import PeakRSS
+from sparsify_tui.engine.weights import placeholder_tensor
 from sparsify_tui.errors import SparsifyError
 from sparsify_tui.progress import CancelToken, ProgressFn, maybe_check
 
@@ -697,12 +700,6 @@ class _Half:
         return self.data.nbytes
 
 
-def _placeholder(t: onnx.TensorProto, name: str, arr: np.ndarray) -> None:
-    from sparsify_tui.engine.thinning import _placeholder as make
-
-    make(t, name, arr)
-
-
 class _Runner:
     """Runs one model's main graph over ``feeds`` in segments (module docstring), keeping per batch only the
     tensors a node left to run still reads (and the graph outputs). Weights live in ``arrays`` (handed to
@@ -723,7 +720,7 @@ class _Runner:
         for t in g.initializer:
             if external_data_info(t) is not None:
                 arr = tensor_array(t, base_dir)
-                _placeholder(t, t.name, arr)
+                placeholder_tensor(t, t.name, arr)
                 self.arrays[t.name] = arr
         self.arrays.update(strip_initializers(model))
         self.inits = {t.name: t for t in g.initializer}
@@ -805,7 +802,7 @@ class _Runner:
 
     def _store(self, t: onnx.TensorProto, name: str, arr: np.ndarray) -> None:
         if arr.nbytes >= 1024:  # as strip_initializers: handed to the runtime in memory
-            _placeholder(t, name, arr)
+            placeholder_tensor(t, name, arr)
             self.arrays[name] = arr
         else:
             t.CopyFrom(numpy_helper.from_array(np.ascontiguousarray(arr), name))
@@ -933,7 +930,6 @@ def reconstruct(original_path: Union[str, os.PathLike], thinned_path: Union[str,
     """
     from sparsify_tui.analysis.loading import load_model
     from sparsify_tui.engine import get_engine
-    from sparsify_tui.engine.thinning import _PeakRSS
     from sparsify_tui.engine.weights import write_model
 
     if not feeds:
@@ -952,7 +948,7 @@ def reconstruct(original_path: Union[str, os.PathLike], thinned_path: Union[str,
     t0 = time.perf_counter()
     rng = np.random.default_rng(seed)
     fits: list = []
-    with _PeakRSS() as mem:
+    with PeakRSS() as mem:
         batches, counts = _chunks(original_path, feeds, engine, core_count, cancel)
         orig = _Runner(load_model(original_path, map_weights=True), batches, engine, core_count, cancel,
                        base_dir=Path(original_path).parent)
@@ -1283,90 +1279,5 @@ def _solve(A: np.ndarray, b: np.ndarray) -> np.ndarray:
         return np.linalg.lstsq(A, b, rcond=None)[0]
 
 
-# ------------------------------------------------------------------------------------------ thin + reconstruct
-
-
-@dataclass
-class ChannelPruneResult:
-    """Outcome of :func:`thin_and_reconstruct`: ``thin`` (:class:`~sparsify_tui.engine.thinning.ThinResult`, the
-    exact thinning), ``reconstruction`` (:class:`ReconstructionResult`, or None when it was off), ``importance``
-    (the method that chose the channels), ``out_path``, ``seconds`` (wall time of both)."""
-
-    thin: Any
-    reconstruction: Optional[ReconstructionResult]
-    importance: str
-    out_path: str
-    seconds: float
-
-    def to_dict(self) -> dict:
-        """The thinning report (:meth:`~sparsify_tui.engine.thinning.ThinResult.to_dict`) plus ``reconstruction``
-        (:meth:`ReconstructionResult.to_dict` or None); ``out_path`` is the written file."""
-        d = self.thin.to_dict()
-        d.update({"out_path": self.out_path, "importance": self.importance,
-                  "reconstruction": self.reconstruction.to_dict() if self.reconstruction is not None else None})
-        return d
-
-
-def resolve_importance(importance: Optional[str], calibrated: bool) -> str:
-    """The channel importance to use: ``"auto"`` (or None) is ThiNet's greedy choice when calibration data is
-    given (it did best on the real models, README "Which channels go") and the group L2 norm without; a data
-    importance without data is refused (``SparsifyError``, one line)."""
-    from sparsify_tui.engine.importance import DATA_METHODS
-
-    name = importance or "auto"
-    if name == "auto":
-        return "thinet" if calibrated else "l2"
-    if name in DATA_METHODS and not calibrated:
-        raise SparsifyError(f"channel importance {name!r} ranks channels on calibration data: give --data FILE.npz "
-                            "or use l2")
-    return name
-
-
-def thin_and_reconstruct(model_path, out_path, *, ratios: Optional[dict] = None, ratio: Optional[float] = None,
-                         kept: Optional[dict] = None, round_to: Optional[int] = None, importance: str = "auto",
-                         calibration: Optional[Sequence[dict]] = None, reconstruct_model: bool = True,
-                         real_data: bool = True,
-                         ridge: Union[float, str] = RIDGE, batch_size: int = 1, dims: Optional[dict] = None,
-                         check_feeds: Optional[Sequence[dict]] = None, engine: Any = None,
-                         progress: Optional[ProgressFn] = None,
-                         cancel: Optional[CancelToken] = None) -> ChannelPruneResult:
-    """The channel-pruning core call: thin (:func:`~sparsify_tui.engine.thinning.thin_model`: exact, checked), with
-    the channels chosen by ``importance`` (:func:`resolve_importance`), then, with ``calibration`` items and
-    ``reconstruct_model``, refit every consumer (:func:`reconstruct`) so the written model reproduces the original
-    layer outputs on those items. ``out_path`` gets the final model. Scoring on held-out items is the caller's
-    (:func:`sparsify_tui.optimization.apply.output_difference`).
-
-    ``ratios`` / ``ratio`` / ``kept`` / ``round_to``: as :func:`~sparsify_tui.engine.thinning.thin_model`;
-    ``check_feeds``: the exactness check's inputs (default the first 4 calibration items, else synthetic);
-    ``real_data``: the calibration items are the user's data (False: synthetic inputs, which may still be
-    reconstructed on when asked, but never choose channels: ``"auto"`` is then the group L2 norm).
-    Raises as :func:`~sparsify_tui.engine.thinning.thin_model` and :func:`reconstruct`."""
-    from sparsify_tui.engine.thinning import thin_model
-    from sparsify_tui.tempfiles import temp_dir
-
-    t0 = time.perf_counter()
-    prog = progress or (lambda s, f: None)
-    cal = list(calibration or [])
-    method = resolve_importance(importance, bool(cal) and real_data)
-    checks = list(check_feeds)[:4] if check_feeds else (cal[:4] or None)
-    out = Path(out_path)
-    with temp_dir("reconstruct") as tmp:
-        thinned = Path(tmp) / "thinned.onnx" if (cal and reconstruct_model) else out
-
-        def tprog(step, frac):
-            prog(f"thinning: {step}", 0.4 * frac if thinned != out else frac)
-
-        res = thin_model(model_path, thinned, ratios=ratios, ratio=ratio, kept=kept, round_to=round_to,
-                         importance=method, batch_size=batch_size, dims=dims or {}, feeds=checks,
-                         calibration=cal if real_data else None,
-                         engine=engine, progress=tprog, cancel=cancel)
-        rec = None
-        if thinned != out:
-            rec = reconstruct(model_path, thinned, out, cal, res.consumers, ridge=ridge, engine=engine,
-                              progress=lambda step, frac: prog(step, 0.4 + 0.6 * frac), cancel=cancel)
-    res.out_path = str(out)
-    return ChannelPruneResult(res, rec, method, str(out), time.perf_counter() - t0)
-
-
-__all__ = ["ChannelPruneResult", "resolve_importance", "thin_and_reconstruct", "RIDGE", "MAX_ROWS_PER_ITEM", "MAX_COLUMNS", "ConsumerFit", "ConsumerSpec", "ReconstructionResult",
+__all__ = ["RIDGE", "MAX_ROWS_PER_ITEM", "MAX_COLUMNS", "ConsumerFit", "ConsumerSpec", "ReconstructionResult",
            "NormalEquations", "conv_windows", "consumer_specs", "reconstruct"]

@@ -23,7 +23,6 @@ passes ``onnx.checker`` with full shape inference, and loads in the engine (the 
 from __future__ import annotations
 
 import os
-import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -41,7 +40,8 @@ from sparsify_tui.analysis.graph import iter_graphs
 from sparsify_tui.analysis.layers import WEIGHT_CHAIN_OPS
 from sparsify_tui.engine.importance import DATA_METHODS, data_importance
 from sparsify_tui.engine.reconstruction import consumer_specs
-from sparsify_tui.engine.weights import IN_MEMORY, file_size, lower_ir_version, write_model
+from sparsify_tui.engine.memory import PeakRSS
+from sparsify_tui.engine.weights import file_size, lower_ir_version, placeholder_tensor, write_model
 from sparsify_tui.errors import ModelError, SparsifyError
 from sparsify_tui.progress import CancelToken, ProgressFn, maybe_check
 from sparsify_tui.tempfiles import temp_dir
@@ -77,18 +77,6 @@ def _uses(model: onnx.ModelProto) -> dict:
     for o in model.graph.output:
         uses[o.name] = uses.get(o.name, 0) + 1
     return uses
-
-
-def _placeholder(t: onnx.TensorProto, name: str, arr: np.ndarray) -> None:
-    """Make ``t`` a data-less tensor named ``name`` with the type and dims of ``arr`` (its data handed over
-    separately, as :func:`sparsify_tui.engine.weights.write_model` expects)."""
-    t.Clear()
-    t.name = name
-    t.data_type = onnx.helper.np_dtype_to_tensor_dtype(arr.dtype)
-    t.dims.extend(arr.shape)
-    t.data_location = onnx.TensorProto.EXTERNAL
-    entry = t.external_data.add()
-    entry.key, entry.value = "location", IN_MEMORY
 
 
 def apply_channel_edits(model: onnx.ModelProto, groups: ChannelGroups, dead: np.ndarray, *,
@@ -142,7 +130,7 @@ def apply_channel_edits(model: onnx.ModelProto, groups: ChannelGroups, dead: np.
         target = name if in_place else _unique_name(taken, f"{name}_thinned" if mode == "thin" else f"{name}_zeroed")
         t = inits[name] if in_place else model.graph.initializer.add()
         if arrays is not None:
-            _placeholder(t, target, arr)
+            placeholder_tensor(t, target, arr)
             arrays[target] = arr
         else:
             t.CopyFrom(numpy_helper.from_array(np.ascontiguousarray(arr), target))
@@ -373,40 +361,6 @@ class ThinResult:
         }
 
 
-class _PeakRSS:
-    """Samples this process's resident memory every 2 ms in a thread; ``peak - start`` is what a step added."""
-
-    def __init__(self) -> None:
-        self.start = self.peak = _rss()
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-
-    def _run(self) -> None:
-        while not self._stop.wait(0.002):
-            self.peak = max(self.peak, _rss())
-
-    def __enter__(self) -> "_PeakRSS":
-        self._thread.start()
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self._stop.set()
-        self._thread.join()
-        self.peak = max(self.peak, _rss())
-
-    @property
-    def added(self) -> int:
-        return max(0, self.peak - self.start)
-
-
-def _rss() -> int:
-    try:
-        with open("/proc/self/statm") as fh:
-            return int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
-    except (OSError, ValueError, IndexError):
-        return 0
-
-
 def _check_feeds(model_path, batch_size: int, dims: dict, samples: int) -> list:
     from sparsify_tui.analysis.inputs import input_specs, synthetic_inputs
 
@@ -500,7 +454,7 @@ def thin_model(model_path: Union[str, os.PathLike], out_path: Union[str, os.Path
             progress(name, fraction)
 
     t_start = time.perf_counter()
-    with _PeakRSS() as mem:
+    with PeakRSS() as mem:
         step("loading", 0.0)
         t = time.perf_counter()
         model = load_model(src, map_weights=True)  # structure only: weights are read from the file as needed

@@ -9,13 +9,16 @@ is :func:`sparsify_tui.analysis.loading.set_ir_version`; :func:`lower_ir_version
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Optional, Union
+from typing import TYPE_CHECKING, Optional, Union
 
 import numpy as np
 
 from sparsify_tui.analysis.graph import iter_graphs
 from sparsify_tui.analysis.layers import WEIGHT_CHAIN_OPS
 from sparsify_tui.errors import ModelError
+
+if TYPE_CHECKING:
+    import onnx
 
 #: ops that only move/re-type weight values; a weight computed through them is pruned at its source.
 PASS_THROUGH_OPS = tuple(sorted(WEIGHT_CHAIN_OPS - {"DequantizeLinear"}))
@@ -358,3 +361,17 @@ def write_model(model, path: Union[str, Path], *, arrays: Optional[dict] = None,
             if src is not None:
                 copy_payload(src, n, fh)
     return file_size(path)
+
+
+def placeholder_tensor(t: onnx.TensorProto, name: str, arr: np.ndarray) -> None:
+    """Make ``t`` a data-less tensor named ``name`` with the type and dims of ``arr`` (its data handed over
+    separately, as :func:`write_model` expects)."""
+    import onnx
+
+    t.Clear()
+    t.name = name
+    t.data_type = onnx.helper.np_dtype_to_tensor_dtype(arr.dtype)
+    t.dims.extend(arr.shape)
+    t.data_location = onnx.TensorProto.EXTERNAL
+    entry = t.external_data.add()
+    entry.key, entry.value = "location", IN_MEMORY

@@ -15,7 +15,7 @@ channel target speedup (and INT8 on the best thinned candidates); FP32 itself is
    model) for ``target``× estimated speedup and writes that model as apply writes it (the structure's
    :meth:`~sparsify_tui.optimization.structures.channel.ChannelPruning.apply_model`: thinned with the record's
    channel importance, every consumer of a thinned group refit on the calibration items,
-   :func:`sparsify_tui.engine.reconstruction.thin_and_reconstruct`), so the model the search measured is the model
+   :func:`sparsify_tui.engine.channel_prune.thin_and_reconstruct`), so the model the search measured is the model
    apply writes; then scores it on the held-out items (:func:`sparsify_tui.profiling.metrics.evaluate`). The
    targets are a short ladder then a bisection (:func:`next_target`): from :data:`START` up by ×:data:`STEP` while
    within budget (capped at the speedup the caps allow), then between the last target within budget and the first

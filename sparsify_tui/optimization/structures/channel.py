@@ -82,7 +82,7 @@ class ChannelSettings(Settings):
     :func:`~sparsify_tui.analysis.channels.default_round_to`, set when the optimization is created);
     ``importance``: which channels go: ``"auto"`` (ThiNet's greedy choice on the calibration data when apply has
     data, else the group L2 norm), ``"l2"``, ``"bn_scale"``, ``"activation"`` or ``"thinet"``
-    (:func:`~sparsify_tui.engine.reconstruction.resolve_importance`); ``data`` / ``data_sha256`` / ``labels_key``:
+    (:func:`~sparsify_tui.engine.channel_prune.resolve_importance`); ``data`` / ``data_sha256`` / ``labels_key``:
     the sample data the optimization was built with (apply calibrates, reconstructs and scores on it when not given
     other data).
     """
@@ -554,11 +554,11 @@ class ChannelPruning(PruningStructure):
                     cancel=None) -> Dict[str, Any]:
         """Thin the model at the record's per-group ratios, the channels chosen by its importance, then refit the
         consumers on ``calibration`` items when ``reconstruct``
-        (:func:`sparsify_tui.engine.reconstruction.thin_and_reconstruct`); returns its report
-        (:meth:`~sparsify_tui.engine.reconstruction.ChannelPruneResult.to_dict`: the thinning and
+        (:func:`sparsify_tui.engine.channel_prune.thin_and_reconstruct`); returns its report
+        (:meth:`~sparsify_tui.engine.channel_prune.ChannelPruneResult.to_dict`: the thinning and
         ``reconstruction``). ``feeds``: the exactness check's inputs; ``real_data``: the calibration items are
         the user's (else synthetic: they never choose channels)."""
-        from sparsify_tui.engine.reconstruction import thin_and_reconstruct
+        from sparsify_tui.engine.channel_prune import thin_and_reconstruct
 
         ratios = {g: float(r) for g, r in sparsities.items() if float(r) > 0}
         round_to = int(getattr(settings, "round_to", 0) or 0) or None
