@@ -38,3 +38,10 @@ def format_bytes(n: Any, none: str = "") -> str:
 def format_fixed(value: Any, spec: str = ".2f", none: str = "n/a") -> str:
     """``format(value, spec)``, or ``none`` for None: ``format_fixed(1.234) == "1.23"``."""
     return none if value is None else format(value, spec)
+
+
+def plural(n: Any, word: str, words: str = "") -> str:
+    """``"1 core"``, ``"2 cores"``, ``"0 groups"``: the count and the word in the form that agrees with it
+    (``words``: an irregular plural; default ``word + "s"``). A count that is not a number (``"?"``) takes the
+    plural."""
+    return f"{n} {word if n == 1 else (words or word + 's')}"

@@ -98,7 +98,7 @@ def test_cards_views_and_table(workspace_home, demo_model):
             sec = await open_section(pilot)
             # newest first, the newest selected
             ids = [o.id for o in sec.query_one("#bench-list").options]
-            assert ids == ["bench1", "bench0"] and sec.selected_id == "bench1"
+            assert ids == ["bench1", "bench0"] and sec.selected == "bench1"
             assert sec.result.name == "newest run"
             assert sec.combo == (1, 1)
             iter_chart = sec.query_one("#iter-chart")
@@ -170,7 +170,7 @@ def test_create_dialog_runs_benchmark_job_then_rerun_and_delete(workspace_home, 
             assert len(sec.records) == n and sum(r.get("name") == "from tui" for r in sec.records) == 1
             assert sec.records[0]["args"]["batch_sizes"] == [1, 2]
             # delete it (confirm)
-            target = sec.selected_id
+            target = sec.selected
             await pilot.press("delete")
             await pilot.pause()
             await pilot.press("y")

@@ -158,3 +158,40 @@ async def test_every_tab_stop_shows_its_focus(project):
                 assert focused is not None and visibly_focused(focused), (section, focused)
                 await pilot.press("tab")
                 await pilot.pause(0.1)
+
+
+def type_burst(app, *keys: str) -> None:
+    """Post ``keys`` to the app at once, as a terminal delivers a fast typist's (or a paste's, or ``tmux send-keys``)
+    keys: each is read before the one before it has been handled."""
+    from textual import events
+    from textual.keys import _character_to_key
+
+    for key in keys:
+        if len(key) == 1:
+            app.post_message(events.Key(_character_to_key(key), key))
+        else:
+            app.post_message(events.Key(key, {"backspace": "\x7f", "tab": "\t"}.get(key)))
+
+
+async def test_keys_typed_in_a_burst_edit_the_field_in_typing_order(project):
+    """Issue 24 bug 8: backspace ×4 then "chan15" sent at once gave the name "ch" (the backspaces ran after the
+    letters); and the keys behind a tab went to the field tab was leaving."""
+    from sparsify_tui.tui.perf.dialogs import PerfProfileDialog
+
+    ws, pid = project
+    app = SparsifyApp(project=pid, workspace=ws)
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(pilot, lambda: app.section == "perf" and app.focused is not None)
+        await pilot.press("n")
+        await wait_for(pilot, lambda: isinstance(app.screen, PerfProfileDialog) and app.focused is not None)
+        dialog = app.screen
+        name = dialog.query_one("#name", Input)
+        assert app.focused is name and name.value == "baseline"
+        type_burst(app, "end", "backspace", "backspace", "backspace", "backspace", *"chan15")
+        await wait_for(pilot, lambda: name.value != "baseline")
+        await pilot.pause(0.3)
+        assert name.value == "basechan15"
+        type_burst(app, "tab", "backspace", "4", "tab", "tab", "backspace", "7")
+        await pilot.pause(0.5)
+        assert (name.value, dialog.query_one("#batch_size", Input).value) == ("basechan15", "4")
+        assert dialog.query_one("#warmup", Input).value == "7"

@@ -169,6 +169,14 @@ class SparsifyApp(App[int]):
                 tooltip="Benchmarks of the open project"),
         Binding("6", "show_section('settings')", "Settings", show=False, id="section.settings",
                 tooltip="Settings of the open project"),
+        # tab moves the focus when the app reads the key, before it hands the next key on: a burst such as
+        # "tab tab backspace 1" (a fast typist, a paste, a slow link) edits the field it lands on. As an ordinary
+        # binding, the keys behind tab went to the field tab was leaving (Textual forwards each key to the widget
+        # focused when it is read, and a forwarded tab moves the focus only once that widget has handled it)
+        Binding("tab", "focus_next", "Next field", show=False, priority=True, id="app.focus_next",
+                tooltip="Move the focus to the next widget"),
+        Binding("shift+tab", "focus_previous", "Previous field", show=False, priority=True,
+                id="app.focus_previous", tooltip="Move the focus to the previous widget"),
         Binding("j", "jobs", "Jobs", id="app.jobs",
                 tooltip="Every job of every project: status, progress, ETA, errors; cancel and log"),
         Binding("question_mark", "help", "Help", id="app.help", tooltip="List every key"),

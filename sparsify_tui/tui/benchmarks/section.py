@@ -19,23 +19,21 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
+from rich.text import Text
 from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
-from textual.widget import Widget
 from textual.widgets import OptionList, Static, TabbedContent, TabPane
 from textual.widgets.option_list import Option
 
 from sparsify_tui.tui.benchmarks.dialogs import ApplyDialog, BenchmarkDialog
 from sparsify_tui.tui.fleet import FleetDialog
-from sparsify_tui.tui.fleet.grouping import grouped_options
-from sparsify_tui.tui.benchmarks.messages import (ApplyDialogReady, BenchmarkDeleted, BenchmarkDialogReady,
-                                                  BenchmarkJobSubmitted, BenchmarkLoaded, BenchmarksListed)
+from sparsify_tui.tui.benchmarks.messages import ApplyDialogReady, BenchmarkDialogReady, BenchmarkLoaded
 from sparsify_tui.tui.widgets import keys
 from sparsify_tui.tui.widgets.charts import BarChart, LineChart
-from sparsify_tui.tui.widgets.dialogs import ConfirmDialog, fresh_name
-from sparsify_tui.tui.widgets.jobs import JobProgress, SectionJobs
+from sparsify_tui.tui.widgets.dialogs import fresh_name
+from sparsify_tui.tui.widgets.records import RecordListSection
 from sparsify_tui.tui.widgets.tables import Column, FilterableTable
 from sparsify_tui.tui.workers import app_work, post_result
 
@@ -175,8 +173,19 @@ TABLE_COLUMNS = [
 # ---------------------------------------------------------------------------------------- widgets
 
 
-class BenchmarksSection(Widget):
-    """Benchmarks of one project (see the module docstring)."""
+class BenchmarksSection(RecordListSection):
+    """Benchmarks of one project (see the module docstring; the list's life cycle:
+    :class:`~sparsify_tui.tui.widgets.records.RecordListSection`)."""
+
+    TABLE = TABLE
+    SECTION = "benchmarks"
+    KIND = "benchmark"
+    JOB_TYPES = JOB_TYPES
+    RERUN_JOB = "benchmark"
+    LIST_ID = "bench-list"
+    JOBS_ID = "bench-jobs"
+    RESULT_KEY = "benchmark"
+    LIST_WIDTH = 28
 
     DEFAULT_CSS = """
     BenchmarksSection { height: 1fr; }
@@ -210,21 +219,17 @@ class BenchmarksSection(Widget):
     ]
 
     def __init__(self, project_id: str, **kwargs) -> None:
-        super().__init__(**kwargs)
-        self.project_id = project_id
-        self.records: list[dict] = []
-        self.selected_id: Optional[str] = None
+        super().__init__(project_id, **kwargs)
         self.result = None
+        self._loaded_id: Optional[str] = None  # the record id of `result`
         self.combo_index = 0
-        self._records_sig: tuple = ()
 
     # -- layout ----------------------------------------------------------------------------
     def compose(self) -> ComposeResult:
         with Horizontal():
             with Vertical(id="bench-left"):
                 yield Static("Benchmarks, newest first", classes="pane-title")
-                yield OptionList(id="bench-list")
-                yield SectionJobs(self.project_id, JOB_TYPES, section="benchmarks", id="bench-jobs")
+                yield from self.compose_list()
             with Vertical(id="bench-right"):
                 yield Static("No benchmarks yet. Press n to measure the baseline against your optimizations "
                              "over batch sizes and core counts, or a to apply and export an optimized .onnx.",
@@ -250,18 +255,7 @@ class BenchmarksSection(Widget):
 
     def on_mount(self) -> None:
         keys.quiet_tabs(self.query_one("#bench-tabs", TabbedContent))
-        self._show_selected(None)
-        self.reload()
-
-    def focus_default(self) -> None:
-        lists = self.query("#bench-list")
-        if lists:
-            lists.first().focus()
-        else:  # asked before compose finished
-            self.call_after_refresh(self.focus_default)
-
-    def action_focus_list(self) -> None:
-        self.focus_default()
+        self._show_empty(True)
 
     def action_view_tab(self, tab: str) -> None:
         if self.result is None:
@@ -275,16 +269,27 @@ class BenchmarksSection(Widget):
         self.action_view_tab(keys.cycle(list(TABS), self.query_one("#bench-tabs", TabbedContent).active, step))
 
     # -- data ------------------------------------------------------------------------------
-    def reload(self) -> None:
-        self._load_records()
+    def record_option(self, record: dict) -> Option:
+        return Option(Text(card_text(record)), id=record["id"])
 
-    @app_work(group="bench-list", description="list benchmarks")
-    def _load_records(self) -> None:
-        post_result(self, BenchmarksListed(self.app.workspace.list_records(self.project_id, TABLE)))
+    def sort_records(self, records: list[dict]) -> list[dict]:
+        return sort_newest_first(records)
 
-    @on(BenchmarksListed)
-    def _listed(self, message: BenchmarksListed) -> None:
-        self._show_records(message.records)
+    def show_selected(self, selected: Optional[str], *, refresh: bool = False, focus: bool = False) -> None:
+        self._show_empty(selected is None)
+        if selected is None:
+            self.result = None
+            return
+        if refresh or self.result is None or self._loaded_id != selected:
+            self._load_result(selected)
+        if focus:
+            self.action_view_tab(self.query_one("#bench-tabs", TabbedContent).active or "compare")
+
+    def _show_empty(self, empty: bool) -> None:
+        self.query_one("#bench-empty").display = empty
+        self.query_one("#bench-header").display = not empty
+        self.query_one("#bench-tabs").display = not empty
+        self.refresh_bindings()
 
     @app_work(group="bench-load", description="read benchmark")
     def _load_result(self, record_id: str) -> None:
@@ -294,52 +299,21 @@ class BenchmarksSection(Widget):
 
     @on(BenchmarkLoaded)
     def _loaded(self, message: BenchmarkLoaded) -> None:
+        if message.record_id != self.selected:
+            return
         self.result = message.result
+        self._loaded_id = message.record_id
         self.combo_index = 0
         self._render_result()
 
-    def _show_records(self, recs: list[dict]) -> None:
-        recs = sort_newest_first(recs)
-        sig = tuple((r["id"], r.get("modified")) for r in recs)
-        if sig == self._records_sig:
-            return
-        self._records_sig = sig
-        self.records = recs
-        lst = self.query_one("#bench-list", OptionList)
-        lst.clear_options()
-        from rich.text import Text
-
-        # grouped by target machine when any benchmark ran on a fleet target (f: the Fleet dialog)
-        lst.add_options(grouped_options(recs, lambda r: Option(Text(card_text(r)), id=r["id"]), width=28))
-        if not recs:
-            self._show_selected(None)
-            return
-        ids = [r["id"] for r in recs]
-        sel = self.selected_id if self.selected_id in ids else ids[0]
-        lst.highlighted = lst.get_option_index(sel)
-        self._select(sel)  # (re)read it: a rerun replaced its numbers
-
-    def _select(self, record_id: str) -> None:
-        self.selected_id = record_id
-        self._show_selected(record_id)
-        self._load_result(record_id)
-
-    def _show_selected(self, record_id: Optional[str]) -> None:
-        has = record_id is not None
-        self.query_one("#bench-empty").display = not has
-        self.query_one("#bench-header").display = has
-        self.query_one("#bench-tabs").display = has
-        self.refresh_bindings()
-
     @on(OptionList.OptionHighlighted, "#bench-list")
     def _highlighted(self, event: OptionList.OptionHighlighted) -> None:
-        if event.option.id and event.option.id != self.selected_id:
-            self._select(event.option.id)
-
-    @on(OptionList.OptionSelected, "#bench-list")
-    def _chosen(self, event: OptionList.OptionSelected) -> None:
-        tabs = self.query_one("#bench-tabs", TabbedContent)
-        self.action_view_tab(tabs.active or "compare")
+        # a card shows as soon as the cursor is on it; a stale highlight (the list was refilled since) is no choice
+        if event.option_index != event.option_list.highlighted:
+            return
+        if event.option.id and event.option.id != self.selected:
+            self._user_chose = True
+            self.select(event.option.id)
 
     @property
     def combo(self) -> Optional[tuple[int, int]]:
@@ -375,57 +349,17 @@ class BenchmarksSection(Widget):
         self._render_result()
 
     # -- jobs ------------------------------------------------------------------------------
-    @on(JobProgress.Finished)
-    def _finished(self, event: JobProgress.Finished) -> None:
-        event.stop()
-        job = event.job
-        status = job.get("status")
-        if job.get("type") == "benchmark":
-            if status == "completed":
-                self.selected_id = (job.get("result") or {}).get("benchmark") or self.selected_id
-                self.result = None
-                self._records_sig = ()
-                self.notify("Benchmark finished.", timeout=3)
-            self.reload()
-        elif job.get("type") == "apply" and status == "completed":
+    def job_finished(self, job: dict) -> None:
+        if job.get("type") == "apply" and job.get("status") == "completed":
             res = job.get("result") or {}
             where = res.get("exported_to") or res.get("path")
             self.notify(f"Optimized model written: {where}", timeout=8)
-        if status == "error":
-            self.app.show_error(f"{job.get('type')} job failed: {job.get('error') or 'see sparsify-tui job log'}")
-
-    @app_work(group="bench-action", description="submit job", exclusive=False)
-    def _submit(self, job_type: str, args: dict) -> None:
-        from sparsify_tui import jobs
-
-        post_result(self, BenchmarkJobSubmitted(jobs.submit(self.app.workspace, self.project_id, job_type, args)))
-
-    @on(BenchmarkJobSubmitted)
-    def _submitted(self, message: BenchmarkJobSubmitted) -> None:
-        job = message.job
-        self.query_one(SectionJobs).follow(job)
-        self.notify(f"{job['type']} job started; it keeps running if you quit (c cancels).", timeout=3)
-
-    def action_cancel_job(self) -> None:
-        self.query_one(SectionJobs).cancel_newest()
-
-    @app_work(group="bench-action", description="delete", exclusive=False)
-    def _delete(self, record_id: str) -> None:
-        self.app.workspace.delete_record(self.project_id, TABLE, record_id)
-        post_result(self, BenchmarkDeleted(record_id))
-
-    @on(BenchmarkDeleted)
-    def _deleted(self, message: BenchmarkDeleted) -> None:
-        self.selected_id = None
-        self.reload()
 
     # -- actions ---------------------------------------------------------------------------
     def check_action(self, action: str, parameters: tuple) -> Optional[bool]:
-        if action in ("rerun", "delete", "cycle_tab", "view_tab", "next_combo") and self.selected_id is None:
+        if action in ("cycle_tab", "view_tab", "next_combo") and self.selected is None:
             return None
-        if action == "cancel_job":
-            return bool(self.query_one(SectionJobs).active) if self.is_mounted else False
-        return True
+        return super().check_action(action, parameters)
 
     def action_new(self) -> None:
         self._open_new_dialog()
@@ -450,41 +384,19 @@ class BenchmarksSection(Widget):
 
     def _dialog_done(self, args: Optional[dict]) -> None:
         if args:
-            self._submit("benchmark", args)
+            self.submit_job("benchmark", args)
 
-    def _selected_record(self) -> Optional[dict]:
-        return next((r for r in self.records if r["id"] == self.selected_id), None)
+    def rerun_question(self, record: dict) -> str:
+        args = record.get("args") or {}
+        name = record.get("name") or record["id"]
+        return (f"Measure benchmark {name!r} again (same models, batch sizes {_fmt_list(args.get('batch_sizes'))}, "
+                f"cores {_fmt_list(args.get('core_counts'))})? Its numbers are replaced when it finishes.")
 
-    def action_rerun(self) -> None:
-        rec = self._selected_record()
-        if rec is None:
-            self.notify("No benchmark selected.", severity="warning")
-            return
-        args = dict(rec.get("args") or {})
-        args.setdefault("name", rec.get("name"))
-        args["record_id"] = rec["id"]  # the new numbers replace this benchmark's: no second "benchmark 1"
-        name = rec.get("name") or rec["id"]
-
-        def answer(yes: Optional[bool]) -> None:
-            if yes:
-                self._submit("benchmark", args)
-
-        self.app.push_screen(ConfirmDialog(
-            f"Measure benchmark {name!r} again (same models, batch sizes {_fmt_list(args.get('batch_sizes'))}, "
-            f"cores {_fmt_list(args.get('core_counts'))})? Its numbers are replaced when it finishes.",
-            confirm_label="Rerun", title=f"Rerun {name}"), answer)
-
-    def action_delete(self) -> None:
-        rec = self._selected_record()
-        if rec is None:
-            self.notify("No benchmark selected.", severity="warning")
-            return
-
-        def done(ok: Optional[bool]) -> None:
-            if ok:
-                self._delete(rec["id"])
-
-        self.app.push_screen(ConfirmDialog(f"Delete benchmark {rec.get('name')!r} and its results?"), done)
+    def rerun_args(self, ws, record: dict) -> dict:
+        args = dict(record.get("args") or {})
+        args.setdefault("name", record.get("name"))
+        args["record_id"] = record["id"]  # the new numbers replace this benchmark's: no second "benchmark 1"
+        return args
 
     def action_fleet(self) -> None:
         """Key `f`: the Fleet dialog (benchmarks on the servers of a Ray cluster); the list picks up its results."""
@@ -508,6 +420,6 @@ class BenchmarksSection(Widget):
     def _show_apply_dialog(self, message: ApplyDialogReady) -> None:
         def done(args: Optional[dict]) -> None:
             if args:
-                self._submit("apply", args)
+                self.submit_job("apply", args)
 
         self.app.push_screen(ApplyDialog(message.optimizations, message.default_paths, message.states), done)

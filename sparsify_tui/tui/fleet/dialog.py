@@ -27,6 +27,7 @@ from textual.widgets import Button, Checkbox, DataTable, Input, Label, RadioButt
 
 from sparsify_tui.tui.fleet.messages import FleetDefaultsLoaded, FleetJobPolled, FleetJobSubmitted, FleetNodesFound
 from sparsify_tui.tui.widgets.dialogs import FormDialog
+from sparsify_tui.tui.widgets.inputs import TextInput
 from sparsify_tui.tui.widgets.jobs import JobProgress
 from sparsify_tui.tui.workers import app_work, post_result
 
@@ -102,7 +103,7 @@ class FleetDialog(FormDialog[Optional[dict]]):
             with VerticalScroll(id="form"):
                 with Horizontal(classes="row"):
                     yield Label("Ray address")
-                    yield Input(self.address, placeholder="HOST:PORT of the head node", id="address", compact=True)
+                    yield TextInput(self.address, placeholder="HOST:PORT of the head node", id="address", compact=True)
                     yield Button("Find ^f", id="find", compact=True)
                 yield Static("Give the head node's HOST:PORT, then ctrl+f lists its nodes.", id="nodes-status")
                 yield SelectionList(id="targets", compact=True)
@@ -111,13 +112,13 @@ class FleetDialog(FormDialog[Optional[dict]]):
                     yield RadioButton("Benchmark", value=self.kind == "benchmark", id="kind-benchmark")
                 with Horizontal(classes="row"):
                     yield Label("Batch size(s)", id="batch-label")
-                    yield Input("1", id="batch", compact=True)
+                    yield TextInput("1", id="batch", compact=True)
                 with Horizontal(classes="row"):
                     yield Label("Cores (each)")
-                    yield Input("all", id="cores", compact=True)
+                    yield TextInput("all", id="cores", compact=True)
                 with Horizontal(classes="row"):
                     yield Label("Timed runs")
-                    yield Input("30", id="iterations", type="integer", compact=True)
+                    yield TextInput("30", id="iterations", type="integer", compact=True)
                 yield Checkbox("Also quantize to INT8 and measure it", True, id="int8", compact=True)
                 yield SelectionList(id="optimizations", compact=True)
             yield Static("", id="error")

@@ -29,7 +29,6 @@ from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import VerticalScroll
-from textual.widget import Widget
 from textual.widgets import Static, TabbedContent, TabPane
 
 from sparsify_tui.tui import messages
@@ -38,6 +37,7 @@ from sparsify_tui.tui.widgets import keys
 from sparsify_tui.tui.widgets.tabs import place_tab_underlines
 from sparsify_tui.tui.widgets.charts import BarChart
 from sparsify_tui.tui.widgets.dialogs import RecordDialog, analysis_fields
+from sparsify_tui.tui.widgets.records import RecordView
 from sparsify_tui.tui.widgets.tables import Column, FilterableTable, format_count, format_percent
 from sparsify_tui.tui.workers import app_work, post_result
 
@@ -141,7 +141,7 @@ def node_record(profile, node, analysis_node: Optional[dict]) -> list:
     return fields
 
 
-class PerfProfileView(Widget):
+class PerfProfileView(RecordView):
     """One measured perf profile: Summary, Layer Results and Top Layers tabs."""
 
     DEFAULT_CSS = """
@@ -165,6 +165,7 @@ class PerfProfileView(Widget):
         self.project_id = project_id
         self.record_id = record_id
         self.profile = None
+        self._shown_id: Optional[str] = None
         self.analysis_nodes: dict = {}
         self.level = DEFAULT_LEVEL
         self.summary_type = "baseline"
@@ -208,6 +209,23 @@ class PerfProfileView(Widget):
     def focus_default(self) -> None:
         self.action_tab(self.query_one(TabbedContent).active or "summary")
 
+    def set_record(self, record_id: str, *, refresh: bool = False) -> None:
+        """Show another measured profile (or, with ``refresh``, read this one again: a rerun replaced its numbers).
+        The view stays mounted: its tab, level and Summary Type are kept."""
+        if record_id == self.record_id and not refresh:
+            return
+        self.record_id = record_id
+        if self.is_mounted:
+            if self.profile is None or self.profile_id != record_id:
+                self.profile = None
+                self.query_one("#perf-summary", Static).update("Loading the profile…")
+            self._load()
+
+    @property
+    def profile_id(self) -> Optional[str]:
+        """The record id of the profile shown (None while the first one loads)."""
+        return self._shown_id
+
     @app_work(group="perf-profile", description="read perf profile")
     def _load(self) -> None:
         from sparsify_tui.services.profiles import load_perf_profile
@@ -224,6 +242,7 @@ class PerfProfileView(Widget):
     def _loaded(self, message: PerfProfileLoaded) -> None:
         if message.record_id == self.record_id:
             self.analysis_nodes = message.analysis_nodes or {}
+            self._shown_id = message.record_id
             self.show_profile(message.profile)
 
     @on(messages.WorkFailed)

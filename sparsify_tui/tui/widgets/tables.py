@@ -37,6 +37,7 @@ from textual.widget import Widget
 from textual.widgets import DataTable, Input, Static
 
 from sparsify_tui.formatting import format_bytes, format_count  # noqa: F401 (column formatters)
+from sparsify_tui.tui.widgets.inputs import TextInput
 from sparsify_tui.tui.widgets.labels import shorten_labels
 
 
@@ -191,8 +192,8 @@ class FilterableTable(Widget):
         self._stale = False  # rows set while the table was not on screen: drawn when it is shown
 
     def compose(self) -> ComposeResult:
-        filter_input = Input(placeholder="filter (substring, any case); enter: apply, escape: clear",
-                             id="filter-input", compact=True)
+        filter_input = TextInput(placeholder="filter (substring, any case); enter: apply, escape: clear",
+                                 id="filter-input", compact=True)
         filter_input.can_focus = False  # only while filtering (never auto-focused)
         yield filter_input
         table: DataTable = _Table(cursor_type="row", zebra_stripes=True, id="table")
