@@ -7,6 +7,7 @@ import time
 
 import pytest
 from textual.binding import Binding
+from textual.geometry import Region
 from textual.containers import VerticalScroll
 from textual.widgets import (Button, Checkbox, DataTable, Input, OptionList, Select, SelectionList, Switch,
                              TextArea)
@@ -129,35 +130,85 @@ async def test_every_footer_fits_80_columns_with_help_and_quit(project):
             await wait_for(pilot, lambda: type(app.screen).__name__ == "Screen")
 
 
-VISIBLE_BY_STYLE = (OptionList, SelectionList, DataTable, TextArea, BarChart, LineChart, VerticalScroll)
-VISIBLE_BY_ITSELF = (Input, Button, Checkbox, Switch, Select)  # a cursor, bold reverse, reversed label
+#: (section key, section, the keys that show each of its views: None = as the section opens)
+WALK = [("2", "perf", (None, "l", "g", "m")), ("3", "loss", (None, "g", "greater_than_sign", "l", "m")),
+        ("4", "optimization", (None, "l")), ("5", "benchmarks", (None, "l", "m")), ("6", "settings", (None,)),
+        ("1", "projects", (None,))]
 
 
-def visibly_focused(widget) -> bool:
-    if isinstance(widget, VISIBLE_BY_ITSELF):
-        return True
-    if isinstance(widget, VISIBLE_BY_STYLE):
-        edge = widget.styles.outline_left
-        return bool(edge and edge[0])
-    return False
+async def settled_cells(pilot, region: Region) -> list:
+    """The cells of ``region`` once two frames 50 ms apart agree (a focus change is drawn at the next refresh)."""
+    from screen_text import cells
+
+    for _ in range(2):  # the focus change restyles the widgets (one refresh), which are then drawn (the next)
+        await pilot.app.screen.wait_for_refresh()
+    last, same = None, 0
+    for _ in range(40):
+        await pilot.pause(0.05)
+        now = cells(pilot.app, region)
+        same = same + 1 if now == last else 0
+        if same == 1:
+            break
+        last = now
+    return last
 
 
-async def test_every_tab_stop_shows_its_focus(project):
-    """Tab through every section: each focused widget is drawn focused (a bar over its left column, a cursor,
-    reversed text); no tab bar, job line or other invisible stop takes the focus."""
-    ws, pid = project
+async def focus_marks(pilot, widget) -> tuple[Region, str, bool]:
+    """(the part of ``widget`` on screen, the text shown there, whether it looks different focused and unfocused
+    without colour: the focus is visible under NO_COLOR, in any theme)."""
+    from screen_text import text_of
+
+    app = pilot.app
+    shown = widget.region.intersection(app.screen.region)
+    focused = await settled_cells(pilot, shown)
+    text = text_of(app, shown)
+    app.set_focus(None)
+    unfocused = await settled_cells(pilot, shown)
+    app.set_focus(widget)
+    return shown, text, focused != unfocused
+
+
+@pytest.mark.parametrize("size, theme, no_color", [((80, 24), "textual-dark", False),
+                                                   ((120, 40), "textual-light", False),
+                                                   ((80, 24), "textual-dark", True)])
+async def test_every_tab_stop_is_visible_and_shows_its_focus(workspace_home, demo_model, monkeypatch, size, theme,
+                                                             no_color):
+    """Issue 24 deliverable 2: `tab` through every view of every section; each stop is on screen, shows something
+    (no empty area below a chart), and looks different focused (a bar, a cursor, reversed text: not a colour only),
+    in both themes and under NO_COLOR."""
+    from seeded_workspace import seed_demo
+
+    from sparsify_tui.tui.widgets.records import RecordListSection
+
+    # the lists are read again every 5 s, and one that finds nothing focused focuses itself: not while a stop is
+    # drawn unfocused here
+    monkeypatch.setattr(RecordListSection, "POLL_SECONDS", 600.0)
+    if no_color:
+        monkeypatch.setenv("NO_COLOR", "1")
+    ws = Workspace()
+    pid = seed_demo(ws, demo_model)
     app = SparsifyApp(project=pid, workspace=ws)
-    async with app.run_test(size=SIZE) as pilot:
-        for key, section in (("2", "perf"), ("3", "loss"), ("4", "optimization"), ("5", "benchmarks"),
-                             ("6", "settings"), ("1", "projects")):
+    async with app.run_test(size=size) as pilot:
+        app.theme = theme
+        for key, section, views in WALK:
             await pilot.press("escape", key)  # escape first: a text field would take the digit
             await wait_for(pilot, lambda: app.section == section and app.focused is not None)
-            await pilot.pause(0.3)
-            for _ in range(8):
-                focused = app.focused
-                assert focused is not None and visibly_focused(focused), (section, focused)
-                await pilot.press("tab")
-                await pilot.pause(0.1)
+            await pilot.pause(0.5)
+            for view in views:
+                if view is not None:
+                    await pilot.press("escape", view)
+                    await pilot.pause(0.4)
+                seen = []
+                while app.focused not in seen and len(seen) < 16:
+                    widget = app.focused
+                    assert widget is not None, (section, view, seen)
+                    seen.append(widget)
+                    shown, text, marked = await focus_marks(pilot, widget)
+                    where = (section, view, widget)
+                    assert shown.width > 0 and shown.height > 0, where  # on screen
+                    assert text.strip(), where  # shows something
+                    assert marked, where  # and shows that it has the focus, without colour
+                    await pilot.press("tab")
 
 
 def type_burst(app, *keys: str) -> None:

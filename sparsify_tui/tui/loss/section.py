@@ -164,11 +164,11 @@ class LossProfileView(RecordView):
                 with VerticalScroll(id="summary-scroll"):
                     yield Static("Loading the loss profile…", id="loss-summary")
             with TabPane("Sensitivity (g)", id="sens"):
-                with VerticalScroll():
+                with Vertical():  # the chart scrolls itself: no second tab stop around it
                     yield Static("", id="sens-hint")
                     yield BarChart(title="Layer Sensitivities", id="sens-chart", modes=("values", "log"))
             with TabPane("Params", id="params"):
-                with VerticalScroll():
+                with Vertical():
                     yield BarChart(title="Layer Params Counts", unit="params", id="params-chart")
             with TabPane("Table (l)", id="table"):
                 yield FilterableTable([Column("id", "Layer", filter=True)], id="loss-table")

@@ -26,7 +26,7 @@ from typing import Optional
 from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Vertical, VerticalScroll
+from textual.containers import Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Footer, Static, TabbedContent, TabPane
 
@@ -126,10 +126,10 @@ class PerfCompareScreen(ModalScreen[None]):
             yield Static("", id="cmp-notes", classes="cmp-line")
             with TabbedContent(initial="ops"):
                 with TabPane("Op types (m)", id="ops"):
-                    with VerticalScroll():
+                    with Vertical():  # the chart scrolls itself: no second tab stop around it
                         yield DivergingBarChart(title="Per op type", id="cmp-ops")
                 with TabPane("Top layers (g)", id="top"):
-                    with VerticalScroll():
+                    with Vertical():
                         yield DivergingBarChart(title="Top layers", id="cmp-top")
                 with TabPane("Table (l)", id="rows"):
                     yield FilterableTable([

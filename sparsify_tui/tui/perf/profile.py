@@ -28,7 +28,7 @@ from rich.markup import escape
 from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import VerticalScroll
+from textual.containers import Vertical, VerticalScroll
 from textual.widgets import Static, TabbedContent, TabPane
 
 from sparsify_tui.tui import messages
@@ -182,7 +182,7 @@ class PerfProfileView(RecordView):
                 yield Static("", id="level-line", classes="perf-line")
                 yield FilterableTable(self._columns(), id="layer-table")
             with TabPane("Top Layers (g)", id="top"):
-                with VerticalScroll():
+                with Vertical():  # the chart scrolls itself: no second tab stop around it
                     yield BarChart(title="Top layers by ms", unit="ms", id="top-chart")
 
     def _columns(self) -> list[Column]:

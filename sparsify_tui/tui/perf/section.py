@@ -145,7 +145,7 @@ class FlopsProfileView(RecordView):
                 Column("output_shape", "Output shape", fmt=format_shape),
                 Column("weight_name", "Weight", filter=True),
             ], id="layers")
-            with VerticalScroll(id="top"):
+            with Vertical(id="top"):  # the chart scrolls itself: no second tab stop around it
                 yield BarChart(title="Top layers by FLOPs", unit="FLOPs", id="top-chart")
 
     def _show_tabs(self) -> None:
