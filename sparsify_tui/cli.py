@@ -68,6 +68,29 @@ def stderr_progress(quiet: bool = False):
     return progress
 
 
+class SafeStream:
+    """A text stream (``sys.stdout``/``sys.stderr``) whose writes show control characters instead of obeying them
+    (:func:`sparsify_tui.formatting.safe_text`): names from models, projects and imported files reach the user's
+    terminal (or a file it is redirected to) as text, never as escape sequences. JSON output is unchanged
+    (``json.dump`` already escapes control characters)."""
+
+    def __init__(self, stream) -> None:
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        from sparsify_tui.formatting import safe_text
+
+        self._stream.write(safe_text(text))
+        return len(text)
+
+    def writelines(self, lines) -> None:
+        for line in lines:
+            self.write(line)
+
+    def __getattr__(self, name: str):
+        return getattr(self._stream, name)
+
+
 class OneLineParser(argparse.ArgumentParser):
     """An ArgumentParser whose errors (unknown option, ``invalid int value``, a missing argument...) are one
     line on stderr, ``sparsify-tui: error: <problem> (in `<command>`): see `<command> --help``, exit code 2,
@@ -138,6 +161,9 @@ def _run_tui(model: Optional[str], no_mouse: bool) -> int:
     if problem:
         raise SparsifyError(f"the TUI needs a terminal ({problem}): run sparsify-tui without a pipe or "
                             "redirection, or use a command such as `sparsify-tui list` (see --help)")
+    from sparsify_tui.store import Workspace
+
+    Workspace().check_root()  # a bad SPARSIFY_TUI_HOME is one line here, not a dialog in a half-drawn app
     from sparsify_tui.tui.app import run_app
 
     return run_app(model=model, mouse=not no_mouse)
@@ -160,9 +186,18 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             return _run_tui(positional[0] if positional else None, opts.no_mouse)
         args = parser.parse_args(argv)
         recover_on_start()
-        return int(args.handler(args) or 0)
+        if args.command == "serve":  # textual-serve's own colourful log, and a TUI in each browser tab
+            return int(args.handler(args) or 0)
+        out, err = sys.stdout, sys.stderr
+        sys.stdout, sys.stderr = SafeStream(out), SafeStream(err)
+        try:
+            return int(args.handler(args) or 0)
+        finally:
+            sys.stdout, sys.stderr = out, err
     except SparsifyError as err:
-        print(f"sparsify-tui: error: {err}", file=sys.stderr)
+        from sparsify_tui.formatting import safe_text
+
+        print(f"sparsify-tui: error: {safe_text(err)}", file=sys.stderr)
         return err.exit_code
     except KeyboardInterrupt:
         print("sparsify-tui: interrupted", file=sys.stderr)
@@ -174,6 +209,14 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
         devnull = os.open(os.devnull, os.O_WRONLY)
         os.dup2(devnull, sys.stdout.fileno())
         return 141
+    except OSError as err:
+        # a full disk, a read-only file system, no permission: the user's to fix, so one line, not a traceback
+        from sparsify_tui.tempfiles import WRITE_ERRNOS, write_error
+
+        if err.errno not in WRITE_ERRNOS:
+            raise
+        print(f"sparsify-tui: error: {write_error(None, err)}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -1,4 +1,4 @@
-"""Number formatting shared by the CLI and the TUI (a leaf module: no sparsify-tui imports)."""
+"""Number and text formatting shared by the CLI and the TUI (a leaf module: no sparsify-tui imports)."""
 
 from __future__ import annotations
 
@@ -45,3 +45,24 @@ def plural(n: Any, word: str, words: str = "") -> str:
     (``words``: an irregular plural; default ``word + "s"``). A count that is not a number (``"?"``) takes the
     plural."""
     return f"{n} {word if n == 1 else (words or word + 's')}"
+
+
+CONTROL_PICTURES = {c: 0x2400 + c for c in range(0x20) if c not in (0x09, 0x0A)}
+"""Every C0 control character but tab and newline shown as its Unicode control picture (ESC as ``␛``, BEL as
+``␇``), DEL as ``␡``, and every C1 control (0x80-0x9f, e.g. the one-byte CSI 0x9b) and lone surrogate (a byte that
+was not UTF-8, as Python decodes a command line) as ``�``: one character for one, so positions and widths do not
+move. A ``str.translate`` table."""
+CONTROL_PICTURES.update({0x7F: 0x2421, **{c: 0xFFFD for c in range(0x80, 0xA0)},
+                         **{c: 0xFFFD for c in range(0xD800, 0xE000)}})
+
+
+def safe_text(value: Any) -> str:
+    """``str(value)`` with control characters shown, not obeyed (:data:`CONTROL_PICTURES`): a project, node or
+    profile name holding ``ESC ]0;title BEL`` or ``ESC [2J`` can neither retitle nor clear a terminal, nor hide
+    text, whether it is printed by the CLI, drawn by the TUI or written in a report."""
+    return str(value).translate(CONTROL_PICTURES)
+
+
+def has_control(value: str) -> bool:
+    """True when ``value`` holds a character :func:`safe_text` would change."""
+    return any(ord(ch) in CONTROL_PICTURES for ch in value)

@@ -8,7 +8,8 @@ allowed and how to fix it, for example::
     --warmup -1 is not allowed: --warmup must be 0 or more (default 5)
 
 ``flag`` names the setting the way the caller's user typed it (``--cores`` on the CLI, ``core count`` in a
-dialog). This module is a leaf: it imports nothing of sparsify-tui but :mod:`sparsify_tui.errors`.
+dialog). This module is a leaf: it imports nothing of sparsify-tui but :mod:`sparsify_tui.errors` (and
+:mod:`sparsify_tui.tempfiles`, a leaf too, for output paths).
 """
 
 from __future__ import annotations
@@ -200,26 +201,67 @@ def dims(value: Any, known: Optional[Iterable[str]] = None, flag: str = "--dim")
     return out
 
 
-def output_path(value: Any, flag: str = "-o", *, allow_dir: bool = False) -> str:
-    """A file path to write: its folder must already exist and be writable (nothing creates folders the user
-    did not ask for); an existing folder is accepted only with ``allow_dir`` (the file is written inside)."""
+def default_root():
+    """The workspace folder: ``$SPARSIFY_TUI_HOME``, else ``$XDG_DATA_HOME/sparsify-tui``, else
+    ``~/.local/share/sparsify-tui`` (a ``Path``)."""
     from pathlib import Path
+
+    home = os.environ.get("SPARSIFY_TUI_HOME")
+    if home:
+        return Path(home).expanduser()
+    xdg = os.environ.get("XDG_DATA_HOME") or os.path.join(os.path.expanduser("~"), ".local", "share")
+    return Path(xdg) / "sparsify-tui"
+
+
+def inside_workspace(path: Any, workspace: Any = None) -> bool:
+    """True when ``path`` (or where it would be created) lies inside the workspace folder ``workspace`` (default
+    :func:`default_root`), links resolved: the index, project folders, models and blobs are sparsify-tui's own."""
+    from pathlib import Path
+
+    root = Path(workspace) if workspace is not None else default_root()
+    try:
+        real_root = os.path.realpath(root)
+        target = Path(os.path.realpath(Path(path).expanduser().parent)) / Path(path).name
+    except (OSError, ValueError):
+        return False
+    return target == Path(real_root) or Path(real_root) in target.parents
+
+
+def output_path(value: Any, flag: str = "-o", *, allow_dir: bool = False, workspace: Any = None) -> str:
+    """A file path to write: its folder must already exist and be writable (nothing creates folders the user
+    did not ask for); an existing folder is accepted only with ``allow_dir`` (the file is written inside). Refused:
+    a symlink or an existing non-regular file (:func:`sparsify_tui.tempfiles.check_output_target`), and any path
+    inside the workspace ``workspace`` (default :func:`default_root`): sparsify-tui's own files are never an
+    output."""
+    from pathlib import Path
+
+    from sparsify_tui.tempfiles import check_output_target
 
     text = str(value or "").strip()
     if not text:
         raise SparsifyError(f"{flag} is empty: give the path of the file to write")
     p = Path(text).expanduser()
-    if p.is_dir():
+    if p.is_dir() and not p.is_symlink():
         if allow_dir and os.access(p, os.W_OK):
+            _outside_workspace(p / "x", flag, text, workspace)
             return str(p)
         raise SparsifyError(f"{flag} {text} is a folder: give a file path inside it, e.g. {flag} {p / 'out'}")
+    check_output_target(p, flag)
     parent = p.parent
     if not parent.is_dir():
         raise SparsifyError(f"{flag} {text}: folder {parent} does not exist: create it first (mkdir -p {parent}) "
                             "or choose another path")
     if not os.access(parent, os.W_OK):
         raise SparsifyError(f"{flag} {text}: folder {parent} is not writable: choose a folder you can write to")
+    _outside_workspace(p, flag, text, workspace)
     return str(p)
+
+
+def _outside_workspace(p, flag: str, text: str, workspace: Any) -> None:
+    if inside_workspace(p, workspace):
+        root = workspace if workspace is not None else default_root()
+        raise SparsifyError(f"{flag} {text} is inside the sparsify-tui workspace {root} (its index, projects, models "
+                            "and data): write it elsewhere, or leave out the option to use the project's own folder")
 
 
 METRICS = ("top1", "nmse", "kl", "max_abs")

@@ -65,3 +65,47 @@ async def steady(pilot, timeout: float = 20.0) -> None:
         frame = app.export_screenshot()
         same = same + 1 if frame == last else 0
         last = frame
+
+
+#: The instruction sets of the two kinds of x86-64 machine the suite runs on (names as
+#: :func:`sparsify_tui.analysis.system.parse_cpuinfo` reports them): AVX2 only, and AVX-512 with VNNI.
+#: They change what the app computes (``round_to`` is 8 on AVX2 and 16 on AVX-512F, see
+#: ``analysis.channels.default_round_to``), so no snapshot may depend on which one runs the tests.
+FAKE_ISAS = {
+    "avx2": ["SSE4.2", "AVX", "AVX2", "FMA", "F16C"],
+    "avx512_vnni": ["SSE4.2", "AVX", "AVX2", "FMA", "F16C", "AVX512F", "AVX512BW", "AVX512VL", "AVX512_VNNI"],
+}
+
+
+@pytest.fixture(params=sorted(FAKE_ISAS))
+def fake_isa(request, monkeypatch) -> str:
+    """This machine described with the instruction sets of ``FAKE_ISAS[param]`` (every other field real):
+    the test runs once as an AVX2-only machine and once as an AVX-512 VNNI one, whatever the real CPU is.
+    Reaches every caller in this process (they import ``machine_info`` at call time); job subprocesses see
+    the real CPU."""
+    from sparsify_tui.analysis import system
+
+    real = system.machine_info
+
+    def described(*args, **kwargs):
+        info = real(*args, **kwargs)
+        info.instruction_sets = list(FAKE_ISAS[request.param])
+        return info
+
+    monkeypatch.setattr(system, "machine_info", described)
+    return request.param
+
+
+@pytest.fixture
+def snapshot(snapshot):
+    """syrupy's snapshot, named after the test function alone: the ``fake_isa`` runs of one snapshot test
+    compare against ONE stored SVG, so a screen that differs between an AVX2 and an AVX-512 machine fails."""
+    loc = snapshot.test_location
+    loc.testname = loc.methodname
+    return snapshot
+
+
+@pytest.fixture
+def snap_compare(snap_compare, fake_isa):
+    """pytest-textual-snapshot's ``snap_compare``, run under each of :data:`FAKE_ISAS` (see :func:`fake_isa`)."""
+    return snap_compare

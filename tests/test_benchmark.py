@@ -142,6 +142,7 @@ def test_benchmark_job_applies_first_and_stores_record(workspace_home, demo_mode
     from sparsify_tui.jobs import run_here
     from sparsify_tui.optimization.apply import optimization_fingerprint
     from sparsify_tui.services.apply import is_applied
+    from sparsify_tui.services.optimizations import get_optimization
     from sparsify_tui.store import Workspace
 
     ws = Workspace()
@@ -150,9 +151,10 @@ def test_benchmark_job_applies_first_and_stores_record(workspace_home, demo_mode
                                                          "batch_sizes": [1, 2], "core_counts": [1],
                                                          "warmup": 0, "iterations": 2})
     opt = ws.get_record(project["id"], "optimizations", opt["id"])
-    assert is_applied(ws, project["id"], opt)
+    typed = get_optimization(ws, project["id"], opt["id"])
+    assert is_applied(ws, project["id"], typed)
     applied = opt["applied"]
-    assert applied["layers_exact"] and applied["fingerprint"] == optimization_fingerprint(opt)
+    assert applied["layers_exact"] and applied["fingerprint"] == optimization_fingerprint(typed)
     assert applied["path"].endswith("optimized/opt_one.onnx")
     rec = ws.get_record(project["id"], "benchmarks", summary["benchmark"])
     assert rec["name"] == "b1" and rec["args"]["optimizations"] == [opt["id"]]

@@ -77,6 +77,22 @@ def test_fixed_groups_keep_their_ratio():
     assert uni.ratios == {"a": 0.5, "b": 0.25}
 
 
+def test_head_groups_round_to_whole_heads():
+    """A 12-head group under a 16-channel CPU block: rounded to 16 it could never shrink; it rounds to whole heads
+    (group_round_to), and its batched attention MatMul scales once with the kept heads."""
+    nodes = [TimedNode(NodeChannels("q", "MatMul", "layer", {}, {"h": 1.0}, macs=600), 6.0),
+             TimedNode(NodeChannels("scores", "MatMul", "batched", {"h": 1.0}, {"h": 1.0}, macs=100), 1.0),
+             TimedNode(NodeChannels("o", "MatMul", "layer", {"h": 1.0}, {}, macs=600), 6.0)]
+    rows_h = [GroupInput("h", 12, True, 0.0, list(GRID_LEVELS), list(GRID_LEVELS))]
+    tm = ChannelTimeModel(kind="macs", nodes=nodes, groups={"h": 12}, round_to=16, macs_total=1300)
+    assert allocate_channels(tm, rows_h, target="uniform", value=0.3, balance=0.5, cap=0.7).ratios == {"h": 0.0}
+    tm = ChannelTimeModel.from_dict({**tm.to_dict(), "group_round_to": {"h": 1}})
+    assert tm.to_dict()["group_round_to"] == {"h": 1}
+    res = allocate_channels(tm, rows_h, target="uniform", value=0.3, balance=0.5, cap=0.7)
+    assert res.ratios == {"h": pytest.approx(1 - 8 / 12)}
+    assert tm.macs(tm.kept_fraction(res.ratios)) == pytest.approx(1300 * 8 / 12)
+
+
 def test_calibration_fit_helpers():
     t0, c0, c1 = fit_node([1.0, 0.5, 0.25], [4.0, 2.4, 1.6])
     assert t0 == 4.0 and c0 == pytest.approx(0.2) and c1 == pytest.approx(0.8)

@@ -125,31 +125,30 @@ def test_quantize_thins_first_then_int8(project, capsys):
 
 
 def test_allocation_targets_caps_overrides(project):
-    from sparsify_tui.optimization.record import Optimization
     from sparsify_tui.services.optimizations import create_optimization, reevaluate, set_override
 
     ws, p = project
-    rec = Optimization.from_dict(create_optimization(
-        ws, p["id"], "s", settings={"structure": "channel", "target": "speedup", "target_speedup": 1.4}))
+    rec = create_optimization(
+        ws, p["id"], "s", settings={"structure": "channel", "target": "speedup", "target_speedup": 1.4})
     est = rec.estimates
     assert est.ort_speedup_fp32 >= 1.4 - 1e-6 and est.achieved >= 1.4 - 1e-6
     assert all(l.sparsity <= 0.7 + 1e-9 for l in rec.layers)  # the cap: kept >= 30 % of each group
     assert rec.layers[0].sparsity == 0 and rec.layers[0].reason == "first layer"
     gid = next(l.weight_name for l in rec.layers if l.sparsity > 0)
-    rec = Optimization.from_dict(set_override(ws, p["id"], "s", gid, 0.0))
+    rec = set_override(ws, p["id"], "s", gid, 0.0)
     assert rec.layer(gid).sparsity == 0 and rec.layer(gid).override
-    rec = Optimization.from_dict(reevaluate(ws, p["id"], "s", target_speedup=1.6))
+    rec = reevaluate(ws, p["id"], "s", target_speedup=1.6)
     assert rec.layer(gid).sparsity == 0 and rec.overrides == {gid: 0.0}  # overrides survive re-evaluation
     assert rec.estimates.ort_speedup_fp32 >= 1.6 - 1e-6 or rec.warnings
 
-    m = Optimization.from_dict(create_optimization(
-        ws, p["id"], "m", settings={"structure": "channel", "target": "macs", "macs_reduction": 2.0}))
+    m = create_optimization(
+        ws, p["id"], "m", settings={"structure": "channel", "target": "macs", "macs_reduction": 2.0})
     assert m.estimates.macs_reduction >= 2.0 - 1e-6
-    sp = Optimization.from_dict(create_optimization(
-        ws, p["id"], "r", sparsity=0.4, settings={"structure": "channel", "target": "sparsity"}))
+    sp = create_optimization(
+        ws, p["id"], "r", sparsity=0.4, settings={"structure": "channel", "target": "sparsity"})
     assert sp.estimates.avg_sparsity >= 0.4 - 1e-6
-    hard = Optimization.from_dict(create_optimization(
-        ws, p["id"], "h", settings={"structure": "channel", "target": "speedup", "target_speedup": 50}))
+    hard = create_optimization(
+        ws, p["id"], "h", settings={"structure": "channel", "target": "speedup", "target_speedup": 50})
     assert hard.warnings and "not reachable" in hard.warnings[0]
 
 
@@ -229,10 +228,10 @@ def test_channel_calibration_is_stored_with_the_perf_profile(project, capsys):
     assert est["time_model"] == "calibrated" and "measured on this server" in est["time_model_note"]
     # the optimization's time model goes through the calibration's measured points: at each calibrated ratio,
     # thinned uniformly, it gives the speedup the calibration fitted (the measured one up to fit_rel_error)
-    from sparsify_tui.optimization.record import Optimization
+    from sparsify_tui.optimization.structures import load_optimization
     from sparsify_tui.optimization.structures.channel import ChannelPruning
 
-    tm = ChannelPruning.model_of(Optimization.from_dict(ws.find_record(p["id"], "optimizations", "after")))
+    tm = ChannelPruning.model_of(load_optimization(ws.find_record(p["id"], "optimizations", "after")))
     for pt in cal["points"][1:]:
         uniform = tm.kept_fraction({g: pt["ratio"] for g in tm.groups})
         assert tm.speedup(uniform) == pytest.approx(cal["points"][0]["modeled_ms"] / pt["modeled_ms"], rel=1e-6)
@@ -324,6 +323,10 @@ def test_exactness_measures_bounded_outputs_against_their_range():
     outs = {"prob": {"max_abs": 9e-8, "ref_max_abs": 2e-7}, "logits": {"max_abs": 1e-5, "ref_max_abs": 41.0}}
     assert exactness_figure(outs, {"prob"}) == pytest.approx(1e-5 / 41.0)
     assert exactness_figure(outs, set()) == pytest.approx(0.45)
+    # a Softmax over large logits moves by at most the logits' own (compared) change
+    outs = {"prob": {"max_abs": 1.6e-4, "ref_max_abs": 1.0}, "logits": {"max_abs": 2.4e-3, "ref_max_abs": 1100.0}}
+    assert exactness_figure(outs, {"prob": "logits"}) == pytest.approx(2.4e-3 / 1100.0)
+    assert exactness_figure(outs, {"prob": None}) == exactness_figure(outs, {"prob"}) == pytest.approx(1.6e-4)
 
 
 @pytest.mark.realmodels

@@ -88,7 +88,6 @@ def test_torch_pruning_code_keeps_the_planned_channels(tmp_path, workspace_home,
     import onnx
 
     from sparsify_tui.optimization.export import write_export
-    from sparsify_tui.optimization.record import Optimization
     from sparsify_tui.services import optimizations
     from sparsify_tui.services.projects import create_project
     from sparsify_tui.store import Workspace
@@ -102,7 +101,7 @@ def test_torch_pruning_code_keeps_the_planned_channels(tmp_path, workspace_home,
     settings = {"structure": "channel", "round_to": 8, "dense_first_layer": False}
     if target == "speedup":
         settings.update(target="macs", macs_reduction=2.0)
-    rec = Optimization.from_dict(optimizations.create_optimization(ws, pid, "c", sparsity=0.5, settings=settings))
+    rec = optimizations.create_optimization(ws, pid, "c", sparsity=0.5, settings=settings)
     planned = {l.weight_name: l.kept for l in rec.layers if l.prunable and l.sparsity > 0}
     assert planned, "nothing thinned"
     code = tmp_path / "gen.py"

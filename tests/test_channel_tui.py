@@ -63,11 +63,12 @@ def seeded_project(ws, demo_model, *, measured=True):
     pid = create_project(ws, str(demo_model), name="demo", dims=DEMO_DIMS)["id"]
     perf, _loss = synthetic_profiles(ws.analysis_of(pid))  # deterministic node times
     store_perf_profile(ws, pid, perf)
-    rec = optimizations.create_optimization(ws, pid, "chan 1.5x", perf="synthetic",
+    opt = optimizations.create_optimization(ws, pid, "chan 1.5x", perf="synthetic",
                                             settings={**CHANNEL, "target": "speedup", "target_speedup": 1.5})
+    rec = opt.to_dict()
     groups = [{"id": l["weight_name"], "channels": l["channels"], "kept": l["kept"],
                "kept_indices": list(range(l["kept"]))} for l in rec["layers"] if l["prunable"]]
-    applied = {"path": "/nonexistent/chan.onnx", "fingerprint": optimization_fingerprint(rec), "quantized": False,
+    applied = {"path": "/nonexistent/chan.onnx", "fingerprint": optimization_fingerprint(opt), "quantized": False,
                "excluded": [], "structure": "channel", "groups": groups, "macs_before": 16315376,
                "macs_after": 9061232, "macs_reduction": 16315376 / 9061232, "exactness_max_rel_diff": 3.1e-7,
                "layers_exact": True, "output_diff": {"nmse": 0.0912, "max_abs": 0.271, "top1_agreement": 0.75},
@@ -77,7 +78,7 @@ def seeded_project(ws, demo_model, *, measured=True):
         fields["measured"] = {
             "benchmark": "bench1", "benchmark_name": "b1", "batch_size": 1, "core_count": 2, "speedup": 1.43,
             "median_ms": 1.12, "baseline_ms": 1.6, "estimated_speedup": rec["estimates"]["ort_speedup"],
-            "fingerprint": optimization_fingerprint(rec), "stale": False,
+            "fingerprint": optimization_fingerprint(opt), "stale": False,
             "groups": {g["id"]: {"ms": 0.05 + 0.01 * i, "baseline_ms": 0.08 + 0.01 * i} for i, g in enumerate(groups)}}
     ws.update_record(pid, "optimizations", rec["id"], **fields)
     return pid, rec
@@ -116,8 +117,8 @@ def test_groups_tab_estimates_measured_and_override(workspace_home, demo_model):
             gid = rows[target]["layer"]
             before = rows[target]["sparsity"]
             await pilot.press("plus")
-            await wait_for(pilot, lambda: gid in (sec.rec.get("overrides") or {}))
-            assert sec.rec["overrides"][gid] > before
+            await wait_for(pilot, lambda: gid in sec.rec.overrides)
+            assert sec.rec.overrides[gid] > before
 
     asyncio.run(run())
 

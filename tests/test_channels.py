@@ -13,7 +13,7 @@ from onnx import TensorProto, helper, numpy_helper
 
 from conftest import DEMO_MODEL, shared_model
 from sparsify_tui.analysis.channels import (
-    analyze_channels, channel_importance, map_reshape, round_kept,
+    analyze_channels, channel_importance, map_reshape, node_channel_factors, round_kept,
 )
 from sparsify_tui.analysis.loading import load_model, tensor_array
 from sparsify_tui.engine.thinning import EXACTNESS_TOLERANCE, apply_channel_edits, thin_model
@@ -159,12 +159,51 @@ def test_depthwise_conv_ties_its_input_and_output(tmp_path):
     assert next(a.i for a in dw.attribute if a.name == "group") == 4
 
 
-def test_grouped_conv_is_refused_with_a_reason(tmp_path):
+def init_array(path, name):
+    return numpy_helper.to_array(next(t for t in onnx.load(str(path)).graph.initializer if t.name == name))
+
+
+def test_grouped_conv_loses_the_same_channels_in_every_group(tmp_path):
+    """A grouped conv keeps its ``group``: the channels it reads and the ones it produces lose the same in-group
+    offsets in each conv group (Torch-Pruning's rule), so its weight stays [group·o, i, k, k]."""
     inits = []
-    nodes = [conv("a", "x", "a", 3, 8, inits=inits), conv("g", "a", "y", 8, 4, 3, group=2, inits=inits)]
+    nodes = [conv("a", "x", "a", 3, 8, inits=inits), helper.make_node("Relu", ["a"], ["ar"]),
+             conv("g", "ar", "g", 8, 12, 3, group=2, inits=inits), helper.make_node("Relu", ["g"], ["gr"]),
+             conv("b", "gr", "y", 12, 4, inits=inits)]
     path = save(tmp_path, nodes, inits, image(), out())
+    _model, analysis, groups = analyze_channels(path)
+    ga, gg = by_producer(groups, "a"), by_producer(groups, "g")
+    assert ga.prunable and gg.prunable and ga.id != gg.id
+    g_node = next(n for n in node_channel_factors(groups, analysis) if n.id == "g")
+    assert g_node.kind == "layer"  # MACs scale with kept inputs x kept outputs
+    assert g_node.inputs == {ga.id: pytest.approx(1.0)} and g_node.outputs == {gg.id: pytest.approx(1.0)}
+    assert (ga.channels, ga.channel_size, gg.channels, gg.channel_size) == (4, 2, 6, 2)
+    assert ("g.weight", "consumer") in {(m.tensor, m.role) for m in ga.members}
+    assert {("g.weight", "producer"), ("g.bias", "bias"), ("b.weight", "consumer")} <= {
+        (m.tensor, m.role) for m in gg.members}
+    assert (ga.round_to(16), ga.round_to(4), ga.round_to(1)) == (8, 2, 1)  # 2 positions per channel
+    res = check_thin(path, tmp_path, kept={"a.weight": [1, 3], "g.weight": [0, 2, 5]})
+    thin = onnx.load(res.out_path)
+    node = next(n for n in thin.graph.node if n.name == "g")
+    assert next(a.i for a in node.attribute if a.name == "group") == 2
+    rows = [0, 2, 5, 6 + 0, 6 + 2, 6 + 5]  # the kept offsets of each of the 2 conv groups
+    np.testing.assert_array_equal(init_array(res.out_path, "g.weight"), init_array(path, "g.weight")[rows][:, [1, 3]])
+    np.testing.assert_array_equal(init_array(res.out_path, "a.weight"), init_array(path, "a.weight")[[1, 3, 5, 7]])
+    # a ratio keeps every thinned tensor at a multiple of round_to: a keeps 2 of 4 offsets (4 channels), g 4 of 6 (8)
+    res = check_thin(path, tmp_path, ratio=0.5, round_to=4)
+    assert {g.id: g.kept for g in res.groups} == {"a.weight": 2, "g.weight": 4}
+    assert init_array(res.out_path, "g.weight").shape == (8, 2, 3, 3)
+
+
+def test_grouped_conv_over_fixed_channels_is_refused(tmp_path):
+    """Offset j of one conv group is removed with offset j of the others: a conv group of graph-input channels
+    pins the channels it is tied to."""
+    inits = []
+    nodes = [conv("a", "x", "a", 4, 4, inits=inits), helper.make_node("Concat", ["a", "x"], ["cat"], axis=1),
+             conv("g", "cat", "y", 8, 4, 3, group=2, inits=inits)]
+    path = save(tmp_path, nodes, inits, image(c=4), out())
     g = by_producer(groups_of(path), "a")
-    assert not g.prunable and "grouped Conv 'g' (group=2)" in g.reason
+    assert not g.prunable and "concatenated at Concat 'cat' with 'x', whose channels are not prunable" in g.reason
 
 
 def test_se_block_joins_the_gate_with_the_features(tmp_path):
@@ -260,6 +299,181 @@ def test_transformer_mlp_intermediate_is_prunable(tmp_path):
     assert not down.prunable and "LayerNormalization" in down.reason
     res = check_thin(path, tmp_path, ratio=0.25, round_to=16)
     assert res.groups[0].kept == 48
+
+
+# ------------------------------------------------------------------------------------------ attention heads
+
+
+def attention(tmp_path, heads=4, d=4, seq=6, fused=False, mix=None, blocks=1, shared=False):
+    """Self-attention blocks as exporters write them: Q/K/V MatMul+Add (or one fused QKV projection), Reshape to
+    heads, Transpose, MatMul, scale, mask, Softmax, MatMul, Transpose, Reshape back, output projection. Reshape
+    targets hold the head count as a literal (q, v), as -1 (k) and the width as a literal (back); with
+    ``shared`` every Reshape to heads (of every block) reads one shape constant, as the dynamo exporter writes
+    it. ``mix``: ``"softmax_heads"`` normalizes over the heads, ``"head_bias"`` adds a per-head input (both pin
+    the heads). Block ``b`` > 0 names its nodes and weights ``b{b}.*``."""
+    dm = heads * d
+    shape = lambda name, v: numpy_helper.from_array(np.array(v, np.int64), name)  # noqa: E731
+    inits = [numpy_helper.from_array(np.array(np.sqrt(d), np.float32), "scale"),
+             numpy_helper.from_array(np.where(np.arange(seq) < seq - 1, 0, -1e4).astype(np.float32).reshape(
+                 1, 1, 1, seq), "mask")]
+    if shared:
+        inits.append(shape("heads_shape", [0, 0, heads, d]))
+    inputs = [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, seq, dm])]
+    nodes = []
+    for b in range(blocks):
+        p = f"b{b}." if b else ""
+        x, y = ("x" if b == 0 else f"b{b - 1}.y" if b > 1 else "y0"), ("y" if b == blocks - 1 else
+                                                                      ("y0" if b == 0 else f"{p}y"))
+        inits += [numpy_helper.from_array(w(dm, dm), f"{p}o.w"), numpy_helper.from_array(w(dm), f"{p}o.b"),
+                  shape(f"{p}back", [0, 0, dm])]
+        if fused:
+            inits += [numpy_helper.from_array(w(dm, 3 * dm), f"{p}qkv.w"),
+                      numpy_helper.from_array(w(3 * dm), f"{p}qkv.b"), shape(f"{p}qkv_shape", [0, 0, 3, heads, d])]
+            inits += [shape(f"{p}i{j}", j) for j in range(3)]
+            nodes += [helper.make_node("MatMul", [x, f"{p}qkv.w"], [f"{p}qkv0"], name=f"{p}qkv"),
+                      helper.make_node("Add", [f"{p}qkv0", f"{p}qkv.b"], [f"{p}qkv1"]),
+                      helper.make_node("Reshape", [f"{p}qkv1", f"{p}qkv_shape"], [f"{p}qkv4"]),
+                      helper.make_node("Transpose", [f"{p}qkv4"], [f"{p}qkvt"], perm=[2, 0, 3, 1, 4])]
+            nodes += [helper.make_node("Gather", [f"{p}qkvt", f"{p}i{j}"], [f"{p}{t}4"], axis=0)
+                      for j, t in enumerate("qkv")]
+            nodes.append(helper.make_node("Transpose", [f"{p}k4"], [f"{p}kt"], perm=[0, 1, 3, 2]))
+            q, k, v = f"{p}q4", f"{p}kt", f"{p}v4"
+        else:
+            for t, target in (("q", [0, 0, heads, d]), ("k", [0, 0, -1, d]), ("v", [0, 0, heads, -1])):
+                inits += [numpy_helper.from_array(w(dm, dm), f"{p}{t}.w"), numpy_helper.from_array(w(dm), f"{p}{t}.b")]
+                if not shared:
+                    inits.append(shape(f"{p}{t}_shape", target))
+                bias = [f"{p}{t}.b", f"{p}{t}0"] if t == "k" else [f"{p}{t}0", f"{p}{t}.b"]
+                nodes += [helper.make_node("MatMul", [x, f"{p}{t}.w"], [f"{p}{t}0"], name=f"{p}{t}"),
+                          helper.make_node("Add", bias, [f"{p}{t}1"]),
+                          helper.make_node("Reshape", [f"{p}{t}1", "heads_shape" if shared else f"{p}{t}_shape"],
+                                           [f"{p}{t}2"], name=f"{p}{t}_heads"),
+                          helper.make_node("Transpose", [f"{p}{t}2"], [f"{p}{t}3"],
+                                           perm=[0, 2, 3, 1] if t == "k" else [0, 2, 1, 3])]
+            q, k, v = f"{p}q3", f"{p}k3", f"{p}v3"
+        nodes += [helper.make_node("MatMul", [q, k], [f"{p}s"], name=f"{p}scores"),
+                  helper.make_node("Div", [f"{p}s", "scale"], [f"{p}s1"]),
+                  helper.make_node("Add", [f"{p}s1", "mask"], [f"{p}s2"])]
+        if mix == "head_bias":
+            inputs.append(helper.make_tensor_value_info("bias", TensorProto.FLOAT, [1, heads, seq, seq]))
+            nodes.append(helper.make_node("Add", [f"{p}s2", "bias"], [f"{p}s3"], name="rel_bias"))
+        else:
+            nodes.append(helper.make_node("Identity", [f"{p}s2"], [f"{p}s3"]))
+        nodes += [helper.make_node("Softmax", [f"{p}s3"], [f"{p}p"], axis=1 if mix == "softmax_heads" else -1,
+                                   name=f"{p}softmax"),
+                  helper.make_node("MatMul", [f"{p}p", v], [f"{p}c"], name=f"{p}context"),
+                  helper.make_node("Transpose", [f"{p}c"], [f"{p}ct"], perm=[0, 2, 1, 3]),
+                  helper.make_node("Reshape", [f"{p}ct", f"{p}back"], [f"{p}cr"]),
+                  helper.make_node("MatMul", [f"{p}cr", f"{p}o.w"], [f"{p}o0"], name=f"{p}o"),
+                  helper.make_node("Add", [f"{p}o0", f"{p}o.b"], [y])]
+    return save(tmp_path, nodes, inits, inputs, out()), dm
+
+
+@pytest.mark.parametrize("fused", [False, True], ids=["qkv", "fused_qkv"])
+def test_attention_heads_are_pruned_whole(tmp_path, fused):
+    heads, d, seq = 4, 4, 6
+    path, dm = attention(tmp_path, heads, d, seq, fused=fused)
+    _model, analysis, groups = analyze_channels(path)
+    g = by_producer(groups, "qkv" if fused else "q")
+    assert g.prunable and g.unit == "head" and (g.channels, g.channel_size) == (heads, 3 * d if fused else d)
+    assert g.producers == (["qkv"] if fused else ["q", "k", "v"]) and g.consumers == ["o"]
+    roles = {(m.tensor, m.role) for m in g.members}
+    assert ("o.w", "consumer") in roles and ("back", "shape_literal") in roles
+    assert (("qkv_shape", "shape_literal") in roles) if fused else \
+        {("q_shape", "shape_literal"), ("v_shape", "shape_literal"), ("k.b", "per_channel")} <= roles
+    # the projections, both attention MatMuls and the output projection all follow the heads
+    assert g.macs == 4 * seq * dm * dm + 2 * heads * seq * seq * d and groups.prunable_macs_share == 1.0
+    assert g.round_to(16) == 1  # whole heads, whatever the CPU's block
+    factors = {n.id: n for n in node_channel_factors(groups, analysis)}  # the channel time model's inputs
+    assert factors["scores"].kind == factors["context"].kind == "batched"
+    assert factors["scores"].outputs == {g.id: 1.0} and factors["o"].inputs == {g.id: 1.0}
+    # importance of a head: the group L2 norm of every weight slice of its channels (biases excluded)
+    imp = channel_importance(onnx.load(str(path)), groups)[g.id]
+    wo = init_array(path, "o.w")
+    if fused:
+        wqkv = init_array(path, "qkv.w").reshape(dm, 3, heads, d)
+        want = [np.sqrt((wqkv[:, :, h] ** 2).sum() + (wo[h * d:(h + 1) * d] ** 2).sum()) for h in range(heads)]
+    else:
+        cols = sum((init_array(path, f"{t}.w").reshape(dm, heads, d) ** 2).sum(axis=(0, 2)) for t in "qkv")
+        want = [np.sqrt(cols[h] + (wo[h * d:(h + 1) * d] ** 2).sum()) for h in range(heads)]
+    np.testing.assert_allclose(imp, want, rtol=1e-5)
+
+    res = check_thin(path, tmp_path, kept={g.id: [1, 3]})
+    keep = np.concatenate([np.arange(h * d, (h + 1) * d) for h in (1, 3)])
+    np.testing.assert_array_equal(init_array(res.out_path, "o.w"), wo[keep])
+    if fused:
+        kept_cols = np.concatenate([j * dm + keep for j in range(3)])
+        np.testing.assert_array_equal(init_array(res.out_path, "qkv.w"), init_array(path, "qkv.w")[:, kept_cols])
+        assert init_array(res.out_path, "qkv_shape").tolist() == [0, 0, 3, 2, d]
+    else:
+        np.testing.assert_array_equal(init_array(res.out_path, "q.w"), init_array(path, "q.w")[:, keep])
+        assert init_array(res.out_path, "q_shape").tolist() == [0, 0, 2, d]  # the head count is rewritten
+        assert init_array(res.out_path, "k_shape").tolist() == [0, 0, -1, d]
+    assert init_array(res.out_path, "back").tolist() == [0, 0, 2 * d]
+    # every MatMul of the block does half the work
+    assert res.macs_after * 2 == res.macs_before
+    # a ratio keeps whole heads, not a multiple of the CPU's block
+    res = check_thin(path, tmp_path, ratio=0.3, round_to=16)
+    assert [(r.channels, r.kept) for r in res.groups] == [(heads, 3)]
+
+
+def test_attention_heads_through_a_shared_shape_constant(tmp_path):
+    """One [0, 0, heads, d] constant read by every layer's Reshape (the dynamo exporter's BERT): each Reshape
+    gets its own copy with its own layer's head count."""
+    path, dm = attention(tmp_path, blocks=2, shared=True)
+    groups = groups_of(path)
+    g0, g1 = by_producer(groups, "q"), by_producer(groups, "b1.q")
+    assert g0.prunable and g1.prunable and g0.unit == g1.unit == "head" and g0.id != g1.id
+    res = check_thin(path, tmp_path, kept={g0.id: [0, 3], g1.id: [2]})
+    thin = onnx.load(res.out_path)
+    inits = {t.name: numpy_helper.to_array(t) for t in thin.graph.initializer}
+    heads = {n.name: inits[n.input[1]].tolist() for n in thin.graph.node if n.name.endswith("_heads")}
+    assert heads == {"q_heads": [0, 0, 2, 4], "k_heads": [0, 0, 2, 4], "v_heads": [0, 0, 2, 4],
+                     "b1.q_heads": [0, 0, 1, 4], "b1.k_heads": [0, 0, 1, 4], "b1.v_heads": [0, 0, 1, 4]}
+    assert "heads_shape" not in inits  # nothing reads the shared constant any more
+
+
+def test_one_concat_sizing_two_groups_is_refused(tmp_path):
+    """A computed target shape (Concat of a literal) read by Reshapes of two groups cannot hold both counts."""
+    inits = [numpy_helper.from_array(np.array([0, 0], np.int64), "lead"),
+             numpy_helper.from_array(np.array([2], np.int64), "heads"),
+             numpy_helper.from_array(np.array([-1], np.int64), "rest"),
+             numpy_helper.from_array(np.array([0, 0, -1], np.int64), "back")]
+    nodes = [helper.make_node("Concat", ["lead", "heads", "rest"], ["shape"], axis=0)]
+    for t in "ab":
+        inits += [numpy_helper.from_array(w(8, 8), f"{t}.w"), numpy_helper.from_array(w(8, 8), f"{t}.o")]
+        nodes += [helper.make_node("MatMul", ["x", f"{t}.w"], [f"{t}0"], name=t),
+                  helper.make_node("Reshape", [f"{t}0", "shape"], [f"{t}1"]),
+                  helper.make_node("Softmax", [f"{t}1"], [f"{t}2"], axis=-1),
+                  helper.make_node("Reshape", [f"{t}2", "back"], [f"{t}3"]),
+                  helper.make_node("MatMul", [f"{t}3", f"{t}.o"], [f"{t}5"])]
+    nodes.append(helper.make_node("Add", ["a5", "b5"], ["y"]))
+    path = save(tmp_path, nodes, inits, [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 5, 8])], out())
+    groups = groups_of(path)
+    for t in "ab":
+        g = by_producer(groups, t)
+        assert not g.prunable and "shape constant 'heads' sizes the channels of several groups" in g.reason
+
+
+@pytest.mark.parametrize("mix,reason", [
+    ("softmax_heads", "Softmax 'softmax' normalizes over the channel axis"),
+    ("head_bias", "joins 'bias' at Add 'rel_bias', whose channels are not prunable"),
+])
+def test_attention_that_mixes_or_fixes_heads_is_refused(tmp_path, mix, reason):
+    path, _ = attention(tmp_path, mix=mix)
+    g = by_producer(groups_of(path), "q")
+    assert not g.prunable and reason in g.reason
+
+
+def test_attention_over_the_channel_axis_is_refused(tmp_path):
+    """A MatMul of two activations that contracts over the channels (no heads split off) mixes them."""
+    inits = [numpy_helper.from_array(w(8, 8), "q.w"), numpy_helper.from_array(w(8, 8), "k.w")]
+    nodes = [helper.make_node("MatMul", ["x", "q.w"], ["q"], name="q"), helper.make_node("MatMul", ["x", "k.w"], ["k"]),
+             helper.make_node("Transpose", ["k"], ["kt"], perm=[0, 2, 1]),
+             helper.make_node("MatMul", ["q", "kt"], ["y"], name="scores")]
+    path = save(tmp_path, nodes, inits, [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 5, 8])], out())
+    g = by_producer(groups_of(path), "q")
+    assert not g.prunable and "MatMul 'scores' multiplies two activations over the channel axis" in g.reason
 
 
 # ------------------------------------------------------------------------------------------ thinning
@@ -417,6 +631,25 @@ def test_real_models_thin_exactly(tmp_path, name, dims, prunable):
     path = shared_model(name)
     res = check_thin(path, tmp_path, dims=dims, ratio=0.5, round_to=8, samples=1)
     assert len(res.groups) == prunable
+
+
+HEADS = [  # built by ../shared/models/build_torch_models.py; the recognizer from rapidocr-onnxruntime 1.4.4
+    ("bert_base.onnx", {}, 12, 12, 64),
+    ("bert_base_dynamo.onnx", {}, 12, 12, 64),
+    ("ch_PP-OCRv4_rec_infer.onnx", {"x:2": 48, "x:3": 320}, 2, 8, 45),
+]
+
+
+@pytest.mark.realmodels
+@pytest.mark.parametrize("name,dims,blocks,heads,size", HEADS, ids=[h[0] for h in HEADS])
+def test_real_attention_heads_thin_exactly(tmp_path, name, dims, blocks, heads, size):
+    path = shared_model(name)
+    groups = groups_of(path, dims)
+    found = [g for g in groups.groups if g.unit == "head"]
+    assert len(found) == blocks and all(g.prunable and (g.channels, g.channel_size) == (heads, size) for g in found)
+    assert groups.prunable_macs_share > 0.99
+    res = check_thin(path, tmp_path, dims=dims, ratios={g.id: 0.3 for g in found}, samples=1)
+    assert {r.kept for r in res.groups if r.id in {g.id for g in found}} == {round_kept(heads, 0.3)}
 
 
 def test_headless_thin_entry_one_line_errors_and_json(tmp_path):

@@ -268,7 +268,7 @@ def test_import_refuses_another_model_and_stores_nothing(capsys, demo, ws, tmp_p
 
 def test_export_bad_paths(capsys, demo, tmp_path):
     assert "does not exist" in run_error(capsys, "profile", "export", "demo", "b1", "-o", str(tmp_path / "no" / "x.json"))
-    assert "is a directory" in run_error(capsys, "profile", "export", "demo", "b1", "-o", str(tmp_path))
+    assert "is a folder" in run_error(capsys, "profile", "export", "demo", "b1", "-o", str(tmp_path))
     assert "needs -o" in run_error(capsys, "profile", "export", "demo", "b1", "--format", "model-explorer")
     assert list(tmp_path.iterdir()) == [tmp_path / "workspace"]  # nothing left behind
 

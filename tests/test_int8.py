@@ -174,11 +174,12 @@ def test_labels_and_metric_are_checked_against_the_declared_outputs(tmp_path):
 
 @pytest.fixture
 def flat_timing(monkeypatch):
-    """Every model times 1.0 ms: the choice among trials within budget then depends on no clock (speed is
-    measured by benchmarks/int8_budget.py, never asserted in tests)."""
+    """FP32 (the first model timed) takes 2.0 ms and every INT8 trial 1.0 ms: the choice among trials within
+    budget then depends on no clock (speed is measured by benchmarks/int8_budget.py, never asserted in tests)."""
     from sparsify_tui.engine import timing
 
-    monkeypatch.setattr(timing, "interleaved_times", lambda engine, models, *a, **k: [[1.0] * 3 for _ in models])
+    monkeypatch.setattr(timing, "interleaved_times",
+                        lambda engine, models, *a, **k: [[2.0 if i == 0 else 1.0] * 3 for i in range(len(models))])
 
 
 def test_choose_fastest_needs_more_than_the_noise():
@@ -190,6 +191,28 @@ def test_choose_fastest_needs_more_than_the_noise():
     assert choose_fastest([more, few]) is few  # 1% faster: within the noise
     much = Int8Trial(index=3, groups=5, median_ms=8.0, p90_ms=8.1)
     assert choose_fastest([more, few, much]) is much
+
+
+def test_search_never_returns_a_model_slower_than_fp32(tmp_path, monkeypatch):
+    """FP32 is within any budget: when no INT8 trial within budget beats it by more than the noise (here every
+    trial times 1.0 ms against FP32's 0.9 ms: INT8 slower, as on small models without VNNI), the search keeps
+    FP32 and says so; the service stores the optimization with INT8 off."""
+    from sparsify_tui.engine import timing
+    from sparsify_tui.engine.timing import LatencyStats
+    from sparsify_tui.optimization.int8_search import choose_fastest, search_int8
+    from sparsify_tui.optimization.record import Int8Trial
+
+    monkeypatch.setattr(timing, "interleaved_times",
+                        lambda engine, models, *a, **k: [[0.9 if i == 0 else 1.0] * 3 for i in range(len(models))])
+    res = search_int8(_mlp(tmp_path / "mlp.onnx"), max_drop=0.05, metric="nmse", calibration_size=8,
+                      timing={"rounds": 1, "warmup": 0, "iterations": 1})
+    assert any(t.within_budget for t in res.trials)  # a trial fit the budget...
+    assert res.chosen is None and res.status == "FP32 fastest within budget"  # ...but FP32 is faster
+    assert any("faster than FP32" in w and "INT8 is left off" in w for w in res.warnings)
+    # within the noise of FP32 is not faster either; clearly faster is
+    t = Int8Trial(index=1, groups=1, median_ms=9.9, p90_ms=10.0)
+    assert choose_fastest([t], LatencyStats.from_times([10.0, 10.0, 10.1])) is None
+    assert choose_fastest([t], LatencyStats.from_times([12.0, 12.0, 12.1])) is t
 
 
 def test_search_reverts_exactly_the_deliberately_sensitive_layer(tmp_path, flat_timing):

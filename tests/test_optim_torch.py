@@ -70,7 +70,7 @@ def test_generated_plain_pytorch_prunes_a_torch_model(tmp_path, variant):
     onnx_path = tmp_path / "net.onnx"
     (tmp_path / "export.py").write_text(EXPORT)
     subprocess.run([TORCH_PY, str(tmp_path / "export.py"), str(onnx_path), variant], check=True)
-    a = analyze_model(str(onnx_path)).to_dict()
+    a = analyze_model(str(onnx_path))
     from sparsify_tui.optimization.config import Settings
 
     # the first layer is dense by default; include it so the BN-folded (anonymous) conv1 is pruned too

@@ -6,6 +6,7 @@ import copy
 
 import pytest
 
+from sparsify_tui.analysis.nodes import ModelAnalysis
 from sparsify_tui.optimization.allocation import allocate
 from sparsify_tui.optimization.config import GRID_LEVELS, Settings
 from sparsify_tui.optimization.core import build_optimization, change_settings, layer_sparsities, override
@@ -93,7 +94,7 @@ def test_weighted_average_hits_target_with_caps_and_min_sparsity(target, balance
 
 
 def test_exclusions_stay_dense_and_target_still_met(demo_analysis):
-    rec = build_optimization("o", demo_analysis, None, None, sparsity=0.7)
+    rec = build_optimization("o", ModelAnalysis.from_dict(demo_analysis), None, None, sparsity=0.7)
     first = rec.layers[0]
     assert first.sparsity == 0 and first.reason == "first layer"
     grouped = [l for l in rec.layers if l.group > 1]
@@ -107,7 +108,7 @@ def test_exclusions_stay_dense_and_target_still_met(demo_analysis):
 
 
 def test_unreachable_target_caps_every_layer_and_warns(demo_analysis):
-    rec = build_optimization("o", demo_analysis, None, None, sparsity=0.95)
+    rec = build_optimization("o", ModelAnalysis.from_dict(demo_analysis), None, None, sparsity=0.95)
     free = [l for l in rec.layers if not l.excluded]
     assert all(l.sparsity == pytest.approx(0.95) for l in free)
     assert rec.warnings and "not reachable" in rec.warnings[0]
@@ -147,7 +148,7 @@ def test_filters_min_perf_gain_and_min_recovery():
 
 def test_overrides_survive_reevaluation(demo_analysis):
     perf, loss = fake_profiles(demo_analysis)
-    rec = build_optimization("o", demo_analysis, perf, loss, sparsity=0.6, perf_ref="p", loss_ref="l")
+    rec = build_optimization("o", ModelAnalysis.from_dict(demo_analysis), perf, loss, sparsity=0.6, perf_ref="p", loss_ref="l")
     target = rec.layers[5].weight_name
     rec = override(rec, target, 0.25)
     assert layer_sparsities(rec)[target] == 0.25
@@ -164,7 +165,7 @@ def test_overrides_survive_reevaluation(demo_analysis):
 
 def test_estimates_name_runtime_and_use_measured_int8(demo_analysis):
     perf, loss = fake_profiles(demo_analysis)
-    rec = build_optimization("o", demo_analysis, perf, loss, sparsity=0.7, quantize=True, perf_ref="p",
+    rec = build_optimization("o", ModelAnalysis.from_dict(demo_analysis), perf, loss, sparsity=0.7, quantize=True, perf_ref="p",
                              loss_ref="l")
     est = rec.estimates
     assert "onnxruntime" in est.ort_note and "no speedup" in est.ort_note
@@ -190,7 +191,7 @@ def test_int8_estimate_uses_the_interleaved_ratio_when_recorded(demo_analysis):
     assert perf_int8_ms(perf) == pytest.approx(perf.latency_ms["median"] / 2.5)
     perf.int8["speedup_interleaved"] = 1.6
     assert perf_int8_ms(perf) == pytest.approx(perf.latency_ms["median"] / 1.6)
-    rec = build_optimization("o", demo_analysis, perf, loss, sparsity=0.0, quantize=True, perf_ref="p",
+    rec = build_optimization("o", ModelAnalysis.from_dict(demo_analysis), perf, loss, sparsity=0.0, quantize=True, perf_ref="p",
                              loss_ref="l")
     rec.quantization.excluded = []
     from sparsify_tui.optimization.core import evaluate
@@ -199,14 +200,14 @@ def test_int8_estimate_uses_the_interleaved_ratio_when_recorded(demo_analysis):
 
 
 def test_flops_profile_has_no_ms_and_no_ort_pruning_gain(demo_analysis):
-    rec = build_optimization("o", demo_analysis, None, None, sparsity=0.7, quantize=True)
+    rec = build_optimization("o", ModelAnalysis.from_dict(demo_analysis), None, None, sparsity=0.7, quantize=True)
     est = rec.estimates
     assert est.baseline_ms is None and est.time_units.startswith("relative")
     assert est.ort_speedup == pytest.approx(1.0) and not est.int8_measured
 
 
 def test_epochs_and_lr_from_training_settings(demo_analysis):
-    rec = build_optimization("o", demo_analysis, None, None, training={"epochs": 90, "init_lr": 0.1,
+    rec = build_optimization("o", ModelAnalysis.from_dict(demo_analysis), None, None, training={"epochs": 90, "init_lr": 0.1,
                                                                        "final_lr": 0.001})
     ep = rec.epochs
     assert ep.pruning_start_epoch == 1 and ep.pruning_epochs == 30 and ep.fine_tune_epochs == 22.5
@@ -224,13 +225,13 @@ def test_workspace_create_override_copy(workspace_home, demo_model):
     ws = Workspace()
     p = create_project(ws, str(demo_model), name="demo", dims={"x:2": 48, "x:3": 192})
     rec = optimizations.create_optimization(ws, p["id"], "v1", sparsity=0.6)
-    assert rec["perf_profile"] == "flops" and rec["loss_profile"] == "approximated"
-    w = rec["layers"][4]["weight_name"]
+    assert rec.perf_profile == "flops" and rec.loss_profile == "approximated"
+    w = rec.layers[4].weight_name
     optimizations.set_override(ws, p["id"], "v1", w, 0.9)
     rec = optimizations.reevaluate(ws, p["id"], "v1", sparsity=0.7)
     assert layer_sparsities(rec)[w] == 0.9
     v2 = optimizations.copy_optimization(ws, p["id"], "v1")
-    assert v2["name"] == "v1 v2" and v2["copied_from"] == rec["id"] and v2["overrides"] == {w: 0.9}
+    assert v2.name == "v1 v2" and v2.copied_from == rec.id and v2.overrides == {w: 0.9}
     with pytest.raises(Exception, match="already exists"):
         optimizations.create_optimization(ws, p["id"], "v1")
 
@@ -253,8 +254,8 @@ def test_one_pruned_time_calibration_for_flops_and_perf_profiles(demo_analysis):
     total = sum(n.time_ms for n in nodes)
     perf = PerfProfile(name="flops-like", batch_size=1, core_count=1, instruction_sets=[], latency_ms={"median": total},
                        items_per_second=1000 / total, int8={}, nodes=nodes)
-    by_flops = build_optimization("f", demo_analysis, None, None, sparsity=0.7)
-    by_perf = build_optimization("p", demo_analysis, perf, None, sparsity=0.7, perf_ref="p")
+    by_flops = build_optimization("f", ModelAnalysis.from_dict(demo_analysis), None, None, sparsity=0.7)
+    by_perf = build_optimization("p", ModelAnalysis.from_dict(demo_analysis), perf, None, sparsity=0.7, perf_ref="p")
     share = 1.0 / demo_analysis["totals"]["flops"]
     for a, b in zip(by_flops.layers, by_perf.layers):  # the same rule: dense time / max(1, f(s)) at every level
         assert a.time_curve == pytest.approx([a.flops * share / pe.layer_speedup(s, d) for s in GRID_LEVELS], abs=1e-6)

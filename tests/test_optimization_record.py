@@ -65,10 +65,11 @@ def test_typed_fields_of_a_stored_record():
     assert rec.layers[0].time_curve == stored["layers"][0]["time_curve"]
     assert rec.quantization.excluded == stored["quantization"]["excluded"]
     assert rec.estimates.avg_sparsity == stored["estimates"]["avg_sparsity"]
-    assert layer_sparsities(rec) == layer_sparsities(stored)
-    # apply's record is kept as is
+    assert layer_sparsities(rec) == {l["weight_name"]: l["sparsity"] for l in stored["layers"] if l["sparsity"] > 0}
+    # apply's record is typed and written back as it was
     flops = Optimization.from_dict(STORED["flops"])
-    assert flops.extra["applied"] == STORED["flops"]["applied"] and flops.flops_profile
+    assert flops.applied.to_dict() == STORED["flops"]["applied"] and flops.flops_profile
+    assert flops.applied.path == STORED["flops"]["applied"]["path"] and flops.applied.quantized is False
     # the typed record is a copy: changing it leaves the stored dict alone
     before = copy.deepcopy(stored)
     rec.layers[0].sparsity += 0.1

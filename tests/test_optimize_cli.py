@@ -75,6 +75,7 @@ def test_optimize_text_output_and_override(project, capsys):
     text = capsys.readouterr().out
     assert "onnxruntime" in text and "est." in text and "override" in text
     from sparsify_tui.optimization import layer_sparsities
+    from sparsify_tui.services.optimizations import get_optimization
 
-    rec = ws.find_record(p["id"], "optimizations", "t")
+    rec = get_optimization(ws, p["id"], "t")
     assert layer_sparsities(rec)[w] == 0.3

@@ -48,7 +48,7 @@ def small_model(path, weight_names=("conv1.weight", "conv2.weight", "fc.weight")
 def analysis_of(path, **kw):
     from sparsify_tui.analysis.nodes import analyze_model
 
-    return analyze_model(str(path), batch_size=1, **kw).to_dict()
+    return analyze_model(str(path), batch_size=1, **kw)
 
 
 def initializer_names(path):

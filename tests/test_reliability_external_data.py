@@ -81,7 +81,10 @@ def test_a_linked_model_swapped_for_a_traversal_one_is_refused_by_every_reader(t
                 ["profile", "perf", "linked", "--iterations", "2", "--warmup", "0", "--no-int8"],
                 ["benchmark", "linked", "--iterations", "2", "--warmup", "0"], ["analyze", model]):
         before = snapshot(home)
-        assert_refused(run_cli(*cmd, home=home), "'W'", "'..'")
+        # a project's readers see first that the file is not the model it was created from (its sha256 changed);
+        # analyze, which has no project, sees the traversal
+        needles = ("'W'", "'..'") if cmd[0] == "analyze" else ("changed since the project was created",)
+        assert_refused(run_cli(*cmd, home=home), *needles)
         assert_nothing_left(before, home)  # validated before the job record
     assert canary.events() == 0, "the outside file was opened"
 

@@ -141,17 +141,56 @@ def test_delete_order(ws, monkeypatch):
     assert moves and unindex and moves[0] < unindex[0]
 
 
+def _hold_lock(path: Path) -> subprocess.Popen:
+    """Another live process holding ``flock`` on ``path`` (what a process in another PID namespace looks like:
+    its pid means nothing here, its lock does)."""
+    proc = subprocess.Popen([sys.executable, "-c", "import fcntl, os, sys, time\n"
+                             "fd = os.open(sys.argv[1], os.O_RDWR | os.O_CREAT)\n"
+                             "fcntl.flock(fd, fcntl.LOCK_EX)\nprint('held', flush=True)\ntime.sleep(120)", str(path)],
+                            stdout=subprocess.PIPE, text=True)
+    assert proc.stdout.readline().strip() == "held"
+    return proc
+
+
 def test_a_create_killed_after_moving_its_folder_is_undone_at_start_up(ws, capsys):
+    """Only the folder's own marker (the unfinished-create lock file, held by nobody) proves a killed create."""
     import shutil
+
+    from sparsify_tui.tempfiles import OWNER_LOCK
 
     pid = ws.get_project("demo")["id"]
     orphan = ws.projects_dir / "0123456789"
-    shutil.copytree(ws.projects_dir / pid, orphan)  # a complete folder that never got its index entry
+    shutil.copytree(ws.projects_dir / pid, orphan)  # moved into place, never indexed: the create was killed
+    (orphan / OWNER_LOCK).write_text("")
+    live = ws.projects_dir / "9876543210"
+    shutil.copytree(ws.projects_dir / pid, live)  # a create still running (its process holds the marker)
+    holder = _hold_lock(live / OWNER_LOCK)
+    try:
+        assert run_main(capsys, "list").code == 0
+        assert not orphan.exists() and (ws.projects_dir / pid).is_dir() and live.is_dir()
+        assert [p["id"] for p in ws.list_projects()] == [pid]
+    finally:
+        holder.kill()
+        holder.wait()
+
+
+def test_a_complete_folder_the_index_lacks_is_indexed_again_never_deleted(ws, capsys):
+    import shutil
+
+    pid = ws.get_project("demo")["id"]
+    copy = ws.projects_dir / "0123456789"
+    shutil.copytree(ws.projects_dir / pid, copy)
+    data = json.loads((copy / "project.json").read_text())
+    doc = data["project"]["1"]
+    doc["id"], doc["name"] = "0123456789", "copied"
+    (copy / "project.json").write_text(json.dumps(data))
     assert run_main(capsys, "list").code == 0
-    assert not orphan.exists() and (ws.projects_dir / pid).is_dir()
+    assert sorted(p["name"] for p in ws.list_projects()) == ["copied", "demo"]
 
 
 def test_stale_temp_files_and_folders_are_removed_at_start_up_and_live_ones_kept(ws, capsys):
+    from sparsify_tui.tempfiles import OWNER_LOCK
+
     pid = ws.get_project("demo")["id"]
     pdir = ws.projects_dir / pid
     dead, me = _dead_pid(), os.getpid()
@@ -164,20 +203,35 @@ def test_stale_temp_files_and_folders_are_removed_at_start_up_and_live_ones_kept
         f.write_text("{half")
     os.utime(old, (time.time() - 7200, time.time() - 7200))
     creating_dead = ws.projects_dir / f".creating-0123456789-{dead}"
-    creating_live = ws.projects_dir / f".creating-9876543210-{me}"
+    creating_live = ws.projects_dir / f".creating-9876543210-{dead}"  # held by a process whose pid we cannot see
     creating_dead.mkdir()
     creating_live.mkdir()
+    (creating_dead / OWNER_LOCK).write_text("")
     import tempfile
 
     shm = Path("/dev/shm") if os.access("/dev/shm", os.W_OK) else Path(tempfile.gettempdir())
     perf_dead = shm / f"sparsify-perf-{dead}-test"
-    perf_dead.mkdir(exist_ok=True)
+    perf_held = shm / f"sparsify-perf-{dead}-held"  # e.g. a fleet task in another PID namespace on this host
+    perf_unknown = shm / f"sparsify-perf-{dead}-nolock"  # no lock file: kept until a day old, whatever its pid
+    for f in (perf_dead, perf_held, perf_unknown):
+        f.mkdir(exist_ok=True)
+    (perf_dead / OWNER_LOCK).write_text("")
+    holders = [_hold_lock(creating_live / OWNER_LOCK), _hold_lock(perf_held / OWNER_LOCK)]
+    try:
+        assert run_main(capsys, "list").code == 0
+        for f in stale + [old, creating_dead, perf_dead]:
+            assert not f.exists(), f
+        for f in live + [creating_live, perf_held, perf_unknown]:
+            assert f.exists(), f
+    finally:
+        for h in holders:
+            h.kill()
+            h.wait()
+    assert run_main(capsys, "list").code == 0  # the holders are gone: so are their folders
+    assert not creating_live.exists() and not perf_held.exists() and perf_unknown.exists()
+    os.utime(perf_unknown, (time.time() - 2 * 86400, time.time() - 2 * 86400))
     assert run_main(capsys, "list").code == 0
-    for f in stale + [old, creating_dead, perf_dead]:
-        assert not f.exists(), f
-    for f in live + [creating_live]:
-        assert f.exists(), f
-    creating_live.rmdir()
+    assert not perf_unknown.exists()
     live[0].unlink()
 
 
@@ -225,10 +279,10 @@ def test_reapply_forgets_the_old_file_first(ws, capsys, monkeypatch):
     seen = {}
 
     def dying_apply(*a, **k):
-        seen["applied_during_write"] = get_optimization(ws, pid, "o").get("applied")
+        seen["applied_during_write"] = get_optimization(ws, pid, "o").applied
         raise KeyboardInterrupt
 
     monkeypatch.setattr(apply_mod, "apply_optimization", dying_apply)
     assert run_main(capsys, "apply", "demo", "o").code == 130  # interrupted mid-write
     assert seen["applied_during_write"] is None
-    assert get_optimization(ws, pid, "o").get("applied") is None
+    assert get_optimization(ws, pid, "o").applied is None

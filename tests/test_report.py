@@ -40,16 +40,16 @@ def project(ws, demo_model, capsys):
     assert main(["profile", "loss", "demo", "--name", "mag", "--json"]) == 0
     capsys.readouterr()
     opt = create_optimization(ws, pid, "opt1", perf="b1", sparsity=0.8, quantize=True)
-    ws.update_record(pid, OPT, opt["id"], applied={
+    ws.update_record(pid, OPT, opt.id, applied={
         "path": "/nowhere/opt1.onnx", "fingerprint": "x", "quantized": True, "file_size_bytes": 300000,
         "baseline_size_bytes": 580000, "output_diff": {"nmse": 0.0123, "max_abs": 0.25, "top1_agreement": 0.875},
         "applied_at": "2026-01-02T00:00:00+00:00"})
     runs = []
-    for label, oid, med in (("baseline", None, 2.0), ("opt1", opt["id"], 1.25)):
+    for label, oid, med in (("baseline", None, 2.0), ("opt1", opt.id, 1.25)):
         r = BenchmarkRun.from_times(label, None if oid is None else "opt1", 1, 2, [med, med * 1.1, med * 0.9])
         r.optimization_id = oid
         runs.append(r)
-    res = BenchmarkResult(models=[ModelSpec("baseline", "b.onnx"), ModelSpec("opt1", "o.onnx", opt["id"], "opt1")],
+    res = BenchmarkResult(models=[ModelSpec("baseline", "b.onnx"), ModelSpec("opt1", "o.onnx", opt.id, "opt1")],
                           batch_sizes=[1], core_counts=[2], warmup=1, iterations=3, runs=runs, name="bench one",
                           id="bench1", created="2026-01-03T00:00:00Z", system={"hostname": "server-a",
                                                                               "cpu_model": "Test CPU"})

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -91,5 +92,109 @@ def test_the_projects_screen_renders_in_a_browser_and_keys_reach_the_app(tmp_pat
             await page.wait_for_text("New project", since=mark, timeout=30)
             png = await page.screenshot(tmp_path / "browser.png")
             assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 5000
+
+    asyncio.run(run())
+
+
+EVIL_PAGE = """<!DOCTYPE html><html><head><title>waiting</title></head><body><script>
+const ws = new WebSocket("ws://localhost:%(port)d/ws?width=80&height=24");
+ws.onopen = () => { document.title = "open"; ws.send(JSON.stringify(["stdin", "j"])); };
+ws.onclose = (e) => { if (document.title !== "open") document.title = "refused " + e.code; };
+</script></body></html>"""
+
+
+def _children(pid: int) -> list:
+    """Every descendant of ``pid`` (from /proc)."""
+    kids = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as fh:
+                    stat = fh.read()
+            except OSError:
+                continue
+            if int(stat[stat.rindex(")") + 2:].split()[1]) == pid:
+                kids.append(int(entry))
+    return kids + [d for k in kids for d in _children(k)]
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as fh:
+            stat = fh.read()
+    except OSError:
+        return False
+    return stat[stat.rindex(")") + 2:].split()[0] not in ("Z", "X")
+
+
+def test_a_page_from_another_origin_cannot_drive_the_served_tui(tmp_path):
+    """A web page open in the user's browser (here: a real headless Chromium) opens ws://localhost:PORT/ws: the
+    server refuses the handshake (403: its Origin is not the served page), starts no sparsify-tui for it, and the
+    served page itself still works in the same browser."""
+    needs_browser()
+    from aiohttp import web
+
+    home = tmp_path / "ws"
+    home.mkdir()
+    port, evil_port = free_port(), free_port()
+
+    async def run():
+        async def evil_page(_request):
+            return web.Response(text=EVIL_PAGE % {"port": port}, content_type="text/html")
+
+        evil = web.Application()
+        evil.router.add_get("/", evil_page)
+        runner = web.AppRunner(evil)
+        await runner.setup()
+        await web.TCPSite(runner, "127.0.0.1", evil_port).start()
+        try:
+            async with ServedApp(home, port) as served, Chromium.launch(tmp_path) as browser:
+                page = await browser.open(f"http://127.0.0.1:{evil_port}/")
+                deadline = time.monotonic() + 30
+                title = "waiting"
+                while title == "waiting" and time.monotonic() < deadline:
+                    await asyncio.sleep(0.2)
+                    title = (await page.send("Runtime.evaluate", {"expression": "document.title"}))["result"]["value"]
+                assert title.startswith("refused"), title
+                assert _children(served.proc.pid) == []  # no sparsify-tui was started for it
+                assert "refused GET /ws: Origin 'http://127.0.0.1:" in served.stderr_path.read_text()
+                own = await browser.open(served.url)  # the served page, in the same browser, still works
+                await own.wait_for_text("Projects", timeout=60)
+        finally:
+            await runner.cleanup()
+
+    asyncio.run(run())
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_serve_ends_every_child_it_started(tmp_path, sig):
+    """Three browser sessions, one of them stopped (SIGSTOP: it can answer neither the quit message nor SIGTERM, as
+    a stuck child would not): on SIGINT or SIGTERM serve ends all of them, then exits."""
+    pytest.importorskip("textual_serve")
+    import aiohttp
+
+    home = tmp_path / "ws"
+    home.mkdir()
+    port = free_port()
+
+    async def run():
+        async with ServedApp(home, port) as served, aiohttp.ClientSession() as http:
+            origin = {"Origin": f"http://localhost:{port}"}
+            sockets = [await http.ws_connect(f"http://127.0.0.1:{port}/ws", headers=origin) for _ in range(3)]
+            for ws in sockets:
+                await asyncio.wait_for(ws.receive(), 60)  # the session's process drew something
+            deadline = time.monotonic() + 30
+            while len(_children(served.proc.pid)) < 3 and time.monotonic() < deadline:
+                await asyncio.sleep(0.2)
+            children = _children(served.proc.pid)
+            assert len(children) >= 3, children
+            os.kill(children[0], signal.SIGSTOP)
+            served.proc.send_signal(sig)
+            served.proc.wait(30)
+            assert served.proc.returncode == 0
+            time.sleep(0.5)
+            assert [c for c in children if _alive(c)] == []
+            for ws in sockets:
+                await ws.close()
 
     asyncio.run(run())

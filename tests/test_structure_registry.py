@@ -13,11 +13,14 @@ import pytest
 
 from sparsify_tui.errors import ProjectError
 from sparsify_tui.optimization.allocation import Allocation
-from sparsify_tui.optimization.config import GRID_LEVELS, node_group, prunable_nodes, weight_params
+from sparsify_tui.analysis.nodes import prunable_layers
+from sparsify_tui.optimization.config import GRID_LEVELS, node_group, weight_params
 from sparsify_tui.optimization.core import build_optimization, change_settings, evaluate, layer_sparsities, override
 from sparsify_tui.optimization.recipe import Modifier, parse_recipe, to_yaml
 from sparsify_tui.optimization.record import Estimates, LayerEstimate, LayerRow, Optimization, Settings
-from sparsify_tui.optimization.structures import STRUCTURES, PruningStructure, get_structure
+from sparsify_tui.optimization.structures import (
+    STRUCTURES, PruningStructure, get_structure, load_optimization, structure_of,
+)
 from sparsify_tui.services.projects import create_project
 
 DEMO_DIMS = {"x:2": 48, "x:3": 192}
@@ -46,17 +49,17 @@ class ToyStructure(PruningStructure):
     settings_type = ToySettings
     layer_type = ToyLayer
 
-    def build_layers(self, analysis, perf, loss, settings) -> List[LayerRow]:
-        nodes = prunable_nodes(analysis)
-        total = sum(float(n["flops"]) for n in nodes) or 1.0
+    def build_layers(self, analysis, perf, loss, settings, extras=None) -> List[LayerRow]:
+        nodes = prunable_layers(analysis)
+        total = sum(float(n.flops) for n in nodes) or 1.0
         rows = []
         for i, n in enumerate(nodes):
-            share = float(n["flops"]) / total
-            row = ToyLayer(weight_name=n["weight_name"], node_id=n["id"], op_type=n["op_type"],
-                           params=weight_params(n), flops=float(n["flops"]), group=node_group(n),
+            share = float(n.flops) / total
+            row = ToyLayer(weight_name=n.weight_name, node_id=n.id, op_type=n.op_type,
+                           params=weight_params(n), flops=float(n.flops), group=node_group(n),
                            time_curve=[share * (1 - s) for s in GRID_LEVELS], loss_curve=[s * s for s in GRID_LEVELS],
                            gain_curve=[share * s for s in GRID_LEVELS],
-                           channels=int((n["weight_shape"] or [0])[0]) // settings.round_to * settings.round_to)
+                           channels=int((n.weight_shape or [0])[0]) // settings.round_to * settings.round_to)
             row.excluded = self.excluded_reason(settings, i, row)
             rows.append(row)
         return rows
@@ -103,7 +106,7 @@ def analysis():
     from sparsify_tui.analysis.nodes import analyze_model
     from tests.conftest import DEMO_MODEL
 
-    return analyze_model(str(DEMO_MODEL), batch_size=1, dims=DEMO_DIMS).to_dict()
+    return analyze_model(str(DEMO_MODEL), batch_size=1, dims=DEMO_DIMS)
 
 
 # ---------------------------------------------------------------- the checks
@@ -111,7 +114,7 @@ def test_stub_structure_builds_evaluates_renders_and_round_trips(toy, analysis, 
     from sparsify_tui.optimization.export import render_export
 
     rec = build_optimization("t", analysis, None, None, sparsity=0.5, settings=ToySettings(structure="toy"))
-    assert rec.structure is toy and all(isinstance(l, ToyLayer) for l in rec.layers)
+    assert structure_of(rec) is toy and all(isinstance(l, ToyLayer) for l in rec.layers)
     assert rec.layers[0].sparsity == 0 and rec.layers[0].reason == "first layer"
     assert {l.sparsity for l in rec.layers if not l.excluded} == {0.5}
     assert rec.estimates.sparse_runtime == "toy runtime"
@@ -130,7 +133,7 @@ def test_stub_structure_builds_evaluates_renders_and_round_trips(toy, analysis, 
     d = json.loads(json.dumps(rec.to_dict()))
     assert d["settings"]["structure"] == "toy" and d["settings"]["round_to"] == 8
     assert d["layers"][1]["channels"] == rec.layers[1].channels > 0
-    back = Optimization.from_dict(d)
+    back = load_optimization(d)
     assert back == rec and isinstance(back.layers[0], ToyLayer) and isinstance(back.settings, ToySettings)
     assert evaluate(back).to_dict() == d
     # the weight transform apply uses
@@ -145,11 +148,11 @@ def test_stub_structure_through_the_services(toy, workspace_home, demo_model):
     pid = create_project(ws, str(demo_model), name="demo", dims=DEMO_DIMS)["id"]
     stored = optimizations.create_optimization(ws, pid, "toy", sparsity=0.4,
                                                settings={"structure": "toy", "round_to": 16})
-    assert isinstance(stored, dict) and stored["settings"]["structure"] == "toy"
-    assert stored["settings"]["round_to"] == 16 and stored["layers"][1]["channels"] % 16 == 0
+    assert isinstance(stored, Optimization) and stored.settings.structure == "toy"
+    assert stored.settings.round_to == 16 and stored.layers[1].channels % 16 == 0
     again = optimizations.reevaluate(ws, pid, "toy", sparsity=0.5, round_to=4)
-    assert again["settings"]["round_to"] == 4
-    assert {l["sparsity"] for l in again["layers"] if not l["excluded"]} == {0.5}
+    assert again.settings.round_to == 4
+    assert {l.sparsity for l in again.layers if not l.excluded} == {0.5}
     with pytest.raises(ProjectError, match="unknown optimization setting 'round_to'"):
         optimizations.create_optimization(ws, pid, "plain", settings={"round_to": 16})
     with pytest.raises(ProjectError, match="structure"):
@@ -165,7 +168,7 @@ def test_unknown_structure_is_a_one_line_error(analysis):
     rec = build_optimization("t", analysis, None, None, sparsity=0.5).to_dict()
     rec["settings"]["structure"] = "nope"
     with pytest.raises(ProjectError, match="unknown pruning structure"):
-        Optimization.from_dict(rec)
+        load_optimization(rec)
 
 
 def test_unstructured_prunes_weights_by_magnitude():

@@ -44,8 +44,9 @@ async def wait_section(pilot, app, section: str) -> None:
     await wait_for(pilot, ready)
 
 
-def tiny_model(path: Path) -> Path:
-    """Conv(3->4, 3x3) + Relu + Flatten + Gemm(4*4*4 -> 2), static shapes, IR 8."""
+def tiny_model(path: Path, batch=1) -> Path:
+    """Conv(3->4, 3x3) + Relu + Flatten + Gemm(4*4*4 -> 2), IR 8; static shapes unless ``batch`` names a
+    symbolic batch dim."""
     rng = np.random.default_rng(0)
     w = numpy_helper.from_array(rng.standard_normal((4, 3, 3, 3)).astype(np.float32), "conv.weight")
     fc = numpy_helper.from_array(rng.standard_normal((2, 64)).astype(np.float32), "fc.weight")
@@ -55,8 +56,8 @@ def tiny_model(path: Path) -> Path:
         helper.make_node("Flatten", ["r"], ["f"], name="flatten"),
         helper.make_node("Gemm", ["f", "fc.weight"], ["y"], name="fc", transB=1),
     ]
-    graph = helper.make_graph(nodes, "tiny", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 3, 4, 4])],
-                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 2])], [w, fc])
+    graph = helper.make_graph(nodes, "tiny", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [batch, 3, 4, 4])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [batch, 2])], [w, fc])
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
     model.ir_version = 8
     onnx.save(model, path)
@@ -324,7 +325,7 @@ async def test_run_submits_enabled_profile_jobs_with_live_progress(ws, tmp_path,
     from sparsify_tui.tui.widgets.jobs import JobProgress
 
     monkeypatch.setattr(baseline, "BASELINE", (("perf", "sleep", "Performance profile"),))
-    model = tiny_model(tmp_path / "tiny.onnx")
+    model = tiny_model(tmp_path / "tiny.onnx", batch="N")  # batch 2 needs a batch dim
     app = SparsifyApp()
     async with app.run_test(size=SIZE) as pilot:
         await fill_new_project(pilot, app, str(model), perf=True)

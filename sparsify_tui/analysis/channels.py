@@ -8,7 +8,8 @@ of Torch-Pruning's dependency graph (Fang et al., "DepGraph: Towards Any Structu
 github.com/VainF/Torch-Pruning), whose rules it follows for the facts: a layer's output channels couple to
 its bias and to the BatchNorm after it; element-wise ops couple their operands' channels; Concat/Split map
 channel indices by offset; a consumer's input axis couples to whatever it reads; a depthwise conv ties its
-input and output channels.
+input and output channels; a grouped conv loses the same in-group channels in every conv group; attention
+heads go whole (Q, K, V and the output projection's input rows).
 
 How (all on the main graph, in topological order):
 
@@ -21,7 +22,11 @@ How (all on the main graph, in topological order):
   followers keep it; joins (Add/Sub/Mul/Div/Max/Min/Where... of two channel tensors, the SE-block Mul)
   *unite* the elements position by position (union-find); Concat along the channel axis concatenates maps;
   Split/Slice along it take a range; Transpose/Squeeze/Unsqueeze/Flatten/Reshape move the axis. A depthwise
-  Conv passes the map through (its weight and ``group`` shrink with it).
+  Conv passes the map through (its weight and ``group`` shrink with it). A grouped Conv unites the channels at
+  the same in-group offset of its conv groups (:func:`_conv_layer`). A Reshape splitting the channel axis
+  into ``(heads, head_dim)`` unites each head's channels and the heads axis carries them
+  (:func:`_split_heads`); MatMuls of two activations keep channels on their batch axes (the attention
+  ``Q·Kᵀ`` and ``P·V``, :func:`_matmul_batched`), and merging ``(heads, head_dim)`` back repeats each head.
 * A **channel group** is a connected set of spaces; its *channels* are its element classes (the elements
   united with each other). Removing channel ``c`` of a group removes, from every member, each position whose
   element is in class ``c``.
@@ -29,9 +34,11 @@ How (all on the main graph, in topological order):
   Slice's bounds, a Split's sizes, a Reshape's literal channel count, a depthwise Conv's ``group``).
 * Anything not provably safe **pins** the channels it touches, and the whole group becomes not prunable with
   the reason: a graph output, an op not known to be per-channel (Softmax or a reduction over the channel
-  axis, LayerNorm over it, a MatMul of two activations, a Reshape that splits the channel axis...), a
-  grouped Conv, a join with a tensor whose channels are fixed (a graph input, a computed tensor), a shape
-  computation that reads the channel count, a weight that is quantized or shared in a way we cannot slice.
+  axis, LayerNorm over it, a MatMul of two activations over the channels, a Reshape that mixes the channel
+  axis with the axes before it...), a join with a tensor whose channels are fixed (a graph input, a computed
+  tensor, one conv group of a grouped Conv tied to such channels, a per-head input), a shape computation that
+  reads the channel count, a shape constant that would need two values, a weight that is quantized or shared
+  in a way we cannot slice.
 
 Exactness (the contract thinning is tested against): removing channel ``c`` gives the same outputs as
 zeroing, in the original model, the input weights of every consumer that reads ``c``
@@ -44,6 +51,7 @@ output channel ``i`` of its first producer whenever that producer covers every c
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Iterable, Optional, Sequence
 
@@ -100,7 +108,9 @@ class ChannelEdit:
     * ``"split"``: node ``node`` is a Split along the channel axis with ``extra["sizes"]``; the sizes become
       the kept counts of each part;
     * ``"shape_literal"``: the integer constant ``extra["tensor"]`` holds at flat index ``extra["index"]`` a
-      literal channel count (a Reshape target, a Resize size): it becomes the number of kept positions;
+      literal channel count (a Reshape target, a Resize size, a head count): it becomes the number of kept
+      positions (of ``emap``: heads for a head split); with ``extra["reader"]`` (a node index) and
+      ``extra["input"]``, the constant is shared with other nodes and that node's input gets its own copy;
     * ``"conv_group"``: node ``node`` is a depthwise Conv: ``group`` becomes the number of kept channels.
     """
 
@@ -138,6 +148,12 @@ class ChannelGroup:
     ``macs``: MACs per batch of every Conv/Gemm/MatMul node with a member in the group (producers, consumers,
     depthwise convs), from the node table (:mod:`sparsify_tui.analysis.flops`).
     ``classes``: the union-find root of each channel, in channel order (internal: thinning maps indices with it).
+    ``channel_size``: how many output positions of its first producer each channel spans (1 for plain channels;
+    head_dim for an attention-head group, whose channels are whole heads; G when a grouped Conv of ``group`` G
+    reads the group, whose channel ``j`` is in-group offset ``j`` of each conv group); ``unit``: ``"head"`` for
+    an attention-head group, else ``"channel"``. Members and roles mean the same for every unit (a member's
+    positions are removed where their channel is); channel indices (``kept_indices``) count the group's channels:
+    heads for a head group, in-group offsets for a group read by a grouped Conv.
     """
 
     id: str
@@ -150,10 +166,22 @@ class ChannelGroup:
     macs: int
     classes: np.ndarray = field(repr=False, default_factory=lambda: np.zeros(0, np.int64))
     first_layer: bool = False
+    channel_size: int = 1
+    unit: str = "channel"
+
+    def round_to(self, round_to: int) -> int:
+        """The multiple (in this group's channels) its kept count rounds to for the CPU's block ``round_to``.
+
+        An attention-head group keeps whole heads: 1 (a head is head_dim channels of each of q, k and v; its
+        MatMuls are batched over the heads, which no CPU block constrains). Any other group rounds so that every
+        thinned tensor keeps a multiple of ``round_to``: ``round_to / gcd(round_to, channel_size)`` (a group
+        read by a grouped Conv of ``group`` G spans G positions per channel: ``round_to / gcd(round_to, G)``)."""
+        return group_round_to(round_to, self.channel_size, self.unit)
 
     def to_dict(self) -> dict:
         """The entry of ``analyze --channel-groups --json``: ``{"id", "members": [tensor names], "channels",
-        "prunable", "reason", "macs", "producers", "consumers", "roles"}`` (``roles``: one per member)."""
+        "prunable", "reason", "macs", "producers", "consumers", "roles", "channel_size", "unit"}`` (``roles``: one
+        per member)."""
         return {
             "id": self.id,
             "members": [m.tensor for m in self.members],
@@ -164,6 +192,8 @@ class ChannelGroup:
             "producers": list(self.producers),
             "consumers": list(self.consumers),
             "roles": [m.role for m in self.members],
+            "channel_size": self.channel_size,
+            "unit": self.unit,
         }
 
 
@@ -336,6 +366,8 @@ class _Walk:
         self.in_subgraphs = _subgraph_reads(model)
         self.shape_checked: set = set()  # nodes whose shape-vector input a handler validated
         self.lookup = ConstantLookup(model, base_dir)
+        self.carriers: list = []  # (node index, emap): MatMuls of two activations whose batch axis holds channels
+        self.head_splits: list = []  # emaps of the head axes Reshapes split off (attention heads)
 
     # -- spaces and elements
     def new_space(self, n: int, kind: str, node: int, name: str) -> np.ndarray:
@@ -420,10 +452,12 @@ class _Walk:
         return True
 
     # -- the symbolic shape vectors (Shape -> Gather/Slice/Concat -> Reshape)
-    def shape_vector(self, name: str) -> Optional[list]:
-        """Entries of a 1-D integer tensor: ``("c", value, source)`` for a constant (``source`` = the
-        initializer holding it and its flat index, when it can be rewritten in place), ``("d", tensor, axis)``
-        for a dim read by Shape; None when it cannot be followed."""
+    def shape_vector(self, name: str, reader: Optional[tuple] = None) -> Optional[list]:
+        """Entries of a 1-D integer tensor: ``("c", value, source)`` for a constant, ``("d", tensor, axis)``
+        for a dim read by Shape; None when it cannot be followed. A constant's ``source`` says how thinning
+        rewrites the entry: ``(initializer, flat index)`` in place when the initializer is read through this
+        chain alone; else, with ``reader`` = ``(node index, input index)`` reading ``name``, ``("copy", node,
+        input, flat index)``: that node gets its own copy (a shape shared by every layer's Reshape); else None."""
         if name in self.shape_vals:
             return self.shape_vals[name]
         if not self.is_const(name):
@@ -434,9 +468,12 @@ class _Walk:
         src = self.consts.source[name]
         direct = src.axes is not None and self.consts.origin.get(src.name) == "initializer" and \
             self._single_use_chain(name)
-        entries = [("c", int(v), (src.name, j) if direct else None) for j, v in enumerate(val.reshape(-1).tolist())]
-        self.shape_vals[name] = entries
-        return entries
+        flat = val.reshape(-1).tolist()
+        if direct:
+            entries = [("c", int(v), (src.name, j)) for j, v in enumerate(flat)]
+            self.shape_vals[name] = entries
+            return entries
+        return [("c", int(v), ("copy", *reader, j) if reader is not None else None) for j, v in enumerate(flat)]
 
     def _single_use_chain(self, name: str) -> bool:
         """True when ``name`` and every tensor of its weight chain back to the initializer has one reader."""
@@ -546,7 +583,7 @@ def _conv(w: _Walk, i: int) -> None:
     """Conv: the input axis 1 is read by the weight's axis 1 (``consumer``), or passed through by a depthwise
     conv (``group`` = input channels: weight axis 0 and bias follow, ``group`` is rewritten); a prunable layer
     opens a new space of output channels (weight axis 0 ``producer``, bias). Grouped convs (1 < group <
-    channels) pin what they read and open no space."""
+    channels): :func:`_conv_layer`."""
     node = w.nodes[i]
     x, wt = node.input[0], node.input[1] if len(node.input) > 1 else ""
     bias = node.input[2] if len(node.input) > 2 and node.input[2] else None
@@ -564,19 +601,7 @@ def _conv(w: _Walk, i: int) -> None:
     if c is not None and c.axis != 1:
         w.pin(c.emap, f"Conv '{w.ids[i]}' reads the channels on axis {c.axis}")
         c = None
-    if group == 1:
-        if c is not None:
-            w.weight_edit(i, 1, 1, c.emap, "consumer")
-        if w.consts.is_prunable(node, 1, True):
-            out = w.new_space(cout, "layer", i, w.consts.source[wt].name)
-            if w.weight_edit(i, 1, 0, out, "producer") and bias is not None:
-                if w.is_const(bias):
-                    w.weight_edit(i, 2, 0, out, "bias")
-                else:
-                    w.pin(out, f"Conv '{w.ids[i]}' has a computed bias")
-            _set_out(w, i, 1, out)
-        return
-    if group == cin and wshape[1] == 1 and cout % cin == 0:
+    if group > 1 and group == cin and wshape[1] == 1 and cout % cin == 0:
         if c is None:
             return  # a depthwise conv over fixed channels: its outputs follow its inputs, nothing to prune
         emap = np.repeat(c.emap, cout // cin)
@@ -589,9 +614,40 @@ def _conv(w: _Walk, i: int) -> None:
         w.edit("conv_group", i, c.emap)
         _set_out(w, i, 1, emap)
         return
+    _conv_layer(w, i, c, group, cin, wshape, bias)
+
+
+def _conv_layer(w: _Walk, i: int, c: Optional[_Chan], group: int, cin: int, wshape: list,
+                bias: Optional[str]) -> None:
+    """A Conv of ``group`` 1, or a grouped Conv (1 < ``group`` < input channels) that keeps ``group`` and loses
+    the same channels in every conv group, as Torch-Pruning does for group convs (its pruner removes the same
+    in-group offsets from each of the ``group`` groups): the input channels at in-group offset ``j`` of all
+    ``group`` groups are united into one channel, read by weight column ``j`` (axis 1, ``consumer``: its element
+    map is the first conv group's ``cin/group`` positions); the layer's own output channels at offset ``j`` of
+    every group are united likewise (``producer`` rows and bias). Each tensor so keeps ``group × kept``
+    channels."""
+    cout = wshape[0]
+    if cin % group or wshape[1] != cin // group or cout % group:
+        if c is not None:
+            w.pin(c.emap, f"Conv '{w.ids[i]}' (group={group}): weight {wshape} does not match the {cin} input "
+                          "channels")
+        return
     if c is not None:
-        w.pin(c.emap, f"grouped Conv '{w.ids[i]}' (group={group}) reads these channels: only whole groups could "
-                      "be removed (not supported)")
+        cols = c.emap.reshape(group, cin // group)
+        for row in cols[1:]:
+            w.unite(cols[0], row)
+        w.weight_edit(i, 1, 1, cols[0], "consumer")
+    if w.consts.is_prunable(w.nodes[i], 1, True):
+        out = w.new_space(cout, "layer", i, w.consts.source[w.nodes[i].input[1]].name)
+        rows = out.reshape(group, cout // group)
+        for row in rows[1:]:
+            w.unite(rows[0], row)
+        if w.weight_edit(i, 1, 0, out, "producer") and bias is not None:
+            if w.is_const(bias):
+                w.weight_edit(i, 2, 0, out, "bias")
+            else:
+                w.pin(out, f"Conv '{w.ids[i]}' has a computed bias")
+        _set_out(w, i, 1, out)
 
 
 def _conv_transpose(w: _Walk, i: int) -> None:
@@ -658,7 +714,7 @@ def _matmul(w: _Walk, i: int) -> None:
     node = w.nodes[i]
     wi, _ = w.consts.weight_slots(node)
     if wi is None:
-        w.pin_inputs(i, f"MatMul '{w.ids[i]}' multiplies two activations (attention)")
+        _matmul_batched(w, i)
         return
     di = 1 - wi
     data, wt = node.input[di], node.input[wi]
@@ -685,6 +741,30 @@ def _matmul(w: _Walk, i: int) -> None:
             _set_out(w, i, k_axis, out)
     elif passed is not None:
         _set_out(w, i, passed.axis, passed.emap)
+
+
+def _matmul_batched(w: _Walk, i: int) -> None:
+    """MatMul of two activations (attention scores ``Q·Kᵀ`` and context ``P·V``): channels on a batch axis (any
+    axis but the last two) stay apart, the product of each batch entry being its own, and the batch axes
+    broadcast as element-wise ops do: :func:`_broadcast` joins the operands' maps (an operand with the same count
+    on that axis but no channels pins them). Channels on a matrix axis (rows or the contracted axis) pin the
+    group: the product mixes them. The node's MACs follow the channels (:attr:`_Walk.carriers`)."""
+    node = w.nodes[i]
+    tracked = [(k, w.chan[x]) for k, x in enumerate(node.input[:2]) if x in w.chan]
+    if not tracked:
+        return
+    ranks = [w.rank(x) for x in node.input[:2]]
+    where = f"MatMul '{w.ids[i]}'"
+    if w.rank(node.output[0]) is None or any(r is None or r < 2 for r in ranks):
+        w.pin_inputs(i, f"{where} multiplies two activations (shape unknown or 1-D)")
+        return
+    if any(c.axis >= ranks[k] - 2 for k, c in tracked):
+        w.pin_inputs(i, f"{where} multiplies two activations over the channel axis")
+        return
+    _broadcast(w, i)
+    c = w.chan.get(node.output[0])
+    if c is not None:
+        w.carriers.append((i, c.emap))
 
 
 def _batchnorm(w: _Walk, i: int) -> None:
@@ -804,9 +884,9 @@ def _transpose(w: _Walk, i: int) -> None:
 def _reshape_like(w: _Walk, i: int) -> None:
     """Reshape/Flatten/Squeeze/Unsqueeze, from the concrete shapes: the channel axis may stay whole, merge with
     the axes after it (each channel becomes a block of positions: Flatten before a Gemm), or be split back
-    from such blocks. Splitting real channels across two axes (attention heads) or merging them with the
-    axes before them pins the group. A Reshape's target shape must leave the channel count to the data
-    (``-1``, a copied dim) or hold it as a literal thinning can rewrite."""
+    from such blocks. A Reshape may split real channels into ``(heads, head_dim)`` (:func:`_split_heads`: whole
+    heads); merging them with the axes before them pins the group. A Reshape's target shape must leave the
+    channel count to the data (``-1``, a copied dim) or hold it as a literal thinning can rewrite."""
     node = w.nodes[i]
     x, y = node.input[0], node.output[0]
     c = w.chan.get(x)
@@ -819,6 +899,8 @@ def _reshape_like(w: _Walk, i: int) -> None:
         w.pin(c.emap, f"shape unknown at {node.op_type} '{w.ids[i]}'")
         return
     mapped = map_reshape(s, t, c.axis, c.emap)
+    if mapped is None and node.op_type == "Reshape":
+        mapped = _split_heads(w, s, t, c)
     if mapped is None:
         w.pin(c.emap, f"{node.op_type} '{w.ids[i]}' splits or mixes the channel axis {s} -> {t}")
         return
@@ -828,6 +910,42 @@ def _reshape_like(w: _Walk, i: int) -> None:
                                    allowzero=int(w.attr(i, "allowzero", 0))):
             return
     _set_out(w, i, b, emap)
+
+
+def split_axis(s: Sequence[int], t: Sequence[int], axis: int) -> Optional[tuple]:
+    """``(b, m)`` when a row-major reshape of shape ``s`` to ``t`` splits axis ``axis`` into the ``m >= 2``
+    adjacent axes ``t[b:b+m]`` (their product is ``s[axis]``, the last two > 1) and leaves every other axis as
+    it was: ``[B, S, 768] -> [B, S, 12, 64]`` (heads, head_dim) or a fused projection's ``[B, S, 360] ->
+    [B, S, 3, 8, 15]`` (q/k/v, heads, head_dim); else None."""
+    s, t = [int(v) for v in s], [int(v) for v in t]
+    m = len(t) - len(s) + 1
+    b = axis
+    if m < 2 or t[:b] != s[:b] or t[b + m:] != s[axis + 1:]:
+        return None
+    if t[b + m - 2] < 2 or t[b + m - 1] < 2 or int(np.prod(t[b:b + m])) != s[axis]:
+        return None
+    return b, m
+
+
+def _split_heads(w: _Walk, s: list, t: list, c: _Chan):
+    """A Reshape splitting the channel axis into several axes (:func:`split_axis`), the last two being
+    ``(heads, head_dim)`` (attention: ``[B, S, H·d] -> [B, S, H, d]``; a fused q/k/v projection ``[B, S, 3·H·d]
+    -> [B, S, 3, H, d]``): the heads axis carries the channels, one per head, and every channel of a head
+    (its ``d`` positions, in q, k and v) is united with it, so a head is removed whole; the other split axes
+    never change size. Whatever later mixes the heads (or merges them with the axes before them) pins the
+    group as usual; merging ``(H, d)`` back is :func:`map_reshape`'s block case. ``(heads axis, heads map)``
+    or None."""
+    found = split_axis(s, t, c.axis)
+    if found is None:
+        return None
+    b, m = found
+    h = b + m - 2
+    blocks = np.moveaxis(c.emap.reshape(t[b:b + m]), m - 2, 0).reshape(t[h], -1)
+    for col in blocks.T[1:]:
+        w.unite(blocks[:, 0], col)
+    heads = blocks[:, 0].copy()
+    w.head_splits.append(heads)
+    return h, heads
 
 
 def map_reshape(s: Sequence[int], t: Sequence[int], axis: int, emap: np.ndarray):
@@ -870,7 +988,7 @@ def _check_shape_vector(w: _Walk, i: int, shape_input: str, pos: int, emap: np.n
     count. Pins and returns False otherwise."""
     node = w.nodes[i]
     w.shape_checked.add(i)
-    vec = w.shape_vector(shape_input)
+    vec = w.shape_vector(shape_input, (i, list(node.input).index(shape_input)))
     where = f"{node.op_type} '{w.ids[i]}'"
     if vec is None or pos >= len(vec):
         w.pin(emap, f"{where} target shape is computed by ops that cannot be followed")
@@ -896,7 +1014,12 @@ def _check_shape_vector(w: _Walk, i: int, shape_input: str, pos: int, emap: np.n
         if e[1] == 0 and node.op_type == "Reshape" and not allowzero and pos == data_axis:
             return True
         if e[1] == len(emap) and e[2] is not None:
-            w.edit("shape_literal", i, emap, extra={"tensor": e[2][0], "index": e[2][1]})
+            if e[2][0] == "copy":
+                _, reader, k, j = e[2]
+                w.edit("shape_literal", i, emap, extra={"tensor": w.nodes[reader].input[k], "reader": reader,
+                                                         "input": k, "index": j})
+            else:
+                w.edit("shape_literal", i, emap, extra={"tensor": e[2][0], "index": e[2][1]})
             return True
         w.pin(emap, f"{where} target shape holds the channel count in a constant that cannot be rewritten")
         return False
@@ -1146,10 +1269,10 @@ def _shape_op(w: _Walk, i: int) -> None:
     """Cast/Identity/Squeeze/Unsqueeze/Gather/Slice/Concat of shape vectors (1-D integer tensors)."""
     node = w.nodes[i]
     op = node.op_type
-    vec = w.shape_vector(node.input[0]) if node.input else None
+    vec = w.shape_vector(node.input[0], (i, 0)) if node.input else None
     out: Optional[list] = None
     if op == "Concat":
-        parts = [w.shape_vector(x) for x in node.input]
+        parts = [w.shape_vector(x, (i, k)) for k, x in enumerate(node.input)]
         if all(p is not None for p in parts):
             out = [e for p in parts for e in p]
     elif vec is None:
@@ -1294,9 +1417,25 @@ def find_channel_groups(model: onnx.ModelProto, shapes: dict, node_macs: Optiona
             w.pin(c.emap, f"reaches graph output '{name}'")
         if name in w.in_subgraphs:
             w.pin(c.emap, f"read inside a subgraph ('{name}')")
+    _pin_shared_literals(w)
     out = _collect(w, node_macs, counted_matrix_macs)
     out.tensor_channels = {name: c.emap for name, c in w.chan.items()}
     return out
+
+
+def _pin_shared_literals(w: _Walk) -> None:
+    """A literal rewritten by several ``shape_literal`` edits (a shape vector read by Reshapes of different
+    channels) must get one value: allowed when they remove the same channels, else they are pinned."""
+    by_target: dict = {}
+    for e in w.edits:
+        if e.kind == "shape_literal":
+            key = (e.extra["tensor"], e.extra.get("reader"), e.extra.get("input"), e.extra["index"])
+            by_target.setdefault(key, []).append(e)
+    for key, edits in by_target.items():
+        first = [w.uf.find(x) for x in edits[0].emap.tolist()]
+        if any([w.uf.find(x) for x in e.emap.tolist()] != first for e in edits[1:]):
+            for e in edits:
+                w.pin(e.emap, f"shape constant '{key[0]}' sizes the channels of several groups")
 
 
 def _collect(w: _Walk, node_macs, counted_matrix_macs) -> ChannelGroups:
@@ -1319,11 +1458,17 @@ def _collect(w: _Walk, node_macs, counted_matrix_macs) -> ChannelGroups:
                 lst.append(reason)
     # members and layers per component
     comp_edits: dict = {}
+    carrier_nodes: dict = {}
     for k, e in enumerate(w.edits):
         if len(e.emap) == 0:
             continue
         for cidx in np.unique(comp[space_of[e.emap]]).tolist():
             comp_edits.setdefault(cidx, []).append(k)
+    for ni, emap in w.carriers:  # attention MatMuls: no member, but their MACs follow the heads
+        for cidx in np.unique(comp[space_of[emap]]).tolist():
+            carrier_nodes.setdefault(cidx, set()).add(ni)
+    split_comps = {int(comp[space_of[h[0]]]) for h in w.head_splits if len(h)}
+    head_comps = split_comps & set(carrier_nodes)
     macs = list(node_macs) if node_macs is not None else [0] * len(w.nodes)
     groups = []
     used_ids: dict = {}
@@ -1367,6 +1512,9 @@ def _collect(w: _Walk, node_macs, counted_matrix_macs) -> ChannelGroups:
                 members.append(ChannelMember(node.output[0], nid, "split", e.axis))
             if node.op_type in MATRIX_OPS or node.op_type == "ConvTranspose":
                 nodes.add(e.node)
+        nodes |= carrier_nodes.get(cidx, set())
+        first_roots = roots[space_of == layer_spaces[0]]
+        channel_size = math.gcd(*np.unique(first_roots, return_counts=True)[1].tolist()) if len(first_roots) else 1
         rs = reasons.get(cidx, [])
         prunable = not rs
         if prunable:
@@ -1378,6 +1526,7 @@ def _collect(w: _Walk, node_macs, counted_matrix_macs) -> ChannelGroups:
             macs=int(sum(macs[n] for n in nodes if n < len(macs))),
             classes=np.asarray(classes, dtype=np.int64),
             first_layer=first_layer is not None and first_layer in layer_spaces,
+            channel_size=int(channel_size), unit="head" if cidx in head_comps else "channel",
         ))
     matrix = counted_matrix_macs if counted_matrix_macs is not None else \
         sum(m for n, m in zip(w.nodes, macs) if n.op_type in MATRIX_OPS)
@@ -1543,10 +1692,19 @@ def round_kept(channels: int, ratio: float, round_to: int = 1) -> int:
     return min(options, key=lambda v: (abs(v - target), -v))
 
 
+def group_round_to(round_to: int, channel_size: int = 1, unit: str = "channel") -> int:
+    """:meth:`ChannelGroup.round_to` from a group's stored fields (``channel_size``, ``unit``)."""
+    if unit == "head":
+        return 1
+    r = max(int(round_to), 1)
+    return r // math.gcd(r, max(int(channel_size), 1))
+
+
 def choose_removed(groups: ChannelGroups, importance: dict, ratios: dict, round_to: int = 1) -> dict:
     """``{group id: channel indices to remove}``: for each group of ``ratios`` (``{group id: ratio}``), its
-    least important channels so that :func:`round_kept` channels stay (ties: the lower index is removed
-    first, a stable order). Raises ``SparsifyError`` for an unknown or non-prunable group with a ratio > 0."""
+    least important channels so that :func:`round_kept` channels stay, rounded to the group's own multiple
+    (:meth:`ChannelGroup.round_to`: whole heads, grouped convs; ties: the lower index is removed first, a
+    stable order). Raises ``SparsifyError`` for an unknown or non-prunable group with a ratio > 0."""
     out = {}
     for gid, ratio in ratios.items():
         g = groups.group(gid)
@@ -1554,7 +1712,7 @@ def choose_removed(groups: ChannelGroups, importance: dict, ratios: dict, round_
             continue
         if not g.prunable:
             raise SparsifyError(f"channel group {gid!r} is not prunable ({g.reason}): set its ratio to 0")
-        kept = round_kept(g.channels, ratio, round_to)
+        kept = round_kept(g.channels, ratio, g.round_to(round_to))
         order = np.argsort(importance[gid], kind="stable")
         out[gid] = np.sort(order[: g.channels - kept])
     return out
@@ -1610,10 +1768,12 @@ class NodeChannels:
 
     ``id``: node id; ``op_type``; ``kind``: ``"layer"`` (Conv/Gemm/MatMul with an initializer weight: its MACs
     scale with kept input × kept output channels), ``"depthwise"`` (a depthwise Conv: its MACs scale with its
-    channels once) or ``"other"`` (activations, BatchNorm, pooling, residual Add...: work per element of the
+    channels once), ``"batched"`` (a MatMul of two activations, attention: its MACs scale once with the heads
+    of its batch axis) or ``"other"`` (activations, BatchNorm, pooling, residual Add...: work per element of the
     output); ``inputs`` / ``outputs``: ``{group id: share}``, the share of the positions of the node's data
     input / first output channel axis that belong to each prunable group (the rest never changes);
-    ``macs`` per batch; ``params``: weight elements of a layer (0 otherwise).
+    ``macs`` per batch; ``params``: weight elements of a layer (0 otherwise); ``weight``: the layer's weight
+    initializer name ("" when unknown), so a weight shared by several layers is counted as thinning writes it.
     """
 
     id: str
@@ -1623,16 +1783,18 @@ class NodeChannels:
     outputs: dict
     macs: int = 0
     params: int = 0
+    weight: str = ""
 
     def to_dict(self) -> dict:
         return {"id": self.id, "op_type": self.op_type, "kind": self.kind, "inputs": dict(self.inputs),
-                "outputs": dict(self.outputs), "macs": int(self.macs), "params": int(self.params)}
+                "outputs": dict(self.outputs), "macs": int(self.macs), "params": int(self.params),
+                "weight": self.weight}
 
     @classmethod
     def from_dict(cls, d: dict) -> "NodeChannels":
         return cls(id=d["id"], op_type=d.get("op_type", ""), kind=d.get("kind", "other"),
                    inputs=dict(d.get("inputs") or {}), outputs=dict(d.get("outputs") or {}),
-                   macs=int(d.get("macs") or 0), params=int(d.get("params") or 0))
+                   macs=int(d.get("macs") or 0), params=int(d.get("params") or 0), weight=str(d.get("weight") or ""))
 
 
 def group_shares(groups: ChannelGroups, emap: np.ndarray) -> dict:
@@ -1669,10 +1831,13 @@ def node_channel_factors(groups: ChannelGroups, analysis) -> list:
         ins = next((x for x in n.inputs if x in chans), None)
         outs = next((x for x in n.outputs if x in chans), None)
         group = int((n.attrs or {}).get("group", 1) or 1)
-        if n.op_type == "Conv" and group > 1:
-            kind = "depthwise"
+        xs = n.input_shapes[0] if n.input_shapes else None
+        if n.op_type == "Conv" and group > 1 and (xs is None or len(xs) < 2 or group == xs[1]):
+            kind = "depthwise"  # a grouped conv (group < input channels) scales with inputs × outputs: a layer
         elif n.prunable and n.op_type in MATRIX_OPS:
             kind = "layer"
+        elif n.op_type == "MatMul" and n.macs:
+            kind = "batched"
         else:
             kind = "other"
         params = 0
@@ -1682,7 +1847,7 @@ def node_channel_factors(groups: ChannelGroups, analysis) -> list:
             id=n.id, op_type=n.op_type, kind=kind,
             inputs=group_shares(groups, chans[ins]) if ins is not None else {},
             outputs=group_shares(groups, chans[outs]) if outs is not None else {},
-            macs=int(n.macs or 0), params=params))
+            macs=int(n.macs or 0), params=params, weight=str(n.weight_name or "") if params else ""))
     return out
 
 

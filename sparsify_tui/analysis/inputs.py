@@ -254,7 +254,7 @@ def check_scalar_values(specs: list[InputSpec], values: Optional[dict] = None) -
 def check_run_inputs(model_path: Union[str, os.PathLike], batch_size: int = 1, dims: Optional[dict] = None,
                      data: Optional[Union[str, os.PathLike]] = None, batches: int = 1,
                      labels_key: Optional[str] = None, metric: Optional[str] = None,
-                     scores_outputs: bool = False) -> list[InputSpec]:
+                     scores_outputs: bool = False, user_dims: Optional[dict] = None) -> list[InputSpec]:
     """Everything about a run's inputs that can be refused before anything runs, is allocated or is recorded:
     the model loads (``load_model`` without weights: external-data locations, tensor sizes, input types),
     every ``dims`` name exists in the model and every symbolic dim has a value >= 1, one batch fits in the
@@ -266,15 +266,18 @@ def check_run_inputs(model_path: Union[str, os.PathLike], batch_size: int = 1, d
     scores the outputs (apply, benchmark, INT8 search), so the labels and ``metric`` (``--metric``, None for the
     default) are checked against the model's declared outputs too
     (:func:`sparsify_tui.analysis.labels.check_outputs_fit`: labels or top1/kl need a class-score output, labels
-    below its class count). Returns the input specs.
+    below its class count). ``user_dims``: the dims the user typed for this run (a part of ``dims``): one
+    naming a batch dim is refused (:func:`sparsify_tui.analysis.shapes.check_user_dims`). Returns the input
+    specs.
 
     Raises:
         ModelError, DimensionError, SampleDataError: one line each.
     """
     from sparsify_tui.analysis.loading import load_model
-    from sparsify_tui.analysis.shapes import check_shapes
+    from sparsify_tui.analysis.shapes import check_shapes, check_user_dims
 
     model = load_model(model_path, load_external_data=False)
+    check_user_dims(model, user_dims)
     specs = input_specs(model, batch_size=batch_size, dims=dims or {}, base_dir=Path(model_path).parent)
     check_shapes(model, batch_size, dims)
     if batches > 1 and not data:

@@ -78,6 +78,9 @@ def check_labels(labels: np.ndarray, items: int, key: str, classes: Optional[int
                               "item, in the same order")
     if len(a) and int(a.min()) < 0:
         raise SampleDataError(f"labels {key!r} contain {int(a.min())}: class indices start at 0")
+    if len(a) and int(a.max()) > np.iinfo(np.int64).max:  # uint64 beyond int64 (2**64-1 is not -1)
+        raise SampleDataError(f"labels {key!r} contain {int(a.max())} ({a.dtype.name}), far above any class count: "
+                              "give class indices 0..classes-1")
     if classes is not None and len(a) and int(a.max()) >= classes:
         raise SampleDataError(f"labels {key!r} contain {int(a.max())} but the model's class output has {classes} "
                               f"classes (0..{classes - 1}): check the labels match this model")

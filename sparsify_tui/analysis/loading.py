@@ -138,12 +138,23 @@ def _check_wiring(model: onnx.ModelProto, name: str) -> None:
         known.update(text(t.name, "tensor name") for t in graph.initializer)
         known.update(text(t.values.name, "tensor name") for t in graph.sparse_initializer)
         producer: dict = {}
+        names: dict = {}
         for i, node in enumerate(graph.node):
             text(node.op_type, "node type")
             text(node.domain, "node domain")
-            text(node.name, "node name")
+            if text(node.name, "node name"):
+                if node.name in names:  # onnxruntime: "two nodes with same node name"
+                    raise ModelError(f"{name} has two nodes named '{node.name}' (nodes {names[node.name]} and {i}, "
+                                     f"{graph.node[names[node.name]].op_type} and {node.op_type}): onnxruntime "
+                                     "refuses duplicate node names; re-export the model, or rename one (onnx.load, "
+                                     "node.name = ..., onnx.save)")
+                names[node.name] = i
             for o in node.output:
                 if text(o, "tensor name"):
+                    if o in producer or o in known:  # onnxruntime: "Duplicate definition-site"
+                        raise ModelError(f"{name} defines tensor '{o}' twice (node '{node.name or node.op_type}' "
+                                         "and an earlier node, input or initializer): onnxruntime refuses it; "
+                                         "re-export the model")
                     producer[o] = i
         defined = known | set(producer)
         for node in graph.node:

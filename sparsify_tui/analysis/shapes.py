@@ -6,7 +6,10 @@ exporters), or neither. Rules used by :func:`resolve_dims`:
 
 * axis 0 of an input, when symbolic, is the batch and gets ``batch_size`` (so does every other dim
   with the same ``dim_param`` name, e.g. ``state: [2, batch, 128]``). When axis 0 is fixed, the first
-  symbolic axis is the batch if it is anonymous (recurrent state ``[layers, ?, hidden]``, as in silero_vad);
+  symbolic axis is the batch if it is anonymous (recurrent state ``[layers, ?, hidden]``, as in silero_vad).
+  The batch size always wins: a ``dims`` entry naming a batch dim never pins it (it is ignored here, and
+  refused where the user types it, :func:`check_user_dims`). A model whose inputs fix their batch (no
+  batch dim at all) runs only that batch: another ``batch_size`` is refused (:func:`fixed_batch`);
 * any other symbolic dim is looked up in ``dims`` by its ``"input:axis"`` key first, then by its
   ``dim_param`` name (``"?"`` and empty names are anonymous: only the ``"input:axis"`` key works);
 * a dim with no value raises :class:`DimensionError` naming every missing dim, with ``--dim`` suggestions.
@@ -94,6 +97,18 @@ def _check_has_shape(vi: onnx.ValueInfoProto) -> None:
                 f"model input '{vi.name}' has no shape (not even its rank), so its size cannot be resolved: "
                 "re-export the model with input shapes (e.g. torch.onnx.export with input_names/dynamic_axes)"
             )
+        for axis, dim in enumerate(t.tensor_type.shape.dim):
+            # -1 is the exporters' usual mark of a free size (onnxruntime reads it so): symbolic, like a dim_param
+            if dim.HasField("dim_value") and dim.dim_value == 0:
+                raise ModelError(
+                    f"model input '{vi.name}' has size 0 on axis {axis}: every batch of it is an empty tensor, so "
+                    "there is nothing to run or measure: re-export the model with the real size there (or a name, "
+                    "e.g. 'batch', for a free size)")
+            if dim.HasField("dim_value") and dim.dim_value < -1:
+                raise ModelError(
+                    f"model input '{vi.name}' has size {dim.dim_value} on axis {axis}, which is not a size (ONNX "
+                    "sizes are 0 or more; -1 or a name mark a free size): re-export the model with the real size "
+                    "there, or a name such as 'batch'")
     elif t.HasField("sequence_type") or t.HasField("map_type") or t.HasField("optional_type"):
         raise ModelError(
             f"model input '{vi.name}' is a sequence/map/optional, which sparsify-tui cannot feed: "
@@ -236,14 +251,15 @@ def resolve_dims(
     Args:
         model: the model (only its graph inputs are read).
         batch_size: items per batch, used for axis 0 of each input whose axis 0 is symbolic, and for
-            every other dim sharing that dim's ``dim_param`` name.
+            every other dim sharing that dim's ``dim_param`` name (the batch dims: ``dims`` never sets them).
         dims: user values by ``"input:axis"`` key or by ``dim_param`` name (see module docstring).
 
     Returns:
         ``{(input, axis): value}`` for each symbolic dim.
 
     Raises:
-        DimensionError: some dims have no value; the message lists all of them with ``--dim`` suggestions.
+        DimensionError: some dims have no value (the message lists all of them with ``--dim`` suggestions),
+            or the model fixes its batch (:func:`fixed_batch`) and ``batch_size`` is neither 1 nor that batch.
         ModelError: an input has no shape.
     """
     from sparsify_tui import settings
@@ -260,13 +276,18 @@ def resolve_dims(
     shapes = {vi.name: list(vi.type.tensor_type.shape.dim) for vi in graph_inputs(model)}
     resolved: dict[tuple[str, int], int] = {}
     missing: list[SymbolicDim] = []
+    fixed = fixed_batch(model)
+    if fixed is not None and batch_size not in (1, fixed):
+        raise DimensionError(f"the model fixes its batch at {fixed} ({_fixed_batch_text(model)}), so it cannot be "
+                             f"fed batches of {batch_size}: pass --batch-size {fixed}, or re-export the model with "
+                             "a dynamic batch axis")
     for sd in sym:
-        if sd.key in dims:
+        if sd.is_batch:
+            value = batch_size  # never a dims entry: the batch axis is what --batch-size asks for
+        elif sd.key in dims:
             value = dims[sd.key]
         elif sd.named and sd.name in dims:
             value = dims[sd.name]
-        elif sd.is_batch:
-            value = batch_size
         else:
             missing.append(sd)
             continue
@@ -289,6 +310,54 @@ def resolve_dims(
             "(values are examples; use your real input size)"
         )
     return resolved
+
+
+def fixed_batch(model: onnx.ModelProto) -> Optional[int]:
+    """The batch a model with no batch dim runs (every input's axis 0 fixed): axis 0 of its first tensor
+    input, or None when some input has a batch dim (then ``batch_size`` sets it) or every input is a scalar.
+    So the items in one batch fed at ``batch_size`` are ``fixed_batch(model) or batch_size``: what ms per item
+    and items/s divide by. Raises ``ModelError`` for an input without a shape."""
+    if any(sd.is_batch for sd in symbolic_dims(model)):
+        return None
+    for vi in graph_inputs(model):
+        dims = vi.type.tensor_type.shape.dim
+        if len(dims):
+            return _dim_value(dims[0])
+    return None
+
+
+def _fixed_batch_text(model: onnx.ModelProto) -> str:
+    vi = next(vi for vi in graph_inputs(model) if len(vi.type.tensor_type.shape.dim))
+    return f"input {vi.name!r} is {[_dim_value(d) for d in vi.type.tensor_type.shape.dim]}"
+
+
+def batch_dim_addresses(model: onnx.ModelProto) -> dict[str, SymbolicDim]:
+    """Every ``--dim`` name or ``INPUT:AXIS`` key that addresses a batch dim (``{address: the dim}``): what
+    the batch size sets. Raises ``ModelError`` for an input without a shape."""
+    sym = symbolic_dims(model)
+    other_names = {sd.name for sd in sym if sd.named and not sd.is_batch}
+    out: dict[str, SymbolicDim] = {}
+    for sd in sym:
+        if sd.is_batch:
+            out[sd.key] = sd
+            if sd.named and sd.name not in other_names:
+                out.setdefault(sd.name, sd)
+    return out
+
+
+def check_user_dims(model: onnx.ModelProto, dims: Optional[dict[str, int]], flag: str = "--dim") -> None:
+    """Refuse dims the user typed that name a batch dim (``--dim batch=1`` from the habit of other ONNX
+    tools): the batch axis is set by the batch size, and a dim must never pin it.
+
+    Raises:
+        DimensionError: one line naming the dim, the input axis it addresses and the fix.
+    """
+    batch = batch_dim_addresses(model)
+    for key, value in (dims or {}).items():
+        if key in batch:
+            sd = batch[key]
+            raise DimensionError(f"{flag} {key}={value} names the batch axis ({sd.key}), which the batch size "
+                                 f"sets: drop it and pass --batch-size {value} instead")
 
 
 def input_shapes(

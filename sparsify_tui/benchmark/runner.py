@@ -73,6 +73,8 @@ class BenchmarkRun:
     ``optimization``: the optimization name (None for the baseline); ``optimization_id``: its record id.
     ``iterations_ms``: every timed run in ms per batch, in run order. Statistics in ms per batch.
     ``speedup``: baseline median / this median at the same batch size and core count (1.0 for the baseline).
+    ``batch_size``: items per batch actually fed (what ms per item and items/s divide by); ``input_shapes``: the
+    shape of each input fed (``{input name: [d0, d1, ...]}``; empty in runs stored before it was recorded).
     """
 
     model: str
@@ -89,6 +91,7 @@ class BenchmarkRun:
     std_ms: float
     speedup: float = 1.0
     optimization_id: Optional[str] = None
+    input_shapes: dict = field(default_factory=dict)
 
     @property
     def ms_per_item(self) -> float:
@@ -146,6 +149,7 @@ class BenchmarkRun:
             "items_per_second": self.items_per_second,
             "speedup": self.speedup,
             "iterations_ms": self.iterations_ms,
+            "input_shapes": {k: list(v) for k, v in self.input_shapes.items()},
         }
 
     @classmethod
@@ -159,6 +163,7 @@ class BenchmarkRun:
             p99_ms=float(lat["p99"]), min_ms=float(lat.get("min", min(it) if it else lat["median"])),
             max_ms=float(lat.get("max", max(it) if it else lat["median"])), std_ms=float(lat.get("std", 0.0)),
             speedup=float(d.get("speedup", 1.0)), optimization_id=d.get("optimization_id"),
+            input_shapes={k: [int(x) for x in v] for k, v in (d.get("input_shapes") or {}).items()},
         )
 
 
@@ -355,6 +360,8 @@ def run_benchmark(
     (:func:`measure_accuracy`, with ``labels_key`` and ``metric``) when there is more than one model.
     Raises ``SparsifyError`` subclasses for bad input, ``JobCanceled`` on cancel.
     """
+    from sparsify_tui.analysis.loading import load_model
+    from sparsify_tui.analysis.shapes import fixed_batch
     from sparsify_tui.engine import get_engine
     from sparsify_tui.engine.timing import time_runs
 
@@ -379,6 +386,8 @@ def run_benchmark(
     total = len(specs) * len(batch_sizes) * len(core_counts) * rounds
     done = 0
     t_start = time.perf_counter()
+    # a model that fixes its batch runs that batch whatever bs says (resolve_dims refuses any other bs > 1)
+    fixed = {spec.label: fixed_batch(load_model(spec.path, load_external_data=False)) for spec in specs}
     for bs in batch_sizes:
         feeds_by_model: dict[str, list] = {}
         for cores in core_counts:
@@ -401,9 +410,11 @@ def run_benchmark(
                         gc.collect()
                     done += 1
             for spec in specs:
-                run = BenchmarkRun.from_times(spec.label, spec.optimization_name or spec.optimization, bs, cores,
-                                              times[spec.label])
+                fed = feeds_by_model[spec.label][0]
+                run = BenchmarkRun.from_times(spec.label, spec.optimization_name or spec.optimization,
+                                              fixed[spec.label] or bs, cores, times[spec.label])
                 run.optimization_id = spec.optimization
+                run.input_shapes = {k: list(np.shape(v)) for k, v in fed.items()}
                 result.runs.append(run)
     result.compute_speedups()
     if accuracy and len(specs) > 1:

@@ -49,6 +49,11 @@ def run(args) -> int:
 
     settings.batch_size(args.batch_size)
     dims = parse_dim_args(args.dim)
+    if dims:
+        from sparsify_tui.analysis.loading import load_model
+        from sparsify_tui.analysis.shapes import check_user_dims
+
+        check_user_dims(load_model(args.model, load_external_data=False), dims)
     if args.channel_groups:
         return _channel_groups(args, dims)
     analysis = analyze_model(args.model, batch_size=args.batch_size, dims=dims, count_zeros=not args.no_zero_count,
@@ -117,6 +122,8 @@ def _channel_groups(args, dims: dict) -> int:
     for g in groups.groups:
         gid = g.id if len(g.id) <= width else "…" + g.id[-(width - 1):]
         state = "yes" if g.prunable else f"no: {g.reason}"
+        if g.unit == "head":
+            state += f" (its channels are attention heads, {g.channel_size} outputs of {g.producers[0]} each)"
         lines.append(f"{gid:{width}} {g.channels:>8} {format_count(g.macs, sep=''):>8} {len(g.members):>7}  {state}")
     print("\n".join(lines))
     return 0

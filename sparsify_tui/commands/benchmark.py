@@ -59,7 +59,7 @@ def cmd_benchmark(args) -> int:
     if args.dim:
         from sparsify_tui.analysis.shapes import parse_dim_args
 
-        job_args["dims"] = {**(project.get("setup") or {}).get("dims", {}), **parse_dim_args(args.dim)}
+        job_args["dims"] = parse_dim_args(args.dim)  # added to the setup's by benchmark_settings
     if args.data:
         from pathlib import Path
 
@@ -105,7 +105,7 @@ def cmd_apply(args) -> int:
     ws = Workspace()
     project = ws.get_project(args.project)
     opt = get_optimization(ws, project["id"], args.optimization)
-    job_args = {"optimization": opt["id"], "out_path": args.output}
+    job_args = {"optimization": opt.id, "out_path": args.output}
     if args.data:
         from pathlib import Path
 
@@ -113,25 +113,26 @@ def cmd_apply(args) -> int:
     if args.labels:
         job_args["labels"] = args.labels
     run_here(ws, project["id"], "apply", job_args, progress=_stderr_progress(args.json))
-    applied = get_optimization(ws, project["id"], opt["id"])["applied"]
+    applied = get_optimization(ws, project["id"], opt.id).applied
     if args.json:
-        print_json({"optimization": {"id": opt["id"], "name": opt.get("name")}, "applied": applied})
+        print_json({"optimization": {"id": opt.id, "name": opt.name}, "applied": applied.to_dict()})
     else:
-        d = applied.get("output_diff") or {}
+        d = applied.diff
         top1 = d.get("top1_agreement")
-        print(f"wrote {applied['path']}" + (f"\nexported to {applied['exported_to']}" if applied.get("exported_to") else ""))
-        print(f"  quantized INT8: {'yes' if applied['quantized'] else 'no'}"
-              + (f" (FP32 kept: {', '.join(applied['excluded'])})" if applied['excluded'] else ""))
-        if applied.get("structure") == "channel":
-            thinned = [g for g in applied.get("groups") or [] if g["kept"] < g["channels"]]
-            print(f"  channel groups thinned: {len(thinned)} of {len(applied.get('groups') or [])}; MACs "
-                  f"{applied['macs_before']:,} -> {applied['macs_after']:,} ({applied['macs_reduction']:.2f}x fewer); "
-                  f"exactness max rel diff {applied['exactness_max_rel_diff']:.2e}")
+        print(f"wrote {applied.path}" + (f"\nexported to {applied.exported_to}" if applied.exported_to else ""))
+        print(f"  quantized INT8: {'yes' if applied.quantized else 'no'}"
+              + (f" (FP32 kept: {', '.join(applied.excluded)})" if applied.excluded else ""))
+        if applied.structure == "channel":
+            groups = applied.groups or []
+            thinned = [g for g in groups if g["kept"] < g["channels"]]
+            print(f"  channel groups thinned: {len(thinned)} of {len(groups)}; MACs "
+                  f"{applied.macs_before:,} -> {applied.macs_after:,} ({applied.macs_reduction:.2f}x fewer); "
+                  f"exactness max rel diff {applied.exactness_max_rel_diff:.2e}")
         else:
-            s = [v for v in applied["sparsity"].values() if v is not None]
+            s = [v for v in applied.sparsity.values() if v is not None]
             print(f"  layers pruned: {len(s)}, every layer exact to the weight: "
-                  f"{'yes' if applied['layers_exact'] else 'NO'}")
-        print(f"  size: {applied['file_size_bytes'] / 1e6:.2f} MB (baseline {applied['baseline_size_bytes'] / 1e6:.2f} MB)")
+                  f"{'yes' if applied.layers_exact else 'NO'}")
+        print(f"  size: {applied.file_size_bytes / 1e6:.2f} MB (baseline {applied.baseline_size_bytes / 1e6:.2f} MB)")
         if d:
             print(f"  output vs baseline on {d.get('samples')} batches: max |diff| {d['max_abs']:.4g}, "
                   f"normalized MSE {d['nmse']:.4g}" + (f", top-1 agreement {top1:.1%}" if top1 is not None else "")
@@ -139,7 +140,7 @@ def cmd_apply(args) -> int:
                      if d.get("accuracy") is not None else ""))
             if d.get("metric_name"):
                 print(f"  metric {d['metric_name']}: {d['metric_value']:.4g} ({d.get('metric_reason')})")
-        for w in applied.get("warnings") or []:
+        for w in applied.warnings or []:
             print(f"  note: {w}")
     return 0
 

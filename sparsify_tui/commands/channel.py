@@ -100,13 +100,12 @@ def cmd_calibrate(args) -> int:
 def cmd_show(args) -> int:
     from sparsify_tui.cli import print_json
     from sparsify_tui.commands.optimize import render_text, summary
-    from sparsify_tui.optimization.record import Optimization
     from sparsify_tui.services.optimizations import get_optimization
     from sparsify_tui.store import Workspace
 
     ws = Workspace()
     project = ws.get_project(args.project)
-    opt = Optimization.from_dict(get_optimization(ws, project["id"], args.optimization))
+    opt = get_optimization(ws, project["id"], args.optimization)
     if args.json:
         print_json(summary(opt))
     else:

@@ -123,7 +123,7 @@ def cmd_nodes(args) -> int:
 
 
 # ------------------------------------------------------------------------------------- profile / benchmark
-def _job_args(args, project) -> dict:
+def _job_args(args) -> dict:
     from pathlib import Path
 
     out = {"address": _address(args), "targets": args.targets, "core_count": args.cores, "warmup": args.warmup,
@@ -132,7 +132,7 @@ def _job_args(args, project) -> dict:
     if args.dim:
         from sparsify_tui.analysis.shapes import parse_dim_args
 
-        out["dims"] = {**((project.get("setup") or {}).get("dims") or {}), **parse_dim_args(args.dim)}
+        out["dims"] = parse_dim_args(args.dim)  # added to the setup's by the job's settings
     return {k: v for k, v in out.items() if v is not None}
 
 
@@ -179,7 +179,7 @@ def _submit_and_follow(args, job_type: str, extra: dict) -> int:
     require_ray(load=False)
     ws = Workspace()
     project = ws.get_project(args.project)
-    job_args = {**_job_args(args, project), **extra}
+    job_args = {**_job_args(args), **extra}
     # arguments, inputs and targets are checked before the job record exists (jobs.registry.JOB_CHECKS)
     job = jobs.submit(ws, project["id"], job_type, job_args, measuring=False)
     if args.detach:

@@ -105,7 +105,6 @@ def summary(opt: "Optimization") -> dict:
 def _optimize(args) -> int:
     from sparsify_tui.cli import print_json
     from sparsify_tui.errors import ProjectError
-    from sparsify_tui.optimization.record import Optimization
     from sparsify_tui.services.optimizations import create_optimization
 
     overrides = {}
@@ -151,9 +150,8 @@ def _optimize(args) -> int:
     sparsity = args.sparsity if args.sparsity is not None else (0.3 if channel else 0.85)
     ws = _ws()
     project = ws.get_project(args.project)
-    opt = Optimization.from_dict(create_optimization(
-        ws, project["id"], args.name, perf=args.perf, loss=args.loss, sparsity=sparsity, balance=args.balance,
-        quantize=args.quantize, settings=extra, overrides=overrides))
+    opt = create_optimization(ws, project["id"], args.name, perf=args.perf, loss=args.loss, sparsity=sparsity,
+                              balance=args.balance, quantize=args.quantize, settings=extra, overrides=overrides)
     if args.json:
         print_json(summary(opt))
         return 0
@@ -167,7 +165,6 @@ def _optimize_int8(args, overrides: dict, flags: list) -> int:
     from sparsify_tui.cli import print_json, stderr_progress
     from sparsify_tui.errors import ProjectError
     from sparsify_tui.jobs import run_here
-    from sparsify_tui.optimization.record import Optimization
     from sparsify_tui.services.int8 import int8_settings
     from sparsify_tui.services.optimizations import get_optimization
 
@@ -189,7 +186,7 @@ def _optimize_int8(args, overrides: dict, flags: list) -> int:
     summary = run_here(ws, project["id"], "int8_search", job_args, progress=stderr_progress(args.json))
     if args.sparsity is None:
         print("sparsity 0 (INT8 only): give --sparsity to prune too", file=sys.stderr)
-    opt = Optimization.from_dict(get_optimization(ws, project["id"], summary["optimization"]))
+    opt = get_optimization(ws, project["id"], summary["optimization"])
     if args.json:
         print_json(summary_json(opt))
         return 0

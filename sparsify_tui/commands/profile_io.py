@@ -48,6 +48,7 @@ def register(sub) -> None:
 def cmd_export(args) -> int:
     import json
 
+    from sparsify_tui import settings
     from sparsify_tui.cli import print_json
     from sparsify_tui.errors import SparsifyError
     from sparsify_tui.services import exchange
@@ -73,6 +74,8 @@ def cmd_export(args) -> int:
         return 0
     if args.loss is not None or args.json:
         raise SparsifyError("--loss and --json go with --format model-explorer")
+    if args.output:
+        settings.output_path(args.output, "-o", workspace=ws.root)
     doc = exchange.export_perf_profile(ws, args.project, args.name)
     text = json.dumps(doc, indent=1)
     if args.output:

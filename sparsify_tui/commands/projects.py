@@ -171,7 +171,7 @@ def _delete(args) -> int:
     from sparsify_tui.errors import ProjectError
 
     ws = _ws()
-    project = ws.get_project(args.project)
+    project = ws.project_entry(args.project)  # not the project's data: a damaged or linked-away folder is deletable
     if not args.yes:
         raise ProjectError(
             f"refusing to delete project {project['name']} ({project['id']}) without confirmation: add --yes"

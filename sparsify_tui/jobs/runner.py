@@ -519,13 +519,21 @@ def run_here(ws: Workspace, project_id: Optional[str], job_type: str, args: Dict
     ``sparsify-tui job cancel`` from elsewhere) and Ctrl-C cancel it. Returns the handler's summary;
     re-raises the handler's error (a :class:`SparsifyError` such as :class:`JobCanceled`, or a bug).
     """
+    from sparsify_tui.store.db import writing
+
     job = _new_job(ws, project_id, job_type, args, measuring)
     job["pid"], job["pid_start"] = os.getpid(), _proc_start_time(os.getpid())
-    ws.jobs_dir.mkdir(parents=True, exist_ok=True)
-    log = open(log_path(ws, job["id"]), "a", encoding="utf-8", buffering=1)  # before the record points to it
-    log.write(f"{now_iso()}  foreground job {job['id']} ({job_type}) in process {os.getpid()}, "
-              f"args {json.dumps(job['args'], default=str)}\n")
-    ws.add_job(job)
+    path = log_path(ws, job["id"])
+    with writing(path):
+        ws.jobs_dir.mkdir(parents=True, exist_ok=True)
+        log = open(path, "a", encoding="utf-8", buffering=1)  # before the record points to it
+        try:
+            log.write(f"{now_iso()}  foreground job {job['id']} ({job_type}) in process {os.getpid()}, "
+                      f"args {json.dumps(job['args'], default=str)}\n")
+            ws.add_job(job)
+        except BaseException:
+            _forget_job(ws, job["id"], log)
+            raise
     token = CancelToken()
     old = None
     if threading.current_thread() is threading.main_thread():
@@ -535,6 +543,8 @@ def run_here(ws: Workspace, project_id: Optional[str], job_type: str, args: Dict
         faulthandler.enable(file=log, all_threads=True)
     try:
         job = _execute(ws, job, token, _LogProgress(log, progress), log=log)
+    except BaseException as err:  # recording the outcome failed (a full disk fails that too)
+        job = {**job, "_exc": err}
     finally:
         if own_faulthandler:
             faulthandler.disable()
@@ -542,9 +552,46 @@ def run_here(ws: Workspace, project_id: Optional[str], job_type: str, args: Dict
             signal.signal(signal.SIGTERM, old)
         try:
             log.write(f"{now_iso()}  {job.get('status')}" + (f": {job.get('error')}" if job.get("error") else "") + "\n")
+        except (OSError, ValueError):
+            pass
         finally:
             log.close()
     exc = job.pop("_exc", None)
+    if exc is not None and _out_of_space(exc):
+        # nothing was measured and nothing can be kept on a full disk: no job record, no log (their space is freed)
+        _forget_job(ws, job["id"], None)
     if exc is not None:
         raise exc
     return job.get("result") or {}
+
+
+def _out_of_space(err: BaseException) -> bool:
+    """True when ``err`` (or what caused it) is a full disk or quota, or a read-only file system."""
+    import errno
+
+    seen = 0
+    while err is not None and seen < 8:
+        if isinstance(err, OSError) and err.errno in (errno.ENOSPC, errno.EDQUOT, errno.EROFS):
+            return True
+        if "No space left on device" in str(err) or "Read-only file system" in str(err):
+            return True
+        err, seen = err.__cause__ or err.__context__, seen + 1
+    return False
+
+
+def _forget_job(ws: Workspace, job_id: str, log) -> None:
+    """Best effort: close and remove a foreground job's log, then its record (the log goes first: on a full disk,
+    its space lets the index be rewritten)."""
+    if log is not None:
+        try:
+            log.close()
+        except OSError:
+            pass
+    try:
+        os.unlink(log_path(ws, job_id))
+    except OSError:
+        pass
+    try:
+        ws.delete_job(job_id)
+    except Exception:  # noqa: BLE001 - the record could not be written either: recovery marks it later
+        pass

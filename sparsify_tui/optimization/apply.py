@@ -25,11 +25,12 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import shutil
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Optional, Sequence, Union
+from typing import TYPE_CHECKING, Any, Optional, Sequence, Union
 
 import numpy as np
 
@@ -44,6 +45,9 @@ from sparsify_tui.engine.weights import save as _save
 from sparsify_tui.errors import ModelError, SparsifyError
 from sparsify_tui.progress import CancelToken, ProgressFn, maybe_check
 from sparsify_tui.tempfiles import temp_dir
+
+if TYPE_CHECKING:
+    from sparsify_tui.optimization.record import Optimization, Settings
 
 
 @dataclass
@@ -293,7 +297,7 @@ def apply_optimization(
     labels_key: Optional[str] = None,
     metric: Optional[str] = None,
     metric_asked_by: str = "--metric",
-    settings: Optional[dict] = None,
+    settings: Optional["Settings"] = None,
     batch_size: int = 1,
     progress: Optional[ProgressFn] = None,
     cancel: Optional[CancelToken] = None,
@@ -301,7 +305,7 @@ def apply_optimization(
     """Prune (and optionally INT8-quantize) ``model_path`` and write ``out_path``; see the module doc.
 
     A ``model_level`` structure (channel) rewrites the whole model instead of each weight:
-    :func:`apply_model_level` (``settings``: the record's settings dict; ``batch_size``: of the check inputs
+    :func:`apply_model_level` (``settings``: the record's settings; ``batch_size``: of the check inputs
     and the MACs it reports).
 
     Args:
@@ -466,7 +470,7 @@ def _quantize_file(engine, src: Path, in_path: Path, out: Path, calibration, exc
 def apply_model_level(model_path, sparsities: dict, *, structure: str, quantize: bool = False, engine: Any = None,
                       excluded: Sequence[str] = (), out_path, calibration=None, dims: Optional[dict] = None,
                       data=None, calibration_samples: int = 16, measure_outputs: bool = True,
-                      settings: Optional[dict] = None, batch_size: int = 1, progress: Optional[ProgressFn] = None,
+                      settings: Optional["Settings"] = None, batch_size: int = 1, progress: Optional[ProgressFn] = None,
                       cancel: Optional[CancelToken] = None) -> ApplyResult:
     """Apply a ``model_level`` structure: its ``apply_model`` writes the pruned FP32 model (channel: thinned,
     exact and checked; ``sparsities`` are the per-group ratios), **then** INT8 when ``quantize`` (the same
@@ -531,28 +535,28 @@ def apply_model_level(model_path, sparsities: dict, *, structure: str, quantize:
 # ------------------------------------------------------------------------------ records (plain data)
 
 
-def quantization_settings(opt: dict) -> tuple[bool, list]:
-    """``(quantize, excluded node ids)`` of an optimization record."""
-    q = opt.get("quantization") or {}
-    return bool(q.get("enabled")), [str(x) for x in (q.get("excluded") or [])]
+def quantization_settings(opt: "Optimization") -> tuple[bool, list]:
+    """``(quantize, excluded node ids)`` of an optimization."""
+    q = opt.quantization
+    return bool(q.enabled), [str(x) for x in (q.excluded or [])]
 
 
-def calibration_settings(opt: dict) -> dict:
-    """What apply calibrates and measures with for an optimization record: ``calibration_method`` (default
+def calibration_settings(opt: "Optimization") -> dict:
+    """What apply calibrates and measures with for an optimization: ``calibration_method`` (default
     "minmax"), and from its INT8 search (when any) ``data``, ``labels_key``, ``metric`` and
     ``calibration_samples`` (and ``metric_asked_by``), so the applied model is the configuration the search
     measured."""
-    q = opt.get("quantization") or {}
-    search = q.get("search") or {}
-    out = {"calibration_method": q.get("calibration_method") or "minmax"}
-    if search:
-        out.update({"data": search.get("data"), "labels_key": search.get("labels_key"),
-                    "metric": search.get("metric"), "metric_asked_by": "the INT8 search's metric",
-                    "calibration_samples": int(search.get("calibration_size") or 16)})
+    q = opt.quantization
+    out = {"calibration_method": q.calibration_method or "minmax"}
+    search = q.search
+    if search is not None:
+        out.update({"data": search.data, "labels_key": search.labels_key, "metric": search.metric,
+                    "metric_asked_by": "the INT8 search's metric",
+                    "calibration_samples": int(search.calibration_size or 16)})
     return out
 
 
-def optimization_fingerprint(opt: dict) -> str:
+def optimization_fingerprint(opt: "Optimization") -> str:
     """A hash of what apply writes for ``opt`` (layer sparsities + quantization): an applied file
     whose fingerprint differs from the record's current one is stale."""
     from sparsify_tui.optimization.core import layer_sparsities
@@ -560,14 +564,13 @@ def optimization_fingerprint(opt: dict) -> str:
     quant, excluded = quantization_settings(opt)
     fields = {"s": {k: round(float(v), 6) for k, v in sorted(layer_sparsities(opt).items())},
               "q": quant, "x": sorted(excluded)}
-    structure = (opt.get("settings") or {}).get("structure", "unstructured")
+    structure = opt.settings.structure
     if structure != "unstructured":  # unstructured files applied before structures existed stay valid
         fields["structure"] = structure
-        st = opt.get("settings") or {}
         for key in ("round_to", "importance"):  # how a model-level structure picks what it removes
-            if key in st:
-                fields[key] = st[key]
-    method = (opt.get("quantization") or {}).get("calibration_method")
+            if hasattr(opt.settings, key):
+                fields[key] = getattr(opt.settings, key)
+    method = opt.quantization.calibration_method
     if quant and method and method != "minmax":  # files applied before calibration methods existed stay valid
         fields["calibration"] = method
     payload = json.dumps(fields, sort_keys=True)
@@ -576,18 +579,26 @@ def optimization_fingerprint(opt: dict) -> str:
 
 def export_model(src: Union[str, Path], dst: Union[str, Path]) -> Path:
     """Copy a written model to ``dst`` (creating folders). A model with external data is re-saved so
-    its data file is ``<dst>.data`` next to it. Returns ``dst``."""
+    its data file is ``<dst>.data`` next to it. Written through temp files renamed into place
+    (:func:`sparsify_tui.tempfiles.atomic_output`): never through a symlink, never half a file. Returns ``dst``."""
+    from sparsify_tui.tempfiles import atomic_output, check_output_target
+
     src, dst = Path(src), Path(dst)
-    if dst.suffix == "" or dst.is_dir():
-        dst = dst / src.name if dst.is_dir() else dst.with_suffix(".onnx")
-    if src.resolve() == dst.resolve():
+    if dst.suffix == "" or (dst.is_dir() and not dst.is_symlink()):
+        dst = dst / src.name if dst.is_dir() and not dst.is_symlink() else dst.with_suffix(".onnx")
+    dst = Path(os.path.abspath(dst))
+    check_output_target(dst)
+    if src.resolve() == dst:
         return dst
     dst.parent.mkdir(parents=True, exist_ok=True)
     try:
         if _has_external_data(src):
-            _save(_load(src), dst, True)
+            data = dst.with_name(dst.name + ".data")
+            with atomic_output([dst, data]) as (tmp, _tmp_data):
+                _save(_load(src), tmp, True)
         else:
-            shutil.copyfile(src, dst)
+            with atomic_output([dst]) as (tmp,):
+                shutil.copyfile(src, tmp)
     except OSError as err:
         raise SparsifyError(f"cannot write {dst}: {err.strerror}; choose a writable path") from err
     return dst

@@ -24,7 +24,9 @@ and the model's latency ``L(k) = a · Σ_n t_n(k) + g``. Three kinds, named in e
 
 **Kept channels.** A group of ``C`` channels at ratio ``r`` keeps
 :func:`~sparsify_tui.analysis.channels.round_kept` ``(C, r, round_to)`` (the multiple of ``round_to`` nearest
-to ``C·(1 - r)``), so ``k_g = kept / C``; records store the *effective* ratio ``1 - kept/C``.
+to ``C·(1 - r)``; an attention-head group rounds to whole heads and a group read by a grouped conv to its
+own multiple, :meth:`~sparsify_tui.analysis.channels.ChannelGroup.round_to`), so ``k_g = kept / C``; records
+store the *effective* ratio ``1 - kept/C``.
 
 **Allocation** (:func:`allocate_channels`). Targets: ``uniform`` (every free group at ratio R, issue 12),
 ``sparsity`` (remove R of all prunable channels), ``macs`` (MACs reduced X times) and ``speedup`` (estimated
@@ -110,7 +112,9 @@ class ChannelTimeModel:
     """See the module docstring. ``groups``: ``{group id: channels}`` of the prunable groups; ``special``: rows
     that follow the model's MACs fraction (``{"id", "t0", "c0", "c1"}``); ``a`` / ``g_ms``: latency fit;
     ``baseline_ms``: the perf profile's measured median (None with the FLOPS profile); ``macs_total`` /
-    ``params_total``: the model's totals; ``calibration``: a summary of the channel calibration used."""
+    ``params_total``: the model's totals; ``calibration``: a summary of the channel calibration used;
+    ``group_round_to``: ``{group id: multiple}`` for groups whose kept count rounds to other than ``round_to``
+    (:meth:`sparsify_tui.analysis.channels.ChannelGroup.round_to`: whole attention heads, grouped convs)."""
 
     kind: str
     nodes: List[TimedNode]
@@ -125,6 +129,7 @@ class ChannelTimeModel:
     batch_size: int = 1
     core_count: Optional[int] = None
     calibration: Optional[dict] = None
+    group_round_to: Dict[str, int] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self._index()
@@ -147,6 +152,7 @@ class ChannelTimeModel:
                 "groups": dict(self.groups), "a": self.a, "g_ms": self.g_ms, "baseline_ms": self.baseline_ms,
                 "macs_total": self.macs_total, "params_total": self.params_total, "batch_size": self.batch_size,
                 "core_count": self.core_count, "calibration": self.calibration,
+                "group_round_to": dict(self.group_round_to),
                 "special": [dict(s) for s in self.special], "nodes": [tn.to_dict() for tn in self.nodes]}
 
     @classmethod
@@ -157,7 +163,8 @@ class ChannelTimeModel:
                    g_ms=float(d.get("g_ms", 0.0)), baseline_ms=d.get("baseline_ms"),
                    macs_total=float(d.get("macs_total") or 0.0), params_total=float(d.get("params_total") or 0.0),
                    batch_size=int(d.get("batch_size") or 1), core_count=d.get("core_count"),
-                   calibration=d.get("calibration"))
+                   calibration=d.get("calibration"),
+                   group_round_to={k: int(v) for k, v in (d.get("group_round_to") or {}).items()})
 
     @property
     def description(self) -> str:
@@ -166,7 +173,11 @@ class ChannelTimeModel:
     # -- evaluation
     def kept_count(self, gid: str, ratio: float) -> int:
         """Channels group ``gid`` keeps at ``ratio``."""
-        return round_kept(self.groups[gid], min(float(ratio), 0.999), self.round_to)
+        return round_kept(self.groups[gid], min(float(ratio), 0.999), self.rounding(gid))
+
+    def rounding(self, gid: str) -> int:
+        """The multiple group ``gid``'s kept count rounds to (``group_round_to``, else ``round_to``)."""
+        return int(self.group_round_to.get(gid, self.round_to))
 
     def kept_fraction(self, ratios: Dict[str, float]) -> Dict[str, float]:
         """``{group id: kept / channels}`` for ``ratios`` (``{group id: ratio}``; missing groups keep all)."""
@@ -211,9 +222,21 @@ class ChannelTimeModel:
 
     def params(self, kf: Dict[str, float]) -> float:
         """Params (elements) after thinning: each layer's weight scales with its MACs fraction (biases and
-        BatchNorm parameters, a few per channel, are counted as unchanged)."""
+        BatchNorm parameters, a few per channel, are counted as unchanged). A weight shared by several layers is
+        counted as thinning writes it (:func:`sparsify_tui.engine.thinning.apply_channel_edits`): once while no layer
+        thins it, else one thinned copy per layer that thins it, plus the original while another layer still
+        reads it whole."""
         f = self.fractions(kf)
-        removed = sum(tn.node.params * (1.0 - fi) for tn, fi in zip(self.nodes, f) if tn.node.kind != "other")
+        uses: Dict[str, list] = {}
+        for tn, fi in zip(self.nodes, f):
+            if tn.node.kind != "other":
+                uses.setdefault(tn.node.weight or f"node:{tn.node.id}", []).append((float(fi), tn.node.params))
+        removed = 0.0
+        for readers in uses.values():
+            size = readers[0][1]
+            thinned = [size * fi for fi, _ in readers if fi < 1.0]
+            kept_whole = size if len(thinned) < len(readers) else 0.0
+            removed += size - (sum(thinned) + kept_whole)
         return float(self.params_total - removed)
 
     def group_ms(self, kf: Dict[str, float]) -> Dict[str, float]:
@@ -318,7 +341,7 @@ def allocate_channels(model: ChannelTimeModel, rows: List[GroupInput], *, target
         return ChannelAllocation(ratios, measure(model, "sparsity", kf, prunable_channels),
                                  measure(model, "sparsity", kf, prunable_channels), warnings)
 
-    opts = {r.id: _options(r.channels, cap, model.round_to) for r in free}
+    opts = {r.id: _options(r.channels, cap, model.rounding(r.id)) for r in free}
     cap_kept = dict(kept, **{g: o[-1] for g, o in opts.items()})
     reachable = measure(model, target, kf_of(cap_kept), prunable_channels)
     lossn = _norm({r.id: r.loss for r in free})

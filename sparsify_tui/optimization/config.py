@@ -1,9 +1,9 @@
 """Per-layer inputs shared by the pruning structures: the sparsity grid, curve interpolation, prunable
 nodes and the default exclusions of an analysis, and what an optimization reads from a perf profile.
 
-Inputs are the stored analysis dict (``ModelAnalysis.to_dict()``: ``{"nodes": [{"id", "op_type",
-"weight_name", "weight_shape", "params", "prunable", "flops", "attrs": {"group"}, ...}], "totals": {...}}``),
-a typed :class:`~sparsify_tui.profiling.perf.PerfProfile` (None for the FLOPS profile) and a typed
+Inputs are the typed :class:`~sparsify_tui.analysis.nodes.ModelAnalysis` (its prunable layers:
+:func:`~sparsify_tui.analysis.nodes.prunable_layers`), a typed :class:`~sparsify_tui.profiling.perf.PerfProfile`
+(None for the FLOPS profile) and a typed
 :class:`~sparsify_tui.profiling.loss.LossProfile`. Each layer gets curves sampled on :data:`GRID_LEVELS`,
 stored in the optimization record so that re-evaluation needs no profile again. What is specific to a
 structure (how its curves are built) lives in :mod:`sparsify_tui.optimization.structures`.
@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, Dict, List, Optional, Sequence
 from sparsify_tui.optimization.record import LayerRow, Settings
 
 if TYPE_CHECKING:
+    from sparsify_tui.analysis.nodes import NodeInfo
     from sparsify_tui.profiling.perf import PerfProfile
 
 GRID_LEVELS: List[float] = [0.0, 0.2, 0.4, 0.5, 0.6, 0.7, 0.8, 0.85, 0.9, 0.95, 0.975, 0.99]
@@ -53,25 +54,18 @@ def levels(d: Optional[Dict[Any, Any]]) -> Dict[float, float]:
     return out
 
 
-def node_group(node: Dict[str, Any]) -> int:
+def node_group(node: "NodeInfo") -> int:
     """The ``group`` attribute of an analysis node (1 when absent or not a number)."""
-    attrs = node.get("attrs") or {}
-    g = attrs.get("group", node.get("group"))
+    g = (node.attrs or {}).get("group")
     try:
         return int(g) if g is not None else 1
     except (TypeError, ValueError):
         return 1
 
 
-def prunable_nodes(analysis: Dict[str, Any]) -> List[Dict[str, Any]]:
-    """Prunable layer nodes (Conv/Gemm/MatMul with an initializer weight) of an analysis dict, graph order."""
-    return [n for n in analysis.get("nodes", []) if n.get("prunable") and n.get("weight_name")]
-
-
-def weight_params(node: Dict[str, Any]) -> int:
-    """Weight elements of an analysis node: ``params_weight``, else the product of ``weight_shape``, else
-    ``params``."""
-    return int(node.get("params_weight") or _prod(node.get("weight_shape")) or node.get("params") or 0)
+def weight_params(node: "NodeInfo") -> int:
+    """Weight elements of an analysis node: the product of ``weight_shape``, else ``params``."""
+    return int(_prod(node.weight_shape) or node.params or 0)
 
 
 def excluded_reason(settings: Settings, index: int, op_type: Optional[str], group: int) -> Optional[str]:
@@ -158,6 +152,6 @@ def default_int8_excluded(layers: List[LayerRow]) -> List[str]:
     return out[: max(1, len(vals) // 10)]
 
 
-__all__ = ["GRID_LEVELS", "Settings", "interp_curve", "levels", "node_group", "prunable_nodes",
+__all__ = ["GRID_LEVELS", "Settings", "interp_curve", "levels", "node_group",
            "weight_params", "excluded_reason", "by_weight_and_id", "loss_curve", "perf_model_ms", "perf_int8_ms",
            "default_int8_excluded"]

@@ -1,17 +1,19 @@
 """Optimization records: build, re-evaluate, override, edit. Pure: typed data in and out, no workspace (the
 project's "optimizations" table is read and written by :mod:`sparsify_tui.services.optimizations`, which
-converts the stored JSON with :meth:`Optimization.from_dict` / :meth:`Optimization.to_dict`).
+reads the stored JSON with :func:`~sparsify_tui.optimization.structures.load_optimization` and writes
+:meth:`Optimization.to_dict`).
 
 The record is :class:`~sparsify_tui.optimization.record.Optimization`; it holds everything needed to
 re-evaluate and export without the profiles. What depends on the pruning structure (curves, allocation,
-estimates, recipe modifiers) is asked of ``rec.structure`` (:mod:`sparsify_tui.optimization.structures`).
+estimates, recipe modifiers) is asked of the record's structure (:func:`~sparsify_tui.optimization.structures.
+structure_of`).
 Every function that changes a record changes it in place and returns it.
 """
 
 from __future__ import annotations
 
 import math
-from typing import TYPE_CHECKING, Any, Dict, List, Mapping, Optional, Union
+from typing import TYPE_CHECKING, Any, Dict, List, Optional
 
 from sparsify_tui.errors import ProjectError, RecordNotFound
 from sparsify_tui.optimization import schedule
@@ -20,9 +22,10 @@ from sparsify_tui.optimization.record import (
     APPROXIMATED, DEFAULT_INIT_SPARSITY, FLOPS, Epochs, ModelSummary, NodeTime, Optimization, QuantizationSettings,
     Settings,
 )
-from sparsify_tui.optimization.structures import get_structure
+from sparsify_tui.optimization.structures import get_structure, structure_of
 
 if TYPE_CHECKING:
+    from sparsify_tui.analysis.nodes import ModelAnalysis
     from sparsify_tui.profiling.loss import LossProfile
     from sparsify_tui.profiling.perf import PerfProfile
 
@@ -41,32 +44,33 @@ def _quant_epochs(ep: Epochs) -> Dict[str, float]:
             "freeze_bn_stats_epoch": round(start + tail * 0.5, 1)}
 
 
-def _model_summary(analysis: Dict[str, Any], perf: Optional["PerfProfile"], model_file: str) -> ModelSummary:
+def _model_summary(analysis: "ModelAnalysis", perf: Optional["PerfProfile"], model_file: str) -> ModelSummary:
     nodes = perf.nodes if perf is not None else []
     return ModelSummary(
         file=model_file, baseline_ms=perf_model_ms(perf), int8_ms=perf_int8_ms(perf),
         # node times scaled to the unprofiled medians (PerfProfile.node_ms), as every screen shows them
         nodes_total_ms=sum(float(perf.node_ms(n) or 0) for n in nodes) or None if perf is not None else None,
-        totals=dict(analysis.get("totals") or {}),
+        totals=dict(analysis.totals or {}),
         perf_nodes=[NodeTime(id=n.id, time_ms=perf.node_ms(n), int8_time_ms=perf.node_ms(n, "int8"))
                     for n in nodes if n.int8_time_ms is not None],
     )
 
 
-def build_optimization(name: str, analysis: Dict[str, Any], perf: Optional["PerfProfile"],
+def build_optimization(name: str, analysis: "ModelAnalysis", perf: Optional["PerfProfile"],
                        loss: Optional["LossProfile"], *, training: Optional[Dict[str, Any]] = None,
                        sparsity: float = 0.85, balance: float = 0.5, quantize: bool = False,
                        perf_ref: str = FLOPS, perf_name: str = "FLOPS", loss_ref: str = APPROXIMATED,
                        loss_name: str = "Approximated", settings: Optional[Settings] = None,
-                       model_file: str = "") -> Optimization:
-    """A new, evaluated optimization of the model of ``analysis`` (the stored analysis dict,
-    ``ModelAnalysis.to_dict()``) from a typed perf profile (None = the FLOPS profile: time proportional to
-    FLOPs) and a typed loss profile (None = a generic ``s**3`` curve per layer).
+                       model_file: str = "", extras: Optional[Dict[str, Any]] = None) -> Optimization:
+    """A new, evaluated optimization of the model of ``analysis`` (its typed
+    :class:`~sparsify_tui.analysis.nodes.ModelAnalysis`) from a typed perf profile (None = the FLOPS profile: time
+    proportional to FLOPs) and a typed loss profile (None = a generic ``s**3`` curve per layer).
 
     ``settings`` (its ``structure`` picks the pruning structure) gets ``sparsity`` and ``balance``;
     ``training``: the project's training settings (``epochs`` sets the epoch plan, ``init_lr`` / ``final_lr``
     the LR modifiers); ``perf_ref`` / ``loss_ref``: the profiles' record ids (or :data:`FLOPS` /
-    :data:`APPROXIMATED`) and display names. Raises :class:`ProjectError` when the model has no prunable layer
+    :data:`APPROXIMATED`) and display names; ``extras``: what the structure's
+    :meth:`~sparsify_tui.optimization.structures.PruningStructure.analysis_extras` read from the model. Raises :class:`ProjectError` when the model has no prunable layer
     or a setting is out of range.
     """
     st = settings or Settings()
@@ -76,7 +80,7 @@ def build_optimization(name: str, analysis: Dict[str, Any], perf: Optional["Perf
     except ValueError as err:
         raise ProjectError(f"{err}: fix the optimization setting") from None
     kind = get_structure(st.structure)
-    layers = kind.build_layers(analysis, perf, loss, st)
+    layers = kind.build_layers(analysis, perf, loss, st, extras or {})
     if not layers:
         raise ProjectError("the model has no prunable layer (Conv/Gemm/MatMul with a weight initializer): "
                            "nothing to optimize")
@@ -91,7 +95,7 @@ def build_optimization(name: str, analysis: Dict[str, Any], perf: Optional["Perf
         epochs=ep, lr_modifiers=schedule.default_lr_modifiers(training, ep.to_dict()), training=training,
         model=_model_summary(analysis, perf, model_file), copied_from=None,
     )
-    rec.model.extra.update(kind.summary_extras(analysis, perf, loss, st))
+    rec.model.extra.update(kind.summary_extras(analysis, perf, loss, st, extras or {}))
     return evaluate(rec)
 
 
@@ -99,7 +103,7 @@ def evaluate(rec: Optimization) -> Optimization:
     """Re-run the allocation and estimates of a record in place (overrides of known layers kept; the others
     dropped) and return it. Warnings: the allocation's, and measured INT8 slower than FP32 when quantizing."""
     st = type(rec.settings).from_dict(rec.settings.to_dict())  # a copy: allocation validates it
-    kind = rec.structure
+    kind = structure_of(rec)
     known = {l.weight_name for l in rec.layers}
     overrides = {k: float(v) for k, v in rec.overrides.items() if k in known}
     alloc = kind.allocate_record(rec, st, overrides)
@@ -119,11 +123,8 @@ def evaluate(rec: Optimization) -> Optimization:
     return rec
 
 
-def layer_sparsities(rec: Union[Optimization, Mapping[str, Any]]) -> Dict[str, float]:
-    """weight name -> sparsity of every layer with sparsity > 0 (what the recipe prunes and apply uses).
-    Takes the record or its stored JSON."""
-    if not isinstance(rec, Optimization):
-        rec = Optimization.from_dict(dict(rec))
+def layer_sparsities(rec: Optimization) -> Dict[str, float]:
+    """weight name -> sparsity of every layer with sparsity > 0 (what the recipe prunes and apply uses)."""
     return {l.weight_name: float(l.sparsity) for l in rec.layers if float(l.sparsity or 0) > 0}
 
 
@@ -141,7 +142,7 @@ def change_settings(rec: Optimization, **fields: Any) -> Optimization:
     st = rec.settings.with_changes(**fields)
     rec.settings = st
     for i, l in enumerate(rec.layers):
-        l.excluded = rec.structure.excluded_reason(st, i, l)
+        l.excluded = structure_of(rec).excluded_reason(st, i, l)
     return evaluate(rec)
 
 
@@ -161,7 +162,7 @@ def override(rec: Optimization, weight_name: str, sparsity: Optional[float]) -> 
         s = float(sparsity)
         if not 0.0 <= s <= 0.99 or math.isnan(s):
             raise ProjectError(f"sparsity {s} is out of range: use 0 to 0.99")
-        rec.structure.check_override(layer, s)
+        structure_of(rec).check_override(layer, s)
         ov[layer.weight_name] = round(s, 4)
     rec.overrides = ov
     return evaluate(rec)

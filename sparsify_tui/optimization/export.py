@@ -10,8 +10,10 @@ from typing import Any, Dict, FrozenSet, Optional
 
 from sparsify_tui.errors import ProjectError
 from sparsify_tui.optimization.integration import FRAMEWORKS
-from sparsify_tui.optimization.recipe import parse_recipe, pruned_weight_names, recipe_warnings, to_yaml
+from sparsify_tui.optimization.modifiers import pruned_weight_names, recipe_warnings
+from sparsify_tui.optimization.recipe import parse_recipe, to_yaml
 from sparsify_tui.optimization.record import Optimization
+from sparsify_tui.optimization.structures import structure_of
 
 
 def safe_filename(name: str) -> str:
@@ -57,14 +59,15 @@ def constant_weight_notes(rec: Optimization, model_path: Optional[Path]) -> list
 
 
 def _write(path: Path, text: str) -> None:
+    """Write an export file atomically (:func:`sparsify_tui.tempfiles.write_output`: never through a symlink)."""
+    from sparsify_tui.tempfiles import write_output
+
     path = Path(path).expanduser()
-    if path.is_dir():
+    if path.is_dir() and not path.is_symlink():
         raise ProjectError(f"{path} is a directory: give a file path")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f".{path.name}.tmp")
-        tmp.write_text(text, encoding="utf-8")
-        tmp.replace(path)
+        write_output(path, text)
     except OSError as err:
         raise ProjectError(f"cannot write {path}: {err.strerror or err}; choose another path") from None
 
@@ -80,7 +83,7 @@ def render_export(rec: Optimization, *, recipe_path: Path, framework: Optional[s
     if notes:
         head, sep, body = text.partition("version: ")
         text = head + "".join(f"# note: {n}\n" for n in notes) + sep + body
-    code = rec.structure.integration_code(rec, framework, str(recipe_path)) if framework else None
+    code = structure_of(rec).integration_code(rec, framework, str(recipe_path)) if framework else None
     return {"recipe": text, "code": code, "warnings": recipe_warnings(rec), "notes": notes}
 
 
@@ -89,13 +92,14 @@ def write_export(rec: Optimization, *, recipe_path: Path, framework: Optional[st
                  model_path: Optional[Path] = None) -> Dict[str, Any]:
     """Write the recipe (and code) files. Returns ``{"recipe_path", "code_path", "framework", "layers",
     "modifiers", "avg_sparsity", "warnings", "notes"}``. Raises :class:`ProjectError` on unwritable paths."""
-    recipe_path = Path(recipe_path).expanduser().resolve()
+    recipe_path = Path(os.path.abspath(Path(recipe_path).expanduser()))
     out = render_export(rec, recipe_path=recipe_path, framework=framework, project_name=project_name,
                         model_path=model_path)
     _write(recipe_path, out["recipe"])
     written_code = None
     if framework:
-        written_code = Path(code_path).expanduser().resolve() if code_path else default_code_path(recipe_path, framework)
+        written_code = Path(os.path.abspath(Path(code_path).expanduser())) if code_path else \
+            default_code_path(recipe_path, framework)
         _write(written_code, out["code"])
     parsed = parse_recipe(out["recipe"])
     return {

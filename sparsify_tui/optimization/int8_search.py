@@ -31,6 +31,9 @@
    session at a time). The result is the **fastest trial within budget** (with ms per batch measured in the
    same rounds as FP32), not just the smallest exclusion list (:func:`choose_fastest`: a trial with more
    groups FP32 wins over the fewest-groups one only when it is faster by more than the timing's own spread).
+   FP32 itself is within any budget, so it is a candidate too: a trial is chosen only when it beats FP32 by
+   more than that spread; otherwise the result says so (``status = "FP32 fastest within budget"``, ``chosen``
+   None) and INT8 is left off, never a model slower than the original.
 
 ``quantize_static`` failures stop the search with ``ModelError`` and onnxruntime's reason. When no trial fits
 (every group reverted is still over budget), the result says so (``status = "over budget"``, ``chosen``
@@ -378,12 +381,15 @@ def search_int8(
             t.speedup = fp32.median / st.median if st.median > 0 else None
         within = [t for t in cands if t.within_budget and t.median_ms is not None]
         if within:
-            best = choose_fastest(within)
-            result.chosen = best.index
-            if best.median_ms > fp32.median:
-                result.warnings.append(f"the fastest INT8 configuration within budget ({best.median_ms:.3g} ms) is "
-                                       f"slower than FP32 ({fp32.median:.3g} ms) on this server: INT8 pays here "
-                                       "only on CPUs with VNNI or for larger layers")
+            best = choose_fastest(within, fp32)
+            if best is None:
+                fastest = min(within, key=lambda t: t.median_ms)
+                result.status = "FP32 fastest within budget"
+                result.warnings.append(f"no INT8 configuration within budget runs faster than FP32 on this server "
+                                       f"(the fastest, {fastest.median_ms:.3g} ms, against FP32's {fp32.median:.3g} "
+                                       "ms): INT8 is left off, since FP32 is within any budget")
+            else:
+                result.chosen = best.index
         else:
             best_t = min(cands, key=lambda t: t.metric_value)
             result.warnings.append(f"no INT8 configuration met the budget {max_drop:g} ({choice.label}): the best, "
@@ -397,18 +403,26 @@ def search_int8(
         shutil.rmtree(work, ignore_errors=True)
 
 
-def choose_fastest(within: Sequence[Int8Trial], margin: float = 0.03) -> Int8Trial:
+def _beats(t: Int8Trial, median_ms: float, p90_ms: Optional[float], margin: float) -> bool:
+    """``t`` is faster than a model timed at ``median_ms`` / ``p90_ms`` by more than the noise of the two:
+    ``median_t < median − max(margin · median, spread)``, spread = the larger p90 − median of the two."""
+    spread = max((t.p90_ms or t.median_ms) - t.median_ms, (p90_ms or median_ms) - median_ms)
+    return t.median_ms < median_ms - max(margin * median_ms, spread)
+
+
+def choose_fastest(within: Sequence[Int8Trial], fp32=None, margin: float = 0.03) -> Optional[Int8Trial]:
     """The trial to keep among ``within`` (trials within budget, timed): start from the one with the fewest
-    groups FP32; another replaces it only when its median is lower by more than the noise of the two, i.e.
-    ``median_other < median_base − max(margin · median_base, spread)`` with spread = the larger p90 − median of
-    the two (a short timing on a shared machine moves by a few percent between identical models)."""
+    groups FP32; another replaces it only when its median is lower by more than the noise of the two
+    (:func:`_beats`: a short timing on a shared machine moves by a few percent between identical models).
+    ``fp32``: the FP32 model's :class:`~sparsify_tui.engine.timing.LatencyStats` from the same rounds; FP32 is
+    within any budget, so the pick is kept only when it beats FP32 the same way, else None (keep FP32)."""
     base = min(within, key=lambda t: (t.groups, t.index))
     best = base
     for t in sorted(within, key=lambda t: t.median_ms):
-        spread = max((t.p90_ms or t.median_ms) - t.median_ms, (base.p90_ms or base.median_ms) - base.median_ms)
-        if t is not base and t.median_ms < base.median_ms - max(margin * base.median_ms, spread) \
-                and t.median_ms < best.median_ms:
+        if t is not base and _beats(t, base.median_ms, base.p90_ms, margin) and t.median_ms < best.median_ms:
             best = t
+    if fp32 is not None and not _beats(best, fp32.median, fp32.p90, margin):
+        return None
     return best
 
 

@@ -23,7 +23,7 @@ import json
 import textwrap
 from typing import List
 
-from sparsify_tui.optimization.recipe import module_name, recipe_warnings
+from sparsify_tui.optimization.modifiers import module_name, recipe_warnings
 from sparsify_tui.optimization.record import Optimization
 
 FRAMEWORKS = {

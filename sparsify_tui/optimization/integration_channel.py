@@ -25,7 +25,7 @@ import textwrap
 from typing import List
 
 from sparsify_tui.optimization.integration import FRAMEWORKS, schedule_functions_source
-from sparsify_tui.optimization.recipe import module_name, recipe_warnings
+from sparsify_tui.optimization.modifiers import module_name, recipe_warnings
 from sparsify_tui.optimization.record import Optimization
 
 

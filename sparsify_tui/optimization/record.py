@@ -5,8 +5,8 @@ Every class maps to the JSON stored in the project's ``optimizations`` table and
 ``sparsify-tui optimize --json``: attribute names are the JSON keys, ``to_dict()`` writes them in the order
 they have always had, and ``from_dict()`` reads them back. Reading is forgiving so that older records
 migrate forward: a missing key takes the field's default, and a key this version does not model (the
-store's ``id`` / ``created`` / ``modified``, ``applied`` written by :mod:`sparsify_tui.services.apply`, or a
-key of a newer version) is kept in ``extra`` and written back after the known keys, unchanged (except in
+store's ``id`` / ``created`` / ``modified``, or a key of a newer version) is kept in ``extra`` and written back
+after the known keys, unchanged (except in
 ``settings``, whose unknown keys are dropped, as before). So
 ``Optimization.from_dict(d).to_dict() == d`` for every record this version writes, and for older records
 it adds only the newer keys (``settings.structure``, ``model.nodes_total_ms``) with their defaults.
@@ -16,8 +16,8 @@ Units are in the names or the docstrings: ``*_ms`` milliseconds per batch, ``*_e
 
 Structure-specific fields: a pruning structure (:mod:`sparsify_tui.optimization.structures`) may subclass
 :class:`Settings`, :class:`LayerRow` and :class:`Estimates` with fields of its own;
-:meth:`Optimization.from_dict` reads the record's settings, rows and estimates with the classes of the
-structure named in its settings.
+:func:`sparsify_tui.optimization.structures.load_optimization` reads the record's settings, rows and estimates
+with the classes of the structure named in its settings. This module imports no structure.
 """
 
 from __future__ import annotations
@@ -58,21 +58,29 @@ class JsonRecord:
 
     ``_nested``: field name -> record class of a nested object, or ``[class]`` for a list of them. A field
     ``extra`` (when the class has one) holds unknown keys, written back last; a class without it drops
-    them. Fields with ``metadata={"omit_none": True}`` are left out of ``to_dict()`` while None.
+    them. Fields with ``metadata={"omit_none": True}`` are left out of ``to_dict()`` while None, unless the
+    dict they were read from had the key (a stored ``null`` stays ``null``). Fields with
+    ``metadata={"tail": True}`` are written with the unknown keys, after the others, in the order the dict they
+    were read from had them (the keys the store and later writers appended: ``id``, ``created``, ``applied``...),
+    so a stored record writes back byte for byte.
     """
 
     _nested: ClassVar[Dict[str, Any]] = {}
 
     def to_dict(self) -> Dict[str, Any]:
         out: Dict[str, Any] = {}
+        tail: Dict[str, Any] = {}
+        read = getattr(self, "_read_keys", ())
         for f in fields(self):  # type: ignore[arg-type]
             if f.name == "extra":
                 continue
             value = getattr(self, f.name)
-            if value is None and f.metadata.get("omit_none"):
+            if value is None and f.metadata.get("omit_none") and f.name not in read:
                 continue
-            out[f.name] = _plain(value)
-        out.update(_plain(getattr(self, "extra", {})))
+            (tail if f.metadata.get("tail") else out)[f.name] = _plain(value)
+        tail = {**_plain(getattr(self, "extra", {})), **tail}
+        order = {k: i for i, k in enumerate(read)}
+        out.update(sorted(tail.items(), key=lambda kv: order.get(kv[0], len(order))))
         return out
 
     @classmethod
@@ -94,7 +102,9 @@ class JsonRecord:
                 kw[key] = copy.deepcopy(value)
         if "extra" in names:
             kw["extra"] = extra
-        return cls(**kw)
+        out = cls(**kw)
+        object.__setattr__(out, "_read_keys", tuple(d))  # not a field: equality and repr ignore it
+        return out
 
 
 @dataclass
@@ -123,9 +133,8 @@ class Settings(JsonRecord):
     structure: str = UNSTRUCTURED
 
     def validate(self: S) -> S:
-        """Raise ``ValueError`` (one line) on out-of-range values or an unknown structure; returns self."""
-        from sparsify_tui.optimization.structures import STRUCTURES
-
+        """Raise ``ValueError`` (one line) on out-of-range values; returns self. (Whether ``structure`` is
+        registered is checked by :func:`sparsify_tui.optimization.structures.validate`.)"""
         for key in ("sparsity", "balance", "min_sparsity", "min_recovery", "max_sparsity", "min_perf_gain"):
             v = float(getattr(self, key))
             if not (0.0 <= v <= 1.0) or math.isnan(v):
@@ -135,8 +144,6 @@ class Settings(JsonRecord):
             raise ValueError("max_sparsity must be at most 0.99")
         if self.min_sparsity > self.max_sparsity:
             raise ValueError("min_sparsity must not exceed max_sparsity")
-        if self.structure not in STRUCTURES:
-            raise ValueError(f"unknown pruning structure {self.structure!r}: use one of {', '.join(STRUCTURES)}")
         return self
 
     def with_changes(self: S, **changes: Any) -> S:
@@ -276,7 +283,8 @@ class Int8Search(JsonRecord):
     ``calibration_method`` and ``calibration_size`` (batches of 1 item). Ranking: ``ranking_source`` (which
     measurement ranked the groups), ``ranking_metric`` (its unit), ``groups`` (:class:`Int8Group`, rank order).
     Outcome: ``trials`` (:class:`Int8Trial`, in the order tried), ``chosen`` (index of the fastest trial within
-    budget; None when none is), ``status`` ("full INT8 within budget", "within budget", "over budget"),
+    budget and faster than FP32; None when none is), ``status`` ("full INT8 within budget", "within budget",
+    "FP32 fastest within budget", "over budget"),
     ``fp32_ms`` (FP32 median of the same timing rounds), ``accuracy_fp32`` (with labels), ``timing`` (rounds,
     warm-up, iterations, cores), ``seconds`` (wall time of the whole search), ``warnings``."""
 
@@ -436,13 +444,134 @@ class Estimates(JsonRecord):
     extra: Dict[str, Any] = field(default_factory=dict)
 
 
+def _sparse(**kw: Any) -> Any:
+    """A field written only when set or read (``omit_none``): records apply and benchmarks wrote before a key
+    existed, and test fixtures with part of the keys, write back as they were."""
+    return field(default=None, metadata={"omit_none": True}, **kw)
+
+
+@dataclass
+class AppliedModel(JsonRecord):
+    """What apply wrote for an optimization (stored under ``applied``; :func:`sparsify_tui.services.apply.
+    apply_record` makes it): ``path`` (the optimized ``.onnx``), ``exported_to`` (a copy the user asked for, or
+    None), ``fingerprint`` (:func:`~sparsify_tui.optimization.apply.optimization_fingerprint` of the record it
+    was applied from: a different current fingerprint means the file is stale), ``quantized``, ``excluded``
+    (node ids kept FP32), ``sparsity`` (weight name -> measured sparsity 0..1), ``layers_exact`` (every layer
+    pruned to its exact count; for a model-level structure the exactness check's verdict), ``output_diff``
+    (the applied model's outputs against the baseline: ``nmse``, ``max_abs``, ``top1_agreement``, ``accuracy``
+    with labels, ``metric_name`` / ``metric_value``, ``samples``), ``file_size_bytes`` /
+    ``baseline_size_bytes``, ``ir_version``, ``seconds`` (wall time), ``warnings``, ``applied_at`` (UTC ISO).
+
+    A model-level structure adds its report (:func:`sparsify_tui.services.apply.structure_report`): ``structure``,
+    ``groups`` (``{id, channels, kept, kept_indices}`` per group), ``macs_before`` / ``macs_after`` /
+    ``macs_reduction`` (per batch, counted on each file), ``params_before`` / ``params_after``,
+    ``exactness_max_rel_diff``, ``round_to``, ``thinned_output_diff`` (the thinned FP32 model against the
+    baseline) and ``thinning`` (``seconds``, ``peak_memory_bytes``, ``checks``). Every field is written only when
+    set, so what was stored writes back unchanged.
+    """
+
+    path: Optional[str] = _sparse()
+    exported_to: Optional[str] = _sparse()
+    fingerprint: Optional[str] = _sparse()
+    quantized: Optional[bool] = _sparse()
+    excluded: Optional[List[str]] = _sparse()
+    sparsity: Optional[Dict[str, float]] = _sparse()
+    layers_exact: Optional[bool] = _sparse()
+    output_diff: Optional[Dict[str, Any]] = _sparse()
+    file_size_bytes: Optional[int] = _sparse()
+    baseline_size_bytes: Optional[int] = _sparse()
+    ir_version: Optional[int] = _sparse()
+    seconds: Optional[float] = _sparse()
+    warnings: Optional[List[str]] = _sparse()
+    applied_at: Optional[str] = _sparse()
+    structure: Optional[str] = _sparse()
+    groups: Optional[List[Dict[str, Any]]] = _sparse()
+    macs_before: Optional[float] = _sparse()
+    macs_after: Optional[float] = _sparse()
+    macs_reduction: Optional[float] = _sparse()
+    params_before: Optional[float] = _sparse()
+    params_after: Optional[float] = _sparse()
+    exactness_max_rel_diff: Optional[float] = _sparse()
+    round_to: Optional[int] = _sparse()
+    thinned_output_diff: Optional[Dict[str, Any]] = _sparse()
+    thinning: Optional[Dict[str, Any]] = _sparse()
+    extra: Dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def diff(self) -> Dict[str, Any]:
+        """``output_diff``, ``{}`` when not recorded."""
+        return self.output_diff or {}
+
+
+@dataclass
+class MeasuredRun(JsonRecord):
+    """One benchmark row of an optimization: ``batch_size``, ``core_count``, ``speedup`` (baseline median /
+    this model's, same rounds), ``median_ms`` (ms per batch)."""
+
+    batch_size: Optional[int] = None
+    core_count: Optional[int] = None
+    speedup: Optional[float] = None
+    median_ms: Optional[float] = None
+    extra: Dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class GroupTime(JsonRecord):
+    """Measured ms per batch of one channel group's nodes: ``ms`` in the thinned model, ``baseline_ms`` in the
+    baseline (one profiled pass of each, scaled to the benchmark's medians)."""
+
+    ms: Optional[float] = None
+    baseline_ms: Optional[float] = None
+    extra: Dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class Measured(JsonRecord):
+    """What a benchmark measured of an optimization's applied model (stored under ``measured``;
+    :func:`sparsify_tui.services.measured.record_measured` makes it): ``benchmark`` / ``benchmark_name`` (the
+    benchmark record), the reference ``batch_size`` / ``core_count`` (those of the estimate, else the
+    benchmark's first), ``speedup`` and ``median_ms`` there, ``baseline_ms`` (the baseline's median, same
+    rounds), ``estimated_speedup`` / ``estimated_ms`` (the record's onnxruntime estimate when it was
+    benchmarked), ``fingerprint`` (of the file measured), ``stale`` (the optimization changed since), ``runs``
+    (:class:`MeasuredRun` per batch size and core count), ``measured_at`` (UTC ISO) and, for a structure with
+    per-group measured times (:meth:`~sparsify_tui.optimization.structures.PruningStructure.measured_groups`),
+    ``groups`` (group id -> :class:`GroupTime`)."""
+
+    _nested: ClassVar[Dict[str, Any]] = {"runs": [MeasuredRun]}
+
+    benchmark: Optional[str] = _sparse()
+    benchmark_name: Optional[str] = _sparse()
+    batch_size: Optional[int] = _sparse()
+    core_count: Optional[int] = _sparse()
+    speedup: Optional[float] = _sparse()
+    median_ms: Optional[float] = _sparse()
+    baseline_ms: Optional[float] = _sparse()
+    estimated_speedup: Optional[float] = _sparse()
+    estimated_ms: Optional[float] = _sparse()
+    fingerprint: Optional[str] = _sparse()
+    stale: Optional[bool] = _sparse()
+    runs: Optional[List[MeasuredRun]] = _sparse()
+    measured_at: Optional[str] = _sparse()
+    groups: Optional[Dict[str, GroupTime]] = _sparse()
+    extra: Dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def from_dict(cls, d: Optional[Dict[str, Any]]) -> "Measured":
+        out = super().from_dict(d)
+        if isinstance(out.groups, dict):
+            out.groups = {k: GroupTime.from_dict(v) if isinstance(v, dict) else v for k, v in out.groups.items()}
+        return out
+
+
 @dataclass
 class Optimization(JsonRecord):
     """An optimization: everything needed to re-evaluate and export it without the profiles.
 
     ``perf_profile`` / ``loss_profile``: record ids of the profiles it was built from, or :data:`FLOPS` /
     :data:`APPROXIMATED`, with their display names; ``overrides``: weight name -> sparsity fixed by the user;
-    ``lr_modifiers``: learning-rate modifiers in the shapes of
+    ``applied``: what apply wrote (:class:`AppliedModel`, None until applied); ``measured``: what a benchmark
+    measured of it (:class:`Measured`, None until benchmarked); both written after the store's keys, where the
+    store put them. ``lr_modifiers``: learning-rate modifiers in the shapes of
     :func:`sparsify_tui.optimization.schedule.validate_lr_modifier` (the TUI's editor and the schedule
     functions work on that shape); ``training``: the project's training settings (``epochs``, ``init_lr``,
     ``final_lr``...); ``estimates`` None until evaluated; ``copied_from``: id of the optimization this one
@@ -452,7 +581,7 @@ class Optimization(JsonRecord):
 
     _nested: ClassVar[Dict[str, Any]] = {
         "settings": Settings, "layers": [LayerRow], "quantization": QuantizationSettings, "epochs": Epochs,
-        "model": ModelSummary, "estimates": Estimates,
+        "model": ModelSummary, "estimates": Estimates, "applied": AppliedModel, "measured": Measured,
     }
 
     name: str = ""
@@ -471,21 +600,9 @@ class Optimization(JsonRecord):
     copied_from: Optional[str] = None
     estimates: Optional[Estimates] = field(default=None, metadata={"omit_none": True})
     warnings: List[str] = field(default_factory=list)
+    applied: Optional[AppliedModel] = field(default=None, metadata={"omit_none": True, "tail": True})
+    measured: Optional[Measured] = field(default=None, metadata={"omit_none": True, "tail": True})
     extra: Dict[str, Any] = field(default_factory=dict)
-
-    @classmethod
-    def from_dict(cls, d: Optional[Dict[str, Any]]) -> "Optimization":
-        """Read a stored record (see the module docstring). Settings, rows and estimates use the classes of the
-        record's structure; raises :class:`ProjectError` when that structure is not registered."""
-        rec = super().from_dict(d)
-        kind = rec.structure
-        if kind.settings_type is not Settings:
-            rec.settings = kind.settings_type.from_dict((d or {}).get("settings"))
-        if kind.layer_type is not LayerRow:
-            rec.layers = [kind.layer_type.from_dict(row.to_dict()) for row in rec.layers]
-        if rec.estimates is not None and kind.estimates_type is not Estimates:
-            rec.estimates = kind.estimates_type.from_dict(rec.estimates.to_dict())
-        return rec
 
     @property
     def id(self) -> Optional[str]:
@@ -493,11 +610,9 @@ class Optimization(JsonRecord):
         return self.extra.get("id")
 
     @property
-    def structure(self):
-        """The :class:`~sparsify_tui.optimization.structures.PruningStructure` of ``settings.structure``."""
-        from sparsify_tui.optimization.structures import get_structure
-
-        return get_structure(self.settings.structure)
+    def created(self) -> Optional[str]:
+        """When the store first saved the record (ISO), or None."""
+        return self.extra.get("created")
 
     @property
     def flops_profile(self) -> bool:
@@ -512,4 +627,4 @@ class Optimization(JsonRecord):
 
 __all__ = ["FLOPS", "APPROXIMATED", "UNSTRUCTURED", "DEFAULT_INIT_SPARSITY", "JsonRecord", "Settings", "LayerRow",
            "LayerEstimate", "Int8Group", "Int8Trial", "Int8Search", "QuantizationSettings", "Epochs", "NodeTime", "ModelSummary", "Estimates",
-           "Optimization"]
+           "AppliedModel", "MeasuredRun", "GroupTime", "Measured", "Optimization"]

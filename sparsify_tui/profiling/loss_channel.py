@@ -78,7 +78,7 @@ def channel_magnitude(model, groups, *, levels=CHANNEL_LEVELS, round_to: int = 8
             continue
         imp = scores[g.id]
         order = np.argsort(imp, kind="stable")
-        kept = [round_kept(g.channels, s, round_to) if s > 0 else g.channels for s in levels]
+        kept = [round_kept(g.channels, s, g.round_to(round_to)) if s > 0 else g.channels for s in levels]
         out[g.id] = magnitude_values(imp, order, kept, levels)
     return out
 
@@ -274,7 +274,7 @@ def _one_shot(path: Path, model, analysis, groups, *, levels, data, batches, bat
                 by_kept: dict = {}
                 order_g = np.argsort(scores[g.id], kind="stable")
                 for s in levels:
-                    kept = round_kept(g.channels, s, round_to) if s > 0 else g.channels
+                    kept = round_kept(g.channels, s, g.round_to(round_to)) if s > 0 else g.channels
                     if kept == g.channels:
                         vals[level_key(s)] = 0.0  # nothing removed: equals dense
                         if s > 0:

@@ -428,6 +428,9 @@ def profile_performance(
     warnings = weight_warnings(nonfinite_weights(model, path.parent), path.name)
     _strip_large_weights(model)  # the profile needs weight shapes, not values (onnxruntime reads the file)
     specs = ainputs.input_specs(model, batch_size=batch_size, dims=dims)
+    from sparsify_tui.analysis.shapes import fixed_batch
+
+    batch_size = fixed_batch(model) or batch_size  # the items in a batch fed: what ms per item divides by
     if data:
         feeds = ainputs.load_sample_data(str(data), specs, batch_size)
         warnings += ainputs.sample_data_warnings(feeds)

@@ -12,11 +12,12 @@ SI suffix (``1.23 M``), bytes in binary units (``1.5 MiB``).
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
 from html import escape
 from typing import Any, Optional
 
-from sparsify_tui.formatting import format_bytes, format_count
+from sparsify_tui.formatting import format_bytes, format_count, safe_text
 from sparsify_tui.report.model import ESTIMATE_FIELDS, Report
 from sparsify_tui.report.svg import bar_chart
 
@@ -207,8 +208,26 @@ def blocks(report: Report, top: int = 10) -> list:
 
 
 # --------------------------------------------------------------------------------------------- markdown
+_MD_SPECIAL = str.maketrans({c: "\\" + c for c in "\\`*_[]|"})
+
+
+def _md_text(v: Any, block: bool = False) -> str:
+    """Text as Markdown shows it, never as markup: control characters shown (:func:`safe_text`), ``& < >`` as
+    entities (no raw HTML such as ``<script>`` or ``<img>``), ``\\ ` * _ [ ] |`` escaped (no link, image, code
+    span, emphasis or table cell break), on one line; with ``block`` (a heading's or paragraph's text) a block
+    marker at its start (``#``, ``-``, ``+``, ``=``, ``1.``) is escaped too. Every string of a block goes through
+    it: names come from models and imported files."""
+    text = " ".join(safe_text(v).replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;").split("\n"))
+    text = text.translate(_MD_SPECIAL)
+    marker = re.match(r"\s*(?:[#+=-]|\d{1,9}(?=[.)](?:\s|$)))", text) if block else None
+    if marker:
+        cut = marker.end() if text[marker.end() - 1].isdigit() else marker.end() - 1
+        text = text[:cut] + "\\" + text[cut:]
+    return text
+
+
 def _md_cell(v: Any) -> str:
-    return str(v).replace("|", "\\|").replace("\n", " ")
+    return _md_text(v)
 
 
 def _md_table(headers: list, rows: list, right: set) -> list:
@@ -223,15 +242,15 @@ def render_markdown(report: Report, top: int = 10) -> str:
     lines: list = []
     for b in blocks(report, top):
         if isinstance(b, Heading):
-            lines += ["#" * b.level + " " + b.text, ""]
+            lines += ["#" * b.level + " " + _md_text(b.text, block=True), ""]
         elif isinstance(b, Para):
-            lines += [b.text, ""]
+            lines += [_md_text(b.text, block=True), ""]
         elif isinstance(b, Table):
             lines += _md_table(b.headers, b.rows, b.right) + [""]
         elif isinstance(b, Chart) and b.labels:
             vmax = max(b.values) or 1.0
             bars = ["█" * max(1 if v > 0 else 0, round(20 * v / vmax)) for v in b.values]
-            lines += [f"*{b.title}*", ""]
+            lines += [f"*{_md_text(b.title)}*", ""]
             lines += _md_table(["", "Value", ""], [[lab, t, bar] for lab, t, bar in zip(b.labels, b.text, bars)],
                                {1}) + [""]
     return "\n".join(lines).rstrip() + "\n"
@@ -253,11 +272,16 @@ p { margin: .4em 0 .8em; }
 """
 
 
+def _h(v: Any) -> str:
+    """Text as HTML shows it: escaped, control characters shown (:func:`safe_text`)."""
+    return escape(safe_text(v))
+
+
 def _html_table(b: Table) -> str:
-    head = "".join(f'<th class="num">{escape(str(h))}</th>' if i in b.right else f"<th>{escape(str(h))}</th>"
+    head = "".join(f'<th class="num">{_h(h)}</th>' if i in b.right else f"<th>{_h(h)}</th>"
                    for i, h in enumerate(b.headers))
-    rows = "".join("<tr>" + "".join(f'<td class="num">{escape(str(c))}</td>' if i in b.right else
-                                    f"<td>{escape(str(c))}</td>" for i, c in enumerate(r)) + "</tr>" for r in b.rows)
+    rows = "".join("<tr>" + "".join(f'<td class="num">{_h(c)}</td>' if i in b.right else
+                                    f"<td>{_h(c)}</td>" for i, c in enumerate(r)) + "</tr>" for r in b.rows)
     thead = f"<thead><tr>{head}</tr></thead>" if any(str(h) for h in b.headers) else ""
     return f"<table>{thead}<tbody>{rows}</tbody></table>"
 
@@ -266,24 +290,24 @@ def render_html(report: Report, top: int = 10) -> str:
     """One self-contained HTML file: inline CSS, inline SVG charts (:func:`sparsify_tui.report.svg.bar_chart`)."""
     parts = ["<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
              '<meta name="viewport" content="width=device-width, initial-scale=1">',
-             f"<title>{escape(report.title)}</title><style>{CSS}</style></head><body>"]
+             f"<title>{_h(report.title)}</title><style>{CSS}</style></head><body>"]
     for b in blocks(report, top):
         if isinstance(b, Heading):
-            parts.append(f"<h{b.level}>{escape(b.text)}</h{b.level}>")
+            parts.append(f"<h{b.level}>{_h(b.text)}</h{b.level}>")
         elif isinstance(b, Para):
-            parts.append(f"<p>{escape(b.text)}</p>")
+            parts.append(f"<p>{_h(b.text)}</p>")
         elif isinstance(b, Table):
             parts.append(_html_table(b))
         elif isinstance(b, Chart) and b.labels:
-            parts.append(bar_chart(b.labels, b.values, unit=b.unit, title=b.title, reference=b.reference,
-                                   texts=b.text))
+            parts.append(bar_chart([safe_text(x) for x in b.labels], b.values, unit=b.unit, title=safe_text(b.title),
+                                   reference=b.reference, texts=[safe_text(x) for x in b.text]))
     parts.append("</body></html>")
     return "\n".join(parts) + "\n"
 
 
 def render_json(report: Report) -> str:
     """The report's data (:meth:`Report.to_dict`) as indented JSON."""
-    return json.dumps(report.to_dict(), indent=1, ensure_ascii=False) + "\n"
+    return json.dumps(report.to_dict(), indent=1) + "\n"  # ASCII: every control character as a \\u escape
 
 
 def render(report: Report, fmt: str, top: int = 10) -> str:

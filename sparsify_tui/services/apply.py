@@ -6,59 +6,71 @@ from __future__ import annotations
 import datetime as _dt
 import re
 from pathlib import Path
-from typing import Any, Dict, Optional
+from typing import TYPE_CHECKING, Any, Dict, Optional
 
 from sparsify_tui.progress import CancelToken, ProgressFn
-from sparsify_tui.services.optimizations import TABLE, get_optimization
+from sparsify_tui.services.optimizations import get_optimization, store_fields
+
+if TYPE_CHECKING:
+    from sparsify_tui.optimization.record import AppliedModel, Optimization
 
 
-def optimized_path(ws, project_id: str, opt: dict) -> Path:
+def optimized_path(ws, project_id: str, opt: "Optimization") -> Path:
     """``<project>/optimized/<optimization name>.onnx`` (name made filesystem-safe)."""
-    safe = re.sub(r"[^A-Za-z0-9._-]+", "_", str(opt.get("name") or opt["id"])).strip("._") or opt["id"]
+    safe = re.sub(r"[^A-Za-z0-9._-]+", "_", str(opt.name or opt.id)).strip("._") or opt.id
     return ws.project_dir(project_id) / "optimized" / f"{safe}.onnx"
 
 
-def is_applied(ws, project_id: str, opt: dict) -> bool:
+def is_applied(ws, project_id: str, opt: "Optimization") -> bool:
     """True when the optimization's applied file exists and matches its current settings."""
     from sparsify_tui.optimization.apply import optimization_fingerprint
 
-    applied = opt.get("applied") or {}
-    return bool(applied.get("path")) and Path(applied["path"]).is_file() and \
-        applied.get("fingerprint") == optimization_fingerprint(opt)
+    a = opt.applied
+    return a is not None and bool(a.path) and Path(a.path).is_file() and \
+        a.fingerprint == optimization_fingerprint(opt)
 
 
 def apply_record(ws, project_id: str, opt_ref: str, *, out_path=None, data=None, labels_key=None,
-                 progress: Optional[ProgressFn] = None, cancel: Optional[CancelToken] = None) -> Dict[str, Any]:
+                 progress: Optional[ProgressFn] = None, cancel: Optional[CancelToken] = None) -> "AppliedModel":
     """Apply optimization ``opt_ref`` (id or name) of a project, store ``applied`` on its record and
     optionally export to ``out_path``. ``data``/``labels_key``: sample data (and its labels) to calibrate and
-    measure on; default the INT8 search's data, else the project's. Returns the ``applied`` dict:
-    ``{path, exported_to, fingerprint, quantized, excluded, sparsity: {weight_name: measured},
-    layers_exact: bool, output_diff, file_size_bytes, baseline_size_bytes, ir_version, seconds, warnings,
-    applied_at}``.
+    measure on; default the INT8 search's data, else the project's. Returns the stored
+    :class:`~sparsify_tui.optimization.record.AppliedModel`.
     """
     from sparsify_tui.optimization.apply import (
         apply_optimization, calibration_settings, export_model, optimization_fingerprint, quantization_settings,
     )
     from sparsify_tui.optimization.core import layer_sparsities
+    from sparsify_tui.optimization.record import AppliedModel
 
     opt = get_optimization(ws, project_id, opt_ref)
     setup = ws.get_project(project_id).get("setup") or {}
     quant, excluded = quantization_settings(opt)
-    if opt.get("applied"):
+    if opt.applied is not None:
         # the file is about to be rewritten in place: a kill midway must not leave a record that vouches for a
         # half-written model, so the record forgets it first and gets it back when the new file is complete
-        ws.update_record(project_id, TABLE, opt["id"], applied=None)
+        opt.applied = None
+        store_fields(ws, project_id, opt, "applied")
     cal = calibration_settings(opt)
     if data:  # the user's data replaces the search's (its labels key too)
         cal.update({"data": data, "labels_key": labels_key})
-    settings = opt.get("settings") or {}
-    res = apply_optimization(
-        ws.model_path(project_id), layer_sparsities(opt), quantize=quant, excluded=excluded,
-        structure=settings.get("structure", "unstructured"), settings=settings,
-        batch_size=int(setup.get("batch_size") or 1),
-        out_path=optimized_path(ws, project_id, opt), dims=setup.get("dims") or {},
-        data=cal.pop("data", None) or setup.get("data"), progress=progress, cancel=cancel, **cal,
-    )
+    out = optimized_path(ws, project_id, opt)
+    try:
+        res = apply_optimization(
+            ws.model_path(project_id), layer_sparsities(opt), quantize=quant, excluded=excluded,
+            structure=opt.settings.structure, settings=opt.settings,
+            batch_size=int(setup.get("batch_size") or 1),
+            out_path=out, dims=setup.get("dims") or {},
+            data=cal.pop("data", None) or setup.get("data"), progress=progress, cancel=cancel, **cal,
+        )
+    except BaseException:
+        # a failed (or canceled) apply leaves no model behind: no record vouches for it (forgotten above)
+        for leftover in (Path(out), Path(f"{out}.data")):
+            try:
+                leftover.unlink()
+            except OSError:
+                pass
+        raise
     applied = {
         "path": str(res.out_path),
         "exported_to": None,
@@ -80,8 +92,8 @@ def apply_record(ws, project_id: str, opt_ref: str, *, out_path=None, data=None,
         applied.update(structure_report(res.structure, res.structure_result))
     if out_path:
         applied["exported_to"] = str(export_model(res.out_path, out_path))
-    ws.update_record(project_id, TABLE, opt["id"], applied=applied)
-    return applied
+    opt.applied = AppliedModel.from_dict(applied)
+    return store_fields(ws, project_id, opt, "applied").applied
 
 
 def structure_report(structure: str, report: dict) -> Dict[str, Any]:
@@ -109,10 +121,11 @@ def structure_report(structure: str, report: dict) -> Dict[str, Any]:
     }
 
 
-def ensure_applied(ws, project_id: str, opt_ref: str, *, progress=None, cancel=None) -> tuple[dict, Path]:
+def ensure_applied(ws, project_id: str, opt_ref: str, *, progress=None,
+                   cancel=None) -> tuple["Optimization", Path]:
     """The optimization record and its applied model path, applying it first when missing or stale."""
     opt = get_optimization(ws, project_id, opt_ref)
     if not is_applied(ws, project_id, opt):
-        apply_record(ws, project_id, opt["id"], progress=progress, cancel=cancel)
-        opt = ws.get_record(project_id, TABLE, opt["id"])
-    return opt, Path(opt["applied"]["path"])
+        apply_record(ws, project_id, opt.id, progress=progress, cancel=cancel)
+        opt = get_optimization(ws, project_id, opt.id)
+    return opt, Path(opt.applied.path)

@@ -3,13 +3,16 @@ missing or stale) measured side by side, stored as a record plus the full result
 
 from __future__ import annotations
 
-from typing import Any, Dict, Optional
+from typing import TYPE_CHECKING, Any, Dict, Optional
 
 from sparsify_tui import settings
 from sparsify_tui.progress import CancelToken, ProgressFn
 from sparsify_tui.services.apply import ensure_applied, is_applied
 from sparsify_tui.services.optimizations import get_optimization
 from sparsify_tui.store.workspace import new_id, now_iso
+
+if TYPE_CHECKING:
+    from sparsify_tui.benchmark.runner import BenchmarkResult
 
 TABLE = "benchmarks"
 
@@ -75,7 +78,7 @@ def benchmark_settings(project: dict, args: dict, *, model_path=None,
 
         for b in out["batch_sizes"]:
             check_run_inputs(model_path, b, out["dims"], args.get("data"), labels_key=args.get("labels"),
-                             metric=out["metric"], scores_outputs=True)
+                             metric=out["metric"], scores_outputs=True, user_dims=args.get("dims"))
     return out
 
 
@@ -93,15 +96,15 @@ def benchmark_models(ws, project_id: str, refs: list, *, progress: Optional[Prog
         if cancel is not None:
             cancel.check()
         lo, span = i / max(1, len(opts)), 1.0 / max(1, len(opts))
-        label = o.get("name") or o["id"]
+        label = o.name or o.id
 
         def sub(step, frac, _lo=lo, _span=span, _label=label):
             prog(f"applying {_label}: {step}", _lo + _span * frac)
 
-        _opt, path = ensure_applied(ws, project_id, o["id"], progress=sub, cancel=cancel)
+        _opt, path = ensure_applied(ws, project_id, o.id, progress=sub, cancel=cancel)
         if any(m.label == label for m in models):
-            label = f"{label} ({o['id'][:6]})"
-        models.append(ModelSpec(label, str(path), o["id"], o.get("name") or o["id"]))
+            label = f"{label} ({o.id[:6]})"
+        models.append(ModelSpec(label, str(path), o.id, o.name or o.id))
     return models, opts
 
 
@@ -122,8 +125,9 @@ def store_benchmark(ws, project_id: str, result, stored_args: dict, *, target: O
 
 
 def benchmark_project(ws, project_id: str, args: dict, *, progress: Optional[ProgressFn] = None,
-                      cancel: Optional[CancelToken] = None) -> tuple[dict, Any]:
-    """Run a project benchmark from job ``args`` and store it; returns ``(record, result)``.
+                      cancel: Optional[CancelToken] = None) -> "BenchmarkResult":
+    """Run a project benchmark from job ``args`` and store it; returns the stored
+    :class:`~sparsify_tui.benchmark.runner.BenchmarkResult` (its ``id`` the record's).
 
     ``args``: ``name`` (default "benchmark N"), ``optimizations`` (ids or names; each is applied first
     when it has no up-to-date optimized file), ``batch_sizes`` / ``core_counts`` (default the project
@@ -150,16 +154,16 @@ def benchmark_project(ws, project_id: str, args: dict, *, progress: Optional[Pro
                            iterations=s["iterations"], dims=s["dims"], data=args.get("data"), name=name,
                            labels_key=args.get("labels"), metric=settings.metric(args.get("metric")),
                            progress=bprog, cancel=cancel)
-    stored_args = {"name": name, "optimizations": [o["id"] for o in opts], "batch_sizes": s["batch_sizes"],
+    stored_args = {"name": name, "optimizations": [o.id for o in opts], "batch_sizes": s["batch_sizes"],
                    "core_counts": s["core_counts"], "warmup": result.warmup, "iterations": result.iterations}
     if args.get("data"):
         stored_args["data"] = str(args["data"])
     for key in ("labels", "metric"):
         if args.get(key):
             stored_args[key] = str(args[key])
-    rec = store_benchmark(ws, project_id, result, stored_args, rerun_of=args.get("record_id"))
+    store_benchmark(ws, project_id, result, stored_args, rerun_of=args.get("record_id"))
     from sparsify_tui.services.measured import record_measured
 
-    record_measured(ws, project_id, result, [o["id"] for o in opts], baseline_path=models[0].path,
+    record_measured(ws, project_id, result, [o.id for o in opts], baseline_path=models[0].path,
                     data=args.get("data"), progress=prog, cancel=cancel)
-    return rec, result
+    return result

@@ -100,7 +100,7 @@ def compare_loss_profiles(ws, project_ref: str, a: str, b: str, *, project_b: Op
         raise ProjectError(str(err)) from None
 
 
-def measured_results(ws, project_id: str, opt: dict) -> Dict[str, Any]:
+def measured_results(ws, project_id: str, opt) -> Dict[str, Any]:
     """What was measured of a stored optimization: ``applied`` (output difference, file sizes, when, and ``stale``
     when its settings changed since) or None, and ``benchmarks``: its runs in the newest benchmark that measured it
     (``benchmark``, ``batch_size``, ``core_count``, ``median_ms``, ``p90_ms``, ``items_per_second``,
@@ -108,14 +108,15 @@ def measured_results(ws, project_id: str, opt: dict) -> Dict[str, Any]:
     from sparsify_tui.services.apply import is_applied
     from sparsify_tui.services.benchmarks import TABLE as BENCH_TABLE, load_benchmark
 
-    applied = opt.get("applied") or None
-    if applied:
-        applied = {k: applied.get(k) for k in ("output_diff", "file_size_bytes", "baseline_size_bytes", "quantized",
-                                               "applied_at", "path")}
-        applied["stale"] = not is_applied(ws, project_id, opt)
+    applied = None
+    if opt.applied is not None:
+        a = opt.applied
+        applied = {"output_diff": a.output_diff, "file_size_bytes": a.file_size_bytes,
+                   "baseline_size_bytes": a.baseline_size_bytes, "quantized": a.quantized, "applied_at": a.applied_at,
+                   "path": a.path, "stale": not is_applied(ws, project_id, opt)}
     runs = []
     benches = [r for r in ws.list_records(project_id, BENCH_TABLE)
-               if any(m.get("optimization_id") == opt["id"] for m in r.get("models") or [])]
+               if any(m.get("optimization_id") == opt.id for m in r.get("models") or [])]
     if benches:
         rec = sorted(benches, key=lambda r: r.get("created", ""))[-1]
         try:
@@ -123,7 +124,7 @@ def measured_results(ws, project_id: str, opt: dict) -> Dict[str, Any]:
         except RecordNotFound:
             res = None
         for run in (res.runs if res is not None else []):
-            if run.optimization_id == opt["id"]:
+            if run.optimization_id == opt.id:
                 runs.append({"benchmark": rec.get("name"), "batch_size": run.batch_size,
                              "core_count": run.core_count, "median_ms": run.median_ms, "p90_ms": run.p90_ms,
                              "items_per_second": run.items_per_second, "speedup": run.speedup})
@@ -143,5 +144,5 @@ def compare_optimizations(ws, project_ref: str, refs: Sequence[str]):
     if len(refs) < 2:
         raise ProjectError("compare needs two or more optimizations: --optimizations A,B")
     opts = [get_optimization(ws, project["id"], r) for r in refs]
-    measured = {o["id"]: measured_results(ws, project["id"], o) for o in opts}
+    measured = {o.id: measured_results(ws, project["id"], o) for o in opts}
     return core_compare(opts, measured)

@@ -18,8 +18,6 @@ from __future__ import annotations
 
 import datetime as _dt
 import json
-import os
-import tempfile
 from pathlib import Path
 from typing import Any, Dict, Optional, Union
 
@@ -36,33 +34,19 @@ def _now() -> str:
 
 def write_text_atomic(path: Union[str, Path], text: str) -> Path:
     """Write ``text`` to ``path`` through a temp file in the same folder renamed over it (a failed write leaves
-    nothing behind). Raises ``SparsifyError`` (one line) when the folder is missing or not writable."""
+    nothing behind; :func:`sparsify_tui.tempfiles.write_output`, which refuses a symlink or a non-regular target).
+    Raises ``SparsifyError`` (one line) when the folder is missing or not writable."""
+    from sparsify_tui.tempfiles import write_output
+
     path = Path(path).expanduser()
-    if path.is_dir():
+    if path.is_dir() and not path.is_symlink():
         raise SparsifyError(f"{path} is a directory: give a file name, e.g. {path / 'out.json'}")
     if not path.parent.is_dir():
         raise SparsifyError(f"folder {path.parent} does not exist: create it or choose another path")
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=str(path.parent))
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)  # like open(path, "w"), not mkstemp's 0600
-        os.replace(tmp, path)
+        return write_output(path, text, fsync=False)
     except OSError as err:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
         raise SparsifyError(f"cannot write {path} ({err.strerror}): choose another path") from None
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
-    return path
 
 
 def _machine(prof) -> Dict[str, Any]:
@@ -105,28 +89,13 @@ def export_perf_profile(ws, project_ref: str, ref: str) -> Dict[str, Any]:
 
 
 def read_profile_file(path: Union[str, Path]) -> Dict[str, Any]:
-    """Read and check an export document. Raises ``SparsifyError`` (one line) for a missing or unreadable file, bad
-    JSON, another format or a newer version, or missing parts."""
-    p = Path(path).expanduser()
-    if not p.is_file():
-        raise SparsifyError(f"{p} does not exist or is not a file: give the JSON written by `sparsify-tui profile export`")
-    try:
-        doc = json.loads(p.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError, ValueError) as err:
-        raise SparsifyError(f"{p} is not valid JSON ({str(err).splitlines()[0][:80]}): give the file written by "
-                            "`sparsify-tui profile export`") from None
-    if not isinstance(doc, dict) or doc.get("format") != FORMAT:
-        raise SparsifyError(f"{p} is not a sparsify-tui perf profile (no \"format\": \"{FORMAT}\"): give the file "
-                            "written by `sparsify-tui profile export`")
-    if int(doc.get("format_version") or 0) > FORMAT_VERSION:
-        raise SparsifyError(f"{p} has format version {doc.get('format_version')}, newer than this sparsify-tui "
-                            f"reads ({FORMAT_VERSION}): upgrade sparsify-tui")
-    for key in ("model", "profile", "nodes"):
-        if not isinstance(doc.get(key), (dict, list)) or not doc.get(key):
-            raise SparsifyError(f"{p} has no {key!r}: the file is incomplete, export it again")
-    if not (doc["model"] or {}).get("sha256"):
-        raise SparsifyError(f"{p} does not name its model's sha256: export it again with this sparsify-tui")
-    return doc
+    """Read and check an export document against its schema (:func:`sparsify_tui.services.profile_schema.
+    load_profile_document`: types, ranges, finite numbers, a file-size and a row limit). Raises ``SparsifyError``
+    (one line) for a missing or unreadable file, bad JSON, another format or a newer version, or a value of the
+    wrong type or out of range."""
+    from sparsify_tui.services.profile_schema import load_profile_document
+
+    return load_profile_document(path)
 
 
 def _free_name(taken: set, name: str, host: Optional[str]) -> Optional[str]:
@@ -176,6 +145,10 @@ def import_perf_profile(ws, project_ref: str, path: Union[str, Path], *, name: O
     host = (prof.machine or {}).get("hostname")
     taken = {r.get("name") for r in ws.list_records(pid, PERF_TABLE)}
     if name:
+        from sparsify_tui.formatting import has_control, safe_text
+
+        if has_control(name):
+            raise SparsifyError(f"--name {safe_text(name)!r} holds control characters: give printable text")
         if name in taken:
             raise ProjectError(f"perf profile {name!r} already exists in project {project['name']!r}: "
                                "choose another --name")
@@ -206,9 +179,13 @@ def export_model_explorer(ws, project_ref: str, ref: str, out: Union[str, Path],
     from sparsify_tui.profiling.model_explorer import node_data
     from sparsify_tui.services.profiles import resolve_loss_profile
 
+    from sparsify_tui.settings import output_path
+
     out = Path(out).expanduser()
     if out.suffix.lower() != ".json":
         raise SparsifyError(f"{out} must end in .json: Model Explorer reads node data from .json files")
+    for metric in ("ms", "share", "int8_ratio", "sensitivity"):  # every file it may write: no link, not the workspace
+        output_path(out if metric == "ms" else Path(f"{out.with_suffix('')}.{metric}.json"), "-o", workspace=ws.root)
     if not 0.0 <= float(level) < 1.0:
         raise SparsifyError(f"--level must be in [0, 1), got {level}")
     project = ws.get_project(project_ref)

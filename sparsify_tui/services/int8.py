@@ -6,7 +6,7 @@ search fails (``quantize_static`` error, bad data or labels) or is canceled."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Dict, Optional
+from typing import TYPE_CHECKING, Any, Dict, Optional
 
 from sparsify_tui import settings
 from sparsify_tui.errors import ProjectError
@@ -14,6 +14,10 @@ from sparsify_tui.progress import CancelToken, ProgressFn
 from sparsify_tui.tempfiles import temp_dir
 from sparsify_tui.services import profiles
 from sparsify_tui.services.optimizations import TABLE
+from sparsify_tui.services.projects import model_analysis
+
+if TYPE_CHECKING:
+    from sparsify_tui.optimization.record import Optimization
 
 
 def int8_settings(project: Dict[str, Any], args: Dict[str, Any]) -> Dict[str, Any]:
@@ -56,14 +60,15 @@ def check_name_free(ws, project_id: str, name: str) -> None:
 
 
 def search_int8_optimization(ws, project_id: str, args: Dict[str, Any], *, progress: Optional[ProgressFn] = None,
-                             cancel: Optional[CancelToken] = None) -> Dict[str, Any]:
-    """Create the optimization ``args["name"]`` with INT8 chosen by the accuracy-controlled search; returns the
-    stored record. ``args``: see :func:`int8_settings`. The search runs on the model apply would write before
+                             cancel: Optional[CancelToken] = None) -> "Optimization":
+    """Create the optimization ``args["name"]`` with INT8 chosen by the accuracy-controlled search; returns it as
+    stored. ``args``: see :func:`int8_settings`. The search runs on the model apply would write before
     quantizing (pruned when ``sparsity`` > 0) and compares with the project's FP32 model."""
     from sparsify_tui.optimization import core
     from sparsify_tui.optimization.apply import apply_optimization
     from sparsify_tui.optimization.int8_search import excluded_nodes, search_int8
     from sparsify_tui.optimization.record import Settings
+    from sparsify_tui.optimization.structures import load_optimization
 
     s = int8_settings(ws.get_project(project_id), args)
     project = ws.get_project(project_id)
@@ -73,7 +78,7 @@ def search_int8_optimization(ws, project_id: str, args: Dict[str, Any], *, progr
     perf_prof, perf_ref, perf_name = profiles.resolve_perf_profile(ws, pid, s["perf"])
     loss_prof, loss_ref, loss_name = profiles.resolve_loss_profile(ws, pid, s["loss"])
     st = Settings(sparsity=s["sparsity"], balance=s["balance"]).with_changes()
-    rec = core.build_optimization(s["name"], ws.analysis_of(pid), perf_prof, loss_prof,
+    rec = core.build_optimization(s["name"], model_analysis(ws, pid), perf_prof, loss_prof,
                                   training=project.get("training"), sparsity=st.sparsity, balance=st.balance,
                                   quantize=True, perf_ref=perf_ref, perf_name=perf_name, loss_ref=loss_ref,
                                   loss_name=loss_name, settings=st,
@@ -105,4 +110,4 @@ def search_int8_optimization(ws, project_id: str, args: Dict[str, Any], *, progr
     q.excluded = excluded_nodes(search.groups, chosen.groups) if chosen is not None else []
     rec = core.evaluate(rec)
     rec.warnings = list(search.warnings) + rec.warnings
-    return ws.add_record(pid, TABLE, rec.to_dict())
+    return load_optimization(ws.add_record(pid, TABLE, rec.to_dict()))

@@ -3,28 +3,53 @@ schedule), copy, delete, and export its recipe and integration code.
 
 The boundary between the store and the typed core: the record is plain JSON in the project's
 ``optimizations`` table; every change reads it with
-:meth:`~sparsify_tui.optimization.record.Optimization.from_dict`, runs the pure functions of
+:func:`~sparsify_tui.optimization.structures.load_optimization`, runs the pure functions of
 :mod:`sparsify_tui.optimization.core` on the typed record, and stores its
-:meth:`~sparsify_tui.optimization.record.Optimization.to_dict`. Every function returns the **stored dict**
-(with ``id``, ``created``, ``modified``), which is what the TUI and the CLI read."""
+:meth:`~sparsify_tui.optimization.record.Optimization.to_dict`. Every function returns the typed
+:class:`~sparsify_tui.optimization.record.Optimization` as stored (its ``id``, ``created`` and ``modified`` in
+``extra``), which is what the TUI and the CLI read: dicts exist only between this module and the store."""
 
 from __future__ import annotations
 
 import copy
 from pathlib import Path
-from typing import Any, Callable, Dict, Optional
+from typing import TYPE_CHECKING, Any, Callable, Dict, List, Optional
 
 from sparsify_tui.errors import ProjectError
 from sparsify_tui.services import profiles
+from sparsify_tui.services.projects import model_analysis
+
+if TYPE_CHECKING:
+    from sparsify_tui.optimization.record import Optimization
 
 TABLE = "optimizations"
+
+
+def _typed(stored: Dict[str, Any]) -> "Optimization":
+    from sparsify_tui.optimization.structures import load_optimization
+
+    return load_optimization(stored)
+
+
+def list_optimizations(ws, project_id: str) -> List["Optimization"]:
+    """The project's optimizations, in the order they were stored. A record whose pruning structure this version
+    does not know (a newer version wrote it) is read with the base classes, so the list still shows it."""
+    from sparsify_tui.optimization.record import Optimization
+
+    out = []
+    for r in ws.list_records(project_id, TABLE):
+        try:
+            out.append(_typed(r))
+        except ProjectError:
+            out.append(Optimization.from_dict(r))
+    return out
 
 
 def create_optimization(ws, project_id: str, name: str, perf: Optional[str] = None, loss: Optional[str] = None,
                         sparsity: float = 0.85, balance: float = 0.5, quantize: bool = False, *,
                         settings: Optional[Dict[str, Any]] = None,
-                        overrides: Optional[Dict[str, float]] = None) -> Dict[str, Any]:
-    """Create, evaluate and store an optimization for a project; returns the stored record (with ``id``).
+                        overrides: Optional[Dict[str, float]] = None) -> "Optimization":
+    """Create, evaluate and store an optimization for a project; returns it as stored (with its ``id``).
 
     ``settings``: extra :class:`~sparsify_tui.optimization.record.Settings` fields (e.g. ``min_sparsity``;
     ``structure`` picks the pruning structure, whose ``settings_type`` may have more);
@@ -45,7 +70,7 @@ def create_optimization(ws, project_id: str, name: str, perf: Optional[str] = No
     if any(r.get("name") == name for r in ws.list_records(pid, TABLE)):
         raise ProjectError(f"optimization {name!r} already exists in project {project['name']!r}: "
                            f"choose another name or copy it")
-    analysis = ws.analysis_of(pid)
+    analysis = model_analysis(ws, pid)
     settings = dict(settings or {})
     kind = get_structure(settings.get("structure") or UNSTRUCTURED)
     st = kind.settings_type(sparsity=sparsity, balance=balance).with_changes(**settings)
@@ -62,60 +87,75 @@ def create_optimization(ws, project_id: str, name: str, perf: Optional[str] = No
             ws.model_path(pid), analysis,
             batch_size=int(perf_prof.batch_size if perf_prof is not None else setup.get("batch_size") or 1),
             dims=dict(perf_prof.dims if perf_prof is not None and perf_prof.dims else setup.get("dims") or {}),
-            perf_extras=profiles.perf_profile_extras(ws, pid, perf_ref))
-        analysis = {**analysis, **extras}
+            perf_extras=profiles.perf_profile_extras(ws, pid, perf_ref), settings=st)
+    else:
+        extras = {}
     rec = core.build_optimization(name, analysis, perf_prof, loss_prof, training=project.get("training"),
                                   sparsity=st.sparsity, balance=st.balance, quantize=quantize, perf_ref=perf_ref,
                                   perf_name=perf_name, loss_ref=loss_ref, loss_name=loss_name, settings=st,
-                                  model_file=(project.get("model") or {}).get("file", ""))
+                                  model_file=(project.get("model") or {}).get("file", ""), extras=extras)
     for w, s in (overrides or {}).items():
         rec = core.override(rec, w, s)
     if skipped:
         rec.warnings = list(rec.warnings or []) + skipped
-    return ws.add_record(pid, TABLE, rec.to_dict())
+    return _typed(ws.add_record(pid, TABLE, rec.to_dict()))
 
 
-def get_optimization(ws, project_id: str, ref: str) -> Dict[str, Any]:
+def get_optimization(ws, project_id: str, ref: str) -> "Optimization":
     """The stored optimization by id or name (RecordNotFound otherwise)."""
-    return ws.find_record(project_id, TABLE, ref)
+    return _typed(ws.find_record(project_id, TABLE, ref))
 
 
-def _change(ws, project_id: str, ref: str, change: Callable[..., Any], *args: Any, **kwargs: Any) -> Dict[str, Any]:
+def store_fields(ws, project_id: str, rec: "Optimization", *names: str) -> "Optimization":
+    """Store fields ``names`` of ``rec`` (e.g. ``"applied"``, ``"measured"``) on its stored record, as
+    :meth:`~sparsify_tui.optimization.record.Optimization.to_dict` writes them (None: written as null);
+    returns the record as stored."""
+    def plain(value: Any) -> Any:
+        return value.to_dict() if hasattr(value, "to_dict") else value
+
+    return _typed(ws.update_record(project_id, TABLE, rec.id, **{k: plain(getattr(rec, k)) for k in names}))
+
+
+def _change(ws, project_id: str, ref: str, change: Callable[..., Any], *args: Any, **kwargs: Any) -> "Optimization":
     """Read the stored optimization ``ref``, run ``change(typed record, *args, **kwargs)`` (a core function
-    returning the record), store the result; returns the stored dict."""
-    from sparsify_tui.optimization.record import Optimization
-
-    from sparsify_tui.services.measured import mark_stale
-
-    stored = get_optimization(ws, project_id, ref)
-    rec = change(Optimization.from_dict(stored), *args, **kwargs)
+    returning the record), store the result; returns it as stored."""
+    rec = change(get_optimization(ws, project_id, ref), *args, **kwargs)
+    mark_stale(rec)
     fields = {k: v for k, v in rec.to_dict().items() if k not in ("id", "created", "modified")}
-    mark_stale(fields)
-    return ws.update_record(project_id, TABLE, stored["id"], **fields)
+    return _typed(ws.update_record(project_id, TABLE, rec.id, **fields))
 
 
-def reevaluate(ws, project_id: str, ref: str, **settings: Any) -> Dict[str, Any]:
+def mark_stale(rec: "Optimization") -> None:
+    """Flag ``measured`` stale (in place) when the optimization no longer matches the file that was measured."""
+    from sparsify_tui.optimization.apply import optimization_fingerprint
+
+    m = rec.measured
+    if m is not None and m.fingerprint and m.fingerprint != optimization_fingerprint(rec):
+        m.stale = True
+
+
+def reevaluate(ws, project_id: str, ref: str, **settings: Any) -> "Optimization":
     """Change settings of a stored optimization, re-evaluate (overrides kept), save."""
     from sparsify_tui.optimization.core import change_settings
 
     return _change(ws, project_id, ref, change_settings, **settings)
 
 
-def set_override(ws, project_id: str, ref: str, weight_name: str, sparsity: Optional[float]) -> Dict[str, Any]:
+def set_override(ws, project_id: str, ref: str, weight_name: str, sparsity: Optional[float]) -> "Optimization":
     """Fix (or with None, release) one layer's sparsity of a stored optimization; re-evaluate and save."""
     from sparsify_tui.optimization.core import override
 
     return _change(ws, project_id, ref, override, weight_name, sparsity)
 
 
-def update_schedule(ws, project_id: str, ref: str, **changes: Any) -> Dict[str, Any]:
+def update_schedule(ws, project_id: str, ref: str, **changes: Any) -> "Optimization":
     """:func:`~sparsify_tui.optimization.core.change_schedule` on a stored optimization, then save."""
     from sparsify_tui.optimization.core import change_schedule
 
     return _change(ws, project_id, ref, change_schedule, **changes)
 
 
-def sync_training(ws, project_id: str, ref: str) -> Dict[str, Any]:
+def sync_training(ws, project_id: str, ref: str) -> "Optimization":
     """:func:`~sparsify_tui.optimization.core.change_training` with the project's current training settings,
     then save: the optimization's epoch plan and LR schedule follow the project's settings again."""
     from sparsify_tui.optimization.core import change_training
@@ -123,10 +163,10 @@ def sync_training(ws, project_id: str, ref: str) -> Dict[str, Any]:
     return _change(ws, project_id, ref, change_training, dict(ws.get_project(project_id).get("training") or {}))
 
 
-def copy_optimization(ws, project_id: str, ref: str, new_name: Optional[str] = None) -> Dict[str, Any]:
+def copy_optimization(ws, project_id: str, ref: str, new_name: Optional[str] = None) -> "Optimization":
     """A new version of an optimization (same settings, overrides and schedules) named ``new_name`` (default
     ``"<name> v2"``, ``v3``... the first free one). Returns the stored copy."""
-    rec = get_optimization(ws, project_id, ref)
+    rec = ws.find_record(project_id, TABLE, ref)
     names = {r.get("name") for r in ws.list_records(project_id, TABLE)}
     if new_name:
         if new_name in names:
@@ -140,12 +180,12 @@ def copy_optimization(ws, project_id: str, ref: str, new_name: Optional[str] = N
     new = copy.deepcopy({k: v for k, v in rec.items() if k not in ("id", "created", "modified")})
     new["name"] = new_name
     new["copied_from"] = rec["id"]
-    return ws.add_record(project_id, TABLE, new)
+    return _typed(ws.add_record(project_id, TABLE, new))
 
 
 def delete_optimization(ws, project_id: str, ref: str) -> None:
     """Delete a stored optimization."""
-    ws.delete_record(project_id, TABLE, get_optimization(ws, project_id, ref)["id"])
+    ws.delete_record(project_id, TABLE, ws.find_record(project_id, TABLE, ref)["id"])
 
 
 # ------------------------------------------------------------------------------------------------ export
@@ -158,10 +198,8 @@ def default_recipe_path(ws, project_id: str, name: str) -> Path:
 
 def _export_inputs(ws, project_id: str, ref: str):
     """(project, typed optimization record, model path or None)."""
-    from sparsify_tui.optimization.record import Optimization
-
     project = ws.get_project(project_id)
-    rec = Optimization.from_dict(get_optimization(ws, project["id"], ref))
+    rec = get_optimization(ws, project["id"], ref)
     try:
         model_path = ws.model_path(project["id"])
     except Exception:
@@ -197,9 +235,9 @@ def export_optimization(ws, project_id: str, ref: str, *, recipe_path: Optional[
     path = Path(recipe_path).expanduser() if recipe_path else default
     # the project's own recipes/ folder is created on demand; any other folder must exist already
     if path.absolute().parent != default.absolute().parent:
-        _settings.output_path(path, f["recipe_path"])
+        _settings.output_path(path, f["recipe_path"], workspace=ws.root)
     if code_path:
-        _settings.output_path(code_path, f["code_path"])
+        _settings.output_path(code_path, f["code_path"], workspace=ws.root)
     return export.write_export(rec, recipe_path=path, framework=framework or None,
                                code_path=Path(code_path) if code_path else None,
                                project_name=project.get("name", ""), model_path=model_path)

@@ -149,10 +149,10 @@ def store_loss_profile(ws, project_id: str, prof, job_id: Optional[str] = None,
 
 def approximated_loss_profile(ws, project_id: str):
     """The Approximated loss profile, built from the project's stored analysis (no run)."""
-    from sparsify_tui.analysis.nodes import ModelAnalysis
     from sparsify_tui.profiling.loss import approximated_profile
+    from sparsify_tui.services.projects import model_analysis
 
-    return approximated_profile(ModelAnalysis.from_dict(ws.analysis_of(project_id)))
+    return approximated_profile(model_analysis(ws, project_id))
 
 
 def load_loss_profile(ws, project_id: str, ref: str):
@@ -176,6 +176,16 @@ def loss_structure(record: Dict[str, Any]) -> str:
     """The structure a stored loss profile record measured: ``"channel"`` (rows are channel groups) or
     ``"unstructured"`` (rows are layers; every profile made before channel profiles existed)."""
     return str((record.get("settings") or {}).get("structure") or "unstructured")
+
+
+def loss_profile_structure(ws, project_id: str, ref: str) -> str:
+    """:func:`loss_structure` of the stored loss profile ``ref`` (id or name); ``""`` when there is none."""
+    from sparsify_tui.errors import RecordNotFound
+
+    try:
+        return loss_structure(ws.find_record(project_id, LOSS_TABLE, ref))
+    except RecordNotFound:
+        return ""
 
 
 def resolve_loss_profile(ws, project_id: str, ref: Optional[str], skipped: Optional[list] = None,

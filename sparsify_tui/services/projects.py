@@ -28,11 +28,23 @@ def create_project(ws, model_path: Union[str, Path], name: Optional[str] = None,
     name = (name or src.stem).strip()
     ws.check_name_free(name)
     batch_size = settings.batch_size(batch_size)
+    if dims:
+        from sparsify_tui.analysis.loading import load_model
+        from sparsify_tui.analysis.shapes import check_user_dims
+
+        check_user_dims(load_model(str(src), load_external_data=False), dims)
     if progress:
         progress("analyzing model", 0.0)
     analysis = analyze_model(str(src), batch_size=batch_size, dims=dict(dims or {}), engine=get_engine())
     return ws.create_project(src, analysis.to_dict(), name, description, link=link, batch_size=batch_size,
                              dims=dims, setup=setup, progress=progress)
+
+
+def model_analysis(ws, project_id: str):
+    """The project's stored model analysis, typed (:class:`~sparsify_tui.analysis.nodes.ModelAnalysis`)."""
+    from sparsify_tui.analysis.nodes import ModelAnalysis
+
+    return ModelAnalysis.from_dict(ws.analysis_of(project_id))
 
 
 def file_sha256(path: Union[str, Path]) -> str:

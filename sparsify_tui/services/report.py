@@ -23,7 +23,7 @@ def build_report(ws, project_ref: str, *, top: int = DEFAULT_TOP, level: float =
     from sparsify_tui.report import model as rm
     from sparsify_tui.services.benchmarks import TABLE as BENCH_TABLE, load_benchmark
     from sparsify_tui.services.compare import measured_results
-    from sparsify_tui.services.optimizations import TABLE as OPT_TABLE
+    from sparsify_tui.services.optimizations import list_optimizations
     from sparsify_tui.services.profiles import LOSS_TABLE, PERF_TABLE, load_loss_profile, load_perf_profile
 
     project = ws.get_project(project_ref)
@@ -57,7 +57,7 @@ def build_report(ws, project_ref: str, *, top: int = DEFAULT_TOP, level: float =
         except RecordNotFound:
             continue
         report.loss.append(rm.loss_entry(prof, record_id=rec["id"], level=level))
-    for rec in ws.list_records(pid, OPT_TABLE):
+    for rec in list_optimizations(ws, pid):
         report.optimizations.append(rm.optimization_entry(rec, measured_results(ws, pid, rec)))
     for rec in ws.list_records(pid, BENCH_TABLE):
         try:
@@ -108,10 +108,14 @@ def write_report(ws, project_ref: str, path: Optional[Union[str, Path]] = None, 
     bad path or format; nothing is left behind."""
     from sparsify_tui.services.exchange import write_text_atomic
 
+    from sparsify_tui.settings import output_path
+
     fmt = format_for(path, fmt)
     if path is None:
         path = default_report_path(ws, project_ref, fmt)
         path.parent.mkdir(parents=True, exist_ok=True)
+    else:  # a path the user gave: never a link, never inside the workspace (the index, a project.json...)
+        path = output_path(path, "-o", workspace=ws.root)
     text = render_report(ws, project_ref, fmt, top=top, level=level)
     out = write_text_atomic(path, text)
     return {"path": str(out), "format": fmt, "bytes": len(text.encode("utf-8"))}

@@ -27,31 +27,14 @@ from tinydb import TinyDB
 from tinydb.storages import Storage
 
 from sparsify_tui.errors import ProjectError
-from sparsify_tui.tempfiles import pid_alive  # noqa: F401 - used by Workspace.recover
+from sparsify_tui.tempfiles import (  # noqa: F401 - pid_alive: used by Workspace.recover
+    TMP_SUFFIX, WRITE_ERRNOS, fsync_dir, pid_alive, write_error)
 
 SCHEMA_VERSION = 1
 """Current schema version of workspace.json and project.json (stored in their ``meta`` table)."""
 
 # Forward migrations: MIGRATIONS[kind][v] upgrades a DB of kind ("workspace"|"project") from v to v+1.
 MIGRATIONS: Dict[str, Dict[int, Callable[[TinyDB], None]]] = {"workspace": {}, "project": {}}
-
-
-def fsync_dir(path: Path) -> None:
-    """fsync a directory so a rename inside it is durable (no-op where unsupported)."""
-    try:
-        fd = os.open(str(path), os.O_RDONLY)
-    except OSError:  # pragma: no cover
-        return
-    try:
-        os.fsync(fd)
-    except OSError:  # pragma: no cover
-        pass
-    finally:
-        os.close(fd)
-
-
-TMP_SUFFIX = ".tmp"
-"""Suffix of the temp files of atomic writes: ``.<name>.<pid>.<random>.tmp`` next to the target."""
 
 
 def tmp_owner_pid(name: str) -> Optional[int]:
@@ -65,23 +48,37 @@ def tmp_owner_pid(name: str) -> Optional[int]:
     return None
 
 
+@contextlib.contextmanager
+def writing(path: Path) -> Iterator[None]:
+    """Turn a write failure the user can fix (disk full, read-only file system, permissions:
+    :data:`sparsify_tui.tempfiles.WRITE_ERRNOS`) into a one-line :class:`ProjectError` naming the file."""
+    try:
+        yield
+    except OSError as err:
+        if err.errno in WRITE_ERRNOS:
+            raise ProjectError(write_error(path, err)) from err
+        raise
+
+
 def atomic_write_text(path: Path, text: str) -> None:
     """Write ``text`` to ``path`` atomically: temp file in the same folder (named after this process's pid, so
     a killed write is recognised and removed at start-up: :meth:`sparsify_tui.store.Workspace.recover`),
-    fsync, os.replace, fsync dir."""
+    fsync, os.replace, fsync dir. A full disk or a read-only file system is a one-line :class:`ProjectError`
+    (:func:`writing`), the temp file removed."""
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.{os.getpid()}.", suffix=TMP_SUFFIX, dir=str(path.parent))
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
+    with writing(path):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.{os.getpid()}.", suffix=TMP_SUFFIX, dir=str(path.parent))
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as fh:
+                fh.write(text)
+                fh.flush()
+                os.fsync(fh.fileno())
+            os.replace(tmp, path)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+            raise
     fsync_dir(path.parent)
 
 
@@ -133,8 +130,9 @@ class _FileLock:
         self.rlock.acquire()
         try:
             if self.depth == 0:
-                Path(self.path).parent.mkdir(parents=True, exist_ok=True)
-                fd = os.open(self.path, os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), 0o644)
+                with writing(Path(self.path)):
+                    Path(self.path).parent.mkdir(parents=True, exist_ok=True)
+                    fd = os.open(self.path, os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), 0o644)
                 try:
                     fcntl.flock(fd, fcntl.LOCK_EX)
                 except BaseException:

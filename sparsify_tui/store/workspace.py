@@ -19,6 +19,7 @@ so the TUI, job processes and a second TUI can share one workspace. Everything r
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import re
 import shutil
@@ -31,7 +32,10 @@ from tinydb import Query
 
 from sparsify_tui.errors import ProjectError, RecordNotFound
 from sparsify_tui import settings
-from sparsify_tui.store.db import atomic_write_json, fsync_dir, open_db, read_json
+from sparsify_tui.settings import default_root
+from sparsify_tui.store.db import (SCHEMA_VERSION, atomic_write_json, file_lock, fsync_dir, open_db, read_json,
+                                  writing)
+from sparsify_tui.tempfiles import OWNER_LOCK, claim_folder, folder_claimed, release_folder
 
 RECORD_TABLES = ("perf_profiles", "loss_profiles", "optimizations", "benchmarks")
 """Per-project record tables."""
@@ -48,6 +52,10 @@ _PROJECT_ID = re.compile(r"[0-9a-f]{10}")
 """What :func:`new_id` makes: the name of a project folder."""
 
 
+_SHA_CACHE: Dict[tuple, str] = {}
+"""sha256 of model files by (path, device, inode, size, mtime, ctime) (:meth:`Workspace.verify_model`)."""
+
+
 def now_iso() -> str:
     """Current UTC time, ISO 8601 with milliseconds and a ``Z``, e.g. ``2026-11-21T04:01:02.345Z``."""
     return datetime.now(timezone.utc).isoformat(timespec="milliseconds").replace("+00:00", "Z")
@@ -56,15 +64,6 @@ def now_iso() -> str:
 def new_id() -> str:
     """A new random id: 10 hex characters."""
     return uuid.uuid4().hex[:10]
-
-
-def default_root() -> Path:
-    """``$SPARSIFY_TUI_HOME``, else ``$XDG_DATA_HOME/sparsify-tui``, else ``~/.local/share/sparsify-tui``."""
-    home = os.environ.get("SPARSIFY_TUI_HOME")
-    if home:
-        return Path(home).expanduser()
-    xdg = os.environ.get("XDG_DATA_HOME") or os.path.join(os.path.expanduser("~"), ".local", "share")
-    return Path(xdg) / "sparsify-tui"
 
 
 def _plain(doc: Any) -> Dict[str, Any]:
@@ -148,8 +147,10 @@ class Workspace:
         return self.root / "jobs"
 
     def _ws_db(self, write: bool = False):
+        self.check_root()
         if write:
-            self.root.mkdir(parents=True, exist_ok=True)
+            with writing(self.root):
+                self.root.mkdir(parents=True, exist_ok=True)
         return open_db(self.db_path, "workspace", write=write)
 
     def _project_db_path(self, project_id: str) -> Path:
@@ -164,11 +165,69 @@ class Workspace:
         return self.projects_dir / entry["id"]
 
     # ------------------------------------------------------------------ projects
+    def check_root(self) -> None:
+        """Refuse (:class:`ProjectError`, one line) a workspace folder that cannot be one: a dangling symlink, a
+        file, or a path under a file. A folder that does not exist yet is fine (created on first write)."""
+        root = self.root
+        what = f"SPARSIFY_TUI_HOME={root}" if os.environ.get("SPARSIFY_TUI_HOME") else f"the workspace folder {root}"
+        if root.is_symlink() and not root.exists():
+            raise ProjectError(f"{what} is a symbolic link to {os.readlink(root)}, which does not exist: create that "
+                               "folder, or set SPARSIFY_TUI_HOME to a folder")
+        if root.exists():
+            if not root.is_dir():
+                raise ProjectError(f"{what} is a file, not a folder: set SPARSIFY_TUI_HOME to a folder, or move the "
+                                   "file away")
+            return
+        for parent in root.parents:
+            if parent.is_symlink() and not parent.exists():
+                raise ProjectError(f"{what} is under {parent}, a symbolic link to {os.readlink(parent)}, which does "
+                                   "not exist: set SPARSIFY_TUI_HOME to a folder")
+            if parent.exists():
+                if not parent.is_dir():
+                    raise ProjectError(f"{what} is under {parent}, which is a file, not a folder: set "
+                                       "SPARSIFY_TUI_HOME to a folder")
+                return
+
+    def _read_index(self) -> Optional[Dict[str, Any]]:
+        """The raw index (workspace.json) as a dict, None when missing or empty; :class:`ProjectError` (one line
+        naming the file) when it is not JSON or not an object."""
+        self.check_root()
+        try:
+            text = self.db_path.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            return None
+        except (OSError, UnicodeDecodeError) as err:
+            raise ProjectError(f"cannot read the workspace index {self.db_path} ({getattr(err, 'strerror', None) or err}): "
+                               "fix its permissions, or move it away and sparsify-tui rebuilds it from the project "
+                               "folders") from None
+        if not text.strip():
+            return None
+        try:
+            raw = json.loads(text)
+        except ValueError as err:
+            raise ProjectError(f"the workspace index {self.db_path} is not JSON ({str(err).splitlines()[0][:60]}): "
+                               f"restore it from a backup, or move it away (mv {self.db_path} "
+                               f"{self.db_path}.bad) and sparsify-tui rebuilds it from the project folders") from None
+        if not isinstance(raw, dict):
+            raise ProjectError(f"the workspace index {self.db_path} holds a JSON {type(raw).__name__}, not a "
+                               f"sparsify-tui index: restore it from a backup, or move it away (mv {self.db_path} "
+                               f"{self.db_path}.bad) and sparsify-tui rebuilds it from the project folders")
+        meta = raw.get("meta")
+        for doc in (meta.values() if isinstance(meta, dict) else ()):
+            version = doc.get("schema_version") if isinstance(doc, dict) else None
+            if isinstance(version, int) and version > SCHEMA_VERSION:
+                raise ProjectError(f"{self.db_path} has schema version {version}, newer than this sparsify-tui "
+                                   f"supports ({SCHEMA_VERSION}): upgrade sparsify-tui")
+        return raw
+
     def _index(self) -> List[Dict[str, Any]]:
-        if not self.db_path.exists():
+        """The valid index entries (:func:`_valid_entry`); malformed ones are skipped here and repaired by
+        :meth:`recover`."""
+        raw = self._read_index()
+        if raw is None:
             return []
-        with self._ws_db() as db:
-            return [dict(d) for d in db.table("projects").all()]
+        table = raw.get("projects")
+        return [dict(e) for e in table.values() if _valid_entry(e)] if isinstance(table, dict) else []
 
     def _index_entry(self, ref: str) -> Dict[str, Any]:
         index = self._index()
@@ -213,6 +272,8 @@ class Workspace:
         """
         src = Path(model_path).expanduser()
         name = (name or src.stem).strip()
+        _check_printable(name, "a project name")
+        _check_printable(description or "", "a project description")
         self.check_name_free(name)
         adict = dict(analysis)
         # not resolve(): external data is looked up next to the path the model was analyzed at (onnx's rule)
@@ -220,11 +281,14 @@ class Workspace:
 
         pid = new_id()
         self.projects_dir.mkdir(parents=True, exist_ok=True)
-        # the creating process's pid is in the name: a killed create is removed at start-up (recover)
+        # the folder carries its own "unfinished create" marker, a lock file this process holds until the project
+        # is indexed (tempfiles.claim_folder): recover() removes a folder only on that proof, and only once no
+        # live process holds it (the pid in the name is for people reading ls)
         tmp_dir = self.projects_dir / f".creating-{pid}-{os.getpid()}"
         final_dir = self.projects_dir / pid
         try:
             tmp_dir.mkdir(parents=True)
+            claim_folder(tmp_dir)
             if progress:
                 progress("copying model", 0.3)
             if link:
@@ -233,9 +297,10 @@ class Workspace:
                 atomic_write_json(tmp_dir / "model.link.json", {"path": str(src), "sha256": sha})
             else:
                 model_dir = tmp_dir / "model"
-                model_dir.mkdir()
-                sha, size = _sha256_copy(src, model_dir / src.name)
-                _copy_external_data(src, model_dir)
+                with writing(model_dir / src.name):
+                    model_dir.mkdir()
+                    sha, size = _sha256_copy(src, model_dir / src.name)
+                    _copy_external_data(src, model_dir)
                 stored_path = final_dir / "model" / src.name
             totals = dict(adict.get("totals") or {})
             opset = (adict.get("model") or {}).get("opset")
@@ -284,9 +349,16 @@ class Workspace:
                 except BaseException:
                     os.replace(final_dir, tmp_dir)
                     raise
+            # indexed: the marker goes (a kill before this leaves it on an indexed folder, which recover() drops)
+            try:
+                os.unlink(final_dir / OWNER_LOCK)
+            except OSError:
+                pass
         except BaseException:
             shutil.rmtree(tmp_dir, ignore_errors=True)
             raise
+        finally:
+            release_folder(tmp_dir)
         if progress:
             progress("done", 1.0)
         return project
@@ -298,27 +370,34 @@ class Workspace:
 
     def recover(self) -> Dict[str, List[str]]:
         """Start-up recovery after processes were killed mid-write (``sparsify-tui`` runs it on every start).
+        Nothing is ever deleted because the index lacks it: each ``project.json`` is the truth.
 
         Under the workspace lock (so no create or delete is half-way):
 
-        * a project folder without an index entry (a create killed between moving its folder into place and
-          indexing it) is not committed: it is removed;
+        * the index is checked and repaired (:meth:`_repair_index`): entries that are not ``{"id": <10 hex>,
+          "name": str}`` are dropped, and every project folder the index lacks is indexed again from its own
+          ``project.json`` (a missing, empty or malformed index is so rebuilt from the folders);
+        * a project folder carrying the "unfinished create" marker (:data:`sparsify_tui.tempfiles.OWNER_LOCK`, put
+          there by :meth:`create_project` and removed once indexed) that no live process holds is a killed create:
+          removed if the index lacks it, else only its marker goes;
         * a ``projects/.deleting-<id>`` folder is a delete killed midway (:meth:`delete_project` moves the
           folder first, then unindexes): the index entry and jobs of ``<id>`` are removed if still there.
 
-        Then, without the lock: ``.deleting-*`` folders are removed; ``.creating-<id>-<pid>`` folders of creates
-        whose process is gone (or older than a day; old names without a pid after an hour) are removed; and so
-        are atomic-write temp files ``.<name>.<pid>.<random>.tmp`` (workspace, projects and their data folders)
-        by the same rule. A live writer's files are never touched, so several processes may run this at once.
+        Then, without the lock: ``.deleting-*`` folders are removed; ``.creating-*`` folders (a create killed
+        before its folder moved into place) once no live process holds their marker (without one, an older
+        version's, after a day); and atomic-write temp files ``.<name>.<pid>.<random>.tmp`` (workspace, projects
+        and their data folders) whose writer is gone (or older than a day; old names without a pid after an hour).
 
-        Returns ``{"deleted": [project ids whose delete was finished or whose create was undone],
-        "removed": [paths removed]}``.
+        Returns ``{"deleted": [project ids whose delete was finished or whose create was undone], "removed":
+        [paths removed], "indexed": [project ids indexed again from their folder]}``. Raises
+        :class:`ProjectError` (one line naming the file) when the index is not JSON: nothing is touched then.
         """
         import time
 
         from sparsify_tui.store.db import TMP_SUFFIX, pid_alive, tmp_owner_pid
 
-        done: Dict[str, List[str]] = {"deleted": [], "removed": []}
+        done: Dict[str, List[str]] = {"deleted": [], "removed": [], "indexed": []}
+        self.check_root()
         if not self.projects_dir.is_dir() and not self.root.is_dir():
             return done
         now = time.time()
@@ -346,32 +425,26 @@ class Workspace:
 
         def names() -> List[str]:
             try:
-                return sorted(e.name for e in os.scandir(self.projects_dir) if e.is_dir(follow_symlinks=False))
+                return sorted(e.name for e in os.scandir(self.projects_dir) if e.is_dir(follow_symlinks=False)
+                              or e.name.startswith(".deleting-"))
             except OSError:
                 return []
 
-        if self.db_path.exists() and self.projects_dir.is_dir():
-            with self._ws_db(write=True) as db:
-                indexed = {e["id"] for e in db.table("projects").all()}
-                for name in names():
-                    if _PROJECT_ID.fullmatch(name) and name not in indexed:
-                        os.replace(self.projects_dir / name, self.projects_dir / f".deleting-{name}")
-                        done["deleted"].append(name)
-                for name in names():
-                    if name.startswith(".deleting-"):
-                        pid = name[len(".deleting-"):]
-                        if pid in indexed and not (self.projects_dir / pid).exists():
-                            db.table("jobs").remove(Query().project_id == pid)
-                            db.table("projects").remove(Query().id == pid)
-                            done["deleted"].append(pid)
+        if self.projects_dir.is_dir() or self.db_path.exists():
+            with file_lock(self.db_path):
+                self._repair_index(names(), done)
         folders = [self.root, self.jobs_dir, self.projects_dir]
         for name in names():
             path = self.projects_dir / name
             if name.startswith(".deleting-"):
                 remove(path)
             elif name.startswith(".creating-"):
-                rest = name[len(".creating-"):].split("-")
-                if stale(path, int(rest[1]) if len(rest) > 1 and rest[1].isdigit() else None):
+                claimed = folder_claimed(path)
+                try:
+                    age = now - path.lstat().st_mtime
+                except OSError:
+                    continue
+                if claimed is False or (claimed is None and age > self.STALE_ANY_S):
                     remove(path)
             else:
                 folders.append(path)
@@ -390,6 +463,88 @@ class Workspace:
                     if stale(path, tmp_owner_pid(entry.name)):
                         remove(path)
         return done
+
+    def _repair_index(self, folder_names: List[str], done: Dict[str, List[str]]) -> None:
+        """:meth:`recover`'s work under the workspace lock (see there): read the raw index, drop malformed entries,
+        undo killed creates, finish killed deletes, index every project folder the index lacks from its own
+        ``project.json``, and write the index back only if something changed."""
+        raw = self._read_index()
+        changed = raw is None and any(_PROJECT_ID.fullmatch(n) for n in folder_names)
+        raw = dict(raw or {})
+        tables = {}
+        for table in ("meta", "projects", "jobs"):
+            value = raw.get(table, {})
+            if not isinstance(value, dict):
+                value, changed = {}, True
+            tables[table] = value
+        projects: Dict[str, Any] = {}
+        for doc_id, entry in tables["projects"].items():
+            if _valid_entry(entry) and str(doc_id).isdigit() and \
+                    entry["id"] not in {e["id"] for e in projects.values()}:
+                projects[str(doc_id)] = entry
+            else:
+                changed = True
+        jobs = {k: v for k, v in tables["jobs"].items()
+                if str(k).isdigit() and isinstance(v, dict) and isinstance(v.get("id"), str)}
+        changed = changed or len(jobs) != len(tables["jobs"])
+        indexed = {e["id"] for e in projects.values()}
+
+        def unindex(pid: str) -> None:
+            nonlocal changed
+            for doc_id in [k for k, e in projects.items() if e["id"] == pid]:
+                del projects[doc_id]
+            for doc_id in [k for k, j in jobs.items() if j.get("project_id") == pid]:
+                del jobs[doc_id]
+            changed = True
+
+        next_id = max([int(k) for k in projects] + [0]) + 1
+        for name in folder_names:
+            path = self.projects_dir / name
+            if _PROJECT_ID.fullmatch(name):
+                marked = (path / OWNER_LOCK).exists()
+                if marked and folder_claimed(path) is False:
+                    if name in indexed:  # indexed, then killed before the marker went: the create is complete
+                        try:
+                            os.unlink(path / OWNER_LOCK)
+                        except OSError:
+                            pass
+                    else:  # its own marker proves an unfinished create
+                        os.replace(path, self.projects_dir / f".deleting-{name}")
+                        done["deleted"].append(name)
+                    continue
+                if marked or name in indexed:
+                    continue
+                entry = self._entry_from_folder(name)
+                if entry is not None:
+                    projects[str(next_id)] = entry
+                    next_id += 1
+                    indexed.add(name)
+                    done["indexed"].append(name)
+                    changed = True
+            elif name.startswith(".deleting-"):
+                pid = name[len(".deleting-"):]
+                if pid in indexed and not (self.projects_dir / pid).exists():
+                    unindex(pid)
+                    indexed.discard(pid)
+                    done["deleted"].append(pid)
+        if changed:
+            if not tables["meta"]:
+                tables["meta"] = {"1": {"schema_version": SCHEMA_VERSION, "kind": "workspace"}}
+            self.root.mkdir(parents=True, exist_ok=True)
+            atomic_write_json(self.db_path, {**raw, "meta": tables["meta"], "projects": projects, "jobs": jobs})
+
+    def _entry_from_folder(self, project_id: str) -> Optional[Dict[str, Any]]:
+        """An index entry ``{id, name, created}`` read from ``projects/<id>/project.json``, or None when that file
+        is missing, unreadable, or describes another id (the folder is then left alone, never deleted)."""
+        try:
+            with self._project_db(project_id) as db:
+                docs = db.table("project").all()
+        except Exception:  # noqa: BLE001 - a damaged folder is left as it is
+            return None
+        doc = dict(docs[0]) if docs else {}
+        if doc.get("id") != project_id or not isinstance(doc.get("name"), str) or not doc["name"].strip():
+            return None
+        return {"id": project_id, "name": doc["name"], "created": str(doc.get("created") or now_iso())}
 
     def check_name_free(self, name: str, db=None, exclude: Optional[str] = None) -> None:
         """Raise :class:`ProjectError` when ``name`` is empty or another project (not ``exclude``) has it
@@ -423,6 +578,12 @@ class Workspace:
             raise RecordNotFound(f"project {project_id} is empty: delete it with `sparsify-tui delete {project_id} --yes`")
         return dict(docs[0])
 
+    def project_entry(self, ref: str) -> Dict[str, Any]:
+        """The index entry ``{"id", "name", "created"}`` of a project by id or (unique, case-insensitive) name,
+        whether or not its folder can be read (:meth:`delete_project` needs no more);
+        :class:`RecordNotFound` otherwise."""
+        return dict(self._index_entry(ref))
+
     def get_project(self, ref: str) -> Dict[str, Any]:
         """The project dict for an id or a (unique, case-insensitive) name; :class:`RecordNotFound` otherwise."""
         return self._read_project(self._index_entry(ref)["id"])
@@ -455,8 +616,10 @@ class Workspace:
             top["name"] = str(top["name"] or "").strip()
             if not top["name"]:
                 raise ProjectError("a project name cannot be empty: pass a name")
+            _check_printable(top["name"], "a project name")
         if "description" in top:
             top["description"] = str(top["description"] or "")
+            _check_printable(top["description"], "a project description")
         with self._ws_db(write=True) as wdb:
             if "name" in top:
                 self.check_name_free(top["name"], db=wdb, exclude=pid)
@@ -499,20 +662,68 @@ class Workspace:
             # folder is gone, which recover() finishes; the other order would leave an orphan folder forever
             src = self.projects_dir / pid
             trash = self.projects_dir / f".deleting-{pid}"
-            if src.exists():
+            if os.path.lexists(src):  # a folder, or a link that replaced it (dangling or not)
                 os.replace(src, trash)
                 fsync_dir(self.projects_dir)
             jobs.remove(Query().project_id == pid)
             db.table("projects").remove(Query().id == pid)
-        shutil.rmtree(trash, ignore_errors=True)
+        if trash.is_symlink():  # the link goes; what it points to is outside the workspace and is not ours
+            trash.unlink()
+        else:
+            shutil.rmtree(trash, ignore_errors=True)
 
-    def model_path(self, project_id: str) -> Path:
-        """Path of the project's model: the copy in the project folder, or the linked original."""
+    def model_path(self, project_id: str, *, verify: bool = True) -> Path:
+        """Path of the project's model: the copy in the project folder, or the linked original.
+
+        The copy's name (``model.file`` in ``project.json``) is confined to the project's ``model/`` folder like
+        blob keys (no ``..``, no separator, no link out of it); a linked model's path must be the one its
+        ``model.link.json`` recorded. With ``verify`` (the default) the file's sha256 must be the one recorded
+        when the project was created (:meth:`verify_model`), so nothing measures a swapped or overwritten model as
+        the baseline. Raises :class:`ProjectError` (one line) otherwise."""
         project = self.get_project(project_id)
-        model = project["model"]
+        model = project.get("model") if isinstance(project.get("model"), dict) else {}
+        pdir = self.projects_dir / project["id"]
         if model.get("linked"):
-            return Path(model["path"])
-        return self.projects_dir / project["id"] / "model" / model["file"]
+            try:
+                link = read_json(pdir / "model.link.json")
+            except (FileNotFoundError, ProjectError):
+                link = {}
+            path = Path(str(model.get("path") or ""))
+            if not isinstance(link, dict) or not path.is_absolute() or str(path) != link.get("path"):
+                raise ProjectError(f"project {project['name']!r}: its linked model path {str(path)!r} is not the one "
+                                   f"recorded in {pdir / 'model.link.json'}: restore project.json, or create the "
+                                   "project again")
+        else:
+            name = model.get("file")
+            base = (pdir / "model").resolve()
+            path = base / str(name)
+            if not isinstance(name, str) or not name or name in (".", "..") or "/" in name or "\\" in name \
+                    or path.resolve().parent != base:
+                raise ProjectError(f"project {project['name']!r}: its model file {name!r} (project.json) is not a "
+                                   f"file of {base}: restore project.json, or create the project again")
+        if verify:
+            self.verify_model(project, path)
+        return path
+
+    def verify_model(self, project: Dict[str, Any], path: Path) -> None:
+        """Refuse (:class:`ProjectError`) a model file whose sha256 is not the one ``project`` recorded at create.
+        Hashes are remembered per file identity (device, inode, size, mtime, ctime) within this process, so a
+        file is read once unless it changes."""
+        expected = (project.get("model") or {}).get("sha256")
+        try:
+            st = os.stat(path)
+        except OSError as err:
+            raise ProjectError(f"project {project['name']!r}: its model {path} cannot be read ({err.strerror}): "
+                               "restore it, or create the project again") from None
+        key = (str(path), st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+        actual = _SHA_CACHE.get(key)
+        if actual is None:
+            actual, _size = _sha256_copy(path, None)
+            _SHA_CACHE[key] = actual
+        if expected and actual != expected:
+            raise ProjectError(f"project {project['name']!r}: its model {path} changed since the project was created "
+                               f"(sha256 {actual[:12]}…, recorded {str(expected)[:12]}…), so it is not the baseline "
+                               "any more: restore the original file, or create a new project from this model")
 
     def project_size_bytes(self, project_id: str) -> int:
         """Bytes used by the project folder (model copy, DB, blobs). A linked model is not counted."""
@@ -682,6 +893,7 @@ class Workspace:
 
     def get_job(self, job_id: str) -> Dict[str, Any]:
         """A job dict by id; :class:`RecordNotFound` otherwise."""
+        self.check_root()
         if self.db_path.exists():
             with self._ws_db() as db:
                 doc = db.table("jobs").get(Query().id == job_id)
@@ -691,6 +903,7 @@ class Workspace:
 
     def list_jobs(self, project_id: Optional[str] = None) -> List[Dict[str, Any]]:
         """Job dicts, oldest first, optionally only those of one project."""
+        self.check_root()
         if not self.db_path.exists():
             return []
         with self._ws_db() as db:
@@ -721,6 +934,23 @@ class Workspace:
     def delete_job(self, job_id: str) -> None:
         with self._ws_db(write=True) as db:
             db.table("jobs").remove(Query().id == job_id)
+
+
+def _check_printable(text: str, what: str) -> None:
+    """Refuse control characters (escape sequences would retitle or clear the user's terminal) and bytes that
+    are not UTF-8."""
+    from sparsify_tui.formatting import has_control, safe_text
+
+    if has_control(text):
+        raise ProjectError(f"{what} cannot hold control characters or bytes that are not UTF-8 ({safe_text(text)!r}, "
+                           "each shown as a symbol): use printable text")
+
+
+def _valid_entry(entry: Any) -> bool:
+    """An index entry sparsify-tui wrote: a dict whose ``id`` is a project folder name (10 hex characters, so
+    never ``../x`` or a number) and whose ``name`` is a string."""
+    return isinstance(entry, dict) and isinstance(entry.get("id"), str) and bool(_PROJECT_ID.fullmatch(entry["id"])) \
+        and isinstance(entry.get("name"), str)
 
 
 def _validate_training(t: Dict[str, Any]) -> Dict[str, Any]:

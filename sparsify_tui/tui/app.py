@@ -195,6 +195,9 @@ class SparsifyApp(App[int]):
 
     def __init__(self, *, model: Optional[str] = None, project: Optional[str] = None,
                  workspace: Any = None, **kwargs) -> None:
+        from sparsify_tui.tui.safe_text import install as show_control_characters
+
+        show_control_characters()  # names from models and files never reach the terminal as escape sequences
         super().__init__(**kwargs)
         if "TEXTUAL_ANIMATIONS" not in os.environ:
             # no sliding tab underlines or smooth scrolls: every animation frame is bytes on a slow SSH link

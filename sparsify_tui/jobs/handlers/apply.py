@@ -58,8 +58,7 @@ def run(ctx) -> Dict[str, Any]:
     s = apply_settings(ctx.ws.get_project(ctx.project_id), dict(ctx.args or {}),
                        model_path=ctx.ws.model_path(ctx.project_id), project_dir=ctx.ws.project_dir(ctx.project_id))
     opt = get_optimization(ctx.ws, ctx.project_id, s["optimization"])
-    applied = apply_record(ctx.ws, ctx.project_id, opt["id"], out_path=s["out_path"],
+    applied = apply_record(ctx.ws, ctx.project_id, opt.id, out_path=s["out_path"],
                            data=s["data"], labels_key=s["labels"], progress=ctx.progress, cancel=ctx.cancel)
-    return {"optimization": opt["id"], "name": opt.get("name"), "path": applied["path"],
-            "exported_to": applied["exported_to"], "quantized": applied["quantized"],
-            "layers_exact": applied["layers_exact"], "output_diff": applied["output_diff"]}
+    return {"optimization": opt.id, "name": opt.name, "path": applied.path, "exported_to": applied.exported_to,
+            "quantized": applied.quantized, "layers_exact": applied.layers_exact, "output_diff": applied.output_diff}

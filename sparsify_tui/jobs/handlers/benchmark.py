@@ -22,5 +22,5 @@ def run(ctx) -> Dict[str, Any]:
     ``{benchmark, name, results}``."""
     from sparsify_tui.services.benchmarks import benchmark_project
 
-    rec, result = benchmark_project(ctx.ws, ctx.project_id, ctx.args or {}, progress=ctx.progress, cancel=ctx.cancel)
-    return {"benchmark": rec["id"], "name": rec["name"], "results": len(result.runs)}
+    result = benchmark_project(ctx.ws, ctx.project_id, ctx.args or {}, progress=ctx.progress, cancel=ctx.cancel)
+    return {"benchmark": result.id, "name": result.name, "results": len(result.runs)}

@@ -69,7 +69,7 @@ def fleet_settings(kind: str, project: Dict[str, Any], args: Dict[str, Any], *, 
         from sparsify_tui.analysis.inputs import check_run_inputs
 
         for b in batches:
-            check_run_inputs(model_path, b, out["dims"], out["data"])
+            check_run_inputs(model_path, b, out["dims"], out["data"], user_dims=args.get("dims"))
     return out
 
 
@@ -275,7 +275,7 @@ def run_benchmark_job(ctx) -> Dict[str, Any]:
         for m, spec in zip(result.models, specs):
             m.path = spec.path  # the files here, not the node's temp copies
         result.data = s["data"]
-        stored_args = {"name": result.name, "optimizations": [o["id"] for o in opts],
+        stored_args = {"name": result.name, "optimizations": [o.id for o in opts],
                        "batch_sizes": result.batch_sizes, "core_counts": result.core_counts,
                        "warmup": result.warmup, "iterations": result.iterations, "fleet_job": job_id}
         rec = store_benchmark(ws, pid, result, stored_args, target=_target_tag(outcome))

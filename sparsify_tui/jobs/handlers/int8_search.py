@@ -25,6 +25,6 @@ def run(ctx) -> Dict[str, Any]:
 
     rec = search_int8_optimization(ctx.ws, ctx.project_id, dict(ctx.args or {}), progress=ctx.progress,
                                    cancel=ctx.cancel)
-    search = rec["quantization"]["search"]
-    return {"optimization": rec["id"], "name": rec["name"], "status": search["status"], "chosen": search["chosen"],
-            "trials": len(search["trials"]), "metric": search["metric"], "seconds": search["seconds"]}
+    search = rec.quantization.search
+    return {"optimization": rec.id, "name": rec.name, "status": search.status, "chosen": search.chosen,
+            "trials": len(search.trials), "metric": search.metric, "seconds": search.seconds}

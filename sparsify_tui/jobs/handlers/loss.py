@@ -65,12 +65,14 @@ def loss_settings(project: Dict[str, Any], args: Dict[str, Any], *, model_path=N
         if method == "one-shot":
             from sparsify_tui.analysis.inputs import check_run_inputs
 
-            check_run_inputs(model_path, out["batch_size"], out["dims"], out["data"], batches=out["batches"])
+            check_run_inputs(model_path, out["batch_size"], out["dims"], out["data"], batches=out["batches"],
+                             user_dims=args.get("dims"))
         else:
             from sparsify_tui.analysis.loading import load_model
-            from sparsify_tui.analysis.shapes import check_shapes, dim_keys
+            from sparsify_tui.analysis.shapes import check_shapes, check_user_dims, dim_keys
 
             model = load_model(model_path, load_external_data=False)
+            check_user_dims(model, args.get("dims"))
             settings.dims(out["dims"], dim_keys(model))
             check_shapes(model, None)  # a model onnxruntime cannot load is refused even by weight magnitude
     return out

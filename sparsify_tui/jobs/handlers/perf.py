@@ -38,7 +38,7 @@ def perf_settings(project: Dict[str, Any], args: Dict[str, Any], *, model_path=N
     if model_path is not None:
         from sparsify_tui.analysis.inputs import check_run_inputs
 
-        check_run_inputs(model_path, out["batch_size"], out["dims"], out["data"])
+        check_run_inputs(model_path, out["batch_size"], out["dims"], out["data"], user_dims=args.get("dims"))
     return out
 
 

@@ -41,18 +41,22 @@ from sparsify_tui.optimization.channel_model import (
     KIND_TEXT, TARGETS, ChannelTimeModel, GroupInput, TimedNode, allocate_channels, loss_at, measure,
 )
 from sparsify_tui.optimization.config import GRID_LEVELS, levels, loss_curve
-from sparsify_tui.optimization.recipe import Modifier, recipe_float
-from sparsify_tui.optimization.record import Estimates, LayerEstimate, LayerRow, Optimization, Settings
-from sparsify_tui.optimization.structures import PruningStructure
+from sparsify_tui.optimization.modifiers import Modifier, recipe_float
+from sparsify_tui.optimization.record import (
+    Estimates, GroupTime, LayerEstimate, LayerRow, Optimization, Settings,
+)
+from sparsify_tui.optimization.structures.base import GroupRun, PruningStructure
 
 if TYPE_CHECKING:
+    from sparsify_tui.analysis.nodes import ModelAnalysis
     from sparsify_tui.optimization.allocation import Allocation
     from sparsify_tui.profiling.loss import LossProfile
     from sparsify_tui.profiling.perf import PerfProfile
 
 CHANNEL = "channel"
 EXTRA_KEY = "channel_model"
-"""Analysis-dict key of the channel inputs :meth:`ChannelPruning.analysis_extras` reads from the model."""
+"""Key of the channel inputs :meth:`ChannelPruning.analysis_extras` reads from the model (in the ``extras`` that
+:meth:`ChannelPruning.build_layers` gets)."""
 TIME_MODEL_KEY = "channel_time_model"
 """``rec.model.extra`` key of the stored :class:`~sparsify_tui.optimization.channel_model.ChannelTimeModel`."""
 PARAM_ROLES = ("producer", "depthwise")
@@ -180,18 +184,20 @@ class ChannelPruning(PruningStructure):
     computed_loss_name = MAGNITUDE_NAME
 
     # -- inputs read from the model ------------------------------------------------------------------------
-    def analysis_extras(self, model_path: Any, analysis: Dict[str, Any], *, batch_size: int = 1,
+    def analysis_extras(self, model_path: Any, analysis: "ModelAnalysis", *, batch_size: int = 1,
                         dims: Optional[Dict[str, int]] = None,
-                        perf_extras: Optional[Dict[str, Any]] = None) -> Dict[str, Any]:
+                        perf_extras: Optional[Dict[str, Any]] = None,
+                        settings: Optional[Settings] = None) -> Dict[str, Any]:
         """``{"channel_model": {...}}``: the groups (with members and roles), every node's channel factors
-        (:func:`~sparsify_tui.analysis.channels.node_channel_factors`), the group-norm magnitude curves, this
-        CPU's ``round_to`` and the channel calibration stored with the perf profile (or None)."""
+        (:func:`~sparsify_tui.analysis.channels.node_channel_factors`), the group-norm magnitude curves, the
+        ``round_to`` they were computed at (``settings.round_to`` when set, else this CPU's) and the channel
+        calibration stored with the perf profile (or None)."""
         from sparsify_tui.analysis.channels import analyze_channels, default_round_to, node_channel_factors
         from sparsify_tui.profiling.loss_channel import channel_magnitude
 
         path = Path(model_path)
         model, an, groups = analyze_channels(path, batch_size, dims or {})
-        round_to = default_round_to()
+        round_to = int(getattr(settings, "round_to", 0) or 0) or default_round_to()
         magnitude = channel_magnitude(model, groups, round_to=round_to, base_dir=path.parent)
         rows = []
         for g in groups.groups:
@@ -207,24 +213,28 @@ class ChannelPruning(PruningStructure):
         }}
 
     @staticmethod
-    def _inputs(analysis: Dict[str, Any]) -> Dict[str, Any]:
-        data = analysis.get(EXTRA_KEY)
+    def _inputs(extras: Optional[Dict[str, Any]]) -> Dict[str, Any]:
+        data = (extras or {}).get(EXTRA_KEY)
         if not data:
             raise ProjectError("a channel optimization needs the model's channel groups: create it through "
                                "sparsify-tui (services.optimizations.create_optimization), which reads them")
         return data
 
-    def _time_model(self, analysis: Dict[str, Any], perf: Optional["PerfProfile"],
+    def _time_model(self, analysis: "ModelAnalysis", extras: Optional[Dict[str, Any]], perf: Optional["PerfProfile"],
                     settings: ChannelSettings) -> ChannelTimeModel:
-        from sparsify_tui.analysis.channels import NodeChannels
+        from sparsify_tui.analysis.channels import NodeChannels, group_round_to
         from sparsify_tui.optimization.config import perf_model_ms
 
-        data = self._inputs(analysis)
+        data = self._inputs(extras)
         groups = {g["id"]: int(g["channels"]) for g in data["groups"] if g["prunable"]}
-        totals = analysis.get("totals") or {}
+        totals = analysis.totals or {}
         nodes = [NodeChannels.from_dict(n) for n in data["nodes"]]
         calib = data.get("calibration") if perf is not None else None
-        common = dict(groups=groups, round_to=int(settings.round_to) or int(data.get("round_to") or 8),
+        round_to = int(settings.round_to) or int(data.get("round_to") or 8)
+        own = {g["id"]: group_round_to(round_to, int(g.get("channel_size") or 1), g.get("unit") or "channel")
+               for g in data["groups"] if g["prunable"]}
+        common = dict(groups=groups, round_to=round_to,
+                      group_round_to={k: v for k, v in own.items() if v != round_to},
                       macs_total=float(totals.get("macs") or sum(n.macs for n in nodes)),
                       params_total=float(totals.get("params") or 0.0), batch_size=int(data.get("batch_size") or 1))
         if perf is None:
@@ -255,11 +265,11 @@ class ChannelPruning(PruningStructure):
         a = (common["baseline_ms"] / total) if (common["baseline_ms"] and total > 0) else 1.0
         return ChannelTimeModel(kind="per-node", nodes=timed, special=special, a=a, **common)
 
-    def summary_extras(self, analysis, perf, loss, settings) -> Dict[str, Any]:
+    def summary_extras(self, analysis, perf, loss, settings, extras=None) -> Dict[str, Any]:
         """The time model (:data:`TIME_MODEL_KEY`) and the prunable layers in graph order (``channel_layers``:
         weight name, shape, node id, op type; the integration code maps them to the training model's modules)."""
-        return {TIME_MODEL_KEY: self._time_model(analysis, perf, settings).to_dict(),
-                LAYERS_KEY: list(self._inputs(analysis).get("layers") or [])}
+        return {TIME_MODEL_KEY: self._time_model(analysis, extras, perf, settings).to_dict(),
+                LAYERS_KEY: list(self._inputs(extras).get("layers") or [])}
 
     @staticmethod
     def model_of(rec: Optimization) -> ChannelTimeModel:
@@ -270,9 +280,9 @@ class ChannelPruning(PruningStructure):
         return ChannelTimeModel.from_dict(d)
 
     # -- rows --------------------------------------------------------------------------------------------
-    def build_layers(self, analysis: Dict[str, Any], perf: Optional["PerfProfile"], loss: Optional["LossProfile"],
-                     settings: Settings) -> List[LayerRow]:
-        data = self._inputs(analysis)
+    def build_layers(self, analysis: "ModelAnalysis", perf: Optional["PerfProfile"], loss: Optional["LossProfile"],
+                     settings: Settings, extras: Optional[Dict[str, Any]] = None) -> List[LayerRow]:
+        data = self._inputs(extras)
         if not int(getattr(settings, "round_to", 0) or 0):
             settings.round_to = int(data.get("round_to") or 8)  # resolved once, stored with the record
         if loss is not None and (loss.settings or {}).get("structure") != CHANNEL:
@@ -283,7 +293,7 @@ class ChannelPruning(PruningStructure):
             reasons = "; ".join(sorted({str(g.get("reason")) for g in data["groups"]})[:3])
             raise ProjectError(f"the model has no prunable channel group ({reasons or 'no Conv/Gemm/MatMul'}): "
                                "nothing to thin; see `sparsify-tui analyze MODEL --channel-groups`")
-        tm = self._time_model(analysis, perf, settings)
+        tm = self._time_model(analysis, extras, perf, settings)
         sens = {l.id: levels(l.sensitivity) for l in loss.layers} if loss is not None else \
             {gid: levels(v) for gid, v in (data.get("magnitude") or {}).items()}
         scale = tm.scale_ms()
@@ -504,6 +514,31 @@ class ChannelPruning(PruningStructure):
 
         return generate_channel_code(rec, framework, recipe_path)
 
+    # -- measured ------------------------------------------------------------------------------------------
+    has_measured_groups = True
+
+    def measured_reference(self, rec: Optimization) -> tuple:
+        """The batch size and core count of the record's channel time model (its estimate's)."""
+        tm = rec.model.extra.get(TIME_MODEL_KEY) or {}
+        return tm.get("batch_size"), tm.get("core_count")
+
+    def measured_groups(self, rec: Optimization, applied: GroupRun, baseline: GroupRun, *, dims=None, data=None,
+                        cancel=None) -> Dict[str, GroupTime]:
+        """Each group's measured ms per batch in the thinned (``ms``) and the baseline model (``baseline_ms``): one
+        profiled pass of each (:func:`sparsify_tui.profiling.channel_calibration.profile_node_ms`), attributed as
+        a perf profile is, the node times summed per group as the estimate sums them
+        (:meth:`ChannelTimeModel.group_sums`) and scaled to the benchmark's median of that model."""
+        from sparsify_tui.profiling.channel_calibration import profile_node_ms
+
+        tm = ChannelTimeModel.from_dict(rec.model.extra[TIME_MODEL_KEY])
+        sums = []
+        for run in (applied, baseline):
+            p = profile_node_ms(run.path, batch_size=run.batch_size, core_count=run.core_count, dims=dims, data=data,
+                                cancel=cancel)
+            scale = run.median_ms / p["kernel_total_ms"] if p["kernel_total_ms"] else 1.0
+            sums.append({g: v * scale for g, v in tm.group_sums(p["node_ms"]).items()})
+        return {g: GroupTime(ms=sums[0].get(g), baseline_ms=sums[1].get(g)) for g in tm.groups}
+
     # -- apply -----------------------------------------------------------------------------------------------
     def apply_model(self, model_path, out_path, sparsities, *, settings=None, batch_size=1, dims=None, feeds=None,
                     engine=None, progress=None, cancel=None) -> Dict[str, Any]:
@@ -511,10 +546,10 @@ class ChannelPruning(PruningStructure):
         and checked); returns :meth:`~sparsify_tui.engine.thinning.ThinResult.to_dict`."""
         from sparsify_tui.engine.thinning import thin_model
 
-        st = dict(settings or {})
         ratios = {g: float(r) for g, r in sparsities.items() if float(r) > 0}
-        res = thin_model(model_path, out_path, ratios=ratios, round_to=int(st.get("round_to") or 0) or None,
-                         importance=st.get("importance") or "l2", batch_size=batch_size, dims=dims or {},
+        round_to = int(getattr(settings, "round_to", 0) or 0) or None
+        res = thin_model(model_path, out_path, ratios=ratios, round_to=round_to,
+                         importance=getattr(settings, "importance", None) or "l2", batch_size=batch_size, dims=dims or {},
                          feeds=list(feeds)[:4] if feeds else None, engine=engine, progress=progress, cancel=cancel)
         return res.to_dict()
 

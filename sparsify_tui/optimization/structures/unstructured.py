@@ -24,16 +24,17 @@ from typing import TYPE_CHECKING, Any, Dict, List, Optional
 
 from sparsify_tui.optimization import allocation, estimates, integration
 from sparsify_tui.optimization.config import (
-    GRID_LEVELS, by_weight_and_id, interp_curve, levels, loss_curve, node_group, prunable_nodes,
-    weight_params,
+    GRID_LEVELS, by_weight_and_id, interp_curve, levels, loss_curve, node_group, weight_params,
 )
-from sparsify_tui.optimization.recipe import Modifier, recipe_float
+from sparsify_tui.optimization.modifiers import Modifier, recipe_float
 from sparsify_tui.optimization.record import UNSTRUCTURED, Estimates, LayerEstimate, LayerRow, Optimization, Settings
-from sparsify_tui.optimization.structures import PruningStructure
+from sparsify_tui.optimization.structures.base import PruningStructure
 from sparsify_tui.profiling.perf_estimate import depthwise_share, estimate_node_ms
 
 if TYPE_CHECKING:
     import numpy as np
+
+    from sparsify_tui.analysis.nodes import ModelAnalysis
 
     from sparsify_tui.profiling.loss import LossProfile
     from sparsify_tui.profiling.perf import PerfProfile
@@ -45,18 +46,19 @@ class UnstructuredPruning(PruningStructure):
     name = UNSTRUCTURED
     description = "individual weights by magnitude (speedup only on sparse-kernel runtimes; INT8 for onnxruntime)"
 
-    def build_layers(self, analysis: Dict[str, Any], perf: Optional["PerfProfile"], loss: Optional["LossProfile"],
-                     settings: Settings) -> List[LayerRow]:
-        nodes = prunable_nodes(analysis)
+    def build_layers(self, analysis: "ModelAnalysis", perf: Optional["PerfProfile"], loss: Optional["LossProfile"],
+                     settings: Settings, extras: Optional[Dict[str, Any]] = None) -> List[LayerRow]:
+        from sparsify_tui.analysis.nodes import prunable_layers
+
+        nodes = prunable_layers(analysis)
         perf_rows = by_weight_and_id(perf.nodes) if perf is not None else {}
         loss_rows = by_weight_and_id(loss.layers) if loss is not None else {}
-        total_flops = float((analysis.get("totals") or {}).get("flops") or 0) or \
-            sum(float(n.get("flops") or 0) for n in nodes) or 1.0
-        dw_share = depthwise_share((n.get("op_type"), n.get("attrs"), float(n.get("flops") or 0)) for n in nodes)
+        total_flops = float((analysis.totals or {}).get("flops") or 0) or sum(float(n.flops or 0) for n in nodes) or 1.0
+        dw_share = depthwise_share((n.op_type, n.attrs, float(n.flops or 0)) for n in nodes)
         layers: List[LayerRow] = []
         for i, n in enumerate(nodes):
-            wname, nid = n["weight_name"], n.get("id") or n["weight_name"]
-            flops = float(n.get("flops") or 0)
+            wname, nid = n.weight_name, n.id or n.weight_name
+            flops = float(n.flops or 0)
             pn = perf_rows.get(nid) or perf_rows.get(wname)
             if perf is not None:
                 # per-node times scaled to the unprofiled median (the Perf screen's "ms" column)
@@ -72,8 +74,8 @@ class UnstructuredPruning(PruningStructure):
                 int8_ms = None
             ll = loss_rows.get(wname) or loss_rows.get(nid)
             row = LayerRow(
-                weight_name=wname, node_id=nid, op_type=n.get("op_type"), params=weight_params(n),
-                weight_shape=n.get("weight_shape"), flops=flops, group=node_group(n),
+                weight_name=wname, node_id=nid, op_type=n.op_type, params=weight_params(n),
+                weight_shape=n.weight_shape, flops=flops, group=node_group(n),
                 baseline_ms=base if perf is not None else None, time_curve=[round(t, 6) for t in time_curve],
                 loss_curve=loss_curve(levels(ll.sensitivity) if ll else {}),
                 int8_sensitivity=ll.int8_sensitivity if ll else None, int8_time_ms=int8_ms,

@@ -408,12 +408,14 @@ class BenchmarksSection(RecordListSection):
     @app_work(group="bench-dialog", description="read optimizations and applied models")
     def _open_apply_dialog(self) -> None:
         from sparsify_tui.services.apply import is_applied, optimized_path
+        from sparsify_tui.services.optimizations import list_optimizations
 
         ws = self.app.workspace
         opts = ws.list_records(self.project_id, "optimizations")
-        paths = {o["id"]: str(optimized_path(ws, self.project_id, o)) for o in opts}
-        state = {o["id"]: ("applied" if is_applied(ws, self.project_id, o) else
-                           "stale" if o.get("applied") else "not applied") for o in opts}
+        typed = list_optimizations(ws, self.project_id)
+        paths = {o.id: str(optimized_path(ws, self.project_id, o)) for o in typed}
+        state = {o.id: ("applied" if is_applied(ws, self.project_id, o) else
+                        "stale" if o.applied is not None else "not applied") for o in typed}
         post_result(self, ApplyDialogReady(opts, paths, state))
 
     @on(ApplyDialogReady)

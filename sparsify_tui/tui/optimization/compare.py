@@ -31,7 +31,6 @@ from sparsify_tui.tui.widgets.tables import Column, FilterableTable
 from sparsify_tui.tui.widgets.toggles import TextSelectionList
 from sparsify_tui.tui.workers import app_work, post_result
 
-TABLE = "optimizations"
 
 
 def value_text(v, unit: str = "") -> str:
@@ -94,14 +93,14 @@ def measured_text(cmp) -> str:
     return "\n".join(lines)
 
 
-def initial_ids(records: list[dict], current: Optional[str]) -> list[str]:
-    """The optimizations checked when the screen opens: the current one and the one it was copied from (else the
-    one before it in the list)."""
-    ids = [r["id"] for r in records]
+def initial_ids(records: list, current: Optional[str]) -> list[str]:
+    """The optimizations checked when the screen opens (``records``: typed, list order): the current one and the
+    one it was copied from (else the one before it in the list)."""
+    ids = [r.id for r in records]
     if current not in ids:
         return ids[-2:]
-    rec = next(r for r in records if r["id"] == current)
-    other = rec.get("copied_from")
+    rec = next(r for r in records if r.id == current)
+    other = rec.copied_from
     if other not in ids or other == current:
         i = ids.index(current)
         other = ids[i - 1] if i > 0 else (ids[1] if len(ids) > 1 else None)
@@ -139,7 +138,7 @@ class OptimizationCompareScreen(ModalScreen[None]):
         super().__init__()
         self.project_id = project_id
         self.current = current
-        self.records: list[dict] = []
+        self.records: list = []  # typed Optimization records
         self.comparison = None
         self._columns: tuple = ()
 
@@ -167,15 +166,17 @@ class OptimizationCompareScreen(ModalScreen[None]):
 
     @app_work(group="opt-compare-list", description="list optimizations")
     def _list(self) -> None:
-        post_result(self, OptimizationsListed(self.app.workspace.list_records(self.project_id, TABLE)))
+        from sparsify_tui.services.optimizations import list_optimizations
+
+        post_result(self, OptimizationsListed(list_optimizations(self.app.workspace, self.project_id)))
 
     @on(OptimizationsListed)
     def _listed(self, message: OptimizationsListed) -> None:
-        self.records = sorted(message.records, key=lambda r: str(r.get("created") or ""))
+        self.records = sorted(message.records, key=lambda r: str(r.created or ""))
         checked = initial_ids(self.records, self.current)
         sl = self.query_one("#ocmp-list", SelectionList)
         sl.clear_options()
-        sl.add_options([(r.get("name") or r["id"], r["id"], r["id"] in checked) for r in self.records])
+        sl.add_options([(r.name or r.id, r.id, r.id in checked) for r in self.records])
         sl.focus()
         self._compare_checked()
 
@@ -186,7 +187,7 @@ class OptimizationCompareScreen(ModalScreen[None]):
     def checked(self) -> list[str]:
         """The checked optimization ids, in list order."""
         selected = set(self.query_one("#ocmp-list", SelectionList).selected)
-        return [r["id"] for r in self.records if r["id"] in selected]
+        return [r.id for r in self.records if r.id in selected]
 
     def _compare_checked(self) -> None:
         ids = self.checked()

@@ -14,19 +14,25 @@ It sits in the section's Quant tab, under the layers kept FP32. `I` opens the IN
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
 from rich.markup import escape
+from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Horizontal, Vertical
+from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.widget import Widget
-from textual.widgets import Button, Input, Label, Select, Static
+from textual.widgets import Button, Input, Label, Select, SelectionList, Static
 
 from sparsify_tui.formatting import format_fixed
+from sparsify_tui.tui.optimization.pane import PaneContext, RecordPane, ScheduleEdited
 from sparsify_tui.tui.widgets.charts import Plot
 from sparsify_tui.tui.widgets.dialogs import FormDialog
 from sparsify_tui.tui.widgets.tables import Column, FilterableTable
+from sparsify_tui.tui.widgets.toggles import TextCheckbox, TextSelectionList
+
+if TYPE_CHECKING:
+    from sparsify_tui.optimization.record import Optimization
 
 
 def _pct(v) -> str:
@@ -51,56 +57,48 @@ LAYER_COLUMNS = [
 ]
 
 
-def summary_text(rec: dict) -> str:
+def summary_text(rec: "Optimization") -> str:
     """The card's head: budget, metric and why, data, calibration, status, timing."""
-    q = rec.get("quantization") or {}
-    s = q.get("search")
-    if not s:
+    s = rec.quantization.search
+    if s is None:
         return ("No INT8 search for this optimization: its FP32 layers come from the loss profile's "
                 "INT8-sensitivity outliers (Quant tab).\nPress [b]I[/b] to search the fastest INT8 config "
                 "within an accuracy budget.")
-    chosen = next((t for t in s.get("trials") or [] if t.get("index") == s.get("chosen")), None)
+    chosen = s.chosen_trial
     lines = [
-        f"[b]Budget[/b] max drop {s['max_drop']:g} · {escape(s.get('budget_units') or '')}",
-        f"[b]Metric[/b] {escape(s['metric'])}: {escape(s.get('metric_reason') or '')}",
-        f"Data {escape(str(s.get('data') or 'synthetic'))} · {s.get('eval_items')} items · calibration "
-        f"{escape(s.get('calibration_method') or 'minmax')} on {s.get('calibration_size')} batches"
-        + (f" · FP32 accuracy {_pct(s.get('accuracy_fp32'))}" if s.get("accuracy_fp32") is not None else ""),
-        f"[b]{escape(s.get('status') or '')}[/b] · {len(s.get('trials') or [])} trials in "
-        f"{format_fixed(s.get('seconds'), '.1f')} s · FP32 {format_fixed(s.get('fp32_ms'), '.3f')} ms",
+        f"[b]Budget[/b] max drop {s.max_drop:g} · {escape(s.budget_units or '')}",
+        f"[b]Metric[/b] {escape(s.metric)}: {escape(s.metric_reason or '')}",
+        f"Data {escape(str(s.data or 'synthetic'))} · {s.eval_items} items · calibration "
+        f"{escape(s.calibration_method or 'minmax')} on {s.calibration_size} batches"
+        + (f" · FP32 accuracy {_pct(s.accuracy_fp32)}" if s.accuracy_fp32 is not None else ""),
+        f"[b]{escape(s.status or '')}[/b] · {len(s.trials)} trials in "
+        f"{format_fixed(s.seconds, '.1f')} s · FP32 {format_fixed(s.fp32_ms, '.3f')} ms",
     ]
     if chosen:
-        lines.append(f"Chosen: trial {chosen['index']}, {chosen['groups']} group(s) FP32 "
-                     f"({chosen['excluded_count']} nodes), metric {format_fixed(chosen['metric_value'], '.4g')}, "
-                     f"measured {format_fixed(chosen.get('speedup'))}× vs FP32")
+        lines.append(f"Chosen: trial {chosen.index}, {chosen.groups} group(s) FP32 "
+                     f"({chosen.excluded_count} nodes), metric {format_fixed(chosen.metric_value, '.4g')}, "
+                     f"measured {format_fixed(chosen.speedup)}× vs FP32")
     return "\n".join(lines)
 
 
-def trial_rows(rec: dict) -> list[dict]:
-    s = ((rec.get("quantization") or {}).get("search")) or {}
-    rows = []
-    for t in s.get("trials") or []:
-        mark = "▶ " if t.get("index") == s.get("chosen") else ""
-        rows.append({"_key": t["index"], "index": t["index"], "groups": t.get("groups"),
-                     "excluded_count": t.get("excluded_count"), "metric_value": t.get("metric_value"),
-                     "within": "yes" if t.get("within_budget") else "no", "median_ms": t.get("median_ms"),
-                     "speedup": t.get("speedup"), "note": mark + (t.get("note") or "")})
-    return rows
+def trial_rows(rec: "Optimization") -> list[dict]:
+    s = rec.quantization.search
+    return [{"_key": t.index, "index": t.index, "groups": t.groups, "excluded_count": t.excluded_count,
+             "metric_value": t.metric_value, "within": "yes" if t.within_budget else "no", "median_ms": t.median_ms,
+             "speedup": t.speedup, "note": ("▶ " if t.index == s.chosen else "") + (t.note or "")}
+            for t in (s.trials if s is not None else [])]
 
 
-def layer_rows(rec: dict) -> list[dict]:
+def layer_rows(rec: "Optimization") -> list[dict]:
     from sparsify_tui.optimization.int8_search import layer_states
-    from sparsify_tui.optimization.record import Optimization
 
-    typed = Optimization.from_dict(rec)
-    return [{"_key": r["weight_name"], **r} for r in layer_states(typed.quantization, typed.layers)]
+    return [{"_key": r["weight_name"], **r} for r in layer_states(rec.quantization, rec.layers)]
 
 
-def applied_text(rec: dict, bench: Optional[dict]) -> str:
+def applied_text(rec: "Optimization", bench: Optional[dict]) -> str:
     """Apply's output difference next to the benchmark's measured speedup, and the estimate next to it."""
-    applied = rec.get("applied") or {}
-    d = applied.get("output_diff") or {}
-    est = rec.get("estimates") or {}
+    d = rec.applied.diff if rec.applied is not None else {}
+    est = rec.estimates
     lines = []
     if d:
         name = str(d.get('metric_name') or 'nmse')
@@ -108,14 +106,14 @@ def applied_text(rec: dict, bench: Optional[dict]) -> str:
         parts += [f"NMSE {format_fixed(d.get('nmse'), '.4g')}"] if name != "nmse" else []
         parts += [f"max |diff| {format_fixed(d.get('max_abs'), '.3g')}"] if name != "max_abs" else []
         if d.get("top1_agreement") is not None:
-            parts.append(f"top-1 agreement {_pct(d['top1_agreement'])}")
+            parts.append(f"top-1 agreement {_pct(d.get('top1_agreement'))}")
         if d.get("accuracy") is not None:
-            parts.append(f"accuracy {_pct(d['accuracy'])} (FP32 {_pct(d.get('accuracy_baseline'))})")
+            parts.append(f"accuracy {_pct(d.get('accuracy'))} (FP32 {_pct(d.get('accuracy_baseline'))})")
         lines.append("[b]Applied[/b] " + " · ".join(parts) + f" on {d.get('samples')} batches")
     else:
         lines.append("[b]Applied[/b] not yet: `a` in Benchmarks (5) writes the optimized .onnx")
-    ort = est.get("ort_speedup")
-    src = est.get("int8_source") or "perf profile"
+    ort = est.ort_speedup if est is not None else None
+    src = (est.int8_source if est is not None else None) or "perf profile"
     if bench:
         sp = bench.get("speedup")
         diff = f", estimate {(ort / sp - 1):+.0%} off" if ort and sp else ""
@@ -164,36 +162,88 @@ class Int8Card(Widget):
             yield Static("Layers: INT8 sensitivity, FP32 or INT8, and why", classes="i8-title")
             yield FilterableTable(LAYER_COLUMNS, show_status=False, id="i8-layers")
 
-    def show(self, rec: dict, bench: Optional[dict] = None) -> None:
+    def show(self, rec: "Optimization", bench: Optional[dict] = None) -> None:
         self.query_one("#i8-summary", Static).update(summary_text(rec))
         self.query_one("#i8-applied", Static).update(applied_text(rec, bench))
         self.query_one("#i8-trials", FilterableTable).set_rows(trial_rows(rec))
         self.query_one("#i8-layers", FilterableTable).set_rows(layer_rows(rec))
         self._plot(rec)
 
-    def _plot(self, rec: dict) -> None:
-        s = ((rec.get("quantization") or {}).get("search")) or {}
+    def _plot(self, rec: "Optimization") -> None:
+        s = rec.quantization.search
         plot = self.query_one("#i8-plot", Plot)
-        timed = [t for t in s.get("trials") or [] if t.get("speedup")]
+        timed = [t for t in (s.trials if s is not None else []) if t.speedup]
         plot.display = bool(timed)
         if not timed:
             return
         plt = plot.plt
         plt.clear_data()
         plt.clear_figure()
-        xs = [float(t["speedup"]) for t in timed]
-        ys = [float(t["metric_value"]) for t in timed]
+        xs = [float(t.speedup) for t in timed]
+        ys = [float(t.metric_value) for t in timed]
         # drawn in this order so the chosen config stays visible on the budget line's row
         lo, hi = min(xs + [1.0]), max(xs + [1.0])
-        plt.plot([lo, hi], [float(s.get("max_drop") or 0)] * 2, label="budget")
+        plt.plot([lo, hi], [float(s.max_drop or 0)] * 2, label="budget")
         plt.scatter(xs, ys, marker="●", label="trials")
-        chosen = [t for t in timed if t.get("index") == s.get("chosen")]
+        chosen = [t for t in timed if t.index == s.chosen]
         if chosen:
-            plt.scatter([float(chosen[0]["speedup"])], [float(chosen[0]["metric_value"])], marker="◆",
-                        label="chosen")
+            plt.scatter([float(chosen[0].speedup)], [float(chosen[0].metric_value)], marker="◆", label="chosen")
         plt.xlabel("measured speedup vs FP32 (×)")
-        plt.ylabel(str(s.get("metric") or "metric"))
+        plt.ylabel(str(s.metric or "metric"))
         plot.redraw()
+
+
+class QuantPane(RecordPane):
+    """The Quant tab: the INT8 quantization modifier (``[x]``/``[ ]`` on/off, layers kept FP32, ordered by INT8
+    sensitivity), then the :class:`Int8Card`. Edits go to the section as :class:`ScheduleEdited`."""
+
+    TAB_ID = "tab-quant"
+    TITLE = "Quant"
+    FOCUS = "#q-enabled"
+
+    def compose(self) -> ComposeResult:
+        with VerticalScroll():
+            yield TextCheckbox("INT8 quantization modifier", id="q-enabled")
+            yield Static("", id="q-info", classes="hint")
+            yield TextSelectionList(id="q-excluded")
+            yield Int8Card(id="int8-card")
+
+    def render_record(self, rec: "Optimization", context: PaneContext) -> None:
+        q = rec.quantization
+        self.query_one("#q-enabled", TextCheckbox).value = bool(q.enabled)
+        self.query_one("#q-info", Static).update(
+            f"Checked layers stay FP32 (default: INT8-sensitivity outliers). QAT from epoch "
+            f"{q.start_epoch}. Apply (section 5) quantizes with onnxruntime (static QDQ).")
+        sl = self.query_one("#q-excluded", SelectionList)
+        sl.clear_options()
+        excluded = set(q.excluded or [])
+        order = sorted(rec.layers, key=lambda l: -(l.int8_sensitivity or 0))
+        sl.add_options([(f"{l.weight_name[:40]}  {format_fixed(l.int8_sensitivity, '.3g', '-')}",
+                         l.node_id, l.node_id in excluded) for l in order])
+        self.query_one("#int8-card", Int8Card).show(rec, context.benchmark)
+
+    def show_benchmark(self, bench: Optional[dict]) -> None:
+        """The newest benchmark of the shown record arrived: the card puts it next to the estimate."""
+        if self.rec is not None and bench is not None:
+            self.query_one("#int8-card", Int8Card).show(self.rec, bench)
+
+    @on(TextCheckbox.Changed, "#q-enabled")
+    def _quant_toggled(self, event: TextCheckbox.Changed) -> None:
+        if self.quiet or self.rec is None or bool(self.rec.quantization.enabled) == event.value:
+            return
+        self.post_message(ScheduleEdited({"quantization": {"enabled": event.value}}))
+
+    @on(SelectionList.SelectedChanged, "#q-excluded")
+    def _excluded_changed(self, event: SelectionList.SelectedChanged) -> None:
+        if self.quiet or self.rec is None:
+            return
+        selected = list(event.selection_list.selected)
+        current = list(self.rec.quantization.excluded or [])
+        layer_ids = {l.node_id for l in self.rec.layers}
+        if set(selected) == {x for x in current if x in layer_ids}:
+            return  # the list shows layers only: the INT8 search's other FP32 nodes are not a change
+        kept = [x for x in current if x not in layer_ids]
+        self.post_message(ScheduleEdited({"quantization": {"excluded": kept + selected}}))
 
 
 class Int8SearchDialog(FormDialog[Optional[dict]]):
@@ -271,5 +321,5 @@ class Int8SearchDialog(FormDialog[Optional[dict]]):
             self.show_form_error(err)
 
 
-__all__ = ["Int8Card", "Int8SearchDialog", "summary_text", "trial_rows", "layer_rows", "applied_text",
+__all__ = ["Int8Card", "QuantPane", "Int8SearchDialog", "summary_text", "trial_rows", "layer_rows", "applied_text",
            "latest_benchmark"]

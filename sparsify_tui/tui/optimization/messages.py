@@ -10,19 +10,19 @@ from textual.message import Message
 
 @dataclass
 class OptimizationsListed(Message):
-    """The project's optimization records, and the project's training settings now (an optimization keeps its
-    own copy: the Training tab compares them)."""
+    """The project's optimizations (typed :class:`~sparsify_tui.optimization.record.Optimization`), and the
+    project's training settings now (an optimization keeps its own copy: the Training tab compares them)."""
 
-    records: list[dict]
+    records: list
     project_training: Optional[dict] = None
 
 
 @dataclass
 class OptimizationChanged(Message):
-    """An optimization was created, copied, re-evaluated or edited (`record`: the stored record after
+    """An optimization was created, copied, re-evaluated or edited (`record`: the typed record as stored after
     the change), or deleted (`record` None)."""
 
-    record: Optional[dict]
+    record: Optional[Any]
 
 
 @dataclass

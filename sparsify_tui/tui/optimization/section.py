@@ -1,30 +1,34 @@
-"""Optimization section: per-layer pruning + INT8 configurations, their estimates, and export.
+"""Optimization section: the list of a project's optimizations and the settings of the selected one, with one pane
+per concern (a list-and-settings shell; the panes render the typed record).
 
 Left: the project's optimizations (`n` new, `C` copy as a new version, `d` delete). Right, for the selected
-one, tabs (`m` Pruning, `l` Layers, `<`/`>` any):
+one, tabs (`m` Pruning, `l` Layers or Groups, `<`/`>` any):
 
-* **Pruning**: average sparsity, balance, pruning epochs and update frequency inputs (enter applies and
-  re-evaluates; per-layer overrides are kept), the estimate cards (summary, performance, FLOPs, params) and
-  a per-layer sparsity bar chart.
-* **Layers**: the per-layer editor table (weight name and node id, sparsity, recoverability, estimated
-  speedup, estimated and baseline ms, loss and perf sensitivity). `enter` edits the row's sparsity, `+`/`-`
-  step it by 0.05, `x` releases the override, `i` shows the layer's full record.
-* **Groups** (channel optimizations, instead of Layers; `l` too): the per-group ratios, edited the same way.
-* **Quant**: the INT8 quantization modifier (``[x]``/``[ ]`` on/off, layers kept FP32, ordered by INT8
-  sensitivity), then the INT8 card (:mod:`sparsify_tui.tui.optimization.int8`): the accuracy-controlled
-  search's budget, metric, trials, chart, per-layer states, and apply's result next to the benchmark. `I`
-  starts a search (a job in the list pane; `c` cancels it).
-* **LR**: the learning-rate schedule chart and its modifiers as editable text (`ctrl+s` applies).
-* **Training**: the optimization's copy of the project's training settings and its epoch plan. When the
-  project's settings changed since (section 6), it says so and `u` takes them again.
+* **Pruning** (this module): the target (average sparsity, a channel ratio or target), balance, pruning epochs and
+  update frequency inputs (enter applies and re-evaluates; per-row overrides are kept), the estimate cards
+  (summary, performance, FLOPs, params) and a per-row bar chart.
+* **The structure's pane**, picked by the record's structure (:data:`STRUCTURE_PANES`): **Layers**
+  (:mod:`~sparsify_tui.tui.optimization.layers`, unstructured) or **Groups**
+  (:mod:`~sparsify_tui.tui.optimization.channel`). `enter` edits the row's value, `+`/`-` step it by 0.05, `x`
+  releases the override, `i` shows the row's full record. The pane also gives the header, the cards' texts and
+  the list line of its records.
+* **Quant** (:mod:`~sparsify_tui.tui.optimization.int8`): the INT8 quantization modifier and the INT8 card (the
+  accuracy-controlled search, apply's result next to the benchmark). `I` starts a search (a job in the list
+  pane; `c` cancels it).
+* **LR** and **Training** (:mod:`~sparsify_tui.tui.optimization.schedule`); `ctrl+s` applies the LR text, `u`
+  takes the project's changed training settings.
 
 `e` opens the Export dialog (recipe path, framework, preview, write). Estimates are labelled as such and
 name their runtime: onnxruntime gets no speedup from unstructured sparsity. Keys: :mod:`sparsify_tui.tui.widgets.keys`.
+
+**A new pane**: a :class:`~sparsify_tui.tui.optimization.pane.RecordPane` in its own module and one line in
+:data:`PANES` (a budget-search card, say); **a new structure's pane**: a
+:class:`~sparsify_tui.tui.optimization.pane.StructurePane` and one line in :data:`STRUCTURE_PANES`.
 """
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
 
 from rich.markup import escape
 from textual import on
@@ -32,175 +36,46 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.widget import Widget
-from textual.widgets import (
-    Input, Label, OptionList, SelectionList, Static, TabbedContent, TabPane, TextArea,
-)
+from textual.widgets import Input, Label, OptionList, Static, TabbedContent, TabPane
 from textual.widgets.option_list import Option
 
-from sparsify_tui.formatting import format_count, format_fixed
-from sparsify_tui.tui.optimization import channel as ch
+from sparsify_tui.tui.optimization.channel import GroupsPane, loss_label
 from sparsify_tui.tui.optimization.dialogs import CreateOptimizationDialog, ExportDialog, SparsityDialog
-from sparsify_tui.tui.optimization.int8 import Int8Card, Int8SearchDialog, latest_benchmark
+from sparsify_tui.tui.optimization.int8 import Int8SearchDialog, QuantPane, latest_benchmark
+from sparsify_tui.tui.optimization.layers import LayersPane
 from sparsify_tui.tui.optimization.messages import (CreateDialogReady, ExportDialogReady, Int8BenchmarkFound,
                                                     Int8SearchSubmitted, OptimizationChanged, OptimizationsListed)
+from sparsify_tui.tui.optimization.pane import PaneContext, RecordPane, ScheduleEdited, StructurePane
+from sparsify_tui.tui.optimization.schedule import LrPane, TrainingPane, training_stale
 from sparsify_tui.tui.widgets import keys
-from sparsify_tui.tui.widgets.jobs import JobProgress, SectionJobs
-from sparsify_tui.tui.widgets.charts import BarChart, LineChart
+from sparsify_tui.tui.widgets.charts import BarChart
 from sparsify_tui.tui.widgets.dialogs import ConfirmDialog, RecordDialog
-from sparsify_tui.tui.widgets.tables import Column, FilterableTable
-from sparsify_tui.tui.widgets.toggles import TextCheckbox, TextSelectionList
+from sparsify_tui.tui.widgets.jobs import JobProgress, SectionJobs
+from sparsify_tui.tui.widgets.tables import FilterableTable
 from sparsify_tui.tui.workers import app_work, post_result
 
-TABLE = "optimizations"
+if TYPE_CHECKING:
+    from sparsify_tui.optimization.record import LayerRow, Optimization
+
 STEP = 0.05
-TABS = ("tab-pruning", "tab-layers", "tab-groups", "tab-quant", "tab-lr", "tab-training")
+STRUCTURE_PANES: dict[str, type[StructurePane]] = {
+    LayersPane.STRUCTURE: LayersPane,
+    GroupsPane.STRUCTURE: GroupsPane,
+}
+"""Pruning structure -> the pane of its rows (one line per structure; unknown structures show as Layers)."""
+PANES: tuple[type[RecordPane], ...] = (QuantPane, LrPane, TrainingPane)
+"""The tabs after the structure's pane, in order (one line per pane)."""
+TABS = ("tab-pruning", *(p.TAB_ID for p in STRUCTURE_PANES.values()), *(p.TAB_ID for p in PANES))
 
 
-def _count(x: Any) -> str:
-    return format_count(x, sep="", none="n/a")
+def structure_pane(rec: Optional["Optimization"]) -> type[StructurePane]:
+    """The pane class of ``rec``'s structure."""
+    return STRUCTURE_PANES.get(rec.settings.structure if rec is not None else "", LayersPane)
 
 
-def header_text(rec: dict) -> str:
-    if ch.is_channel(rec):
-        return ch.header_text(rec)
-    est, st = rec.get("estimates") or {}, rec.get("settings") or {}
-    return (f"[b]{escape(rec['name'])}[/b] · perf {escape(str(rec.get('perf_profile_name')))} · "
-            f"loss {escape(str(rec.get('loss_profile_name')))}\n"
-            f"sparsity {est.get('avg_sparsity', 0):.3f}/{st.get('sparsity', 0):.2f} · "
-            f"est. {format_fixed(est.get('sparse_speedup'))}× sparse CPU, {format_fixed(est.get('ort_speedup'))}× ORT")
-
-
-def estimate_texts(rec: dict) -> dict[str, str]:
-    """Texts of the Summary / Performance / FLOPs / Params estimate cards."""
-    if ch.is_channel(rec):
-        return ch.estimate_texts(rec)
-    from sparsify_tui.optimization.estimates import recovery_text  # (imports numpy: not at start-up)
-
-    est, st = rec.get("estimates") or {}, rec.get("settings") or {}
-    layers = rec.get("layers") or []
-    pruned = sum(1 for l in layers if l.get("sparsity"))
-    warn = "".join(f"\n[b yellow]warning:[/] {escape(w)}" for w in rec.get("warnings") or [])
-    q = rec.get("quantization") or {}
-    excluded = set(q.get("excluded") or [])
-    fp32 = sum(1 for l in layers if l.get("node_id") in excluded)  # an INT8 search also keeps nodes between layers
-    fp32_text = f"{fp32} layers FP32" + (f" ({len(excluded)} nodes)" if len(excluded) != fp32 else "")
-    summary = (f"Pruned layers {pruned} of {len(layers)}, overrides {len(rec.get('overrides') or {})}\n"
-               f"Avg sparsity {est.get('avg_sparsity', 0):.3f} (params-weighted; target {st.get('sparsity', 0):.2f})\n"
-               f"Est. recovery {escape(recovery_text(est.get('est_recovery'), rec.get('loss_profile')))}\n"
-               f"Quantization {'INT8, ' + fp32_text if q.get('enabled') else 'off'}"
-               + warn)
-    units = "ms" if est.get("baseline_ms") is not None else "relative"
-    perf = (f"[b]Estimates[/b] ({escape(est.get('time_units', ''))})\n"
-            f"Baseline {format_fixed(est.get('baseline_ms'), '.3f')} ms/batch (measured)\n"
-            f"Sparse-kernel CPU runtime: {format_fixed(est.get('sparse_ms'), '.3f')} {units if est.get('sparse_ms') else ''} "
-            f"· {format_fixed(est.get('sparse_speedup'))}× (est.)\n"
-            f"onnxruntime: {format_fixed(est.get('ort_ms'), '.3f')} · {format_fixed(est.get('ort_speedup'))}× (est.; "
-            f"no gain from sparsity, INT8 {'measured' if est.get('int8_measured') else 'not measured'})")
-    flops = (f"FLOPs baseline {_count(est.get('flops'))}\nFLOPs pruned {_count(est.get('flops_pruned'))}\n"
-             f"Reduction {format_fixed(est.get('flops_reduction'))}× (est.)")
-    params = (f"Params {_count(est.get('params'))}, nonzero after pruning {_count(est.get('params_nonzero'))}\n"
-              f"Compression {format_fixed(est.get('params_compression'))}× (est.)\n"
-              f"Size {format_fixed(est.get('size_mb_fp32'), '.2f')} MB FP32 → ~{format_fixed(est.get('est_size_mb'), '.2f')} MB "
-              f"nonzero weights{' INT8' if q.get('enabled') else ''}")
-    return {"summary": summary, "performance": perf, "flops": flops, "params": params}
-
-
-def layer_rows(rec: dict) -> list[dict]:
-    """Rows of the per-layer editor table."""
-    rows = []
-    for i, l in enumerate(rec.get("layers") or []):
-        note = "override" if l.get("override") else (l.get("reason") or "")
-        rows.append({
-            "_key": l["weight_name"], "index": i, "layer": l["weight_name"], "node": l.get("node_id") or "",
-            "op": l.get("op_type"),
-            "sparsity": float(l.get("sparsity") or 0.0), "recoverability": l.get("recoverability"),
-            "speedup": l.get("est_speedup"), "est_ms": l.get("est_ms"), "base_ms": l.get("time_curve", [None])[0],
-            "loss": l.get("loss_sensitivity"), "perf": l.get("perf_sensitivity"), "note": note,
-        })
-    return rows
-
-
-TRAINING_KEYS = ("optimizer", "epochs", "init_lr", "final_lr")
-
-
-def training_stale(rec: dict, project_training: Optional[dict]) -> bool:
-    """The project's training settings differ from the copy the optimization keeps."""
-    if not project_training:
-        return False
-    own = rec.get("training") or {}
-    return any(str(own.get(k)) != str(project_training.get(k)) for k in TRAINING_KEYS if k in project_training)
-
-
-def training_text(rec: dict, project_training: Optional[dict] = None) -> str:
-    t, ep, q = rec.get("training") or {}, rec.get("epochs") or {}, rec.get("quantization") or {}
-    lines = [
-        "[b]Training settings[/b] (this optimization's copy of the project's, section 6)",
-        f"Optimizer {t.get('optimizer', '?')} · epochs {t.get('epochs', '?')} · LR {t.get('init_lr', '?')} → "
-        f"{t.get('final_lr', '?')}",
-    ]
-    if training_stale(rec, project_training):
-        p = project_training or {}
-        lines.append(f"[b reverse] ! [/] [b]The project's settings changed since: {p.get('optimizer', '?')} · epochs "
-                     f"{p.get('epochs', '?')} · LR {p.get('init_lr', '?')} → {p.get('final_lr', '?')}.[/b] "
-                     "Press [b]u[/b] to take them (the epoch plan and LR schedule are rebuilt).")
-    lines += [
-        "",
-        "[b]Recipe epochs[/b]",
-        f"Stabilization 0 → {ep.get('pruning_start_epoch')} ({ep.get('stabilization_epochs')} epochs)",
-        f"Pruning {ep.get('pruning_start_epoch')} → {ep.get('pruning_end_epoch')} "
-        f"({ep.get('pruning_epochs')} epochs, GMP cubic, update every {ep.get('update_frequency')}, "
-        f"init sparsity {ep.get('init_sparsity')})",
-        f"Fine-tuning {ep.get('pruning_end_epoch')} → {ep.get('total_epochs')} ({ep.get('fine_tune_epochs')} epochs)",
-    ]
-    if q.get("enabled"):
-        lines.append(f"INT8 QAT from {q.get('start_epoch')} (observers off at "
-                     f"{q.get('disable_quantization_observer_epoch')})")
-    lines.append(f"Total {ep.get('total_epochs')} epochs")
-    return "\n".join(lines)
-
-
-def lr_series(rec: dict, points: int = 120) -> tuple[list[float], list[float]]:
-    from sparsify_tui.optimization.schedule import lr_at
-
-    total = float((rec.get("epochs") or {}).get("total_epochs") or 1)
-    xs = [total * i / (points - 1) for i in range(points)]
-    init = (rec.get("training") or {}).get("init_lr")
-    ys = [lr_at(x, rec.get("lr_modifiers") or [], init) or 0.0 for x in xs]
-    return xs, ys
-
-
-LAYER_COLUMNS = [
-    Column("layer", "Layer (weight)", filter=True, pin=True),
-    Column("sparsity", "Sparsity", numeric=True, fmt=lambda v: f"{v:.3f}"),
-    Column("recoverability", "Recov.", numeric=True, fmt=lambda v: format_fixed(v)),
-    Column("speedup", "Speedup*", numeric=True, fmt=lambda v: format_fixed(v) + "×" if v else ""),
-    Column("est_ms", "Est. ms*", numeric=True, fmt=lambda v: format_fixed(v, ".4g")),
-    Column("base_ms", "Base ms", numeric=True, fmt=lambda v: format_fixed(v, ".4g")),
-    Column("loss", "Loss sens", numeric=True, fmt=lambda v: format_fixed(v, ".3f")),
-    Column("perf", "Perf sens", numeric=True, fmt=lambda v: format_fixed(v, ".3f")),
-    Column("op", "Op", filter=True),
-    Column("node", "Node id", filter=True),
-    Column("note", "Note", filter=True),
-]
-
-
-def layer_record(rec: dict, layer: dict) -> list:
-    """Every field of one layer of an optimization for RecordDialog."""
-    units = "ms" if (rec.get("estimates") or {}).get("baseline_ms") is not None else "relative"
-    curve = layer.get("time_curve") or [None]
-    return [
-        ("Weight", layer.get("weight_name")), ("Node id", layer.get("node_id")), ("Op type", layer.get("op_type")),
-        ("Weight shape", layer.get("weight_shape")), ("Params", layer.get("params")), ("FLOPs", layer.get("flops")),
-        ("Sparsity", layer.get("sparsity")), ("Override", layer.get("override")),
-        ("Why (dense or capped)", layer.get("reason") or layer.get("excluded")),
-        ("Recoverability (0-1)", layer.get("recoverability")),
-        (f"Base time ({units}, measured, scaled to the median)", curve[0]),
-        (f"Est. time at its sparsity ({units}, sparse-kernel runtime)", layer.get("est_ms")),
-        ("Est. speedup (sparse-kernel runtime)", layer.get("est_speedup")),
-        ("Loss sensitivity (share of the model's at 0.9)", layer.get("loss_sensitivity")),
-        ("Perf sensitivity (share of the time saved at 0.9)", layer.get("perf_sensitivity")),
-        ("INT8 sensitivity", layer.get("int8_sensitivity")), ("INT8 time (ms, measured)", layer.get("int8_time_ms")),
-    ]
+def estimate_texts(rec: "Optimization") -> dict[str, str]:
+    """Texts of the Summary / Performance / FLOPs / Params estimate cards (the structure's pane writes them)."""
+    return structure_pane(rec).estimate_texts(rec)
 
 
 class OptimizationSection(Widget):
@@ -259,8 +134,8 @@ class OptimizationSection(Widget):
     def __init__(self, project_id: str, **kwargs) -> None:
         super().__init__(**kwargs)
         self.project_id = project_id
-        self.records: list[dict] = []
-        self.rec: Optional[dict] = None
+        self.records: list["Optimization"] = []
+        self.rec: Optional["Optimization"] = None
         self._select_after: Optional[str] = None
         self._quiet = False
         self.project_training: Optional[dict] = None  # the project's training settings now
@@ -279,55 +154,39 @@ class OptimizationSection(Widget):
                              "(or FLOPS) and the loss profile (or Approximated).", id="opt-empty")
                 with TabbedContent(id="opt-tabs"):
                     with TabPane("Pruning (m)", id="tab-pruning"):
-                        with VerticalScroll(id="pruning-scroll"):
-                            # one-line inputs sized to their content: nothing scrolls out of view when focused
-                            with Horizontal(classes="inputs"):
-                                yield Label("Sparsity", id="lbl-sparsity")
-                                yield Input(id="in-sparsity", compact=True)
-                                yield Label("Balance")
-                                yield Input(id="in-balance", compact=True)
-                            with Horizontal(classes="inputs"):
-                                yield Label("Pruning epochs")
-                                yield Input(id="in-start", compact=True)
-                                yield Label("to")
-                                yield Input(id="in-end", compact=True)
-                                yield Label("update every")
-                                yield Input(id="in-update", compact=True)
-                            yield Static("enter applies · balance 0 = time saved, 1 = loss", classes="hint")
-                            # the estimate cards, one under the other
-                            for key, title in (("summary", "Summary"), ("performance", "Performance (est.)"),
-                                               ("flops", "FLOPs (est.)"), ("params", "Params and size (est.)")):
-                                yield Static(title, classes="card-title", id=f"est-{key}-title")
-                                yield Static("", id=f"est-{key}-text", classes="card")
-                            yield BarChart(title="Sparsity per layer", unit="", x_label="sparsity",
-                                           modes=("values",), id="sparsity-chart")
-                    with TabPane("Layers (l)", id="tab-layers"):
-                        yield Static("enter edit · +/- 0.05 · x auto · i record · * estimates", id="layer-hint")
-                        yield FilterableTable(LAYER_COLUMNS, id="layer-table")
-                    with TabPane("Groups (l)", id="tab-groups"):  # channel optimizations (Layers is hidden)
-                        yield Static("enter edit ratio · +/- 0.05 · x auto · * estimates (onnxruntime)",
-                                     classes="hint")
-                        yield FilterableTable(ch.GROUP_COLUMNS, id="group-table")
-                    with TabPane("Quant", id="tab-quant"):
-                        with VerticalScroll():
-                            yield TextCheckbox("INT8 quantization modifier", id="q-enabled")
-                            yield Static("", id="q-info", classes="hint")
-                            yield TextSelectionList(id="q-excluded")
-                            yield Int8Card(id="int8-card")
-                    with TabPane("LR", id="tab-lr"):
-                        with VerticalScroll():
-                            yield LineChart(title="Learning rate", x_label="epoch", y_label="LR", height=9,
-                                            id="lr-chart")
-                            yield Static("modifiers (set/step/multistep/exponential); ctrl+s applies", classes="hint")
-                            yield TextArea("", id="lr-text")
-                    with TabPane("Training", id="tab-training"):
-                        with VerticalScroll(id="training-scroll"):
-                            yield Static("", id="training-text")
+                        yield from self._compose_settings()
+                    for pane in (*STRUCTURE_PANES.values(), *PANES):
+                        with TabPane(pane.TITLE, id=pane.TAB_ID):
+                            yield pane()
+
+    def _compose_settings(self) -> ComposeResult:
+        with VerticalScroll(id="pruning-scroll"):
+            # one-line inputs sized to their content: nothing scrolls out of view when focused
+            with Horizontal(classes="inputs"):
+                yield Label("Sparsity", id="lbl-sparsity")
+                yield Input(id="in-sparsity", compact=True)
+                yield Label("Balance")
+                yield Input(id="in-balance", compact=True)
+            with Horizontal(classes="inputs"):
+                yield Label("Pruning epochs")
+                yield Input(id="in-start", compact=True)
+                yield Label("to")
+                yield Input(id="in-end", compact=True)
+                yield Label("update every")
+                yield Input(id="in-update", compact=True)
+            yield Static("enter applies · balance 0 = time saved, 1 = loss", classes="hint")
+            # the estimate cards, one under the other
+            for key, title in (("summary", "Summary"), ("performance", "Performance (est.)"),
+                               ("flops", "FLOPs (est.)"), ("params", "Params and size (est.)")):
+                yield Static(title, classes="card-title", id=f"est-{key}-title")
+                yield Static("", id=f"est-{key}-text", classes="card")
+            yield BarChart(title="Sparsity per layer", unit="", x_label="sparsity", modes=("values",),
+                           id="sparsity-chart")
 
     def on_mount(self) -> None:
         self._show_main(False)
         keys.quiet_tabs(self.query_one("#opt-tabs", TabbedContent))
-        self.query_one("#opt-tabs", TabbedContent).hide_tab("tab-groups")
+        self._show_structure(LayersPane)
         self.load_records()
 
     def _show_main(self, has: bool) -> None:
@@ -342,12 +201,14 @@ class OptimizationSection(Widget):
     # ---------------------------------------------------------------------------------- workers
     @app_work(group="opt-load", description="list optimizations")
     def load_records(self) -> None:
-        records = self.ws.list_records(self.project_id, TABLE)
+        from sparsify_tui.services.optimizations import list_optimizations
+
+        records = list_optimizations(self.ws, self.project_id)
         post_result(self, OptimizationsListed(records, (self.ws.get_project(self.project_id) or {}).get("training")))
 
     @on(OptimizationsListed)
     def _listed(self, message: OptimizationsListed) -> None:
-        self.records = sorted(message.records, key=lambda r: str(r.get("created") or ""))
+        self.records = sorted(message.records, key=lambda r: str(r.created or ""))
         self.project_training = message.project_training
         self._fill_list()
 
@@ -356,9 +217,8 @@ class OptimizationSection(Widget):
     def _create(self, values: dict) -> None:
         from sparsify_tui.services import optimizations as core
 
-        settings, sparsity, loss = None, values["sparsity"], values["loss"]
-        if values.get("structure") == "channel":
-            settings, sparsity, loss = ch.create_settings(self.ws, self.project_id, values)
+        pane = STRUCTURE_PANES.get(values.get("structure") or "unstructured", LayersPane)
+        settings, sparsity, loss = pane.create_args(self.ws, self.project_id, values)
         post_result(self, OptimizationChanged(core.create_optimization(
             self.ws, self.project_id, values["name"], perf=values["perf"], loss=loss,
             sparsity=sparsity, balance=values["balance"], quantize=values["quantize"], settings=settings)))
@@ -398,27 +258,30 @@ class OptimizationSection(Widget):
     @on(OptimizationChanged)
     def _changed(self, message: OptimizationChanged) -> None:
         result = message.record
-        if isinstance(result, dict) and result.get("id"):
-            self._select_after = result["id"]
+        if result is not None and result.id:
+            self._select_after = result.id
             self.rec = result
             self.render_record()
         self.load_records()
+
+    @on(ScheduleEdited)
+    def _schedule_edited(self, message: ScheduleEdited) -> None:
+        message.stop()
+        if self.rec is not None:
+            self._update_schedule(self.rec.id, **message.changes)
 
     # ---------------------------------------------------------------------------------- list
     def _fill_list(self) -> None:
         ol = self.query_one("#opt-list", OptionList)
         ol.clear_options()
         for r in self.records:
-            est = r.get("estimates") or {}
-            second = ch.list_text(r) if ch.is_channel(r) else \
-                f"  {est.get('avg_sparsity', 0):.2f} sp{' · INT8' if (r.get('quantization') or {}).get('enabled') else ''}"
-            ol.add_option(Option(f"{escape(r['name'])}\n{second}", id=r["id"]))
+            ol.add_option(Option(f"{escape(r.name)}\n{structure_pane(r).list_text(r)}", id=r.id))
         if not self.records:
             self.rec = None
             self._show_main(False)
             return
-        want = self._select_after or (self.rec or {}).get("id") or self.records[-1]["id"]
-        idx = next((i for i, r in enumerate(self.records) if r["id"] == want), len(self.records) - 1)
+        want = self._select_after or (self.rec.id if self.rec is not None else None) or self.records[-1].id
+        idx = next((i for i, r in enumerate(self.records) if r.id == want), len(self.records) - 1)
         self._select_after = None
         ol.highlighted = idx
         self.rec = self.records[idx]
@@ -432,8 +295,8 @@ class OptimizationSection(Widget):
 
     @on(OptionList.OptionHighlighted, "#opt-list")
     def _highlighted(self, event: OptionList.OptionHighlighted) -> None:
-        rec = next((r for r in self.records if r["id"] == event.option.id), None)
-        if rec is not None and (self.rec is None or rec["id"] != self.rec.get("id")):
+        rec = next((r for r in self.records if r.id == event.option.id), None)
+        if rec is not None and (self.rec is None or rec.id != self.rec.id):
             self.rec = rec
             self.render_record()
 
@@ -441,7 +304,7 @@ class OptimizationSection(Widget):
         """`=`: optimizations side by side (:mod:`sparsify_tui.tui.optimization.compare`)."""
         from sparsify_tui.tui.optimization.compare import OptimizationCompareScreen
 
-        self.app.push_screen(OptimizationCompareScreen(self.project_id, (self.rec or {}).get("id")))
+        self.app.push_screen(OptimizationCompareScreen(self.project_id, self.rec.id if self.rec is not None else None))
 
     # ---------------------------------------------------------------------------------- render
     def render_record(self) -> None:
@@ -449,64 +312,44 @@ class OptimizationSection(Widget):
         if rec is None:
             self._show_main(False)
             return
-        if not all(k in rec for k in ("settings", "epochs", "estimates", "quantization")):
+        if rec.estimates is None:
             self._show_main(False)
             self.query_one("#opt-empty", Static).update(
-                f"{escape(str(rec.get('name')))}: this record has no optimizer settings (made by another "
+                f"{escape(str(rec.name))}: this record has no optimizer settings (made by another "
                 f"tool). Press [b]n[/b] to create an optimization.")
             return
         self._show_main(True)
         self._quiet = True
         try:
-            self.query_one("#opt-header", Static).update(header_text(rec))
-            st, ep = rec["settings"], rec["epochs"]
-            target_field = ch.TARGET_FIELD.get(st.get("target") or "uniform") if ch.is_channel(rec) else "sparsity"
-            self.query_one("#lbl-sparsity", Label).update("Target" if target_field != "sparsity" else
-                                                          ("Ratio" if ch.is_channel(rec) else "Sparsity"))
-            for wid, val in (("#in-sparsity", f"{st[target_field]:.2f}"), ("#in-balance", f"{st['balance']:.2f}"),
-                             ("#in-start", f"{ep['pruning_start_epoch']:g}"),
-                             ("#in-end", f"{ep['pruning_end_epoch']:g}"), ("#in-update", f"{ep['update_frequency']:g}")):
-                inp = self.query_one(wid, Input)
-                if not inp.has_focus:
-                    inp.value = val
-            for key, text in estimate_texts(rec).items():
-                self.query_one(f"#est-{key}-text", Static).update(text)
-            layers = rec["layers"]
-            channel = ch.is_channel(rec)
-            self._show_structure(channel)
-            self.query_one("#sparsity-chart", BarChart).set_data(
-                [l["weight_name"] for l in layers], [float(l.get("sparsity") or 0) for l in layers],
-                title=(f"Channels removed per group ({len(layers)} groups)" if channel
-                       else f"Sparsity per layer ({len(layers)} layers)"))
-            table = self.query_one("#group-table" if channel else "#layer-table", FilterableTable)
-            cursor = table.data_table.cursor_row if table.is_mounted else 0
-            table.set_rows(ch.group_rows(rec) if channel else layer_rows(rec))
-            if table.is_mounted and cursor is not None and 0 <= cursor < table.data_table.row_count:
-                table.data_table.move_cursor(row=cursor)
-            q = rec["quantization"]
-            self.query_one("#q-enabled", TextCheckbox).value = bool(q.get("enabled"))
-            self.query_one("#q-info", Static).update(
-                f"Checked layers stay FP32 (default: INT8-sensitivity outliers). QAT from epoch "
-                f"{q.get('start_epoch')}. Apply (section 5) quantizes with onnxruntime (static QDQ).")
-            sl = self.query_one("#q-excluded", SelectionList)
-            sl.clear_options()
-            excluded = set(q.get("excluded") or [])
-            order = sorted(layers, key=lambda l: -(l.get("int8_sensitivity") or 0))
-            sl.add_options([(f"{l['weight_name'][:40]}  {format_fixed(l.get('int8_sensitivity'), '.3g', '-')}",
-                             l["node_id"], l["node_id"] in excluded) for l in order])
-            from sparsify_tui.optimization.schedule import format_lr_modifiers
-
-            xs, ys = lr_series(rec)
-            self.query_one("#lr-chart", LineChart).set_series({"lr": (xs, ys)})
-            ta = self.query_one("#lr-text", TextArea)
-            if not ta.has_focus:
-                ta.load_text(format_lr_modifiers(rec.get("lr_modifiers") or []))
-            self.query_one("#training-text", Static).update(training_text(rec, self.project_training))
-            self.query_one("#int8-card", Int8Card).show(rec)
-            self._load_int8_benchmark(rec["id"])
+            pane = structure_pane(rec)
+            self.query_one("#opt-header", Static).update(pane.header_text(rec))
+            self._render_settings(rec, pane)
+            self._show_structure(pane)
+            context = PaneContext(project_training=self.project_training)
+            self.query_one(pane).show(rec, context)
+            for other in PANES:
+                self.query_one(other).show(rec, context)
+            self._load_int8_benchmark(rec.id)
             self.refresh_bindings()
         finally:
             self.call_after_refresh(self._unquiet)
+
+    def _render_settings(self, rec: "Optimization", pane: type[StructurePane]) -> None:
+        """The Pruning tab: the inputs, the estimate cards, the per-row chart."""
+        st, ep = rec.settings, rec.epochs
+        target_field, label = pane.target(rec)
+        self.query_one("#lbl-sparsity", Label).update(label)
+        for wid, val in (("#in-sparsity", f"{getattr(st, target_field):.2f}"), ("#in-balance", f"{st.balance:.2f}"),
+                         ("#in-start", f"{ep.pruning_start_epoch:g}"),
+                         ("#in-end", f"{ep.pruning_end_epoch:g}"), ("#in-update", f"{ep.update_frequency:g}")):
+            inp = self.query_one(wid, Input)
+            if not inp.has_focus:
+                inp.value = val
+        for key, text in pane.estimate_texts(rec).items():
+            self.query_one(f"#est-{key}-text", Static).update(text)
+        self.query_one("#sparsity-chart", BarChart).set_data(
+            [l.weight_name for l in rec.layers], [float(l.sparsity or 0) for l in rec.layers],
+            title=pane.chart_title(rec))
 
     def _unquiet(self) -> None:
         self._quiet = False
@@ -519,11 +362,11 @@ class OptimizationSection(Widget):
 
     @on(Int8BenchmarkFound)
     def _int8_benchmark(self, message: Int8BenchmarkFound) -> None:
-        if self.rec is not None and self.rec.get("id") == message.record_id and message.benchmark is not None:
-            self.query_one("#int8-card", Int8Card).show(self.rec, message.benchmark)
+        if self.rec is not None and self.rec.id == message.record_id:
+            self.query_one(QuantPane).show_benchmark(message.benchmark)
 
     def action_int8_search(self) -> None:
-        names = {r.get("name") for r in self.records}
+        names = {r.name for r in self.records}
         k = 1
         while f"int8-{k}" in names:
             k += 1
@@ -541,7 +384,7 @@ class OptimizationSection(Widget):
 
         try:
             s = int8_settings(self.ws.get_project(self.project_id), values)
-            check_name_free(self.ws, self.project_id, s["name"])
+            check_name_free(self.ws, self.project_id, s.get("name"))
             # submit checks the data and labels before a job record exists (jobs.registry.JOB_CHECKS)
             args = {k: v for k, v in s.items() if k != "dims" and v is not None}
             post_result(self, Int8SearchSubmitted(submit(self.ws, self.project_id, "int8_search", args)))
@@ -567,22 +410,17 @@ class OptimizationSection(Widget):
         self.query_one(SectionJobs).follow(message.job)
         if self.rec is not None:
             self.query_one("#opt-tabs", TabbedContent).active = "tab-quant"
-        self.app.notify(f"INT8 search started (job {message.job['id']}): its progress shows under the list (c "
+        self.app.notify(f"INT8 search started (job {message.job.get('id')}): its progress shows under the list (c "
                         "cancels); the optimization appears when it ends. It keeps running if you quit.")
 
     def action_cancel_job(self) -> None:
         self.query_one(SectionJobs).cancel_newest()
 
-
-    def _show_structure(self, channel: bool) -> None:
-        """Channel optimizations edit per-group ratios in Groups; the others per-layer sparsity in Layers."""
+    def _show_structure(self, shown: type[StructurePane]) -> None:
+        """The tab of the record's structure pane is shown, the other structures' hidden."""
         tabs = self.query_one("#opt-tabs", TabbedContent)
-        if channel:
-            tabs.show_tab("tab-groups")
-            tabs.hide_tab("tab-layers")
-        else:
-            tabs.show_tab("tab-layers")
-            tabs.hide_tab("tab-groups")
+        for pane in STRUCTURE_PANES.values():
+            (tabs.show_tab if pane is shown else tabs.hide_tab)(pane.TAB_ID)
 
     @on(TabbedContent.TabActivated, "#opt-tabs")
     def _tab_changed(self) -> None:
@@ -599,9 +437,8 @@ class OptimizationSection(Widget):
         except ValueError:
             self.app.show_error(ValueError("sparsity and balance must be numbers between 0 and 1"))
             return
-        field = ch.TARGET_FIELD.get(self.rec["settings"].get("target") or "uniform") if ch.is_channel(self.rec) \
-            else "sparsity"
-        self._reevaluate(self.rec["id"], balance=bal, **{field: sp})
+        field, _label = structure_pane(self.rec).target(self.rec)
+        self._reevaluate(self.rec.id, balance=bal, **{field: sp})
 
     @on(Input.Submitted, "#in-start, #in-end, #in-update")
     def _epochs_submitted(self) -> None:
@@ -614,68 +451,42 @@ class OptimizationSection(Widget):
         except ValueError:
             self.app.show_error(ValueError("epochs and update frequency must be numbers"))
             return
-        self._update_schedule(self.rec["id"], epochs=ep)
-
-    @on(TextCheckbox.Changed, "#q-enabled")
-    def _quant_toggled(self, event: TextCheckbox.Changed) -> None:
-        if self._quiet or self.rec is None or bool(self.rec["quantization"].get("enabled")) == event.value:
-            return
-        self._update_schedule(self.rec["id"], quantization={"enabled": event.value})
-
-    @on(SelectionList.SelectedChanged, "#q-excluded")
-    def _excluded_changed(self, event: SelectionList.SelectedChanged) -> None:
-        if self._quiet or self.rec is None:
-            return
-        selected = list(event.selection_list.selected)
-        current = list(self.rec["quantization"].get("excluded") or [])
-        layer_ids = {l["node_id"] for l in self.rec.get("layers") or []}
-        if set(selected) == {x for x in current if x in layer_ids}:
-            return  # the list shows layers only: the INT8 search's other FP32 nodes are not a change
-        kept = [x for x in current if x not in layer_ids]
-        self._update_schedule(self.rec["id"], quantization={"excluded": kept + selected})
+        self._update_schedule(self.rec.id, epochs=ep)
 
     def action_apply_lr(self) -> None:
         if self.rec is None:
             return
         from sparsify_tui.errors import ProjectError
-        from sparsify_tui.optimization.schedule import parse_lr_modifiers
 
-        try:
-            mods = parse_lr_modifiers(self.query_one("#lr-text", TextArea).text)
-        except ValueError as err:
-            self.app.show_error(ProjectError(f"learning-rate modifiers: {err}"))
-            return
-        self.query_one("#lr-chart").focus()
-        self._update_schedule(self.rec["id"], lr_modifiers=mods)
+        error = self.query_one(LrPane).apply_text()
+        if error:
+            self.app.show_error(ProjectError(error))
 
-    def _current_layer(self) -> Optional[dict]:
-        if self.rec is None:
-            return None
-        row = self.query_one("#group-table" if ch.is_channel(self.rec) else "#layer-table",
-                             FilterableTable).current_row()
-        if row is None:
-            return None
-        return next((l for l in self.rec["layers"] if l["weight_name"] == row["layer"]), None)
+    def _rows_pane(self) -> StructurePane:
+        return self.query_one(structure_pane(self.rec))
+
+    def _current_layer(self) -> Optional["LayerRow"]:
+        return self._rows_pane().current_layer() if self.rec is not None else None
 
     def _layers_active(self) -> bool:
-        return self.query_one("#opt-tabs", TabbedContent).active in ("tab-layers", "tab-groups")
+        return self.query_one("#opt-tabs", TabbedContent).active in {p.TAB_ID for p in STRUCTURE_PANES.values()}
 
     def action_step(self, direction: int) -> None:
         layer = self._current_layer() if self._layers_active() else None
         if layer is None:
             return
-        new = round(min(0.99, max(0.0, float(layer.get("sparsity") or 0) + direction * STEP)), 4)
-        self._set_override(self.rec["id"], layer["weight_name"], new)
+        new = round(min(0.99, max(0.0, float(layer.sparsity or 0) + direction * STEP)), 4)
+        self._set_override(self.rec.id, layer.weight_name, new)
 
     def action_release(self) -> None:
         layer = self._current_layer() if self._layers_active() else None
         if layer is None:
             return
-        self._set_override(self.rec["id"], layer["weight_name"], None)
+        self._set_override(self.rec.id, layer.weight_name, None)
 
-    @on(FilterableTable.RowChosen, "#layer-table, #group-table")
+    @on(FilterableTable.RowChosen, ", ".join(f"#{p.TABLE_ID}" for p in STRUCTURE_PANES.values()))
     def _row_chosen(self, event: FilterableTable.RowChosen) -> None:
-        layer = next((l for l in (self.rec or {}).get("layers", []) if l["weight_name"] == event.row["layer"]), None)
+        layer = self.rec.layer(event.row.get("layer")) if self.rec is not None else None
         if layer is None:
             return
 
@@ -683,9 +494,9 @@ class OptimizationSection(Widget):
             if text is None or self.rec is None:
                 return
             value = float(text) if text else None
-            self._set_override(self.rec["id"], layer["weight_name"], value)
+            self._set_override(self.rec.id, layer.weight_name, value)
 
-        self.app.push_screen(SparsityDialog(layer["weight_name"], float(layer.get("sparsity") or 0)), done)
+        self.app.push_screen(SparsityDialog(layer.weight_name, float(layer.sparsity or 0)), done)
 
     # ---------------------------------------------------------------------------------- actions
     def action_focus_list(self) -> None:
@@ -696,17 +507,19 @@ class OptimizationSection(Widget):
 
     @app_work(group="opt-dialog", description="list profiles for a new optimization")
     def _open_create(self) -> None:
-        perf = [r for r in self.ws.list_records(self.project_id, "perf_profiles")
-                if r.get("status", "completed") == "completed"]
-        loss = [r for r in self.ws.list_records(self.project_id, "loss_profiles")
-                if r.get("status", "completed") == "completed"]
-        perf.sort(key=lambda r: str(r.get("created") or ""), reverse=True)
-        loss.sort(key=lambda r: str(r.get("created") or ""), reverse=True)
-        perf_opts = [(f"{r.get('name', r['id'])} (measured)", r["id"]) for r in perf] + [("FLOPS (time ∝ FLOPs)", "flops")]
-        loss_opts = [(f"{r.get('name', r['id'])} ({r.get('method', 'measured')}{ch.loss_label(r)})", r["id"])
-                     for r in loss] + \
-            [("Approximated", "approximated")]
-        names = {r.get("name") for r in self.ws.list_records(self.project_id, TABLE)}
+        from sparsify_tui.services.profiles import loss_structure
+
+        def newest_first(table: str) -> list:
+            done = [r for r in self.ws.list_records(self.project_id, table)
+                    if r.get("status", "completed") == "completed"]
+            return sorted(done, key=lambda r: str(r.get("created") or ""), reverse=True)
+
+        perf_opts = [(f"{r.get('name', r.get('id'))} (measured)", r.get("id")) for r in newest_first("perf_profiles")]
+        perf_opts.append(("FLOPS (time ∝ FLOPs)", "flops"))
+        loss_opts = [(f"{r.get('name', r.get('id'))} ({r.get('method', 'measured')}{loss_label(loss_structure(r))})",
+                      r.get("id")) for r in newest_first("loss_profiles")]
+        loss_opts.append(("Approximated", "approximated"))
+        names = {r.name for r in self.records}
         k = 1
         while f"opt{k}" in names:
             k += 1
@@ -723,7 +536,7 @@ class OptimizationSection(Widget):
 
     def action_copy(self) -> None:
         if self.rec is not None:
-            self._copy(self.rec["id"])
+            self._copy(self.rec.id)
 
     def action_delete(self) -> None:
         if self.rec is None:
@@ -733,15 +546,15 @@ class OptimizationSection(Widget):
         def done(ok: Optional[bool]) -> None:
             if ok:
                 self.rec = None
-                self._delete(rec["id"])
+                self._delete(rec.id)
 
-        self.app.push_screen(ConfirmDialog(f"Delete optimization {rec['name']!r}?"), done)
+        self.app.push_screen(ConfirmDialog(f"Delete optimization {rec.name!r}?"), done)
 
     def action_export(self) -> None:
         if self.rec is None:
             self.app.notify("Create an optimization first (n).", severity="warning")
             return
-        self._open_export(self.rec["id"], self.rec["name"])
+        self._open_export(self.rec.id, self.rec.name)
 
     @app_work(group="opt-dialog", description="default export path")
     def _open_export(self, rec_id: str, name: str) -> None:
@@ -767,43 +580,45 @@ class OptimizationSection(Widget):
         return True
 
     def _tabs(self) -> list[str]:
-        """The tabs shown: Groups instead of Layers for a channel optimization."""
-        hidden = "tab-layers" if self.rec is not None and ch.is_channel(self.rec) else "tab-groups"
-        return [t for t in TABS if t != hidden]
+        """The tabs shown: the record's structure pane, not the other structures'."""
+        shown = structure_pane(self.rec).TAB_ID
+        hidden = {p.TAB_ID for p in STRUCTURE_PANES.values()} - {shown}
+        return [t for t in TABS if t not in hidden]
 
     def action_view_tab(self, tab: str) -> None:
-        """m/l: the Pruning or Layers (Groups) tab (and its table or inputs take the focus)."""
+        """m/l: the Pruning tab or the structure's pane (and its table or inputs take the focus)."""
         if self.rec is None:
             return
-        if tab in ("tab-layers", "tab-groups"):
-            tab = "tab-groups" if ch.is_channel(self.rec) else "tab-layers"
+        structure = {p.TAB_ID: p for p in STRUCTURE_PANES.values()}
+        if tab in structure:
+            tab = structure_pane(self.rec).TAB_ID
         self.query_one("#opt-tabs", TabbedContent).active = tab
-        target = {"tab-pruning": "#in-sparsity", "tab-layers": "#layer-table", "tab-groups": "#group-table",
-                  "tab-quant": "#q-enabled", "tab-lr": "#lr-chart", "tab-training": "#training-scroll"}[tab]
-        self.query_one(target).focus()
+        focus = {p.TAB_ID: p.FOCUS for p in (*STRUCTURE_PANES.values(), *PANES)}
+        self.query_one(focus.get(tab, "#in-sparsity")).focus()
 
     def action_cycle_tab(self, step: int) -> None:
         if self.rec is not None:
             self.action_view_tab(keys.cycle(self._tabs(), self.query_one("#opt-tabs", TabbedContent).active, step))
 
     def action_inspect(self) -> None:
-        """`i`: the full record of the Layers table row under the cursor."""
+        """`i`: the full record of the structure pane's row under the cursor."""
         if self.rec is None:
             return
         if not self._layers_active():
-            self.action_view_tab("tab-layers")
+            self.action_view_tab(LayersPane.TAB_ID)
             self.notify("Pick a row, then i shows its record (enter edits its sparsity).", timeout=3)
             return
         layer = self._current_layer()
         if layer is not None:
-            self.app.push_screen(RecordDialog(f"{layer['weight_name']} · {layer.get('op_type')}",
-                                              layer_record(self.rec, layer)))
+            pane = structure_pane(self.rec)
+            self.app.push_screen(RecordDialog(f"{layer.weight_name} · {layer.op_type}",
+                                              pane.layer_record(self.rec, layer)))
 
     def action_sync_training(self) -> None:
         """`u`: take the project's changed training settings (asks first: edits to the epochs and LR are replaced)."""
         if self.rec is None or not training_stale(self.rec, self.project_training):
             return
-        rec_id, p = self.rec["id"], self.project_training or {}
+        rec_id, p = self.rec.id, self.project_training or {}
 
         def answer(yes: Optional[bool]) -> None:
             if yes:
@@ -811,7 +626,7 @@ class OptimizationSection(Widget):
 
         self.app.push_screen(ConfirmDialog(
             f"Take the project's training settings ({p.get('optimizer')}, {p.get('epochs')} epochs, LR "
-            f"{p.get('init_lr')} → {p.get('final_lr')}) into {self.rec['name']!r}? Its epoch plan and LR schedule "
+            f"{p.get('init_lr')} → {p.get('final_lr')}) into {self.rec.name!r}? Its epoch plan and LR schedule "
             "are rebuilt from them (edits to those are replaced).", confirm_label="Update", title="Update training"),
             answer)
 

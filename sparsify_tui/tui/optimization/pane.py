@@ -1,0 +1,160 @@
+"""What a tab of the Optimization section is: a :class:`RecordPane` renders the selected optimization (the typed
+:class:`~sparsify_tui.optimization.record.Optimization`) and asks the section for edits with Messages; a
+:class:`StructurePane` is the one tab that depends on the pruning structure (its rows, and the texts the section
+shows for that structure: header, estimate cards, list line, the Target input).
+
+**Adding a pane**: a module here with a :class:`RecordPane` subclass (``TAB_ID``, ``TITLE``, ``FOCUS``, ``show``)
+and one line in :data:`sparsify_tui.tui.optimization.section.PANES`. **A structure's pane**: a
+:class:`StructurePane` subclass with ``STRUCTURE`` set, and one line in
+:data:`sparsify_tui.tui.optimization.section.STRUCTURE_PANES`; the section shows the pane of the selected record's
+structure and hides the others.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, ClassVar, Dict, List, Optional, Tuple
+
+from rich.markup import escape
+from textual.message import Message
+from textual.widget import Widget
+
+from sparsify_tui.tui.widgets.tables import Column, FilterableTable
+
+if TYPE_CHECKING:
+    from sparsify_tui.optimization.record import LayerRow, Optimization
+
+
+@dataclass
+class PaneContext:
+    """What a pane may show besides the record: the project's training settings now (the Training pane compares
+    them with the record's copy) and the newest benchmark of the record (the INT8 card)."""
+
+    project_training: Optional[Dict[str, Any]] = None
+    benchmark: Optional[Dict[str, Any]] = None
+
+
+@dataclass
+class ScheduleEdited(Message):
+    """A pane asks the section to store schedule changes (:func:`sparsify_tui.services.optimizations.
+    update_schedule` keywords: ``epochs``, ``quantization``, ``lr_modifiers``)."""
+
+    changes: Dict[str, Any] = field(default_factory=dict)
+
+
+class RecordPane(Widget):
+    """One tab of the Optimization section. ``TAB_ID`` / ``TITLE``: the tab; ``FOCUS``: the selector of the widget
+    that takes the focus when the tab is opened with its key."""
+
+    TAB_ID: ClassVar[str] = ""
+    TITLE: ClassVar[str] = ""
+    FOCUS: ClassVar[str] = ""
+
+    DEFAULT_CSS = """
+    RecordPane { height: 1fr; }
+    """
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.rec: Optional["Optimization"] = None
+        self.quiet = False  # True while show() sets values: the change events they fire are not edits
+
+    def show(self, rec: "Optimization", context: PaneContext) -> None:
+        """Render ``rec``. Called on every selection and after every edit."""
+        self.rec = rec
+        self.quiet = True
+        try:
+            self.render_record(rec, context)
+        finally:
+            self.call_after_refresh(self._unquiet)
+
+    def render_record(self, rec: "Optimization", context: PaneContext) -> None:
+        raise NotImplementedError
+
+    def _unquiet(self) -> None:
+        self.quiet = False
+
+
+class StructurePane(RecordPane):
+    """The rows of one pruning structure (``STRUCTURE``): a :class:`FilterableTable` (``TABLE_ID``, ``COLUMNS``,
+    ``HINT``) the section's edit keys work on (enter edits the row's value, ``+``/``-`` step it, ``x`` releases the
+    override, ``i`` shows the row's record), and the texts the section shows for a record of this structure."""
+
+    STRUCTURE: ClassVar[str] = ""
+    TABLE_ID: ClassVar[str] = ""
+    COLUMNS: ClassVar[List[Column]] = []
+    HINT: ClassVar[str] = ""
+    ROW_NOUN: ClassVar[str] = "layer"
+
+    DEFAULT_CSS = """
+    StructurePane .hint { color: $text-muted; height: auto; padding: 0 1; }
+    """
+
+    def compose(self):
+        from textual.widgets import Static
+
+        yield Static(self.HINT, classes="hint", id=f"{self.TABLE_ID}-hint")
+        yield FilterableTable(self.COLUMNS, id=self.TABLE_ID)
+
+    @property
+    def table(self) -> FilterableTable:
+        return self.query_one(f"#{self.TABLE_ID}", FilterableTable)
+
+    def render_record(self, rec: "Optimization", context: PaneContext) -> None:
+        table = self.table
+        cursor = table.data_table.cursor_row if table.is_mounted else 0
+        table.set_rows(self.rows(rec))
+        if table.is_mounted and cursor is not None and 0 <= cursor < table.data_table.row_count:
+            table.data_table.move_cursor(row=cursor)
+
+    def current_layer(self) -> Optional["LayerRow"]:
+        """The record's row under the table's cursor, or None."""
+        row = self.table.current_row()
+        return self.rec.layer(row.get("layer")) if row is not None and self.rec is not None else None
+
+    # -- what the section shows for a record of this structure ---------------------------------------------------
+    @classmethod
+    def rows(cls, rec: "Optimization") -> List[Dict[str, Any]]:
+        """The table's rows (``_key`` and ``layer``: the row's weight name / group id)."""
+        raise NotImplementedError
+
+    @classmethod
+    def header_text(cls, rec: "Optimization") -> str:
+        raise NotImplementedError
+
+    @classmethod
+    def estimate_texts(cls, rec: "Optimization") -> Dict[str, str]:
+        """Texts of the Summary / Performance / FLOPs / Params estimate cards."""
+        raise NotImplementedError
+
+    @classmethod
+    def list_text(cls, rec: "Optimization") -> str:
+        """The second line of the record in the section's list."""
+        raise NotImplementedError
+
+    @classmethod
+    def target(cls, rec: "Optimization") -> Tuple[str, str]:
+        """``(settings field, label)`` of the Target input of the Pruning tab."""
+        return "sparsity", "Sparsity"
+
+    @classmethod
+    def chart_title(cls, rec: "Optimization") -> str:
+        return f"Sparsity per layer ({len(rec.layers)} layers)"
+
+    @classmethod
+    def create_args(cls, ws, project_id: str, values: Dict[str, Any]) -> Tuple[Optional[dict], float, Optional[str]]:
+        """``(settings, sparsity, loss)`` for ``create_optimization`` from the create dialog's ``values``."""
+        return None, values["sparsity"], values["loss"]
+
+    @classmethod
+    def layer_record(cls, rec: "Optimization", layer: "LayerRow") -> list:
+        """Every field of one row for the ``i`` dialog: ``(label, value)`` pairs."""
+        return [(k.replace("_", " "), v) for k, v in layer.to_dict().items()]
+
+
+def warnings_text(rec: "Optimization") -> str:
+    """The record's warnings, one line each (for the Summary card)."""
+    return "".join(f"\n[b yellow]warning:[/] {escape(w)}" for w in rec.warnings or [])
+
+
+__all__ = ["PaneContext", "ScheduleEdited", "RecordPane", "StructurePane", "warnings_text"]
