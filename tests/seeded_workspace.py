@@ -47,7 +47,7 @@ def seed_loss(ws, pid: str) -> str:
     return store_loss_profile(ws, pid, seeded_profile())["record_id"]
 
 
-def seed_benchmark(ws, pid: str, optimization: dict) -> str:
+def seed_benchmark(ws, pid: str, optimization) -> str:
     """A benchmark of the baseline against ``optimization`` (the runs of tests/test_benchmark_tui.py) with the
     accuracy of :data:`ACCURACY`; returns its record id."""
     from test_benchmark_tui import seeded_result
@@ -56,13 +56,13 @@ def seed_benchmark(ws, pid: str, optimization: dict) -> str:
     from sparsify_tui.services.benchmarks import benchmark_record
 
     res = seeded_result("benchmark 1", "2026-01-02T10:00:00+00:00")
-    label = optimization["name"]
-    res.models = [ModelSpec("baseline", "base.onnx"), ModelSpec(label, "opt.onnx", optimization["id"], label)]
+    label = optimization.name
+    res.models = [ModelSpec("baseline", "base.onnx"), ModelSpec(label, "opt.onnx", optimization.id, label)]
     for run in res.runs:
         if run.model != "baseline":
-            run.model, run.optimization, run.optimization_id = label, label, optimization["id"]
+            run.model, run.optimization, run.optimization_id = label, label, optimization.id
     res.accuracy = ACCURACY
-    args = {"name": res.name, "optimizations": [optimization["id"]], "batch_sizes": [1, 4], "core_counts": [1, 2],
+    args = {"name": res.name, "optimizations": [optimization.id], "batch_sizes": [1, 4], "core_counts": [1, 2],
             "warmup": 2, "iterations": 6, "data": "lines.npz"}
     rec = ws.add_record(pid, "benchmarks", {"id": "bench1", "created": res.created, **benchmark_record(res, args)})
     res.id = rec["id"]

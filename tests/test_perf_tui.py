@@ -289,14 +289,17 @@ async def test_a_profile_stored_by_another_process_shows_while_the_section_is_op
 
 async def test_a_profile_run_from_the_new_dialog_shows_when_it_finishes(ws, demo_model, tmp_path, monkeypatch):
     """Issue 24 bug 1 as reported: `n`, name, 1 core, run; when the job finishes, its profile is shown (the app
-    died with DuplicateIds 'measured-view' here), and the focus is in the view."""
+    died with DuplicateIds 'measured-view' here), and the focus moves from the list into its view."""
     from sparsify_tui.tui.perf.dialogs import PerfProfileDialog
 
     monkeypatch.setenv("SPARSIFY_TUI_MEASURE_LOCK", str(tmp_path / "measure.lock"))
     pid, _ = seed(ws, demo_model)
     app = make_app(ws, pid)
     async with app.run_test(size=SIZE) as pilot:
-        section, view, dialog = await open_add_dialog(pilot)
+        section, view = await open_profile(pilot)
+        await pilot.press("p", "n")  # from the list
+        await wait_for(pilot, lambda: isinstance(app.screen, PerfProfileDialog))
+        dialog = app.screen
         for key, value in (("name", "tui2"), ("core_count", "1"), ("warmup", "1"), ("iterations", "3")):
             dialog.query_one(f"#{key}").value = value
         dialog.query_one("#int8").value = False

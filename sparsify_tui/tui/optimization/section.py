@@ -137,6 +137,7 @@ class OptimizationSection(Widget):
         self.records: list["Optimization"] = []
         self.rec: Optional["Optimization"] = None
         self._select_after: Optional[str] = None
+        self._rows_tab: Optional[str] = None  # the structure tab to show once render_record's tabs are drawn
         self._quiet = False
         self.project_training: Optional[dict] = None  # the project's training settings now
 
@@ -324,6 +325,8 @@ class OptimizationSection(Widget):
             pane = structure_pane(rec)
             self.query_one("#opt-header", Static).update(pane.header_text(rec))
             self._render_settings(rec, pane)
+            # on the rows of the record before: the rows of this one (Layers -> Groups), once the tab is shown
+            self._rows_tab = pane.TAB_ID if self._layers_active() else None
             self._show_structure(pane)
             context = PaneContext(project_training=self.project_training)
             self.query_one(pane).show(rec, context)
@@ -333,6 +336,29 @@ class OptimizationSection(Widget):
             self.refresh_bindings()
         finally:
             self.call_after_refresh(self._unquiet)
+            self.call_after_refresh(self._keep_focus)
+
+    def _keep_focus(self) -> None:
+        """The focused widget was hidden (the other structure's tab) or removed: the focus goes to the active tab's
+        widget, else to the list, never nowhere (the section's keys then did nothing until tab)."""
+        if getattr(self.app, "section", None) != "optimization" or self.screen is not self.app.screen:
+            return
+        rows_tab, self._rows_tab = self._rows_tab, None
+        tabs = self.query_one("#opt-tabs", TabbedContent)
+        if rows_tab is not None and tabs.active != rows_tab:
+            had_rows = self.screen.focused is None or any(
+                isinstance(a, StructurePane) for a in self.screen.focused.ancestors_with_self)
+            tabs.active = rows_tab
+            if had_rows:
+                self.action_view_tab(rows_tab)
+            return
+        focused = self.screen.focused
+        if focused is not None and focused.region.area > 0:
+            return
+        tab = self.query_one("#opt-tabs", TabbedContent).active
+        focus = {p.TAB_ID: p.FOCUS for p in (*STRUCTURE_PANES.values(), *PANES)}.get(tab)
+        target = self.query(focus) if focus and self.rec is not None else None
+        (target.first() if target else self.query_one("#opt-list")).focus()
 
     def _render_settings(self, rec: "Optimization", pane: type[StructurePane]) -> None:
         """The Pruning tab: the inputs, the estimate cards, the per-row chart."""

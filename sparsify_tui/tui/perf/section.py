@@ -418,10 +418,10 @@ class PerfSection(RecordListSection):
     @on(PerfDialogReady)
     def _show_dialog(self, message: PerfDialogReady) -> None:
         def done(result: Optional[dict]) -> None:
-            if result and result.get("record_id"):
-                self._user_chose = True
-                self._select_after = str(result["record_id"])
-            elif result and result.get("job"):  # hidden while its job runs: follow it under the list
+            if result and result.get("record_id"):  # the profile the user just made: shown, its view focused
+                self.show_when_listed(str(result["record_id"]), focus=True)
+                return
+            if result and result.get("job"):  # hidden while its job runs: follow it under the list
                 self.follow_job(result["job"])
             self.reload()
 

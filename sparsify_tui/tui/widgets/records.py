@@ -121,6 +121,7 @@ class RecordListSection(Widget):
         self._signature: Optional[list] = None  # of the records the options show (None: never listed)
         self._user_chose = False  # until the user picks an entry, the newest record is shown
         self._select_after: Optional[str] = None  # record to show once the list has it (a finished job's)
+        self._focus_after = False  # and move the focus into its view (the user just made it in a dialog)
 
     # -- to implement ---------------------------------------------------------------------------------
     def record_option(self, record: dict) -> Option:
@@ -224,9 +225,10 @@ class RecordListSection(Widget):
             if self.FIXED:
                 options.add_option(Option(self.FIXED[1], id=self.FIXED[0]))
             options.add_options(grouped_options(records, self.record_option, width=self.LIST_WIDTH))
-        refresh = False
+        refresh = focus = False
         if self._select_after in ids:  # a finished job's record: read it again (a rerun replaced its numbers)
             target, refresh, self._select_after = self._select_after, True, None
+            focus, self._focus_after = self._focus_after, False
         elif not self._user_chose and records:
             target = str(newest(records)["id"])
         elif self.selected in ids:
@@ -235,13 +237,20 @@ class RecordListSection(Widget):
             target = ids[0] if ids else None
         # read it again when its record changed (a rerun from another shell)
         refresh = refresh or any(str(sig[0]) == target and before.get(target) not in (None, sig) for sig in signature)
-        self.select(target, refresh=refresh)
+        self.select(target, refresh=refresh, focus=focus)
         if target is not None:
             index = options.get_option_index(target)
             if changed or options.highlighted != index:
                 options.highlighted = index
         if getattr(self.app, "section", None) == self.SECTION and self.screen.focused is None:
             self.focus_default()  # nothing had the focus (the focused widget went away): the list takes it
+
+    def show_when_listed(self, record_id: str, *, focus: bool = False) -> None:
+        """Show record ``record_id`` once the list has it (it was just made), with the focus in its view when
+        ``focus`` (the user made it in a dialog); the list is read again now."""
+        self._user_chose = True
+        self._select_after, self._focus_after = record_id, focus
+        self.reload()
 
     def select(self, selected: Optional[str], *, refresh: bool = False, focus: bool = False) -> None:
         """Show ``selected`` (record id or FIXED id); only a change, a ``refresh`` or a ``focus`` reaches
