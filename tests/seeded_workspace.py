@@ -1,6 +1,7 @@
 """A populated demo project from stored records only (nothing is measured, so every screen looks the same on any
 CPU): a measured perf profile with INT8 and a noise warning, a one-shot loss profile, an unstructured optimization
-with INT8, and a benchmark of the baseline against it with accuracy on labelled data (top-1, agreement, NMSE).
+with INT8 and a benchmark of the baseline against it with accuracy on labelled data (top-1, agreement, NMSE), and a
+channel optimization (est. speedup 1.5×, round_to pinned to 8: the CPU's own block size is not used).
 
 Used by the tests that walk every section and dialog (focus, cut text)."""
 
@@ -79,4 +80,6 @@ def seed_demo(ws, demo_model) -> str:
     seed_loss(ws, pid)
     opt = create_optimization(ws, pid, "pruned 0.7 + INT8", perf="perf1", sparsity=0.7, quantize=True)
     seed_benchmark(ws, pid, opt)
+    create_optimization(ws, pid, "channel 1.5x", perf="perf1", settings={
+        "structure": "channel", "round_to": 8, "target": "speedup", "target_speedup": 1.5})
     return pid

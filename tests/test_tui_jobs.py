@@ -111,7 +111,7 @@ async def test_jobs_view_lists_every_project_with_progress_log_and_cancel(ws, de
         await wait_for(pilot, lambda: screen.current_job()["id"] == running["id"])
         await wait_for(pilot, lambda: f"job {running['id']}" in str(screen.query_one("#job-detail").render()))
         await pilot.press("l")  # hides the log pane, l again shows it
-        assert screen.query_one("#job-detail").has_class("-hidden")
+        assert screen.query_one("#job-detail-scroll").has_class("-hidden")
         await pilot.press("l")
         await pilot.press("c")
         await wait_for(pilot, lambda: isinstance(app.screen, ConfirmDialog))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
+from rich.text import Text
 from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
@@ -13,6 +14,7 @@ from textual.widgets.option_list import Option
 
 from sparsify_tui.tui.widgets.dialogs import FormDialog
 from sparsify_tui.tui.widgets.inputs import TextInput
+from sparsify_tui.tui.widgets.labels import elide_middle
 from sparsify_tui.tui.widgets.toggles import TextSelectionList
 
 
@@ -178,11 +180,16 @@ class ApplyDialog(FormDialog[Optional[dict]]):
             self._show(self.optimizations[0]["id"])
 
     def _show(self, opt_id: str) -> None:
+        path = self.default_paths.get(opt_id, "")
         if self._auto_path:
-            self.query_one("#out_path", Input).value = self.default_paths.get(opt_id, "")
+            out = self.query_one("#out_path", TextInput)
+            out.value = path
+            out.show_end()  # the file name shows, not the start of a long folder
             self._auto_path = True
-        self.query_one("#status", Static).update(
-            "The project copy is always written to <project>/optimized/; a different path also exports it.")
+        status = self.query_one("#status", Static)
+        room = (status.content_region.width or 60) - len("Project copy: ")
+        status.update(Text.assemble("Project copy: ", elide_middle(path, room),
+                                    "\nAnother path there also exports it."))
 
     @on(OptionList.OptionHighlighted, "#opts")
     def _highlighted(self, event: OptionList.OptionHighlighted) -> None:

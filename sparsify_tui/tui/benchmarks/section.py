@@ -33,6 +33,7 @@ from sparsify_tui.tui.benchmarks.messages import ApplyDialogReady, BenchmarkDial
 from sparsify_tui.tui.widgets import keys
 from sparsify_tui.tui.widgets.charts import BarChart, LineChart
 from sparsify_tui.tui.widgets.dialogs import fresh_name
+from sparsify_tui.tui.widgets.labels import elide_middle
 from sparsify_tui.tui.widgets.records import RecordListSection
 from sparsify_tui.tui.widgets.tables import Column, FilterableTable
 from sparsify_tui.tui.workers import app_work, post_result
@@ -49,14 +50,15 @@ def _fmt_list(values) -> str:
     return ",".join(str(v) for v in values or [])
 
 
-def card_text(rec: dict) -> str:
-    """Three-line card text of a benchmark record (Rich markup escaped by the caller's Option)."""
+def card_text(rec: dict, width: int = 0) -> str:
+    """Three-line card text of a benchmark record (Rich markup escaped by the caller's Option); the name elided in
+    the middle to ``width`` cells."""
     created = str(rec.get("created") or "")[5:16].replace("T", " ")
     models = rec.get("models") or []
     best = [s.get("speedup") for s in rec.get("summary") or [] if s.get("model") != "baseline"
             and isinstance(s.get("speedup"), (int, float))]
     best_text = f" best {max(best):.2f}×" if best else ""
-    return (f"{rec.get('name') or rec['id']}\n"
+    return (f"{elide_middle(str(rec.get('name') or rec['id']), width)}\n"
             f"  {created} · {len(models)} model{'s' if len(models) != 1 else ''}\n"
             f"  b{_fmt_list(rec.get('batch_sizes'))} c{_fmt_list(rec.get('core_counts'))}{best_text}")
 
@@ -270,7 +272,7 @@ class BenchmarksSection(RecordListSection):
 
     # -- data ------------------------------------------------------------------------------
     def record_option(self, record: dict) -> Option:
-        return Option(Text(card_text(record)), id=record["id"])
+        return Option(Text(card_text(record, self.LIST_WIDTH)), id=record["id"])
 
     def sort_records(self, records: list[dict]) -> list[dict]:
         return sort_newest_first(records)

@@ -20,6 +20,7 @@ from rich.markup import escape
 from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
+from textual.containers import VerticalScroll
 from textual.screen import Screen
 from textual.widgets import DataTable, Footer, Header, Static
 
@@ -117,7 +118,8 @@ class JobsScreen(Screen):
             Column("created", "Created", fmt=lambda v: tables.format_timestamp(v)),
             Column("id", "Id", filter=True),
         ], id="jobs-table")
-        yield Static("", id="job-detail")
+        with VerticalScroll(id="job-detail-scroll"):  # the job and its log's last lines: longer than 9 rows
+            yield Static("", id="job-detail")
         yield Footer(compact=True, show_command_palette=False)
 
     def on_mount(self) -> None:
@@ -207,7 +209,7 @@ class JobsScreen(Screen):
         self.app.pop_screen()
 
     def action_toggle_log(self) -> None:
-        self.query_one("#job-detail").toggle_class("-hidden")
+        self.query_one("#job-detail-scroll").toggle_class("-hidden")
 
     def action_cancel_job(self) -> None:
         job = self.selected()

@@ -28,6 +28,7 @@ from sparsify_tui.tui.loss.messages import LossProfileLoaded
 from sparsify_tui.tui.widgets import keys
 from sparsify_tui.tui.widgets.charts import BarChart
 from sparsify_tui.tui.widgets.dialogs import RecordDialog, analysis_fields, fresh_name
+from sparsify_tui.tui.widgets.labels import elide_middle
 from sparsify_tui.tui.widgets.records import RecordListSection, RecordView
 from sparsify_tui.tui.widgets.tabs import place_tab_underlines
 from sparsify_tui.tui.widgets.tables import Column, FilterableTable, format_count, format_percent
@@ -319,6 +320,7 @@ class LossSection(RecordListSection):
     LIST_ID = "loss-list"
     JOBS_ID = "loss-jobs"
     FIXED = (APPROX_ID, "Approximated")
+    LIST_WIDTH = 22  # the list pane is 24 wide
 
     DEFAULT_CSS = """
     LossSection { height: 1fr; }
@@ -379,7 +381,9 @@ class LossSection(RecordListSection):
 
     # -- list ------------------------------------------------------------------------------------
     def record_option(self, record: dict) -> Option:
-        return Option(f"{record.get('name') or record['id']} ({record.get('method', '?')})", id=str(record["id"]))
+        method = f" ({record.get('method', '?')})"
+        return Option(elide_middle(str(record.get("name") or record["id"]), self.LIST_WIDTH - len(method)) + method,
+                      id=str(record["id"]))
 
     def record_signature(self, record: dict) -> tuple:
         return super().record_signature(record) + (record.get("method"),)

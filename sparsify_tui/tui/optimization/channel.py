@@ -41,7 +41,7 @@ def measured_text(rec: "Optimization") -> str:
     """"measured 1.62× (benchmark 'b1', batch 1, 2 cores)", or how to get a measurement."""
     m = rec.measured
     if m is None:
-        return "measured: not yet (a Benchmarks run with this optimization records it)"
+        return "not measured yet (Benchmarks, n)"
     stale = " [stale: changed since]" if m.stale else ""
     return (f"measured {format_fixed(m.speedup)}× ({escape(str(m.benchmark_name))}, batch "
             f"{m.batch_size}, {m.core_count} cores){stale}")

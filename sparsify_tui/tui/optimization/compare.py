@@ -27,6 +27,7 @@ from textual.widgets import Footer, SelectionList, Static, TabbedContent, TabPan
 from sparsify_tui.tui import messages
 from sparsify_tui.tui.optimization.messages import OptimizationsCompared, OptimizationsListed
 from sparsify_tui.tui.widgets import keys
+from sparsify_tui.tui.widgets.labels import elide_middle
 from sparsify_tui.tui.widgets.tables import Column, FilterableTable
 from sparsify_tui.tui.widgets.toggles import TextSelectionList
 from sparsify_tui.tui.workers import app_work, post_result
@@ -114,7 +115,7 @@ class OptimizationCompareScreen(ModalScreen[None]):
     OptimizationCompareScreen { background: $background; }
     OptimizationCompareScreen > Vertical { width: 100%; height: 100%; }
     OptimizationCompareScreen #ocmp-title { height: 1; padding: 0 1; text-style: bold; background: $panel; }
-    OptimizationCompareScreen #ocmp-left { width: 20; border-right: solid $primary-darken-2; }
+    OptimizationCompareScreen #ocmp-left { width: 24; border-right: solid $primary-darken-2; }
     OptimizationCompareScreen #ocmp-list { height: 1fr; border: none; }
     OptimizationCompareScreen .hint { color: $text-muted; height: auto; padding: 0 1; }
     OptimizationCompareScreen TabbedContent { height: 1fr; width: 1fr; }
@@ -176,7 +177,8 @@ class OptimizationCompareScreen(ModalScreen[None]):
         checked = initial_ids(self.records, self.current)
         sl = self.query_one("#ocmp-list", SelectionList)
         sl.clear_options()
-        sl.add_options([(r.name or r.id, r.id, r.id in checked) for r in self.records])
+        # "[x] " and the border take 6 of the 24 columns: a longer name is elided in the middle, never wrapped
+        sl.add_options([(elide_middle(r.name or r.id, 18), r.id, r.id in checked) for r in self.records])
         sl.focus()
         self._compare_checked()
 

@@ -28,6 +28,7 @@ from sparsify_tui.formatting import format_fixed
 from sparsify_tui.tui.optimization.pane import PaneContext, RecordPane, ScheduleEdited
 from sparsify_tui.tui.widgets.charts import Plot
 from sparsify_tui.tui.widgets.dialogs import FormDialog
+from sparsify_tui.tui.widgets.labels import elide_middle
 from sparsify_tui.tui.widgets.tables import Column, FilterableTable
 from sparsify_tui.tui.widgets.toggles import TextCheckbox, TextSelectionList
 
@@ -218,7 +219,7 @@ class QuantPane(RecordPane):
         sl.clear_options()
         excluded = set(q.excluded or [])
         order = sorted(rec.layers, key=lambda l: -(l.int8_sensitivity or 0))
-        sl.add_options([(f"{l.weight_name[:40]}  {format_fixed(l.int8_sensitivity, '.3g', '-')}",
+        sl.add_options([(f"{elide_middle(l.weight_name, 40)}  {format_fixed(l.int8_sensitivity, '.3g', '-')}",
                          l.node_id, l.node_id in excluded) for l in order])
         self.query_one("#int8-card", Int8Card).show(rec, context.benchmark)
 

@@ -88,7 +88,7 @@ class OptimizationSection(Widget):
     OptimizationSection #opt-list { height: 1fr; }
     OptimizationSection #opt-left .hint { color: $text-muted; height: auto; padding: 0 1; }
     OptimizationSection #opt-main { width: 1fr; }
-    OptimizationSection #opt-header { height: 2; padding: 0 1; }
+    OptimizationSection #opt-header { height: auto; padding: 0 1; }  /* wraps at a word, never cut */
     OptimizationSection #opt-empty { padding: 1 2; color: $text-muted; }
     OptimizationSection #opt-tabs { height: 1fr; }
     OptimizationSection TabPane { padding: 0; }

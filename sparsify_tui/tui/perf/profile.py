@@ -147,7 +147,7 @@ class PerfProfileView(RecordView):
     DEFAULT_CSS = """
     PerfProfileView { height: 1fr; }
     PerfProfileView #perf-summary { height: auto; padding: 0 1; }
-    PerfProfileView .perf-line { height: 1; padding: 0 1; color: $text-muted; }
+    PerfProfileView .perf-line { height: auto; padding: 0 1; color: $text-muted; }  /* a hint wraps at a word */
     PerfProfileView FilterableTable { height: 1fr; }
     """
 

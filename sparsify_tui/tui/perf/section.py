@@ -31,6 +31,7 @@ from sparsify_tui.tui.perf.profile import TABLE, TABS, PerfProfileView
 from sparsify_tui.tui.widgets import keys
 from sparsify_tui.tui.widgets.charts import BarChart
 from sparsify_tui.tui.widgets.dialogs import RecordDialog, analysis_fields, fresh_name
+from sparsify_tui.tui.widgets.labels import elide_middle
 from sparsify_tui.tui.widgets.records import RecordListSection, RecordView
 from sparsify_tui.tui.widgets.tables import (Column, FilterableTable, format_count, format_percent,
                                              format_shape)
@@ -62,15 +63,17 @@ def node_rows(analysis: dict) -> list[dict]:
     return rows
 
 
-def record_label(record: dict) -> str:
-    """The profile list label of a measured profile record: ``"b1 (b1, 2c)"`` (name, batch, cores)."""
+def record_label(record: dict, width: int = 0) -> str:
+    """The profile list label of a measured profile record: ``"b1 (b1, 2c)"`` (name, batch, cores), in at most
+    ``width`` cells (a long name is elided in the middle; the batch and cores always show)."""
     label = str(record.get("name") or record.get("id"))
     extra = []
     if record.get("batch_size"):
         extra.append(f"b{record['batch_size']}")
     if record.get("core_count"):
         extra.append(f"{record['core_count']}c")
-    return f"{label} ({', '.join(extra)})" if extra else label
+    suffix = f" ({', '.join(extra)})" if extra else ""
+    return elide_middle(label, width - len(suffix) if width else 0) + suffix
 
 
 def op_type_flops(analysis: dict) -> list[tuple[str, float]]:
@@ -254,6 +257,7 @@ class PerfSection(RecordListSection):
     LIST_ID = "profiles"
     JOBS_ID = "perf-jobs"
     FIXED = (FLOPS_ID, "FLOPS")
+    LIST_WIDTH = 22  # the list pane is 24 wide (perf.tcss)
 
     BINDINGS = [
         keys.new("perf", "performance profile, measured with onnxruntime"),
@@ -314,8 +318,12 @@ class PerfSection(RecordListSection):
 
     # -- profile list -----------------------------------------------------------------------
     def record_option(self, record: dict) -> Option:
-        return Option(compare.marked_label(record_label(record), str(record["id"]), self.marked),
+        return Option(compare.marked_label(self._label(record), str(record["id"]), self.marked),
                       id=str(record["id"]))
+
+    def _label(self, record: dict) -> str:
+        mark = 3 if str(record["id"]) in self.marked else 0  # room for "A▸ "
+        return record_label(record, self.LIST_WIDTH - mark)
 
     def record_signature(self, record: dict) -> tuple:
         return super().record_signature(record) + (record.get("batch_size"), record.get("core_count"))
@@ -377,7 +385,7 @@ class PerfSection(RecordListSection):
         self.marked = compare.toggle_mark(self.marked, rid)
         options = self.option_list
         for r in self.records:
-            options.replace_option_prompt(str(r["id"]), compare.marked_label(record_label(r), str(r["id"]),
+            options.replace_option_prompt(str(r["id"]), compare.marked_label(self._label(r), str(r["id"]),
                                                                              self.marked))
 
     def action_compare(self) -> None:

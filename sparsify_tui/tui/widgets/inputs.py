@@ -30,3 +30,12 @@ class TextInput(Input):
                 event.stop()
                 event.prevent_default()  # nor Input's handler, nor the App's check of bindings
                 return
+
+    def show_end(self, _wait: bool = True) -> None:
+        """Put the cursor after the last character and scroll it into view (a long path shows its file name), now
+        or, before the field has a size, after the next refresh."""
+        self.cursor_position = len(self.value)
+        if self.size.width:
+            self.scroll_to(x=self.max_scroll_x, animate=False, immediate=True)
+        elif _wait:
+            self.call_after_refresh(self.show_end, False)

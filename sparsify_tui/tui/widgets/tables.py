@@ -38,7 +38,7 @@ from textual.widgets import DataTable, Input, Static
 
 from sparsify_tui.formatting import format_bytes, format_count  # noqa: F401 (column formatters)
 from sparsify_tui.tui.widgets.inputs import TextInput
-from sparsify_tui.tui.widgets.labels import shorten_labels
+from sparsify_tui.tui.widgets.labels import abbreviate, fit_parts, shorten_labels
 
 
 def format_percent(value: Any) -> str:
@@ -74,7 +74,8 @@ class Column:
     width: Optional[int] = None
     pin: bool = False
     #: how a text longer than ``width`` is cut: "name" keeps what tells names apart (their tail,
-    #: :func:`sparsify_tui.tui.widgets.labels.shorten_labels`), "end" keeps the start (sentences)
+    #: :func:`sparsify_tui.tui.widgets.labels.shorten_labels`), "end" keeps the start (sentences, in whole words:
+    #: :func:`sparsify_tui.tui.widgets.labels.abbreviate`)
     clip: str = "name"
 
     def text(self, value: Any) -> str:
@@ -207,6 +208,7 @@ class FilterableTable(Widget):
     def on_resize(self) -> None:
         if not self._stale and (self._rows or self._layout):
             self._draw(force=False)
+        self._update_status()
 
     @property
     def data_table(self) -> DataTable:
@@ -283,7 +285,7 @@ class FilterableTable(Widget):
                     texts = [t[j] for t in self._all_texts]
                     self._fit_cache[(j, room_j)] = (
                         shorten_labels(texts, room_j) if col.clip == "name"
-                        else [t if len(t) <= room_j else t[: room_j - 1] + "…" for t in texts])
+                        else [abbreviate(t, room_j) for t in texts])
                 fitted = self._fit_cache[(j, room_j)]
                 self._fitted[j] = fitted
                 widths[j] = max([len(self._label(col))] + [len(t) for t in fitted])
@@ -396,8 +398,10 @@ class FilterableTable(Widget):
             if visible:
                 a, b = rest.index(visible[0]) + 1, rest.index(visible[-1]) + 1
                 parts.append(f"←→ columns {a}–{b} of {len(rest)}")
-        parts.append("/ filter · s sort · S reverse · o original order")
-        self.query_one(".table-status", Static).update(" · ".join(parts))
+        parts += ["/ filter", "s sort", "S reverse", "o original order"]
+        status = self.query_one(".table-status", Static)
+        # what fits, in whole parts (the keys are also in ? and in the footer): never "… S reverse · o original"
+        status.update(fit_parts(parts, status.content_region.width or self.size.width))
 
     # -- sorting --------------------------------------------------------------------------
     def sort_by(self, key: Optional[str], reverse: bool = False) -> None:
