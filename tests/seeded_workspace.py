@@ -1,7 +1,8 @@
 """A populated demo project from stored records only (nothing is measured, so every screen looks the same on any
 CPU): a measured perf profile with INT8 and a noise warning, a one-shot loss profile, an unstructured optimization
 with INT8 and a benchmark of the baseline against it with accuracy on labelled data (top-1, agreement, NMSE), and a
-channel optimization (est. speedup 1.5×, round_to pinned to 8: the CPU's own block size is not used).
+channel optimization (est. speedup 1.5×, round_to pinned to 8: the CPU's own block size is not used) whose channel
+calibration warned that the machine was busy.
 
 Used by the tests that walk every section and dialog (focus, cut text)."""
 
@@ -49,14 +50,14 @@ def seed_loss(ws, pid: str) -> str:
 
 
 def seed_benchmark(ws, pid: str, optimization) -> str:
-    """A benchmark of the baseline against ``optimization`` (the runs of tests/test_benchmark_tui.py) with the
-    accuracy of :data:`ACCURACY`; returns its record id."""
+    """A benchmark of the baseline against ``optimization`` (the runs of tests/test_benchmark_tui.py, the baseline
+    noisy at batch 4, 2 cores) with the accuracy of :data:`ACCURACY`; returns its record id."""
     from test_benchmark_tui import seeded_result
 
     from sparsify_tui.benchmark.runner import ModelSpec
     from sparsify_tui.services.benchmarks import benchmark_record
 
-    res = seeded_result("benchmark 1", "2026-01-02T10:00:00+00:00")
+    res = seeded_result("benchmark 1", "2026-01-02T10:00:00+00:00", noisy=True)  # b4 c2: a busy machine
     label = optimization.name
     res.models = [ModelSpec("baseline", "base.onnx"), ModelSpec(label, "opt.onnx", optimization.id, label)]
     for run in res.runs:
@@ -71,6 +72,22 @@ def seed_benchmark(ws, pid: str, optimization) -> str:
     return rec["id"]
 
 
+#: the warning a channel calibration measured on a busy machine stores (sparsify_tui.profiling.channel_calibration)
+CALIBRATION_WARNING = ("the machine was busy while calibrating (load 7.0 on 2 CPUs): the thinned models measured "
+                       "3.13x faster for 1.60x fewer MACs; calibrate again on a quiet machine")
+
+
+def add_calibration_warning(ws, pid: str, name: str) -> None:
+    """Store :data:`CALIBRATION_WARNING` in the channel time model of optimization ``name`` (as a calibration on a
+    busy machine leaves it)."""
+    rec = ws.find_record(pid, "optimizations", name)
+    model = dict(rec["model"])
+    tm = dict(model.get("channel_time_model") or {})
+    tm["calibration"] = {**(tm.get("calibration") or {}), "warnings": [CALIBRATION_WARNING]}
+    model["channel_time_model"] = tm
+    ws.update_record(pid, "optimizations", rec["id"], model=model)
+
+
 def seed_demo(ws, demo_model) -> str:
     """The demo project with every kind of record (module docstring); returns the project id."""
     from sparsify_tui.services.optimizations import create_optimization
@@ -82,4 +99,5 @@ def seed_demo(ws, demo_model) -> str:
     seed_benchmark(ws, pid, opt)
     create_optimization(ws, pid, "channel 1.5x", perf="perf1", settings={
         "structure": "channel", "round_to": 8, "target": "speedup", "target_speedup": 1.5})
+    add_calibration_warning(ws, pid, "channel 1.5x")
     return pid

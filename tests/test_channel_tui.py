@@ -244,3 +244,28 @@ def test_loss_section_lists_a_channel_profile_per_group(workspace_home, demo_mod
             assert chart.labels == [l.id for l in prof.layers]
 
     asyncio.run(run())
+
+
+def test_the_pruning_card_shows_every_warning_optimization_show_prints(workspace_home, demo_model, capsys):
+    """Issue 24 bug 6: the channel calibration's "machine was busy" warning was in `optimization show` but not on
+    the Pruning card."""
+    from seeded_workspace import CALIBRATION_WARNING, seed_demo
+
+    from sparsify_tui.cli import main
+    from sparsify_tui.store import Workspace
+
+    ws = Workspace()
+    pid = seed_demo(ws, demo_model)
+    assert main(["optimization", "show", "demo", "channel 1.5x"]) == 0
+    shown = [line.split("warning: ", 1)[1] for line in capsys.readouterr().out.splitlines() if "warning: " in line]
+    assert f"channel calibration: {CALIBRATION_WARNING}" in shown
+
+    async def run():
+        async with make_app(ws, pid).run_test(size=(120, 40)) as pilot:
+            sec = await open_optimization(pilot)
+            await wait_for(pilot, lambda: sec.rec.name == "channel 1.5x")
+            card = " ".join(str(sec.query_one("#est-summary-text").render()).split())
+            for warning in shown:
+                assert " ".join(warning.split()) in card, warning
+
+    asyncio.run(run())

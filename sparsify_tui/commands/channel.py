@@ -40,8 +40,6 @@ def render_channel_text(opt: "Optimization", project_name: str) -> str:
         f"speedup {_fmt(est.ort_speedup_fp32)}x (est.)" + (f"; with INT8: {_fmt(est.ort_speedup)}x (est.)"
                                                          if q.enabled else ""),
         f"    time model: {est.time_model_note}",
-        *[f"    warning (channel calibration): {w}"
-          for w in ((opt.model.extra.get("channel_time_model") or {}).get("calibration") or {}).get("warnings") or []],
         f"    MACs {_fmt(est.macs, '.4g')} -> {_fmt(est.macs_pruned, '.4g')} ({_fmt(est.macs_reduction)}x fewer), "
         f"params {_fmt(est.params, '.4g')} -> {_fmt(est.params_nonzero, '.4g')}",
         f"    est. output change {_fmt(est.est_output_change, '.4g')} ({est.loss_metric}, summed over groups)",
@@ -59,7 +57,7 @@ def render_channel_text(opt: "Optimization", project_name: str) -> str:
         t = _fmt(l.est_ms, '.3f') if timed else _fmt(l.est_speedup) + "x"
         lines.append(f"    {l.weight_name[:40]:<40} {l.channels:>5} -> {kept:<5} {l.sparsity:.3f}  "
                      f"{t:>8}  {_fmt(l.est_loss, '.3g'):>8}  {note[:60]}")
-    for w in opt.warnings:
+    for w in opt.all_warnings():  # the TUI's card and the report list the same
         lines.append(f"  warning: {w}")
     lines.append(f"next: sparsify-tui apply {project_name!r} {opt.name!r} --json, then sparsify-tui benchmark "
                  f"{project_name!r} -O {opt.name!r}")

@@ -280,7 +280,7 @@ def _render_unstructured(opt: "Optimization", project_name: str) -> str:
     for l in opt.layers:
         note = "override" if l.override else (l.reason or "")
         lines.append(f"    {l.weight_name[:48]:<48} {l.sparsity:.3f}  {note}")
-    for w in opt.warnings:
+    for w in opt.all_warnings():  # the TUI's card and the report list the same
         lines.append(f"  warning: {w}")
     lines.append(f"next: sparsify-tui export {project_name!r} {opt.name!r} --code pytorch-plain")
     return "\n".join(lines)

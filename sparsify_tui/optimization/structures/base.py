@@ -116,6 +116,19 @@ class PruningStructure(ABC):
         return (f"target average sparsity {rec.settings.sparsity:.3f}, achieved {avg or 0:.4f} "
                 f"(params-weighted over all prunable layers); balance {rec.settings.balance:.2f}")
 
+    def settings_rows(self, settings: Settings) -> List[Tuple[str, Any]]:
+        """``(label, value)`` of the settings this structure uses, in the words a report shows them (a setting it
+        ignores is left out). Default: the target average sparsity and the allocation's filters and caps."""
+        s = settings
+        return [("target average sparsity", s.sparsity), ("balance (0 time saved, 1 loss)", s.balance),
+                ("min sparsity of a pruned layer", s.min_sparsity), ("min perf gain", s.min_perf_gain),
+                ("min recovery", s.min_recovery), ("max sparsity per layer", s.max_sparsity),
+                ("first layer dense", s.dense_first_layer), ("depthwise and grouped convs dense", s.dense_grouped)]
+
+    def rows_summary(self, rec: Optimization) -> str:
+        """What was pruned, in the structure's rows: default ``"12 of 54 layers pruned"``."""
+        return f"{sum(1 for l in rec.layers if (l.sparsity or 0) > 0)} of {len(rec.layers)} layers pruned"
+
     def check_override(self, layer: LayerRow, value: float) -> None:
         """Raise :class:`ProjectError` (one line) when row ``layer`` cannot take the override ``value``.
         Default: every row takes any value in 0..0.99 (checked by the caller)."""

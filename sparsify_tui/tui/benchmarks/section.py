@@ -134,14 +134,50 @@ def shorten_label(label: str, limit: int = 12) -> str:
 
 
 def table_rows(result) -> list[dict]:
-    """One row per (model, batch, cores) with every number."""
+    """One row per (model, batch, cores) with every number, and the model's accuracy against the baseline (the
+    same at every batch and core count: it is measured once per model)."""
+    models = (result.accuracy or {}).get("models") or {}
     rows = []
     for i, r in enumerate(result.runs):
+        acc = models.get(r.model) or {}
         rows.append({"_key": i, "model": r.model, "batch": r.batch_size, "cores": r.core_count,
                      "median": r.median_ms, "mean": r.mean_ms, "p90": r.p90_ms, "p99": r.p99_ms,
                      "min": r.min_ms, "max": r.max_ms, "ms_item": r.ms_per_item, "ips": r.items_per_second,
-                     "speedup": r.speedup, "noise": "! " + ", ".join(n) if (n := r.noise(result.rounds)) else ""})
+                     "speedup": r.speedup, "noise": "! " + ", ".join(n) if (n := r.noise(result.rounds)) else "",
+                     "top1": acc.get("accuracy"), "agree": acc.get("top1_agreement"), "nmse": acc.get("nmse")})
     return rows
+
+
+def accuracy_renderable(accuracy: Optional[dict], width: int = 0):
+    """The accuracy of every model beside its speed (:func:`sparsify_tui.benchmark.summary.accuracy_table`: one
+    column per model, the metric named), or how to get it. When a column per model does not fit in ``width``
+    cells (many models at 80 columns), a row per model instead: no cell is ever cut."""
+    from rich.console import Group
+    from rich.table import Table
+    from rich.text import Text
+
+    from sparsify_tui.benchmark.summary import accuracy_table
+
+    table = accuracy_table(accuracy)
+    if table is None:
+        return Text("Accuracy: not measured (a benchmark of the baseline and an optimization measures it; "
+                    "n, with labelled sample data for top-1 accuracy).", style="dim")
+    headers, rows = table.headers, table.rows
+    first = max(len(r[0]) for r in rows)
+    models = [elide_middle(label, 18) for label in headers[1:]]
+    if width and first + sum(max(len(m), 7) + 2 for m in models) > width:  # a row per model
+        headers, rows = ["model"] + [r[0] for r in rows], [[m] + [r[i + 1] for r in rows] for i, m in
+                                                            enumerate(models)]
+        first, models = max(len(r[0]) for r in rows), headers[1:]
+    else:
+        headers = [""] + models
+    out = Table(box=None, padding=(0, 1), show_edge=False, expand=False)
+    out.add_column(headers[0], no_wrap=True, min_width=first)
+    for header in headers[1:]:
+        out.add_column(header, justify="right", no_wrap=True, min_width=max(len(header), 7))
+    for row in rows:
+        out.add_row(*row)
+    return Group(Text(table.title, style="bold"), out)  # the title wraps to the pane, not to the table
 
 
 def header_text(result, combo: Optional[tuple[int, int]]) -> str:
@@ -155,18 +191,26 @@ def _ms(v: Any) -> str:
     return "" if v is None else f"{v:.3f}"
 
 
+def _pct(v: Any) -> str:
+    return "" if v is None else f"{v * 100:.1f}%"
+
+
+#: speed first, then the model's accuracy beside it (Top-1 with labels, agreement with the baseline, output NMSE)
 TABLE_COLUMNS = [
     Column("model", "Model", filter=True, pin=True),
     Column("batch", "Batch", numeric=True),
     Column("cores", "Cores", numeric=True),
     Column("median", "Median ms", numeric=True, fmt=_ms),
-    Column("mean", "Mean ms", numeric=True, fmt=_ms),
+    Column("speedup", "Speedup", numeric=True, fmt=lambda v: f"{v:.2f}×"),
+    Column("top1", "Top-1", numeric=True, fmt=_pct),
+    Column("agree", "Agree", numeric=True, fmt=_pct),
+    Column("nmse", "NMSE", numeric=True, fmt=lambda v: "" if v is None else f"{v:.4g}"),
     Column("p90", "p90 ms", numeric=True, fmt=_ms),
+    Column("noise", "Noise", filter=True),
+    Column("mean", "Mean ms", numeric=True, fmt=_ms),
     Column("p99", "p99 ms", numeric=True, fmt=_ms),
     Column("ms_item", "ms/item", numeric=True, fmt=_ms),
     Column("ips", "Items/s", numeric=True, fmt=lambda v: f"{v:.1f}"),
-    Column("speedup", "Speedup", numeric=True, fmt=lambda v: f"{v:.2f}×"),
-    Column("noise", "Noise", filter=True),
     Column("min", "Min ms", numeric=True, fmt=_ms),
     Column("max", "Max ms", numeric=True, fmt=_ms),
 ]
@@ -187,16 +231,17 @@ class BenchmarksSection(RecordListSection):
     LIST_ID = "bench-list"
     JOBS_ID = "bench-jobs"
     RESULT_KEY = "benchmark"
-    LIST_WIDTH = 28
+    LIST_WIDTH = 25  # the list pane is 28 wide (its border and the option's padding take 3)
 
     DEFAULT_CSS = """
     BenchmarksSection { height: 1fr; }
-    BenchmarksSection #bench-left { width: 30; height: 1fr; border-right: solid $panel-lighten-2; }
+    BenchmarksSection #bench-left { width: 28; height: 1fr; border-right: solid $panel-lighten-2; }
     BenchmarksSection #bench-left .pane-title { text-style: bold; height: 1; padding: 0 1; }
     BenchmarksSection #bench-list { height: 1fr; }
     BenchmarksSection #bench-right { width: 1fr; height: 1fr; }
     BenchmarksSection #bench-header { height: auto; padding: 0 1; }
     BenchmarksSection #compare-speedup { height: auto; padding: 0 1; text-style: bold; }
+    BenchmarksSection #compare-accuracy { height: auto; padding: 0 1 1 1; }
     BenchmarksSection #bench-empty { padding: 1 2; color: $text-muted; }
     BenchmarksSection TabbedContent { height: 1fr; }
     BenchmarksSection TabPane { padding: 0; }
@@ -241,6 +286,7 @@ class BenchmarksSection(RecordListSection):
                     with TabPane("Compare (m)", id="compare"):
                         with VerticalScroll(id="compare-scroll"):
                             yield Static("", id="compare-speedup")
+                            yield Static("", id="compare-accuracy")  # accuracy beside speed
                             yield BarChart(title="median ms/batch", unit="ms",
                                            modes=("values", "log"), id="compare-chart")
                     with TabPane("Iterations", id="iter"):
@@ -342,6 +388,9 @@ class BenchmarksSection(RecordListSection):
             self.query_one("#compare-chart", BarChart).set_data(
                 labels, values, title=f"median ms/batch, b{b} c{c}")
             self.query_one("#compare-speedup", Static).update(speedup_text(res, b, c))
+        accuracy = self.query_one("#compare-accuracy", Static)
+        accuracy.update(accuracy_renderable(res.accuracy, accuracy.content_region.width
+                                            or self.query_one("#bench-right").size.width - 4))
         self.query_one("#bench-table", FilterableTable).set_rows(table_rows(res))
 
     def action_next_combo(self) -> None:

@@ -153,8 +153,10 @@ class StructurePane(RecordPane):
 
 
 def warnings_text(rec: "Optimization") -> str:
-    """The record's warnings, one line each (for the Summary card)."""
-    return "".join(f"\n[b yellow]warning:[/] {escape(w)}" for w in rec.warnings or [])
+    """Every warning about the record (:meth:`~sparsify_tui.optimization.record.Optimization.all_warnings`, as
+    ``optimization show`` prints them), one line each, marked by a glyph as well as a colour (for the Summary
+    card)."""
+    return "".join(f"\n[b reverse] ! [/] [b]warning:[/b] {escape(w)}" for w in rec.all_warnings())
 
 
 __all__ = ["PaneContext", "ScheduleEdited", "RecordPane", "StructurePane", "warnings_text"]
