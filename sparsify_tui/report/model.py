@@ -211,7 +211,8 @@ def loss_entry(profile, *, record_id: Optional[str] = None, level: float = 0.9, 
 ESTIMATE_FIELDS = (
     ("sparse_ms", "est. ms/batch, sparse-kernel runtime"), ("sparse_speedup", "est. speedup, sparse-kernel runtime"),
     ("ort_ms", "est. ms/batch, onnxruntime"), ("ort_speedup", "est. speedup, onnxruntime"),
-    ("flops_reduction", "FLOPs reduction"), ("params_compression", "params compression"),
+    ("flops_reduction", "FLOPs reduction"), ("macs_reduction", "MACs reduction"),
+    ("params_compression", "params compression"),
     ("avg_sparsity", "average sparsity"), ("est_recovery", "est. recovery (heuristic)"),
 )
 

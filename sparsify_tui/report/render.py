@@ -176,7 +176,7 @@ def blocks(report: Report, top: int = 10) -> list:
         out.append(Table(["Estimate", "Value"], [
             [label, (ms(est.get(k)) + " ms") if k.endswith("_ms") and est.get(k) is not None else
              times(est.get(k)) if k.endswith(("speedup", "reduction", "compression")) else num(est.get(k), ".3f")]
-            for k, label in ESTIMATE_FIELDS]))
+            for k, label in ESTIMATE_FIELDS if est.get(k) is not None]))  # not estimated by the structure: left out
         a = e.applied
         if a:
             d = a.get("output_diff") or {}
