@@ -74,7 +74,8 @@ def cut_text(app) -> list[str]:
     for widget, (region, clip) in visible.items():
         if not widget.display or region.area == 0:
             continue
-        if isinstance(widget, (Static, Label)) and type(widget).__module__.startswith(("sparsify_tui", "textual.widgets._static", "textual.widgets._label")):
+        ours = type(widget).__module__.startswith(("sparsify_tui", "textual.widgets._static", "textual.widgets._label"))
+        if isinstance(widget, (Static, Label)) and ours:
             full = _plain(widget)
             if not full.strip():
                 continue
