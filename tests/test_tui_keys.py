@@ -246,3 +246,24 @@ async def test_keys_typed_in_a_burst_edit_the_field_in_typing_order(project):
         await pilot.pause(0.5)
         assert (name.value, dialog.query_one("#batch_size", Input).value) == ("basechan15", "4")
         assert dialog.query_one("#warmup", Input).value == "7"
+
+
+async def test_the_new_optimization_name_takes_keys_typed_at_once(project):
+    """Issue 24 bug 8 as reported: in the New optimization dialog, backspace ×4 then "chan15" sent together gave
+    the name "ch"."""
+    from sparsify_tui.tui.optimization.dialogs import CreateOptimizationDialog
+
+    ws, pid = project
+    app = SparsifyApp(project=pid, workspace=ws)
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(pilot, lambda: app.section == "perf" and app.focused is not None)
+        await pilot.press("4")
+        await wait_for(pilot, lambda: app.section == "optimization" and app.focused is not None)
+        await pilot.press("n")
+        await wait_for(pilot, lambda: isinstance(app.screen, CreateOptimizationDialog) and app.focused is not None)
+        name = app.screen.query_one("#create-name", Input)
+        assert app.focused is name and name.value == "opt1"
+        type_burst(app, "backspace", "backspace", "backspace", "backspace", *"chan15")
+        await wait_for(pilot, lambda: name.value != "opt1")
+        await pilot.pause(0.3)
+        assert name.value == "chan15"

@@ -12,6 +12,7 @@ from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Label, Select, Static, TabbedContent, TabPane, TextArea
 
 from sparsify_tui.tui.optimization.messages import ExportPreviewed, ExportWritten
+from sparsify_tui.tui.widgets.inputs import TextInput
 from sparsify_tui.tui.widgets.toggles import TextCheckbox
 from sparsify_tui.tui.workers import app_work, post_result
 
@@ -88,7 +89,7 @@ class CreateOptimizationDialog(ModalScreen[Optional[dict]]):
             yield Static("New optimization", classes="dialog-title")
             with Horizontal(classes="row"):
                 yield Label("Name")
-                yield Input(self.default_name, id="create-name")
+                yield TextInput(self.default_name, id="create-name")
             with Horizontal(classes="row"):
                 yield Label("Perf")
                 yield Select(self.perf_options, value=self.perf_options[0][1], allow_blank=False, id="create-perf")
@@ -100,9 +101,9 @@ class CreateOptimizationDialog(ModalScreen[Optional[dict]]):
                 yield Select(STRUCTURE_OPTIONS, value="unstructured", allow_blank=False, id="create-structure")
             with Horizontal(classes="row"):
                 yield Label("Value")
-                yield Input("0.85", id="create-sparsity")
+                yield TextInput("0.85", id="create-sparsity")
                 yield Label(" Balance")
-                yield Input("0.5", id="create-balance")
+                yield TextInput("0.5", id="create-balance")
                 yield TextCheckbox("INT8", id="create-quantize")
             yield Static("value: sparsity, ratio R or target X · balance: 0 = by time saved, 1 = by loss only",
                          classes="hint")
@@ -180,7 +181,7 @@ class SparsityDialog(ModalScreen[Optional[str]]):
             yield Static(f"Sparsity of {self.layer_name}", classes="dialog-title", markup=False)
             with Horizontal(classes="row"):
                 yield Label("Sparsity")
-                yield Input(f"{self.current:.3f}", id="sparsity-value")
+                yield TextInput(f"{self.current:.3f}", id="sparsity-value")
             yield Static("0 to 0.99; kept when the optimization is re-evaluated. Empty: back to auto.",
                          classes="hint")
             yield Static("", classes="msg", id="sparsity-msg")
@@ -234,7 +235,7 @@ class ExportDialog(ModalScreen[Optional[dict]]):
             yield Static("Export recipe and code", classes="dialog-title")
             with Horizontal(classes="row"):
                 yield Label("Recipe")
-                yield Input(self.default_path, id="export-path")
+                yield TextInput(self.default_path, id="export-path")
             with Horizontal(classes="row"):
                 yield Label("Code")
                 yield Select(FRAMEWORK_OPTIONS, value=self.framework, allow_blank=False, id="export-framework")

@@ -28,6 +28,7 @@ from sparsify_tui.formatting import format_fixed
 from sparsify_tui.tui.optimization.pane import PaneContext, RecordPane, ScheduleEdited
 from sparsify_tui.tui.widgets.charts import Plot
 from sparsify_tui.tui.widgets.dialogs import FormDialog
+from sparsify_tui.tui.widgets.inputs import TextInput
 from sparsify_tui.tui.widgets.labels import elide_middle
 from sparsify_tui.tui.widgets.tables import Column, FilterableTable
 from sparsify_tui.tui.widgets.toggles import TextCheckbox, TextSelectionList
@@ -286,7 +287,7 @@ class Int8SearchDialog(FormDialog[Optional[dict]]):
                     ("Labels key", "i8d-labels", "", "none; or the labels array in the .npz")):
                 with Horizontal(classes="row"):
                     yield Label(label)
-                    yield Input(value, placeholder=hint, id=wid, compact=True)
+                    yield TextInput(value, placeholder=hint, id=wid, compact=True)
             with Horizontal(classes="row"):
                 yield Label("Metric")
                 yield Select([("auto (from outputs)", "auto"), ("top1", "top1"), ("nmse", "nmse"), ("kl", "kl"),

@@ -50,6 +50,7 @@ from sparsify_tui.tui.optimization.schedule import LrPane, TrainingPane, trainin
 from sparsify_tui.tui.widgets import keys
 from sparsify_tui.tui.widgets.charts import BarChart
 from sparsify_tui.tui.widgets.dialogs import ConfirmDialog, RecordDialog
+from sparsify_tui.tui.widgets.inputs import TextInput
 from sparsify_tui.tui.widgets.jobs import JobProgress, SectionJobs
 from sparsify_tui.tui.widgets.tables import FilterableTable
 from sparsify_tui.tui.workers import app_work, post_result
@@ -165,16 +166,16 @@ class OptimizationSection(Widget):
             # one-line inputs sized to their content: nothing scrolls out of view when focused
             with Horizontal(classes="inputs"):
                 yield Label("Sparsity", id="lbl-sparsity")
-                yield Input(id="in-sparsity", compact=True)
+                yield TextInput(id="in-sparsity", compact=True)
                 yield Label("Balance")
-                yield Input(id="in-balance", compact=True)
+                yield TextInput(id="in-balance", compact=True)
             with Horizontal(classes="inputs"):
                 yield Label("Pruning epochs")
-                yield Input(id="in-start", compact=True)
+                yield TextInput(id="in-start", compact=True)
                 yield Label("to")
-                yield Input(id="in-end", compact=True)
+                yield TextInput(id="in-end", compact=True)
                 yield Label("update every")
-                yield Input(id="in-update", compact=True)
+                yield TextInput(id="in-update", compact=True)
             yield Static("enter applies · balance 0 = time saved, 1 = loss", classes="hint")
             # the estimate cards, one under the other
             for key, title in (("summary", "Summary"), ("performance", "Performance (est.)"),
