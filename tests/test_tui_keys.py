@@ -267,3 +267,36 @@ async def test_the_new_optimization_name_takes_keys_typed_at_once(project):
         await wait_for(pilot, lambda: name.value != "opt1")
         await pilot.pause(0.3)
         assert name.value == "chan15"
+
+
+class SlowWorkspace(Workspace):
+    """A workspace whose reads of the project take 0.8 s (a loaded machine): a dialog's data comes late."""
+
+    def get_project(self, ref):
+        time.sleep(0.8)
+        return super().get_project(ref)
+
+
+async def test_keys_typed_before_a_dialog_shows_go_into_it(workspace_home, demo_model):
+    """`n`, then "run3" at once while the dialog's defaults are still read: the name is "run3"; before, the keys went
+    to the section under it (r asked to rerun, 3 switched to Loss). escape while waiting gives the dialog up."""
+    from sparsify_tui.tui.perf.dialogs import PerfProfileDialog
+
+    ws = SlowWorkspace()
+    pid = create_project(ws, str(demo_model), "demo", dims=DEMO_DIMS)["id"]
+    app = SparsifyApp(project=pid, workspace=ws)
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(pilot, lambda: app.section == "perf" and app.focused is not None)
+        await pilot.pause(1.0)
+        type_burst(app, "n", "backspace", *"run3")
+        await wait_for(pilot, lambda: isinstance(app.screen, PerfProfileDialog) and app.focused is not None)
+        await wait_for(pilot, lambda: app.screen.query_one("#name", Input).value == "run3", timeout=5)
+        assert app.section == "perf" and len(app.screen_stack) == 2
+        await pilot.press("escape")
+        await wait_for(pilot, lambda: len(app.screen_stack) == 1)
+        type_burst(app, "n", "escape")  # given up before it showed: it never does
+        await pilot.pause(2.0)
+        assert len(app.screen_stack) == 1 and app.section == "perf"
+        type_burst(app, "x")  # and the keys reach the section again
+        await pilot.pause(0.3)
+        assert len(app.screen_stack) == 1

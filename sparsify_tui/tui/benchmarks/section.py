@@ -413,6 +413,7 @@ class BenchmarksSection(RecordListSection):
         return super().check_action(action, parameters)
 
     def action_new(self) -> None:
+        self.app.hold_keys()  # what is typed before the dialog shows goes into it
         self._open_new_dialog()
 
     @app_work(group="bench-dialog", description="read optimizations and setup")
@@ -431,7 +432,7 @@ class BenchmarksSection(RecordListSection):
             message.optimizations, name=fresh_name("benchmark 1", (r.get("name") for r in self.records)),
             batch_sizes=_fmt_list(sorted({1, message.batch_size})),
             core_counts=_fmt_list(sorted({1, message.core_count})))
-        self.app.push_screen(dialog, self._dialog_done)
+        self.app.show_dialog(dialog, self._dialog_done)
 
     def _dialog_done(self, args: Optional[dict]) -> None:
         if args:
@@ -454,6 +455,7 @@ class BenchmarksSection(RecordListSection):
         self.app.push_screen(FleetDialog(self.project_id, "benchmark"), lambda _job: self.reload())
 
     def action_apply(self) -> None:
+        self.app.hold_keys()
         self._open_apply_dialog()
 
     @app_work(group="bench-dialog", description="read optimizations and applied models")
@@ -475,4 +477,4 @@ class BenchmarksSection(RecordListSection):
             if args:
                 self.submit_job("apply", args)
 
-        self.app.push_screen(ApplyDialog(message.optimizations, message.default_paths, message.states), done)
+        self.app.show_dialog(ApplyDialog(message.optimizations, message.default_paths, message.states), done)

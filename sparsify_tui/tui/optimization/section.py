@@ -530,6 +530,7 @@ class OptimizationSection(Widget):
         self.query_one("#opt-list").focus()
 
     def action_new(self) -> None:
+        self.app.hold_keys()  # the name typed before the dialog shows goes into it
         self._open_create()
 
     @app_work(group="opt-dialog", description="list profiles for a new optimization")
@@ -558,7 +559,7 @@ class OptimizationSection(Widget):
             if values:
                 self._create(values)
 
-        self.app.push_screen(CreateOptimizationDialog(message.perf_options, message.loss_options,
+        self.app.show_dialog(CreateOptimizationDialog(message.perf_options, message.loss_options,
                                                       message.default_name), done)
 
     def action_copy(self) -> None:
@@ -581,6 +582,7 @@ class OptimizationSection(Widget):
         if self.rec is None:
             self.app.notify("Create an optimization first (n).", severity="warning")
             return
+        self.app.hold_keys()
         self._open_export(self.rec.id, self.rec.name)
 
     @app_work(group="opt-dialog", description="default export path")
@@ -591,7 +593,7 @@ class OptimizationSection(Widget):
 
     @on(ExportDialogReady)
     def _show_export(self, message: ExportDialogReady) -> None:
-        self.app.push_screen(ExportDialog(self.project_id, message.record_id, message.default_path))
+        self.app.show_dialog(ExportDialog(self.project_id, message.record_id, message.default_path))
 
     def check_action(self, action: str, parameters: tuple) -> Optional[bool]:
         if action in ("export", "copy", "delete", "cycle_tab", "view_tab", "inspect") and self.rec is None:

@@ -404,6 +404,7 @@ class PerfSection(RecordListSection):
     def action_new(self) -> None:
         """Key `n`: the add dialog (name, batch, cores, warm-up, iterations, data, INT8), then the job
         (``jobs.submit(ws, project, "perf_profile", args)``) with live progress."""
+        self.app.hold_keys()  # the name typed before the dialog shows goes into it
         self._open_add_dialog()
 
     @app_work(group="perf-dialog", description="read the project's profile setup")
@@ -433,4 +434,4 @@ class PerfSection(RecordListSection):
                 self.follow_job(result["job"])
             self.reload()
 
-        self.app.push_screen(PerfProfileDialog(self.project_id, message.defaults, job=message.job), done)
+        self.app.show_dialog(PerfProfileDialog(self.project_id, message.defaults, job=message.job), done)
