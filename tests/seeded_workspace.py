@@ -26,16 +26,20 @@ ACCURACY = {
 }
 
 
-def seed_perf(ws, pid: str) -> str:
-    """The perf profile of tests/test_perf_tui.py (INT8 measured) with a noise warning; returns its record id."""
+def seed_perf(ws, pid: str, name: str = "baseline", created: str = "") -> str:
+    """The perf profile of tests/test_perf_tui.py (INT8 measured) with a noise warning, named ``name`` (record id
+    "perf1" for the first, else ``name``); returns its record id."""
     from test_perf_tui import seeded_profile
 
     from sparsify_tui.services.profiles import perf_record
 
     prof = seeded_profile(ws.analysis_of(pid))
+    prof.name = name
+    prof.created = created or prof.created
     prof.warnings = ["noisy timing: p90 1.400 ms is 1.1× the median 1.250 ms (was the machine busy?); rerun the "
                      "profile"]
-    rec = ws.add_record(pid, "perf_profiles", {"id": "perf1", **perf_record(prof)})
+    rid = "perf1" if name == "baseline" else name
+    rec = ws.add_record(pid, "perf_profiles", {"id": rid, **perf_record(prof)})
     ws.write_blob(pid, f"perf_profiles/{rec['id']}.json", prof.to_dict())
     return rec["id"]
 

@@ -114,6 +114,8 @@ PROJECT_ACTIONS = [
     ("INT8 search within an accuracy budget", "optimization", "int8_search",
      "the fastest INT8 config whose metric stays within the budget (I in Optimize)"),
     ("Compare perf profiles", "perf", "compare", "the marked profiles per node, or FP32 vs INT8 (= in Perf)"),
+    ("Calibrate channel pruning on this server", "perf", "calibrate",
+     "thin the model at a few ratios and profile each: the channel time model (k in Perf)"),
     ("Compare optimizations", "optimization", "compare", "settings, layers, measured side by side (= in Optimize)"),
     ("Apply: write the optimized .onnx", "benchmarks", "apply", "prune (and quantize) exactly (a in Bench)"),
     ("New benchmark", "benchmarks", "new", "baseline vs optimized, measured (n in Bench)"),

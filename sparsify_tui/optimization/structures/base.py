@@ -49,6 +49,9 @@ class PruningStructure(ABC):
     """The ``structure`` of the loss profiles whose rows this structure reads (per layer, or per channel group)."""
     has_measured_groups: ClassVar[bool] = False
     """True when a benchmark records per-row measured times (:meth:`measured_groups`)."""
+    calibrated_perf: ClassVar[bool] = False
+    """True when the structure reads a channel calibration stored with the perf profile: without a profile named,
+    the newest calibrated one is taken (:func:`sparsify_tui.services.profiles.resolve_perf_profile`)."""
 
     @abstractmethod
     def build_layers(self, analysis: "ModelAnalysis", perf: Optional["PerfProfile"], loss: Optional["LossProfile"],

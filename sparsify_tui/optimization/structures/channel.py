@@ -182,6 +182,7 @@ class ChannelPruning(PruningStructure):
     model_level = True
     loss_structure = CHANNEL
     computed_loss_name = MAGNITUDE_NAME
+    calibrated_perf = True  # the channel time model is stored with a perf profile (profile channel-calibration)
 
     # -- inputs read from the model ------------------------------------------------------------------------
     def analysis_extras(self, model_path: Any, analysis: "ModelAnalysis", *, batch_size: int = 1,

@@ -78,11 +78,12 @@ class CreateOptimizationDialog(ModalScreen[Optional[dict]]):
     BINDINGS = [Binding("escape", "cancel", "Cancel", id="optimization.create.cancel", tooltip="Close without creating")]
 
     def __init__(self, perf_options: list[tuple[str, str]], loss_options: list[tuple[str, str]],
-                 default_name: str = "optimization") -> None:
+                 default_name: str = "optimization", calibrated_perf: Optional[str] = None) -> None:
         super().__init__()
         self.perf_options = perf_options
         self.loss_options = loss_options
         self.default_name = default_name
+        self.calibrated_perf = calibrated_perf  # the perf profile a channel structure picks (its time model)
 
     def compose(self) -> ComposeResult:
         with Vertical():
@@ -123,6 +124,11 @@ class CreateOptimizationDialog(ModalScreen[Optional[dict]]):
         inp = self.query_one("#create-sparsity", Input)
         if inp.value in STRUCTURE_DEFAULT_VALUE.values():  # not edited by hand: the new choice's default
             inp.value = STRUCTURE_DEFAULT_VALUE.get(str(event.value), inp.value)
+        perf = self.query_one("#create-perf", Select)
+        automatic = {self.perf_options[0][1], self.calibrated_perf}
+        if perf.value in automatic:  # not chosen by hand: channel pruning takes the calibrated profile
+            channel = str(event.value).startswith("channel")
+            perf.value = self.calibrated_perf if channel and self.calibrated_perf else self.perf_options[0][1]
 
     def _submit(self) -> None:
         try:

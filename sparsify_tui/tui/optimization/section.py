@@ -535,14 +535,17 @@ class OptimizationSection(Widget):
 
     @app_work(group="opt-dialog", description="list profiles for a new optimization")
     def _open_create(self) -> None:
-        from sparsify_tui.services.profiles import loss_structure
+        from sparsify_tui.services.profiles import is_calibrated, loss_structure
 
         def newest_first(table: str) -> list:
             done = [r for r in self.ws.list_records(self.project_id, table)
                     if r.get("status", "completed") == "completed"]
             return sorted(done, key=lambda r: str(r.get("created") or ""), reverse=True)
 
-        perf_opts = [(f"{r.get('name', r.get('id'))} (measured)", r.get("id")) for r in newest_first("perf_profiles")]
+        perf_records = newest_first("perf_profiles")
+        perf_opts = [(f"{r.get('name', r.get('id'))} (measured{', channel-calibrated' if is_calibrated(r) else ''})",
+                      r.get("id")) for r in perf_records]
+        calibrated = next((r.get("id") for r in perf_records if is_calibrated(r)), None)
         perf_opts.append(("FLOPS (time ∝ FLOPs)", "flops"))
         loss_opts = [(f"{r.get('name', r.get('id'))} ({r.get('method', 'measured')}{loss_label(loss_structure(r))})",
                       r.get("id")) for r in newest_first("loss_profiles")]
@@ -551,7 +554,7 @@ class OptimizationSection(Widget):
         k = 1
         while f"opt{k}" in names:
             k += 1
-        post_result(self, CreateDialogReady(perf_opts, loss_opts, f"opt{k}"))
+        post_result(self, CreateDialogReady(perf_opts, loss_opts, f"opt{k}", calibrated))
 
     @on(CreateDialogReady)
     def _show_create(self, message: CreateDialogReady) -> None:
@@ -560,7 +563,7 @@ class OptimizationSection(Widget):
                 self._create(values)
 
         self.app.show_dialog(CreateOptimizationDialog(message.perf_options, message.loss_options,
-                                                      message.default_name), done)
+                                                      message.default_name, message.calibrated_perf), done)
 
     def action_copy(self) -> None:
         if self.rec is not None:

@@ -30,9 +30,9 @@ from sparsify_tui.tui.perf.messages import FlopsAnalysisLoaded, PerfDialogReady
 from sparsify_tui.tui.perf.profile import TABLE, TABS, PerfProfileView
 from sparsify_tui.tui.widgets import keys
 from sparsify_tui.tui.widgets.charts import BarChart
-from sparsify_tui.tui.widgets.dialogs import RecordDialog, analysis_fields, fresh_name
+from sparsify_tui.tui.widgets.dialogs import ConfirmDialog, RecordDialog, analysis_fields, fresh_name
 from sparsify_tui.tui.widgets.labels import elide_middle
-from sparsify_tui.tui.widgets.records import RecordListSection, RecordView
+from sparsify_tui.tui.widgets.records import RecordListSection, RecordView, newest
 from sparsify_tui.tui.widgets.tables import (Column, FilterableTable, format_count, format_percent,
                                              format_shape)
 from sparsify_tui.tui.workers import app_work, post_result
@@ -64,14 +64,19 @@ def node_rows(analysis: dict) -> list[dict]:
 
 
 def record_label(record: dict, width: int = 0) -> str:
-    """The profile list label of a measured profile record: ``"b1 (b1, 2c)"`` (name, batch, cores), in at most
-    ``width`` cells (a long name is elided in the middle; the batch and cores always show)."""
+    """The profile list label of a measured profile record: ``"b1 (b1, 2c)"`` (name, batch, cores; ``cal`` when a
+    channel calibration is stored with it), in at most ``width`` cells (a long name is elided in the middle; the
+    rest always shows)."""
+    from sparsify_tui.services.profiles import is_calibrated
+
     label = str(record.get("name") or record.get("id"))
     extra = []
     if record.get("batch_size"):
         extra.append(f"b{record['batch_size']}")
     if record.get("core_count"):
         extra.append(f"{record['core_count']}c")
+    if is_calibrated(record):
+        extra.append("cal")
     suffix = f" ({', '.join(extra)})" if extra else ""
     return elide_middle(label, width - len(suffix) if width else 0) + suffix
 
@@ -252,7 +257,7 @@ class PerfSection(RecordListSection):
     TABLE = TABLE
     SECTION = "perf"
     KIND = "perf profile"
-    JOB_TYPES = ("perf_profile",)
+    JOB_TYPES = ("perf_profile", "channel_calibration")
     RERUN_JOB = "perf_profile"
     LIST_ID = "profiles"
     JOBS_ID = "perf-jobs"
@@ -275,6 +280,9 @@ class PerfSection(RecordListSection):
         keys.compare("perf", "Compare the two marked profiles per node (one profile: its FP32 vs INT8)"),
         Binding("f", "fleet", "Fleet", show=False, id="perf.fleet",
                 tooltip="Profile on the servers of a Ray cluster (the Fleet dialog)"),
+        Binding("k", "calibrate", "Calibrate", show=False, id="perf.calibrate",
+                tooltip="Channel calibration: thin the model at a few ratios and profile each on this server (a job), "
+                        "so channel optimizations estimate from measured times"),
     ]
 
     def __init__(self, project_id: str, **kwargs) -> None:
@@ -326,7 +334,8 @@ class PerfSection(RecordListSection):
         return record_label(record, self.LIST_WIDTH - mark)
 
     def record_signature(self, record: dict) -> tuple:
-        return super().record_signature(record) + (record.get("batch_size"), record.get("core_count"))
+        return super().record_signature(record) + (record.get("batch_size"), record.get("core_count"),
+                                                   bool(record.get("channel_calibration")))
 
     def show_records(self, records: list[dict]) -> None:
         ids = {str(r["id"]) for r in records}
@@ -400,6 +409,25 @@ class PerfSection(RecordListSection):
     def action_fleet(self) -> None:
         """Key `f`: the Fleet dialog (perf profiles on the servers of a Ray cluster); the list picks up its results."""
         self.app.push_screen(FleetDialog(self.project_id, "profile"), lambda _job: self.reload())
+
+    def action_calibrate(self) -> None:
+        """Key `k`: after a confirmation, the channel calibration of the selected measured profile (the newest when
+        FLOPS is selected) as a ``channel_calibration`` job, its progress under the list; the calibration is stored
+        with the profile (marked ``cal``), which new channel optimizations then take."""
+        record = self.selected_record() or newest(self.records)
+        if record is None:
+            self.notify("Measure a perf profile first (n): the channel calibration is stored with it.",
+                        severity="warning", timeout=5)
+            return
+        name = record.get("name") or record["id"]
+        again = " again" if record.get("channel_calibration") else ""
+        question = (f"Calibrate channel pruning{again} with perf profile {name!r} (batch "
+                    f"{record.get('batch_size', '?')}, {plural(record.get('core_count', '?'), 'core')}): the model "
+                    "is thinned at a few ratios and each is profiled per node on this server (a few minutes). New "
+                    "channel optimizations then estimate their speedup from these measured times.")
+        self.app.push_screen(ConfirmDialog(question, confirm_label="Calibrate", title="Channel calibration"),
+                             lambda yes: self.submit_job("channel_calibration", {"perf": str(record["id"])})
+                             if yes else None)
 
     def action_new(self) -> None:
         """Key `n`: the add dialog (name, batch, cores, warm-up, iterations, data, INT8), then the job
