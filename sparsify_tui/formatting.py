@@ -66,3 +66,11 @@ def safe_text(value: Any) -> str:
 def has_control(value: str) -> bool:
     """True when ``value`` holds a character :func:`safe_text` would change."""
     return any(ord(ch) in CONTROL_PICTURES for ch in value)
+
+
+def shell_arg(value: Any) -> str:
+    """``value`` as one argument of a command line to copy into a shell (``demo``, ``'my model'``): the project and
+    record names in the CLI's ``next:`` hints (:func:`shlex.quote`, control characters shown)."""
+    import shlex
+
+    return shlex.quote(safe_text(value))

@@ -79,3 +79,19 @@ def test_optimize_text_output_and_override(project, capsys):
 
     rec = get_optimization(ws, p["id"], "t")
     assert layer_sparsities(rec)[w] == 0.3
+
+
+def test_next_hints_name_the_project_and_the_optimization(workspace_home, demo_model, capsys):
+    """Issue 24 friction: the CLI's hints said ``sparsify-tui optimize PROJECT``; they name the project (and quote
+    names for the shell)."""
+    from seeded_workspace import seed_demo
+
+    from sparsify_tui.cli import main
+    from sparsify_tui.store import Workspace
+
+    seed_demo(Workspace(), demo_model)
+    assert main(["optimization", "show", "demo", "channel 1.5x"]) == 0
+    assert "next: sparsify-tui apply demo 'channel 1.5x' --json, then sparsify-tui benchmark demo -O 'channel 1.5x'" \
+        in capsys.readouterr().out
+    assert main(["optimization", "show", "demo", "pruned 0.7 + INT8"]) == 0
+    assert "next: sparsify-tui export demo 'pruned 0.7 + INT8' --code pytorch-plain" in capsys.readouterr().out

@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 def render_channel_text(opt: "Optimization", project_name: str) -> str:
     """Text summary of a channel optimization: target, estimates (onnxruntime, time model named, measured when
     benchmarked) and one line per group (channels, kept, ratio, est. ms, est. loss, note)."""
-    from sparsify_tui.formatting import format_fixed as _fmt
+    from sparsify_tui.formatting import format_fixed as _fmt, shell_arg
 
     est, st, q = opt.estimates, opt.settings, opt.quantization
     target = {"uniform": f"uniform ratio {st.sparsity:.2f} per group",
@@ -59,8 +59,8 @@ def render_channel_text(opt: "Optimization", project_name: str) -> str:
                      f"{t:>8}  {_fmt(l.est_loss, '.3g'):>8}  {note[:60]}")
     for w in opt.all_warnings():  # the TUI's card and the report list the same
         lines.append(f"  warning: {w}")
-    lines.append(f"next: sparsify-tui apply {project_name!r} {opt.name!r} --json, then sparsify-tui benchmark "
-                 f"{project_name!r} -O {opt.name!r}")
+    lines.append(f"next: sparsify-tui apply {shell_arg(project_name)} {shell_arg(opt.name)} --json, then "
+                 f"sparsify-tui benchmark {shell_arg(project_name)} -O {shell_arg(opt.name)}")
     return "\n".join(lines)
 
 
@@ -80,7 +80,7 @@ def cmd_calibrate(args) -> int:
     if args.json:
         print_json({"perf_profile": summary["record_id"], "channel_calibration": calib})
         return 0
-    from sparsify_tui.formatting import format_fixed as _fmt
+    from sparsify_tui.formatting import format_fixed as _fmt, shell_arg
 
     print(f"channel calibration of perf profile {summary['name']!r} ({summary['record_id']}): "
           f"{calib.get('seconds', 0):.1f} s")
@@ -91,7 +91,8 @@ def cmd_calibrate(args) -> int:
           f"mean relative error of the fitted node sums {_fmt(calib.get('fit_rel_error'), '.3f')}")
     for w in calib.get("warnings") or []:
         print(f"  warning: {w}")
-    print("next: sparsify-tui optimize PROJECT --name N --structure channel --target-speedup 1.5")
+    print(f"next: sparsify-tui optimize {shell_arg(project['name'])} --name N --structure channel "
+          "--target-speedup 1.5")
     return 0
 
 

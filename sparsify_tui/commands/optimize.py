@@ -255,7 +255,7 @@ def _fp32_count(opt: "Optimization") -> str:
 def _render_unstructured(opt: "Optimization", project_name: str) -> str:
     """Human-readable summary of a stored, evaluated optimization (an
     :class:`~sparsify_tui.optimization.record.Optimization`) for the CLI."""
-    from sparsify_tui.formatting import format_fixed as _fmt
+    from sparsify_tui.formatting import format_fixed as _fmt, shell_arg
     from sparsify_tui.optimization.estimates import recovery_text
 
     est, st, ep, q = opt.estimates, opt.settings, opt.epochs, opt.quantization
@@ -282,7 +282,7 @@ def _render_unstructured(opt: "Optimization", project_name: str) -> str:
         lines.append(f"    {l.weight_name[:48]:<48} {l.sparsity:.3f}  {note}")
     for w in opt.all_warnings():  # the TUI's card and the report list the same
         lines.append(f"  warning: {w}")
-    lines.append(f"next: sparsify-tui export {project_name!r} {opt.name!r} --code pytorch-plain")
+    lines.append(f"next: sparsify-tui export {shell_arg(project_name)} {shell_arg(opt.name)} --code pytorch-plain")
     return "\n".join(lines)
 
 
