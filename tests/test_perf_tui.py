@@ -311,3 +311,19 @@ async def test_a_profile_run_from_the_new_dialog_shows_when_it_finishes(ws, demo
         await pilot.pause(0.5)
         assert app.is_running and section.current_view() is view
         assert app.focused is not None and view in app.focused.ancestors
+
+
+async def test_op_types_without_time_of_their_own_are_named_not_drawn_as_zero_bars(ws, demo_model):
+    """Issue 24 friction: the op-type chart listed "[quantize/dequantize] 0 ms" in FP32 and fused op types as
+    "BatchNormalization 0 ms" rows; they are named in the line above the chart instead."""
+    from sparsify_tui.tui.widgets.charts import BarChart
+
+    pid, prof = seed(ws, demo_model)
+    app = make_app(ws, pid)
+    async with app.run_test(size=SIZE) as pilot:
+        section, view = await open_profile(pilot)
+        chart = view.query_one("#op-chart", BarChart)
+        await wait_for(pilot, lambda: chart.values)
+        zero = sorted(k for k, v in prof.op_type_totals("baseline").items() if not v > 0)
+        assert zero and all(v > 0 for v in chart.values) and not set(zero) & set(chart.labels)
+        assert f"no time of their own: {', '.join(zero)}" in str(view.query_one("#summary-type").render())

@@ -269,8 +269,11 @@ class PerfProfileView(RecordView):
         types = dict(summary_types(self._has_int8()))
         label = types.get(self.summary_type, "Baseline ms")
         totals = self.profile.op_type_totals(self.summary_type)
-        items = sorted(totals.items(), key=lambda kv: -kv[1])
-        self.query_one("#summary-type", Static).update(f"Summary type: {label}  (y: change)")
+        # op types with no time of their own (fused into a neighbour, or no Q/DQ in an FP32 model) are no bars
+        items = sorted(((k, v) for k, v in totals.items() if v > 0), key=lambda kv: -kv[1])
+        idle = sorted(k for k, v in totals.items() if not v > 0)
+        note = f"; no time of their own: {', '.join(idle)}" if idle else ""
+        self.query_one("#summary-type", Static).update(f"Summary type: {label}  (y: change){note}")
         self.query_one("#op-chart", BarChart).set_data(
             [op_label(k) for k, _ in items], [v for _, v in items], keys=[k for k, _ in items],
             title=f"Layer Summaries: {label} per op type")
