@@ -327,3 +327,14 @@ async def test_op_types_without_time_of_their_own_are_named_not_drawn_as_zero_ba
         zero = sorted(k for k, v in prof.op_type_totals("baseline").items() if not v > 0)
         assert zero and all(v > 0 for v in chart.values) and not set(zero) & set(chart.labels)
         assert f"no time of their own: {', '.join(zero)}" in str(view.query_one("#summary-type").render())
+
+
+def test_one_core_reads_one_core(ws, demo_model):
+    """Issue 24 friction: "1 cores" (also "1 trials", "0 group(s)"): counts agree with their noun."""
+    from sparsify_tui.formatting import plural
+    from sparsify_tui.tui.perf.profile import model_summary_text
+
+    pid, prof = seed(ws, demo_model)
+    prof.core_count = 1
+    assert "batch 1 · 1 core · onnxruntime" in model_summary_text(prof, "0.9")
+    assert [plural(n, "group") for n in (0, 1, 2)] == ["0 groups", "1 group", "2 groups"]

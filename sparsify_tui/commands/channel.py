@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 
 from sparsify_tui.cli import stderr_progress as _stderr_progress
 from sparsify_tui.commands import profile_group
+from sparsify_tui.formatting import plural
 
 if TYPE_CHECKING:
     from sparsify_tui.optimization.record import Optimization
@@ -47,7 +48,7 @@ def render_channel_text(opt: "Optimization", project_name: str) -> str:
     if measured:
         stale = " (stale: the optimization changed since)" if measured.get("stale") else ""
         lines.append(f"  measured (benchmark {measured.get('benchmark_name')!r}, batch {measured.get('batch_size')}, "
-                     f"{measured.get('core_count')} cores): speedup {_fmt(measured.get('speedup'))}x vs "
+                     f"{plural(measured.get('core_count'), 'core')}): speedup {_fmt(measured.get('speedup'))}x vs "
                      f"estimated {_fmt(measured.get('estimated_speedup'))}x{stale}")
     timed = est.baseline_ms is not None  # group ms only from a measured perf profile (FLOPS: relative units)
     lines.append(f"  groups (id, channels -> kept, ratio, {'est. ms' if timed else 'est. speedup'}, est. loss, note):")

@@ -16,6 +16,8 @@ from __future__ import annotations
 import sys
 from typing import TYPE_CHECKING
 
+from sparsify_tui.formatting import plural
+
 if TYPE_CHECKING:
     from sparsify_tui.optimization.record import Optimization
 
@@ -215,7 +217,7 @@ def render_int8_text(opt: "Optimization") -> str:
         f"{s.calibration_size} batches" + (f", FP32 accuracy {s.accuracy_fp32:.4f}" if s.accuracy_fp32 is not None
                                              else ""),
         f"ranking: {s.ranking_source or 'not needed (full INT8 fits)'}",
-        f"result: {s.status}; {len(s.trials)} trials in {s.seconds:.1f} s; FP32 {_fmt(s.fp32_ms, '.3f')} ms/batch "
+        f"result: {s.status}; {plural(len(s.trials), 'trial')} in {s.seconds:.1f} s; FP32 {_fmt(s.fp32_ms, '.3f')} ms/batch "
         f"(short interleaved timing, {s.timing.get('rounds')} rounds)",
         "  trial  FP32 groups  FP32 nodes  metric      within  median ms  speedup  note",
     ]

@@ -50,6 +50,7 @@ from typing import Any, Dict, List, Optional, Sequence
 import numpy as np
 
 from sparsify_tui.engine.compare import run_outputs
+from sparsify_tui.formatting import plural
 from sparsify_tui.optimization.record import Int8Group, Int8Search, Int8Trial
 from sparsify_tui.progress import CancelToken, ProgressFn, maybe_check
 from sparsify_tui.tempfiles import make_temp_dir
@@ -324,7 +325,7 @@ def search_int8(
             lo, hi = 0, None
             k = predicted_k(ranked, full.metric_value, max_drop)
             while k <= n:
-                t = trial(k, excluded_nodes(ranked, k), f"top {k} group(s) FP32", 0.45 + 0.3 * min(1, k / n))
+                t = trial(k, excluded_nodes(ranked, k), f"top {plural(k, 'group')} FP32", 0.45 + 0.3 * min(1, k / n))
                 if t.within_budget:
                     hi = k
                     break
@@ -338,7 +339,7 @@ def search_int8(
                 if hi > 1 and lo == 0:  # the guess fit at once: gallop down to find the fewest
                     k = max(1, hi // 4)
                     while k < hi:
-                        t = trial(k, excluded_nodes(ranked, k), f"top {k} group(s) FP32 (down)", 0.7)
+                        t = trial(k, excluded_nodes(ranked, k), f"top {plural(k, 'group')} FP32 (down)", 0.7)
                         if t.within_budget:
                             hi = k
                             k = max(1, k // 4)
@@ -349,7 +350,7 @@ def search_int8(
                             break
                 while hi - lo > 1:
                     mid = (lo + hi) // 2
-                    t = trial(mid, excluded_nodes(ranked, mid), f"bisection: top {mid} group(s) FP32", 0.75)
+                    t = trial(mid, excluded_nodes(ranked, mid), f"bisection: top {plural(mid, 'group')} FP32", 0.75)
                     if t.within_budget:
                         hi = mid
                     else:
@@ -393,7 +394,7 @@ def search_int8(
         else:
             best_t = min(cands, key=lambda t: t.metric_value)
             result.warnings.append(f"no INT8 configuration met the budget {max_drop:g} ({choice.label}): the best, "
-                                   f"with {best_t.groups} group(s) FP32, measured {best_t.metric_value:.4g}; "
+                                   f"with {plural(best_t.groups, 'group')} FP32, measured {best_t.metric_value:.4g}; "
                                    "INT8 is left off")
         result.seconds = round(time.perf_counter() - t_start, 3)
         result.timing["phases_s"] = phases

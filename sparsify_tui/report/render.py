@@ -18,7 +18,7 @@ from html import escape
 from typing import Any, Optional
 
 from sparsify_tui.benchmark.summary import accuracy_table
-from sparsify_tui.formatting import format_bytes, format_count, safe_text
+from sparsify_tui.formatting import format_bytes, format_count, plural, safe_text
 from sparsify_tui.report.model import ESTIMATE_FIELDS, Report
 from sparsify_tui.report.svg import bar_chart
 
@@ -127,7 +127,7 @@ def blocks(report: Report, top: int = 10) -> list:
                          [e.latency_ms.get("median") or 0.0 for e in report.perf], "ms",
                          [ms(e.latency_ms.get("median")) + " ms" for e in report.perf]))
         for e in report.perf:
-            out.append(Heading(3, f"Perf profile {e.name}: batch {e.batch_size}, {e.core_count} cores"))
+            out.append(Heading(3, f"Perf profile {e.name}: batch {e.batch_size}, {plural(e.core_count, 'core')}"))
             lat = e.latency_ms
             extra = f" Imported from {e.imported.get('from')}." if e.imported else ""
             out.append(Para(f"Measured median {ms(lat.get('median'))} ms/batch (p90 {ms(lat.get('p90'))}, min "

@@ -25,6 +25,7 @@ from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.widgets import Button, Checkbox, DataTable, Input, Label, RadioButton, RadioSet, SelectionList, Static
 
+from sparsify_tui.formatting import plural
 from sparsify_tui.tui.fleet.messages import FleetDefaultsLoaded, FleetJobPolled, FleetJobSubmitted, FleetNodesFound
 from sparsify_tui.tui.widgets.dialogs import FormDialog
 from sparsify_tui.tui.widgets.inputs import TextInput
@@ -307,7 +308,7 @@ class FleetDialog(FormDialog[Optional[dict]]):
             res = event.job.get("result") or {}
             self.query_one("#error", Static).add_class("done")  # not an error: shown in the success colour
             self.query_one("#error", Static).update(
-                f"Done: {res.get('completed', 0)} target(s) stored"
+                f"Done: {plural(res.get('completed', 0), 'target')} stored"
                 + (f", {res.get('failed')} failed (see their rows)" if res.get("failed") else "")
                 + ". Close with escape.")
 

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any, Dict, List, Optional, Tuple
 
 from rich.markup import escape
 
-from sparsify_tui.formatting import format_count, format_fixed
+from sparsify_tui.formatting import format_count, format_fixed, plural
 from sparsify_tui.tui.optimization.pane import StructurePane, warnings_text
 from sparsify_tui.tui.widgets.tables import Column
 
@@ -44,7 +44,7 @@ def measured_text(rec: "Optimization") -> str:
         return "not measured yet (Benchmarks, n)"
     stale = " [stale: changed since]" if m.stale else ""
     return (f"measured {format_fixed(m.speedup)}× ({escape(str(m.benchmark_name))}, batch "
-            f"{m.batch_size}, {m.core_count} cores){stale}")
+            f"{m.batch_size}, {plural(m.core_count, 'core')}){stale}")
 
 
 def applied_text(rec: "Optimization") -> str:

@@ -24,7 +24,7 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.widget import Widget
 from textual.widgets import Button, Input, Label, Select, SelectionList, Static
 
-from sparsify_tui.formatting import format_fixed
+from sparsify_tui.formatting import format_fixed, plural
 from sparsify_tui.tui.optimization.pane import PaneContext, RecordPane, ScheduleEdited
 from sparsify_tui.tui.widgets.charts import Plot
 from sparsify_tui.tui.widgets.dialogs import FormDialog
@@ -73,11 +73,11 @@ def summary_text(rec: "Optimization") -> str:
         f"Data {escape(str(s.data or 'synthetic'))} · {s.eval_items} items · calibration "
         f"{escape(s.calibration_method or 'minmax')} on {s.calibration_size} batches"
         + (f" · FP32 accuracy {_pct(s.accuracy_fp32)}" if s.accuracy_fp32 is not None else ""),
-        f"[b]{escape(s.status or '')}[/b] · {len(s.trials)} trials in "
+        f"[b]{escape(s.status or '')}[/b] · {plural(len(s.trials), 'trial')} in "
         f"{format_fixed(s.seconds, '.1f')} s · FP32 {format_fixed(s.fp32_ms, '.3f')} ms",
     ]
     if chosen:
-        lines.append(f"Chosen: trial {chosen.index}, {chosen.groups} group(s) FP32 "
+        lines.append(f"Chosen: trial {chosen.index}, {plural(chosen.groups, 'group')} FP32 "
                      f"({chosen.excluded_count} nodes), metric {format_fixed(chosen.metric_value, '.4g')}, "
                      f"measured {format_fixed(chosen.speedup)}× vs FP32")
     return "\n".join(lines)

@@ -30,6 +30,7 @@ from textual.containers import Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Footer, Static, TabbedContent, TabPane
 
+from sparsify_tui.formatting import plural
 from sparsify_tui.tui import messages
 from sparsify_tui.tui.perf.messages import PerfComparisonLoaded
 from sparsify_tui.tui.widgets import keys
@@ -66,7 +67,7 @@ def side_text(tag: str, side) -> str:
     lat = side.latency_ms or {}
     t = side.target or {}
     host = f"{t['hostname']} · " if t.get("hostname") else ""
-    return (f"[b]{tag}[/b] {side.label} · batch {side.batch_size} · {side.core_count} cores · {host}"
+    return (f"[b]{tag}[/b] {side.label} · batch {side.batch_size} · {plural(side.core_count, 'core')} · {host}"
             f"{t.get('cpu_model') or 'CPU ?'} · {_ms(lat.get('median'))} ms (p90 {_ms(lat.get('p90'))})")
 
 

@@ -31,6 +31,7 @@ from textual.binding import Binding
 from textual.containers import Vertical, VerticalScroll
 from textual.widgets import Static, TabbedContent, TabPane
 
+from sparsify_tui.formatting import plural
 from sparsify_tui.tui import messages
 from sparsify_tui.tui.perf.messages import PerfProfileLoaded
 from sparsify_tui.tui.widgets import keys
@@ -97,7 +98,7 @@ def model_summary_text(profile, level: str) -> str:
     lat = p.latency_ms or {}
     isets = ", ".join(p.instruction_sets) or "unknown"
     lines = [
-        f"[b]{escape(p.name)}[/b] · batch {p.batch_size} · {p.core_count} cores · onnxruntime {p.ort_version or '?'}",
+        f"[b]{escape(p.name)}[/b] · batch {p.batch_size} · {plural(p.core_count, 'core')} · onnxruntime {p.ort_version or '?'}",
         f"Instruction sets: {isets}",
         f"[b]Measured[/b] {_ms(lat.get('median'))} ms/batch (p90 {_ms(lat.get('p90'))}) · "
         f"{p.items_per_second:.1f} items/s",
