@@ -12,7 +12,6 @@ from typing import TYPE_CHECKING
 
 from sparsify_tui.cli import stderr_progress as _stderr_progress
 from sparsify_tui.commands import profile_group
-from sparsify_tui.formatting import plural
 
 if TYPE_CHECKING:
     from sparsify_tui.optimization.record import Optimization
@@ -28,7 +27,12 @@ def render_channel_text(opt: "Optimization", project_name: str) -> str:
               "sparsity": f"{st.sparsity:.2f} of all prunable channels (allocated)",
               "speedup": f"{st.target_speedup:.2f}x estimated speedup", "macs": f"{st.macs_reduction:.2f}x fewer MACs",
               }.get(st.target, st.target)
-    measured = opt.extra.get("measured") or {}
+    if not q.enabled:
+        int8 = ""
+    elif est.int8_measured:
+        int8 = f"; with INT8: {_fmt(est.ort_speedup)}x (est.)"
+    else:  # no measured INT8 time (the FLOPS profile, or a profile without INT8): the gain is not known
+        int8 = "; with INT8: not estimated (no measured INT8 time; benchmark the applied model)"
     lines = [
         f"optimization {opt.name!r} ({opt.id}) of project {project_name!r}: CHANNEL pruning",
         f"  profiles: perf {opt.perf_profile_name}, loss {opt.loss_profile_name}",
@@ -38,18 +42,15 @@ def render_channel_text(opt: "Optimization", project_name: str) -> str:
         f"  quantization: {'INT8 after thinning' if q.enabled else 'off'}",
         "  estimates (onnxruntime, thinned dense model):",
         f"    FP32: {_fmt(est.ort_ms_fp32, '.3f')} ms/batch (baseline {_fmt(est.baseline_ms, '.3f')}), "
-        f"speedup {_fmt(est.ort_speedup_fp32)}x (est.)" + (f"; with INT8: {_fmt(est.ort_speedup)}x (est.)"
-                                                         if q.enabled else ""),
+        f"speedup {_fmt(est.ort_speedup_fp32)}x (est.)" + int8,
         f"    time model: {est.time_model_note}",
         f"    MACs {_fmt(est.macs, '.4g')} -> {_fmt(est.macs_pruned, '.4g')} ({_fmt(est.macs_reduction)}x fewer), "
         f"params {_fmt(est.params, '.4g')} -> {_fmt(est.params_nonzero, '.4g')}",
         f"    est. output change {_fmt(est.est_output_change, '.4g')} ({est.loss_metric}, summed over groups)",
     ]
-    if measured:
-        stale = " (stale: the optimization changed since)" if measured.get("stale") else ""
-        lines.append(f"  measured (benchmark {measured.get('benchmark_name')!r}, batch {measured.get('batch_size')}, "
-                     f"{plural(measured.get('core_count'), 'core')}): speedup {_fmt(measured.get('speedup'))}x vs "
-                     f"estimated {_fmt(measured.get('estimated_speedup'))}x{stale}")
+    from sparsify_tui.commands.optimize import measured_lines
+
+    lines += measured_lines(opt)
     timed = est.baseline_ms is not None  # group ms only from a measured perf profile (FLOPS: relative units)
     lines.append(f"  groups (id, channels -> kept, ratio, {'est. ms' if timed else 'est. speedup'}, est. loss, note):")
     for l in opt.layers:

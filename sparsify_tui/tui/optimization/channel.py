@@ -150,7 +150,8 @@ class GroupsPane(StructurePane):
               " ms)" if est.baseline_ms is not None else "")
         perf = (f"[b]onnxruntime, thinned dense model[/b] ({units})\n"
                 f"Estimated {format_fixed(est.ort_speedup_fp32)}× FP32{ms}"
-                + (f", {format_fixed(est.ort_speedup)}× with INT8" if q.enabled else "") + "\n"
+                + ((f", {format_fixed(est.ort_speedup)}× with INT8" if est.int8_measured else
+                    ", with INT8: not estimated (no measured INT8 time)") if q.enabled else "") + "\n"
                 f"{meas}\n"
                 f"[dim]{escape(str(est.time_model_note or ''))}[/]")
         flops = (f"MACs {format_count(est.macs, sep=' ')} → "
