@@ -76,3 +76,21 @@ async def test_closing_a_dialog_gives_the_focus_back(demo, section_key, section,
         await wait_for(pilot, lambda: len(app.screen_stack) == 1)
         await pilot.pause(0.3)
         assert app.focused is before and shown(before), (section, dialog_key, app.focused)
+
+
+async def test_a_window_or_page_without_focus_keeps_the_footer_keys(demo):
+    """Issue 24 friction: in `serve`, the footer lacked n/d/Filter until the page was clicked (the browser page
+    starts unfocused and Textual took the focus away on that blur)."""
+    from textual import events
+
+    ws, pid = demo
+    app = SparsifyApp(project=pid, workspace=ws)
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(pilot, lambda: app.section == "perf" and app.focused is not None)
+        await pilot.pause(0.5)
+        focused = app.focused
+        app.post_message(events.AppBlur())
+        await pilot.pause(0.5)
+        assert app.focused is focused
+        keys = [str(k.render()) for k in app.screen.query("FooterKey")]
+        assert any("New" in k for k in keys) and any("Del" in k for k in keys), keys

@@ -250,6 +250,13 @@ class SparsifyApp(App[int]):
                     return
         await super().on_event(event)
 
+    async def _on_app_blur(self, event: events.AppBlur) -> None:
+        """The terminal window or the browser page lost the focus: the focused widget keeps it, so the footer still
+        shows what the keys do there. Textual's own handler takes the focus away until the window gets it back,
+        and ``sparsify-tui serve`` starts in a page that has not been clicked yet: its footer lacked n, d and
+        Filter until a click (issue 24)."""
+        event.prevent_default()  # not App._on_app_blur
+
     # -- layout ---------------------------------------------------------------------------
     def compose(self) -> ComposeResult:
         yield Header(show_clock=False, icon="◆")
