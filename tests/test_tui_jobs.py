@@ -53,7 +53,11 @@ def blocker():
 
 
 def footer_texts(app) -> list[str]:
-    return [str(k.render()) for k in app.screen.query("FooterKey") if k.display]
+    """The footer's entries (``["n New", "c Cancel", ...]``, split at the key of each)."""
+    from sparsify_tui.tui.widgets.footer import footer_entries
+
+    return [e.text for e in footer_entries(app, app.screen.active_bindings)
+            if e.text in app.screen.query_one("KeysFooter").text]
 
 
 async def test_a_queued_perf_profile_shows_in_its_section_and_c_cancels_it(ws, demo_model, blocker):

@@ -25,12 +25,13 @@ from textual.binding import Binding
 from textual.command import DiscoveryHit, Hit, Hits, Provider
 from textual.reactive import reactive
 from textual.widget import Widget
-from textual.widgets import ContentSwitcher, Footer, Header, Static
+from textual.widgets import ContentSwitcher, Header, Static
 from textual.worker import Worker, WorkerState
 
 from sparsify_tui.tui import messages
 from sparsify_tui.tui.projects import ProjectsSection
 from sparsify_tui.tui.widgets.dialogs import ErrorDialog, error_message
+from sparsify_tui.tui.widgets.footer import KeysFooter
 from sparsify_tui.tui.workers import app_work, post_result
 
 # (section id, label, short label for the section bar)
@@ -263,7 +264,7 @@ class SparsifyApp(App[int]):
         yield SectionBar(id="section-bar")
         with ContentSwitcher(initial="projects", id="sections"):
             yield ProjectsSection(id="projects")
-        yield Footer(compact=True, show_command_palette=False)  # ctrl+p is an ordinary binding: it fits 80 cols
+        yield KeysFooter()  # one line of text (ctrl+p is an ordinary binding: it fits 80 cols)
 
     def on_mount(self) -> None:
         self.call_after_refresh(self._preload_sections)

@@ -22,12 +22,13 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import VerticalScroll
 from textual.screen import Screen
-from textual.widgets import DataTable, Footer, Header, Static
+from textual.widgets import DataTable, Header, Static
 
 from sparsify_tui.tui import messages
 from sparsify_tui.tui.jobs.messages import JobCancelAsked, JobLogRead, JobsListed
 from sparsify_tui.tui.widgets import tables
 from sparsify_tui.tui.widgets.dialogs import ConfirmDialog
+from sparsify_tui.tui.widgets.footer import KeysFooter
 from sparsify_tui.tui.widgets.jobs import job_status_text, job_title
 from sparsify_tui.tui.widgets.tables import Column, FilterableTable
 from sparsify_tui.tui.workers import app_work, post_result
@@ -120,7 +121,7 @@ class JobsScreen(Screen):
         ], id="jobs-table")
         with VerticalScroll(id="job-detail-scroll"):  # the job and its log's last lines: longer than 9 rows
             yield Static("", id="job-detail")
-        yield Footer(compact=True, show_command_palette=False)
+        yield KeysFooter()
 
     def on_mount(self) -> None:
         self.sub_title = "jobs"

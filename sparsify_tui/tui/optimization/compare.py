@@ -22,11 +22,12 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import ModalScreen
-from textual.widgets import Footer, SelectionList, Static, TabbedContent, TabPane
+from textual.widgets import SelectionList, Static, TabbedContent, TabPane
 
 from sparsify_tui.tui import messages
 from sparsify_tui.tui.optimization.messages import OptimizationsCompared, OptimizationsListed
 from sparsify_tui.tui.widgets import keys
+from sparsify_tui.tui.widgets.footer import KeysFooter
 from sparsify_tui.tui.widgets.labels import elide_middle
 from sparsify_tui.tui.widgets.tables import Column, FilterableTable
 from sparsify_tui.tui.widgets.toggles import TextSelectionList
@@ -159,7 +160,7 @@ class OptimizationCompareScreen(ModalScreen[None]):
                     with TabPane("Measured (>)", id="measured"):
                         with VerticalScroll():
                             yield Static("", id="ocmp-measured")
-            yield Footer()
+            yield KeysFooter()
 
     def on_mount(self) -> None:
         keys.quiet_tabs(self.query_one(TabbedContent))  # tabs switch with m/l/g and < >: no invisible stop

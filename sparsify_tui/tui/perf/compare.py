@@ -28,13 +28,14 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical
 from textual.screen import ModalScreen
-from textual.widgets import Footer, Static, TabbedContent, TabPane
+from textual.widgets import Static, TabbedContent, TabPane
 
 from sparsify_tui.formatting import plural
 from sparsify_tui.tui import messages
 from sparsify_tui.tui.perf.messages import PerfComparisonLoaded
 from sparsify_tui.tui.widgets import keys
 from sparsify_tui.tui.widgets.diverging import DivergingBarChart
+from sparsify_tui.tui.widgets.footer import KeysFooter
 from sparsify_tui.tui.widgets.tables import Column, FilterableTable, format_percent
 from sparsify_tui.tui.workers import app_work, post_result
 
@@ -144,7 +145,7 @@ class PerfCompareScreen(ModalScreen[None]):
                         Column("b_share", "B %", numeric=True, fmt=format_percent),
                         Column("status", "Unmatched", filter=True),
                     ], id="cmp-table")
-            yield Footer()
+            yield KeysFooter()
 
     def on_mount(self) -> None:
         keys.quiet_tabs(self.query_one(TabbedContent))  # tabs switch with m/l/g and < >: no invisible stop
