@@ -24,7 +24,7 @@ from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
-from textual.widgets import OptionList, Static, TabbedContent, TabPane
+from textual.widgets import OptionList, Static, TabPane
 from textual.widgets.option_list import Option
 
 from sparsify_tui.tui.benchmarks.dialogs import ApplyDialog, BenchmarkDialog
@@ -36,6 +36,7 @@ from sparsify_tui.tui.widgets.dialogs import fresh_name
 from sparsify_tui.tui.widgets.labels import elide_middle
 from sparsify_tui.tui.widgets.records import RecordListSection
 from sparsify_tui.tui.widgets.tables import Column, FilterableTable
+from sparsify_tui.tui.widgets.tabs import ViewTabs
 from sparsify_tui.tui.workers import app_work, post_result
 
 TABLE = "benchmarks"
@@ -243,7 +244,7 @@ class BenchmarksSection(RecordListSection):
     BenchmarksSection #compare-speedup { height: auto; padding: 0 1; text-style: bold; }
     BenchmarksSection #compare-accuracy { height: auto; padding: 0 1 1 1; }
     BenchmarksSection #bench-empty { padding: 1 2; color: $text-muted; }
-    BenchmarksSection TabbedContent { height: 1fr; }
+    BenchmarksSection ViewTabs { height: 1fr; }
     BenchmarksSection TabPane { padding: 0; }
     BenchmarksSection LineChart PlotextPlot { height: 14; }
     """
@@ -282,7 +283,7 @@ class BenchmarksSection(RecordListSection):
                              "over batch sizes and core counts, or a to apply and export an optimized .onnx.",
                              id="bench-empty")
                 yield Static("", id="bench-header")
-                with TabbedContent(initial="compare", id="bench-tabs"):
+                with ViewTabs(initial="compare", id="bench-tabs"):
                     with TabPane("Compare (m)", id="compare"):
                         with VerticalScroll(id="compare-scroll"):
                             yield Static("", id="compare-speedup")
@@ -302,19 +303,18 @@ class BenchmarksSection(RecordListSection):
                         yield FilterableTable(TABLE_COLUMNS, id="bench-table")
 
     def on_mount(self) -> None:
-        keys.quiet_tabs(self.query_one("#bench-tabs", TabbedContent))
         self._show_empty(True)
 
     def action_view_tab(self, tab: str) -> None:
         if self.result is None:
             return
-        self.query_one("#bench-tabs", TabbedContent).active = tab
+        self.query_one("#bench-tabs", ViewTabs).active = tab
         target = {"compare": "#compare-chart", "iter": "#iter-chart", "batch": "#batch-chart",
                   "cores": "#cores-chart", "table": "#bench-table"}[tab]
         self.query_one(target).focus()
 
     def action_cycle_tab(self, step: int) -> None:
-        self.action_view_tab(keys.cycle(list(TABS), self.query_one("#bench-tabs", TabbedContent).active, step))
+        self.action_view_tab(keys.cycle(list(TABS), self.query_one("#bench-tabs", ViewTabs).active, step))
 
     # -- data ------------------------------------------------------------------------------
     def record_option(self, record: dict) -> Option:
@@ -331,7 +331,7 @@ class BenchmarksSection(RecordListSection):
         if refresh or self.result is None or self._loaded_id != selected:
             self._load_result(selected)
         if focus:
-            self.action_view_tab(self.query_one("#bench-tabs", TabbedContent).active or "compare")
+            self.action_view_tab(self.query_one("#bench-tabs", ViewTabs).active or "compare")
 
     def _show_empty(self, empty: bool) -> None:
         self.query_one("#bench-empty").display = empty

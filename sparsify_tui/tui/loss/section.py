@@ -19,7 +19,7 @@ from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
-from textual.widgets import OptionList, Static, TabbedContent, TabPane
+from textual.widgets import OptionList, Static, TabPane
 from textual.widgets.option_list import Option
 
 from sparsify_tui.tui import messages
@@ -30,8 +30,8 @@ from sparsify_tui.tui.widgets.charts import BarChart
 from sparsify_tui.tui.widgets.dialogs import RecordDialog, analysis_fields, fresh_name
 from sparsify_tui.tui.widgets.labels import elide_middle
 from sparsify_tui.tui.widgets.records import RecordListSection, RecordView
-from sparsify_tui.tui.widgets.tabs import place_tab_underlines
 from sparsify_tui.tui.widgets.tables import Column, FilterableTable, format_count, format_percent
+from sparsify_tui.tui.widgets.tabs import ViewTabs
 from sparsify_tui.tui.workers import app_work, post_result
 
 APPROX_ID = "approximated"
@@ -160,7 +160,7 @@ class LossProfileView(RecordView):
         self.show_int8 = False
 
     def compose(self) -> ComposeResult:
-        with TabbedContent(initial="summary", id="loss-tabs"):
+        with ViewTabs(initial="summary", id="loss-tabs"):
             with TabPane("Summary (m)", id="summary"):
                 with VerticalScroll(id="summary-scroll"):
                     yield Static("Loading the loss profile…", id="loss-summary")
@@ -175,7 +175,6 @@ class LossProfileView(RecordView):
                 yield FilterableTable([Column("id", "Layer", filter=True)], id="loss-table")
 
     def on_mount(self) -> None:
-        keys.quiet_tabs(self.query_one(TabbedContent))
         self._load(self.ref)
 
     def set_ref(self, ref: str) -> None:
@@ -211,7 +210,6 @@ class LossProfileView(RecordView):
         self.level = default_level(prof)
         self.show_int8 = False
         self.query_one("#loss-summary", Static).update(summary_text(prof))
-        place_tab_underlines(self)
         self.query_one("#params-chart", BarChart).set_data(
             [x.id for x in prof.layers], [x.params for x in prof.layers], keys=list(range(len(prof.layers))),
             title=f"Layer Params Counts ({format_count(prof.total_params)} total)", total=prof.total_params)
@@ -265,13 +263,13 @@ class LossProfileView(RecordView):
         self._show_sens()
 
     def current_tab(self) -> str:
-        return self.query_one("#loss-tabs", TabbedContent).active or "summary"
+        return self.query_one("#loss-tabs", ViewTabs).active or "summary"
 
     def focus_default(self) -> None:
         self.action_tab(self.current_tab())
 
     def action_tab(self, tab: str) -> None:
-        self.query_one("#loss-tabs", TabbedContent).active = tab
+        self.query_one("#loss-tabs", ViewTabs).active = tab
         target = {"summary": "#summary-scroll", "sens": "#sens-chart", "params": "#params-chart",
                   "table": "#loss-table"}[tab]
         self.query_one(target).focus(scroll_visible=False)

@@ -22,7 +22,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import ModalScreen
-from textual.widgets import SelectionList, Static, TabbedContent, TabPane
+from textual.widgets import SelectionList, Static, TabPane
 
 from sparsify_tui.tui import messages
 from sparsify_tui.tui.optimization.messages import OptimizationsCompared, OptimizationsListed
@@ -30,6 +30,7 @@ from sparsify_tui.tui.widgets import keys
 from sparsify_tui.tui.widgets.footer import KeysFooter
 from sparsify_tui.tui.widgets.labels import elide_middle
 from sparsify_tui.tui.widgets.tables import Column, FilterableTable
+from sparsify_tui.tui.widgets.tabs import ViewTabs
 from sparsify_tui.tui.widgets.toggles import TextSelectionList
 from sparsify_tui.tui.workers import app_work, post_result
 
@@ -119,7 +120,7 @@ class OptimizationCompareScreen(ModalScreen[None]):
     OptimizationCompareScreen #ocmp-left { width: 24; border-right: solid $primary-darken-2; }
     OptimizationCompareScreen #ocmp-list { height: 1fr; border: none; }
     OptimizationCompareScreen .hint { color: $text-muted; height: auto; padding: 0 1; }
-    OptimizationCompareScreen TabbedContent { height: 1fr; width: 1fr; }
+    OptimizationCompareScreen ViewTabs { height: 1fr; width: 1fr; }
     OptimizationCompareScreen TabPane { padding: 0; }
     OptimizationCompareScreen FilterableTable { height: 1fr; }
     OptimizationCompareScreen #ocmp-measured { padding: 0 1; height: auto; }
@@ -151,7 +152,7 @@ class OptimizationCompareScreen(ModalScreen[None]):
                 with Vertical(id="ocmp-left"):
                     yield TextSelectionList[str](id="ocmp-list")
                     yield Static("space: check", classes="hint")
-                with TabbedContent(initial="settings"):
+                with ViewTabs(initial="settings"):
                     with TabPane("Settings (m)", id="settings"):
                         yield Static("Loading…", id="ocmp-status", classes="hint")
                         yield Vertical(id="ocmp-settings-box")
@@ -163,7 +164,6 @@ class OptimizationCompareScreen(ModalScreen[None]):
             yield KeysFooter()
 
     def on_mount(self) -> None:
-        keys.quiet_tabs(self.query_one(TabbedContent))  # tabs switch with m/l/g and < >: no invisible stop
         self._list()
 
     @app_work(group="opt-compare-list", description="list optimizations")
@@ -249,10 +249,10 @@ class OptimizationCompareScreen(ModalScreen[None]):
         self.dismiss(None)
 
     def action_tab(self, tab: str) -> None:
-        self.query_one(TabbedContent).active = tab
+        self.query_one(ViewTabs).active = tab
 
     def action_cycle_tab(self, step: int) -> None:
-        self.action_tab(keys.cycle(["settings", "layers", "measured"], self.query_one(TabbedContent).active, step))
+        self.action_tab(keys.cycle(["settings", "layers", "measured"], self.query_one(ViewTabs).active, step))
 
     def action_focus_list(self) -> None:
         self.query_one("#ocmp-list", SelectionList).focus()

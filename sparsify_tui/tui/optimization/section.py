@@ -36,7 +36,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.widget import Widget
-from textual.widgets import Input, Label, OptionList, Static, TabbedContent, TabPane
+from textual.widgets import Input, Label, OptionList, Static, TabPane
 from textual.widgets.option_list import Option
 
 from sparsify_tui.tui.optimization.channel import GroupsPane, loss_label
@@ -53,6 +53,7 @@ from sparsify_tui.tui.widgets.dialogs import ConfirmDialog, RecordDialog
 from sparsify_tui.tui.widgets.inputs import TextInput
 from sparsify_tui.tui.widgets.jobs import JobProgress, SectionJobs
 from sparsify_tui.tui.widgets.tables import FilterableTable
+from sparsify_tui.tui.widgets.tabs import ViewTabs
 from sparsify_tui.tui.workers import app_work, post_result
 
 if TYPE_CHECKING:
@@ -154,7 +155,7 @@ class OptimizationSection(Widget):
                 yield Static("", id="opt-header")
                 yield Static("No optimization yet. Press [b]n[/b] to create one from the perf profile "
                              "(or FLOPS) and the loss profile (or Approximated).", id="opt-empty")
-                with TabbedContent(id="opt-tabs"):
+                with ViewTabs(id="opt-tabs"):
                     with TabPane("Pruning (m)", id="tab-pruning"):
                         yield from self._compose_settings()
                     for pane in (*STRUCTURE_PANES.values(), *PANES):
@@ -187,7 +188,6 @@ class OptimizationSection(Widget):
 
     def on_mount(self) -> None:
         self._show_main(False)
-        keys.quiet_tabs(self.query_one("#opt-tabs", TabbedContent))
         self._show_structure(LayersPane)
         self.load_records()
 
@@ -293,7 +293,7 @@ class OptimizationSection(Widget):
     def _selected(self, event: OptionList.OptionSelected) -> None:
         """enter on the list: into the optimization's current tab, so its keys work at once."""
         if self.rec is not None:
-            self.action_view_tab(self.query_one("#opt-tabs", TabbedContent).active or "tab-pruning")
+            self.action_view_tab(self.query_one("#opt-tabs", ViewTabs).active or "tab-pruning")
 
     @on(OptionList.OptionHighlighted, "#opt-list")
     def _highlighted(self, event: OptionList.OptionHighlighted) -> None:
@@ -345,7 +345,7 @@ class OptimizationSection(Widget):
         if getattr(self.app, "section", None) != "optimization" or self.screen is not self.app.screen:
             return
         rows_tab, self._rows_tab = self._rows_tab, None
-        tabs = self.query_one("#opt-tabs", TabbedContent)
+        tabs = self.query_one("#opt-tabs", ViewTabs)
         if rows_tab is not None and tabs.active != rows_tab:
             had_rows = self.screen.focused is None or any(
                 isinstance(a, StructurePane) for a in self.screen.focused.ancestors_with_self)
@@ -356,7 +356,7 @@ class OptimizationSection(Widget):
         focused = self.screen.focused
         if focused is not None and focused.region.area > 0:
             return
-        tab = self.query_one("#opt-tabs", TabbedContent).active
+        tab = self.query_one("#opt-tabs", ViewTabs).active
         focus = {p.TAB_ID: p.FOCUS for p in (*STRUCTURE_PANES.values(), *PANES)}.get(tab)
         target = self.query(focus) if focus and self.rec is not None else None
         (target.first() if target else self.query_one("#opt-list")).focus()
@@ -436,7 +436,7 @@ class OptimizationSection(Widget):
             return
         self.query_one(SectionJobs).follow(message.job)
         if self.rec is not None:
-            self.query_one("#opt-tabs", TabbedContent).active = "tab-quant"
+            self.query_one("#opt-tabs", ViewTabs).active = "tab-quant"
         self.app.notify(f"INT8 search started (job {message.job.get('id')}): its progress shows under the list (c "
                         "cancels); the optimization appears when it ends. It keeps running if you quit.")
 
@@ -445,11 +445,11 @@ class OptimizationSection(Widget):
 
     def _show_structure(self, shown: type[StructurePane]) -> None:
         """The tab of the record's structure pane is shown, the other structures' hidden."""
-        tabs = self.query_one("#opt-tabs", TabbedContent)
+        tabs = self.query_one("#opt-tabs", ViewTabs)
         for pane in STRUCTURE_PANES.values():
             (tabs.show_tab if pane is shown else tabs.hide_tab)(pane.TAB_ID)
 
-    @on(TabbedContent.TabActivated, "#opt-tabs")
+    @on(ViewTabs.TabActivated, "#opt-tabs")
     def _tab_changed(self) -> None:
         self.refresh_bindings()
 
@@ -496,7 +496,7 @@ class OptimizationSection(Widget):
         return self._rows_pane().current_layer() if self.rec is not None else None
 
     def _layers_active(self) -> bool:
-        return self.query_one("#opt-tabs", TabbedContent).active in {p.TAB_ID for p in STRUCTURE_PANES.values()}
+        return self.query_one("#opt-tabs", ViewTabs).active in {p.TAB_ID for p in STRUCTURE_PANES.values()}
 
     def action_step(self, direction: int) -> None:
         layer = self._current_layer() if self._layers_active() else None
@@ -624,13 +624,13 @@ class OptimizationSection(Widget):
         structure = {p.TAB_ID: p for p in STRUCTURE_PANES.values()}
         if tab in structure:
             tab = structure_pane(self.rec).TAB_ID
-        self.query_one("#opt-tabs", TabbedContent).active = tab
+        self.query_one("#opt-tabs", ViewTabs).active = tab
         focus = {p.TAB_ID: p.FOCUS for p in (*STRUCTURE_PANES.values(), *PANES)}
         self.query_one(focus.get(tab, "#in-sparsity")).focus()
 
     def action_cycle_tab(self, step: int) -> None:
         if self.rec is not None:
-            self.action_view_tab(keys.cycle(self._tabs(), self.query_one("#opt-tabs", TabbedContent).active, step))
+            self.action_view_tab(keys.cycle(self._tabs(), self.query_one("#opt-tabs", ViewTabs).active, step))
 
     def action_inspect(self) -> None:
         """`i`: the full record of the structure pane's row under the cursor."""

@@ -28,7 +28,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical
 from textual.screen import ModalScreen
-from textual.widgets import Static, TabbedContent, TabPane
+from textual.widgets import Static, TabPane
 
 from sparsify_tui.formatting import plural
 from sparsify_tui.tui import messages
@@ -37,6 +37,7 @@ from sparsify_tui.tui.widgets import keys
 from sparsify_tui.tui.widgets.diverging import DivergingBarChart
 from sparsify_tui.tui.widgets.footer import KeysFooter
 from sparsify_tui.tui.widgets.tables import Column, FilterableTable, format_percent
+from sparsify_tui.tui.widgets.tabs import ViewTabs
 from sparsify_tui.tui.workers import app_work, post_result
 
 TOP_N_CHOICES = (10, 20, 50, 0)  # 0 = all
@@ -87,7 +88,7 @@ class PerfCompareScreen(ModalScreen[None]):
     PerfCompareScreen .cmp-line { height: auto; padding: 0 1; }
     PerfCompareScreen #cmp-title { text-style: bold; background: $panel; }
     PerfCompareScreen #cmp-notes { color: $text-muted; }
-    PerfCompareScreen TabbedContent { height: 1fr; }
+    PerfCompareScreen ViewTabs { height: 1fr; }
     PerfCompareScreen TabPane { padding: 0; }
     PerfCompareScreen FilterableTable { height: 1fr; }
     """
@@ -126,7 +127,7 @@ class PerfCompareScreen(ModalScreen[None]):
             yield Static("Loading the comparison…", id="cmp-sides", classes="cmp-line")
             yield Static("", id="cmp-totals", classes="cmp-line")
             yield Static("", id="cmp-notes", classes="cmp-line")
-            with TabbedContent(initial="ops"):
+            with ViewTabs(initial="ops"):
                 with TabPane("Op types (m)", id="ops"):
                     with Vertical():  # the chart scrolls itself: no second tab stop around it
                         yield DivergingBarChart(title="Per op type", id="cmp-ops")
@@ -148,7 +149,6 @@ class PerfCompareScreen(ModalScreen[None]):
             yield KeysFooter()
 
     def on_mount(self) -> None:
-        keys.quiet_tabs(self.query_one(TabbedContent))  # tabs switch with m/l/g and < >: no invisible stop
         self._load()
 
     @app_work(group="perf-compare", description="compare perf profiles")
@@ -209,12 +209,12 @@ class PerfCompareScreen(ModalScreen[None]):
         self._load()
 
     def action_tab(self, tab: str) -> None:
-        self.query_one(TabbedContent).active = tab
+        self.query_one(ViewTabs).active = tab
         target = {"ops": "#cmp-ops", "top": "#cmp-top", "rows": "#cmp-table"}[tab]
         self.query_one(target).focus()
 
     def action_cycle_tab(self, step: int) -> None:
-        self.action_tab(keys.cycle(list(TABS), self.query_one(TabbedContent).active, step))
+        self.action_tab(keys.cycle(list(TABS), self.query_one(ViewTabs).active, step))
 
     def action_cycle_top_n(self, step: int) -> None:
         """`+` / `-`: more or fewer top layers (10, 20, 50, all), stopping at either end."""

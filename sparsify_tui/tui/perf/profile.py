@@ -29,17 +29,17 @@ from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical, VerticalScroll
-from textual.widgets import Static, TabbedContent, TabPane
+from textual.widgets import Static, TabPane
 
 from sparsify_tui.formatting import plural
 from sparsify_tui.tui import messages
 from sparsify_tui.tui.perf.messages import PerfProfileLoaded
 from sparsify_tui.tui.widgets import keys
-from sparsify_tui.tui.widgets.tabs import place_tab_underlines
 from sparsify_tui.tui.widgets.charts import BarChart
 from sparsify_tui.tui.widgets.dialogs import RecordDialog, analysis_fields
 from sparsify_tui.tui.widgets.records import RecordView
 from sparsify_tui.tui.widgets.tables import Column, FilterableTable, format_count, format_percent
+from sparsify_tui.tui.widgets.tabs import ViewTabs
 from sparsify_tui.tui.workers import app_work, post_result
 
 LEVELS = ("0.4", "0.6", "0.7", "0.8", "0.85", "0.9", "0.95", "0.975", "0.99")
@@ -173,7 +173,7 @@ class PerfProfileView(RecordView):
         self.top_n = 20
 
     def compose(self) -> ComposeResult:
-        with TabbedContent(initial="summary"):
+        with ViewTabs(initial="summary"):
             with TabPane("Summary (m)", id="summary"):
                 with VerticalScroll():
                     yield Static("Loading the profile…", id="perf-summary")
@@ -204,11 +204,10 @@ class PerfProfileView(RecordView):
         ]
 
     def on_mount(self) -> None:
-        keys.quiet_tabs(self.query_one(TabbedContent))
         self._load()
 
     def focus_default(self) -> None:
-        self.action_tab(self.query_one(TabbedContent).active or "summary")
+        self.action_tab(self.query_one(ViewTabs).active or "summary")
 
     def set_record(self, record_id: str, *, refresh: bool = False) -> None:
         """Show another measured profile (or, with ``refresh``, read this one again: a rerun replaced its numbers).
@@ -253,7 +252,6 @@ class PerfProfileView(RecordView):
     # -- rendering -------------------------------------------------------------------------------
     def show_profile(self, profile) -> None:
         self.profile = profile
-        place_tab_underlines(self)
         self._render_summary()
         self._render_op_chart()
         self._render_table()
@@ -319,10 +317,10 @@ class PerfProfileView(RecordView):
         self._render_top()
 
     def current_tab(self) -> str:
-        return self.query_one(TabbedContent).active or "summary"
+        return self.query_one(ViewTabs).active or "summary"
 
     def action_tab(self, tab: str) -> None:
-        tabs = self.query_one(TabbedContent)
+        tabs = self.query_one(ViewTabs)
         tabs.active = tab
         target = {"summary": "#op-chart", "layers": "#layer-table", "top": "#top-chart"}[tab]
         self.query_one(target).focus(scroll_visible=False)
