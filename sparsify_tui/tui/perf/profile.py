@@ -161,12 +161,13 @@ class PerfProfileView(RecordView):
                 tooltip="Top Layers: fewer nodes"),
     ]
 
-    def __init__(self, project_id: str, record_id: str, **kwargs) -> None:
+    def __init__(self, project_id: str, record_id: Optional[str], **kwargs) -> None:
         super().__init__(**kwargs)
         self.project_id = project_id
         self.record_id = record_id
         self.profile = None
         self._shown_id: Optional[str] = None
+        self._coming = False  # set_record() got its data before the view was mounted
         self.analysis_nodes: dict = {}
         self.level = DEFAULT_LEVEL
         self.summary_type = "baseline"
@@ -204,22 +205,44 @@ class PerfProfileView(RecordView):
         ]
 
     def on_mount(self) -> None:
-        self._load()
+        if self.record_id is not None and not self.has_class("-unset") and not self._coming:
+            self._load()
 
     def focus_default(self) -> None:
         self.action_tab(self.query_one(ViewTabs).active or "summary")
 
-    def set_record(self, record_id: str, *, refresh: bool = False) -> None:
+    def set_record(self, record_id: str, *, refresh: bool = False, loaded: Optional[PerfProfileLoaded] = None) -> None:
         """Show another measured profile (or, with ``refresh``, read this one again: a rerun replaced its numbers).
-        The view stays mounted: its tab, level and Summary Type are kept."""
-        if record_id == self.record_id and not refresh:
+        ``loaded``: its data, already read (:meth:`read`, with the section's list). The view stays mounted: its
+        tab, level and Summary Type are kept."""
+        if record_id == self.record_id and not refresh and self.record_id_shown_or_coming():
             return
         self.record_id = record_id
-        if self.is_mounted:
+        self.remove_class("-unset")
+        if loaded is not None and loaded.record_id == record_id and not refresh:
+            self._coming = not self.is_mounted
+            self.when_mounted(lambda: self._loaded(loaded))
+        elif self.is_mounted:
             if self.profile is None or self.profile_id != record_id:
                 self.profile = None
                 self.query_one("#perf-summary", Static).update("Loading the profile…")
             self._load()
+
+    def record_id_shown_or_coming(self) -> bool:
+        """A profile is shown, or being read (the view is not waiting for one)."""
+        return self.record_id is not None and not self.has_class("-unset")
+
+    @staticmethod
+    def read(ws, project_id: str, record_id: str) -> PerfProfileLoaded:
+        """Read a measured profile and the model analysis' nodes by id (in a thread): what the view shows."""
+        from sparsify_tui.services.profiles import load_perf_profile
+
+        profile = load_perf_profile(ws, project_id, record_id)
+        try:
+            nodes = {n.get("id"): n for n in (ws.analysis_of(project_id).get("nodes") or [])}
+        except Exception:  # noqa: BLE001 - the record dialog then shows the profile's own fields
+            nodes = {}
+        return PerfProfileLoaded(record_id, profile, nodes)
 
     @property
     def profile_id(self) -> Optional[str]:
@@ -228,15 +251,7 @@ class PerfProfileView(RecordView):
 
     @app_work(group="perf-profile", description="read perf profile")
     def _load(self) -> None:
-        from sparsify_tui.services.profiles import load_perf_profile
-
-        ws = self.app.workspace
-        profile = load_perf_profile(ws, self.project_id, self.record_id)
-        try:
-            nodes = {n.get("id"): n for n in (ws.analysis_of(self.project_id).get("nodes") or [])}
-        except Exception:  # noqa: BLE001 - the record dialog then shows the profile's own fields
-            nodes = {}
-        post_result(self, PerfProfileLoaded(self.record_id, profile, nodes))
+        post_result(self, self.read(self.app.workspace, self.project_id, self.record_id))
 
     @on(PerfProfileLoaded)
     def _loaded(self, message: PerfProfileLoaded) -> None:

@@ -294,9 +294,11 @@ class PerfSection(RecordListSection):
             with Vertical(id="profile-pane"):
                 yield Static("Profiles", classes="pane-title")
                 yield from self.compose_list()
-            # the FLOPS view and the measured view are mounted once, when first shown, and then reused: a new
-            # profile (a finished job, another shell) never removes and re-mounts a view
-            yield Vertical(id="profile-view")
+            # the measured view is mounted with the section (most projects open on a measured profile) and the
+            # FLOPS view when first shown; both are then reused: a new profile (a finished job, another shell) never
+            # removes and re-mounts a view
+            with Vertical(id="profile-view"):
+                yield PerfProfileView(self.project_id, None, id="measured-view", classes="-unset")
 
     def current_view(self) -> Optional[FlopsProfileView | PerfProfileView]:
         """The profile view shown (FlopsProfileView or PerfProfileView), None before the list arrives."""
@@ -337,6 +339,14 @@ class PerfSection(RecordListSection):
         return super().record_signature(record) + (record.get("batch_size"), record.get("core_count"),
                                                    bool(record.get("channel_calibration")))
 
+    def prefetch(self, ws, records: list[dict]):
+        """The newest measured profile (the one the section opens on until the user picks one), read with the list:
+        ``(record id, PerfProfileLoaded)``, or None."""
+        if self._user_chose or not records:
+            return None
+        rid = str(newest(records)["id"])
+        return rid, PerfProfileView.read(ws, self.project_id, rid)
+
     def show_records(self, records: list[dict]) -> None:
         ids = {str(r["id"]) for r in records}
         self.marked = [m for m in self.marked if m in ids]
@@ -365,7 +375,8 @@ class PerfSection(RecordListSection):
             view = PerfProfileView(self.project_id, str(selected), id="measured-view")
             pane.mount(view)
         if isinstance(view, PerfProfileView):
-            view.set_record(str(selected), refresh=refresh)
+            ready = self.prefetched[1] if self.prefetched and self.prefetched[0] == selected else None
+            view.set_record(str(selected), refresh=refresh, loaded=ready)
         focused = self.screen.focused
         had_focus = focused is not None and any(focused in v.walk_children() for v in pane.children
                                                 if v is not view)

@@ -99,6 +99,7 @@ class RecordListSection(Widget):
 
         table: str
         records: list
+        prefetched: Any = None
 
     @dataclass
     class Deleted(Message, bubble=False):
@@ -121,6 +122,7 @@ class RecordListSection(Widget):
         self._signature: Optional[list] = None  # of the records the options show (None: never listed)
         self._user_chose = False  # until the user picks an entry, the newest record is shown
         self._select_after: Optional[str] = None  # record to show once the list has it (a finished job's)
+        self.prefetched: Any = None  # what prefetch() read with the last list
         self._focus_after = False  # and move the focus into its view (the user just made it in a dialog)
 
     # -- to implement ---------------------------------------------------------------------------------
@@ -198,11 +200,20 @@ class RecordListSection(Widget):
 
     @app_work(group="record-list", description="list records")
     def _load_records(self) -> None:
-        post_result(self, self.Listed(self.TABLE, self.app.workspace.list_records(self.project_id, self.TABLE)))
+        ws = self.app.workspace
+        records = ws.list_records(self.project_id, self.TABLE)
+        post_result(self, self.Listed(self.TABLE, records, self.prefetch(ws, records)))
+
+    def prefetch(self, ws: Any, records: list[dict]) -> Any:
+        """What the view will need, read in the list's worker (thread) with the list: the record that will be shown
+        (the newest, until the user picks one), so opening a section waits for one worker, not two. Default:
+        nothing."""
+        return None
 
     @on(Listed)
     def _listed(self, message: "RecordListSection.Listed") -> None:
         message.stop()
+        self.prefetched = message.prefetched
         self.show_records(message.records)
 
     @on(messages.WorkFailed)
