@@ -40,6 +40,13 @@ def format_fixed(value: Any, spec: str = ".2f", none: str = "n/a") -> str:
     return none if value is None else format(value, spec)
 
 
+def plural(n: Any, word: str, words: str = "") -> str:
+    """``"1 core"``, ``"2 cores"``, ``"0 groups"``: the count and the word in the form that agrees with it
+    (``words``: an irregular plural; default ``word + "s"``). A count that is not a number (``"?"``) takes the
+    plural."""
+    return f"{n} {word if n == 1 else (words or word + 's')}"
+
+
 CONTROL_PICTURES = {c: 0x2400 + c for c in range(0x20) if c not in (0x09, 0x0A)}
 """Every C0 control character but tab and newline shown as its Unicode control picture (ESC as ``␛``, BEL as
 ``␇``), DEL as ``␡``, and every C1 control (0x80-0x9f, e.g. the one-byte CSI 0x9b) and lone surrogate (a byte that
@@ -59,3 +66,11 @@ def safe_text(value: Any) -> str:
 def has_control(value: str) -> bool:
     """True when ``value`` holds a character :func:`safe_text` would change."""
     return any(ord(ch) in CONTROL_PICTURES for ch in value)
+
+
+def shell_arg(value: Any) -> str:
+    """``value`` as one argument of a command line to copy into a shell (``demo``, ``'my model'``): the project and
+    record names in the CLI's ``next:`` hints (:func:`shlex.quote`, control characters shown)."""
+    import shlex
+
+    return shlex.quote(safe_text(value))

@@ -18,6 +18,7 @@ import os
 from typing import Any, Iterable, Mapping, Optional
 
 from sparsify_tui.errors import SparsifyError
+from sparsify_tui.formatting import plural
 
 WARMUP = 5
 """Untimed runs before timing (perf profiles and benchmarks)."""
@@ -66,10 +67,10 @@ def core_count(value: Any, flag: str = "--cores", *, available: Optional[int] = 
         return cores
     n = _whole(value, flag)
     if n < 1:
-        raise SparsifyError(f"{flag} {value} is not allowed: {flag} must be 1 or more, up to the {cores} cores "
+        raise SparsifyError(f"{flag} {value} is not allowed: {flag} must be 1 or more, up to the {plural(cores, 'core')} "
                             f"{where}")
     if n > cores:
-        raise SparsifyError(f"{flag} {value} is more than the {cores} cores {where}: give 1 to {cores}")
+        raise SparsifyError(f"{flag} {value} is more than the {plural(cores, 'core')} {where}: give 1 to {cores}")
     return n
 
 

@@ -89,7 +89,7 @@ def test_cards_views_and_table(workspace_home, demo_model):
             sec = await open_section(pilot)
             # newest first, the newest selected
             ids = [o.id for o in sec.query_one("#bench-list").options]
-            assert ids == ["bench1", "bench0"] and sec.selected_id == "bench1"
+            assert ids == ["bench1", "bench0"] and sec.selected == "bench1"
             assert sec.result.name == "newest run"
             assert sec.combo == (1, 1)
             iter_chart = sec.query_one("#iter-chart")
@@ -161,7 +161,7 @@ def test_create_dialog_runs_benchmark_job_then_rerun_and_delete(workspace_home, 
             assert len(sec.records) == n and sum(r.get("name") == "from tui" for r in sec.records) == 1
             assert sec.records[0]["args"]["batch_sizes"] == [1, 2]
             # delete it (confirm)
-            target = sec.selected_id
+            target = sec.selected
             await pilot.press("delete")
             await pilot.pause()
             await pilot.press("y")
@@ -279,5 +279,37 @@ def test_noisy_runs_are_flagged(workspace_home, demo_model):
                 await pilot.press("b")
             text = str(sec.query_one("#compare-speedup").render())
             assert "noisy (baseline: p90 3.0× median, rounds ±205%)" in text and "r reruns" in text
+
+    asyncio.run(run())
+
+
+def test_accuracy_shows_beside_speed(workspace_home, demo_model):
+    """Issue 24 bug 5: a benchmark with labelled data stores top-1 accuracy, agreement and NMSE per model; the
+    Compare tab shows them in a column per model with the metric named, and the Table beside each speed."""
+    from seeded_workspace import seed_demo
+
+    from sparsify_tui.store import Workspace
+    from sparsify_tui.tui.widgets.tables import FilterableTable
+
+    ws = Workspace()
+    pid = seed_demo(ws, demo_model)
+
+    async def run():
+        async with make_app(ws, pid).run_test(size=(80, 24)) as pilot:
+            sec = await open_section(pilot)
+            from screen_text import text_of
+
+            accuracy = sec.query_one("#compare-accuracy")
+            await wait_for(pilot, lambda: "agreement" in text_of(pilot.app, accuracy.region))
+            shown = text_of(pilot.app, accuracy.region)
+            assert "metric: top-1 accuracy (labels in the data)" in " ".join(shown.split())
+            assert "baseline" in shown and "pruned 0.7 + INT8" in shown
+            lines = {line.strip().split("  ")[0]: line.split() for line in shown.splitlines()}
+            assert lines["top-1 accuracy"][-2:] == ["95.3%", "93.8%"]
+            assert lines["top-1 agreement"][-2:] == ["100.0%", "96.9%"]
+            assert lines["output NMSE"][-2:] == ["0", "0.0183"]
+            rows = sec.query_one("#bench-table", FilterableTable).all_rows
+            opt = next(r for r in rows if r["model"] == "pruned 0.7 + INT8")
+            assert (opt["top1"], opt["agree"], opt["nmse"]) == (0.9375, 0.96875, 0.0183)
 
     asyncio.run(run())

@@ -397,7 +397,7 @@ def test_too_far_from_the_original_by_agreement_else_nmse():
     assert too_far(None, None) == (False, "")
     fid = applied_fidelity({"accuracy": 0.5, "accuracy_baseline": 0.953, "top1_agreement": 0.52, "nmse": 0.58,
                             "samples": 128})
-    assert fid.text == "accuracy 50.0% (FP32 95.3%), top-1 agreement 52.0%, NMSE 0.58 on 128 batch(es)"
+    assert fid.text == "accuracy 50.0% (FP32 95.3%), top-1 agreement 52.0%, NMSE 0.58 on 128 batches"
     assert fid.too_far and fid.flag == f"{TOO_FAR} (top-1 agreement 52.0% < 90%)"
     assert TOO_FAR == "too far from the original to use without fine-tuning: export the training code (`e`)"
     assert applied_fidelity({}) is None
@@ -434,7 +434,7 @@ def test_optimization_show_puts_the_held_out_score_beside_the_speed_and_flags(wo
                                       "nmse": 0.4, "samples": 16})
     assert main(["optimization", "show", "cnn", "b"]) == 0
     out = capsys.readouterr().out
-    assert ("applied: accuracy 61.0% (FP32 100.0%), top-1 agreement 61.0%, NMSE 0.4 on 16 batch(es); measured "
+    assert ("applied: accuracy 61.0% (FP32 100.0%), top-1 agreement 61.0%, NMSE 0.4 on 16 batches; measured "
             "1.70x ('bench', batch 1, 2 cores)") in out
     assert "warning: too far from the original to use without fine-tuning: export the training code (`e`)" in out
     _applied(ws, project["id"], "b", {"top1_agreement": 0.97, "nmse": 0.01, "samples": 16})

@@ -343,3 +343,23 @@ def test_single_group_thinning_of_the_detector_is_exact(tmp_path):
         res = thin_model(det, tmp_path / "d.onnx", ratios={gid: 0.5}, dims={"x:2": 320, "x:3": 320}, samples=1)
         assert any(g.kept < g.channels for g in res.groups)
         assert res.exactness_max_rel_diff <= EXACTNESS_TOLERANCE
+
+
+def test_the_code_header_says_what_each_variant_does_with_onnx_names(workspace_home, demo_model):
+    """Issue 24 friction: the SparseML variant's header said the weight names "are mapped to your training model's
+    modules" where it maps nothing (Paddle names such as conv2d_4.w_0 pass through)."""
+    from seeded_workspace import seed_demo
+
+    from sparsify_tui.optimization.integration_channel import generate_channel_code
+    from sparsify_tui.services.optimizations import get_optimization
+    from sparsify_tui.store import Workspace
+
+    ws = Workspace()
+    rec = get_optimization(ws, seed_demo(ws, demo_model), "channel 1.5x")
+    sparseml = generate_channel_code(rec, "pytorch")
+    header = sparseml.split("\nimport", 1)[0]
+    assert "mapped to your training" not in header
+    assert "SparseML looks" in header and "must match" in header
+    plain = generate_channel_code(rec, "pytorch-plain").split("\nimport", 1)[0]
+    assert "resolve_layers() maps each to a module" in plain and "def resolve_layers" in generate_channel_code(
+        rec, "pytorch-plain")

@@ -117,6 +117,8 @@ async def test_mark_two_profiles_and_compare(ws, demo_model):
 
 
 async def test_one_profile_compares_fp32_with_int8_and_flops_says_what_to_do(ws, demo_model):
+    from sparsify_tui.tui.perf.compare_screen import PerfCompareScreen
+
     pid, ids, a, _ = seed(ws, demo_model)
     app = make_app(ws, pid)
     async with app.run_test(size=SIZE) as pilot:
@@ -124,6 +126,7 @@ async def test_one_profile_compares_fp32_with_int8_and_flops_says_what_to_do(ws,
         assert (screen.comparison.a.label, screen.comparison.b.label) == ("b1", "b1 INT8")
         assert screen.comparison.totals["b_ms"] == pytest.approx(a.int8["latency_ms"]["median"])
         await pilot.press("escape")
+        await wait_for(pilot, lambda: not isinstance(app.screen, PerfCompareScreen) and app.focused is not None)
         await pilot.press("up", "space")  # FLOPS cannot be marked
         section = app.query_one("#perf")
         assert section.marked == []

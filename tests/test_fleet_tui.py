@@ -185,7 +185,7 @@ def test_snapshot_fleet_dialog_with_nodes(ws, demo_model, snap_compare):
 
 
 def test_group_headers_show_what_fits_of_the_target():
-    from sparsify_tui.tui.fleet.grouping import group_records, header_text
+    from sparsify_tui.tui.widgets.grouping import group_records, header_text
 
     assert header_text(SERVER2, 60) == "─ server2 · Intel Xeon Platinum 8375C · AVX512_VNNI"
     assert header_text(SERVER2, 40) == "─ server2 · Intel Xeon Platinum 8375C"

@@ -126,7 +126,7 @@ def test_labels_are_split_from_the_inputs_and_validated(tmp_path):
     assert [int(x[0]) for x in ok.labels[:3]] == [0, 1, 2] and set(ok.feeds[0]) == {"x"}
     assert sample_set(model, data=_data(tmp_path / "nolab.npz")).labels is None  # default key absent: no labels
     cases = [
-        (_data(tmp_path / "count.npz", labels=np.arange(11)), None, "11 item\\(s\\) and the inputs 12"),
+        (_data(tmp_path / "count.npz", labels=np.arange(11)), None, "11 items and the inputs 12"),
         (_data(tmp_path / "dtype.npz", labels=np.zeros(12, np.float32)), None, "are float32: save them as integer"),
         (_data(tmp_path / "onehot.npz", labels=np.eye(12, 8, dtype=np.int64)), None, "shape \\[12, 8\\]"),
         (_data(tmp_path / "neg.npz", labels=-np.ones(12, np.int64)), None, "class indices start at 0"),
@@ -354,7 +354,7 @@ def test_cli_bad_labels_are_one_line_exit_2_and_nothing_is_left(workspace_home, 
     ws, project = _project(tmp_path)
     bad = _data(tmp_path / "bad.npz", n=8, labels=np.arange(5))
     big = _data(tmp_path / "big.npz", n=8, labels=np.full(8, 8))  # y has 8 classes: 0..7
-    for data, msg in ((bad, "labels 'labels' have 5 item(s) and the inputs 8"),
+    for data, msg in ((bad, "labels 'labels' have 5 items and the inputs 8"),
                       (big, "labels 'labels' contain 8 but the model's class output has 8 classes")):
         for argv in (["optimize", "mlp", "--name", "q", "--quantize", "--max-drop", "0.01", "--data", str(data)],
                      ["benchmark", "mlp", "--data", str(data)]):

@@ -210,3 +210,31 @@ def test_job_survives_its_launcher_hanging_up(ws):
     launcher.wait(TIMEOUT)
     assert launcher.returncode == -signal.SIGHUP
     assert jobs.wait(ws, job_id, TIMEOUT)["status"] == "completed"
+
+
+def test_a_detached_job_logs_like_a_foreground_one_and_is_titled_by_what_it_works_on(ws, demo_model):
+    """Issue 24 friction: jobs started from the TUI (detached) had empty logs while CLI jobs logged their lines, and
+    job rows named ids and internal types ("apply '9625f664bf'", "channel_calibration 4829ca8073")."""
+    import sys as _sys
+
+    _sys.path.insert(0, str(ROOT / "tests"))
+    from seeded_workspace import seed_demo
+
+    from sparsify_tui.jobs.registry import describe
+    from sparsify_tui.services.optimizations import get_optimization
+
+    job = jobs.submit(ws, None, "sleep", {"steps": 3, "step_s": 0.3, "name": "nap"})
+    assert job["title"] == "sleep 'nap'"
+    jobs.wait(ws, job["id"], TIMEOUT)
+    log = log_path(ws, job["id"]).read_text()
+    assert f"job {job['id']} (sleep 'nap') in process" in log
+    assert "step 2/3" in log and "%  step 3/3" in log  # the progress steps, as a foreground job's log has them
+    assert log.rstrip().endswith("completed")
+
+    pid = seed_demo(ws, demo_model)
+    project = ws.get_project(pid)
+    opt = get_optimization(ws, pid, "pruned 0.7 + INT8")
+    assert describe(ws, project, "apply", {"optimization": opt.id}) == "apply 'pruned 0.7 + INT8'"
+    assert describe(ws, project, "channel_calibration", {}) == "channel calibration of perf profile 'baseline'"
+    assert describe(ws, project, "int8_search", {"name": "int8-1"}) == "INT8 search 'int8-1'"
+    assert describe(ws, project, "perf_profile", {"name": "b", "record_id": "x"}) == "perf profile 'b' (rerun)"

@@ -71,3 +71,22 @@ def test_errors_exit_2_with_one_line(capsys, demo_model, tmp_path):
     assert "levels" in capsys.readouterr().err
     assert main(["profile", "loss", str(tmp_path / "missing.onnx")]) == 2
     assert "does not exist" in capsys.readouterr().err
+
+
+def test_a_project_name_that_is_also_a_folder_here_is_the_project(capsys, workspace_home, demo_model, tmp_path,
+                                                                   monkeypatch):
+    """Issue 24 friction: with a folder `demo` in the current directory, `profile loss demo` said "demo is a
+    directory, not an ONNX model"; the project wins, and a folder that is no project says both readings."""
+    from sparsify_tui.store import Workspace
+
+    ws = Workspace()
+    create_project(ws, str(demo_model), "demo", dims={"x:2": 48, "x:3": 192})
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "demo").mkdir()
+    (tmp_path / "det").mkdir()
+    out = run_json(capsys, "demo", "--method", "magnitude")
+    assert out["profile"]["method"] == "magnitude"
+    assert len(ws.list_records(ws.get_project("demo")["id"], "loss_profiles")) == 1
+    assert main(["profile", "loss", "det", "--method", "magnitude"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "det is a folder here, not an ONNX model, and no project is named 'det'" in err[0]

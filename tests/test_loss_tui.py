@@ -54,7 +54,9 @@ async def open_section(pilot, n_profiles=1):
 async def select(pilot, sec, rid):
     from sparsify_tui.tui.loss.section import LossProfileView
 
-    sec.select_profile(rid)
+    options = sec.option_list  # picked in the list, as a user does (enter on it)
+    options.highlighted = options.get_option_index(rid)
+    options.action_select()
     await wait_for(pilot, lambda: sec.query(LossProfileView) and sec.query_one(LossProfileView).profile is not None
                    and sec.query_one(LossProfileView).ref == rid)
     return sec.query_one(LossProfileView)

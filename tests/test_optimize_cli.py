@@ -79,3 +79,49 @@ def test_optimize_text_output_and_override(project, capsys):
 
     rec = get_optimization(ws, p["id"], "t")
     assert layer_sparsities(rec)[w] == 0.3
+
+
+def test_next_hints_name_the_project_and_the_optimization(workspace_home, demo_model, capsys):
+    """Issue 24 friction: the CLI's hints said ``sparsify-tui optimize PROJECT``; they name the project (and quote
+    names for the shell)."""
+    from seeded_workspace import seed_demo
+
+    from sparsify_tui.cli import main
+    from sparsify_tui.store import Workspace
+
+    seed_demo(Workspace(), demo_model)
+    assert main(["optimization", "show", "demo", "channel 1.5x"]) == 0
+    assert "next: sparsify-tui apply demo 'channel 1.5x' --json, then sparsify-tui benchmark demo -O 'channel 1.5x'" \
+        in capsys.readouterr().out
+    assert main(["optimization", "show", "demo", "pruned 0.7 + INT8"]) == 0
+    assert "next: sparsify-tui export demo 'pruned 0.7 + INT8' --code pytorch-plain" in capsys.readouterr().out
+
+
+def test_show_puts_the_measured_speedup_and_accuracy_beside_the_estimate_for_every_structure(workspace_home,
+                                                                                             demo_model, capsys):
+    """Issue 24 friction: `optimization show` printed "measured … vs estimated" for a channel optimization only (and
+    after the typed records, for none); with no measured INT8 time a channel + INT8 optimization printed its FP32
+    figure as "with INT8"."""
+    from seeded_workspace import seed_demo
+
+    from sparsify_tui.cli import main
+    from sparsify_tui.services.optimizations import create_optimization
+    from sparsify_tui.store import Workspace
+
+    ws = Workspace()
+    pid = seed_demo(ws, demo_model)
+    for name in ("pruned 0.7 + INT8", "channel 1.5x"):
+        rec = ws.find_record(pid, "optimizations", name)
+        ws.update_record(pid, "optimizations", rec["id"], applied={
+            "path": "/nowhere/x.onnx", "output_diff": {"nmse": 0.0183, "top1_agreement": 0.96875, "samples": 16}},
+            measured={"benchmark": "bench1", "benchmark_name": "benchmark 1", "batch_size": 1, "core_count": 1,
+                      "speedup": 3.16, "estimated_speedup": 2.95})
+        assert main(["optimization", "show", "demo", name]) == 0
+        out = capsys.readouterr().out
+        assert "applied: output vs baseline NMSE 0.0183, top-1 agreement 96.9% on 16 batches" in out, name
+        assert "measured (benchmark 'benchmark 1', batch 1, 1 core): speedup 3.16x vs estimated 2.95x" in out, name
+    create_optimization(ws, pid, "chan int8", perf="flops", quantize=True,
+                        settings={"structure": "channel", "round_to": 8, "target": "speedup", "target_speedup": 1.5})
+    assert main(["optimization", "show", "demo", "chan int8"]) == 0
+    out = capsys.readouterr().out
+    assert "with INT8: not estimated (no measured INT8 time" in out and "measured: not yet" in out

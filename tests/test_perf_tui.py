@@ -72,6 +72,16 @@ async def open_profile(pilot):
     return section, app.query_one(PerfProfileView)
 
 
+async def open_add_dialog(pilot):
+    """Open the seeded profile, then `n`: (section, profile view, the add dialog)."""
+    from sparsify_tui.tui.perf.dialogs import PerfProfileDialog
+
+    section, view = await open_profile(pilot)
+    await pilot.press("n")
+    await wait_for(pilot, lambda: isinstance(pilot.app.screen, PerfProfileDialog))
+    return section, view, pilot.app.screen
+
+
 @pytest.fixture
 def ws(workspace_home):
     from sparsify_tui.store import Workspace
@@ -148,10 +158,7 @@ async def test_add_dialog_validates_and_delete_removes(ws, demo_model):
     pid, _ = seed(ws, demo_model)
     app = make_app(ws, pid)
     async with app.run_test(size=SIZE) as pilot:
-        section, view = await open_profile(pilot)
-        await pilot.press("n")
-        await wait_for(pilot, lambda: isinstance(app.screen, PerfProfileDialog))
-        dialog = app.screen
+        section, view, dialog = await open_add_dialog(pilot)
         assert dialog.query_one("#name").value == "baseline 2"  # a fresh name, not "baseline" again
         dialog.query_one("#data").value = "no/such/samples.npz"
         await pilot.press("ctrl+r")
@@ -218,3 +225,102 @@ def test_snapshot_add_dialog(workspace_home, demo_model, snap_compare):
         await steady(pilot)
 
     assert snap_compare(make_app(ws, pid), terminal_size=SIZE, run_before=setup)
+
+
+def _cli(*args: str) -> str:
+    """Run ``sparsify-tui ARGS`` in its own process (as another shell would); returns its stdout."""
+    import os
+    import subprocess
+    import sys
+
+    out = subprocess.run([sys.executable, "-m", "sparsify_tui", *args], capture_output=True, text=True,
+                         env=os.environ.copy(), timeout=120)
+    assert out.returncode == 0, out.stderr
+    return out.stdout
+
+
+async def test_a_profile_stored_by_another_process_shows_while_the_section_is_open(ws, demo_model, tmp_path,
+                                                                                   monkeypatch):
+    """Issue 24 bug 1 (crashed with DuplicateIds 'measured-view'): a profile another shell stores while the
+    Performance section shows a measured profile is listed, and shown when the user has not picked one; the view
+    is reused, and switching between measured profiles and FLOPS back and forth in one frame does not crash."""
+    from sparsify_tui.tui.perf.profile import PerfProfileView
+    from sparsify_tui.tui.perf.section import PerfSection
+
+    monkeypatch.setattr(PerfSection, "POLL_SECONDS", 0.5)  # the list is read again every 5 s: sooner here
+    pid, prof = seed(ws, demo_model)
+    exported = tmp_path / "perf1.json"
+    _cli("profile", "export", pid, "perf1", "-o", str(exported))
+    app = make_app(ws, pid)
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(pilot, lambda: app.query("#perf") and app.query_one("#perf").selected == "perf1")
+        section = app.query_one("#perf")
+        view = section.current_view()
+        await wait_for(pilot, lambda: view.profile is not None)
+        _cli("profile", "import", pid, str(exported), "--name", "tui2")  # another process, as from a shell
+        await wait_for(pilot, lambda: len(section.records) == 2)
+        tui2 = next(str(r["id"]) for r in section.records if r["name"] == "tui2")
+        await wait_for(pilot, lambda: section.selected == tui2 and view.profile_id == tui2)
+        assert section.current_view() is view and len(section.query(PerfProfileView)) == 1
+        assert "tui2" in str(view.query_one("#perf-summary").render())
+        # a rerun finishing (refresh), the other profile, FLOPS and back, all in one frame
+        section.select("perf1", refresh=True)
+        section.select(tui2, refresh=True)
+        section.select("flops")
+        section.select("perf1")
+        await wait_for(pilot, lambda: view.profile_id == section.selected != "flops")  # (the poll shows the newest)
+        assert len(section.query(PerfProfileView)) == 1 and view.display
+        assert app.query_one("#flops-view").display is False
+
+
+async def test_a_profile_run_from_the_new_dialog_shows_when_it_finishes(ws, demo_model, tmp_path, monkeypatch):
+    """Issue 24 bug 1 as reported: `n`, name, 1 core, run; when the job finishes, its profile is shown (the app
+    died with DuplicateIds 'measured-view' here), and the focus moves from the list into its view."""
+    from sparsify_tui.tui.perf.dialogs import PerfProfileDialog
+
+    monkeypatch.setenv("SPARSIFY_TUI_MEASURE_LOCK", str(tmp_path / "measure.lock"))
+    pid, _ = seed(ws, demo_model)
+    app = make_app(ws, pid)
+    async with app.run_test(size=SIZE) as pilot:
+        section, view = await open_profile(pilot)
+        await pilot.press("p", "n")  # from the list
+        await wait_for(pilot, lambda: isinstance(app.screen, PerfProfileDialog))
+        dialog = app.screen
+        for key, value in (("name", "tui2"), ("core_count", "1"), ("warmup", "1"), ("iterations", "3")):
+            dialog.query_one(f"#{key}").value = value
+        dialog.query_one("#int8").value = False
+        await pilot.press("ctrl+r")
+        await wait_for(pilot, lambda: not isinstance(app.screen, PerfProfileDialog), timeout=120)
+        await wait_for(pilot, lambda: len(section.records) == 2)
+        tui2 = next(str(r["id"]) for r in section.records if r["name"] == "tui2")
+        await wait_for(pilot, lambda: section.selected == tui2 and view.profile_id == tui2)
+        await pilot.pause(0.5)
+        assert app.is_running and section.current_view() is view
+        assert app.focused is not None and view in app.focused.ancestors
+
+
+async def test_op_types_without_time_of_their_own_are_named_not_drawn_as_zero_bars(ws, demo_model):
+    """Issue 24 friction: the op-type chart listed "[quantize/dequantize] 0 ms" in FP32 and fused op types as
+    "BatchNormalization 0 ms" rows; they are named in the line above the chart instead."""
+    from sparsify_tui.tui.widgets.charts import BarChart
+
+    pid, prof = seed(ws, demo_model)
+    app = make_app(ws, pid)
+    async with app.run_test(size=SIZE) as pilot:
+        section, view = await open_profile(pilot)
+        chart = view.query_one("#op-chart", BarChart)
+        await wait_for(pilot, lambda: chart.values)
+        zero = sorted(k for k, v in prof.op_type_totals("baseline").items() if not v > 0)
+        assert zero and all(v > 0 for v in chart.values) and not set(zero) & set(chart.labels)
+        assert f"no time of their own: {', '.join(zero)}" in str(view.query_one("#summary-type").render())
+
+
+def test_one_core_reads_one_core(ws, demo_model):
+    """Issue 24 friction: "1 cores" (also "1 trials", "0 group(s)"): counts agree with their noun."""
+    from sparsify_tui.formatting import plural
+    from sparsify_tui.tui.perf.profile import model_summary_text
+
+    pid, prof = seed(ws, demo_model)
+    prof.core_count = 1
+    assert "batch 1 · 1 core · onnxruntime" in model_summary_text(prof, "0.9")
+    assert [plural(n, "group") for n in (0, 1, 2)] == ["0 groups", "1 group", "2 groups"]

@@ -195,3 +195,46 @@ def test_report_of_a_project_without_profiles(ws, demo_model, capsys):
     assert "No measured perf profile." in md and "No optimization." in md and "No benchmark." in md
     d = json.loads(write(capsys, "report", "empty", "--format", "json").out)
     assert d["perf"] == [] and d["model"]["nodes"] > 0
+
+
+@pytest.fixture
+def demo(ws, demo_model):
+    """The seeded demo project of tests/seeded_workspace.py: a noisy perf profile, a benchmark with accuracy on
+    labelled data and a noisy row, a channel optimization whose calibration warned of a busy machine."""
+    from seeded_workspace import seed_demo
+
+    return seed_demo(ws, demo_model)
+
+
+def test_report_shows_accuracy_beside_speed_and_every_warning(ws, demo, capsys, tmp_path):
+    """Issue 24 bugs 5 and 6: the benchmark's accuracy (top-1 with labels, agreement, NMSE; the metric named, a
+    column per model), its noise flags, the perf profile's warnings and every warning `optimization show` prints
+    are in the report."""
+    from seeded_workspace import CALIBRATION_WARNING
+
+    md = write(capsys, "report", "demo", "--format", "md").out
+    assert "metric: top-1 accuracy (labels in the data)" in md
+    assert "| top-1 accuracy | 95.3% | 93.8% |" in md
+    assert "| top-1 agreement | 100.0% | 96.9% |" in md and "| output NMSE | 0 | 0.0183 |" in md
+    assert "| Noise |" in md and "| ! p90 3.0× median" in md and "are noisy" in md
+    assert "Warning: noisy timing: p90 1.400 ms" in md
+    shown = write(capsys, "optimization", "show", "demo", "channel 1.5x").out
+    assert f"warning: channel calibration: {CALIBRATION_WARNING}" in shown
+    assert f"Warning: channel calibration: {CALIBRATION_WARNING}" in md
+    html = (tmp_path / "r.html")
+    write(capsys, "report", "demo", "-o", str(html))
+    assert "93.8%" in html.read_text() and "machine was busy" in html.read_text()
+
+
+def test_report_of_a_channel_optimization_lists_only_its_settings(ws, demo, capsys):
+    """Issue 24 bug 7: no "sparsity 0.3", "macs reduction 2" or "min sparsity 0" for a speedup target, the target
+    said once, and groups thinned rather than layers pruned."""
+    md = write(capsys, "report", "demo", "--format", "md").out
+    chan = md[md.index("### Optimization channel 1.5x"):]
+    chan = chan[:chan.index("\n### ", 5)]
+    assert "| target | 1.50x estimated speedup on onnxruntime |" in chan
+    assert chan.count("speedup on onnxruntime") == 1 and "target speedup" not in chan
+    for absent in ("| sparsity |", "macs reduction", "min sparsity", "min perf gain", "layers pruned"):
+        assert absent not in chan, absent
+    assert re.search(r"; \d+ of \d+ groups thinned\.", chan)
+    assert "| kept channels round to | 8 |" in chan and "| max ratio removed per group | 0.7 |" in chan

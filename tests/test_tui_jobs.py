@@ -40,7 +40,11 @@ def blocker():
 
 
 def footer_texts(app) -> list[str]:
-    return [str(k.render()) for k in app.screen.query("FooterKey") if k.display]
+    """The footer's entries (``["n New", "c Cancel", ...]``, split at the key of each)."""
+    from sparsify_tui.tui.widgets.footer import footer_entries
+
+    return [e.text for e in footer_entries(app, app.screen.active_bindings)
+            if e.text in app.screen.query_one("KeysFooter").text]
 
 
 async def test_a_queued_perf_profile_shows_in_its_section_and_c_cancels_it(ws, demo_model, blocker):
@@ -98,7 +102,7 @@ async def test_jobs_view_lists_every_project_with_progress_log_and_cancel(ws, de
         await wait_for(pilot, lambda: screen.current_job()["id"] == running["id"])
         await wait_for(pilot, lambda: f"job {running['id']}" in str(screen.query_one("#job-detail").render()))
         await pilot.press("l")  # hides the log pane, l again shows it
-        assert screen.query_one("#job-detail").has_class("-hidden")
+        assert screen.query_one("#job-detail-scroll").has_class("-hidden")
         await pilot.press("l")
         await pilot.press("c")
         await wait_for(pilot, lambda: isinstance(app.screen, ConfirmDialog))

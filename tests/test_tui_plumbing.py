@@ -16,15 +16,15 @@ from sparsify_tui.services.projects import create_project
 from sparsify_tui.store import Workspace
 from sparsify_tui.tui import messages
 from sparsify_tui.tui.app import SparsifyApp
-from sparsify_tui.tui.benchmarks.messages import BenchmarksListed
-from sparsify_tui.tui.loss.messages import LossProfileLoaded, LossProfilesListed
+from sparsify_tui.tui.loss.messages import LossProfileLoaded
 from sparsify_tui.tui.new_project.messages import CreateProgress
 from sparsify_tui.tui.optimization.messages import OptimizationsListed
-from sparsify_tui.tui.perf.messages import FlopsAnalysisLoaded, PerfProfilesListed
+from sparsify_tui.tui.perf.messages import FlopsAnalysisLoaded
 from sparsify_tui.tui.projects.messages import ProjectsListed
 from sparsify_tui.tui.settings.messages import ProjectSettingsLoaded
 from sparsify_tui.tui.widgets.dialogs import ErrorDialog
 from sparsify_tui.tui.widgets.jobs import JobProgress
+from sparsify_tui.tui.widgets.records import RecordListSection
 from sparsify_tui.tui.workers import app_work, post_result
 from conftest import wait_for
 
@@ -48,6 +48,10 @@ class Recorder:
 
     def of(self, cls: type) -> list:
         return [m for m in self.seen if isinstance(m, cls)]
+
+    def listed(self, table: str) -> list:
+        """The lists of stored records of ``table`` that a section's worker posted."""
+        return [m for m in self.of(RecordListSection.Listed) if m.table == table]
 
 
 @pytest.fixture
@@ -75,19 +79,19 @@ async def test_each_section_posts_its_typed_results(ws, project):
         loaded = hook.of(FlopsAnalysisLoaded)[-1]
         assert len(loaded.analysis["nodes"]) == len(ws.analysis_of(project["id"])["nodes"])
         assert loaded.project["id"] == project["id"]
-        await wait_for(pilot, lambda: hook.of(PerfProfilesListed))
-        assert hook.of(PerfProfilesListed)[-1].records == []
+        await wait_for(pilot, lambda: hook.listed('perf_profiles'))
+        assert hook.listed('perf_profiles')[-1].records == []
 
         await pilot.press("3")
-        await wait_for(pilot, lambda: hook.of(LossProfilesListed) and hook.of(LossProfileLoaded))
+        await wait_for(pilot, lambda: hook.listed('loss_profiles') and hook.of(LossProfileLoaded))
         assert hook.of(LossProfileLoaded)[-1].ref == "approximated"
         assert hook.of(LossProfileLoaded)[-1].profile.method == "approximated"
         await pilot.press("4")
         await wait_for(pilot, lambda: hook.of(OptimizationsListed))
         assert hook.of(OptimizationsListed)[-1].records == []
         await pilot.press("5")
-        await wait_for(pilot, lambda: hook.of(BenchmarksListed))
-        assert hook.of(BenchmarksListed)[-1].records == []
+        await wait_for(pilot, lambda: hook.listed('benchmarks'))
+        assert hook.listed('benchmarks')[-1].records == []
         await pilot.press("6")
         await wait_for(pilot, lambda: hook.of(ProjectSettingsLoaded))
         settings = hook.of(ProjectSettingsLoaded)[-1]
@@ -113,14 +117,14 @@ async def test_a_worker_failure_shows_one_error_dialog_and_the_app_stays_up(work
     hook = Recorder()
     app = SparsifyApp(project=project["id"], workspace=FailingWorkspace())
     async with app.run_test(size=SIZE, message_hook=hook) as pilot:
-        await wait_for(pilot, lambda: isinstance(app.screen, ErrorDialog))
+        await wait_for(pilot, lambda: isinstance(app.screen, ErrorDialog) and app.screen.query("#error-message"))
         assert "perf table is unreadable" in str(app.screen.query_one("#error-message").render())
         # the one App handler saw the failed worker and told the section that started it
         failed = [m for m in hook.of(Worker.StateChanged) if m.state == WorkerState.ERROR]
-        assert [m.worker.group for m in failed] == ["perf-list"]
+        assert [m.worker.group for m in failed] == ["record-list"]
         assert failed[0].worker.origin is app.query_one("#perf")
         await wait_for(pilot, lambda: hook.of(messages.WorkFailed))
-        assert [m.group for m in hook.of(messages.WorkFailed)] == ["perf-list"]
+        assert [m.group for m in hook.of(messages.WorkFailed)] == ["record-list"]
         assert sum(isinstance(s, ErrorDialog) for s in app.screen_stack) == 1
         # the rest of the app works: close the dialog, the FLOPS view is there, go to Settings
         await pilot.press("escape")

@@ -29,6 +29,8 @@ import math
 from dataclasses import dataclass, field
 from typing import Callable, Optional
 
+from sparsify_tui.formatting import plural
+
 Shape = Optional[list]
 
 
@@ -158,7 +160,7 @@ def _recurrent(gates: int) -> Callable[[OpShapes], tuple[int, int]]:
         return macs, 2 * macs + elem
 
     count.__doc__ = (
-        f"Recurrent cell with {gates} gate(s): MACs = seq·batch·directions·{gates}·H·(I+H) (input and recurrent "
+        f"Recurrent cell with {plural(gates, 'gate')}: MACs = seq·batch·directions·{gates}·H·(I+H) (input and recurrent "
         f"matmuls); FLOPs = 2·MACs + seq·batch·directions·H·{gates + 2} gate/state elementwise ops."
     )
     return count

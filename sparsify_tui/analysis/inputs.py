@@ -26,6 +26,7 @@ import numpy as np
 import onnx
 
 from sparsify_tui.errors import DimensionError, SampleDataError
+from sparsify_tui.formatting import plural
 
 #: the key labels are read from when ``--labels`` is not given (:mod:`sparsify_tui.analysis.labels`): a sample data
 #: file's array of that name is not an input
@@ -406,7 +407,7 @@ def check_sample_data(path: Union[str, os.PathLike], specs: list[InputSpec], bat
                               "for every input")
     items = min(counts.values()) if counts else 0
     if counts and items < batch_size:
-        raise SampleDataError(f"sample data has {items} item(s), fewer than the batch size {batch_size}: "
+        raise SampleDataError(f"sample data has {plural(items, 'item')}, fewer than the batch size {batch_size}: "
                               "add items or lower the batch size")
     return items // batch_size if counts else 1
 

@@ -21,6 +21,7 @@ import numpy as np
 
 from sparsify_tui.analysis.inputs import DEFAULT_LABELS_KEY  # noqa: F401 - where labels are read from by default
 from sparsify_tui.errors import SampleDataError
+from sparsify_tui.formatting import plural
 
 #: calibration items taken from the sample data by default (at most half of them; the rest are held out)
 DEFAULT_CALIBRATION_ITEMS = 64
@@ -75,7 +76,7 @@ def check_labels(labels: np.ndarray, items: int, key: str, classes: Optional[int
         raise SampleDataError(f"labels {key!r} have shape {list(a.shape)}: give one class index per item, "
                               f"shape [items] (not one-hot)")
     if len(a) != items:
-        raise SampleDataError(f"labels {key!r} have {len(a)} item(s) and the inputs {items}: give one label per input "
+        raise SampleDataError(f"labels {key!r} have {plural(len(a), 'item')} and the inputs {items}: give one label per input "
                               "item, in the same order")
     if len(a) and int(a.min()) < 0:
         raise SampleDataError(f"labels {key!r} contain {int(a.min())}: class indices start at 0")

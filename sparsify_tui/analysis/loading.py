@@ -38,6 +38,7 @@ from onnx import TensorProto
 
 from sparsify_tui.analysis.graph import iter_graphs, replace_nodes, subgraphs
 from sparsify_tui.errors import ModelError
+from sparsify_tui.formatting import plural
 
 #: Op domains onnxruntime's CPU provider can run (onnx standard, ML, Microsoft contrib ops, training preview).
 KNOWN_DOMAINS = frozenset(
@@ -100,7 +101,7 @@ def _check_domains(model: onnx.ModelProto, name: str) -> None:
                     bad_ops.add(node.op_type)
     if unknown:
         dom, ops = sorted(unknown.items())[0]
-        more = f" (and {len(unknown) - 1} more domain(s))" if len(unknown) > 1 else ""
+        more = f" (and {plural(len(unknown) - 1, 'more domain')})" if len(unknown) > 1 else ""
         raise ModelError(
             f"{name} uses op {', '.join(sorted(ops))} from unknown domain '{dom}'{more} that onnxruntime cannot run: "
             "re-export the model with standard ONNX ops (or register that custom-op library)"

@@ -42,8 +42,26 @@ def profile_group(sub):
 
 def looks_like_model(target: str) -> bool:
     """True when a PROJECT_OR_MODEL argument names a model path rather than a project id or name: it ends in
-    ``.onnx``, exists on disk (a directory too, so the model loader can say why it is not a model), or has a ``/``."""
+    ``.onnx`` or has a ``/``, or it is a file here that no project is named after (a bare name that is a project
+    and also a file or folder in the current directory is the project). A folder here that is no project: a
+    one-line :class:`~sparsify_tui.errors.ProjectError` naming both readings."""
     from pathlib import Path
 
+    from sparsify_tui.errors import ProjectError
+
     p = Path(target)
-    return p.suffix.lower() == ".onnx" or p.is_file() or p.is_dir() or "/" in target
+    if p.suffix.lower() == ".onnx" or "/" in target:
+        return True
+    if not (p.is_file() or p.is_dir()):
+        return False
+    from sparsify_tui.store import Workspace
+
+    try:
+        Workspace().get_project(target)
+        return False  # the project wins over a file or folder of the same name here
+    except ProjectError:
+        pass
+    if p.is_dir():
+        raise ProjectError(f"{target} is a folder here, not an ONNX model, and no project is named {target!r}: "
+                           f"give the path of the .onnx file inside it, or a project's name (sparsify-tui list)")
+    return True

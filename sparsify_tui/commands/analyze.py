@@ -115,7 +115,7 @@ def _channel_groups(args, dims: dict) -> int:
         lines.append("          no prunable layer in the main graph (layers inside If/Loop/Scan subgraphs are not pruned)")
     if summary["top_reasons"]:
         lines.append("not prunable, most frequent reasons:")
-        lines += [f"  {r['groups']:4} group(s)  {r['reason']}" for r in summary["top_reasons"]]
+        lines += [f"  {r['groups']:4} {'group' if r['groups'] == 1 else 'groups'}  {r['reason']}" for r in summary["top_reasons"]]
     lines.append("")
     width = min(48, max([len(g.id) for g in groups.groups] + [5]))
     lines.append(f"{'group':{width}} {'channels':>8} {'MACs':>8} {'members':>7}  prunable")

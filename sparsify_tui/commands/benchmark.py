@@ -83,17 +83,13 @@ def cmd_benchmark(args) -> int:
 
 
 def _fmt_accuracy(acc: dict) -> str:
-    """Accuracy of each model against the baseline, next to the speed table."""
-    lines = [f"accuracy on {acc['items']} items ({acc['data']}): metric {acc['metric']} ({acc['reason']})"]
-    rows = [("model", acc["metric"], "top-1 agree", "accuracy", "NMSE", "max |diff|")]
-    for label, e in acc["models"].items():
-        rows.append((label, f"{e['drop']:.4g}", "" if e["top1_agreement"] is None else f"{e['top1_agreement']:.1%}",
-                     "" if e["accuracy"] is None else f"{e['accuracy']:.1%}", f"{e['nmse']:.4g}",
-                     f"{e['max_abs']:.4g}"))
-    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
-    lines += ["  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths)))
-              for r in rows]
-    return "\n".join(lines)
+    """Accuracy of each model against the baseline, next to the speed table (the TUI and the report show the same
+    table: :func:`sparsify_tui.benchmark.summary.accuracy_table`)."""
+    from sparsify_tui.benchmark.summary import accuracy_table, format_table
+
+    table = accuracy_table(acc)
+    reason = f" ({acc['reason']})" if acc.get("reason") else ""
+    return f"{table.title}{reason}\n{format_table(table.headers, table.rows)}"
 
 
 def cmd_apply(args) -> int:

@@ -28,7 +28,7 @@ def cmd_calibrate(args) -> int:
     if args.json:
         print_json({"perf_profile": summary["record_id"], "channel_calibration": calib})
         return 0
-    from sparsify_tui.formatting import format_fixed as _fmt
+    from sparsify_tui.formatting import format_fixed as _fmt, shell_arg
 
     print(f"channel calibration of perf profile {summary['name']!r} ({summary['record_id']}): "
           f"{calib.get('seconds', 0):.1f} s")
@@ -39,7 +39,8 @@ def cmd_calibrate(args) -> int:
           f"mean relative error of the fitted node sums {_fmt(calib.get('fit_rel_error'), '.3f')}")
     for w in calib.get("warnings") or []:
         print(f"  warning: {w}")
-    print("next: sparsify-tui optimize PROJECT --name N --structure channel --target-speedup 1.5")
+    print(f"next: sparsify-tui optimize {shell_arg(project['name'])} --name N --structure channel "
+          "--target-speedup 1.5")
     return 0
 
 

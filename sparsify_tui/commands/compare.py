@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import sys
 
+from sparsify_tui.formatting import plural
+
 
 def register(sub) -> None:
     p = sub.add_parser(
@@ -97,7 +99,7 @@ def _side_line(tag: str, s) -> str:
     lat = s.latency_ms or {}
     t = s.target or {}
     host = f"{t['hostname']}, " if t.get("hostname") else ""
-    return (f"{tag}: {s.label}  (batch {s.batch_size}, {s.core_count} cores, {host}{t.get('cpu_model') or 'CPU ?'}; "
+    return (f"{tag}: {s.label}  (batch {s.batch_size}, {plural(s.core_count, 'core')}, {host}{t.get('cpu_model') or 'CPU ?'}; "
             f"measured median {_f(lat.get('median'))} ms, p90 {_f(lat.get('p90'))} ms)")
 
 

@@ -81,7 +81,8 @@ def _list(args) -> int:
         print("no jobs")
         return 0
     for j in jobs:
-        print(f"{j['id']}  {j.get('type', ''):<13} {str(j.get('project_id') or '-'):<10}  {describe_status(j)}")
+        print(f"{j['id']}  {str(j.get('project_id') or '-'):<10}  {describe_status(j):<10}  "
+              f"{j.get('title') or j.get('type', '')}")
     return 0
 
 
@@ -93,7 +94,8 @@ def _show(args) -> int:
     if args.json:
         print_json(job)
         return 0
-    print(f"job {job['id']} ({job.get('type')}, project {job.get('project_id') or '-'}): {describe_status(job)}")
+    print(f"job {job['id']} ({job.get('title') or job.get('type')}, project {job.get('project_id') or '-'}): "
+          f"{describe_status(job)}")
     for key in ("created", "started", "finished"):
         if job.get(key):
             print(f"  {key}: {job[key]}")

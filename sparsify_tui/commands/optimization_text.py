@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from sparsify_tui.formatting import plural
+
 if TYPE_CHECKING:
     from sparsify_tui.optimization.record import Optimization
 
@@ -46,8 +48,8 @@ def render_int8_text(opt: "Optimization") -> str:
         f"{s.calibration_size} batches" + (f", FP32 accuracy {s.accuracy_fp32:.4f}" if s.accuracy_fp32 is not None
                                              else ""),
         f"ranking: {s.ranking_source or 'not needed (full INT8 fits)'}",
-        f"result: {s.status}; {len(s.trials)} trials in {s.seconds:.1f} s; FP32 {_fmt(s.fp32_ms, '.3f')} ms/batch "
-        f"(short interleaved timing, {s.timing.get('rounds')} rounds)",
+        f"result: {s.status}; {plural(len(s.trials), 'trial')} in {s.seconds:.1f} s; "
+        f"FP32 {_fmt(s.fp32_ms, '.3f')} ms/batch (short interleaved timing, {s.timing.get('rounds')} rounds)",
         "  trial  FP32 groups  FP32 nodes  metric      within  median ms  speedup  note",
     ]
     for t in s.trials:
@@ -81,8 +83,8 @@ def render_budget_text(opt: "Optimization") -> str:
         f"data: {s.data} (sha256 {str(s.data_sha256 or '')[:12]}): calibration items {s.items}, held-out items "
         f"{s.held_out} ({s.held_out_items} scored)"
         + (f", FP32 accuracy {s.accuracy_fp32:.4f} on them" if s.accuracy_fp32 is not None else ""),
-        f"result: {s.status}; {len(s.trials)} trials in {s.seconds:.1f} s; FP32 {_fmt(s.fp32_ms, '.3f')} ms/batch "
-        f"(interleaved timing, {s.timing.get('rounds')} rounds); reachable est. {_fmt(s.reachable_speedup)}x",
+        f"result: {s.status}; {plural(len(s.trials), 'trial')} in {s.seconds:.1f} s; "
+        f"FP32 {_fmt(s.fp32_ms, '.3f')} ms/batch (interleaved timing, {s.timing.get('rounds')} rounds); reachable est. {_fmt(s.reachable_speedup)}x",
         "  trial  target  INT8 (FP32 grp)  kept ch     metric      within  median ms  speedup  note",
     ]
     for t in s.trials:
@@ -117,7 +119,7 @@ def _fp32_count(opt: "Optimization") -> str:
 def _render_unstructured(opt: "Optimization", project_name: str) -> str:
     """Human-readable summary of a stored, evaluated optimization (an
     :class:`~sparsify_tui.optimization.record.Optimization`) for the CLI."""
-    from sparsify_tui.formatting import format_fixed as _fmt
+    from sparsify_tui.formatting import format_fixed as _fmt, shell_arg
     from sparsify_tui.optimization.estimates import recovery_text
 
     est, st, ep, q = opt.estimates, opt.settings, opt.epochs, opt.quantization
@@ -143,16 +145,16 @@ def _render_unstructured(opt: "Optimization", project_name: str) -> str:
     for l in opt.layers:
         note = "override" if l.override else (l.reason or "")
         lines.append(f"    {l.weight_name[:48]:<48} {l.sparsity:.3f}  {note}")
-    for w in opt.warnings:
+    for w in opt.all_warnings():  # the TUI's card and the report list the same
         lines.append(f"  warning: {w}")
-    lines.append(f"next: sparsify-tui export {project_name!r} {opt.name!r} --code pytorch-plain")
+    lines.append(f"next: sparsify-tui export {shell_arg(project_name)} {shell_arg(opt.name)} --code pytorch-plain")
     return "\n".join(lines)
 
 
 def render_channel_text(opt: "Optimization", project_name: str) -> str:
     """Text summary of a channel optimization: target, estimates (onnxruntime, time model named, measured when
     benchmarked) and one line per group (channels, kept, ratio, est. ms, est. loss, note)."""
-    from sparsify_tui.formatting import format_fixed as _fmt
+    from sparsify_tui.formatting import format_fixed as _fmt, shell_arg
     from sparsify_tui.optimization.fidelity import predicted_change
 
     est, st, q = opt.estimates, opt.settings, opt.quantization
@@ -160,7 +162,12 @@ def render_channel_text(opt: "Optimization", project_name: str) -> str:
               "sparsity": f"{st.sparsity:.2f} of all prunable channels (allocated)",
               "speedup": f"{st.target_speedup:.2f}x estimated speedup", "macs": f"{st.macs_reduction:.2f}x fewer MACs",
               }.get(st.target, st.target)
-    measured = opt.extra.get("measured") or {}
+    if not q.enabled:
+        int8 = ""
+    elif est.int8_measured:
+        int8 = f"; with INT8: {_fmt(est.ort_speedup)}x (est.)"
+    else:  # no measured INT8 time (the FLOPS profile, or a profile without INT8): the gain is not known
+        int8 = "; with INT8: not estimated (no measured INT8 time; benchmark the applied model)"
     lines = [
         f"optimization {opt.name!r} ({opt.id}) of project {project_name!r}: CHANNEL pruning",
         f"  profiles: perf {opt.perf_profile_name}, loss {opt.loss_profile_name}",
@@ -170,20 +177,12 @@ def render_channel_text(opt: "Optimization", project_name: str) -> str:
         f"  quantization: {'INT8 after thinning' if q.enabled else 'off'}",
         "  estimates (onnxruntime, thinned dense model):",
         f"    FP32: {_fmt(est.ort_ms_fp32, '.3f')} ms/batch (baseline {_fmt(est.baseline_ms, '.3f')}), "
-        f"speedup {_fmt(est.ort_speedup_fp32)}x (est.)" + (f"; with INT8: {_fmt(est.ort_speedup)}x (est.)"
-                                                         if q.enabled else ""),
+        f"speedup {_fmt(est.ort_speedup_fp32)}x (est.)" + int8,
         f"    time model: {est.time_model_note}",
-        *[f"    warning (channel calibration): {w}"
-          for w in ((opt.model.extra.get("channel_time_model") or {}).get("calibration") or {}).get("warnings") or []],
         f"    MACs {_fmt(est.macs, '.4g')} -> {_fmt(est.macs_pruned, '.4g')} ({_fmt(est.macs_reduction)}x fewer), "
         f"params {_fmt(est.params, '.4g')} -> {_fmt(est.params_nonzero, '.4g')}",
         f"  predicted output change: {predicted_change(opt)}",
     ]
-    if measured:
-        stale = " (stale: the optimization changed since)" if measured.get("stale") else ""
-        lines.append(f"  measured (benchmark {measured.get('benchmark_name')!r}, batch {measured.get('batch_size')}, "
-                     f"{measured.get('core_count')} cores): speedup {_fmt(measured.get('speedup'))}x vs "
-                     f"estimated {_fmt(measured.get('estimated_speedup'))}x{stale}")
     lines += applied_lines(opt)
     timed = est.baseline_ms is not None  # group ms only from a measured perf profile (FLOPS: relative units)
     lines.append(f"  groups (id, channels -> kept, ratio, {'est. ms' if timed else 'est. speedup'}, est. loss, note):")
@@ -193,10 +192,10 @@ def render_channel_text(opt: "Optimization", project_name: str) -> str:
         t = _fmt(l.est_ms, '.3f') if timed else _fmt(l.est_speedup) + "x"
         lines.append(f"    {l.weight_name[:40]:<40} {l.channels:>5} -> {kept:<5} {l.sparsity:.3f}  "
                      f"{t:>8}  {_fmt(l.est_loss, '.3g'):>8}  {note[:60]}")
-    for w in opt.warnings:
+    for w in opt.all_warnings():  # the TUI's card and the report list the same
         lines.append(f"  warning: {w}")
-    lines.append(f"next: sparsify-tui apply {project_name!r} {opt.name!r} --json, then sparsify-tui benchmark "
-                 f"{project_name!r} -O {opt.name!r}")
+    lines.append(f"next: sparsify-tui apply {shell_arg(project_name)} {shell_arg(opt.name)} --json, then "
+                 f"sparsify-tui benchmark {shell_arg(project_name)} -O {shell_arg(opt.name)}")
     return "\n".join(lines)
 
 
@@ -207,11 +206,16 @@ def applied_lines(opt: "Optimization") -> list:
     from sparsify_tui.optimization.fidelity import applied_fidelity
 
     fid = applied_fidelity(opt.applied.diff if opt.applied is not None else None)
-    if fid is None:
-        return ["  applied: not yet (sparsify-tui apply, with --data to score held-out items)"]
     m = opt.measured
-    speed = (f"measured {_fmt(m.speedup)}x ({m.benchmark_name!r}, batch {m.batch_size}, {m.core_count} cores)"
-             if m is not None else "speed not measured yet (sparsify-tui benchmark)")
+    if m is not None and m.speedup is not None:
+        stale = " (stale: the optimization changed since)" if m.stale else ""
+        speed = (f"measured {_fmt(m.speedup)}x ({m.benchmark_name!r}, batch {m.batch_size}, "
+                 f"{plural(m.core_count, 'core')}), estimated {_fmt(m.estimated_speedup)}x{stale}")
+    else:
+        speed = "speed not measured yet (sparsify-tui benchmark)"
+    if fid is None:
+        return ["  applied: not yet (sparsify-tui apply, with --data to score held-out items)",
+                f"  {speed}"]
     lines = [f"  applied: {fid.text}; {speed}"]
     if fid.too_far:
         lines.append(f"  warning: {fid.flag}")

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import sys
 
+from sparsify_tui.formatting import plural
+
 DEMO_NAME = "demo"
 DEMO_DIMS = {"x:2": 48, "x:3": 192}
 
@@ -82,7 +84,7 @@ def _print_summary(s: dict) -> None:
     print(f"            params {format_count(m.get('params'), '', '?')}, MACs {format_count(m.get('macs'), '', '?')}, "
           f"FLOPs {format_count(m.get('flops'), '', '?')} at batch {st.get('batch_size')}")
     dims = ", ".join(f"{k}={v}" for k, v in (st.get("dims") or {}).items())
-    print(f"  setup     batch {st.get('batch_size')}, {st.get('core_count')} cores" + (f", dims {dims}" if dims else ""))
+    print(f"  setup     batch {st.get('batch_size')}, {plural(st.get('core_count'), 'core')}" + (f", dims {dims}" if dims else ""))
     print(f"  training  {t['optimizer']}, {t['epochs']} epochs, LR {t['init_lr']:g} -> {t['final_lr']:g}")
     if "records" in s:
         r = s["records"]

@@ -136,6 +136,7 @@ def _new_job(ws: Workspace, project_id: Optional[str], job_type: str, args: Dict
         args = json.loads(json.dumps(dict(args or {})))
     except (TypeError, ValueError) as err:
         raise JobError(f"job arguments must be JSON values ({err}): pass strings, numbers, lists or dicts") from None
+    project = None
     if project_id is not None:
         project = ws.get_project(project_id)
         project_id = project["id"]
@@ -146,6 +147,7 @@ def _new_job(ws: Workspace, project_id: Optional[str], job_type: str, args: Dict
         "id": new_id(),
         "project_id": project_id,
         "type": job_type,
+        "title": registry.describe(ws, project, job_type, args),
         "args": args,
         "measuring": bool(measuring),
         "status": "pending",
@@ -470,13 +472,31 @@ def run_job(job_id: str, ws: Optional[Workspace] = None) -> int:
         return 0
     if job.get("cancel_requested"):
         token.cancel()
-    job = _execute(ws, job, token, None)
+    log = sys.stderr  # the job's log (submit opened it as the process's stdout and stderr)
+    _log_line(log, f"job {job_id} ({job.get('title') or job.get('type')}) in process {me}, "
+                   f"args {json.dumps(job.get('args'), default=str)}")
+    job = _execute(ws, job, token, _LogProgress(log, None))
     job.pop("_exc", None)
+    _log_outcome(log, job)
     return {"completed": 0, "canceled": 3}.get(job["status"], 1)
 
 
+def _log_line(log, text: str) -> None:
+    """One timestamped line in a job's log (a log that cannot be written to loses the line, not the job)."""
+    try:
+        log.write(f"{now_iso()}  {text}\n")
+        log.flush()
+    except (OSError, ValueError):
+        pass
+
+
+def _log_outcome(log, job: Dict[str, Any]) -> None:
+    _log_line(log, str(job.get("status")) + (f": {job.get('error')}" if job.get("error") else ""))
+
+
 class _LogProgress:
-    """A foreground job's progress written to its log: a line per step change, at most one a second."""
+    """A job's progress written to its log (a foreground job's and a detached one's alike): a line per step change,
+    at most one a second."""
 
     def __init__(self, log, extra: Optional[ProgressFn]) -> None:
         self.log, self.extra = log, extra
@@ -514,8 +534,8 @@ def run_here(ws: Workspace, project_id: Optional[str], job_type: str, args: Dict
         ws.jobs_dir.mkdir(parents=True, exist_ok=True)
         log = open(path, "a", encoding="utf-8", buffering=1)  # before the record points to it
         try:
-            log.write(f"{now_iso()}  foreground job {job['id']} ({job_type}) in process {os.getpid()}, "
-                      f"args {json.dumps(job['args'], default=str)}\n")
+            log.write(f"{now_iso()}  foreground job {job['id']} ({job.get('title') or job_type}) in process "
+                      f"{os.getpid()}, args {json.dumps(job['args'], default=str)}\n")
             ws.add_job(job)
         except BaseException:
             _forget_job(ws, job["id"], log)
@@ -537,9 +557,7 @@ def run_here(ws: Workspace, project_id: Optional[str], job_type: str, args: Dict
         if old is not None:
             signal.signal(signal.SIGTERM, old)
         try:
-            log.write(f"{now_iso()}  {job.get('status')}" + (f": {job.get('error')}" if job.get("error") else "") + "\n")
-        except (OSError, ValueError):
-            pass
+            _log_outcome(log, job)
         finally:
             log.close()
     exc = job.pop("_exc", None)

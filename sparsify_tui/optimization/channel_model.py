@@ -64,7 +64,7 @@ KIND_TEXT = {
     "calibrated": "channel time model measured on this server (channel calibration: thinned models profiled "
                   "per node)",
     "per-node": "per-node times of the perf profile, each scaled by its own MACs (not calibrated on thinned "
-                "models: run `sparsify-tui profile channel-calibration`)",
+                "models: k in Performance Profiles, or `sparsify-tui profile channel-calibration PROJECT`)",
     "macs": "MACs-proportional (FLOPS profile: no measured times; latency follows MACs only roughly)",
 }
 

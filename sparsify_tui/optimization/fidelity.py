@@ -17,6 +17,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Mapping, Optional
 
+from sparsify_tui.formatting import plural
+
 if TYPE_CHECKING:
     from sparsify_tui.optimization.record import Optimization
 
@@ -60,9 +62,9 @@ def _items(diff: Mapping[str, Any]) -> str:
     if isinstance(held, Mapping):
         held = held.get("items") or held.get("count")
     if held:
-        return f"{held} held-out item(s)" if isinstance(held, int) else f"held-out items {held}"
+        return plural(held, "held-out item") if isinstance(held, int) else f"held-out items {held}"
     n = diff.get("samples")
-    return f"{n} batch(es)" if n else ""
+    return plural(n, "batch", "batches") if n else ""
 
 
 def applied_fidelity(diff: Optional[Mapping[str, Any]]) -> Optional[Fidelity]:

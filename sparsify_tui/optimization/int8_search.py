@@ -50,6 +50,7 @@ from typing import Any, Dict, List, Optional, Sequence
 import numpy as np
 
 from sparsify_tui.engine.outputs import run_outputs
+from sparsify_tui.formatting import plural
 from sparsify_tui.optimization.record import Int8Group, Int8Search, Int8Trial
 from sparsify_tui.progress import CancelToken, ProgressFn, maybe_check
 from sparsify_tui.tempfiles import make_temp_dir
@@ -155,7 +156,7 @@ def _ranking(model_path, groups, loss_profile, feeds, metric_choice, dims, engin
                             core_count=core_count, engine=engine, name="int8 ranking", progress=progress,
                             cancel=cancel)
     sens = {l.id: l.int8_sensitivity for l in prof.layers}
-    return sens, f"measured now: one-shot INT8 sensitivity on {len(feeds)} batch(es)", prof.metric
+    return sens, f"measured now: one-shot INT8 sensitivity on {plural(len(feeds), 'batch', 'batches')}", prof.metric
 
 
 def search_int8(
@@ -323,7 +324,7 @@ def search_int8(
             lo, hi = 0, None
             k = predicted_k(ranked, full.metric_value, max_drop)
             while k <= n:
-                t = trial(k, excluded_nodes(ranked, k), f"top {k} group(s) FP32", 0.45 + 0.3 * min(1, k / n))
+                t = trial(k, excluded_nodes(ranked, k), f"top {plural(k, 'group')} FP32", 0.45 + 0.3 * min(1, k / n))
                 if t.within_budget:
                     hi = k
                     break
@@ -337,7 +338,7 @@ def search_int8(
                 if hi > 1 and lo == 0:  # the guess fit at once: gallop down to find the fewest
                     k = max(1, hi // 4)
                     while k < hi:
-                        t = trial(k, excluded_nodes(ranked, k), f"top {k} group(s) FP32 (down)", 0.7)
+                        t = trial(k, excluded_nodes(ranked, k), f"top {plural(k, 'group')} FP32 (down)", 0.7)
                         if t.within_budget:
                             hi = k
                             k = max(1, k // 4)
@@ -348,7 +349,7 @@ def search_int8(
                             break
                 while hi - lo > 1:
                     mid = (lo + hi) // 2
-                    t = trial(mid, excluded_nodes(ranked, mid), f"bisection: top {mid} group(s) FP32", 0.75)
+                    t = trial(mid, excluded_nodes(ranked, mid), f"bisection: top {plural(mid, 'group')} FP32", 0.75)
                     if t.within_budget:
                         hi = mid
                     else:
@@ -392,7 +393,7 @@ def search_int8(
         else:
             best_t = min(cands, key=lambda t: t.metric_value)
             result.warnings.append(f"no INT8 configuration met the budget {max_drop:g} ({choice.label}): the best, "
-                                   f"with {best_t.groups} group(s) FP32, measured {best_t.metric_value:.4g}; "
+                                   f"with {plural(best_t.groups, 'group')} FP32, measured {best_t.metric_value:.4g}; "
                                    "INT8 is left off")
         kept = kept_trial(result)
         if keep_path is not None and kept is not None:

@@ -29,6 +29,19 @@ from sparsify_tui.optimization.modifiers import module_name, recipe_warnings
 from sparsify_tui.optimization.record import Optimization
 
 
+NAMES_NOTE = {
+    "pytorch": ["# Group ids and weight names are the ONNX model's, as they are (e.g. 'conv2d_4.w_0'): SparseML looks",
+                "# each up among your model's parameters by that name, so they must match it (a model exported from",
+                "# PyTorch with named weights); the plain-PyTorch variant maps them by name, else by order and shape."],
+    "pytorch-plain": ["# Group ids and weight names are the ONNX model's: resolve_layers() maps each to a module of your",
+                      "# training model by name, else by the order and weight shape of its Conv/Linear modules."],
+    "keras": ["# Group ids and weight names are the ONNX model's: nothing maps them to Keras layers (see below)."],
+    "tensorflow": ["# Group ids and weight names are the ONNX model's: nothing maps them to TensorFlow variables "
+                   "(see below)."],
+}
+"""What the code of each framework does with the ONNX model's names (the header says it, truthfully)."""
+
+
 def _header(rec: Optimization, framework: str, recipe_path: str) -> str:
     est = rec.estimates
     thinned = [l for l in rec.layers if float(l.sparsity or 0) > 0]
@@ -39,7 +52,7 @@ def _header(rec: Optimization, framework: str, recipe_path: str) -> str:
         f"{getattr(est, 'kept_channels', 0)} of {getattr(est, 'channels', 0)} prunable channels kept"
         + (f", est. {speed:.2f}x faster on onnxruntime (FP32)" if speed else ""),
         f"# recipe: {recipe_path}",
-        "# Group ids and weight names come from the ONNX model; they are mapped to your training model's modules.",
+        *NAMES_NOTE[framework],
     ]
     for w in recipe_warnings(rec):
         lines.append("# WARNING: " + w)

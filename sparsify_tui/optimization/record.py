@@ -737,6 +737,19 @@ class Optimization(JsonRecord):
         """True when built without a measured perf profile (relative time units)."""
         return self.perf_profile == FLOPS
 
+    def all_warnings(self) -> List[str]:
+        """Every warning about this optimization, in the words ``optimization show`` prints them: the channel time
+        model's calibration warnings (a busy machine, say: its speedups are then off), the record's own, and the
+        INT8 search's and apply's; the TUI card and the report list the same."""
+        calibration = ((self.model.extra.get("channel_time_model") or {}).get("calibration") or {})
+        out = [f"channel calibration: {w}" for w in calibration.get("warnings") or []]
+        out += list(self.warnings or [])
+        if self.quantization.search is not None:
+            out += [f"INT8 search: {w}" for w in self.quantization.search.warnings or []]
+        if self.applied is not None:
+            out += [f"apply: {w}" for w in self.applied.warnings or []]
+        return out
+
     def layer(self, ref: str) -> Optional[LayerRow]:
         """The row whose weight name (else node id) is ``ref``, or None."""
         by_weight = next((l for l in self.layers if l.weight_name == ref), None)

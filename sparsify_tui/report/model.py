@@ -30,7 +30,8 @@ class PerfEntry:
     ``items_per_second``, INT8 (``int8_median_ms``, ``int8_speedup``, ``int8_error``), ``target`` (the machine:
     hostname, cpu_model, instruction_sets, cores, ort_version), ``node_total_ms`` (sum of all rows),
     ``op_types`` (time per op type, most first, as :class:`LayerTime` with ``id`` = op type) and ``top`` (the slowest
-    nodes), ``imported`` (where an imported profile came from)."""
+    nodes), ``imported`` (where an imported profile came from), ``warnings`` (noisy timing, a failed INT8 pass...:
+    the profile's own, as the TUI's summary shows them)."""
 
     name: str
     id: Optional[str]
@@ -47,6 +48,7 @@ class PerfEntry:
     top: list
     created: str = ""
     imported: Optional[dict] = None
+    warnings: list = field(default_factory=list)
 
 
 @dataclass
@@ -82,9 +84,13 @@ class LossEntry:
 
 @dataclass
 class OptimizationEntry:
-    """One optimization: ``settings`` (its settings and quantization), ``estimates`` (labelled *est.*),
-    ``layers`` / ``pruned_layers`` (counts), ``applied`` (output difference and file sizes of the applied model, or
-    None) and ``benchmarks`` (its measured runs: batch, cores, median, items/s, speedup)."""
+    """One optimization: ``settings`` (its stored settings and quantization, by field name), ``setting_rows``
+    (``[label, value]`` of the settings its structure uses, as the Markdown and HTML show them:
+    :meth:`~sparsify_tui.optimization.structures.base.PruningStructure.settings_rows`), ``estimates`` (labelled
+    *est.*), ``layers`` / ``pruned_layers`` (counts of its rows: layers, or channel groups) and ``rows_summary``
+    (``"5 of 18 groups thinned"``), ``applied`` (output difference and file sizes of the applied model, or None),
+    ``benchmarks`` (its measured runs: batch, cores, median, items/s, speedup) and ``warnings`` (every one
+    ``optimization show`` prints: :meth:`~sparsify_tui.optimization.record.Optimization.all_warnings`)."""
 
     name: str
     id: Optional[str]
@@ -97,11 +103,15 @@ class OptimizationEntry:
     pruned_layers: int
     applied: Optional[dict]
     benchmarks: list
+    rows_summary: str = ""
+    warnings: list = field(default_factory=list)
+    setting_rows: list = field(default_factory=list)
 
 
 @dataclass
 class BenchmarkRow:
-    """One measured (model, batch, cores): ``model`` label, median/p90 ms per batch, items/s, speedup vs baseline."""
+    """One measured (model, batch, cores): ``model`` label, median/p90 ms per batch, items/s, speedup vs baseline,
+    ``noise`` (why its runs disagree, e.g. "p90 2.4× median": the machine was busy; "" when they agree)."""
 
     model: str
     batch_size: int
@@ -110,12 +120,16 @@ class BenchmarkRow:
     p90_ms: float
     items_per_second: float
     speedup: Optional[float]
+    noise: str = ""
 
 
 @dataclass
 class BenchmarkEntry:
     """One benchmark: ``models`` (labels), ``rows`` (:class:`BenchmarkRow`), ``warmup`` / ``iterations``, the machine
-    (``system``), ``engine`` (how sessions were configured) and ``created``."""
+    (``system``), ``engine`` (how sessions were configured), ``created`` and ``accuracy`` (every model's outputs
+    against the baseline's on the same items: :func:`sparsify_tui.benchmark.runner.measure_accuracy`'s ``metric``,
+    ``label``, ``labelled``, ``items``, ``data`` and per model ``accuracy`` (top-1 against labels, 0..1),
+    ``top1_agreement`` (0..1), ``nmse``; None when the benchmark measured none)."""
 
     name: str
     id: Optional[str]
@@ -126,6 +140,7 @@ class BenchmarkEntry:
     iterations: int
     system: dict
     engine: str
+    accuracy: Optional[dict] = None
 
 
 @dataclass
@@ -176,7 +191,7 @@ def perf_entry(profile, *, record_id: Optional[str] = None, top: int = 10, impor
         node_total_ms=total, op_types=op_types,
         top=[LayerTime(n.id, n.op_type, ms[n.id], ms[n.id] / total if total else 0.0,
                        profile.node_ms(n, "int8")) for n in nodes],
-        created=profile.created or "", imported=imported)
+        created=profile.created or "", imported=imported, warnings=[str(w) for w in profile.warnings or []])
 
 
 def loss_entry(profile, *, record_id: Optional[str] = None, level: float = 0.9, n: int = 5) -> LossEntry:
@@ -196,7 +211,8 @@ def loss_entry(profile, *, record_id: Optional[str] = None, level: float = 0.9, 
 ESTIMATE_FIELDS = (
     ("sparse_ms", "est. ms/batch, sparse-kernel runtime"), ("sparse_speedup", "est. speedup, sparse-kernel runtime"),
     ("ort_ms", "est. ms/batch, onnxruntime"), ("ort_speedup", "est. speedup, onnxruntime"),
-    ("flops_reduction", "FLOPs reduction"), ("params_compression", "params compression"),
+    ("flops_reduction", "FLOPs reduction"), ("macs_reduction", "MACs reduction"),
+    ("params_compression", "params compression"),
     ("avg_sparsity", "average sparsity"), ("est_recovery", "est. recovery (heuristic)"),
 )
 
@@ -206,20 +222,29 @@ def optimization_entry(record: Any, measured: Optional[dict] = None) -> Optimiza
     (:func:`sparsify_tui.services.comparisons.measured_results`)."""
     from sparsify_tui.optimization.record import Optimization
 
-    rec = record if isinstance(record, Optimization) else Optimization.from_dict(record)
+    from sparsify_tui.optimization.structures import load_optimization, structure_of
+
+    rec = record if isinstance(record, Optimization) else load_optimization(record)
+    kind = structure_of(rec)
     est = rec.estimates.to_dict() if rec.estimates is not None else {}
     settings = dict(rec.settings.to_dict())
     settings["quantize"] = bool(rec.quantization.enabled)
     if rec.quantization.enabled:
         settings["fp32_layers"] = len(rec.quantization.excluded)
     settings["overrides"] = len(rec.overrides)
+    rows = [[label, value] for label, value in kind.settings_rows(rec.settings)]
+    rows.append(["INT8 quantization", bool(rec.quantization.enabled)])
+    if rec.quantization.enabled:
+        rows.append(["layers kept FP32", len(rec.quantization.excluded)])
+    rows.append(["overrides", len(rec.overrides)])
     measured = measured or {}
     return OptimizationEntry(
         name=rec.name, id=rec.id, structure=rec.settings.structure, perf_profile=rec.perf_profile_name,
         loss_profile=rec.loss_profile_name, settings=settings,
         estimates={k: est.get(k) for k, _ in ESTIMATE_FIELDS},
         layers=len(rec.layers), pruned_layers=sum(1 for l in rec.layers if (l.sparsity or 0) > 0),
-        applied=measured.get("applied"), benchmarks=list(measured.get("benchmarks") or []))
+        applied=measured.get("applied"), benchmarks=list(measured.get("benchmarks") or []),
+        rows_summary=kind.rows_summary(rec), warnings=rec.all_warnings(), setting_rows=rows)
 
 
 def benchmark_entry(result) -> BenchmarkEntry:
@@ -228,8 +253,9 @@ def benchmark_entry(result) -> BenchmarkEntry:
 
     rows = [BenchmarkRow(r.model, r.batch_size, r.core_count, r.median_ms, r.p90_ms, r.items_per_second,
                          None if r.speedup is None or (isinstance(r.speedup, float) and math.isnan(r.speedup))
-                         else r.speedup)
+                         else r.speedup, ", ".join(r.noise(result.rounds)))
             for r in result.runs]
     return BenchmarkEntry(name=result.name, id=result.id, created=result.created or "",
                           models=[m.label for m in result.models], rows=rows, warmup=result.warmup,
-                          iterations=result.iterations, system=dict(result.system or {}), engine=result.engine)
+                          iterations=result.iterations, system=dict(result.system or {}), engine=result.engine,
+                          accuracy=result.accuracy)

@@ -17,7 +17,8 @@ from dataclasses import dataclass, field
 from html import escape
 from typing import Any, Optional
 
-from sparsify_tui.formatting import format_bytes, format_count, safe_text
+from sparsify_tui.benchmark.summary import accuracy_table
+from sparsify_tui.formatting import format_bytes, format_count, plural, safe_text
 from sparsify_tui.optimization.fidelity import applied_fidelity
 from sparsify_tui.report.model import ESTIMATE_FIELDS, Report
 from sparsify_tui.report.svg import bar_chart
@@ -135,7 +136,7 @@ def _perf_blocks(report: Report) -> list:
                          [e.latency_ms.get("median") or 0.0 for e in report.perf], "ms",
                          [ms(e.latency_ms.get("median")) + " ms" for e in report.perf]))
         for e in report.perf:
-            out.append(Heading(3, f"Perf profile {e.name}: batch {e.batch_size}, {e.core_count} cores"))
+            out.append(Heading(3, f"Perf profile {e.name}: batch {e.batch_size}, {plural(e.core_count, 'core')}"))
             lat = e.latency_ms
             extra = f" Imported from {e.imported.get('from')}." if e.imported else ""
             out.append(Para(f"Measured median {ms(lat.get('median'))} ms/batch (p90 {ms(lat.get('p90'))}, min "
@@ -143,6 +144,7 @@ def _perf_blocks(report: Report) -> list:
                             f"onnxruntime {e.target.get('ort_version') or '?'}. Per-node times come from a separate "
                             f"profiled pass, scaled to the median (the profiler's own overhead taken out); they add "
                             f"up to {ms(e.node_total_ms)} ms.{extra}"))
+            out += _warnings(e.warnings)
             ops = [g for g in e.op_types if g.time_ms > 0]
             out.append(Chart(f"{e.name}: time per op type (ms per batch; {len(e.op_types) - len(ops)} op types "
                              "with no time of their own not shown)", [g.id for g in ops], [g.time_ms for g in ops],
@@ -185,14 +187,15 @@ def _optimization_blocks(report: Report) -> list:
         out.append(Para("No optimization."))
     for e in report.optimizations:
         out.append(Heading(3, f"Optimization {e.name} ({e.structure})"))
-        out.append(Para(f"Built from perf profile {e.perf_profile} and loss profile {e.loss_profile}; "
-                        f"{e.pruned_layers} of {e.layers} layers pruned."))
-        out.append(Table(["Setting", "Value"], [[k.replace("_", " "), num(v)] for k, v in e.settings.items()]))
+        pruned = e.rows_summary or f"{e.pruned_layers} of {e.layers} layers pruned"
+        out.append(Para(f"Built from perf profile {e.perf_profile} and loss profile {e.loss_profile}; {pruned}."))
+        out += _warnings(e.warnings)
+        out.append(Table(["Setting", "Value"], [[k, num(v)] for k, v in e.setting_rows]))
         est = e.estimates
         out.append(Table(["Estimate", "Value"], [
             [label, (ms(est.get(k)) + " ms") if k.endswith("_ms") and est.get(k) is not None else
              times(est.get(k)) if k.endswith(("speedup", "reduction", "compression")) else num(est.get(k), ".3f")]
-            for k, label in ESTIMATE_FIELDS]))
+            for k, label in ESTIMATE_FIELDS if est.get(k) is not None]))  # not estimated by the structure: left out
         a = e.applied
         if a:
             d = a.get("output_diff") or {}
@@ -227,13 +230,29 @@ def _benchmark_blocks(report: Report) -> list:
         sysinfo = e.system or {}
         out.append(Para(f"{e.created}; {e.warmup} warm-up and {e.iterations} timed runs per model, interleaved; "
                         f"{e.engine}; on {_target(sysinfo)}."))
-        out.append(Table(["Model", "Batch", "Cores", "Median ms", "p90 ms", "items/s", "Speedup"],
+        noisy = any(r.noise for r in e.rows)
+        out.append(Table(["Model", "Batch", "Cores", "Median ms", "p90 ms", "items/s", "Speedup"]
+                         + (["Noise"] if noisy else []),
                          [[r.model, r.batch_size, r.core_count, ms(r.median_ms), ms(r.p90_ms),
-                           f"{r.items_per_second:.1f}", times(r.speedup)] for r in e.rows], right={1, 2, 3, 4, 5, 6}))
+                           f"{r.items_per_second:.1f}", times(r.speedup)] + ([f"! {r.noise}" if r.noise else ""]
+                                                                             if noisy else [])
+                          for r in e.rows], right={1, 2, 3, 4, 5, 6}))
+        if noisy:
+            out += _warnings(["the rows marked ! are noisy (their runs disagree: the machine was busy), so their "
+                              "speedups may be off; measure again on a quiet machine"])
+        acc = accuracy_table(e.accuracy)
+        if acc is not None:  # accuracy beside speed: one column per model, the metric named
+            out.append(Para(acc.title + "."))
+            out.append(Table(acc.headers, acc.rows, right=set(range(1, len(acc.headers)))))
         out.append(Chart(f"{e.name}: measured speedup vs baseline",
                          [f"{r.model} · b{r.batch_size} · {r.core_count}c" for r in e.rows],
                          [r.speedup or 0.0 for r in e.rows], "x", [times(r.speedup) for r in e.rows], reference=1.0))
     return out
+
+
+def _warnings(warnings: list) -> list:
+    """One paragraph per warning, marked as one (the TUI shows the same ones)."""
+    return [Para(f"Warning: {w}") for w in warnings or []]
 
 
 # --------------------------------------------------------------------------------------------- markdown
@@ -295,7 +314,7 @@ table { border-collapse: collapse; margin: .5em 0 1em; font-size: 13px; }
 th, td { border: 1px solid #d0d0d0; padding: 3px 8px; text-align: left; vertical-align: top; }
 th { background: #f0f3f7; }
 td.num, th.num { text-align: right; font-variant-numeric: tabular-nums; }
-td { max-width: 420px; overflow-wrap: anywhere; }
+td { max-width: 420px; overflow-wrap: break-word; }  /* a long node id breaks, never a word that fits */
 svg.chart { display: block; margin: .5em 0 1em; max-width: 100%; height: auto; }
 p { margin: .4em 0 .8em; }
 """

@@ -54,7 +54,8 @@ def create_optimization(ws, project_id: str, name: str, perf: Optional[str] = No
     ``settings``: extra :class:`~sparsify_tui.optimization.record.Settings` fields (e.g. ``min_sparsity``;
     ``structure`` picks the pruning structure, whose ``settings_type`` may have more);
     ``overrides``: weight name -> sparsity fixed from the start. Nothing is stored when any of them is invalid.
-    ``perf``: perf profile id or name, ``"flops"``, or None (:func:`profiles.resolve_perf_profile`); ``loss``:
+    ``perf``: perf profile id or name, ``"flops"``, or None (:func:`profiles.resolve_perf_profile`: the newest, or for
+    a structure that reads a channel calibration the newest calibrated one); ``loss``:
     loss profile id or name, ``"approximated"``, or None (:func:`profiles.resolve_loss_profile`).
     Raises :class:`ProjectError` for a taken name or bad setting, :class:`RecordNotFound` for an unknown profile.
     """
@@ -96,7 +97,8 @@ def build_record(ws, project_id: str, name: str, perf: Optional[str] = None, los
     kind = get_structure(settings.get("structure") or UNSTRUCTURED)
     st = kind.settings_type(sparsity=sparsity, balance=balance).with_changes(**settings)
     skipped: list = []  # newest profiles whose data file is missing: skipped and reported, never fatal
-    perf_prof, perf_ref, perf_name = profiles.resolve_perf_profile(ws, pid, perf, skipped)
+    perf_prof, perf_ref, perf_name = profiles.resolve_perf_profile(ws, pid, perf, skipped,
+                                                                   prefer_calibrated=kind.calibrated_perf)
     if loss_profile is not None:
         loss_prof, loss_ref, loss_name = loss_profile, "", loss_profile.name
     else:

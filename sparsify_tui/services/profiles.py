@@ -80,14 +80,23 @@ def _newest_readable(ws, project_id: str, table: str, load, skipped: Optional[li
     return None
 
 
-def resolve_perf_profile(ws, project_id: str, ref: Optional[str], skipped: Optional[list] = None):
+def is_calibrated(record: Dict[str, Any]) -> bool:
+    """The perf profile record has a channel calibration stored with it (:func:`store_channel_calibration`)."""
+    return bool(record.get("channel_calibration"))
+
+
+def resolve_perf_profile(ws, project_id: str, ref: Optional[str], skipped: Optional[list] = None, *,
+                         prefer_calibrated: bool = False):
     """``(profile or None, record id or "flops", display name)`` for an optimization's perf profile: ``ref`` an
     id or name, ``"flops"`` for the FLOPS profile, None = the newest completed perf profile whose data loads
-    (records without data are skipped and reported in ``skipped``), else FLOPS."""
+    (records without data are skipped and reported in ``skipped``), else FLOPS. ``prefer_calibrated`` (a channel
+    optimization): with ``ref`` None, the newest one with a channel calibration first."""
     if ref is not None and str(ref).lower() == FLOPS:
         return None, FLOPS, "FLOPS"
     if ref is None:
-        found = _newest_readable(ws, project_id, PERF_TABLE, load_perf_profile, skipped)
+        found = _newest_readable(ws, project_id, PERF_TABLE, load_perf_profile, skipped,
+                                 keep=is_calibrated) if prefer_calibrated else None
+        found = found or _newest_readable(ws, project_id, PERF_TABLE, load_perf_profile, skipped)
         if found is None:
             return None, FLOPS, "FLOPS"
         rec, prof = found

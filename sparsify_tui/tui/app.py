@@ -19,18 +19,19 @@ from functools import partial
 from pathlib import Path
 from typing import Any, Optional
 
-from textual import on
+from textual import events, on
 from textual.app import App, ComposeResult
 from textual.binding import Binding
 from textual.command import DiscoveryHit, Hit, Hits, Provider
 from textual.reactive import reactive
 from textual.widget import Widget
-from textual.widgets import ContentSwitcher, Footer, Header, Static
+from textual.widgets import ContentSwitcher, Header, Static
 from textual.worker import Worker, WorkerState
 
 from sparsify_tui.tui import messages
 from sparsify_tui.tui.projects import ProjectsSection
 from sparsify_tui.tui.widgets.dialogs import ErrorDialog, error_message
+from sparsify_tui.tui.widgets.footer import KeysFooter
 from sparsify_tui.tui.workers import app_work, post_result
 
 # (section id, label, short label for the section bar)
@@ -57,6 +58,22 @@ SECTION_CLASSES = {
 # what the sections' first workers import (numpy, onnx): opening a project loads its perf profile through these,
 # which took most of the first open of a 1,500-node project when imported then
 PRELOAD_CORE = ["sparsify_tui.services.profiles", "sparsify_tui.profiling.perf", "sparsify_tui.profiling.loss"]
+
+
+def takes_keys(widget: Any, event: events.Key) -> bool:
+    """True when ``widget`` handles keys itself before any binding: it may consume this one (a text field and a
+    printable key) or a class of its own (not Textual's Widget/Screen base) has a key handler (``_on_key``,
+    ``on_key`` or ``key_*``: a select's type-to-search, a text area's enter)."""
+    from textual.screen import Screen
+
+    if widget.check_consume_key(event.key, event.character):
+        return True
+    for cls in type(widget).__mro__:
+        if cls in (Widget, Screen) or cls.__module__.startswith(("textual.dom", "textual.message_pump")):
+            continue
+        if any(name in ("_on_key", "on_key") or name.startswith(("key_", "_key_")) for name in cls.__dict__):
+            return True
+    return False
 
 
 def section_class(section: str) -> type[Widget]:
@@ -100,6 +117,8 @@ PROJECT_ACTIONS = [
     ("Budget search: fastest model within an accuracy budget", "optimization", "budget_search",
      "channels + reconstruction (INT8 optional), measured against FP32 (B in Optimize)"),
     ("Compare perf profiles", "perf", "compare", "the marked profiles per node, or FP32 vs INT8 (= in Perf)"),
+    ("Calibrate channel pruning on this server", "perf", "calibrate",
+     "thin the model at a few ratios and profile each: the channel time model (k in Perf)"),
     ("Compare optimizations", "optimization", "compare", "settings, layers, measured side by side (= in Optimize)"),
     ("Apply: write the optimized .onnx", "benchmarks", "apply", "prune (and quantize) exactly (a in Bench)"),
     ("New benchmark", "benchmarks", "new", "baseline vs optimized, measured (n in Bench)"),
@@ -171,6 +190,14 @@ class SparsifyApp(App[int]):
                 tooltip="Benchmarks of the open project"),
         Binding("6", "show_section('settings')", "Settings", show=False, id="section.settings",
                 tooltip="Settings of the open project"),
+        # tab moves the focus when the app reads the key, before it hands the next key on: a burst such as
+        # "tab tab backspace 1" (a fast typist, a paste, a slow link) edits the field it lands on. As an ordinary
+        # binding, the keys behind tab went to the field tab was leaving (Textual forwards each key to the widget
+        # focused when it is read, and a forwarded tab moves the focus only once that widget has handled it)
+        Binding("tab", "focus_next", "Next field", show=False, priority=True, id="app.focus_next",
+                tooltip="Move the focus to the next widget"),
+        Binding("shift+tab", "focus_previous", "Previous field", show=False, priority=True,
+                id="app.focus_previous", tooltip="Move the focus to the previous widget"),
         Binding("j", "jobs", "Jobs", id="app.jobs",
                 tooltip="Every job of every project: status, progress, ETA, errors; cancel and log"),
         Binding("question_mark", "help", "Help", id="app.help", tooltip="List every key"),
@@ -204,9 +231,34 @@ class SparsifyApp(App[int]):
             workspace = Workspace()
         self.workspace = workspace
         self._project_name: Optional[str] = None
+        self._key_buffer: Any = None  # the KeyBuffer of the dialog coming (hold_keys / show_dialog)
         self._start_model = model
         self._start_project = project
         self._apply_user_keymap()
+
+    # -- keys, in the order they are typed ------------------------------------------------------
+    async def on_event(self, event: events.Event) -> None:
+        """A key read from the terminal runs its binding now, when the focused widget does not take keys itself.
+
+        Textual hands every key to the focused widget and runs a binding only once the key has bubbled back up to
+        the app, while it has already handed on the keys typed after it: typed at once (a fast typist over SSH, a
+        paste, ``tmux send-keys``), "n" then a name sent the name to the list under the coming dialog, and "enter
+        l" opened a profile after "l" had acted on the old one. A widget that takes keys itself (a text field, a
+        select's search, the :class:`~sparsify_tui.tui.widgets.dialogs.KeyBuffer`) still gets them first."""
+        if isinstance(event, events.Key) and not event.is_forwarded and self.screen.maximized is None:
+            target = self.focused or self.screen
+            if not takes_keys(target, event):
+                self.app_focus = True
+                if await self._check_bindings(event.key, priority=True) or await self._check_bindings(event.key):
+                    return
+        await super().on_event(event)
+
+    async def _on_app_blur(self, event: events.AppBlur) -> None:
+        """The terminal window or the browser page lost the focus: the focused widget keeps it, so the footer still
+        shows what the keys do there. Textual's own handler takes the focus away until the window gets it back,
+        and ``sparsify-tui serve`` starts in a page that has not been clicked yet: its footer lacked n, d and
+        Filter until a click (issue 24)."""
+        event.prevent_default()  # not App._on_app_blur
 
     # -- layout ---------------------------------------------------------------------------
     def compose(self) -> ComposeResult:
@@ -214,7 +266,7 @@ class SparsifyApp(App[int]):
         yield SectionBar(id="section-bar")
         with ContentSwitcher(initial="projects", id="sections"):
             yield ProjectsSection(id="projects")
-        yield Footer(compact=True, show_command_palette=False)  # ctrl+p is an ordinary binding: it fits 80 cols
+        yield KeysFooter()  # one line of text (ctrl+p is an ordinary binding: it fits 80 cols)
 
     def on_mount(self) -> None:
         self.call_after_refresh(self._preload_sections)
@@ -459,6 +511,45 @@ class SparsifyApp(App[int]):
         if self.project_id is not None and not isinstance(self.screen, ReportDialog):
             self.push_screen(ReportDialog(self.project_id))
 
+    def hold_keys(self) -> None:
+        """A dialog is coming (its data is being read in a worker): the keys typed meanwhile wait for it
+        (:class:`~sparsify_tui.tui.widgets.dialogs.KeyBuffer`) instead of reaching the section under it. Pair with
+        :meth:`show_dialog`; a worker failure lets them go (:meth:`on_worker_state_changed`)."""
+        from sparsify_tui.tui.widgets.dialogs import KeyBuffer
+
+        if not isinstance(self.screen, KeyBuffer):
+            self._key_buffer = KeyBuffer()
+            self.push_screen(self._key_buffer)
+
+    def show_dialog(self, dialog: Any, callback: Any = None) -> None:
+        """Push ``dialog`` (with ``callback``) and hand it the keys :meth:`hold_keys` held, in the order typed; nothing
+        when the user gave up the dialog with escape while waiting."""
+
+        held, self._key_buffer = self._key_buffer, None
+        if held is not None and held.cancelled:
+            return  # given up with escape while it was coming (or it took too long)
+        if held is not None:
+            held.cancelled = True  # its timer does nothing now
+            if held is self.screen:
+                self.pop_screen()
+            elif held in self.screen_stack:
+                return  # an error dialog came on top: this one is dropped
+        mounting = self.push_screen(dialog, callback)
+
+        async def replay() -> None:
+            await mounting
+            for key, character in (held.keys if held is not None else []):
+                self.post_message(events.Key(key, character))
+
+        self.call_later(replay)
+
+    def release_keys(self) -> None:
+        """No dialog is coming after all: the held keys are dropped."""
+        from sparsify_tui.tui.widgets.dialogs import KeyBuffer
+
+        for screen in [s for s in self.screen_stack if isinstance(s, KeyBuffer)]:
+            screen.give_up()
+
     def action_quit(self) -> None:
         self.exit(0)
 
@@ -482,6 +573,7 @@ class SparsifyApp(App[int]):
         origin = getattr(worker, "origin", None)
         if origin is not None and origin is not self and not origin.is_attached:
             return  # its widget is gone (another project opened, dialog closed): nobody to tell
+        self.release_keys()  # a dialog whose data it was reading is not coming
         self.show_error(worker.error)
         if origin is not None and origin is not self:
             origin.post_message(messages.WorkFailed(worker.group, worker.error))

@@ -49,6 +49,9 @@ class PruningStructure(ABC):
     """The ``structure`` of the loss profiles whose rows this structure reads (per layer, or per channel group)."""
     has_measured_groups: ClassVar[bool] = False
     """True when a benchmark records per-row measured times (:meth:`measured_groups`)."""
+    calibrated_perf: ClassVar[bool] = False
+    """True when the structure reads a channel calibration stored with the perf profile: without a profile named,
+    the newest calibrated one is taken (:func:`sparsify_tui.services.profiles.resolve_perf_profile`)."""
 
     @abstractmethod
     def build_layers(self, analysis: "ModelAnalysis", perf: Optional["PerfProfile"], loss: Optional["LossProfile"],
@@ -115,6 +118,19 @@ class PruningStructure(ABC):
         avg = rec.estimates.avg_sparsity if rec.estimates is not None else None
         return (f"target average sparsity {rec.settings.sparsity:.3f}, achieved {avg or 0:.4f} "
                 f"(params-weighted over all prunable layers); balance {rec.settings.balance:.2f}")
+
+    def settings_rows(self, settings: Settings) -> List[Tuple[str, Any]]:
+        """``(label, value)`` of the settings this structure uses, in the words a report shows them (a setting it
+        ignores is left out). Default: the target average sparsity and the allocation's filters and caps."""
+        s = settings
+        return [("target average sparsity", s.sparsity), ("balance (0 time saved, 1 loss)", s.balance),
+                ("min sparsity of a pruned layer", s.min_sparsity), ("min perf gain", s.min_perf_gain),
+                ("min recovery", s.min_recovery), ("max sparsity per layer", s.max_sparsity),
+                ("first layer dense", s.dense_first_layer), ("depthwise and grouped convs dense", s.dense_grouped)]
+
+    def rows_summary(self, rec: Optimization) -> str:
+        """What was pruned, in the structure's rows: default ``"12 of 54 layers pruned"``."""
+        return f"{sum(1 for l in rec.layers if (l.sparsity or 0) > 0)} of {len(rec.layers)} layers pruned"
 
     def check_override(self, layer: LayerRow, value: float) -> None:
         """Raise :class:`ProjectError` (one line) when row ``layer`` cannot take the override ``value``.

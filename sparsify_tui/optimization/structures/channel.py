@@ -32,7 +32,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Dict, List, Optional
+from typing import TYPE_CHECKING, Any, Dict, List, Optional, Tuple
 
 import numpy as np
 
@@ -191,6 +191,7 @@ class ChannelPruning(PruningStructure):
     model_level = True
     loss_structure = CHANNEL
     computed_loss_name = MAGNITUDE_NAME
+    calibrated_perf = True  # the channel time model is stored with a perf profile (profile channel-calibration)
 
     # -- inputs read from the model ------------------------------------------------------------------------
     def analysis_extras(self, model_path: Any, analysis: "ModelAnalysis", *, batch_size: int = 1,
@@ -503,15 +504,35 @@ class ChannelPruning(PruningStructure):
             }))
         return mods
 
+    @staticmethod
+    def target_text(st: Settings) -> str:
+        """What the settings ask for: a uniform ratio R, R of all channels, X times fewer MACs or X times faster."""
+        return {"uniform": f"uniform ratio {st.sparsity:.3f} of every free group's channels",
+                "sparsity": f"{st.sparsity:.3f} of all prunable channels (allocated)",
+                "macs": f"{getattr(st, 'macs_reduction', 0):.2f}x fewer MACs",
+                "speedup": f"{getattr(st, 'target_speedup', 0):.2f}x estimated speedup on onnxruntime",
+                }[getattr(st, "target", "uniform")]
+
+    def settings_rows(self, settings: Settings) -> List[Tuple[str, Any]]:
+        """The target (one row: the speedup, the MACs reduction or the ratio it asks for), the balance, the
+        per-group cap, the rounding and the channel importance; not the unstructured filters it ignores."""
+        st = settings
+        return [("target", self.target_text(st)), ("balance (0 time saved, 1 loss)", st.balance),
+                ("max ratio removed per group", st.max_sparsity),
+                ("kept channels round to", getattr(st, "round_to", 0) or "this CPU's block"),
+                ("channel importance", {"l2": "group L2 norm", "bn_scale": "BatchNorm scale"}.get(
+                    getattr(st, "importance", "l2"), getattr(st, "importance", "l2"))),
+                ("first layer kept whole", st.dense_first_layer)]
+
+    def rows_summary(self, rec: Optimization) -> str:
+        """``"5 of 18 groups thinned"``."""
+        return f"{sum(1 for l in rec.layers if (l.sparsity or 0) > 0)} of {len(rec.layers)} groups thinned"
+
     def recipe_summary(self, rec: Optimization) -> str:
         """The target (uniform R, R of all channels, X times fewer MACs or X times faster, estimated) and what
         was reached: groups thinned, channels kept, the estimated speedup and MACs reduction."""
         st, e = rec.settings, rec.estimates
-        target = getattr(st, "target", "uniform")
-        asked = {"uniform": f"uniform ratio {st.sparsity:.3f} of every free group's channels",
-                 "sparsity": f"{st.sparsity:.3f} of all prunable channels (allocated)",
-                 "macs": f"{getattr(st, 'macs_reduction', 0):.2f}x fewer MACs",
-                 "speedup": f"{getattr(st, 'target_speedup', 0):.2f}x estimated speedup on onnxruntime"}[target]
+        asked = self.target_text(st)
         if not isinstance(e, ChannelEstimates):
             return f"channel pruning: {asked}; balance {st.balance:.2f}"
         return (f"channel pruning: {asked}; {e.groups_thinned} groups thinned, {e.kept_channels} of {e.channels} "

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
+from rich.text import Text
 from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
@@ -12,6 +13,8 @@ from textual.widgets import Button, Input, Label, OptionList, Static
 from textual.widgets.option_list import Option
 
 from sparsify_tui.tui.widgets.dialogs import FormDialog
+from sparsify_tui.tui.widgets.inputs import TextInput
+from sparsify_tui.tui.widgets.labels import elide_middle
 from sparsify_tui.tui.widgets.toggles import TextSelectionList
 
 
@@ -61,7 +64,7 @@ class BenchmarkDialog(FormDialog[Optional[dict]]):
             yield Static("New benchmark: baseline vs optimizations, measured on this machine", classes="bench-dialog-title")
             with Horizontal(classes="row"):
                 yield Label("Name")
-                yield Input(d["name"], id="name", compact=True)
+                yield TextInput(d["name"], id="name", compact=True)
             yield Static("Models: baseline (always) +" + ("" if self.optimizations else
                          " no optimizations yet (create one in Optimize, 4)"), classes="hint")
             if self.optimizations:
@@ -70,19 +73,19 @@ class BenchmarkDialog(FormDialog[Optional[dict]]):
                     id="models")
             with Horizontal(classes="row"):
                 yield Label("Batch sizes")
-                yield Input(d["batch_sizes"], placeholder="e.g. 1,8", id="batch_sizes", compact=True)
+                yield TextInput(d["batch_sizes"], placeholder="e.g. 1,8", id="batch_sizes", compact=True)
             with Horizontal(classes="row"):
                 yield Label("Core counts")
-                yield Input(d["core_counts"], placeholder="e.g. 1,2", id="core_counts", compact=True)
+                yield TextInput(d["core_counts"], placeholder="e.g. 1,2", id="core_counts", compact=True)
             with Horizontal(classes="row"):
                 yield Label("Warm-up runs")
-                yield Input(str(d["warmup"]), id="warmup", type="integer", compact=True)
+                yield TextInput(str(d["warmup"]), id="warmup", type="integer", compact=True)
             with Horizontal(classes="row"):
                 yield Label("Timed runs")
-                yield Input(str(d["iterations"]), id="iterations", type="integer", compact=True)
+                yield TextInput(str(d["iterations"]), id="iterations", type="integer", compact=True)
             with Horizontal(classes="row"):
                 yield Label("Sample data")
-                yield Input("", placeholder="synthetic; or FILE.npz / .npy", id="data", compact=True)
+                yield TextInput("", placeholder="synthetic; or FILE.npz / .npy", id="data", compact=True)
             yield Static("", id="error", classes="dialog-error")
             with Horizontal(classes="buttons"):
                 yield Button("Run", variant="primary", id="run")
@@ -153,11 +156,11 @@ class ApplyDialog(FormDialog[Optional[dict]]):
                 yield OptionList(*[Option(self._label(o), id=o["id"]) for o in self.optimizations], id="opts")
             with Horizontal(classes="row"):
                 yield Label("Export to")
-                yield Input("", placeholder="path of the .onnx to write", id="out_path", compact=True)
+                yield TextInput("", placeholder="path of the .onnx to write", id="out_path", compact=True)
             with Horizontal(classes="row"):
                 yield Label("Sample data")
-                yield Input("", placeholder="INT8 calibration: synthetic; or FILE.npz / .npy", id="data",
-                            compact=True)
+                yield TextInput("", placeholder="INT8 calibration: synthetic; or FILE.npz / .npy", id="data",
+                                compact=True)
             yield Static("", id="status", classes="hint")
             yield Static("", id="error", classes="dialog-error")
             with Horizontal(classes="buttons"):
@@ -177,11 +180,16 @@ class ApplyDialog(FormDialog[Optional[dict]]):
             self._show(self.optimizations[0]["id"])
 
     def _show(self, opt_id: str) -> None:
+        path = self.default_paths.get(opt_id, "")
         if self._auto_path:
-            self.query_one("#out_path", Input).value = self.default_paths.get(opt_id, "")
+            out = self.query_one("#out_path", TextInput)
+            out.value = path
+            out.show_end()  # the file name shows, not the start of a long folder
             self._auto_path = True
-        self.query_one("#status", Static).update(
-            "The project copy is always written to <project>/optimized/; a different path also exports it.")
+        status = self.query_one("#status", Static)
+        room = (status.content_region.width or 60) - len("Project copy: ")
+        status.update(Text.assemble("Project copy: ", elide_middle(path, room),
+                                    "\nAnother path there also exports it."))
 
     @on(OptionList.OptionHighlighted, "#opts")
     def _highlighted(self, event: OptionList.OptionHighlighted) -> None:

@@ -9,33 +9,11 @@ from textual.message import Message
 
 
 @dataclass
-class BenchmarksListed(Message):
-    """The project's benchmark records (its running jobs are the jobs pane's:
-    :class:`sparsify_tui.tui.widgets.jobs.SectionJobs`)."""
-
-    records: list[dict]
-
-
-@dataclass
 class BenchmarkLoaded(Message):
     """One stored benchmark result (``benchmark.runner.BenchmarkResult``)."""
 
     record_id: str
     result: Any
-
-
-@dataclass
-class BenchmarkJobSubmitted(Message):
-    """A ``benchmark`` or ``apply`` job was started."""
-
-    job: dict
-
-
-@dataclass
-class BenchmarkDeleted(Message):
-    """A benchmark record and its result were deleted."""
-
-    record_id: str
 
 
 @dataclass

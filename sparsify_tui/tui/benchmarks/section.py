@@ -19,24 +19,24 @@ from __future__ import annotations
 
 from typing import Any, Optional
 
+from rich.text import Text
 from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
-from textual.widget import Widget
-from textual.widgets import OptionList, Static, TabbedContent, TabPane
+from textual.widgets import OptionList, Static, TabPane
 from textual.widgets.option_list import Option
 
 from sparsify_tui.tui.benchmarks.dialogs import ApplyDialog, BenchmarkDialog
 from sparsify_tui.tui.fleet import FleetDialog
-from sparsify_tui.tui.fleet.grouping import grouped_options
-from sparsify_tui.tui.benchmarks.messages import (ApplyDialogReady, BenchmarkDeleted, BenchmarkDialogReady,
-                                                  BenchmarkJobSubmitted, BenchmarkLoaded, BenchmarksListed)
+from sparsify_tui.tui.benchmarks.messages import ApplyDialogReady, BenchmarkDialogReady, BenchmarkLoaded
 from sparsify_tui.tui.widgets import keys
 from sparsify_tui.tui.widgets.charts import BarChart, LineChart
-from sparsify_tui.tui.widgets.dialogs import ConfirmDialog, fresh_name
-from sparsify_tui.tui.widgets.jobs import JobProgress, SectionJobs
+from sparsify_tui.tui.widgets.dialogs import fresh_name
+from sparsify_tui.tui.widgets.labels import elide_middle
+from sparsify_tui.tui.widgets.records import RecordListSection
 from sparsify_tui.tui.widgets.tables import Column, FilterableTable
+from sparsify_tui.tui.widgets.tabs import ViewTabs
 from sparsify_tui.tui.workers import app_work, post_result
 
 TABLE = "benchmarks"
@@ -51,14 +51,15 @@ def _fmt_list(values) -> str:
     return ",".join(str(v) for v in values or [])
 
 
-def card_text(rec: dict) -> str:
-    """Three-line card text of a benchmark record (Rich markup escaped by the caller's Option)."""
+def card_text(rec: dict, width: int = 0) -> str:
+    """Three-line card text of a benchmark record (Rich markup escaped by the caller's Option); the name elided in
+    the middle to ``width`` cells."""
     created = str(rec.get("created") or "")[5:16].replace("T", " ")
     models = rec.get("models") or []
     best = [s.get("speedup") for s in rec.get("summary") or [] if s.get("model") != "baseline"
             and isinstance(s.get("speedup"), (int, float))]
     best_text = f" best {max(best):.2f}×" if best else ""
-    return (f"{rec.get('name') or rec['id']}\n"
+    return (f"{elide_middle(str(rec.get('name') or rec['id']), width)}\n"
             f"  {created} · {len(models)} model{'s' if len(models) != 1 else ''}\n"
             f"  b{_fmt_list(rec.get('batch_sizes'))} c{_fmt_list(rec.get('core_counts'))}{best_text}")
 
@@ -134,14 +135,50 @@ def shorten_label(label: str, limit: int = 12) -> str:
 
 
 def table_rows(result) -> list[dict]:
-    """One row per (model, batch, cores) with every number."""
+    """One row per (model, batch, cores) with every number, and the model's accuracy against the baseline (the
+    same at every batch and core count: it is measured once per model)."""
+    models = (result.accuracy or {}).get("models") or {}
     rows = []
     for i, r in enumerate(result.runs):
+        acc = models.get(r.model) or {}
         rows.append({"_key": i, "model": r.model, "batch": r.batch_size, "cores": r.core_count,
                      "median": r.median_ms, "mean": r.mean_ms, "p90": r.p90_ms, "p99": r.p99_ms,
                      "min": r.min_ms, "max": r.max_ms, "ms_item": r.ms_per_item, "ips": r.items_per_second,
-                     "speedup": r.speedup, "noise": "! " + ", ".join(n) if (n := r.noise(result.rounds)) else ""})
+                     "speedup": r.speedup, "noise": "! " + ", ".join(n) if (n := r.noise(result.rounds)) else "",
+                     "top1": acc.get("accuracy"), "agree": acc.get("top1_agreement"), "nmse": acc.get("nmse")})
     return rows
+
+
+def accuracy_renderable(accuracy: Optional[dict], width: int = 0):
+    """The accuracy of every model beside its speed (:func:`sparsify_tui.benchmark.summary.accuracy_table`: one
+    column per model, the metric named), or how to get it. When a column per model does not fit in ``width``
+    cells (many models at 80 columns), a row per model instead: no cell is ever cut."""
+    from rich.console import Group
+    from rich.table import Table
+    from rich.text import Text
+
+    from sparsify_tui.benchmark.summary import accuracy_table
+
+    table = accuracy_table(accuracy)
+    if table is None:
+        return Text("Accuracy: not measured (a benchmark of the baseline and an optimization measures it; "
+                    "n, with labelled sample data for top-1 accuracy).", style="dim")
+    headers, rows = table.headers, table.rows
+    first = max(len(r[0]) for r in rows)
+    models = [elide_middle(label, 18) for label in headers[1:]]
+    if width and first + sum(max(len(m), 7) + 2 for m in models) > width:  # a row per model
+        headers, rows = ["model"] + [r[0] for r in rows], [[m] + [r[i + 1] for r in rows] for i, m in
+                                                            enumerate(models)]
+        first, models = max(len(r[0]) for r in rows), headers[1:]
+    else:
+        headers = [""] + models
+    out = Table(box=None, padding=(0, 1), show_edge=False, expand=False)
+    out.add_column(headers[0], no_wrap=True, min_width=first)
+    for header in headers[1:]:
+        out.add_column(header, justify="right", no_wrap=True, min_width=max(len(header), 7))
+    for row in rows:
+        out.add_row(*row)
+    return Group(Text(table.title, style="bold"), out)  # the title wraps to the pane, not to the table
 
 
 def header_text(result, combo: Optional[tuple[int, int]]) -> str:
@@ -155,18 +192,26 @@ def _ms(v: Any) -> str:
     return "" if v is None else f"{v:.3f}"
 
 
+def _pct(v: Any) -> str:
+    return "" if v is None else f"{v * 100:.1f}%"
+
+
+#: speed first, then the model's accuracy beside it (Top-1 with labels, agreement with the baseline, output NMSE)
 TABLE_COLUMNS = [
     Column("model", "Model", filter=True, pin=True),
     Column("batch", "Batch", numeric=True),
     Column("cores", "Cores", numeric=True),
     Column("median", "Median ms", numeric=True, fmt=_ms),
-    Column("mean", "Mean ms", numeric=True, fmt=_ms),
+    Column("speedup", "Speedup", numeric=True, fmt=lambda v: f"{v:.2f}×"),
+    Column("top1", "Top-1", numeric=True, fmt=_pct),
+    Column("agree", "Agree", numeric=True, fmt=_pct),
+    Column("nmse", "NMSE", numeric=True, fmt=lambda v: "" if v is None else f"{v:.4g}"),
     Column("p90", "p90 ms", numeric=True, fmt=_ms),
+    Column("noise", "Noise", filter=True),
+    Column("mean", "Mean ms", numeric=True, fmt=_ms),
     Column("p99", "p99 ms", numeric=True, fmt=_ms),
     Column("ms_item", "ms/item", numeric=True, fmt=_ms),
     Column("ips", "Items/s", numeric=True, fmt=lambda v: f"{v:.1f}"),
-    Column("speedup", "Speedup", numeric=True, fmt=lambda v: f"{v:.2f}×"),
-    Column("noise", "Noise", filter=True),
     Column("min", "Min ms", numeric=True, fmt=_ms),
     Column("max", "Max ms", numeric=True, fmt=_ms),
 ]
@@ -175,19 +220,31 @@ TABLE_COLUMNS = [
 # ---------------------------------------------------------------------------------------- widgets
 
 
-class BenchmarksSection(Widget):
-    """Benchmarks of one project (see the module docstring)."""
+class BenchmarksSection(RecordListSection):
+    """Benchmarks of one project (see the module docstring; the list's life cycle:
+    :class:`~sparsify_tui.tui.widgets.records.RecordListSection`)."""
+
+    TABLE = TABLE
+    SECTION = "benchmarks"
+    KIND = "benchmark"
+    JOB_TYPES = JOB_TYPES
+    RERUN_JOB = "benchmark"
+    LIST_ID = "bench-list"
+    JOBS_ID = "bench-jobs"
+    RESULT_KEY = "benchmark"
+    LIST_WIDTH = 25  # the list pane is 28 wide (its border and the option's padding take 3)
 
     DEFAULT_CSS = """
     BenchmarksSection { height: 1fr; }
-    BenchmarksSection #bench-left { width: 30; height: 1fr; border-right: solid $panel-lighten-2; }
+    BenchmarksSection #bench-left { width: 28; height: 1fr; border-right: solid $panel-lighten-2; }
     BenchmarksSection #bench-left .pane-title { text-style: bold; height: 1; padding: 0 1; }
     BenchmarksSection #bench-list { height: 1fr; }
     BenchmarksSection #bench-right { width: 1fr; height: 1fr; }
     BenchmarksSection #bench-header { height: auto; padding: 0 1; }
     BenchmarksSection #compare-speedup { height: auto; padding: 0 1; text-style: bold; }
+    BenchmarksSection #compare-accuracy { height: auto; padding: 0 1 1 1; }
     BenchmarksSection #bench-empty { padding: 1 2; color: $text-muted; }
-    BenchmarksSection TabbedContent { height: 1fr; }
+    BenchmarksSection ViewTabs { height: 1fr; }
     BenchmarksSection TabPane { padding: 0; }
     BenchmarksSection LineChart PlotextPlot { height: 14; }
     """
@@ -210,30 +267,27 @@ class BenchmarksSection(Widget):
     ]
 
     def __init__(self, project_id: str, **kwargs) -> None:
-        super().__init__(**kwargs)
-        self.project_id = project_id
-        self.records: list[dict] = []
-        self.selected_id: Optional[str] = None
+        super().__init__(project_id, **kwargs)
         self.result = None
+        self._loaded_id: Optional[str] = None  # the record id of `result`
         self.combo_index = 0
-        self._records_sig: tuple = ()
 
     # -- layout ----------------------------------------------------------------------------
     def compose(self) -> ComposeResult:
         with Horizontal():
             with Vertical(id="bench-left"):
                 yield Static("Benchmarks, newest first", classes="pane-title")
-                yield OptionList(id="bench-list")
-                yield SectionJobs(self.project_id, JOB_TYPES, section="benchmarks", id="bench-jobs")
+                yield from self.compose_list()
             with Vertical(id="bench-right"):
                 yield Static("No benchmarks yet. Press n to measure the baseline against your optimizations "
                              "over batch sizes and core counts, or a to apply and export an optimized .onnx.",
                              id="bench-empty")
                 yield Static("", id="bench-header")
-                with TabbedContent(initial="compare", id="bench-tabs"):
+                with ViewTabs(initial="compare", id="bench-tabs"):
                     with TabPane("Compare (m)", id="compare"):
                         with VerticalScroll(id="compare-scroll"):
                             yield Static("", id="compare-speedup")
+                            yield Static("", id="compare-accuracy")  # accuracy beside speed
                             yield BarChart(title="median ms/batch", unit="ms",
                                            modes=("values", "log"), id="compare-chart")
                     with TabPane("Iterations", id="iter"):
@@ -249,42 +303,41 @@ class BenchmarksSection(Widget):
                         yield FilterableTable(TABLE_COLUMNS, id="bench-table")
 
     def on_mount(self) -> None:
-        keys.quiet_tabs(self.query_one("#bench-tabs", TabbedContent))
-        self._show_selected(None)
-        self.reload()
-
-    def focus_default(self) -> None:
-        lists = self.query("#bench-list")
-        if lists:
-            lists.first().focus()
-        else:  # asked before compose finished
-            self.call_after_refresh(self.focus_default)
-
-    def action_focus_list(self) -> None:
-        self.focus_default()
+        self._show_empty(True)
 
     def action_view_tab(self, tab: str) -> None:
         if self.result is None:
             return
-        self.query_one("#bench-tabs", TabbedContent).active = tab
+        self.query_one("#bench-tabs", ViewTabs).active = tab
         target = {"compare": "#compare-chart", "iter": "#iter-chart", "batch": "#batch-chart",
                   "cores": "#cores-chart", "table": "#bench-table"}[tab]
         self.query_one(target).focus()
 
     def action_cycle_tab(self, step: int) -> None:
-        self.action_view_tab(keys.cycle(list(TABS), self.query_one("#bench-tabs", TabbedContent).active, step))
+        self.action_view_tab(keys.cycle(list(TABS), self.query_one("#bench-tabs", ViewTabs).active, step))
 
     # -- data ------------------------------------------------------------------------------
-    def reload(self) -> None:
-        self._load_records()
+    def record_option(self, record: dict) -> Option:
+        return Option(Text(card_text(record, self.LIST_WIDTH)), id=record["id"])
 
-    @app_work(group="bench-list", description="list benchmarks")
-    def _load_records(self) -> None:
-        post_result(self, BenchmarksListed(self.app.workspace.list_records(self.project_id, TABLE)))
+    def sort_records(self, records: list[dict]) -> list[dict]:
+        return sort_newest_first(records)
 
-    @on(BenchmarksListed)
-    def _listed(self, message: BenchmarksListed) -> None:
-        self._show_records(message.records)
+    def show_selected(self, selected: Optional[str], *, refresh: bool = False, focus: bool = False) -> None:
+        self._show_empty(selected is None)
+        if selected is None:
+            self.result = None
+            return
+        if refresh or self.result is None or self._loaded_id != selected:
+            self._load_result(selected)
+        if focus:
+            self.action_view_tab(self.query_one("#bench-tabs", ViewTabs).active or "compare")
+
+    def _show_empty(self, empty: bool) -> None:
+        self.query_one("#bench-empty").display = empty
+        self.query_one("#bench-header").display = not empty
+        self.query_one("#bench-tabs").display = not empty
+        self.refresh_bindings()
 
     @app_work(group="bench-load", description="read benchmark")
     def _load_result(self, record_id: str) -> None:
@@ -294,52 +347,21 @@ class BenchmarksSection(Widget):
 
     @on(BenchmarkLoaded)
     def _loaded(self, message: BenchmarkLoaded) -> None:
+        if message.record_id != self.selected:
+            return
         self.result = message.result
+        self._loaded_id = message.record_id
         self.combo_index = 0
         self._render_result()
 
-    def _show_records(self, recs: list[dict]) -> None:
-        recs = sort_newest_first(recs)
-        sig = tuple((r["id"], r.get("modified")) for r in recs)
-        if sig == self._records_sig:
-            return
-        self._records_sig = sig
-        self.records = recs
-        lst = self.query_one("#bench-list", OptionList)
-        lst.clear_options()
-        from rich.text import Text
-
-        # grouped by target machine when any benchmark ran on a fleet target (f: the Fleet dialog)
-        lst.add_options(grouped_options(recs, lambda r: Option(Text(card_text(r)), id=r["id"]), width=28))
-        if not recs:
-            self._show_selected(None)
-            return
-        ids = [r["id"] for r in recs]
-        sel = self.selected_id if self.selected_id in ids else ids[0]
-        lst.highlighted = lst.get_option_index(sel)
-        self._select(sel)  # (re)read it: a rerun replaced its numbers
-
-    def _select(self, record_id: str) -> None:
-        self.selected_id = record_id
-        self._show_selected(record_id)
-        self._load_result(record_id)
-
-    def _show_selected(self, record_id: Optional[str]) -> None:
-        has = record_id is not None
-        self.query_one("#bench-empty").display = not has
-        self.query_one("#bench-header").display = has
-        self.query_one("#bench-tabs").display = has
-        self.refresh_bindings()
-
     @on(OptionList.OptionHighlighted, "#bench-list")
     def _highlighted(self, event: OptionList.OptionHighlighted) -> None:
-        if event.option.id and event.option.id != self.selected_id:
-            self._select(event.option.id)
-
-    @on(OptionList.OptionSelected, "#bench-list")
-    def _chosen(self, event: OptionList.OptionSelected) -> None:
-        tabs = self.query_one("#bench-tabs", TabbedContent)
-        self.action_view_tab(tabs.active or "compare")
+        # a card shows as soon as the cursor is on it; a stale highlight (the list was refilled since) is no choice
+        if event.option_index != event.option_list.highlighted:
+            return
+        if event.option.id and event.option.id != self.selected:
+            self._user_chose = True
+            self.select(event.option.id)
 
     @property
     def combo(self) -> Optional[tuple[int, int]]:
@@ -366,6 +388,9 @@ class BenchmarksSection(Widget):
             self.query_one("#compare-chart", BarChart).set_data(
                 labels, values, title=f"median ms/batch, b{b} c{c}")
             self.query_one("#compare-speedup", Static).update(speedup_text(res, b, c))
+        accuracy = self.query_one("#compare-accuracy", Static)
+        accuracy.update(accuracy_renderable(res.accuracy, accuracy.content_region.width
+                                            or self.query_one("#bench-right").size.width - 4))
         self.query_one("#bench-table", FilterableTable).set_rows(table_rows(res))
 
     def action_next_combo(self) -> None:
@@ -375,59 +400,20 @@ class BenchmarksSection(Widget):
         self._render_result()
 
     # -- jobs ------------------------------------------------------------------------------
-    @on(JobProgress.Finished)
-    def _finished(self, event: JobProgress.Finished) -> None:
-        event.stop()
-        job = event.job
-        status = job.get("status")
-        if job.get("type") == "benchmark":
-            if status == "completed":
-                self.selected_id = (job.get("result") or {}).get("benchmark") or self.selected_id
-                self.result = None
-                self._records_sig = ()
-                self.notify("Benchmark finished.", timeout=3)
-            self.reload()
-        elif job.get("type") == "apply" and status == "completed":
+    def job_finished(self, job: dict) -> None:
+        if job.get("type") == "apply" and job.get("status") == "completed":
             res = job.get("result") or {}
             where = res.get("exported_to") or res.get("path")
             self.notify(f"Optimized model written: {where}", timeout=8)
-        if status == "error":
-            self.app.show_error(f"{job.get('type')} job failed: {job.get('error') or 'see sparsify-tui job log'}")
-
-    @app_work(group="bench-action", description="submit job", exclusive=False)
-    def _submit(self, job_type: str, args: dict) -> None:
-        from sparsify_tui import jobs
-
-        post_result(self, BenchmarkJobSubmitted(jobs.submit(self.app.workspace, self.project_id, job_type, args)))
-
-    @on(BenchmarkJobSubmitted)
-    def _submitted(self, message: BenchmarkJobSubmitted) -> None:
-        job = message.job
-        self.query_one(SectionJobs).follow(job)
-        self.notify(f"{job['type']} job started; it keeps running if you quit (c cancels).", timeout=3)
-
-    def action_cancel_job(self) -> None:
-        self.query_one(SectionJobs).cancel_newest()
-
-    @app_work(group="bench-action", description="delete", exclusive=False)
-    def _delete(self, record_id: str) -> None:
-        self.app.workspace.delete_record(self.project_id, TABLE, record_id)
-        post_result(self, BenchmarkDeleted(record_id))
-
-    @on(BenchmarkDeleted)
-    def _deleted(self, message: BenchmarkDeleted) -> None:
-        self.selected_id = None
-        self.reload()
 
     # -- actions ---------------------------------------------------------------------------
     def check_action(self, action: str, parameters: tuple) -> Optional[bool]:
-        if action in ("rerun", "delete", "cycle_tab", "view_tab", "next_combo") and self.selected_id is None:
+        if action in ("cycle_tab", "view_tab", "next_combo") and self.selected is None:
             return None
-        if action == "cancel_job":
-            return bool(self.query_one(SectionJobs).active) if self.is_mounted else False
-        return True
+        return super().check_action(action, parameters)
 
     def action_new(self) -> None:
+        self.app.hold_keys()  # what is typed before the dialog shows goes into it
         self._open_new_dialog()
 
     @app_work(group="bench-dialog", description="read optimizations and setup")
@@ -446,51 +432,30 @@ class BenchmarksSection(Widget):
             message.optimizations, name=fresh_name("benchmark 1", (r.get("name") for r in self.records)),
             batch_sizes=_fmt_list(sorted({1, message.batch_size})),
             core_counts=_fmt_list(sorted({1, message.core_count})))
-        self.app.push_screen(dialog, self._dialog_done)
+        self.app.show_dialog(dialog, self._dialog_done)
 
     def _dialog_done(self, args: Optional[dict]) -> None:
         if args:
-            self._submit("benchmark", args)
+            self.submit_job("benchmark", args)
 
-    def _selected_record(self) -> Optional[dict]:
-        return next((r for r in self.records if r["id"] == self.selected_id), None)
+    def rerun_question(self, record: dict) -> str:
+        args = record.get("args") or {}
+        name = record.get("name") or record["id"]
+        return (f"Measure benchmark {name!r} again (same models, batch sizes {_fmt_list(args.get('batch_sizes'))}, "
+                f"cores {_fmt_list(args.get('core_counts'))})? Its numbers are replaced when it finishes.")
 
-    def action_rerun(self) -> None:
-        rec = self._selected_record()
-        if rec is None:
-            self.notify("No benchmark selected.", severity="warning")
-            return
-        args = dict(rec.get("args") or {})
-        args.setdefault("name", rec.get("name"))
-        args["record_id"] = rec["id"]  # the new numbers replace this benchmark's: no second "benchmark 1"
-        name = rec.get("name") or rec["id"]
-
-        def answer(yes: Optional[bool]) -> None:
-            if yes:
-                self._submit("benchmark", args)
-
-        self.app.push_screen(ConfirmDialog(
-            f"Measure benchmark {name!r} again (same models, batch sizes {_fmt_list(args.get('batch_sizes'))}, "
-            f"cores {_fmt_list(args.get('core_counts'))})? Its numbers are replaced when it finishes.",
-            confirm_label="Rerun", title=f"Rerun {name}"), answer)
-
-    def action_delete(self) -> None:
-        rec = self._selected_record()
-        if rec is None:
-            self.notify("No benchmark selected.", severity="warning")
-            return
-
-        def done(ok: Optional[bool]) -> None:
-            if ok:
-                self._delete(rec["id"])
-
-        self.app.push_screen(ConfirmDialog(f"Delete benchmark {rec.get('name')!r} and its results?"), done)
+    def rerun_args(self, ws, record: dict) -> dict:
+        args = dict(record.get("args") or {})
+        args.setdefault("name", record.get("name"))
+        args["record_id"] = record["id"]  # the new numbers replace this benchmark's: no second "benchmark 1"
+        return args
 
     def action_fleet(self) -> None:
         """Key `f`: the Fleet dialog (benchmarks on the servers of a Ray cluster); the list picks up its results."""
         self.app.push_screen(FleetDialog(self.project_id, "benchmark"), lambda _job: self.reload())
 
     def action_apply(self) -> None:
+        self.app.hold_keys()
         self._open_apply_dialog()
 
     @app_work(group="bench-dialog", description="read optimizations and applied models")
@@ -510,6 +475,6 @@ class BenchmarksSection(Widget):
     def _show_apply_dialog(self, message: ApplyDialogReady) -> None:
         def done(args: Optional[dict]) -> None:
             if args:
-                self._submit("apply", args)
+                self.submit_job("apply", args)
 
-        self.app.push_screen(ApplyDialog(message.optimizations, message.default_paths, message.states), done)
+        self.app.show_dialog(ApplyDialog(message.optimizations, message.default_paths, message.states), done)

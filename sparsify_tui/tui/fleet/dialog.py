@@ -25,8 +25,10 @@ from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.widgets import Button, Checkbox, DataTable, Input, Label, RadioButton, RadioSet, SelectionList, Static
 
+from sparsify_tui.formatting import plural
 from sparsify_tui.tui.fleet.messages import FleetDefaultsLoaded, FleetJobPolled, FleetJobSubmitted, FleetNodesFound
 from sparsify_tui.tui.widgets.dialogs import FormDialog
+from sparsify_tui.tui.widgets.inputs import TextInput
 from sparsify_tui.tui.widgets.jobs import JobProgress
 from sparsify_tui.tui.workers import app_work, post_result
 
@@ -102,7 +104,7 @@ class FleetDialog(FormDialog[Optional[dict]]):
             with VerticalScroll(id="form"):
                 with Horizontal(classes="row"):
                     yield Label("Ray address")
-                    yield Input(self.address, placeholder="HOST:PORT of the head node", id="address", compact=True)
+                    yield TextInput(self.address, placeholder="HOST:PORT of the head node", id="address", compact=True)
                     yield Button("Find ^f", id="find", compact=True)
                 yield Static("Give the head node's HOST:PORT, then ctrl+f lists its nodes.", id="nodes-status")
                 yield SelectionList(id="targets", compact=True)
@@ -111,13 +113,13 @@ class FleetDialog(FormDialog[Optional[dict]]):
                     yield RadioButton("Benchmark", value=self.kind == "benchmark", id="kind-benchmark")
                 with Horizontal(classes="row"):
                     yield Label("Batch size(s)", id="batch-label")
-                    yield Input("1", id="batch", compact=True)
+                    yield TextInput("1", id="batch", compact=True)
                 with Horizontal(classes="row"):
                     yield Label("Cores (each)")
-                    yield Input("all", id="cores", compact=True)
+                    yield TextInput("all", id="cores", compact=True)
                 with Horizontal(classes="row"):
                     yield Label("Timed runs")
-                    yield Input("30", id="iterations", type="integer", compact=True)
+                    yield TextInput("30", id="iterations", type="integer", compact=True)
                 yield Checkbox("Also quantize to INT8 and measure it", True, id="int8", compact=True)
                 yield SelectionList(id="optimizations", compact=True)
             yield Static("", id="error")
@@ -306,7 +308,7 @@ class FleetDialog(FormDialog[Optional[dict]]):
             res = event.job.get("result") or {}
             self.query_one("#error", Static).add_class("done")  # not an error: shown in the success colour
             self.query_one("#error", Static).update(
-                f"Done: {res.get('completed', 0)} target(s) stored"
+                f"Done: {plural(res.get('completed', 0), 'target')} stored"
                 + (f", {res.get('failed')} failed (see their rows)" if res.get("failed") else "")
                 + ". Close with escape.")
 

@@ -20,13 +20,15 @@ from rich.markup import escape
 from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
+from textual.containers import VerticalScroll
 from textual.screen import Screen
-from textual.widgets import DataTable, Footer, Header, Static
+from textual.widgets import DataTable, Header, Static
 
 from sparsify_tui.tui import messages
 from sparsify_tui.tui.jobs.messages import JobCancelAsked, JobLogRead, JobsListed
 from sparsify_tui.tui.widgets import tables
 from sparsify_tui.tui.widgets.dialogs import ConfirmDialog
+from sparsify_tui.tui.widgets.footer import KeysFooter
 from sparsify_tui.tui.widgets.jobs import job_status_text, job_title
 from sparsify_tui.tui.widgets.tables import Column, FilterableTable
 from sparsify_tui.tui.workers import app_work, post_result
@@ -117,8 +119,9 @@ class JobsScreen(Screen):
             Column("created", "Created", fmt=lambda v: tables.format_timestamp(v)),
             Column("id", "Id", filter=True),
         ], id="jobs-table")
-        yield Static("", id="job-detail")
-        yield Footer(compact=True, show_command_palette=False)
+        with VerticalScroll(id="job-detail-scroll"):  # the job and its log's last lines: longer than 9 rows
+            yield Static("", id="job-detail")
+        yield KeysFooter()
 
     def on_mount(self) -> None:
         self.sub_title = "jobs"
@@ -207,7 +210,7 @@ class JobsScreen(Screen):
         self.app.pop_screen()
 
     def action_toggle_log(self) -> None:
-        self.query_one("#job-detail").toggle_class("-hidden")
+        self.query_one("#job-detail-scroll").toggle_class("-hidden")
 
     def action_cancel_job(self) -> None:
         job = self.selected()

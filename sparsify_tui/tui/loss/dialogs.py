@@ -10,6 +10,7 @@ from textual.containers import Horizontal, Vertical
 from textual.widgets import Button, Input, Label, Select, Static
 
 from sparsify_tui.tui.widgets.dialogs import FormDialog
+from sparsify_tui.tui.widgets.inputs import TextInput
 from sparsify_tui.tui.widgets.toggles import TextCheckbox
 
 
@@ -47,20 +48,22 @@ class LossProfileDialog(FormDialog[Optional[dict]]):
             yield Static("New loss profile: per-layer pruning sensitivity", classes="dialog-title")
             with Horizontal(classes="row"):
                 yield Label("Name")
-                yield Input(str(d["name"]), id="name", compact=True)
+                yield TextInput(str(d["name"]), id="name", compact=True)
             with Horizontal(classes="row"):
                 yield Label("Method")
                 yield Select([("one-shot (run on data)", "one-shot"), ("weight magnitude", "magnitude")],
                              value=d["method"], allow_blank=False, id="method", compact=True)
             with Horizontal(classes="row"):
                 yield Label("Levels")
-                yield Input(str(d["levels"] or ""), placeholder="default; e.g. 0.2,0.4,0.9", id="levels", compact=True)
+                yield TextInput(str(d["levels"] or ""), placeholder="default; e.g. 0.2,0.4,0.9", id="levels",
+                                compact=True)
             with Horizontal(classes="row"):
                 yield Label("Data file")
-                yield Input(str(d["data"] or ""), placeholder="synthetic; or FILE.npz / .npy", id="data", compact=True)
+                yield TextInput(str(d["data"] or ""), placeholder="synthetic; or FILE.npz / .npy", id="data",
+                                compact=True)
             with Horizontal(classes="row"):
                 yield Label("Batches")
-                yield Input(str(d["batches"]), id="batches", type="integer", compact=True)
+                yield TextInput(str(d["batches"]), id="batches", type="integer", compact=True)
             with Horizontal(classes="row"):
                 yield Label("Metric")
                 yield Select([("auto (KL for classes, else NMSE)", "auto"), ("KL divergence of softmax", "kl"),

@@ -9,14 +9,6 @@ from textual.message import Message
 
 
 @dataclass
-class LossProfilesListed(Message):
-    """The project's stored loss profile records (its running jobs are the jobs pane's:
-    :class:`sparsify_tui.tui.widgets.jobs.SectionJobs`)."""
-
-    records: list[dict]
-
-
-@dataclass
 class LossProfileLoaded(Message):
     """One loss profile (``profiling.loss.LossProfile``): `ref` is ``"approximated"`` or a record id; with the
     stored analysis' nodes by id (weights and shapes for a layer's record)."""
@@ -24,17 +16,3 @@ class LossProfileLoaded(Message):
     ref: str
     profile: Any
     analysis_nodes: Optional[dict] = None
-
-
-@dataclass
-class LossJobSubmitted(Message):
-    """A ``loss_profile`` job was started (add or rerun)."""
-
-    job: dict
-
-
-@dataclass
-class LossProfileDeleted(Message):
-    """A stored loss profile was deleted."""
-
-    record_id: str

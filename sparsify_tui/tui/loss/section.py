@@ -19,25 +19,24 @@ from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
-from textual.widget import Widget
-from textual.widgets import OptionList, Static, TabbedContent, TabPane
+from textual.widgets import Static, TabPane
 from textual.widgets.option_list import Option
 
 from sparsify_tui.tui import messages
 from sparsify_tui.tui.loss.dialogs import LossProfileDialog
-from sparsify_tui.tui.loss.messages import LossJobSubmitted, LossProfileDeleted, LossProfileLoaded, LossProfilesListed
+from sparsify_tui.tui.loss.messages import LossProfileLoaded
 from sparsify_tui.tui.widgets import keys
 from sparsify_tui.tui.widgets.charts import BarChart
-from sparsify_tui.tui.widgets.dialogs import ConfirmDialog, RecordDialog, analysis_fields, fresh_name
-from sparsify_tui.tui.widgets.jobs import JobProgress, SectionJobs
-from sparsify_tui.tui.widgets.tabs import place_tab_underlines
+from sparsify_tui.tui.widgets.dialogs import RecordDialog, analysis_fields, fresh_name
+from sparsify_tui.tui.widgets.labels import elide_middle
+from sparsify_tui.tui.widgets.records import RecordListSection, RecordView
 from sparsify_tui.tui.widgets.tables import Column, FilterableTable, format_count, format_percent
+from sparsify_tui.tui.widgets.tabs import ViewTabs
 from sparsify_tui.tui.workers import app_work, post_result
 
 APPROX_ID = "approximated"
 TABLE = "loss_profiles"
 JOB_TYPE = "loss_profile"
-ACTIVE = ("pending", "running")
 
 
 # ----------------------------------------------------------------------------------------- pure helpers
@@ -143,7 +142,7 @@ def layer_record(prof, layer, analysis_node: Optional[dict]) -> list:
     return fields
 
 
-class LossProfileView(Widget):
+class LossProfileView(RecordView):
     """One loss profile: Summary, Sensitivity chart, Params chart, Table."""
 
     DEFAULT_CSS = """
@@ -161,22 +160,21 @@ class LossProfileView(Widget):
         self.show_int8 = False
 
     def compose(self) -> ComposeResult:
-        with TabbedContent(initial="summary", id="loss-tabs"):
+        with ViewTabs(initial="summary", id="loss-tabs"):
             with TabPane("Summary (m)", id="summary"):
                 with VerticalScroll(id="summary-scroll"):
                     yield Static("Loading the loss profile…", id="loss-summary")
             with TabPane("Sensitivity (g)", id="sens"):
-                with VerticalScroll():
+                with Vertical():  # the chart scrolls itself: no second tab stop around it
                     yield Static("", id="sens-hint")
                     yield BarChart(title="Layer Sensitivities", id="sens-chart", modes=("values", "log"))
             with TabPane("Params", id="params"):
-                with VerticalScroll():
+                with Vertical():
                     yield BarChart(title="Layer Params Counts", unit="params", id="params-chart")
             with TabPane("Table (l)", id="table"):
                 yield FilterableTable([Column("id", "Layer", filter=True)], id="loss-table")
 
     def on_mount(self) -> None:
-        keys.quiet_tabs(self.query_one(TabbedContent))
         self._load(self.ref)
 
     def set_ref(self, ref: str) -> None:
@@ -212,7 +210,6 @@ class LossProfileView(Widget):
         self.level = default_level(prof)
         self.show_int8 = False
         self.query_one("#loss-summary", Static).update(summary_text(prof))
-        place_tab_underlines(self)
         self.query_one("#params-chart", BarChart).set_data(
             [x.id for x in prof.layers], [x.params for x in prof.layers], keys=list(range(len(prof.layers))),
             title=f"Layer Params Counts ({format_count(prof.total_params)} total)", total=prof.total_params)
@@ -266,13 +263,13 @@ class LossProfileView(Widget):
         self._show_sens()
 
     def current_tab(self) -> str:
-        return self.query_one("#loss-tabs", TabbedContent).active or "summary"
+        return self.query_one("#loss-tabs", ViewTabs).active or "summary"
 
     def focus_default(self) -> None:
         self.action_tab(self.current_tab())
 
     def action_tab(self, tab: str) -> None:
-        self.query_one("#loss-tabs", TabbedContent).active = tab
+        self.query_one("#loss-tabs", ViewTabs).active = tab
         target = {"summary": "#summary-scroll", "sens": "#sens-chart", "params": "#params-chart",
                   "table": "#loss-table"}[tab]
         self.query_one(target).focus(scroll_visible=False)
@@ -309,8 +306,19 @@ class LossProfileView(Widget):
 # ------------------------------------------------------------------------------------------ the section
 
 
-class LossSection(Widget):
-    """Loss Profiles of one project: profile list (+ running jobs) on the left, the selected profile right."""
+class LossSection(RecordListSection):
+    """Loss Profiles of one project: profile list (+ running jobs) on the left, the selected profile right (the
+    list's life cycle: :class:`~sparsify_tui.tui.widgets.records.RecordListSection`)."""
+
+    TABLE = TABLE
+    SECTION = "loss"
+    KIND = "loss profile"
+    JOB_TYPES = (JOB_TYPE,)
+    RERUN_JOB = JOB_TYPE
+    LIST_ID = "loss-list"
+    JOBS_ID = "loss-jobs"
+    FIXED = (APPROX_ID, "Approximated")
+    LIST_WIDTH = 22  # the list pane is 24 wide
 
     DEFAULT_CSS = """
     LossSection { height: 1fr; }
@@ -336,33 +344,12 @@ class LossSection(Widget):
                 tooltip="Sensitivity chart: pruning ↔ INT8 sensitivity"),
     ]
 
-    POLL_SECONDS = 5.0
-
-    def __init__(self, project_id: str, **kwargs) -> None:
-        super().__init__(**kwargs)
-        self.project_id = project_id
-        self.selected: str = APPROX_ID
-        self._records: list[dict] = []
-        self._user_chose = False  # until the user picks a profile, the newest measured one is shown
-        self._select_after: Optional[str] = None  # record id to show once the list has it (finished job)
-
     def compose(self) -> ComposeResult:
         with Horizontal():
             with Vertical(id="loss-pane"):
                 yield Static("Loss profiles", classes="pane-title")
-                yield OptionList(Option("Approximated", id=APPROX_ID), id="loss-list")
-                yield SectionJobs(self.project_id, (JOB_TYPE,), section="loss", id="loss-jobs")
+                yield from self.compose_list()
             yield Vertical(LossProfileView(self.project_id, APPROX_ID), id="loss-view")
-
-    def on_mount(self) -> None:
-        self._load_records()
-        self.set_interval(self.POLL_SECONDS, self._poll)
-
-    def focus_default(self) -> None:
-        self.query_one("#loss-list", OptionList).focus()
-
-    def action_focus_list(self) -> None:
-        self.focus_default()
 
     def current_view(self) -> Optional[LossProfileView]:
         views = self.query(LossProfileView)
@@ -371,7 +358,7 @@ class LossSection(Widget):
     def _forward(self, action: str, *args) -> None:
         view = self.current_view()
         if view is not None:
-            getattr(view, f"action_{action}")(*args)
+            view.when_mounted(lambda: getattr(view, f"action_{action}")(*args))
 
     def action_view_tab(self, tab: str) -> None:
         self._forward("tab", tab)
@@ -379,7 +366,7 @@ class LossSection(Widget):
     def action_cycle_tab(self, step: int) -> None:
         view = self.current_view()
         if view is not None:
-            view.action_tab(keys.cycle(list(TABS), view.current_tab(), step))
+            view.when_mounted(lambda: view.action_tab(keys.cycle(list(TABS), view.current_tab(), step)))
 
     def action_level(self, step: int) -> None:
         self._forward("level", step)
@@ -391,148 +378,44 @@ class LossSection(Widget):
         self._forward("inspect")
 
     # -- list ------------------------------------------------------------------------------------
-    def _poll(self) -> None:
-        if getattr(self.app, "section", None) == "loss" and self.is_mounted:
-            self._load_records()
+    def record_option(self, record: dict) -> Option:
+        method = f" ({record.get('method', '?')})"
+        return Option(elide_middle(str(record.get("name") or record["id"]), self.LIST_WIDTH - len(method)) + method,
+                      id=str(record["id"]))
 
-    @app_work(group="loss-list", description="list loss profiles")
-    def _load_records(self) -> None:
-        post_result(self, LossProfilesListed(self.app.workspace.list_records(self.project_id, TABLE)))
-
-    @on(LossProfilesListed)
-    def _records_listed(self, message: LossProfilesListed) -> None:
-        self._show_records(message.records)
-
-    def _show_records(self, records: list[dict]) -> None:
-        key = [(r.get("id"), r.get("name"), r.get("method"), r.get("modified")) for r in records]
-        changed = key != [(r.get("id"), r.get("name"), r.get("method"), r.get("modified")) for r in self._records]
-        self._records = list(records)
-        ids = [APPROX_ID] + [str(r["id"]) for r in records]
-        if changed:
-            options = self.query_one("#loss-list", OptionList)
-            options.clear_options()
-            options.add_option(Option("Approximated", id=APPROX_ID))
-            for r in records:
-                options.add_option(Option(f"{r.get('name') or r['id']} ({r.get('method', '?')})", id=str(r["id"])))
-        if self._select_after in ids:
-            self.select_profile(self._select_after, force=True)
-            self._select_after = None
-        elif not self._user_chose and len(ids) > 1:
-            newest = max(records, key=lambda r: str(r.get("created") or ""))
-            self.select_profile(str(newest["id"]))
-        elif self.selected not in ids:
-            self.select_profile(APPROX_ID)
-        options = self.query_one("#loss-list", OptionList)
-        if changed or options.highlighted != ids.index(self.selected):
-            options.highlighted = ids.index(self.selected)
-
-    @property
-    def records(self) -> list[dict]:
-        return list(self._records)
-
-    @on(OptionList.OptionSelected, "#loss-list")
-    def _option_selected(self, event: OptionList.OptionSelected) -> None:
-        event.stop()
-        self._user_chose = True
-        self.select_profile(str(event.option.id))
-        view = self.current_view()
-        if view is not None:  # enter on the list: the page's keys work at once
-            view.focus_default()
+    def record_signature(self, record: dict) -> tuple:
+        return super().record_signature(record) + (record.get("method"),)
 
     def select_profile(self, ref: str, force: bool = False) -> None:
         """Show the Approximated profile (``"approximated"``) or a stored one (record id)."""
-        if ref == self.selected and self.query(LossProfileView) and not force:
-            return
-        self.selected = ref
-        self.refresh_bindings()  # rerun/delete are enabled by the selection (check_action)
+        self.select(ref, refresh=force)
+
+    def show_selected(self, selected: Optional[str], *, refresh: bool = False, focus: bool = False) -> None:
         view = self.current_view()
         if view is None:
-            self.query_one("#loss-view").mount(LossProfileView(self.project_id, ref))
-        else:
-            view.set_ref(ref)
-        self.refresh_bindings()
+            return
+        if selected is not None and (selected != view.ref or refresh):
+            view.set_ref(selected)
+        if focus:
+            view.when_mounted(view.focus_default)
 
-    # -- jobs ------------------------------------------------------------------------------------
-    @on(JobProgress.Finished)
-    def _job_finished(self, event: JobProgress.Finished) -> None:
-        event.stop()
-        job = event.job
-        if job.get("status") == "completed":
-            event.control.remove()
-            rid = (job.get("result") or {}).get("record_id")
-            if rid:
-                self._select_after = str(rid)
-            self._load_records()
-        elif job.get("status") == "error":
-            self.app.show_error(job.get("error") or "the loss profile job failed", title="Loss profile failed")
-
-    @app_work(group="loss-submit", description="submit loss job", exclusive=False)
-    def _submit(self, args: dict) -> None:
-        from sparsify_tui.jobs import submit
-
-        post_result(self, LossJobSubmitted(submit(self.app.workspace, self.project_id, JOB_TYPE, args)))
-
-    @on(LossJobSubmitted)
-    def _submitted(self, message: LossJobSubmitted) -> None:
-        self.query_one(SectionJobs).follow(message.job)
-
-    def action_cancel_job(self) -> None:
-        self.query_one(SectionJobs).cancel_newest()
-
+    # -- new / rerun -----------------------------------------------------------------------------
     def action_new(self) -> None:
         def done(args: Optional[dict]) -> None:
             if args:
-                self._submit(args)
+                self.submit_job(JOB_TYPE, args)
 
-        name = fresh_name("baseline", (r.get("name") for r in self._records))
+        name = fresh_name("baseline", (r.get("name") for r in self.records))
         self.app.push_screen(LossProfileDialog({"name": name}), done)
 
-    def _selected_record(self) -> Optional[dict]:
-        return next((r for r in self._records if str(r.get("id")) == self.selected), None)
+    def rerun_question(self, record: dict) -> str:
+        name = record.get("name") or record["id"]
+        return (f"Measure loss profile {name!r} again ({record.get('method')}, same settings)? Its numbers are "
+                "replaced when it finishes.")
 
-    def check_action(self, action: str, parameters: tuple) -> Optional[bool]:
-        if action in ("rerun", "delete") and self.selected == APPROX_ID:
-            return None  # Approximated is computed from the architecture: nothing to rerun or delete
-        if action == "cancel_job":
-            return bool(self.query_one(SectionJobs).active) if self.is_mounted else False
-        return True
-
-    def action_rerun(self) -> None:
-        rec = self._selected_record()
-        if rec is None:
-            return
-        s = rec.get("settings") or {}
-        args = {"name": rec.get("name"), "method": rec.get("method"), "levels": s.get("levels"),
+    def rerun_args(self, ws, record: dict) -> dict:
+        s = record.get("settings") or {}
+        return {"name": record.get("name"), "method": record.get("method"), "levels": s.get("levels"),
                 "data": s.get("data"), "batches": s.get("batches", 2), "int8": bool(s.get("int8")),
-                "metric": None if s.get("metric") in (None, "auto") else s.get("metric"), "record_id": str(rec["id"])}
-        name = rec.get("name") or rec["id"]
-
-        def answer(yes: Optional[bool]) -> None:
-            if yes:
-                self._submit(args)
-
-        self.app.push_screen(ConfirmDialog(
-            f"Measure loss profile {name!r} again ({rec.get('method')}, same settings)? Its numbers are replaced "
-            "when it finishes.", confirm_label="Rerun", title=f"Rerun {name}"), answer)
-
-    @app_work(group="loss-delete", description="delete loss profile")
-    def _delete(self, record_id: str) -> None:
-        self.app.workspace.delete_record(self.project_id, TABLE, record_id)
-        post_result(self, LossProfileDeleted(record_id))
-
-    @on(LossProfileDeleted)
-    def _deleted(self, message: LossProfileDeleted) -> None:
-        self._user_chose = True
-        self.select_profile(APPROX_ID)
-        self._load_records()
-
-    def action_delete(self) -> None:
-        rec = self._selected_record()
-        if rec is None:
-            return
-
-        def done(yes: Optional[bool]) -> None:
-            if yes:
-                self._delete(str(rec["id"]))
-
-        self.app.push_screen(ConfirmDialog(f"Delete loss profile {rec.get('name')!r}?"), done)
+                "metric": None if s.get("metric") in (None, "auto") else s.get("metric"),
+                "record_id": str(record["id"])}

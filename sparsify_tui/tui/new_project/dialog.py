@@ -23,6 +23,7 @@ from sparsify_tui import settings
 from sparsify_tui.tui import messages
 from sparsify_tui.tui.new_project.messages import CreateProgress, ModelInspected, ProjectCreated
 from sparsify_tui.tui.widgets.dialogs import error_message
+from sparsify_tui.tui.widgets.inputs import TextInput
 from sparsify_tui.tui.widgets.jobs import JobProgress
 from sparsify_tui.tui.workers import app_work, post_result
 
@@ -175,29 +176,29 @@ class NewProjectDialog(ModalScreen[Optional[str]]):
                 with Grid(id="form", classes="form"):
                     yield Label("Model (.onnx)")
                     with Horizontal(classes="path-row"):
-                        yield Input(self.initial_path, placeholder="path/to/model.onnx  (→ completes)",
-                                    suggester=PathSuggester(), id="model_path", compact=True)
+                        yield TextInput(self.initial_path, placeholder="path/to/model.onnx  (→ completes)",
+                                        suggester=PathSuggester(), id="model_path", compact=True)
                         yield Button("Browse", id="browse", compact=True)
                     yield Label("")
                     yield Static("", id="model-info", classes="hint")
                     yield Label("Name")
-                    yield Input(placeholder="default: the model file name", id="name", compact=True)
+                    yield TextInput(placeholder="default: the model file name", id="name", compact=True)
                     yield Label("Description")
-                    yield Input(id="description", compact=True)
+                    yield TextInput(id="description", compact=True)
                     yield Label("Perf profile")
                     with Horizontal(classes="toggle-row"):
                         yield Switch(True, id="perf_enabled")
                         yield Label("on", id="perf_state", classes="switch-state")
-                        yield Input("baseline", id="perf_name", compact=True)
+                        yield TextInput("baseline", id="perf_name", compact=True)
                     yield Label("Loss profile")
                     with Horizontal(classes="toggle-row"):
                         yield Switch(True, id="loss_enabled")
                         yield Label("on", id="loss_state", classes="switch-state")
-                        yield Input("baseline", id="loss_name", compact=True)
+                        yield TextInput("baseline", id="loss_name", compact=True)
                     yield Label("Batch size")
-                    yield Input("1", id="batch_size", type="integer", compact=True)
+                    yield TextInput("1", id="batch_size", type="integer", compact=True)
                     yield Label("Cores")
-                    yield Input(str(available_cores()), id="core_count", type="integer", compact=True)
+                    yield TextInput(str(available_cores()), id="core_count", type="integer", compact=True)
                 yield Grid(id="dims-form", classes="form")
                 yield Static("RUN copies the model into the project and counts its FLOPs; the enabled profiles "
                              "then run as background jobs (they keep running if you close this or quit). "

@@ -95,7 +95,7 @@ class BudgetCard(Vertical):
     BudgetCard #bs-plot { height: 12; }
     BudgetCard FilterableTable { height: auto; max-height: 14; }
     BudgetCard FilterableTable > DataTable { height: auto; max-height: 12; }
-    BudgetCard .bs-title { text-style: bold; padding: 0 1; height: 1; }
+    BudgetCard .bs-title { text-style: bold; padding: 0 1; height: auto; }  /* wraps at a word at 80 columns */
     """
 
     def compose(self) -> ComposeResult:

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any, Dict, List, Optional, Tuple
 
 from rich.markup import escape
 
-from sparsify_tui.formatting import format_count, format_fixed
+from sparsify_tui.formatting import format_count, format_fixed, plural
 from sparsify_tui.optimization.fidelity import applied_fidelity, predicted_change
 from sparsify_tui.tui.optimization.pane import StructurePane, warnings_text
 from sparsify_tui.tui.widgets.tables import Column
@@ -42,10 +42,10 @@ def measured_text(rec: Optimization) -> str:
     """"measured 1.62× (benchmark 'b1', batch 1, 2 cores)", or how to get a measurement."""
     m = rec.measured
     if m is None:
-        return "measured: not yet (a Benchmarks run with this optimization records it)"
+        return "not measured yet (Benchmarks, n)"
     stale = " [stale: changed since]" if m.stale else ""
     return (f"measured {format_fixed(m.speedup)}× ({escape(str(m.benchmark_name))}, batch "
-            f"{m.batch_size}, {m.core_count} cores){stale}")
+            f"{m.batch_size}, {plural(m.core_count, 'core')}){stale}")
 
 
 def applied_text(rec: Optimization) -> str:
@@ -161,7 +161,8 @@ class GroupsPane(StructurePane):
         beside = accuracy_beside_speed(rec)
         perf = (f"[b]onnxruntime, thinned dense model[/b] ({units})\n"
                 f"Estimated {format_fixed(est.ort_speedup_fp32)}× FP32{ms}"
-                + (f", {format_fixed(est.ort_speedup)}× with INT8" if q.enabled else "") + "\n"
+                + ((f", {format_fixed(est.ort_speedup)}× with INT8" if est.int8_measured else
+                    ", with INT8: not estimated (no measured INT8 time)") if q.enabled else "") + "\n"
                 f"{meas}\n" + (f"{beside}\n" if beside else "") +
                 f"[dim]{escape(str(est.time_model_note or ''))}[/]")
         flops = (f"MACs {format_count(est.macs, sep=' ')} → "

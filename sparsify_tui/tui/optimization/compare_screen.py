@@ -22,12 +22,15 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import ModalScreen
-from textual.widgets import Footer, SelectionList, Static, TabbedContent, TabPane
+from textual.widgets import SelectionList, Static, TabPane
 
 from sparsify_tui.tui import messages
 from sparsify_tui.tui.optimization.messages import OptimizationsCompared, OptimizationsListed
 from sparsify_tui.tui.widgets import keys
+from sparsify_tui.tui.widgets.footer import KeysFooter
+from sparsify_tui.tui.widgets.labels import elide_middle
 from sparsify_tui.tui.widgets.tables import Column, FilterableTable
+from sparsify_tui.tui.widgets.tabs import ViewTabs
 from sparsify_tui.tui.widgets.toggles import TextSelectionList
 from sparsify_tui.tui.workers import app_work, post_result
 
@@ -114,10 +117,10 @@ class OptimizationCompareScreen(ModalScreen[None]):
     OptimizationCompareScreen { background: $background; }
     OptimizationCompareScreen > Vertical { width: 100%; height: 100%; }
     OptimizationCompareScreen #ocmp-title { height: 1; padding: 0 1; text-style: bold; background: $panel; }
-    OptimizationCompareScreen #ocmp-left { width: 20; border-right: solid $primary-darken-2; }
+    OptimizationCompareScreen #ocmp-left { width: 24; border-right: solid $primary-darken-2; }
     OptimizationCompareScreen #ocmp-list { height: 1fr; border: none; }
     OptimizationCompareScreen .hint { color: $text-muted; height: auto; padding: 0 1; }
-    OptimizationCompareScreen TabbedContent { height: 1fr; width: 1fr; }
+    OptimizationCompareScreen ViewTabs { height: 1fr; width: 1fr; }
     OptimizationCompareScreen TabPane { padding: 0; }
     OptimizationCompareScreen FilterableTable { height: 1fr; }
     OptimizationCompareScreen #ocmp-measured { padding: 0 1; height: auto; }
@@ -149,7 +152,7 @@ class OptimizationCompareScreen(ModalScreen[None]):
                 with Vertical(id="ocmp-left"):
                     yield TextSelectionList[str](id="ocmp-list")
                     yield Static("space: check", classes="hint")
-                with TabbedContent(initial="settings"):
+                with ViewTabs(initial="settings"):
                     with TabPane("Settings (m)", id="settings"):
                         yield Static("Loading…", id="ocmp-status", classes="hint")
                         yield Vertical(id="ocmp-settings-box")
@@ -158,10 +161,9 @@ class OptimizationCompareScreen(ModalScreen[None]):
                     with TabPane("Measured (>)", id="measured"):
                         with VerticalScroll():
                             yield Static("", id="ocmp-measured")
-            yield Footer()
+            yield KeysFooter()
 
     def on_mount(self) -> None:
-        keys.quiet_tabs(self.query_one(TabbedContent))  # tabs switch with m/l/g and < >: no invisible stop
         self._list()
 
     @app_work(group="opt-compare-list", description="list optimizations")
@@ -176,7 +178,8 @@ class OptimizationCompareScreen(ModalScreen[None]):
         checked = initial_ids(self.records, self.current)
         sl = self.query_one("#ocmp-list", SelectionList)
         sl.clear_options()
-        sl.add_options([(r.name or r.id, r.id, r.id in checked) for r in self.records])
+        # "[x] " and the border take 6 of the 24 columns: a longer name is elided in the middle, never wrapped
+        sl.add_options([(elide_middle(r.name or r.id, 18), r.id, r.id in checked) for r in self.records])
         sl.focus()
         self._compare_checked()
 
@@ -246,10 +249,10 @@ class OptimizationCompareScreen(ModalScreen[None]):
         self.dismiss(None)
 
     def action_tab(self, tab: str) -> None:
-        self.query_one(TabbedContent).active = tab
+        self.query_one(ViewTabs).active = tab
 
     def action_cycle_tab(self, step: int) -> None:
-        self.action_tab(keys.cycle(["settings", "layers", "measured"], self.query_one(TabbedContent).active, step))
+        self.action_tab(keys.cycle(["settings", "layers", "measured"], self.query_one(ViewTabs).active, step))
 
     def action_focus_list(self) -> None:
         self.query_one("#ocmp-list", SelectionList).focus()

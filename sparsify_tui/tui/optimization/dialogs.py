@@ -12,6 +12,7 @@ from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Label, Select, Static, TabbedContent, TabPane, TextArea
 
 from sparsify_tui.tui.optimization.messages import ExportPreviewed, ExportWritten
+from sparsify_tui.tui.widgets.inputs import TextInput
 from sparsify_tui.tui.widgets.toggles import TextCheckbox
 from sparsify_tui.tui.workers import app_work, post_result
 
@@ -93,18 +94,19 @@ class CreateOptimizationDialog(ModalScreen[Optional[dict]]):
     BINDINGS = [Binding("escape", "cancel", "Cancel", id="optimization.create.cancel", tooltip="Close without creating")]
 
     def __init__(self, perf_options: list[tuple[str, str]], loss_options: list[tuple[str, str]],
-                 default_name: str = "optimization") -> None:
+                 default_name: str = "optimization", calibrated_perf: Optional[str] = None) -> None:
         super().__init__()
         self.perf_options = perf_options
         self.loss_options = loss_options
         self.default_name = default_name
+        self.calibrated_perf = calibrated_perf  # the perf profile a channel structure picks (its time model)
 
     def compose(self) -> ComposeResult:
         with Vertical():
             yield Static("New optimization", classes="dialog-title")
             with Horizontal(classes="row"):
                 yield Label("Name")
-                yield Input(self.default_name, id="create-name")
+                yield TextInput(self.default_name, id="create-name")
             with Horizontal(classes="row"):
                 yield Label("Perf")
                 yield Select(self.perf_options, value=self.perf_options[0][1], allow_blank=False, id="create-perf")
@@ -116,9 +118,9 @@ class CreateOptimizationDialog(ModalScreen[Optional[dict]]):
                 yield Select(STRUCTURE_OPTIONS, value="unstructured", allow_blank=False, id="create-structure")
             with Horizontal(classes="row"):
                 yield Label("Value")
-                yield Input("0.85", id="create-sparsity")
+                yield TextInput("0.85", id="create-sparsity")
                 yield Label(" Balance")
-                yield Input("0.5", id="create-balance")
+                yield TextInput("0.5", id="create-balance")
                 yield TextCheckbox("INT8", id="create-quantize")
             yield Static("value: sparsity, ratio R or target X · balance: 0 = by time saved, 1 = by loss only",
                          classes="hint")
@@ -138,6 +140,11 @@ class CreateOptimizationDialog(ModalScreen[Optional[dict]]):
         inp = self.query_one("#create-sparsity", Input)
         if inp.value in STRUCTURE_DEFAULT_VALUE.values():  # not edited by hand: the new choice's default
             inp.value = STRUCTURE_DEFAULT_VALUE.get(str(event.value), inp.value)
+        perf = self.query_one("#create-perf", Select)
+        automatic = {self.perf_options[0][1], self.calibrated_perf}
+        if perf.value in automatic:  # not chosen by hand: channel pruning takes the calibrated profile
+            channel = str(event.value).startswith("channel")
+            perf.value = self.calibrated_perf if channel and self.calibrated_perf else self.perf_options[0][1]
 
     def _submit(self) -> None:
         try:
@@ -196,7 +203,7 @@ class SparsityDialog(ModalScreen[Optional[str]]):
             yield Static(f"Sparsity of {self.layer_name}", classes="dialog-title", markup=False)
             with Horizontal(classes="row"):
                 yield Label("Sparsity")
-                yield Input(f"{self.current:.3f}", id="sparsity-value")
+                yield TextInput(f"{self.current:.3f}", id="sparsity-value")
             yield Static("0 to 0.99; kept when the optimization is re-evaluated. Empty: back to auto.",
                          classes="hint")
             yield Static("", classes="msg", id="sparsity-msg")
@@ -250,7 +257,7 @@ class ExportDialog(ModalScreen[Optional[dict]]):
             yield Static("Export recipe and code", classes="dialog-title")
             with Horizontal(classes="row"):
                 yield Label("Recipe")
-                yield Input(self.default_path, id="export-path")
+                yield TextInput(self.default_path, id="export-path")
             with Horizontal(classes="row"):
                 yield Label("Code")
                 yield Select(FRAMEWORK_OPTIONS, value=self.framework, allow_blank=False, id="export-framework")

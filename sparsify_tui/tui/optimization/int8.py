@@ -24,11 +24,13 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.widget import Widget
 from textual.widgets import Button, Input, Label, Select, SelectionList, Static
 
-from sparsify_tui.formatting import format_fixed
+from sparsify_tui.formatting import format_fixed, plural
 from sparsify_tui.tui.optimization.pane import PaneContext, RecordPane, ScheduleEdited
 from sparsify_tui.tui.widgets.charts import Plot
 from sparsify_tui.tui.optimization.dialogs import SEARCH_DIALOG_CSS
 from sparsify_tui.tui.widgets.dialogs import FormDialog
+from sparsify_tui.tui.widgets.inputs import TextInput
+from sparsify_tui.tui.widgets.labels import elide_middle
 from sparsify_tui.tui.widgets.tables import Column, FilterableTable
 from sparsify_tui.tui.widgets.toggles import TextCheckbox, TextSelectionList
 
@@ -72,11 +74,11 @@ def summary_text(rec: Optimization) -> str:
         f"Data {escape(str(s.data or 'synthetic'))} · {s.eval_items} items · calibration "
         f"{escape(s.calibration_method or 'minmax')} on {s.calibration_size} batches"
         + (f" · FP32 accuracy {_pct(s.accuracy_fp32)}" if s.accuracy_fp32 is not None else ""),
-        f"[b]{escape(s.status or '')}[/b] · {len(s.trials)} trials in "
+        f"[b]{escape(s.status or '')}[/b] · {plural(len(s.trials), 'trial')} in "
         f"{format_fixed(s.seconds, '.1f')} s · FP32 {format_fixed(s.fp32_ms, '.3f')} ms",
     ]
     if chosen:
-        lines.append(f"Chosen: trial {chosen.index}, {chosen.groups} group(s) FP32 "
+        lines.append(f"Chosen: trial {chosen.index}, {plural(chosen.groups, 'group')} FP32 "
                      f"({chosen.excluded_count} nodes), metric {format_fixed(chosen.metric_value, '.4g')}, "
                      f"measured {format_fixed(chosen.speedup)}× vs FP32")
     return "\n".join(lines)
@@ -219,7 +221,7 @@ class QuantPane(RecordPane):
         sl.clear_options()
         excluded = set(q.excluded or [])
         order = sorted(rec.layers, key=lambda l: -(l.int8_sensitivity or 0))
-        sl.add_options([(f"{l.weight_name[:40]}  {format_fixed(l.int8_sensitivity, '.3g', '-')}",
+        sl.add_options([(f"{elide_middle(l.weight_name, 40)}  {format_fixed(l.int8_sensitivity, '.3g', '-')}",
                          l.node_id, l.node_id in excluded) for l in order])
         self.query_one("#int8-card", Int8Card).show(rec, context.benchmark)
 
@@ -275,7 +277,7 @@ class Int8SearchDialog(FormDialog[Optional[dict]]):
                     ("Labels key", "i8d-labels", "", "none; or the labels array in the .npz")):
                 with Horizontal(classes="row"):
                     yield Label(label)
-                    yield Input(value, placeholder=hint, id=wid, compact=True)
+                    yield TextInput(value, placeholder=hint, id=wid, compact=True)
             with Horizontal(classes="row"):
                 yield Label("Metric")
                 yield Select([("auto (from outputs)", "auto"), ("top1", "top1"), ("nmse", "nmse"), ("kl", "kl"),

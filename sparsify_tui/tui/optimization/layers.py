@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any, Dict, List
 
 from rich.markup import escape
 
-from sparsify_tui.formatting import format_count, format_fixed
+from sparsify_tui.formatting import format_count, format_fixed, plural
 from sparsify_tui.tui.optimization.pane import StructurePane, warnings_text
 from sparsify_tui.tui.widgets.tables import Column
 
@@ -73,7 +73,7 @@ class LayersPane(StructurePane):
         pruned = sum(1 for l in rec.layers if l.sparsity)
         excluded = set(q.excluded or [])
         fp32 = sum(1 for l in rec.layers if l.node_id in excluded)  # an INT8 search also keeps nodes between layers
-        fp32_text = f"{fp32} layers FP32" + (f" ({len(excluded)} nodes)" if len(excluded) != fp32 else "")
+        fp32_text = f"{plural(fp32, 'layer')} FP32" + (f" ({len(excluded)} nodes)" if len(excluded) != fp32 else "")
         summary = (f"Pruned layers {pruned} of {len(rec.layers)}, overrides {len(rec.overrides or {})}\n"
                    f"Avg sparsity {est.avg_sparsity or 0:.3f} (params-weighted; target {rec.settings.sparsity:.2f})\n"
                    f"Est. recovery {escape(recovery_text(est.est_recovery, rec.loss_profile))}\n"

@@ -27,11 +27,13 @@ class OptimizationChanged(Message):
 
 @dataclass
 class CreateDialogReady(Message):
-    """Open the create dialog: perf profile options (label, id), loss profile options, a free name."""
+    """Open the create dialog: perf profile options (label, id), loss profile options, a free name, and the id of
+    the newest perf profile with a channel calibration (the default of a channel optimization; None without one)."""
 
     perf_options: list[tuple[str, str]]
     loss_options: list[tuple[str, str]]
     default_name: str
+    calibrated_perf: Optional[str] = None
 
 
 @dataclass

@@ -168,9 +168,11 @@ class StructurePane(RecordPane):
         return [(k.replace("_", " "), v) for k, v in layer.to_dict().items()]
 
 
-def warnings_text(rec: Optimization) -> str:
-    """The record's warnings, one line each (for the Summary card)."""
-    return "".join(f"\n[b yellow]warning:[/] {escape(w)}" for w in rec.warnings or [])
+def warnings_text(rec: "Optimization") -> str:
+    """Every warning about the record (:meth:`~sparsify_tui.optimization.record.Optimization.all_warnings`, as
+    ``optimization show`` prints them), one line each, marked by a glyph as well as a colour (for the Summary
+    card)."""
+    return "".join(f"\n[b reverse] ! [/] [b]warning:[/b] {escape(w)}" for w in rec.all_warnings())
 
 
 __all__ = ["PaneContext", "ScheduleEdited", "RecordPane", "StructurePane", "warnings_text"]

@@ -39,7 +39,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.widget import Widget
-from textual.widgets import Input, Label, OptionList, Static, TabbedContent, TabPane
+from textual.widgets import Input, Label, OptionList, Static, TabPane
 from textual.widgets.option_list import Option
 
 from sparsify_tui.tui.optimization.budget import BudgetPane, BudgetSearchDialog
@@ -54,8 +54,10 @@ from sparsify_tui.tui.optimization.schedule import LrPane, TrainingPane, trainin
 from sparsify_tui.tui.widgets import keys
 from sparsify_tui.tui.widgets.charts import BarChart
 from sparsify_tui.tui.widgets.dialogs import ConfirmDialog, RecordDialog
+from sparsify_tui.tui.widgets.inputs import TextInput
 from sparsify_tui.tui.widgets.jobs import JobProgress, SectionJobs
 from sparsify_tui.tui.widgets.tables import FilterableTable
+from sparsify_tui.tui.widgets.tabs import ViewTabs
 from sparsify_tui.tui.workers import app_work, post_result
 
 if TYPE_CHECKING:
@@ -94,7 +96,7 @@ class OptimizationSection(Widget):
     OptimizationSection #opt-list { height: 1fr; }
     OptimizationSection #opt-left .hint { color: $text-muted; height: auto; padding: 0 1; }
     OptimizationSection #opt-main { width: 1fr; }
-    OptimizationSection #opt-header { height: 2; padding: 0 1; }
+    OptimizationSection #opt-header { height: auto; padding: 0 1; }  /* wraps at a word, never cut */
     OptimizationSection #opt-empty { padding: 1 2; color: $text-muted; }
     OptimizationSection #opt-tabs { height: 1fr; }
     OptimizationSection TabPane { padding: 0; }
@@ -146,6 +148,7 @@ class OptimizationSection(Widget):
         self.records: list[Optimization] = []
         self.rec: Optional[Optimization] = None
         self._select_after: Optional[str] = None
+        self._rows_tab: Optional[str] = None  # the structure tab to show once render_record's tabs are drawn
         self._quiet = False
         self.project_training: Optional[dict] = None  # the project's training settings now
 
@@ -161,7 +164,7 @@ class OptimizationSection(Widget):
                 yield Static("", id="opt-header")
                 yield Static("No optimization yet. Press [b]n[/b] to create one from the perf profile "
                              "(or FLOPS) and the loss profile (or Approximated).", id="opt-empty")
-                with TabbedContent(id="opt-tabs"):
+                with ViewTabs(id="opt-tabs"):
                     with TabPane("Pruning (m)", id="tab-pruning"):
                         yield from self._compose_settings()
                     for pane in (*STRUCTURE_PANES.values(), *PANES):
@@ -173,16 +176,16 @@ class OptimizationSection(Widget):
             # one-line inputs sized to their content: nothing scrolls out of view when focused
             with Horizontal(classes="inputs"):
                 yield Label("Sparsity", id="lbl-sparsity")
-                yield Input(id="in-sparsity", compact=True)
+                yield TextInput(id="in-sparsity", compact=True)
                 yield Label("Balance")
-                yield Input(id="in-balance", compact=True)
+                yield TextInput(id="in-balance", compact=True)
             with Horizontal(classes="inputs"):
                 yield Label("Pruning epochs")
-                yield Input(id="in-start", compact=True)
+                yield TextInput(id="in-start", compact=True)
                 yield Label("to")
-                yield Input(id="in-end", compact=True)
+                yield TextInput(id="in-end", compact=True)
                 yield Label("update every")
-                yield Input(id="in-update", compact=True)
+                yield TextInput(id="in-update", compact=True)
             yield Static("enter applies · balance 0 = time saved, 1 = loss", classes="hint")
             # the estimate cards, one under the other
             for key, title in (("summary", "Summary"), ("performance", "Performance (est.)"),
@@ -194,7 +197,6 @@ class OptimizationSection(Widget):
 
     def on_mount(self) -> None:
         self._show_main(False)
-        keys.quiet_tabs(self.query_one("#opt-tabs", TabbedContent))
         self._show_structure(LayersPane)
         self.load_records()
 
@@ -302,7 +304,7 @@ class OptimizationSection(Widget):
     def _selected(self, event: OptionList.OptionSelected) -> None:
         """enter on the list: into the optimization's current tab, so its keys work at once."""
         if self.rec is not None:
-            self.action_view_tab(self.query_one("#opt-tabs", TabbedContent).active or "tab-pruning")
+            self.action_view_tab(self.query_one("#opt-tabs", ViewTabs).active or "tab-pruning")
 
     @on(OptionList.OptionHighlighted, "#opt-list")
     def _highlighted(self, event: OptionList.OptionHighlighted) -> None:
@@ -335,6 +337,8 @@ class OptimizationSection(Widget):
             pane = structure_pane(rec)
             self.query_one("#opt-header", Static).update(pane.header_text(rec))
             self._render_settings(rec, pane)
+            # on the rows of the record before: the rows of this one (Layers -> Groups), once the tab is shown
+            self._rows_tab = pane.TAB_ID if self._layers_active() else None
             self._show_structure(pane)
             context = PaneContext(project_training=self.project_training)
             self.query_one(pane).show(rec, context)
@@ -344,6 +348,29 @@ class OptimizationSection(Widget):
             self.refresh_bindings()
         finally:
             self.call_after_refresh(self._unquiet)
+            self.call_after_refresh(self._keep_focus)
+
+    def _keep_focus(self) -> None:
+        """The focused widget was hidden (the other structure's tab) or removed: the focus goes to the active tab's
+        widget, else to the list, never nowhere (the section's keys then did nothing until tab)."""
+        if getattr(self.app, "section", None) != "optimization" or self.screen is not self.app.screen:
+            return
+        rows_tab, self._rows_tab = self._rows_tab, None
+        tabs = self.query_one("#opt-tabs", ViewTabs)
+        if rows_tab is not None and tabs.active != rows_tab:
+            had_rows = self.screen.focused is None or any(
+                isinstance(a, StructurePane) for a in self.screen.focused.ancestors_with_self)
+            tabs.active = rows_tab
+            if had_rows:
+                self.action_view_tab(rows_tab)
+            return
+        focused = self.screen.focused
+        if focused is not None and focused.region.area > 0:
+            return
+        tab = self.query_one("#opt-tabs", ViewTabs).active
+        focus = {p.TAB_ID: p.FOCUS for p in (*STRUCTURE_PANES.values(), *PANES)}.get(tab)
+        target = self.query(focus) if focus and self.rec is not None else None
+        (target.first() if target else self.query_one("#opt-list")).focus()
 
     def _render_settings(self, rec: Optimization, pane: type[StructurePane]) -> None:
         """The Pruning tab: the inputs, the estimate cards, the per-row chart."""
@@ -435,7 +462,7 @@ class OptimizationSection(Widget):
             return
         self.query_one(SectionJobs).follow(message.job)
         if self.rec is not None and message.job_type == "int8_search":
-            self.query_one("#opt-tabs", TabbedContent).active = "tab-quant"
+            self.query_one("#opt-tabs", ViewTabs).active = "tab-quant"
         what = SEARCH_JOBS[message.job_type]
         self.app.notify(f"{what} started (job {message.job.get('id')}): its progress shows under the list (c "
                         "cancels); the optimization appears when it ends. It keeps running if you quit.")
@@ -446,13 +473,13 @@ class OptimizationSection(Widget):
     def _show_structure(self, shown: type[StructurePane]) -> None:
         """The tab of the record's structure pane is shown, the other structures' hidden; so are the panes not
         shown for this record (:meth:`RecordPane.shown_for`)."""
-        tabs = self.query_one("#opt-tabs", TabbedContent)
+        tabs = self.query_one("#opt-tabs", ViewTabs)
         for pane in STRUCTURE_PANES.values():
             (tabs.show_tab if pane is shown else tabs.hide_tab)(pane.TAB_ID)
         for pane in PANES:
             (tabs.show_tab if pane.shown_for(self.rec) else tabs.hide_tab)(pane.TAB_ID)
 
-    @on(TabbedContent.TabActivated, "#opt-tabs")
+    @on(ViewTabs.TabActivated, "#opt-tabs")
     def _tab_changed(self) -> None:
         self.refresh_bindings()
 
@@ -499,7 +526,7 @@ class OptimizationSection(Widget):
         return self._rows_pane().current_layer() if self.rec is not None else None
 
     def _layers_active(self) -> bool:
-        return self.query_one("#opt-tabs", TabbedContent).active in {p.TAB_ID for p in STRUCTURE_PANES.values()}
+        return self.query_one("#opt-tabs", ViewTabs).active in {p.TAB_ID for p in STRUCTURE_PANES.values()}
 
     def action_step(self, direction: int) -> None:
         layer = self._current_layer() if self._layers_active() else None
@@ -533,18 +560,22 @@ class OptimizationSection(Widget):
         self.query_one("#opt-list").focus()
 
     def action_new(self) -> None:
+        self.app.hold_keys()  # the name typed before the dialog shows goes into it
         self._open_create()
 
     @app_work(group="opt-dialog", description="list profiles for a new optimization")
     def _open_create(self) -> None:
-        from sparsify_tui.services.profiles import loss_structure
+        from sparsify_tui.services.profiles import is_calibrated, loss_structure
 
         def newest_first(table: str) -> list:
             done = [r for r in self.ws.list_records(self.project_id, table)
                     if r.get("status", "completed") == "completed"]
             return sorted(done, key=lambda r: str(r.get("created") or ""), reverse=True)
 
-        perf_opts = [(f"{r.get('name', r.get('id'))} (measured)", r.get("id")) for r in newest_first("perf_profiles")]
+        perf_records = newest_first("perf_profiles")
+        perf_opts = [(f"{r.get('name', r.get('id'))} (measured{', channel-calibrated' if is_calibrated(r) else ''})",
+                      r.get("id")) for r in perf_records]
+        calibrated = next((r.get("id") for r in perf_records if is_calibrated(r)), None)
         perf_opts.append(("FLOPS (time ∝ FLOPs)", "flops"))
         loss_opts = [(f"{r.get('name', r.get('id'))} ({r.get('method', 'measured')}{loss_label(loss_structure(r))})",
                       r.get("id")) for r in newest_first("loss_profiles")]
@@ -553,7 +584,7 @@ class OptimizationSection(Widget):
         k = 1
         while f"opt{k}" in names:
             k += 1
-        post_result(self, CreateDialogReady(perf_opts, loss_opts, f"opt{k}"))
+        post_result(self, CreateDialogReady(perf_opts, loss_opts, f"opt{k}", calibrated))
 
     @on(CreateDialogReady)
     def _show_create(self, message: CreateDialogReady) -> None:
@@ -561,8 +592,8 @@ class OptimizationSection(Widget):
             if values:
                 self._create(values)
 
-        self.app.push_screen(CreateOptimizationDialog(message.perf_options, message.loss_options,
-                                                      message.default_name), done)
+        self.app.show_dialog(CreateOptimizationDialog(message.perf_options, message.loss_options,
+                                                      message.default_name, message.calibrated_perf), done)
 
     def action_copy(self) -> None:
         if self.rec is not None:
@@ -584,6 +615,7 @@ class OptimizationSection(Widget):
         if self.rec is None:
             self.app.notify("Create an optimization first (n).", severity="warning")
             return
+        self.app.hold_keys()
         self._open_export(self.rec.id, self.rec.name)
 
     @app_work(group="opt-dialog", description="default export path")
@@ -594,7 +626,7 @@ class OptimizationSection(Widget):
 
     @on(ExportDialogReady)
     def _show_export(self, message: ExportDialogReady) -> None:
-        self.app.push_screen(ExportDialog(self.project_id, message.record_id, message.default_path))
+        self.app.show_dialog(ExportDialog(self.project_id, message.record_id, message.default_path))
 
     def check_action(self, action: str, parameters: tuple) -> Optional[bool]:
         if action in ("export", "copy", "delete", "cycle_tab", "view_tab", "inspect") and self.rec is None:
@@ -623,13 +655,13 @@ class OptimizationSection(Widget):
         structure = {p.TAB_ID: p for p in STRUCTURE_PANES.values()}
         if tab in structure:
             tab = structure_pane(self.rec).TAB_ID
-        self.query_one("#opt-tabs", TabbedContent).active = tab
+        self.query_one("#opt-tabs", ViewTabs).active = tab
         focus = {p.TAB_ID: p.FOCUS for p in (*STRUCTURE_PANES.values(), *PANES)}
         self.query_one(focus.get(tab, "#in-sparsity")).focus()
 
     def action_cycle_tab(self, step: int) -> None:
         if self.rec is not None:
-            self.action_view_tab(keys.cycle(self._tabs(), self.query_one("#opt-tabs", TabbedContent).active, step))
+            self.action_view_tab(keys.cycle(self._tabs(), self.query_one("#opt-tabs", ViewTabs).active, step))
 
     def action_inspect(self) -> None:
         """`i`: the full record of the structure pane's row under the cursor."""

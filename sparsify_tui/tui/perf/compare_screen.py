@@ -26,15 +26,18 @@ from typing import Optional
 from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Vertical, VerticalScroll
+from textual.containers import Vertical
 from textual.screen import ModalScreen
-from textual.widgets import Footer, Static, TabbedContent, TabPane
+from textual.widgets import Static, TabPane
 
+from sparsify_tui.formatting import plural
 from sparsify_tui.tui import messages
 from sparsify_tui.tui.perf.messages import PerfComparisonLoaded
 from sparsify_tui.tui.widgets import keys
 from sparsify_tui.tui.widgets.diverging import DivergingBarChart
+from sparsify_tui.tui.widgets.footer import KeysFooter
 from sparsify_tui.tui.widgets.tables import Column, FilterableTable, format_percent
+from sparsify_tui.tui.widgets.tabs import ViewTabs
 from sparsify_tui.tui.workers import app_work, post_result
 
 TOP_N_CHOICES = (10, 20, 50, 0)  # 0 = all
@@ -66,7 +69,7 @@ def side_text(tag: str, side) -> str:
     lat = side.latency_ms or {}
     t = side.target or {}
     host = f"{t['hostname']} · " if t.get("hostname") else ""
-    return (f"[b]{tag}[/b] {side.label} · batch {side.batch_size} · {side.core_count} cores · {host}"
+    return (f"[b]{tag}[/b] {side.label} · batch {side.batch_size} · {plural(side.core_count, 'core')} · {host}"
             f"{t.get('cpu_model') or 'CPU ?'} · {_ms(lat.get('median'))} ms (p90 {_ms(lat.get('p90'))})")
 
 
@@ -85,7 +88,7 @@ class PerfCompareScreen(ModalScreen[None]):
     PerfCompareScreen .cmp-line { height: auto; padding: 0 1; }
     PerfCompareScreen #cmp-title { text-style: bold; background: $panel; }
     PerfCompareScreen #cmp-notes { color: $text-muted; }
-    PerfCompareScreen TabbedContent { height: 1fr; }
+    PerfCompareScreen ViewTabs { height: 1fr; }
     PerfCompareScreen TabPane { padding: 0; }
     PerfCompareScreen FilterableTable { height: 1fr; }
     """
@@ -124,12 +127,12 @@ class PerfCompareScreen(ModalScreen[None]):
             yield Static("Loading the comparison…", id="cmp-sides", classes="cmp-line")
             yield Static("", id="cmp-totals", classes="cmp-line")
             yield Static("", id="cmp-notes", classes="cmp-line")
-            with TabbedContent(initial="ops"):
+            with ViewTabs(initial="ops"):
                 with TabPane("Op types (m)", id="ops"):
-                    with VerticalScroll():
+                    with Vertical():  # the chart scrolls itself: no second tab stop around it
                         yield DivergingBarChart(title="Per op type", id="cmp-ops")
                 with TabPane("Top layers (g)", id="top"):
-                    with VerticalScroll():
+                    with Vertical():
                         yield DivergingBarChart(title="Top layers", id="cmp-top")
                 with TabPane("Table (l)", id="rows"):
                     yield FilterableTable([
@@ -143,10 +146,9 @@ class PerfCompareScreen(ModalScreen[None]):
                         Column("b_share", "B %", numeric=True, fmt=format_percent),
                         Column("status", "Unmatched", filter=True),
                     ], id="cmp-table")
-            yield Footer()
+            yield KeysFooter()
 
     def on_mount(self) -> None:
-        keys.quiet_tabs(self.query_one(TabbedContent))  # tabs switch with m/l/g and < >: no invisible stop
         self._load()
 
     @app_work(group="perf-compare", description="compare perf profiles")
@@ -207,12 +209,12 @@ class PerfCompareScreen(ModalScreen[None]):
         self._load()
 
     def action_tab(self, tab: str) -> None:
-        self.query_one(TabbedContent).active = tab
+        self.query_one(ViewTabs).active = tab
         target = {"ops": "#cmp-ops", "top": "#cmp-top", "rows": "#cmp-table"}[tab]
         self.query_one(target).focus()
 
     def action_cycle_tab(self, step: int) -> None:
-        self.action_tab(keys.cycle(list(TABS), self.query_one(TabbedContent).active, step))
+        self.action_tab(keys.cycle(list(TABS), self.query_one(ViewTabs).active, step))
 
     def action_cycle_top_n(self, step: int) -> None:
         """`+` / `-`: more or fewer top layers (10, 20, 50, all), stopping at either end."""

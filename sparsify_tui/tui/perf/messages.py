@@ -17,13 +17,6 @@ class FlopsAnalysisLoaded(Message):
 
 
 @dataclass
-class PerfProfilesListed(Message):
-    """The project's measured perf profile records (the list polls every few seconds)."""
-
-    records: list[dict]
-
-
-@dataclass
 class PerfProfileLoaded(Message):
     """One measured profile (``profiling.perf.PerfProfile``), for :class:`PerfProfileView`, with the stored
     analysis' nodes by id (weights and shapes for a node's record)."""
@@ -43,25 +36,11 @@ class PerfDialogReady(Message):
 
 
 @dataclass
-class PerfRerunSubmitted(Message):
-    """A rerun of a measured profile was submitted (`job`); the section follows it in its jobs pane."""
-
-    job: dict
-
-
-@dataclass
 class PerfJobSubmitted(Message):
     """The dialog's ``perf_profile`` job was submitted (`job`), or refused (`error`, shown in the form)."""
 
     job: Optional[dict]
     error: Optional[BaseException] = None
-
-
-@dataclass
-class PerfProfileDeleted(Message):
-    """A measured profile and its stored result were deleted."""
-
-    record_id: str
 
 
 @dataclass

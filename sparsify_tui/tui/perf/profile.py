@@ -28,17 +28,17 @@ from rich.markup import escape
 from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import VerticalScroll
-from textual.widget import Widget
-from textual.widgets import Static, TabbedContent, TabPane
+from textual.containers import Vertical, VerticalScroll
+from textual.widgets import Static, TabPane
 
+from sparsify_tui.formatting import plural
 from sparsify_tui.tui import messages
 from sparsify_tui.tui.perf.messages import PerfProfileLoaded
-from sparsify_tui.tui.widgets import keys
-from sparsify_tui.tui.widgets.tabs import place_tab_underlines
 from sparsify_tui.tui.widgets.charts import BarChart
 from sparsify_tui.tui.widgets.dialogs import RecordDialog, analysis_fields
+from sparsify_tui.tui.widgets.records import RecordView
 from sparsify_tui.tui.widgets.tables import Column, FilterableTable, format_count, format_percent
+from sparsify_tui.tui.widgets.tabs import ViewTabs
 from sparsify_tui.tui.workers import app_work, post_result
 
 LEVELS = ("0.4", "0.6", "0.7", "0.8", "0.85", "0.9", "0.95", "0.975", "0.99")
@@ -97,7 +97,7 @@ def model_summary_text(profile, level: str) -> str:
     lat = p.latency_ms or {}
     isets = ", ".join(p.instruction_sets) or "unknown"
     lines = [
-        f"[b]{escape(p.name)}[/b] · batch {p.batch_size} · {p.core_count} cores · onnxruntime {p.ort_version or '?'}",
+        f"[b]{escape(p.name)}[/b] · batch {p.batch_size} · {plural(p.core_count, 'core')} · onnxruntime {p.ort_version or '?'}",
         f"Instruction sets: {isets}",
         f"[b]Measured[/b] {_ms(lat.get('median'))} ms/batch (p90 {_ms(lat.get('p90'))}) · "
         f"{p.items_per_second:.1f} items/s",
@@ -141,13 +141,13 @@ def node_record(profile, node, analysis_node: Optional[dict]) -> list:
     return fields
 
 
-class PerfProfileView(Widget):
+class PerfProfileView(RecordView):
     """One measured perf profile: Summary, Layer Results and Top Layers tabs."""
 
     DEFAULT_CSS = """
     PerfProfileView { height: 1fr; }
     PerfProfileView #perf-summary { height: auto; padding: 0 1; }
-    PerfProfileView .perf-line { height: 1; padding: 0 1; color: $text-muted; }
+    PerfProfileView .perf-line { height: auto; padding: 0 1; color: $text-muted; }  /* a hint wraps at a word */
     PerfProfileView FilterableTable { height: 1fr; }
     """
 
@@ -160,18 +160,20 @@ class PerfProfileView(Widget):
                 tooltip="Top Layers: fewer nodes"),
     ]
 
-    def __init__(self, project_id: str, record_id: str, **kwargs) -> None:
+    def __init__(self, project_id: str, record_id: Optional[str], **kwargs) -> None:
         super().__init__(**kwargs)
         self.project_id = project_id
         self.record_id = record_id
         self.profile = None
+        self._shown_id: Optional[str] = None
+        self._coming = False  # set_record() got its data before the view was mounted
         self.analysis_nodes: dict = {}
         self.level = DEFAULT_LEVEL
         self.summary_type = "baseline"
         self.top_n = 20
 
     def compose(self) -> ComposeResult:
-        with TabbedContent(initial="summary"):
+        with ViewTabs(initial="summary"):
             with TabPane("Summary (m)", id="summary"):
                 with VerticalScroll():
                     yield Static("Loading the profile…", id="perf-summary")
@@ -181,7 +183,7 @@ class PerfProfileView(Widget):
                 yield Static("", id="level-line", classes="perf-line")
                 yield FilterableTable(self._columns(), id="layer-table")
             with TabPane("Top Layers (g)", id="top"):
-                with VerticalScroll():
+                with Vertical():  # the chart scrolls itself: no second tab stop around it
                     yield BarChart(title="Top layers by ms", unit="ms", id="top-chart")
 
     def _columns(self) -> list[Column]:
@@ -202,28 +204,59 @@ class PerfProfileView(Widget):
         ]
 
     def on_mount(self) -> None:
-        keys.quiet_tabs(self.query_one(TabbedContent))
-        self._load()
+        if self.record_id is not None and not self.has_class("-unset") and not self._coming:
+            self._load()
 
     def focus_default(self) -> None:
-        self.action_tab(self.query_one(TabbedContent).active or "summary")
+        self.action_tab(self.query_one(ViewTabs).active or "summary")
+
+    def set_record(self, record_id: str, *, refresh: bool = False, loaded: Optional[PerfProfileLoaded] = None) -> None:
+        """Show another measured profile (or, with ``refresh``, read this one again: a rerun replaced its numbers).
+        ``loaded``: its data, already read (:meth:`read`, with the section's list). The view stays mounted: its
+        tab, level and Summary Type are kept."""
+        if record_id == self.record_id and not refresh and self.record_id_shown_or_coming():
+            return
+        self.record_id = record_id
+        self.remove_class("-unset")
+        if loaded is not None and loaded.record_id == record_id and not refresh:
+            self._coming = not self.is_mounted
+            self.when_mounted(lambda: self._loaded(loaded))
+        elif self.is_mounted:
+            if self.profile is None or self.profile_id != record_id:
+                self.profile = None
+                self.query_one("#perf-summary", Static).update("Loading the profile…")
+            self._load()
+
+    def record_id_shown_or_coming(self) -> bool:
+        """A profile is shown, or being read (the view is not waiting for one)."""
+        return self.record_id is not None and not self.has_class("-unset")
+
+    @staticmethod
+    def read(ws, project_id: str, record_id: str) -> PerfProfileLoaded:
+        """Read a measured profile and the model analysis' nodes by id (in a thread): what the view shows."""
+        from sparsify_tui.services.profiles import load_perf_profile
+
+        profile = load_perf_profile(ws, project_id, record_id)
+        try:
+            nodes = {n.get("id"): n for n in (ws.analysis_of(project_id).get("nodes") or [])}
+        except Exception:  # noqa: BLE001 - the record dialog then shows the profile's own fields
+            nodes = {}
+        return PerfProfileLoaded(record_id, profile, nodes)
+
+    @property
+    def profile_id(self) -> Optional[str]:
+        """The record id of the profile shown (None while the first one loads)."""
+        return self._shown_id
 
     @app_work(group="perf-profile", description="read perf profile")
     def _load(self) -> None:
-        from sparsify_tui.services.profiles import load_perf_profile
-
-        ws = self.app.workspace
-        profile = load_perf_profile(ws, self.project_id, self.record_id)
-        try:
-            nodes = {n.get("id"): n for n in (ws.analysis_of(self.project_id).get("nodes") or [])}
-        except Exception:  # noqa: BLE001 - the record dialog then shows the profile's own fields
-            nodes = {}
-        post_result(self, PerfProfileLoaded(self.record_id, profile, nodes))
+        post_result(self, self.read(self.app.workspace, self.project_id, self.record_id))
 
     @on(PerfProfileLoaded)
     def _loaded(self, message: PerfProfileLoaded) -> None:
         if message.record_id == self.record_id:
             self.analysis_nodes = message.analysis_nodes or {}
+            self._shown_id = message.record_id
             self.show_profile(message.profile)
 
     @on(messages.WorkFailed)
@@ -233,7 +266,6 @@ class PerfProfileView(Widget):
     # -- rendering -------------------------------------------------------------------------------
     def show_profile(self, profile) -> None:
         self.profile = profile
-        place_tab_underlines(self)
         self._render_summary()
         self._render_op_chart()
         self._render_table()
@@ -250,8 +282,11 @@ class PerfProfileView(Widget):
         types = dict(summary_types(self._has_int8()))
         label = types.get(self.summary_type, "Baseline ms")
         totals = self.profile.op_type_totals(self.summary_type)
-        items = sorted(totals.items(), key=lambda kv: -kv[1])
-        self.query_one("#summary-type", Static).update(f"Summary type: {label}  (y: change)")
+        # op types with no time of their own (fused into a neighbour, or no Q/DQ in an FP32 model) are no bars
+        items = sorted(((k, v) for k, v in totals.items() if v > 0), key=lambda kv: -kv[1])
+        idle = sorted(k for k, v in totals.items() if not v > 0)
+        note = f"; no time of their own: {', '.join(idle)}" if idle else ""
+        self.query_one("#summary-type", Static).update(f"Summary type: {label}  (y: change){note}")
         self.query_one("#op-chart", BarChart).set_data(
             [op_label(k) for k, _ in items], [v for _, v in items], keys=[k for k, _ in items],
             title=f"Layer Summaries: {label} per op type")
@@ -296,10 +331,10 @@ class PerfProfileView(Widget):
         self._render_top()
 
     def current_tab(self) -> str:
-        return self.query_one(TabbedContent).active or "summary"
+        return self.query_one(ViewTabs).active or "summary"
 
     def action_tab(self, tab: str) -> None:
-        tabs = self.query_one(TabbedContent)
+        tabs = self.query_one(ViewTabs)
         tabs.active = tab
         target = {"summary": "#op-chart", "layers": "#layer-table", "top": "#top-chart"}[tab]
         self.query_one(target).focus(scroll_visible=False)

@@ -17,22 +17,21 @@ from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
-from textual.widget import Widget
-from textual.widgets import ContentSwitcher, OptionList, Static
+from textual.widgets import ContentSwitcher, Static
 from textual.widgets.option_list import Option
 
+from sparsify_tui.formatting import plural
 from sparsify_tui.tui import messages
 from sparsify_tui.tui.fleet import FleetDialog
-from sparsify_tui.tui.fleet.grouping import grouped_options
 from sparsify_tui.tui.perf import compare_screen as compare
 from sparsify_tui.tui.perf.dialogs import PerfProfileDialog, profile_defaults, rerun_args
-from sparsify_tui.tui.perf.messages import (FlopsAnalysisLoaded, PerfDialogReady, PerfProfileDeleted,
-                                            PerfProfilesListed, PerfRerunSubmitted)
+from sparsify_tui.tui.perf.messages import FlopsAnalysisLoaded, PerfDialogReady
 from sparsify_tui.tui.perf.profile import TABLE, TABS, PerfProfileView
 from sparsify_tui.tui.widgets import keys
 from sparsify_tui.tui.widgets.charts import BarChart
 from sparsify_tui.tui.widgets.dialogs import ConfirmDialog, RecordDialog, analysis_fields, fresh_name
-from sparsify_tui.tui.widgets.jobs import JobProgress, SectionJobs
+from sparsify_tui.tui.widgets.labels import elide_middle
+from sparsify_tui.tui.widgets.records import RecordListSection, RecordView, newest
 from sparsify_tui.tui.widgets.tables import (Column, FilterableTable, format_count, format_percent,
                                              format_shape)
 from sparsify_tui.tui.workers import app_work, post_result
@@ -63,15 +62,22 @@ def node_rows(analysis: dict) -> list[dict]:
     return rows
 
 
-def record_label(record: dict) -> str:
-    """The profile list label of a measured profile record: ``"b1 (b1, 2c)"`` (name, batch, cores)."""
+def record_label(record: dict, width: int = 0) -> str:
+    """The profile list label of a measured profile record: ``"b1 (b1, 2c)"`` (name, batch, cores; ``cal`` when a
+    channel calibration is stored with it), in at most ``width`` cells (a long name is elided in the middle; the
+    rest always shows)."""
+    from sparsify_tui.services.profiles import is_calibrated
+
     label = str(record.get("name") or record.get("id"))
     extra = []
     if record.get("batch_size"):
         extra.append(f"b{record['batch_size']}")
     if record.get("core_count"):
         extra.append(f"{record['core_count']}c")
-    return f"{label} ({', '.join(extra)})" if extra else label
+    if is_calibrated(record):
+        extra.append("cal")
+    suffix = f" ({', '.join(extra)})" if extra else ""
+    return elide_middle(label, width - len(suffix) if width else 0) + suffix
 
 
 def op_type_flops(analysis: dict) -> list[tuple[str, float]]:
@@ -111,7 +117,7 @@ class TabBar(Static):
         self.query_ancestor(FlopsProfileView).action_tab(tab)
 
 
-class FlopsProfileView(Widget):
+class FlopsProfileView(RecordView):
     """The FLOPS profile: Model Summary + Layer Summaries, Layer Results, Top Layers (tabs)."""
 
     BINDINGS = [
@@ -146,7 +152,7 @@ class FlopsProfileView(Widget):
                 Column("output_shape", "Output shape", fmt=format_shape),
                 Column("weight_name", "Weight", filter=True),
             ], id="layers")
-            with VerticalScroll(id="top"):
+            with Vertical(id="top"):  # the chart scrolls itself: no second tab stop around it
                 yield BarChart(title="Top layers by FLOPs", unit="FLOPs", id="top-chart")
 
     def _show_tabs(self) -> None:
@@ -243,9 +249,19 @@ class FlopsProfileView(Widget):
         self.show_record(event.key)
 
 
-class PerfSection(Widget):
+class PerfSection(RecordListSection):
     """Performance Profiles of one project: profile list and running jobs on the left, the selected profile
-    on the right."""
+    on the right (the list's life cycle: :class:`~sparsify_tui.tui.widgets.records.RecordListSection`)."""
+
+    TABLE = TABLE
+    SECTION = "perf"
+    KIND = "perf profile"
+    JOB_TYPES = ("perf_profile", "channel_calibration")
+    RERUN_JOB = "perf_profile"
+    LIST_ID = "profiles"
+    JOBS_ID = "perf-jobs"
+    FIXED = (FLOPS_ID, "FLOPS")
+    LIST_WIDTH = 22  # the list pane is 24 wide (perf.tcss)
 
     BINDINGS = [
         keys.new("perf", "performance profile, measured with onnxruntime"),
@@ -263,49 +279,36 @@ class PerfSection(Widget):
         keys.compare("perf", "Compare the two marked profiles per node (one profile: its FP32 vs INT8)"),
         Binding("f", "fleet", "Fleet", show=False, id="perf.fleet",
                 tooltip="Profile on the servers of a Ray cluster (the Fleet dialog)"),
+        Binding("k", "calibrate", "Calibrate", show=False, id="perf.calibrate",
+                tooltip="Channel calibration: thin the model at a few ratios and profile each on this server (a job), "
+                        "so channel optimizations estimate from measured times"),
     ]
 
-    POLL_SECONDS = 5.0
-
     def __init__(self, project_id: str, **kwargs) -> None:
-        super().__init__(**kwargs)
-        self.project_id = project_id
-        self.selected: Optional[str] = None  # chosen when the list first arrives (the newest measured, else FLOPS)
-        self._records: list[dict] = []
-        self._user_chose = False  # until the user picks a profile, the newest measured one is shown
-        self._select_after: Optional[str] = None
+        super().__init__(project_id, **kwargs)
         self.marked: list[str] = []  # record ids marked for comparing: A, then B
-        self._pending_tab: Optional[str] = None  # m/l/g pressed before the profile view was mounted
 
     def compose(self) -> ComposeResult:
         with Horizontal():
             with Vertical(id="profile-pane"):
                 yield Static("Profiles", classes="pane-title")
-                yield OptionList(Option("FLOPS", id=FLOPS_ID), id="profiles")
-                yield SectionJobs(self.project_id, ("perf_profile",), section="perf", id="perf-jobs")
-            yield Vertical(id="profile-view")  # the view is mounted once the list says which one to show
-
-    def on_mount(self) -> None:
-        self.reload_profiles()
-        self.set_interval(self.POLL_SECONDS, self._poll)
-
-    def focus_default(self) -> None:
-        self.query_one("#profiles", OptionList).focus()
+                yield from self.compose_list()
+            # the measured view is mounted with the section (most projects open on a measured profile) and the
+            # FLOPS view when first shown; both are then reused: a new profile (a finished job, another shell) never
+            # removes and re-mounts a view
+            with Vertical(id="profile-view"):
+                yield PerfProfileView(self.project_id, None, id="measured-view", classes="-unset")
 
     def current_view(self) -> Optional[FlopsProfileView | PerfProfileView]:
-        """The mounted profile view (FlopsProfileView or PerfProfileView)."""
-        views = self.query("#profile-view > *")
-        return views.first() if views else None  # type: ignore[return-value]
+        """The profile view shown (FlopsProfileView or PerfProfileView), None before the list arrives."""
+        kind = FlopsProfileView if self.selected == FLOPS_ID else PerfProfileView
+        views = self.query_one("#profile-view").query_children(kind)
+        return views.first() if views and self.selected is not None else None
 
     def _forward(self, action: str, *args) -> None:
         view = self.current_view()
-        if view is None or not view.is_mounted:  # a key right after the section opened: the view is coming
-            if action == "tab":
-                self._pending_tab = args[0]
-            return
-        method = getattr(view, f"action_{action}", None)
-        if method is not None:
-            method(*args)
+        if view is not None:
+            view.when_mounted(lambda: getattr(view, f"action_{action}")(*args))
 
     def action_view_tab(self, tab: str) -> None:
         """m/l/g: the current view's tab ('summary', 'layers', 'top')."""
@@ -314,7 +317,7 @@ class PerfSection(Widget):
     def action_cycle_tab(self, step: int) -> None:
         view = self.current_view()
         if view is not None:
-            view.action_tab(keys.cycle(list(TABS), view.current_tab(), step))
+            view.when_mounted(lambda: view.action_tab(keys.cycle(list(TABS), view.current_tab(), step)))
 
     def action_inspect(self) -> None:
         self._forward("inspect")
@@ -322,115 +325,71 @@ class PerfSection(Widget):
     def action_level(self, step: int) -> None:
         self._forward("level", step)
 
-    def action_focus_list(self) -> None:
-        self.query_one("#profiles", OptionList).focus()
-
     # -- profile list -----------------------------------------------------------------------
+    def record_option(self, record: dict) -> Option:
+        return Option(compare.marked_label(self._label(record), str(record["id"]), self.marked),
+                      id=str(record["id"]))
+
+    def _label(self, record: dict) -> str:
+        mark = 3 if str(record["id"]) in self.marked else 0  # room for "A▸ "
+        return record_label(record, self.LIST_WIDTH - mark)
+
+    def record_signature(self, record: dict) -> tuple:
+        return super().record_signature(record) + (record.get("batch_size"), record.get("core_count"),
+                                                   bool(record.get("channel_calibration")))
+
+    def prefetch(self, ws, records: list[dict]):
+        """The newest measured profile (the one the section opens on until the user picks one), read with the list:
+        ``(record id, PerfProfileLoaded)``, or None."""
+        if self._user_chose or not records:
+            return None
+        rid = str(newest(records)["id"])
+        return rid, PerfProfileView.read(ws, self.project_id, rid)
+
+    def show_records(self, records: list[dict]) -> None:
+        ids = {str(r["id"]) for r in records}
+        self.marked = [m for m in self.marked if m in ids]
+        super().show_records(records)
+
     def reload_profiles(self) -> None:
         """Re-read the measured profiles from the workspace (thread worker)."""
-        self._load_records()
-
-    def _poll(self) -> None:
-        # cheap: only while visible; picks up profiles finished by background jobs
-        if self.app.section == "perf" and self.is_mounted:
-            self._load_records()
-
-    @app_work(group="perf-list", description="list perf profiles")
-    def _load_records(self) -> None:
-        post_result(self, PerfProfilesListed(self.app.workspace.list_records(self.project_id, TABLE)))
-
-    @on(PerfProfilesListed)
-    def _records_listed(self, message: PerfProfilesListed) -> None:
-        self._show_records(message.records)
-
-    @on(messages.WorkFailed)
-    def _list_failed(self, message: messages.WorkFailed) -> None:
-        if message.group == "perf-list" and self.selected is None:
-            self.select_profile(FLOPS_ID)  # the error dialog says why; the FLOPS profile needs no record
-
-    def _show_records(self, records: list[dict]) -> None:
-        def sig(r: dict) -> tuple:
-            target = (r.get("target") or {}).get("label")
-            return r.get("id"), r.get("name"), r.get("batch_size"), r.get("core_count"), r.get("modified"), target
-
-        changed = [sig(r) for r in records] != [sig(r) for r in self._records]
-        self._records = list(records)
-        ids = [FLOPS_ID] + [str(r["id"]) for r in records]
-        self.marked = [m for m in self.marked if m in ids]
-        options = self.query_one("#profiles", OptionList)
-        if changed:
-            options.clear_options()
-            options.add_option(Option("FLOPS", id=FLOPS_ID))
-
-            def option(r: dict) -> Option:
-                return Option(compare.marked_label(record_label(r), str(r["id"]), self.marked), id=str(r["id"]))
-
-            # grouped by target machine when any profile ran on a fleet target (f: the Fleet dialog)
-            options.add_options(grouped_options(records, option, width=15))
-        if self._select_after in ids:
-            self.select_profile(self._select_after, refresh=True)
-            self._select_after = None
-        elif not self._user_chose and len(ids) > 1:
-            newest = max(records, key=lambda r: str(r.get("created") or ""))
-            self.select_profile(str(newest["id"]))
-        elif self.selected not in ids:
-            self.select_profile(FLOPS_ID)
-        if self.app.section == "perf" and self.app.focused is None:
-            self.focus_default()
-        index = options.get_option_index(self.selected)
-        if changed or options.highlighted != index:
-            options.highlighted = index
-
-    @property
-    def records(self) -> list[dict]:
-        """The measured perf profile records shown in the list."""
-        return list(self._records)
-
-    @on(OptionList.OptionSelected, "#profiles")
-    def _option_selected(self, event: OptionList.OptionSelected) -> None:
-        event.stop()
-        self._user_chose = True
-        self.select_profile(str(event.option.id), focus=True)
+        self.reload()
 
     def select_profile(self, profile_id: str, *, focus: bool = False, refresh: bool = False) -> None:
-        """Show the FLOPS view (`"flops"`) or a measured profile (record id); ``focus``: move focus into the
-        view once it is shown (enter on the list), so its keys work at once; ``refresh``: re-read it even if
-        it is shown (a rerun replaced its numbers)."""
-        if profile_id == self.selected and self.query("#profile-view > *") and not refresh:
-            if focus:
-                self._focus_view()
-            return
-        self.selected = profile_id
-        self.refresh_bindings()  # rerun/delete are enabled by the selection (check_action)
-        view = self.query_one("#profile-view")
-        view.remove_children()
-        if profile_id == FLOPS_ID:
-            mounting = view.mount(FlopsProfileView(self.project_id, id="flops-view"))
+        """Show the FLOPS view (`"flops"`) or a measured profile (record id) (:meth:`RecordListSection.select`)."""
+        self.select(profile_id, focus=focus, refresh=refresh)
+
+    def show_selected(self, selected: Optional[str], *, refresh: bool = False, focus: bool = False) -> None:
+        """Show the FLOPS view or the measured view (set to ``selected``), each mounted once; focus moves into it
+        with ``focus`` (enter on the list), or when the focus was in the view it replaces."""
+        pane = self.query_one("#profile-view")
+        kind = FlopsProfileView if selected == FLOPS_ID else PerfProfileView
+        views = pane.query_children(kind)
+        if views:
+            view = views.first()
+        elif kind is FlopsProfileView:
+            view = FlopsProfileView(self.project_id, id="flops-view")
+            pane.mount(view)
         else:
-            mounting = view.mount(PerfProfileView(self.project_id, profile_id, id="measured-view"))
-        self.refresh_bindings()
-
-        async def when_mounted() -> None:
-            await mounting
-            tab, self._pending_tab = self._pending_tab, None
-            if tab is not None:  # m/l/g pressed before the view was there: it opens on that tab
-                self._forward("tab", tab)
-            elif focus:
-                self._focus_view()
-
-        self.call_later(when_mounted)
-
-    def _focus_view(self) -> None:
-        view = self.current_view()
-        if view is not None:
-            view.focus_default()
+            view = PerfProfileView(self.project_id, str(selected), id="measured-view")
+            pane.mount(view)
+        if isinstance(view, PerfProfileView):
+            ready = self.prefetched[1] if self.prefetched and self.prefetched[0] == selected else None
+            view.set_record(str(selected), refresh=refresh, loaded=ready)
+        focused = self.screen.focused
+        had_focus = focused is not None and any(focused in v.walk_children() for v in pane.children
+                                                if v is not view)
+        for other in pane.children:
+            other.display = other is view
+        if focus or had_focus:
+            view.when_mounted(view.focus_default)
 
     def selected_record_id(self) -> Optional[str]:
         return None if self.selected == FLOPS_ID else self.selected
 
     # -- compare (tui/perf/compare_screen.py) ---------------------------------------------------------
     def _highlighted_id(self) -> Optional[str]:
-        options = self.query_one("#profiles", OptionList)
+        options = self.option_list
         if options.highlighted is None:
             return None
         oid = str(options.get_option_at_index(options.highlighted).id)
@@ -443,9 +402,9 @@ class PerfSection(Widget):
             self.notify("Highlight a measured profile to mark it (FLOPS has no times to compare).", timeout=4)
             return
         self.marked = compare.toggle_mark(self.marked, rid)
-        options = self.query_one("#profiles", OptionList)
-        for r in self._records:
-            options.replace_option_prompt(str(r["id"]), compare.marked_label(record_label(r), str(r["id"]),
+        options = self.option_list
+        for r in self.records:
+            options.replace_option_prompt(str(r["id"]), compare.marked_label(self._label(r), str(r["id"]),
                                                                              self.marked))
 
     def action_compare(self) -> None:
@@ -456,21 +415,34 @@ class PerfSection(Widget):
             return
         self.app.push_screen(compare.PerfCompareScreen(self.project_id, *pair))
 
-    # -- new / rerun / delete / cancel ----------------------------------------------------------
-    def check_action(self, action: str, parameters: tuple) -> Optional[bool]:
-        if action in ("rerun", "delete") and self.selected in (FLOPS_ID, None):
-            return None  # the FLOPS profile cannot be rerun or deleted
-        if action == "cancel_job":
-            return bool(self.query_one(SectionJobs).active) if self.is_mounted else False
-        return True
-
+    # -- new / rerun ----------------------------------------------------------------------------
     def action_fleet(self) -> None:
         """Key `f`: the Fleet dialog (perf profiles on the servers of a Ray cluster); the list picks up its results."""
-        self.app.push_screen(FleetDialog(self.project_id, "profile"), lambda _job: self.reload_profiles())
+        self.app.push_screen(FleetDialog(self.project_id, "profile"), lambda _job: self.reload())
+
+    def action_calibrate(self) -> None:
+        """Key `k`: after a confirmation, the channel calibration of the selected measured profile (the newest when
+        FLOPS is selected) as a ``channel_calibration`` job, its progress under the list; the calibration is stored
+        with the profile (marked ``cal``), which new channel optimizations then take."""
+        record = self.selected_record() or newest(self.records)
+        if record is None:
+            self.notify("Measure a perf profile first (n): the channel calibration is stored with it.",
+                        severity="warning", timeout=5)
+            return
+        name = record.get("name") or record["id"]
+        again = " again" if record.get("channel_calibration") else ""
+        question = (f"Calibrate channel pruning{again} with perf profile {name!r} (batch "
+                    f"{record.get('batch_size', '?')}, {plural(record.get('core_count', '?'), 'core')}): the model "
+                    "is thinned at a few ratios and each is profiled per node on this server (a few minutes). New "
+                    "channel optimizations then estimate their speedup from these measured times.")
+        self.app.push_screen(ConfirmDialog(question, confirm_label="Calibrate", title="Channel calibration"),
+                             lambda yes: self.submit_job("channel_calibration", {"perf": str(record["id"])})
+                             if yes else None)
 
     def action_new(self) -> None:
         """Key `n`: the add dialog (name, batch, cores, warm-up, iterations, data, INT8), then the job
         (``jobs.submit(ws, project, "perf_profile", args)``) with live progress."""
+        self.app.hold_keys()  # the name typed before the dialog shows goes into it
         self._open_add_dialog()
 
     @app_work(group="perf-dialog", description="read the project's profile setup")
@@ -480,91 +452,24 @@ class PerfSection(Widget):
         defaults["name"] = fresh_name(defaults["name"], (r.get("name") for r in ws.list_records(self.project_id, TABLE)))
         post_result(self, PerfDialogReady(defaults))
 
-    def action_rerun(self) -> None:
-        """Key `r`: after a confirmation, measure the selected profile again with its settings; the result
-        replaces its numbers. Progress shows under the list."""
-        if self.selected in (FLOPS_ID, None):
-            return
-        record_id = self.selected
-        record = next((r for r in self._records if str(r.get("id")) == record_id), {})
-        name = record.get("name") or record_id
+    def rerun_question(self, record: dict) -> str:
+        name = record.get("name") or record["id"]
+        return (f"Measure perf profile {name!r} again (batch {record.get('batch_size', '?')}, "
+                f"{plural(record.get('core_count', '?'), 'core')}, same settings)? Its numbers are replaced when it "
+                "finishes.")
 
-        def answer(yes: Optional[bool]) -> None:
-            if yes:
-                self._rerun(record_id)
-
-        self.app.push_screen(ConfirmDialog(
-            f"Measure perf profile {name!r} again (batch {record.get('batch_size', '?')}, "
-            f"{record.get('core_count', '?')} cores, same settings)? Its numbers are replaced when it finishes.",
-            confirm_label="Rerun", title=f"Rerun {name}"), answer)
-
-    @app_work(group="perf-dialog", description="rerun perf profile")
-    def _rerun(self, record_id: str) -> None:
-        from sparsify_tui import jobs
-
-        ws = self.app.workspace
-        record = ws.get_record(self.project_id, TABLE, record_id)
-        defaults = profile_defaults(ws.get_project(self.project_id), record)
-        post_result(self, PerfRerunSubmitted(jobs.submit(ws, self.project_id, "perf_profile",
-                                                         rerun_args(defaults, record_id))))
-
-    @on(PerfRerunSubmitted)
-    def _rerun_submitted(self, message: PerfRerunSubmitted) -> None:
-        self.query_one(SectionJobs).follow(message.job)
-        self.notify("Rerun started: its progress shows under the list (c cancels).", timeout=4)
+    def rerun_args(self, ws, record: dict) -> dict:
+        stored = ws.get_record(self.project_id, TABLE, str(record["id"]))
+        return rerun_args(profile_defaults(ws.get_project(self.project_id), stored), str(record["id"]))
 
     @on(PerfDialogReady)
     def _show_dialog(self, message: PerfDialogReady) -> None:
         def done(result: Optional[dict]) -> None:
-            self.reload_profiles()
-            if not result:
+            if result and result.get("record_id"):  # the profile the user just made: shown, its view focused
+                self.show_when_listed(str(result["record_id"]), focus=True)
                 return
-            if result.get("record_id"):
-                self._user_chose = True
-                self._select_after = str(result["record_id"])
-            elif result.get("job"):  # hidden while its job runs: follow it under the list
-                self.query_one(SectionJobs).follow(result["job"])
+            if result and result.get("job"):  # hidden while its job runs: follow it under the list
+                self.follow_job(result["job"])
+            self.reload()
 
-        self.app.push_screen(PerfProfileDialog(self.project_id, message.defaults, job=message.job), done)
-
-    @on(JobProgress.Finished)
-    def _job_finished(self, event: JobProgress.Finished) -> None:
-        if not isinstance(event.control.parent, SectionJobs):
-            return
-        event.stop()
-        job = event.job
-        if job.get("status") == "completed":
-            rid = (job.get("result") or {}).get("record_id")
-            if rid:
-                self._select_after = str(rid)
-            self.notify(f"Perf profile {((job.get('args') or {}).get('name') or '')!r} finished.", timeout=3)
-        elif job.get("status") == "error":
-            self.app.show_error(job.get("error") or "the perf profile job failed", title="Perf profile failed")
-        self.reload_profiles()
-
-    def action_cancel_job(self) -> None:
-        self.query_one(SectionJobs).cancel_newest()
-
-    def action_delete(self) -> None:
-        """Key `d`: confirm, then delete the record and its stored result."""
-        if self.selected in (FLOPS_ID, None):
-            return
-        record_id = self.selected
-        record = next((r for r in self._records if str(r.get("id")) == record_id), {})
-
-        def answer(yes: Optional[bool]) -> None:
-            if yes:
-                self._delete(record_id)
-
-        self.app.push_screen(ConfirmDialog(f"Delete perf profile {record.get('name') or record_id!r}?"), answer)
-
-    @app_work(group="perf-delete", description="delete perf profile")
-    def _delete(self, record_id: str) -> None:
-        self.app.workspace.delete_record(self.project_id, TABLE, record_id)
-        post_result(self, PerfProfileDeleted(record_id))
-
-    @on(PerfProfileDeleted)
-    def _deleted(self, message: PerfProfileDeleted) -> None:
-        self._user_chose = True
-        self.select_profile(FLOPS_ID)
-        self.reload_profiles()
+        self.app.show_dialog(PerfProfileDialog(self.project_id, message.defaults, job=message.job), done)

@@ -19,6 +19,7 @@ from textual.widgets import Button, Input, Label, Select, Static
 
 from sparsify_tui.tui.report.messages import ReportPathsFound, ReportWritten
 from sparsify_tui.tui.widgets.dialogs import FormDialog
+from sparsify_tui.tui.widgets.inputs import TextInput
 from sparsify_tui.tui.workers import app_work, post_result
 
 FORMAT_OPTIONS = [("HTML (self-contained, charts as SVG)", "html"), ("Markdown (tables)", "md"), ("JSON (data)", "json")]
@@ -64,7 +65,7 @@ class ReportDialog(FormDialog[Optional[dict]]):
                 yield Select(FORMAT_OPTIONS, value="html", allow_blank=False, id="report-format")
             with Horizontal(classes="row"):
                 yield Label("File")
-                yield Input("", placeholder="report.html", id="report-path")
+                yield TextInput("", placeholder="report.html", id="report-path")
             yield Static("", id="error")
             with Horizontal(classes="buttons"):
                 yield Button("Write (ctrl+s)", variant="primary", id="run")

@@ -13,6 +13,7 @@ from textual.widgets import Button, Input, Label, Select, Static
 from sparsify_tui.tui import messages
 from sparsify_tui.tui.settings.messages import ProjectDeleted, ProjectSettingsLoaded
 from sparsify_tui.tui.widgets.dialogs import ConfirmDialog
+from sparsify_tui.tui.widgets.inputs import TextInput
 from sparsify_tui.tui.widgets.tables import format_bytes, format_count, format_timestamp
 from sparsify_tui.tui.workers import app_work, post_result
 
@@ -38,17 +39,17 @@ class SettingsSection(Widget):
                          classes="section-title")
             with Grid(classes="form"):
                 yield Label("Name")
-                yield Input(id="name", compact=True)
+                yield TextInput(id="name", compact=True)
                 yield Label("Description")
-                yield Input(id="description", placeholder="what this project is for", compact=True)
+                yield TextInput(id="description", placeholder="what this project is for", compact=True)
                 yield Label("Optimizer")
                 yield Select([(o, o) for o in OPTIMIZERS], id="optimizer", allow_blank=False, value="SGD", compact=True)
                 yield Label("Epochs")
-                yield Input(id="epochs", type="integer", compact=True)
+                yield TextInput(id="epochs", type="integer", compact=True)
                 yield Label("Initial LR")
-                yield Input(id="init_lr", type="number", compact=True)
+                yield TextInput(id="init_lr", type="number", compact=True)
                 yield Label("Final LR")
-                yield Input(id="final_lr", type="number", compact=True)
+                yield TextInput(id="final_lr", type="number", compact=True)
             with Horizontal(classes="buttons"):
                 yield Button("Save (ctrl+s)", variant="primary", id="save", compact=True)
                 yield Button("Delete project (ctrl+d)", variant="error", id="delete", compact=True)

@@ -117,6 +117,45 @@ class ConfirmDialog(ModalScreen[bool]):
         self.dismiss(answer)
 
 
+class KeyBuffer(ModalScreen[None]):
+    """Holds the keys typed while a dialog's data is read in a worker, for the dialog (``App.hold_keys`` /
+    ``App.show_dialog``). Typed right after `n`, a name went to the section under the coming dialog ("2" even
+    switched sections). It draws nothing; `escape` gives up the dialog; after ``TIMEOUT_S`` it steps aside."""
+
+    DEFAULT_CSS = """
+    KeyBuffer { background: transparent; }
+    """
+
+    TIMEOUT_S = 10.0
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.keys: list[tuple[str, Optional[str]]] = []
+        self.cancelled = False
+
+    def on_mount(self) -> None:
+        self.set_timer(self.TIMEOUT_S, self.give_up)
+
+    def on_key(self, event) -> None:
+        event.stop()
+        event.prevent_default()
+        if event.key == "escape":
+            self.give_up()
+        else:
+            self.keys.append((event.key, event.character))
+
+    def give_up(self) -> None:
+        """No dialog after all (escape, or it took too long): the keys are dropped, the screen below is back (at
+        once, or when a dialog on top of this one closes)."""
+        self.cancelled = True
+        if self.is_current:
+            self.dismiss(None)
+
+    def on_screen_resume(self) -> None:
+        if self.cancelled:
+            self.dismiss(None)
+
+
 class FormDialog(ModalScreen[ResultT], Generic[ResultT]):
     """Base of the modal forms that start work (add a profile, create a benchmark, apply an optimization).
 

@@ -30,16 +30,16 @@ from sparsify_tui.tui.workers import app_work, post_result
 FINAL = ("completed", "canceled", "error")
 
 
-JOB_LABELS = {"perf_profile": "perf profile", "loss_profile": "loss profile", "benchmark": "benchmark",
-              "apply": "apply", "sleep": "sleep"}
-
-
 def job_title(job: Dict[str, Any]) -> str:
-    """``perf profile 'baseline'``: the job's kind and the name it was given (its id when unnamed)."""
-    kind = JOB_LABELS.get(str(job.get("type")), str(job.get("type") or "job"))
-    args = job.get("args") or {}
-    name = args.get("name") or args.get("optimization")
-    return f"{kind} {name!r}" if name else f"{kind} {job.get('id', '')}"
+    """``perf profile 'baseline'``, ``apply 'pruned 0.85'``: what the job works on, by name (the title stored with
+    the job: :func:`sparsify_tui.jobs.registry.describe`; a job recorded before titles existed: its kind and name)."""
+    if job.get("title"):
+        return str(job["title"])
+    from sparsify_tui.jobs.registry import JOB_KINDS
+
+    kind = JOB_KINDS.get(str(job.get("type")), str(job.get("type") or "job").replace("_", " "))
+    name = (job.get("args") or {}).get("name")
+    return f"{kind} {name!r}" if name else kind
 
 
 def job_status_text(job: Dict[str, Any]) -> str:

@@ -73,3 +73,51 @@ def shorten_labels(labels: Sequence[str], limit: int = MAX_LABEL_CHARS) -> list[
         out = [f"#{i} {cut(lab, limit - len(str(i)) - 2)}" if counts[x] > 1 else x
                for i, (lab, x) in enumerate(zip(collapsed, out))]
     return out
+
+
+def fit_parts(parts: Sequence[str], width: int, sep: str = " · ") -> str:
+    """As many of ``parts`` as fit in ``width`` cells, joined by ``sep``, dropping whole parts from the end (a
+    status or hint line that never stops inside a word). ``width`` ≤ 0 (not laid out yet): all of them."""
+    from rich.cells import cell_len
+
+    out: list[str] = []
+    for part in parts:
+        if width > 0 and cell_len(sep.join([*out, part])) > width:
+            break
+        out.append(part)
+    return sep.join(out)
+
+
+def elide_middle(text: str, width: int) -> str:
+    """``text`` in at most ``width`` cells, with its middle replaced by ``…`` when it is longer: a path keeps its
+    root and its file name (``/home/me/…/optimized/opt1.onnx``), cut at a ``/`` when one is near. ``width`` ≤ 0:
+    unchanged."""
+    from rich.cells import cell_len
+
+    text = str(text)
+    if width <= 0 or cell_len(text) <= width:
+        return text
+    if width <= 1:
+        return "…"
+    tail_room = (width - 1) * 2 // 3
+    tail = text[len(text) - tail_room:]
+    cut = tail.find("/")
+    if 0 <= cut < len(tail) // 2:  # start the tail at a folder boundary when it costs little
+        tail = tail[cut:]
+    head = text[: width - 1 - len(tail)]
+    slash = head.rfind("/")
+    if slash > len(head) // 2:
+        head = head[: slash + 1]
+    return head + "…" + tail
+
+
+def abbreviate(text: str, width: int) -> str:
+    """``text`` in at most ``width`` cells: the whole words that fit, then ``…`` (a sentence cut at a word boundary,
+    never inside a word; a first word longer than ``width`` is cut). ``width`` ≤ 0: unchanged."""
+    text = str(text)
+    if width <= 0 or len(text) <= width:
+        return text
+    head = text[: width - 1]
+    if text[width - 1] != " " and " " in head:
+        head = head[: head.rfind(" ")]
+    return head.rstrip(" ·,;:(") + "…"

@@ -37,7 +37,8 @@ from textual.widget import Widget
 from textual.widgets import DataTable, Input, Static
 
 from sparsify_tui.formatting import format_bytes, format_count  # noqa: F401 (column formatters)
-from sparsify_tui.tui.widgets.labels import shorten_labels
+from sparsify_tui.tui.widgets.inputs import TextInput
+from sparsify_tui.tui.widgets.labels import abbreviate, fit_parts, shorten_labels
 
 
 def format_percent(value: Any) -> str:
@@ -73,7 +74,8 @@ class Column:
     width: Optional[int] = None
     pin: bool = False
     #: how a text longer than ``width`` is cut: "name" keeps what tells names apart (their tail,
-    #: :func:`sparsify_tui.tui.widgets.labels.shorten_labels`), "end" keeps the start (sentences)
+    #: :func:`sparsify_tui.tui.widgets.labels.shorten_labels`), "end" keeps the start (sentences, in whole words:
+    #: :func:`sparsify_tui.tui.widgets.labels.abbreviate`)
     clip: str = "name"
 
     def text(self, value: Any) -> str:
@@ -84,6 +86,17 @@ class Column:
         if isinstance(value, float):
             return f"{value:.4g}"
         return str(value)
+
+
+def _cell_texts(texts: list, width: int, right: bool) -> list:
+    """The cells of one column as the DataTable draws strings (Rich markup, made a ``Text`` only for the rows on
+    screen): ``[`` escaped so a node id such as ``[layout conversion]`` is not read as markup, numbers padded to the
+    column's width to stand right-aligned. Plain strings: making a ``Text`` of each of a 1,500-row table's 18,000
+    cells up front took most of the time `l` took to show Layer Results."""
+    from rich.markup import escape
+
+    out = [escape(t) if "[" in t else t for t in texts]
+    return [t.rjust(width) for t in out] if right else out
 
 
 class _Table(DataTable):
@@ -187,12 +200,12 @@ class FilterableTable(Widget):
         self._position: dict = {}  # id(row dict) -> its index in the rows
         self._text_widths: list = []
         self._fit_cache: dict = {}
-        self._cell_cache: dict = {}  # row index -> its Text cells in the current layout
+        self._cell_cache: dict = {}  # "columns": every row's cell of each visible column, in the current layout
         self._stale = False  # rows set while the table was not on screen: drawn when it is shown
 
     def compose(self) -> ComposeResult:
-        filter_input = Input(placeholder="filter (substring, any case); enter: apply, escape: clear",
-                             id="filter-input", compact=True)
+        filter_input = TextInput(placeholder="filter (substring, any case); enter: apply, escape: clear",
+                                 id="filter-input", compact=True)
         filter_input.can_focus = False  # only while filtering (never auto-focused)
         yield filter_input
         table: DataTable = _Table(cursor_type="row", zebra_stripes=True, id="table")
@@ -206,6 +219,7 @@ class FilterableTable(Widget):
     def on_resize(self) -> None:
         if not self._stale and (self._rows or self._layout):
             self._draw(force=False)
+        self._update_status()
 
     @property
     def data_table(self) -> DataTable:
@@ -282,7 +296,7 @@ class FilterableTable(Widget):
                     texts = [t[j] for t in self._all_texts]
                     self._fit_cache[(j, room_j)] = (
                         shorten_labels(texts, room_j) if col.clip == "name"
-                        else [t if len(t) <= room_j else t[: room_j - 1] + "…" for t in texts])
+                        else [abbreviate(t, room_j) for t in texts])
                 fitted = self._fit_cache[(j, room_j)]
                 self._fitted[j] = fitted
                 widths[j] = max([len(self._label(col))] + [len(t) for t in fitted])
@@ -345,8 +359,6 @@ class FilterableTable(Widget):
     def _draw(self, force: bool) -> None:
         """Put the visible columns and the rows in the DataTable; ``force=False`` only redraws when the
         column layout changed (a resize, `←`/`→`)."""
-        from rich.text import Text
-
         if self._all_texts is None:  # rows or columns replaced since the last draw: pick the rows again
             self._format_all()
             self._shown = self._visible_rows()
@@ -365,16 +377,15 @@ class FilterableTable(Widget):
             self._cell_cache = {}  # cells are per layout (columns, their fitted texts)
         else:
             table.clear()
-        # per visible column: the texts of every row (long names shortened, keeping them distinct)
-        columns = [(self._fitted.get(j) or [t[j] for t in self._all_texts], self.columns[j].numeric) for j in shown]
-        cache, rows = self._cell_cache, []
-        for r in self._shown:
-            pos = self._position[id(r)]
-            cells = cache.get(pos)
-            if cells is None:
-                cells = cache[pos] = [Text(texts[pos], justify="right") if numeric else Text(texts[pos])
-                                      for texts, numeric in columns]
-            rows.append(cells)
+        # per visible column: the cells of every row (long names shortened, keeping them distinct), made once per
+        # column layout
+        if not self._cell_cache:
+            self._cell_cache = {"columns": [
+                _cell_texts(self._fitted.get(j) or [t[j] for t in self._all_texts], w, self.columns[j].numeric)
+                for j, w in zip(shown, widths)]}
+        columns = self._cell_cache["columns"]
+        positions = [self._position[id(r)] for r in self._shown]
+        rows = list(zip(*[[col[p] for p in positions] for col in columns])) if columns else []
         table.fill(rows, [str(r.get("_key", i)) for i, r in enumerate(self._shown)])
         if self._shown:
             table.move_cursor(row=min(cursor_row, len(self._shown) - 1), animate=False)
@@ -395,8 +406,10 @@ class FilterableTable(Widget):
             if visible:
                 a, b = rest.index(visible[0]) + 1, rest.index(visible[-1]) + 1
                 parts.append(f"←→ columns {a}–{b} of {len(rest)}")
-        parts.append("/ filter · s sort · S reverse · o original order")
-        self.query_one(".table-status", Static).update(" · ".join(parts))
+        parts += ["/ filter", "s sort", "S reverse", "o original order"]
+        status = self.query_one(".table-status", Static)
+        # what fits, in whole parts (the keys are also in ? and in the footer): never "… S reverse · o original"
+        status.update(fit_parts(parts, status.content_region.width or self.size.width))
 
     # -- sorting --------------------------------------------------------------------------
     def sort_by(self, key: Optional[str], reverse: bool = False) -> None:

@@ -1,0 +1,69 @@
+"""The accuracy of a benchmark's models as one table, shown the same way by the CLI (``benchmark``), the TUI
+(Benchmarks section) and the report: one column per model, one row per quantity, the metric named.
+
+The numbers come from :func:`sparsify_tui.benchmark.runner.measure_accuracy` (stored with the result under
+``accuracy``; a benchmark record keeps ``metric``, ``label`` and per model ``drop``, ``accuracy``,
+``top1_agreement`` and ``nmse``): every model's outputs against the baseline's on the same items; top-1 accuracy
+only with labels in the data, top-1 agreement only for a class-score output.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Optional
+
+
+@dataclass
+class AccuracyTable:
+    """``title`` (the data, the items and the metric), ``headers`` (``""`` then one model label per column) and
+    ``rows`` (a quantity's label, then its value per model, as text)."""
+
+    title: str
+    headers: list
+    rows: list
+
+
+def _pct(v: Any) -> str:
+    return "" if v is None else f"{float(v) * 100:.1f}%"
+
+
+def _num(v: Any) -> str:
+    return "" if v is None else f"{float(v):.4g}"
+
+
+def accuracy_table(accuracy: Optional[dict]) -> Optional[AccuracyTable]:
+    """The table of a result's (or record's) ``accuracy`` block, None when there is none (one model, or a
+    benchmark made before accuracy was measured). Rows: top-1 accuracy against the labels (with labels), top-1
+    agreement with the baseline (a class output), the output NMSE against the baseline, and the budgeted metric's
+    drop when it is none of those (KL, max |diff|)."""
+    if not accuracy or not accuracy.get("models"):
+        return None
+    models = accuracy["models"]
+    labels = list(models)
+    items, data = accuracy.get("items"), accuracy.get("data")
+    synthetic = not data or str(data).startswith("synthetic")
+    where = (f"{items} synthetic items" if items else "synthetic items") if synthetic else f"{items} items of {data}"
+    metric = accuracy.get("label") or accuracy.get("metric") or "?"
+    title = f"Accuracy vs the baseline's outputs on {where}; metric: {metric}"
+    rows = []
+
+    def row(label: str, key: str, fmt) -> None:
+        values = [models[m].get(key) for m in labels]
+        if any(v is not None for v in values):
+            rows.append([label] + [fmt(v) for v in values])
+
+    row("top-1 accuracy", "accuracy", _pct)  # against the labels (the title says the data)
+    row("top-1 agreement", "top1_agreement", _pct)
+    row("output NMSE", "nmse", _num)
+    name = accuracy.get("metric")
+    if name in ("kl", "max_abs"):
+        row({"kl": "KL divergence", "max_abs": "max |diff|"}[name], "drop", _num)
+    return AccuracyTable(title, [""] + labels, rows)
+
+
+def format_table(headers: list, rows: list, indent: str = "  ") -> str:
+    """A plain-text table: the first column left-aligned, the others right-aligned, two spaces apart."""
+    table = [list(map(str, headers))] + [list(map(str, r)) for r in rows]
+    widths = [max(len(r[i]) for r in table) for i in range(len(table[0]))]
+    return "\n".join(indent + "  ".join(c.ljust(w) if i == 0 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths)))
+                     .rstrip() for r in table)
