@@ -128,7 +128,8 @@ def test_calibration_and_held_out_items_are_disjoint_and_named():
 
 
 def test_a_trial_beats_fp32_only_when_faster_in_every_round():
-    from sparsify_tui.optimization.budget_search import beats_every_round, choose
+    from sparsify_tui.engine.timing import beats_every_round
+    from sparsify_tui.optimization.budget_search import choose
     from sparsify_tui.optimization.record import BudgetTrial
 
     assert beats_every_round([1.0, 1.0], [2.0, 2.0])

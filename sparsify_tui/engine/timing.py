@@ -142,6 +142,28 @@ def per_round(times_ms: Sequence[float], rounds: int, iterations: int) -> list[l
     return out
 
 
+def round_medians(times_ms: Sequence[float], rounds: int, iterations: int) -> list[float]:
+    """Median ms of each timing round of one model (:func:`per_round`, same ``rounds`` and ``iterations``), rounds
+    without a time left out."""
+    return [float(np.median(r)) for r in per_round(times_ms, rounds, iterations) if r]
+
+
+#: a model must beat another's median by this fraction in every timing round to count as faster
+BEAT_MARGIN = 0.03
+
+
+def beats_every_round(rounds_ms: Sequence[float], ref_rounds_ms: Sequence[float],
+                      margin: float = BEAT_MARGIN) -> bool:
+    """A model whose median ms per batch in each timing round is ``rounds_ms`` runs faster than a reference timed in
+    the same rounds (``ref_rounds_ms``, :func:`round_medians`): lower by more than ``margin`` (a fraction of the
+    reference's) in **every** round. Paired within a round, so machine drift between rounds cancels and one slow
+    run moves no median (a p90-spread rule does not: on a shared 2-core machine one slow run in the top 10 % made
+    the spread larger than a 2.6× speedup of a small model). False when either has no rounds. The one rule by which
+    the INT8 search and the budget search call a model faster than FP32 or than another trial."""
+    pairs = list(zip(rounds_ms, ref_rounds_ms))
+    return bool(pairs) and all(t < f * (1.0 - margin) for t, f in pairs)
+
+
 FeedsOf = Callable[[int], Sequence[Mapping[str, Any]]]
 
 

@@ -27,12 +27,10 @@ channel target speedup (and INT8 on the best thinned candidates); FP32 itself is
    left, and the unthinned model); the configuration it chose is scored on the held-out items like any trial.
 4. **Speed.** FP32 and every trial are timed together (:func:`sparsify_tui.engine.timing.interleaved_times`:
    ``rounds`` rounds, one live session at a time, on a held-out item). The result is the **fastest measured trial
-   within budget** (lowest median) that beats FP32 by more than :data:`MARGIN` **in every round**, paired
-   (:func:`choose`). Otherwise the result says so (``chosen`` None): FP32 is within any budget, so the search never
-   returns a model slower than the original. (The INT8 search's rule, :func:`sparsify_tui.optimization.
-   int8_search.choose_fastest`, asks a trial to beat FP32 by more than the larger p90 − median spread of the two:
-   on a shared 2-core machine one slow run in the top 10 % makes that spread larger than a 2.6× speedup of a small
-   model, measured here; the per-round medians are not moved by it.)
+   within budget** (lowest median) that beats FP32 by more than
+   :data:`~sparsify_tui.engine.timing.BEAT_MARGIN` **in every round**, paired (:func:`choose`, with
+   :func:`sparsify_tui.engine.timing.beats_every_round`, the INT8 search's rule too). Otherwise the result says so
+   (``chosen`` None): FP32 is within any budget, so the search never returns a model slower than the original.
 
 The reconstruction's normal equations, the thinning and the metrics are the engine's and the profiling
 package's: this module only chooses what to try and what to keep.
@@ -47,6 +45,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Sequence
 
+from sparsify_tui.engine.timing import BEAT_MARGIN, beats_every_round, round_medians
 from sparsify_tui.errors import SampleDataError
 from sparsify_tui.optimization.record import BudgetSearch, BudgetTrial, Optimization
 from sparsify_tui.progress import CancelToken, ProgressFn, maybe_check
@@ -62,8 +61,6 @@ RESOLUTION = 1.08
 MIN_TARGET = 1.05
 #: thinned trials at most (the INT8 trials come on top)
 MAX_TRIALS = 7
-#: a trial must beat FP32's median by this fraction in every timing round (the INT8 search's margin)
-MARGIN = 0.03
 #: defaults of the final interleaved timing (FP32 and every trial)
 TIMING = {"rounds": 3, "warmup": 2, "iterations": 24}
 
@@ -143,32 +140,13 @@ def int8_sources(trials: Sequence[BudgetTrial], max_drop: float) -> List[Optiona
     return out
 
 
-def beats_every_round(rounds_ms: Sequence[float], fp32_rounds_ms: Sequence[float], margin: float = MARGIN) -> bool:
-    """A trial whose median ms per batch in each timing round is ``rounds_ms`` runs faster than FP32 (its medians in
-    the same rounds, ``fp32_rounds_ms``): lower by more than ``margin`` (a fraction of FP32's) in **every** round.
-    Paired within a round, so machine drift between rounds cancels; a single slow outlier run moves no median.
-    False when either has no rounds."""
-    pairs = list(zip(rounds_ms, fp32_rounds_ms))
-    return bool(pairs) and all(t < f * (1.0 - margin) for t, f in pairs)
-
-
-def choose(trials: Sequence[BudgetTrial], fp32_rounds_ms: Sequence[float], margin: float = MARGIN
+def choose(trials: Sequence[BudgetTrial], fp32_rounds_ms: Sequence[float], margin: float = BEAT_MARGIN
            ) -> Optional[BudgetTrial]:
     """The trial to keep (module docstring, step 4): among the timed trials within budget, fastest median first,
     the first that beats FP32 in every round (:func:`beats_every_round`); None when none does (keep FP32)."""
     within = sorted((t for t in trials if t.within_budget and t.median_ms is not None),
                     key=lambda t: (t.median_ms, t.metric_value, t.index))
     return next((t for t in within if beats_every_round(t.round_ms, fp32_rounds_ms, margin)), None)
-
-
-def round_medians(times_ms: Sequence[float], tm: dict) -> List[float]:
-    """Median ms of each timing round of one model (:func:`sparsify_tui.engine.timing.per_round`), rounds without
-    a time left out."""
-    import numpy as np
-
-    from sparsify_tui.engine.timing import per_round
-
-    return [float(np.median(r)) for r in per_round(times_ms, tm["rounds"], tm["iterations"]) if r]
 
 
 # ------------------------------------------------------------------------------------------------ allocation
@@ -356,11 +334,11 @@ def search_budget(
         phase("timing")
         fp32 = LatencyStats.from_times(times[0])
         result.fp32_ms = fp32.median
-        result.fp32_round_ms = round_medians(times[0], tm)
+        result.fp32_round_ms = round_medians(times[0], tm["rounds"], tm["iterations"])
         for t, ts in zip(order, times[1:]):
             st = LatencyStats.from_times(ts)
             t.median_ms, t.p90_ms = st.median, st.p90
-            t.round_ms = round_medians(ts, tm)
+            t.round_ms = round_medians(ts, tm["rounds"], tm["iterations"])
             t.speedup = fp32.median / st.median if st.median > 0 else None
         within = [t for t in order if t.within_budget and t.median_ms is not None]
         if not within:
@@ -462,5 +440,5 @@ def _int8_trials(result: BudgetSearch, paths: Dict[int, Path], src: Path, *, rec
 
 
 __all__ = ["START", "STEP", "RESOLUTION", "MAX_TRIALS", "TIMING", "next_target", "check_split", "item_range",
-           "int8_sources", "beats_every_round", "choose", "round_medians", "allocation", "search_budget",
+           "int8_sources", "choose", "allocation", "search_budget",
            "build_thinned"]

@@ -30,9 +30,9 @@
    interleaved timing (:func:`sparsify_tui.engine.timing.interleaved_times`: ``rounds`` rounds, one
    session at a time). The result is the **fastest trial within budget** (with ms per batch measured in the
    same rounds as FP32), not just the smallest exclusion list (:func:`choose_fastest`: a trial with more
-   groups FP32 wins over the fewest-groups one only when it is faster by more than the timing's own spread).
-   FP32 itself is within any budget, so it is a candidate too: a trial is chosen only when it beats FP32 by
-   more than that spread; otherwise the result says so (``status = "FP32 fastest within budget"``, ``chosen``
+   groups FP32 wins over the fewest-groups one only when it is faster by more than 3 % in every timing round,
+   :func:`sparsify_tui.engine.timing.beats_every_round`). FP32 itself is within any budget, so it is a candidate
+   too: a trial is chosen only when it beats FP32 the same way; otherwise the result says so (``status = "FP32 fastest within budget"``, ``chosen``
    None) and INT8 is left off, never a model slower than the original.
 
 ``quantize_static`` failures stop the search with ``ModelError`` and onnxruntime's reason. When no trial fits
@@ -49,6 +49,7 @@ from typing import Any, Dict, List, Optional, Sequence
 
 import numpy as np
 
+from sparsify_tui.engine.timing import BEAT_MARGIN, beats_every_round, round_medians
 from sparsify_tui.engine.outputs import run_outputs
 from sparsify_tui.formatting import plural
 from sparsify_tui.optimization.record import Int8Group, Int8Search, Int8Trial
@@ -375,13 +376,15 @@ def search_int8(
         phase("timing")
         fp32 = LatencyStats.from_times(times[0])
         result.fp32_ms = fp32.median
+        result.fp32_round_ms = round_medians(times[0], tm["rounds"], tm["iterations"])
         for t, ts in zip(cands, times[1:]):
             st = LatencyStats.from_times(ts)
             t.median_ms, t.p90_ms = st.median, st.p90
+            t.round_ms = round_medians(ts, tm["rounds"], tm["iterations"])
             t.speedup = fp32.median / st.median if st.median > 0 else None
         within = [t for t in cands if t.within_budget and t.median_ms is not None]
         if within:
-            best = choose_fastest(within, fp32)
+            best = choose_fastest(within, result.fp32_round_ms)
             if best is None:
                 fastest = min(within, key=lambda t: t.median_ms)
                 result.status = "FP32 fastest within budget"
@@ -427,27 +430,21 @@ def kept_trial(search: Int8Search) -> Optional[Int8Trial]:
     return min(within, key=lambda t: (t.median_ms, t.index)) if within else None
 
 
-def _beats(t: Any, median_ms: float, p90_ms: Optional[float], margin: float) -> bool:
-    """``t`` is faster than a model timed at ``median_ms`` / ``p90_ms`` by more than the noise of the two:
-    ``median_t < median − max(margin · median, spread)``, spread = the larger p90 − median of the two."""
-    spread = max((t.p90_ms or t.median_ms) - t.median_ms, (p90_ms or median_ms) - median_ms)
-    return t.median_ms < median_ms - max(margin * median_ms, spread)
-
-
-def choose_fastest(within: Sequence[Any], fp32=None, margin: float = 0.03, prefer=None) -> Optional[Any]:
-    """The trial to keep among ``within`` (trials within budget, timed: ``median_ms``, ``p90_ms``, ``index``): start
-    from the preferred one (``prefer``, a sort key, smallest first; default the INT8 search's: the fewest groups
-    FP32); another replaces it only when its median is lower by more than the noise of the two
-    (:func:`_beats`: a short timing on a shared machine moves by a few percent between identical models).
-    ``fp32``: the FP32 model's :class:`~sparsify_tui.engine.timing.LatencyStats` from the same rounds; FP32 is
+def choose_fastest(within: Sequence[Any], fp32_rounds_ms: Optional[Sequence[float]] = None,
+                   margin: float = BEAT_MARGIN, prefer=None) -> Optional[Any]:
+    """The trial to keep among ``within`` (trials within budget, timed: ``median_ms``, ``round_ms``, ``index``):
+    start from the preferred one (``prefer``, a sort key, smallest first; default the fewest groups FP32); another
+    replaces it only when it is faster in every timing round by more than ``margin``
+    (:func:`sparsify_tui.engine.timing.beats_every_round`: a short timing on a shared machine moves by a few percent
+    between identical models). ``fp32_rounds_ms``: the FP32 model's median in each of the same rounds; FP32 is
     within any budget, so the pick is kept only when it beats FP32 the same way, else None (keep FP32). The budget
-    search uses the same rule with its own ``prefer`` (:mod:`sparsify_tui.optimization.budget_search`)."""
+    search calls a trial faster by the same rule (:mod:`sparsify_tui.optimization.budget_search`)."""
     base = min(within, key=prefer or (lambda t: (t.groups, t.index)))
     best = base
     for t in sorted(within, key=lambda t: t.median_ms):
-        if t is not base and _beats(t, base.median_ms, base.p90_ms, margin) and t.median_ms < best.median_ms:
+        if t is not base and t.median_ms < best.median_ms and beats_every_round(t.round_ms, base.round_ms, margin):
             best = t
-    if fp32 is not None and not _beats(best, fp32.median, fp32.p90, margin):
+    if fp32_rounds_ms is not None and not beats_every_round(best.round_ms, fp32_rounds_ms, margin):
         return None
     return best
 

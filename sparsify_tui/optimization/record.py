@@ -251,8 +251,8 @@ class Int8Trial(JsonRecord):
     groups are FP32: the top ``groups``), ``excluded_count`` (nodes kept FP32), ``metric_value`` (the budgeted
     quantity, ``Int8Search.metric``'s units), ``within_budget``, the other measures (``nmse``, ``max_abs``,
     ``kl``, ``top1_agreement`` 0..1, ``accuracy`` 0..1 with labels), ``median_ms`` / ``p90_ms`` (ms per batch,
-    the search's short interleaved timing; None when not timed), ``speedup`` (FP32 median / ``median_ms``,
-    same rounds), ``quantize_s`` / ``eval_s`` (wall seconds), ``note`` (why it was tried)."""
+    the search's short interleaved timing; None when not timed), ``round_ms`` (its median in each timing round),
+    ``speedup`` (FP32 median / ``median_ms``, same rounds), ``quantize_s`` / ``eval_s`` (wall seconds), ``note`` (why it was tried)."""
 
     index: int = 0
     groups: int = 0
@@ -266,6 +266,7 @@ class Int8Trial(JsonRecord):
     accuracy: Optional[float] = None
     median_ms: Optional[float] = None
     p90_ms: Optional[float] = None
+    round_ms: List[float] = field(default_factory=list)
     speedup: Optional[float] = None
     quantize_s: float = 0.0
     eval_s: float = 0.0
@@ -286,7 +287,8 @@ class Int8Search(JsonRecord):
     Outcome: ``trials`` (:class:`Int8Trial`, in the order tried), ``chosen`` (index of the fastest trial within
     budget and faster than FP32; None when none is), ``status`` ("full INT8 within budget", "within budget",
     "FP32 fastest within budget", "over budget"),
-    ``fp32_ms`` (FP32 median of the same timing rounds), ``accuracy_fp32`` (with labels), ``timing`` (rounds,
+    ``fp32_ms`` (FP32 median of the same timing rounds), ``fp32_round_ms`` (its median in each round),
+    ``accuracy_fp32`` (with labels), ``timing`` (rounds,
     warm-up, iterations, cores), ``seconds`` (wall time of the whole search), ``warnings``."""
 
     _nested: ClassVar[Dict[str, Any]] = {"groups": [Int8Group], "trials": [Int8Trial]}
@@ -308,6 +310,7 @@ class Int8Search(JsonRecord):
     chosen: Optional[int] = None
     status: str = ""
     fp32_ms: Optional[float] = None
+    fp32_round_ms: List[float] = field(default_factory=list)
     accuracy_fp32: Optional[float] = None
     timing: Dict[str, Any] = field(default_factory=dict)
     seconds: float = 0.0
