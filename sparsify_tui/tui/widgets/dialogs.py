@@ -152,7 +152,9 @@ class KeyBuffer(ModalScreen[None]):
             self.dismiss(None)
 
     def on_screen_resume(self) -> None:
-        if self.cancelled:
+        # only while it is the top screen: a resume queued when it was pushed can arrive after show_dialog has
+        # already replaced it with the dialog (a fast worker), and dismissing then closed the dialog instead
+        if self.cancelled and self.is_current:
             self.dismiss(None)
 
 
