@@ -291,9 +291,10 @@ def _one_shot(path: Path, model, analysis, groups, *, levels, data, batches, bat
               importance, core_count, strategy, feeds, reconstruct, calibration_items, engine, progress, cancel):
     """``({group id: {level key: value}}, metric label, extras)`` (module docstring)."""
     from sparsify_tui.analysis.channels import ConstantLookup, channel_importance
-    from sparsify_tui.engine.timing import canceled_as_job
     from sparsify_tui.profiling.loss import level_key
-    from sparsify_tui.profiling.loss_oneshot import GraphIndex, dense_reference, node_costs, plan_groups
+    from sparsify_tui.profiling.loss_oneshot import (
+        GraphIndex, dense_reference, group_sessions, node_costs, plan_groups, stripped_weights,
+    )
 
     if strategy not in ("auto", "single", "layer"):
         raise SparsifyError(f"unknown one-shot strategy {strategy!r}: use auto, single or layer")
@@ -317,7 +318,8 @@ def _one_shot(path: Path, model, analysis, groups, *, levels, data, batches, bat
         slot_keys += [at for at in refit.bias_slots.values()]
     slot_name = _consumer_slots(model, slot_keys, lookup)
     gi = GraphIndex(model)
-    arrays, slot_dense = _slot_arrays(model, slot_name)
+    arrays, by_name = stripped_weights(model, slot_name.values())
+    slot_dense = {key: by_name[name] for key, name in slot_name.items()}
     units, masks = _group_units(path, groups, prunable, gi)
 
     run_levels = [s for s in levels if s > 0]
@@ -337,18 +339,11 @@ def _one_shot(path: Path, model, analysis, groups, *, levels, data, batches, bat
                         slot_name=slot_name, slot_dense=slot_dense, ref=ref, cancel=cancel, progress=progress,
                         total_runs=sum((b - a) for a, b in ref.groups) * len(run_levels) * nb)
     sens: dict = {}
-    n_sessions = 1
-    t_sessions = 0.0
-    stats: list = []
-    with canceled_as_job(cancel):
-        for (a, b), m in zip(ref.groups, ref.group_masks):
-            maybe_check(cancel)
-            create_s, measure_s = meter.measure_session(model, gi, arrays, core_count, engine, m, units, a, b, sens)
-            n_sessions += 1
-            t_sessions += create_s
-            stats.append({"groups": b - a, "nodes_share": round(float(m.mean()), 4),
-                          "flops_share": round(float(costs[m].sum() / costs.sum()), 4),
-                          "create_s": round(create_s, 4), "measure_s": round(measure_s, 3)})
+    stats, t_sessions = group_sessions(engine, model, gi, arrays, core_count, cancel, ref, costs, count_key="groups",
+                                       slots=lambda a, b: meter.slots(units[a:b]),
+                                       measure=lambda a, b, outs, run, gfeeds: meter.measure(
+                                           units, a, b, outs, run, gfeeds, sens))
+    n_sessions = 1 + len(stats)
     progress("one-shot", 1.0)
     for g in prunable:  # a group without consumer layers (never the case for a prunable group): no change
         sens.setdefault(g.id, {level_key(s): 0.0 for s in levels})
@@ -413,20 +408,6 @@ def _consumer_slots(model, slot_keys, lookup) -> dict:
     return slot_name
 
 
-def _slot_arrays(model, slot_name: dict):
-    """``(initializer arrays stripped from model, {slot: its dense array})``."""
-    import onnx
-
-    from sparsify_tui.engine.weights import strip_initializers
-
-    arrays = strip_initializers(model)
-    slot_dense = {}
-    for key, name in slot_name.items():
-        slot_dense[key] = arrays[name] if name in arrays else onnx.numpy_helper.to_array(
-            next(t for t in model.graph.initializer if t.name == name))
-    return arrays, slot_dense
-
-
 def _group_units(path: Path, groups, prunable, gi):
     """``(units, masks)``: per prunable group with consumers, ``(group, its consumer edits, their node
     indices)`` and the mask of the nodes its consumers reach, ordered by first consumer (so that planned groups
@@ -462,25 +443,17 @@ class _LevelMeter:
         self.done = 0
         self.skipped = 0
 
-    def measure_session(self, model, gi, arrays, core_count, engine, m, units, a, b, sens: dict):
-        """Measure ``units[a:b]`` (the nodes ``m``) in one session into ``sens``; ``(create s, measure s)``."""
-        from sparsify_tui.profiling.loss_oneshot import build_group_model, open_session
-
+    def slots(self, units) -> list:
+        """The slot initializers of ``units`` (consumer weights and, reconstructing, their biases)."""
         refit = self.refit
-        ts = time.perf_counter()
-        slots = sorted({(e.node, e.input) for _g, edits, _c in units[a:b] for e in edits}
-                       | ({refit.bias_slots[e.node] for _g, edits, _c in units[a:b] for e in edits
+        slots = sorted({(e.node, e.input) for _g, edits, _c in units for e in edits}
+                       | ({refit.bias_slots[e.node] for _g, edits, _c in units for e in edits
                            if e.node in refit.bias_slots} if refit is not None else set()))
-        names = [self.slot_name[s] for s in slots]
-        front = gi.frontier(m)
-        sub = build_group_model(model, gi, m, names, self.ref.cache[0])
-        sess = open_session(engine, sub, arrays, core_count)
-        del sub
-        create_s = time.perf_counter() - ts
-        outs = list(sess.output_names)
-        run = sess.runner(outs, self.cancel)
-        gfeeds = [{k: c[k] for k in front} for c in self.ref.cache]
-        tm = time.perf_counter()
+        return [self.slot_name[s] for s in slots]
+
+    def measure(self, units, a, b, outs, run, gfeeds, sens: dict) -> None:
+        """Measure ``units[a:b]`` (one session's groups) at every level into ``sens``."""
+        refit = self.refit
         for g, edits, _c in units[a:b]:
             sens[g.id] = self._levels(g, edits, gfeeds, outs, run)
             if refit is not None:
@@ -488,11 +461,6 @@ class _LevelMeter:
                     if sum(1 for _u, ed, _c in units for x in ed if x.node == e.node) <= len(
                             [x for x in edits if x.node == e.node]):
                         refit.rf.release(e.node)  # its only group is measured: free its matrices
-        measure_s = time.perf_counter() - tm
-        del run
-        sess.close()
-        del sess
-        return create_s, measure_s
 
     def _levels(self, g, edits, gfeeds, outs, run) -> dict:
         """``{level key: value}`` of group ``g``: each level's removed channels zeroed (or refit) and measured."""
