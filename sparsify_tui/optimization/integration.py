@@ -141,8 +141,7 @@ def _pytorch_sparseml(rec: Optimization, recipe_path: str) -> str:
     ''')
 
 
-def _pytorch_plain(rec: Optimization, recipe_path: str) -> str:
-    body = textwrap.dedent('''
+_PLAIN_USAGE = textwrap.dedent('''
     # Plain PyTorch implementation of the recipe, without SparseML (end-of-life).
     # Usage:
     #     pruner = GMPPruner(model)            # maps LAYERS to modules (by name, else by order and shape)
@@ -159,6 +158,10 @@ def _pytorch_plain(rec: Optimization, recipe_path: str) -> str:
     # `sparsify-tui optimize ... --quantize`, or Quant on in the TUI) or with onnxruntime.quantization.
 
 
+''')
+"""The generated plain-PyTorch module: its usage comment."""
+
+_PLAIN_MODULES = textwrap.dedent('''\
     def set_lr(optimizer, epoch):
         """Set every param group's LR to lr_at(epoch) (keeps the optimizer's own LR before any modifier)."""
         for group in optimizer.param_groups:
@@ -206,6 +209,10 @@ def _pytorch_plain(rec: Optimization, recipe_path: str) -> str:
         return out
 
 
+''')
+"""LR setting and the mapping of ONNX weights to torch modules."""
+
+_PLAIN_PRUNER = textwrap.dedent('''\
     def _effective_weight(module):
         """The weight as the next forward sees it (weight_orig * weight_mask once pruned)."""
         if hasattr(module, "weight_orig") and hasattr(module, "weight_mask"):
@@ -253,6 +260,10 @@ def _pytorch_plain(rec: Optimization, recipe_path: str) -> str:
                     prune.remove(module, "weight")
 
 
+''')
+"""The gradual magnitude pruner (torch.nn.utils.prune masks on the cubic schedule)."""
+
+_PLAIN_TRAIN = textwrap.dedent('''\
     def train(model, optimizer, train_loader, loss_fn, device="cpu", epochs=None):
         """Train with the recipe's pruning and LR schedule; returns the pruned model."""
         pruner = GMPPruner(model)
@@ -272,8 +283,13 @@ def _pytorch_plain(rec: Optimization, recipe_path: str) -> str:
         pruner.step(max(float(n_epochs), END_EPOCH))
         pruner.finalize()
         return model
-    ''')
-    return _header(rec, "pytorch-plain", recipe_path) + _schedule_source(rec) + body
+''')
+"""The training loop that applies the schedule."""
+
+
+def _pytorch_plain(rec: Optimization, recipe_path: str) -> str:
+    return (_header(rec, "pytorch-plain", recipe_path) + _schedule_source(rec) + _PLAIN_USAGE + _PLAIN_MODULES
+            + _PLAIN_PRUNER + _PLAIN_TRAIN)
 
 
 def _keras(rec: Optimization, recipe_path: str) -> str:
