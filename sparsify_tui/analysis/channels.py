@@ -53,7 +53,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Iterable, Optional, Sequence
+from typing import Optional, Sequence
 
 import numpy as np
 import onnx
@@ -1537,7 +1537,7 @@ def _collect(w: _Walk, node_macs, counted_matrix_macs) -> ChannelGroups:
         groups.append(ChannelGroup(
             id=gid, channels=len(classes), prunable=prunable,
             reason="; ".join(rs[:3]) + (f" (+{len(rs) - 3} more)" if len(rs) > 3 else "") if rs else None,
-            members=members, producers=_unique(producers), consumers=_unique(consumers),
+            members=members, producers=list(dict.fromkeys(producers)), consumers=list(dict.fromkeys(consumers)),
             macs=int(sum(macs[n] for n in nodes if n < len(macs))),
             classes=np.asarray(classes, dtype=np.int64),
             first_layer=first_layer is not None and first_layer in layer_spaces,
@@ -1548,14 +1548,6 @@ def _collect(w: _Walk, node_macs, counted_matrix_macs) -> ChannelGroups:
     return ChannelGroups(groups=groups, edits=w.edits, element_root=roots, matrix_macs=int(matrix),
                          prunable_macs=int(sum(macs[n] for n in touched_prunable if n < len(macs))))
 
-
-def _unique(xs: Iterable) -> list:
-    out, seen = [], set()
-    for x in xs:
-        if x not in seen:
-            seen.add(x)
-            out.append(x)
-    return out
 
 
 # ------------------------------------------------------------------------------ constants and importance

@@ -41,7 +41,7 @@ from sparsify_tui.optimization.channel_model import (
     KIND_TEXT, TARGETS, ChannelTimeModel, GroupInput, TimedNode, allocate_channels, loss_at, measure,
 )
 from sparsify_tui.optimization.layer_curves import GRID_LEVELS, levels, loss_curve
-from sparsify_tui.optimization.modifiers import Modifier, recipe_float
+from sparsify_tui.optimization.modifiers import Modifier, pruning_schedule, recipe_float
 from sparsify_tui.optimization.record import (
     Estimates, GroupTime, LayerEstimate, LayerRow, Optimization, Settings,
 )
@@ -328,9 +328,9 @@ class ChannelPruning(PruningStructure):
         for i, g in enumerate(data["groups"]):
             gid = g["id"]
             roles = g.get("member_roles") or []
-            param_group = _unique([m["tensor"] for m in roles if m["role"] in PARAM_ROLES])
-            dependents = _unique([m["tensor"] for m in roles if m["role"] in DEPENDENT_ROLES and
-                                  m["tensor"] not in param_group])
+            param_group = list(dict.fromkeys(m["tensor"] for m in roles if m["role"] in PARAM_ROLES))
+            dependents = list(dict.fromkeys(m["tensor"] for m in roles
+                                            if m["role"] in DEPENDENT_ROLES and m["tensor"] not in param_group))
             time_curve, gain_curve = [], []
             for s in GRID_LEVELS:
                 kf = tm.kept_fraction({gid: s}) if (g["prunable"] and s > 0) else {}
@@ -499,14 +499,7 @@ class ChannelPruning(PruningStructure):
             mods.append(Modifier("StructuredPruningModifier", {
                 "param_groups": groups,
                 "params": [w for g in groups for w in g],
-                "init_sparsity": recipe_float(min(float(ep.init_sparsity), s)),
-                "final_sparsity": recipe_float(s),
-                "start_epoch": recipe_float(ep.pruning_start_epoch),
-                "end_epoch": recipe_float(ep.pruning_end_epoch),
-                "update_frequency": recipe_float(ep.update_frequency),
-                "inter_func": "cubic",
-                "mask_type": "filter",
-                "leave_enabled": True,
+                **pruning_schedule(ep, s, "filter"),
             }))
         if by_ratio:
             dep_map = {",".join(l.param_group): list(l.dependents)
@@ -605,14 +598,6 @@ class ChannelPruning(PruningStructure):
                                    engine=engine, progress=progress, cancel=cancel)
         return res.to_dict()
 
-
-def _unique(xs) -> list:
-    out, seen = [], set()
-    for x in xs:
-        if x not in seen:
-            seen.add(x)
-            out.append(x)
-    return out
 
 
 __all__ = ["CHANNEL", "ChannelSettings", "ChannelRow", "ChannelEstimate", "ChannelEstimates", "ChannelPruning"]
