@@ -113,32 +113,48 @@ def _header(rec: Optimization, framework: str, recipe_path: str) -> str:
     return "\n".join(lines) + "\n"
 
 
+def sparseml_source(recipe_path: str, *, notes: List[str], trains: str, modifiers: str,
+                    newer_api_note: bool = False) -> str:
+    """The generated SparseML 1.x driver: ``train()`` runs the recipe at ``recipe_path`` through
+    ``ScheduledModifierManager`` + ``ScheduledOptimizer``. ``notes``: comment lines after the install line;
+    ``trains``: what the recipe does (the docstring); ``modifiers``: what ``optimizer.step()`` also steps;
+    ``newer_api_note``: mention ``manager.modify`` of newer SparseML 1.x. Shared by every structure."""
+    lines = [
+        "",
+        '# pip install "sparseml[torch]<2"   (SparseML 1.x; it is end-of-life: see the plain-PyTorch variant)',
+        *notes,
+        "import torch",
+        "from sparseml.pytorch.optim import ScheduledModifierManager, ScheduledOptimizer",
+        "",
+        f"RECIPE_PATH = {recipe_path!r}",
+        "",
+        "",
+        'def train(model, optimizer, train_loader, loss_fn, device="cpu"):',
+        f'    """Train `model` with the recipe: {trains}."""',
+        "    manager = ScheduledModifierManager.from_yaml(RECIPE_PATH)",
+        "    optimizer = ScheduledOptimizer(optimizer, model, manager, steps_per_epoch=len(train_loader))",
+        *(["    # (newer SparseML 1.x: optimizer = manager.modify(model, optimizer, steps_per_epoch=len(train_loader)))"]
+          if newer_api_note else []),
+        "    model.to(device)",
+        "    for epoch in range(manager.max_epochs):",
+        "        model.train()",
+        "        for inputs, labels in train_loader:",
+        "            inputs, labels = inputs.to(device), labels.to(device)",
+        "            optimizer.zero_grad()",
+        "            loss = loss_fn(model(inputs), labels)",
+        "            loss.backward()",
+        f"            optimizer.step()  # also steps the {modifiers} modifiers",
+        "    manager.finalize(model)",
+        "    return model",
+        "",
+    ]
+    return "\n".join(lines)
+
+
 def _pytorch_sparseml(rec: Optimization, recipe_path: str) -> str:
-    return _header(rec, "pytorch", recipe_path) + textwrap.dedent(f'''
-    # pip install "sparseml[torch]<2"   (SparseML 1.x; it is end-of-life: see the plain-PyTorch variant)
-    import torch
-    from sparseml.pytorch.optim import ScheduledModifierManager, ScheduledOptimizer
-
-    RECIPE_PATH = {recipe_path!r}
-
-
-    def train(model, optimizer, train_loader, loss_fn, device="cpu"):
-        """Train `model` with the recipe: pruning (GMP), LR schedule and QAT as configured."""
-        manager = ScheduledModifierManager.from_yaml(RECIPE_PATH)
-        optimizer = ScheduledOptimizer(optimizer, model, manager, steps_per_epoch=len(train_loader))
-        # (newer SparseML 1.x: optimizer = manager.modify(model, optimizer, steps_per_epoch=len(train_loader)))
-        model.to(device)
-        for epoch in range(manager.max_epochs):
-            model.train()
-            for inputs, labels in train_loader:
-                inputs, labels = inputs.to(device), labels.to(device)
-                optimizer.zero_grad()
-                loss = loss_fn(model(inputs), labels)
-                loss.backward()
-                optimizer.step()  # also steps the pruning / LR / quantization modifiers
-        manager.finalize(model)
-        return model
-    ''')
+    return _header(rec, "pytorch", recipe_path) + sparseml_source(
+        recipe_path, notes=[], trains="pruning (GMP), LR schedule and QAT as configured",
+        modifiers="pruning / LR / quantization", newer_api_note=True)
 
 
 _PLAIN_USAGE = textwrap.dedent('''
@@ -161,7 +177,7 @@ _PLAIN_USAGE = textwrap.dedent('''
 ''')
 """The generated plain-PyTorch module: its usage comment."""
 
-_PLAIN_MODULES = textwrap.dedent('''\
+SET_LR_SOURCE = textwrap.dedent('''\
     def set_lr(optimizer, epoch):
         """Set every param group's LR to lr_at(epoch) (keeps the optimizer's own LR before any modifier)."""
         for group in optimizer.param_groups:
@@ -170,6 +186,10 @@ _PLAIN_MODULES = textwrap.dedent('''\
                 group["lr"] = lr
 
 
+''')
+"""The generated ``set_lr`` (the recipe's LR schedule on an optimizer), shared by every plain-PyTorch module."""
+
+_PLAIN_MODULES = SET_LR_SOURCE + textwrap.dedent('''\
     def _prunable_modules(model):
         import torch
         kinds = (torch.nn.Conv1d, torch.nn.Conv2d, torch.nn.Conv3d, torch.nn.Linear,
