@@ -53,7 +53,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Iterable, Optional, Sequence
+from typing import Optional, Sequence
 
 import numpy as np
 import onnx
@@ -1436,11 +1436,10 @@ def _pin_shared_literals(w: _Walk) -> None:
                 w.pin(e.emap, f"shape constant '{key[0]}' sizes the channels of several groups")
 
 
-def _collect(w: _Walk, node_macs, counted_matrix_macs) -> ChannelGroups:
-    roots = w.uf.roots()
-    space_of = np.asarray(w.space_of, dtype=np.int64)
+def _components(w: _Walk, roots: np.ndarray, space_of: np.ndarray) -> tuple:
+    """``(component of each space, {component: reasons it is pinned})``: spaces connected through shared element
+    classes form one component (one channel group)."""
     n_spaces = len(w.spaces)
-    # spaces connected through shared element classes form one group
     suf = _UnionFind()
     suf.add(n_spaces)
     if len(roots):
@@ -1454,7 +1453,11 @@ def _collect(w: _Walk, node_macs, counted_matrix_macs) -> ChannelGroups:
             lst = reasons.setdefault(cidx, [])
             if reason not in lst:
                 lst.append(reason)
-    # members and layers per component
+    return comp, reasons
+
+
+def _component_edits(w: _Walk, comp: np.ndarray, space_of: np.ndarray) -> tuple:
+    """``(component -> indices of its edits, component -> attention MatMul nodes it carries)``."""
     comp_edits: dict = {}
     carrier_nodes: dict = {}
     for k, e in enumerate(w.edits):
@@ -1465,6 +1468,39 @@ def _collect(w: _Walk, node_macs, counted_matrix_macs) -> ChannelGroups:
     for ni, emap in w.carriers:  # attention MatMuls: no member, but their MACs follow the heads
         for cidx in np.unique(comp[space_of[emap]]).tolist():
             carrier_nodes.setdefault(cidx, set()).add(ni)
+    return comp_edits, carrier_nodes
+
+
+def _group_members(w: _Walk, edits: list) -> tuple:
+    """``(members, producer node ids, consumer node ids, node indices of its layers)`` of a group's edits."""
+    members, producers, consumers, nodes = [], [], [], set()
+    for e in edits:
+        node = w.nodes[e.node]
+        nid = w.ids[e.node]
+        if e.kind == "weight":
+            src = w.consts.source.get(node.input[e.input])
+            members.append(ChannelMember(src.name if src else node.input[e.input], nid, e.role, e.axis))
+            if e.role == "producer":
+                producers.append(nid)
+            elif e.role == "consumer":
+                consumers.append(nid)
+        elif e.kind == "shape_literal":
+            members.append(ChannelMember(e.extra["tensor"], nid, "shape_literal", 0))
+        elif e.kind == "slice":
+            members.append(ChannelMember(node.input[1] if len(node.input) > 1 else nid, nid, "slice", e.axis))
+        elif e.kind == "split":
+            members.append(ChannelMember(node.output[0], nid, "split", e.axis))
+        if node.op_type in PRUNABLE_OPS or node.op_type == "ConvTranspose":
+            nodes.add(e.node)
+    return members, producers, consumers, nodes
+
+
+def _collect(w: _Walk, node_macs, counted_matrix_macs) -> ChannelGroups:
+    roots = w.uf.roots()
+    space_of = np.asarray(w.space_of, dtype=np.int64)
+    n_spaces = len(w.spaces)
+    comp, reasons = _components(w, roots, space_of)
+    comp_edits, carrier_nodes = _component_edits(w, comp, space_of)
     split_comps = {int(comp[space_of[h[0]]]) for h in w.head_splits if len(h)}
     head_comps = split_comps & set(carrier_nodes)
     macs = list(node_macs) if node_macs is not None else [0] * len(w.nodes)
@@ -1490,26 +1526,7 @@ def _collect(w: _Walk, node_macs, counted_matrix_macs) -> ChannelGroups:
             if r not in seen:
                 seen.add(r)
                 classes.append(r)
-        edits = [w.edits[k] for k in comp_edits.get(cidx, [])]
-        members, producers, consumers, nodes = [], [], [], set()
-        for e in edits:
-            node = w.nodes[e.node]
-            nid = w.ids[e.node]
-            if e.kind == "weight":
-                src = w.consts.source.get(node.input[e.input])
-                members.append(ChannelMember(src.name if src else node.input[e.input], nid, e.role, e.axis))
-                if e.role == "producer":
-                    producers.append(nid)
-                elif e.role == "consumer":
-                    consumers.append(nid)
-            elif e.kind == "shape_literal":
-                members.append(ChannelMember(e.extra["tensor"], nid, "shape_literal", 0))
-            elif e.kind == "slice":
-                members.append(ChannelMember(node.input[1] if len(node.input) > 1 else nid, nid, "slice", e.axis))
-            elif e.kind == "split":
-                members.append(ChannelMember(node.output[0], nid, "split", e.axis))
-            if node.op_type in PRUNABLE_OPS or node.op_type == "ConvTranspose":
-                nodes.add(e.node)
+        members, producers, consumers, nodes = _group_members(w, [w.edits[k] for k in comp_edits.get(cidx, [])])
         nodes |= carrier_nodes.get(cidx, set())
         first_roots = roots[space_of == layer_spaces[0]]
         channel_size = math.gcd(*np.unique(first_roots, return_counts=True)[1].tolist()) if len(first_roots) else 1
@@ -1520,7 +1537,7 @@ def _collect(w: _Walk, node_macs, counted_matrix_macs) -> ChannelGroups:
         groups.append(ChannelGroup(
             id=gid, channels=len(classes), prunable=prunable,
             reason="; ".join(rs[:3]) + (f" (+{len(rs) - 3} more)" if len(rs) > 3 else "") if rs else None,
-            members=members, producers=_unique(producers), consumers=_unique(consumers),
+            members=members, producers=list(dict.fromkeys(producers)), consumers=list(dict.fromkeys(consumers)),
             macs=int(sum(macs[n] for n in nodes if n < len(macs))),
             classes=np.asarray(classes, dtype=np.int64),
             first_layer=first_layer is not None and first_layer in layer_spaces,
@@ -1531,14 +1548,6 @@ def _collect(w: _Walk, node_macs, counted_matrix_macs) -> ChannelGroups:
     return ChannelGroups(groups=groups, edits=w.edits, element_root=roots, matrix_macs=int(matrix),
                          prunable_macs=int(sum(macs[n] for n in touched_prunable if n < len(macs))))
 
-
-def _unique(xs: Iterable) -> list:
-    out, seen = [], set()
-    for x in xs:
-        if x not in seen:
-            seen.add(x)
-            out.append(x)
-    return out
 
 
 # ------------------------------------------------------------------------------ constants and importance

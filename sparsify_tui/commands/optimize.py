@@ -168,7 +168,7 @@ def _optimize(args) -> int:
 def _optimize_int8(args, overrides: dict, flags: list) -> int:
     """``optimize --quantize --max-drop D``: the INT8 search as an ``int8_search`` job in this process (the
     measuring lock, progress on stderr); bad arguments fail before the job exists."""
-    from sparsify_tui.commands.output import print_json, stderr_progress
+    from sparsify_tui.commands.output import stderr_progress
     from sparsify_tui.errors import ProjectError
     from sparsify_tui.jobs import run_here
     from sparsify_tui.services.job_settings import int8_settings
@@ -192,22 +192,30 @@ def _optimize_int8(args, overrides: dict, flags: list) -> int:
     summary = run_here(ws, project["id"], "int8_search", job_args, progress=stderr_progress(args.json))
     if args.sparsity is None:
         print("sparsity 0 (INT8 only): give --sparsity to prune too", file=sys.stderr)
-    from sparsify_tui.commands.optimization_text import render_int8_text, render_text, summary_json
+    from sparsify_tui.commands.optimization_text import render_int8_text
 
-    opt = get_optimization(ws, project["id"], summary["optimization"])
-    if args.json:
+    return _print_search_result(get_optimization(ws, project["id"], summary["optimization"]), project["name"],
+                                args.json, render_int8_text)
+
+
+def _print_search_result(opt, project_name: str, as_json: bool, render_search) -> int:
+    """Print the optimization a search made: its JSON summary, or the search's text then the optimization's."""
+    from sparsify_tui.commands.optimization_text import render_text, summary_json
+    from sparsify_tui.commands.output import print_json
+
+    if as_json:
         print_json(summary_json(opt))
         return 0
-    print(render_int8_text(opt))
-    print(render_text(opt, project["name"]))
+    print(render_search(opt))
+    print(render_text(opt, project_name))
     return 0
 
 
 def _optimize_budget(args, overrides: dict, flags: list) -> int:
     """``optimize --structure channel --max-drop D --data F``: the budget search as a ``budget_search`` job in this
     process (the measuring lock, progress on stderr); bad arguments fail before the job exists."""
-    from sparsify_tui.commands.optimization_text import render_budget_text, render_text, summary_json
-    from sparsify_tui.commands.output import print_json, stderr_progress
+    from sparsify_tui.commands.optimization_text import render_budget_text
+    from sparsify_tui.commands.output import stderr_progress
     from sparsify_tui.errors import ProjectError
     from sparsify_tui.jobs import run_here
     from sparsify_tui.services.job_settings import budget_settings
@@ -234,13 +242,8 @@ def _optimize_budget(args, overrides: dict, flags: list) -> int:
     checked = budget_settings(project, job_args)
     job_args = {k: v for k, v in checked.items() if k != "dims" and v is not None}
     result = run_here(ws, project["id"], "budget_search", job_args, progress=stderr_progress(args.json))
-    opt = get_optimization(ws, project["id"], result["optimization"])
-    if args.json:
-        print_json(summary_json(opt))
-        return 0
-    print(render_budget_text(opt))
-    print(render_text(opt, project["name"]))
-    return 0
+    return _print_search_result(get_optimization(ws, project["id"], result["optimization"]), project["name"],
+                                args.json, render_budget_text)
 
 
 def _export(args) -> int:

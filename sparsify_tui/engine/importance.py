@@ -56,7 +56,7 @@ def data_importance(model_path, model: onnx.ModelProto, groups, feeds: Sequence[
     Raises ``SparsifyError`` (unknown method, no feeds), ``ModelError``, ``JobCanceled``."""
     from sparsify_tui.analysis.channels import channel_importance
     from sparsify_tui.engine import get_engine
-    from sparsify_tui.engine.reconstruction import _CONSUMERS, _Runner
+    from sparsify_tui.engine.reconstruction import _Runner
     from sparsify_tui.engine.timing import canceled_as_job
 
     if method not in DATA_METHODS:
@@ -71,12 +71,41 @@ def data_importance(model_path, model: onnx.ModelProto, groups, feeds: Sequence[
 
     full = load_model(model_path)  # weights in memory: the consumers' weights and the run
     runner = _Runner(full, [], engine, core_count, cancel)
+    prunable = [g for g in groups.groups if g.prunable]
+    users = _consumer_users(model, groups, prunable, runner, samples_per_item)
+    if not users:
+        return l2
+    fetch = sorted({c.data_input for _, c, _ in users} | {getattr(c, "target_tensor", runner.nodes[i].output[0])
+                                                          for i, c, _ in users})
+    sess = _fetch_session(runner, fetch, engine, core_count)
+    stats = _DataStats(users, prunable, method)
+    try:
+        run = sess.runner(fetch, cancel)
+        with canceled_as_job(cancel):
+            for b, feed in enumerate(feeds):
+                maybe_check(cancel)
+                vals = dict(zip(fetch, run({k: v for k, v in feed.items() if k in runner.graph_inputs})))
+                for idx, c, parts in users:
+                    target = getattr(c, "target_tensor", runner.nodes[idx].output[0])
+                    stats.add(idx, c, parts, vals[c.data_input], vals[target], rng)
+                prog(f"importance {method}", (b + 1) / len(feeds))
+        del run
+    finally:
+        sess.close()
+    scores_act, blocks = stats.scores()
+    return _data_ranks(prunable, l2, scores_act, blocks, method)
+
+
+def _consumer_users(model, groups, prunable, runner, samples_per_item: int) -> list:
+    """The consumers whose inputs rank channels: ``[(node index, consumer object, [(group index, positions,
+    channels)])]``, one per ungrouped Conv/Gemm/MatMul consumer edit that reads a prunable group."""
+    from sparsify_tui.engine.reconstruction import _CONSUMERS
+
     # element -> (group index, channel index) for prunable groups
     n_el = len(groups.element_root)
     el_group = np.full(n_el, -1, np.int64)
     el_chan = np.full(n_el, -1, np.int64)
     root_to = {}
-    prunable = [g for g in groups.groups if g.prunable]
     for gi, g in enumerate(prunable):
         for c, r in enumerate(g.classes):
             root_to[int(r)] = (gi, c)
@@ -84,7 +113,6 @@ def data_importance(model_path, model: onnx.ModelProto, groups, feeds: Sequence[
         hit = root_to.get(int(groups.element_root[e]))
         if hit is not None:
             el_group[e], el_chan[e] = hit
-    # consumers: (node index, consumer object, [(group index, positions, channels)])
     ids = {node_id(n, i): i for i, n in enumerate(runner.nodes)}
     users = []
     for e in groups.consumer_edits():
@@ -101,72 +129,82 @@ def data_importance(model_path, model: onnx.ModelProto, groups, feeds: Sequence[
         if c.reason is not None or c.groups != 1:
             continue  # a grouped consumer's inputs are ranked by the other consumers (or L2)
         users.append((idx, c, parts))
-    if not users:
-        return l2
-    scores_act = [np.zeros(g.channels) for g in prunable]
-    blocks: list = [[] for _ in prunable]  # per group: Σ over consumers of Q / energy (ThiNet)
-    fetch = sorted({c.data_input for _, c, _ in users} | {getattr(c, "target_tensor", runner.nodes[i].output[0])
-                                                          for i, c, _ in users})
+    return users
+
+
+def _fetch_session(runner, fetch: list, engine, core_count: Optional[int]):
+    """One session of the runner's model with the tensors ``fetch`` added as outputs."""
+    from sparsify_tui.analysis.loading import set_ir_version
+
     m = onnx.ModelProto()
     m.CopyFrom(runner.model)
     outs = {o.name for o in m.graph.output}
     for n in fetch:
         if n not in outs:
             m.graph.output.append(onnx.ValueInfoProto(name=n))
-    from sparsify_tui.analysis.loading import set_ir_version
-
     set_ir_version(m, max(4, min(int(m.ir_version), 10)))
     ext = {t.name: runner.arrays[t.name] for t in m.graph.initializer if t.name in runner.arrays}
-    sess = engine.open_session(m.SerializeToString(), core_count, external_initializers=ext)
-    del m
-    weights = {}
-    for idx, c, _parts in users:
-        W0, _b = c.current()  # [1, k, o]
-        weights[idx] = W0[0].astype(np.float32)
-    act_sum = {idx: None for idx, _, _ in users}
-    act_n = {idx: 0 for idx, _, _ in users}
-    # ThiNet: per consumer, the Gram matrix of its contributions in each group's channel space, and its energy
-    gram = {(idx, g): np.zeros((prunable[g].channels,) * 2) for idx, _, parts in users for g, _, _ in parts} \
-        if method == "thinet" else {}
-    energy = {idx: 0.0 for idx, _, _ in users}
-    try:
-        run = sess.runner(fetch, cancel)
-        with canceled_as_job(cancel):
-            for b, feed in enumerate(feeds):
-                maybe_check(cancel)
-                vals = dict(zip(fetch, run({k: v for k, v in feed.items() if k in runner.graph_inputs})))
-                for idx, c, parts in users:
-                    target = getattr(c, "target_tensor", runner.nodes[idx].output[0])
-                    X, _Y = c.rows(vals[c.data_input], vals[target], rng)  # [rows, 1, k]
-                    X = X[:, 0, :]
-                    pos = _positions(c)
-                    Xp = X.reshape(len(X), pos, -1)  # [rows, positions, taps]
-                    s = np.abs(Xp).sum(axis=(0, 2))
-                    act_sum[idx] = s if act_sum[idx] is None else act_sum[idx] + s
-                    act_n[idx] += Xp.shape[0] * Xp.shape[2]
-                    if method == "thinet":
-                        W = weights[idx].reshape(pos, -1, weights[idx].shape[-1])  # [positions, taps, o]
-                        o = rng.integers(0, W.shape[-1], len(Xp))
-                        v = np.einsum("rpt,ptr->rp", Xp, W[:, :, o])  # contribution of each input position
-                        energy[idx] += float(np.square(v.sum(axis=1), dtype=np.float64).sum())
-                        for g, p_idx, chans in parts:
-                            Vg = np.zeros((len(v), prunable[g].channels), np.float64)
-                            np.add.at(Vg.T, chans, v[:, p_idx].T)  # a Flatten's block of positions adds up
-                            gram[(idx, g)] += Vg.T @ Vg
-                prog(f"importance {method}", (b + 1) / len(feeds))
-        del run
-    finally:
-        sess.close()
-    for idx, c, parts in users:
+    return engine.open_session(m.SerializeToString(), core_count, external_initializers=ext)
+
+
+class _DataStats:
+    """What the consumers' inputs say over the calibration batches: per consumer the mean absolute input per
+    position (activation) and, for ThiNet, the Gram matrix of its contributions in each group's channel space and
+    its energy."""
+
+    def __init__(self, users: list, prunable: list, method: str):
+        self.users, self.prunable, self.method = users, prunable, method
+        self.weights = {}
+        for idx, c, _parts in users:
+            W0, _b = c.current()  # [1, k, o]
+            self.weights[idx] = W0[0].astype(np.float32)
+        self.act_sum = {idx: None for idx, _, _ in users}
+        self.act_n = {idx: 0 for idx, _, _ in users}
+        self.gram = {(idx, g): np.zeros((prunable[g].channels,) * 2) for idx, _, parts in users for g, _, _ in parts} \
+            if method == "thinet" else {}
+        self.energy = {idx: 0.0 for idx, _, _ in users}
+
+    def add(self, idx: int, c, parts: list, data, target, rng) -> None:
+        """Accumulate consumer ``idx`` on one batch (its input ``data`` and output ``target``)."""
+        X, _Y = c.rows(data, target, rng)  # [rows, 1, k]
+        X = X[:, 0, :]
         pos = _positions(c)
-        W = weights[idx].reshape(pos, -1, weights[idx].shape[-1])
-        wnorm = np.sqrt(np.einsum("pto,pto->p", W, W, dtype=np.float64))
-        mean_abs = act_sum[idx] / max(act_n[idx], 1)
-        for g, p_idx, chans in parts:
-            np.add.at(scores_act[g], chans, wnorm[p_idx] * mean_abs[p_idx])
-            if method == "thinet":
-                Q = gram.pop((idx, g)) / max(energy[idx], 1e-30)
-                blocks[g] = Q if isinstance(blocks[g], list) else blocks[g] + Q
+        Xp = X.reshape(len(X), pos, -1)  # [rows, positions, taps]
+        s = np.abs(Xp).sum(axis=(0, 2))
+        self.act_sum[idx] = s if self.act_sum[idx] is None else self.act_sum[idx] + s
+        self.act_n[idx] += Xp.shape[0] * Xp.shape[2]
+        if self.method == "thinet":
+            w = self.weights[idx]
+            W = w.reshape(pos, -1, w.shape[-1])  # [positions, taps, o]
+            o = rng.integers(0, W.shape[-1], len(Xp))
+            v = np.einsum("rpt,ptr->rp", Xp, W[:, :, o])  # contribution of each input position
+            self.energy[idx] += float(np.square(v.sum(axis=1), dtype=np.float64).sum())
+            for g, p_idx, chans in parts:
+                Vg = np.zeros((len(v), self.prunable[g].channels), np.float64)
+                np.add.at(Vg.T, chans, v[:, p_idx].T)  # a Flatten's block of positions adds up
+                self.gram[(idx, g)] += Vg.T @ Vg
+
+    def scores(self) -> tuple:
+        """``(activation scores per group, ThiNet blocks per group)``: Σ over consumers of weight norm × mean
+        absolute input per channel, and Σ over consumers of Q / energy (an empty list where no consumer reads)."""
+        scores_act = [np.zeros(g.channels) for g in self.prunable]
+        blocks: list = [[] for _ in self.prunable]
+        for idx, c, parts in self.users:
+            pos = _positions(c)
+            W = self.weights[idx].reshape(pos, -1, self.weights[idx].shape[-1])
+            wnorm = np.sqrt(np.einsum("pto,pto->p", W, W, dtype=np.float64))
+            mean_abs = self.act_sum[idx] / max(self.act_n[idx], 1)
+            for g, p_idx, chans in parts:
+                np.add.at(scores_act[g], chans, wnorm[p_idx] * mean_abs[p_idx])
+                if self.method == "thinet":
+                    Q = self.gram.pop((idx, g)) / max(self.energy[idx], 1e-30)
+                    blocks[g] = Q if isinstance(blocks[g], list) else blocks[g] + Q
+        return scores_act, blocks
+
+
+def _data_ranks(prunable: list, l2: dict, scores_act: list, blocks: list, method: str) -> dict:
+    """``{group id: scores}`` from the data statistics; channels no consumer reads (score 0) rank below every read
+    one, in their L2 order; a group no consumer reads keeps its L2 scores."""
     out = {}
     for gi, g in enumerate(prunable):
         base = l2[g.id]
@@ -183,7 +221,6 @@ def data_importance(model_path, model: onnx.ModelProto, groups, feeds: Sequence[
         if not read.any():
             out[g.id] = base
             continue
-        # channels no consumer reads (score 0) rank below every read one, in their L2 order
         out[g.id] = np.where(read, 1.0 + s / max(float(s.max()), 1e-30), order_l2 * 0.5)
     return out
 

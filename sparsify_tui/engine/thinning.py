@@ -436,11 +436,9 @@ def thin_model(model_path: Union[str, os.PathLike], out_path: Union[str, os.Path
             cannot be loaded (``ModelError``), missing dims (``DimensionError``), a thinned model that fails
             ``onnx.checker`` or the exactness check (a bug: the message says so), ``JobCanceled``.
     """
-    from sparsify_tui.analysis.loading import external_data_info, load_model
+    from sparsify_tui.analysis.loading import load_model
     from sparsify_tui.analysis.nodes import analyze_model
     from sparsify_tui.engine import get_engine
-    from sparsify_tui.engine.outputs import output_difference
-    from sparsify_tui.engine.weights import runnable_path
 
     src, out = Path(model_path), Path(out_path)
     dims = dict(dims or {})
@@ -458,8 +456,7 @@ def thin_model(model_path: Union[str, os.PathLike], out_path: Union[str, os.Path
         step("loading", 0.0)
         t = time.perf_counter()
         model = load_model(src, map_weights=True)  # structure only: weights are read from the file as needed
-        external = any((info := external_data_info(x)) is not None and info["location"] != src.name
-                       for x in model.graph.initializer)  # the source keeps weights in other files
+        external = _weights_elsewhere(model, src)
         seconds["load_s"] = time.perf_counter() - t
         step("channel groups", 0.1)
         t = time.perf_counter()
@@ -492,52 +489,22 @@ def thin_model(model_path: Union[str, os.PathLike], out_path: Union[str, os.Path
         del model, arrays
     thinning_seconds = time.perf_counter() - t_start
 
-    result_groups = []
-    for g in groups.groups:
-        if not g.prunable:
-            continue
-        gone = set(np.asarray(removed.get(g.id, []), dtype=np.int64).tolist())
-        keep = [c for c in range(g.channels) if c not in gone]
-        result_groups.append(GroupThinned(g.id, g.channels, len(keep), keep, ratio_of.get(g.id, 0.0 if not gone else None)))
-
+    result_groups = _thinned_groups(groups, removed, ratio_of)
     step("checking", 0.5)
     t = time.perf_counter()
     checks = _check_written(src, out)
     after = analyze_model(out, batch_size=batch_size, dims=dims, count_zeros=False, include_system=False,
                           engine=engine)
     seconds["check_s"] = time.perf_counter() - t
-    if [i["name"] for i in after.inputs] != [i["name"] for i in analysis.inputs] or \
-            [o["name"] for o in after.outputs] != [o["name"] for o in analysis.outputs]:
-        raise SparsifyError(f"thinning changed the graph inputs or outputs of {src.name} (a bug in sparsify-tui: "
-                            "please report it with the model)")
+    _check_same_io(src, analysis, after)
 
     exactness = diff = None
     if check:
         step("exactness check", 0.6)
         t = time.perf_counter()
-        if feeds is None:
-            feeds = _check_feeds(src, batch_size, dims, samples)
-        with temp_dir("thin") as tmp:
-            tmp = Path(tmp)
-            ref, ref_arrays = load_model(src, map_weights=True), {}
-            probes = _probe_tensors(ref)
-            bounded = {o: n.input[0] if n.op_type in UNIT_SLOPE_OPS else None
-                       for n in ref.graph.node if n.op_type in BOUNDED_OPS for o in n.output}
-            apply_channel_edits(ref, groups, dead, mode="zero", base_dir=src.parent, arrays=ref_arrays)
-            lower_ir_version(ref)
-            ref_path, probe_path = tmp / "reference.onnx", tmp / "thinned_probed.onnx"
-            write_model(_with_outputs(ref, probes), ref_path, arrays=ref_arrays, base_dir=src.parent,
-                        external=external)
-            del ref, ref_arrays
-            thin = load_model(out, map_weights=True)
-            write_model(_with_outputs(thin, probes), probe_path, base_dir=out.parent, external=external)
-            del thin
-            exact = output_difference(ref_path, probe_path, feeds, cancel=cancel, engine=engine)
-            exactness = exactness_figure(exact["outputs"], bounded)
-            checks["exactness_tensors"] = sorted(exact["outputs"])
-            step("output difference", 0.8)
-            base = runnable_path(src, int(analysis.ir_version), tmp)
-            diff = output_difference(base, out, feeds, cancel=cancel, engine=engine)
+        feeds = _check_feeds(src, batch_size, dims, samples) if feeds is None else feeds
+        exactness, diff = _exactness_check(src, out, groups, dead, feeds, external=external, analysis=analysis,
+                                           checks=checks, engine=engine, step=step, cancel=cancel)
         seconds["exactness_s"] = time.perf_counter() - t
         if exactness > EXACTNESS_TOLERANCE:
             raise SparsifyError(
@@ -554,6 +521,67 @@ def thin_model(model_path: Union[str, os.PathLike], out_path: Union[str, os.Path
         thinning_seconds=thinning_seconds, seconds=seconds, peak_memory_bytes=mem.added,
         batch_size=int(batch_size), dims=dims, checks=checks, consumers=consumers, downstream=downstream,
     )
+
+
+def _weights_elsewhere(model, src: Path) -> bool:
+    """Whether the source model keeps weights in files other than itself (external data)."""
+    from sparsify_tui.analysis.loading import external_data_info
+
+    return any((info := external_data_info(x)) is not None and info["location"] != src.name
+               for x in model.graph.initializer)
+
+
+def _thinned_groups(groups, removed: dict, ratio_of: dict) -> list:
+    """The :class:`GroupThinned` rows of the prunable groups: channels, kept indices and the effective ratio."""
+    out = []
+    for g in groups.groups:
+        if not g.prunable:
+            continue
+        gone = set(np.asarray(removed.get(g.id, []), dtype=np.int64).tolist())
+        keep = [c for c in range(g.channels) if c not in gone]
+        out.append(GroupThinned(g.id, g.channels, len(keep), keep, ratio_of.get(g.id, 0.0 if not gone else None)))
+    return out
+
+
+def _check_same_io(src: Path, analysis, after) -> None:
+    """Raise when thinning changed the graph's input or output names (a bug)."""
+    if [i["name"] for i in after.inputs] != [i["name"] for i in analysis.inputs] or \
+            [o["name"] for o in after.outputs] != [o["name"] for o in analysis.outputs]:
+        raise SparsifyError(f"thinning changed the graph inputs or outputs of {src.name} (a bug in sparsify-tui: "
+                            "please report it with the model)")
+
+
+def _exactness_check(src: Path, out: Path, groups, dead, feeds, *, external: bool, analysis, checks: dict, engine,
+                     step, cancel) -> tuple:
+    """``(exactness, output difference)``: the thinned model against the original with the same channels zeroed
+    (every probed tensor: :func:`exactness_figure`; the tensors go to ``checks["exactness_tensors"]``), and the
+    thinned model's outputs against the original's on ``feeds``."""
+    from sparsify_tui.analysis.loading import load_model
+    from sparsify_tui.engine.outputs import output_difference
+    from sparsify_tui.engine.weights import runnable_path
+
+    with temp_dir("thin") as tmp:
+        tmp = Path(tmp)
+        ref, ref_arrays = load_model(src, map_weights=True), {}
+        probes = _probe_tensors(ref)
+        bounded = {o: n.input[0] if n.op_type in UNIT_SLOPE_OPS else None
+                   for n in ref.graph.node if n.op_type in BOUNDED_OPS for o in n.output}
+        apply_channel_edits(ref, groups, dead, mode="zero", base_dir=src.parent, arrays=ref_arrays)
+        lower_ir_version(ref)
+        ref_path, probe_path = tmp / "reference.onnx", tmp / "thinned_probed.onnx"
+        write_model(_with_outputs(ref, probes), ref_path, arrays=ref_arrays, base_dir=src.parent,
+                    external=external)
+        del ref, ref_arrays
+        thin = load_model(out, map_weights=True)
+        write_model(_with_outputs(thin, probes), probe_path, base_dir=out.parent, external=external)
+        del thin
+        exact = output_difference(ref_path, probe_path, feeds, cancel=cancel, engine=engine)
+        exactness = exactness_figure(exact["outputs"], bounded)
+        checks["exactness_tensors"] = sorted(exact["outputs"])
+        step("output difference", 0.8)
+        base = runnable_path(src, int(analysis.ir_version), tmp)
+        diff = output_difference(base, out, feeds, cancel=cancel, engine=engine)
+    return exactness, diff
 
 
 BOUNDED_OPS = frozenset({"Sigmoid", "HardSigmoid", "Tanh", "Softmax", "LogSoftmax", "Softsign"})

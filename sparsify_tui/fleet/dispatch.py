@@ -328,9 +328,6 @@ def run_on_targets(targets: list[NodeInfo], call: TargetCall, *, labels: Optiona
     if missing:
         raise FleetError(f"the call names shipped file {sorted(missing)[0]!r} but it is not in its files")
     labels = dict(labels or target_labels(targets))
-    states = {n.node_id: TargetState(n.node_id, labels[n.node_id]) for n in targets}
-    outcomes: dict[str, TargetOutcome] = {}
-    by_id = {n.node_id: n for n in targets}
     files_ref = ray.put(_read_files(call.files))
     task = ray.remote(_run_on_node)
     name = getattr(call.fn, "__name__", "call")
@@ -341,86 +338,111 @@ def run_on_targets(targets: list[NodeInfo], call: TargetCall, *, labels: Optiona
             name=f"sparsify-tui {name} on {labels[n.node_id]}",
             scheduling_strategy=NodeAffinitySchedulingStrategy(n.node_id, soft=False),
         ).remote(call.fn, call.kwargs, call.guard, files_ref)
-    pending = dict(gens)  # node id -> generator still owed an answer
+    run = _TargetRun(targets, labels, gens, progress=progress, on_state=on_state, on_outcome=on_outcome)
     changed = True
-    cancel_at: Optional[float] = None
-    forced_at: Optional[float] = None
-
-    def finish(node_id: str, status: str, **kw: Any) -> None:
-        out = TargetOutcome(by_id[node_id], labels[node_id], status, **kw)
-        outcomes[node_id] = out
-        st = states[node_id]
-        st.status, st.error = status, out.error
-        st.step = {"completed": "done", "canceled": "canceled"}.get(status, out.error or "error")
-        st.fraction = 1.0 if status == "completed" else st.fraction
-        pending.pop(node_id, None)
-        if on_outcome is not None:
-            on_outcome(out)
-
-    def report() -> None:
-        if on_state is not None:
-            on_state([states[n.node_id] for n in targets])
-        if progress is not None:
-            done = sum(1 for s in states.values() if s.status in ("completed", "error", "canceled"))
-            frac = sum(1.0 if s.status in ("completed", "error", "canceled") else s.fraction for s in states.values())
-            running = [s for s in states.values() if s.status in ("running", "queued")]
-            step = f"{done}/{len(targets)} targets done"
-            if running:
-                step += " · " + "; ".join(f"{s.label}: {s.step}" for s in running[:2])
-                step += f" (+{len(running) - 2})" if len(running) > 2 else ""
-            progress(step, frac / max(1, len(targets)))
-
     try:
-        while pending:
-            now = time.monotonic()
-            if cancel is not None and cancel.is_cancelled() and cancel_at is None:
-                cancel_at = now
-                for g in pending.values():
-                    with contextlib.suppress(Exception):
-                        ray.cancel(g)
-            if cancel_at is not None and forced_at is None and now - cancel_at > cancel_grace_s:
-                forced_at = now
-                for g in pending.values():
-                    with contextlib.suppress(Exception):
-                        ray.cancel(g, force=True)
-            if forced_at is not None and now - forced_at > ABANDON_S:
-                for node_id in list(pending):
-                    finish(node_id, "canceled", error="canceled (the task did not answer after it was killed)")
+        while run.pending:
+            if run.cancel_step(ray, cancel, cancel_grace_s):
                 changed = True
                 break
-            ready, _ = ray.wait(list(pending.values()), num_returns=1, timeout=poll_s)
+            ready, _ = ray.wait(list(run.pending.values()), num_returns=1, timeout=poll_s)
             for g in ready:
-                node_id = next(k for k, v in pending.items() if v is g)
                 changed = True
-                try:
-                    item = ray.get(next(g))
-                except StopIteration:
-                    finish(node_id, "error", error=f"the task on {labels[node_id]} ended without a result")
-                    continue
-                except Exception as err:  # noqa: BLE001 - Ray's errors: node died, worker crashed, cancelled
-                    status, reason = _failure(err, labels[node_id], cancel_at is not None)
-                    finish(node_id, status, error=None if status == "canceled" else reason)
-                    continue
-                kind = item[0]
-                if kind == "state":
-                    st = states[node_id]
-                    st.status, st.step, st.fraction = item[1], item[2], max(0.0, min(1.0, float(item[3])))
-                elif kind == "done":
-                    d = item[1]
-                    finish(node_id, "completed", result=d["result"], machine=d.get("machine") or {},
-                           hostname=d.get("hostname", ""), seconds=float(d.get("seconds", 0.0)),
-                           wait_seconds=float(d.get("wait_seconds", 0.0)))
-                elif kind == "canceled":
-                    finish(node_id, "canceled")
-                else:
-                    finish(node_id, "error", error=str(item[1]), traceback=item[2] if len(item) > 2 else None)
+                run.receive(ray, g)
             if changed:
-                report()
+                run.report()
                 changed = False
     finally:
-        for g in pending.values():  # an error in the driver (or in on_outcome): nothing keeps running
+        for g in run.pending.values():  # an error in the driver (or in on_outcome): nothing keeps running
             with contextlib.suppress(Exception):
                 ray.cancel(g, force=True)
     if changed:
-        report()
-    return [outcomes[n.node_id] for n in targets]
+        run.report()
+    return [run.outcomes[n.node_id] for n in targets]
+
+
+class _TargetRun:
+    """The driver's state of one :func:`run_on_targets`: every target's :class:`TargetState`, the outcomes so far,
+    the generators still owed an answer (``pending``: node id -> generator) and the cancel's progress."""
+
+    def __init__(self, targets: list[NodeInfo], labels: dict, gens: dict, *, progress, on_state, on_outcome):
+        self.targets, self.labels = targets, labels
+        self.states = {n.node_id: TargetState(n.node_id, labels[n.node_id]) for n in targets}
+        self.outcomes: dict[str, TargetOutcome] = {}
+        self.by_id = {n.node_id: n for n in targets}
+        self.pending = dict(gens)
+        self.progress, self.on_state, self.on_outcome = progress, on_state, on_outcome
+        self.cancel_at: Optional[float] = None
+        self.forced_at: Optional[float] = None
+
+    def finish(self, node_id: str, status: str, **kw: Any) -> None:
+        out = TargetOutcome(self.by_id[node_id], self.labels[node_id], status, **kw)
+        self.outcomes[node_id] = out
+        st = self.states[node_id]
+        st.status, st.error = status, out.error
+        st.step = {"completed": "done", "canceled": "canceled"}.get(status, out.error or "error")
+        st.fraction = 1.0 if status == "completed" else st.fraction
+        self.pending.pop(node_id, None)
+        if self.on_outcome is not None:
+            self.on_outcome(out)
+
+    def report(self) -> None:
+        states, n_targets = self.states, len(self.targets)
+        if self.on_state is not None:
+            self.on_state([states[n.node_id] for n in self.targets])
+        if self.progress is not None:
+            done = sum(1 for s in states.values() if s.status in ("completed", "error", "canceled"))
+            frac = sum(1.0 if s.status in ("completed", "error", "canceled") else s.fraction for s in states.values())
+            running = [s for s in states.values() if s.status in ("running", "queued")]
+            step = f"{done}/{n_targets} targets done"
+            if running:
+                step += " · " + "; ".join(f"{s.label}: {s.step}" for s in running[:2])
+                step += f" (+{len(running) - 2})" if len(running) > 2 else ""
+            self.progress(step, frac / max(1, n_targets))
+
+    def cancel_step(self, ray, cancel: Optional[CancelToken], grace_s: float) -> bool:
+        """On cancel: cancel every pending task, force it after ``grace_s``, and give up on the tasks that still do
+        not answer :data:`ABANDON_S` later (they end ``canceled``; returns True: stop waiting)."""
+        now = time.monotonic()
+        if cancel is not None and cancel.is_cancelled() and self.cancel_at is None:
+            self.cancel_at = now
+            for g in self.pending.values():
+                with contextlib.suppress(Exception):
+                    ray.cancel(g)
+        if self.cancel_at is not None and self.forced_at is None and now - self.cancel_at > grace_s:
+            self.forced_at = now
+            for g in self.pending.values():
+                with contextlib.suppress(Exception):
+                    ray.cancel(g, force=True)
+        if self.forced_at is not None and now - self.forced_at > ABANDON_S:
+            for node_id in list(self.pending):
+                self.finish(node_id, "canceled", error="canceled (the task did not answer after it was killed)")
+            return True
+        return False
+
+    def receive(self, ray, g) -> None:
+        """Take the next item of the ready generator ``g``: a state update, the result, a cancel or an error."""
+        node_id = next(k for k, v in self.pending.items() if v is g)
+        label = self.labels[node_id]
+        try:
+            item = ray.get(next(g))
+        except StopIteration:
+            self.finish(node_id, "error", error=f"the task on {label} ended without a result")
+            return
+        except Exception as err:  # noqa: BLE001 - Ray's errors: node died, worker crashed, cancelled
+            status, reason = _failure(err, label, self.cancel_at is not None)
+            self.finish(node_id, status, error=None if status == "canceled" else reason)
+            return
+        kind = item[0]
+        if kind == "state":
+            st = self.states[node_id]
+            st.status, st.step, st.fraction = item[1], item[2], max(0.0, min(1.0, float(item[3])))
+        elif kind == "done":
+            d = item[1]
+            self.finish(node_id, "completed", result=d["result"], machine=d.get("machine") or {},
+                        hostname=d.get("hostname", ""), seconds=float(d.get("seconds", 0.0)),
+                        wait_seconds=float(d.get("wait_seconds", 0.0)))
+        elif kind == "canceled":
+            self.finish(node_id, "canceled")
+        else:
+            self.finish(node_id, "error", error=str(item[1]), traceback=item[2] if len(item) > 2 else None)

@@ -68,24 +68,14 @@ def recoverability(loss_curves: np.ndarray) -> np.ndarray:
     return np.clip(1.0 - loss_curves / top, 0.0, 1.0)
 
 
-def allocate(layers: List[LayerRow], settings: Settings, overrides: Optional[Dict[str, float]] = None) -> Allocation:
-    """Per-layer sparsities for ``layers`` (rows with their curves, from a structure's ``build_layers``) under
-    ``settings``.
+def _fixed_and_free(layers: List[LayerRow], settings: Settings, overrides: Dict[str, float], rec: np.ndarray,
+                    gain: np.ndarray):
+    """Step 3: fix the overridden, excluded and filtered layers, and cap the free ones.
 
-    ``overrides``: weight name -> sparsity fixed by the user (kept as is, still capped to [0, 0.99]).
-    See the module docstring for the algorithm. Pure and deterministic.
-    """
-    settings.validate()
-    overrides = dict(overrides or {})
+    Returns ``(s_out, reasons, free, caps)``: the fixed sparsities and every layer's reason by weight name, the
+    indices of the free layers, and each free layer's cap (index -> sparsity)."""
     grid = np.asarray(GRID_LEVELS)
-    n = np.array([max(0, int(l.params)) for l in layers], dtype=np.float64)
-    N = float(n.sum()) or 1.0
-    loss = np.array([l.loss_curve for l in layers], dtype=np.float64).reshape(len(layers), len(grid))
-    gain = np.array([l.gain_curve for l in layers], dtype=np.float64).reshape(len(layers), len(grid))
-    lossn, gainn = _norm(loss), _norm(gain)
-    rec = recoverability(loss)
     time0 = sum(l.time_curve[0] for l in layers) or 1.0
-
     s_out: Dict[str, float] = {}
     reasons: Dict[str, Optional[str]] = {}
     free: List[int] = []
@@ -115,16 +105,19 @@ def allocate(layers: List[LayerRow], settings: Settings, overrides: Optional[Dic
         free.append(i)
         caps[i] = cap
         reasons[w] = None
+    return s_out, reasons, free, caps
 
-    fixed_sum = sum(n[i] * s_out[l.weight_name] for i, l in enumerate(layers) if l.weight_name in s_out)
-    target_sum = settings.sparsity * N - fixed_sum
-    max_sum = sum(n[i] * caps[i] for i in free)
-    max_reachable = (fixed_sum + max_sum) / N
-    warnings: List[str] = []
-    lam_final = 0.0
 
-    if free:
-        # candidate sparsities per free layer: 0 and [min_sparsity, cap] in STEP steps (padded with cap)
+class _FreeLayers:
+    """Steps 2 and 4 over the free layers: each layer's candidate sparsities ``S`` (0 and [min_sparsity, cap] in
+    STEP steps, padded with the cap), their costs ``C``, and the choice ``pick(lam)`` at a multiplier."""
+
+    def __init__(self, free: List[int], caps: Dict[int, float], n: np.ndarray, N: float, loss: np.ndarray,
+                 gain: np.ndarray, settings: Settings):
+        grid = np.asarray(GRID_LEVELS)
+        lossn, gainn = _norm(loss), _norm(gain)
+        self.free, self.n = free, n[free]
+        self.caps = np.array([caps[i] for i in free])
         options = []
         for i in free:
             lo = settings.min_sparsity if settings.min_sparsity > 0 else STEP
@@ -140,73 +133,112 @@ def allocate(layers: List[LayerRow], settings: Settings, overrides: Optional[Dic
         b = settings.balance
         for r, i in enumerate(free):
             C[r] = b * np.interp(S[r], grid, lossn[i]) - (1.0 - b) * np.interp(S[r], grid, gainn[i])
-        w = n[free] / N
+        self.S, self.C, self.w = S, C, n[free] / N
         # tiny tie-breaker: among equal costs prefer pruning layers with more time saved per weight
         tb = np.array([float(np.interp(0.9, grid, gain[i])) / max(n[i], 1.0) for i in free])
-        tb = 1e-9 * tb / (tb.max() if tb.max() > 0 else 1.0)
+        self.tb = 1e-9 * tb / (tb.max() if tb.max() > 0 else 1.0)
 
-        def pick(lam: float) -> np.ndarray:
-            obj = C - (lam * w + tb)[:, None] * S
-            return S[np.arange(len(free)), obj.argmin(axis=1)]
+    def pick(self, lam: float) -> np.ndarray:
+        obj = self.C - (lam * self.w + self.tb)[:, None] * self.S
+        return self.S[np.arange(len(self.free)), obj.argmin(axis=1)]
 
-        def total(sv: np.ndarray) -> float:
-            return float((n[free] * sv).sum())
+    def total(self, sv: np.ndarray) -> float:
+        return float((self.n * sv).sum())
 
+    def bisect(self, target_sum: float):
+        """Step 4: the multipliers ``(lo, hi)`` bracketing the crossing of ``target_sum``, ``hi - lo`` tiny."""
+        lo, hi = -1.0, 1.0
+        while self.total(self.pick(lo)) > target_sum and lo > -1e12:
+            lo *= 4
+        while self.total(self.pick(hi)) < target_sum and hi < 1e12:
+            hi *= 4
+        for _ in range(200):
+            mid = (lo + hi) / 2
+            if self.total(self.pick(mid)) < target_sum:
+                lo = mid
+            else:
+                hi = mid
+            if hi - lo <= 1e-12 * max(1.0, abs(hi)):
+                break
+        return lo, hi
+
+    def land_on_target(self, lo: float, hi: float, target_sum: float, min_sparsity: float) -> np.ndarray:
+        """Step 5: from ``pick(lo)``, move the layers that jump between ``lo`` and ``hi`` one at a time (largest
+        gain per weight first); the last takes the fraction that lands on ``target_sum``, outside the gap."""
+        s_lo, s_hi = self.pick(lo), self.pick(hi)
+        chosen = s_lo.copy()
+        diff = [r for r in range(len(self.free)) if s_hi[r] != s_lo[r]]
+        diff.sort(key=lambda r: -self.tb[r])
+        need = target_sum - self.total(chosen)
+        for r in diff:
+            step_w = self.n[r] * (s_hi[r] - s_lo[r])
+            if step_w <= need + 1e-9:
+                chosen[r] = s_hi[r]
+                need -= step_w
+                continue
+            part = s_lo[r] + need / self.n[r]
+            if 0 < part < min_sparsity:
+                up = self.n[r] * min_sparsity - need
+                part = min_sparsity if up < need else 0.0
+            chosen[r] = part
+            break
+        return chosen
+
+    def spread_gap_error(self, chosen: np.ndarray, target_sum: float, N: float, min_sparsity: float) -> np.ndarray:
+        """The min-sparsity gap (0 or >= min) can leave an error: spread it over the pruned free layers, lowering
+        them toward min_sparsity (overshoot) or raising them toward their caps (undershoot)."""
+        err = self.total(chosen) - target_sum
+        pruned = chosen > 0
+        if err > 1e-6 * N:
+            room = float((self.n * np.where(pruned, chosen - min_sparsity, 0.0)).sum())
+            if room > 0:
+                theta = min(1.0, err / room)
+                chosen = np.where(pruned, chosen - theta * (chosen - min_sparsity), chosen)
+        elif err < -1e-6 * N:
+            room = float((self.n * np.where(pruned, self.caps - chosen, 0.0)).sum())
+            if room > 0:
+                theta = min(1.0, -err / room)
+                chosen = np.where(pruned, chosen + theta * (self.caps - chosen), chosen)
+        return chosen
+
+
+def allocate(layers: List[LayerRow], settings: Settings, overrides: Optional[Dict[str, float]] = None) -> Allocation:
+    """Per-layer sparsities for ``layers`` (rows with their curves, from a structure's ``build_layers``) under
+    ``settings``.
+
+    ``overrides``: weight name -> sparsity fixed by the user (kept as is, still capped to [0, 0.99]).
+    See the module docstring for the algorithm. Pure and deterministic.
+    """
+    settings.validate()
+    grid = np.asarray(GRID_LEVELS)
+    n = np.array([max(0, int(l.params)) for l in layers], dtype=np.float64)
+    N = float(n.sum()) or 1.0
+    loss = np.array([l.loss_curve for l in layers], dtype=np.float64).reshape(len(layers), len(grid))
+    gain = np.array([l.gain_curve for l in layers], dtype=np.float64).reshape(len(layers), len(grid))
+    s_out, reasons, free, caps = _fixed_and_free(layers, settings, dict(overrides or {}), recoverability(loss), gain)
+
+    fixed_sum = sum(n[i] * s_out[l.weight_name] for i, l in enumerate(layers) if l.weight_name in s_out)
+    target_sum = settings.sparsity * N - fixed_sum
+    max_sum = sum(n[i] * caps[i] for i in free)
+    max_reachable = (fixed_sum + max_sum) / N
+    warnings: List[str] = []
+    lam_final = 0.0
+
+    if free:
+        fl = _FreeLayers(free, caps, n, N, loss, gain, settings)
         if target_sum <= 0:
             chosen = np.zeros(len(free))
         elif target_sum >= max_sum - 1e-9:
-            chosen = np.array([caps[i] for i in free])
+            chosen = fl.caps.copy()
             if target_sum > max_sum + 1e-9:
                 warnings.append(
                     f"target {settings.sparsity:.2f} is not reachable with these caps, exclusions, filters and "
                     f"overrides: the most is {max_reachable:.3f}; every free layer is at its cap")
         else:
-            lo, hi = -1.0, 1.0
-            while total(pick(lo)) > target_sum and lo > -1e12:
-                lo *= 4
-            while total(pick(hi)) < target_sum and hi < 1e12:
-                hi *= 4
-            for _ in range(200):
-                mid = (lo + hi) / 2
-                if total(pick(mid)) < target_sum:
-                    lo = mid
-                else:
-                    hi = mid
-                if hi - lo <= 1e-12 * max(1.0, abs(hi)):
-                    break
+            lo, hi = fl.bisect(target_sum)
             lam_final = hi
-            s_lo, s_hi = pick(lo), pick(hi)
-            chosen = s_lo.copy()
-            diff = [r for r in range(len(free)) if s_hi[r] != s_lo[r]]
-            diff.sort(key=lambda r: -tb[r])
-            need = target_sum - total(chosen)
-            for r in diff:
-                step_w = n[free[r]] * (s_hi[r] - s_lo[r])
-                if step_w <= need + 1e-9:
-                    chosen[r] = s_hi[r]
-                    need -= step_w
-                    continue
-                part = s_lo[r] + need / n[free[r]]
-                if 0 < part < settings.min_sparsity:
-                    up = n[free[r]] * settings.min_sparsity - need
-                    part = settings.min_sparsity if up < need else 0.0
-                chosen[r] = part
-                break
-            # The min-sparsity gap (0 or >= min) can leave an error: spread it over the pruned free layers,
-            # lowering them toward min_sparsity (overshoot) or raising them toward their caps (undershoot).
-            err = total(chosen) - target_sum
-            pruned = chosen > 0
-            cap_arr = np.array([caps[i] for i in free])
-            if err > 1e-6 * N:
-                room = float((n[free] * np.where(pruned, chosen - settings.min_sparsity, 0.0)).sum())
-                if room > 0:
-                    theta = min(1.0, err / room)
-                    chosen = np.where(pruned, chosen - theta * (chosen - settings.min_sparsity), chosen)
-            elif err < -1e-6 * N:
-                room = float((n[free] * np.where(pruned, cap_arr - chosen, 0.0)).sum())
-                if room > 0:
-                    theta = min(1.0, -err / room)
-                    chosen = np.where(pruned, chosen + theta * (cap_arr - chosen), chosen)
+            chosen = fl.land_on_target(lo, hi, target_sum, settings.min_sparsity)
+            chosen = fl.spread_gap_error(chosen, target_sum, N, settings.min_sparsity)
         for r, i in enumerate(free):
             name = layers[i].weight_name
             s_out[name] = round(float(chosen[r]), 4)

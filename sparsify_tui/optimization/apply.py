@@ -315,7 +315,6 @@ def apply_optimization(
     (sparsity outside [0, 1]).
     """
     from sparsify_tui.engine import get_engine
-    from sparsify_tui.engine.pruning import pruned_count
     from sparsify_tui.optimization.structures import get_structure
 
     engine = get_engine(engine)
@@ -328,7 +327,6 @@ def apply_optimization(
                                  labels_key=labels_key, metric=metric, metric_asked_by=metric_asked_by,
                                  reconstruct=reconstruct, calibration_method=calibration_method,
                                  progress=progress, cancel=cancel)
-    prune_weight = kind.prune_weight
     t0 = time.perf_counter()
     prog = progress or (lambda s, f: None)
     src = Path(model_path)
@@ -338,24 +336,75 @@ def apply_optimization(
     for w, s in sparsities.items():
         if not 0.0 <= float(s) <= 1.0:
             raise SparsifyError(f"sparsity {s} of {w} is outside [0, 1]: fix the optimization's layer sparsity")
-    from sparsify_tui.analysis.labels import ItemSplit, split_items
-
-    if calibration is None:  # calibrate on the first items, score every other one (held out)
-        split = split_items(src, data=data, labels_key=labels_key, dims=dims,
-                            calibration_items=calibration_samples or 16)
-        calibration = split.calibration
-    else:
-        if labels_key:
-            from sparsify_tui.errors import SampleDataError
-
-            raise SampleDataError(f"--labels {labels_key} needs --data FILE.npz holding the inputs and the labels")
-        split = ItemSplit(list(calibration), list(calibration), None, None, "given", 1, None, None)
+    split = _weight_level_split(src, calibration, data=data, labels_key=labels_key, dims=dims,
+                                calibration_samples=calibration_samples)
     prog("loading", 0.0)
-    external = _has_external_data(src) or src.stat().st_size >= EXTERNAL_DATA_BYTES
+    external = _writes_external(src)
     model = _load(src)
     maybe_check(cancel)
 
     prog("pruning", 0.1)
+    sources, pruned, layers, warnings = _prune_weights(model, sparsities, kind.prune_weight, cancel)
+    lower_ir_version(model)
+
+    with temp_dir("apply") as tmp:
+        if quantize:
+            pruned_path = Path(tmp) / "pruned.onnx"
+            _save(model, pruned_path, external)
+            del model
+            prog("quantizing", 0.3)
+            qtmp = Path(tmp) / "int8.onnx"
+            qres = _quantize_file(engine, src, pruned_path, qtmp, split.calibration, excluded, prog, cancel,
+                                  "pruned", calibration_method)
+            warnings.extend(qres.warnings)
+            ir = _write_int8(qtmp, out, pruned, sources, external, warnings)
+            quant_info = qres.to_dict()
+            quant_info["out_path"] = str(out)
+        else:
+            ir = model.ir_version
+            _save(model, out, external)
+            del model
+            quant_info = None
+    maybe_check(cancel)
+
+    prog("measuring sparsity", 0.75)
+    _measure_written(out, layers, sources, quantize)
+    diff = _held_out_diff(measure_outputs, prog, src, out, split, engine=engine, metric=metric,
+                          metric_asked_by=metric_asked_by, cancel=cancel)
+    prog("done", 1.0)
+    return ApplyResult(
+        out_path=out, quantized=bool(quantize), excluded=list(excluded), layers=layers, output_diff=diff,
+        seconds=time.perf_counter() - t0, file_size_bytes=file_size(out), baseline_size_bytes=file_size(src),
+        ir_version=int(ir), quantization=quant_info, warnings=warnings,
+    )
+
+
+def _writes_external(src: Path) -> bool:
+    """Whether the written model keeps its weights in an external-data file (as the source, or a large one)."""
+    return _has_external_data(src) or src.stat().st_size >= EXTERNAL_DATA_BYTES
+
+
+def _weight_level_split(src: Path, calibration, *, data, labels_key, dims, calibration_samples):
+    """The items of a per-weight apply: calibrate on the first items of ``data`` (or synthetic ones), score every
+    other one (held out); given ``calibration`` feeds, those do both (labels then cannot be given)."""
+    from sparsify_tui.analysis.labels import ItemSplit, split_items
+
+    if calibration is None:
+        return split_items(src, data=data, labels_key=labels_key, dims=dims,
+                           calibration_items=calibration_samples or 16)
+    if labels_key:
+        from sparsify_tui.errors import SampleDataError
+
+        raise SampleDataError(f"--labels {labels_key} needs --data FILE.npz holding the inputs and the labels")
+    return ItemSplit(list(calibration), list(calibration), None, None, "given", 1, None, None)
+
+
+def _prune_weights(model, sparsities: dict, prune_weight, cancel) -> tuple:
+    """Prune every weight of ``sparsities`` in ``model`` with the structure's ``prune_weight`` (a weight shared by
+    several layers once). Returns ``(sources, pruned, layers, warnings)``: weight name -> (kind, source name,
+    first consumer node id), weight name -> its pruned array, the :class:`LayerApplied` rows, warnings."""
+    from sparsify_tui.engine.pruning import pruned_count
+
     sources: dict[str, tuple] = {}
     pruned: dict[str, np.ndarray] = {}
     layers: list[LayerApplied] = []
@@ -377,35 +426,23 @@ def apply_optimization(
         done_sources[name] = w
         pruned[w] = new
         layers.append(LayerApplied(w, name, int(arr.size), float(s), pruned_count(arr.size, float(s))))
-    lower_ir_version(model)
+    return sources, pruned, layers, warnings
 
-    with temp_dir("apply") as tmp:
-        if quantize:
-            pruned_path = Path(tmp) / "pruned.onnx"
-            _save(model, pruned_path, external)
-            del model
-            prog("quantizing", 0.3)
-            qtmp = Path(tmp) / "int8.onnx"
-            qres = _quantize_file(engine, src, pruned_path, qtmp, calibration, excluded, prog, cancel, "pruned",
-                                  calibration_method)
-            warnings.extend(qres.warnings)
-            qmodel = _load(qtmp)
-            fixed = _fix_int8_zeros(qmodel, pruned, sources)
-            if fixed:
-                warnings.append(f"{fixed} surviving weights rounded to INT8 zero were set to ±1 step to keep the sparsity exact")
-            ir = lower_ir_version(qmodel)
-            _save(qmodel, out, external)
-            del qmodel
-            quant_info = qres.to_dict()
-            quant_info["out_path"] = str(out)
-        else:
-            ir = model.ir_version
-            _save(model, out, external)
-            del model
-            quant_info = None
-    maybe_check(cancel)
 
-    prog("measuring sparsity", 0.75)
+def _write_int8(qtmp: Path, out: Path, pruned: dict, sources: dict, external: bool, warnings: list) -> int:
+    """Write the quantized ``qtmp`` to ``out`` with the pruned zeros kept exact (:func:`_fix_int8_zeros`) and the IR
+    lowered; returns the IR version written."""
+    qmodel = _load(qtmp)
+    fixed = _fix_int8_zeros(qmodel, pruned, sources)
+    if fixed:
+        warnings.append(f"{fixed} surviving weights rounded to INT8 zero were set to ±1 step to keep the sparsity exact")
+    ir = lower_ir_version(qmodel)
+    _save(qmodel, out, external)
+    return ir
+
+
+def _measure_written(out: Path, layers: list, sources: dict, quantize: bool) -> None:
+    """Fill each layer's zeros and measured sparsity from the written file (and whether it was quantized)."""
     measured = measure_sparsities(out, {l.weight_name: sources[l.weight_name][2] for l in layers})
     for l in layers:
         z, n = measured[l.weight_name]
@@ -419,17 +456,13 @@ def apply_optimization(
             l.quantized = bool(loc and loc[2])
         del qm
 
-    diff: dict = {}
-    if measure_outputs:
-        prog("scoring held-out items", 0.85)
-        diff = score_items(src, out, split, engine=engine, metric=metric, metric_asked_by=metric_asked_by,
-                           cancel=cancel)
-    prog("done", 1.0)
-    return ApplyResult(
-        out_path=out, quantized=bool(quantize), excluded=list(excluded), layers=layers, output_diff=diff,
-        seconds=time.perf_counter() - t0, file_size_bytes=file_size(out), baseline_size_bytes=file_size(src),
-        ir_version=int(ir), quantization=quant_info, warnings=warnings,
-    )
+
+def _held_out_diff(measure_outputs: bool, prog, src: Path, out: Path, split, **score) -> dict:
+    """:func:`score_items` of the written file on the held-out items, or ``{}`` when outputs are not measured."""
+    if not measure_outputs:
+        return {}
+    prog("scoring held-out items", 0.85)
+    return score_items(src, out, split, **score)
 
 
 def _quantize_file(engine, src: Path, in_path: Path, out: Path, calibration, excluded, prog, cancel, what: str,
@@ -519,17 +552,14 @@ def apply_model_level(model_path, sparsities: dict, *, structure: str, quantize:
             quant_info["out_path"] = str(out)
             qm = _load(out)  # as every apply writes it: IR lowered when the opsets allow
             ir = lower_ir_version(qm)
-            _save(qm, out, _has_external_data(src) or src.stat().st_size >= EXTERNAL_DATA_BYTES)
+            _save(qm, out, _writes_external(src))
             del qm
         else:
             import onnx
 
             ir = int(onnx.load(str(out), load_external_data=False).ir_version)
-    diff: dict = {}
-    if measure_outputs:
-        prog("scoring held-out items", 0.85)
-        diff = score_items(src, out, split, engine=engine, metric=metric, metric_asked_by=metric_asked_by,
-                           cancel=cancel)
+    diff = _held_out_diff(measure_outputs, prog, src, out, split, engine=engine, metric=metric,
+                          metric_asked_by=metric_asked_by, cancel=cancel)
     prog("done", 1.0)
     return ApplyResult(out_path=out, quantized=bool(quantize), excluded=list(excluded) if quantize else [],
                        layers=[], output_diff=diff, seconds=time.perf_counter() - t0,

@@ -317,11 +317,179 @@ def measure(model: ChannelTimeModel, target: str, kf: Dict[str, float], prunable
     return removed / prunable_channels if prunable_channels else 0.0
 
 
+def _kept_fractions(kept: Dict[str, int], channels: Dict[str, int]) -> Dict[str, float]:
+    """Kept fraction of every thinned group, from kept counts and group channel counts."""
+    return {g: v / channels[g] for g, v in kept.items() if v < channels[g]}
+
+
+class _Greedy:
+    """The greedy solver of :func:`allocate_channels` over the free groups (see the module docstring): the
+    state of a solve (each free group's candidate kept counts ``opts`` and its ``level`` among them, the kept
+    counts ``kept``, the node work fractions ``f`` and times ``t_now``), the resource ``need``-ed for the
+    target and the resource ``gained`` so far, in the target's units (channels, MACs or estimated ms)."""
+
+    def __init__(self, model: ChannelTimeModel, rows: List[GroupInput], free: List[GroupInput],
+                 kept: Dict[str, int], *, target: str, value: float, balance: float, cap: float):
+        self.model, self.target, self.balance = model, target, balance
+        self.C = {r.id: r.channels for r in rows}
+        self.kept = kept
+        self.opts = {r.id: _options(r.channels, cap, model.rounding(r.id)) for r in free}
+        self.lossn = _norm({r.id: r.loss for r in free})
+        self.gainn = _norm({r.id: r.gain for r in free})
+        # resource: what the target counts, as an amount that grows (channels, MACs or ms removed)
+        self.macs = np.array([tn.node.macs if tn.node.kind != "other" else 0.0 for tn in model.nodes])
+        self.kf = self.kf_of(kept)
+        self.f = model.fractions(self.kf)
+        self.t_now = np.array([tn.time(fi) for tn, fi in zip(model.nodes, self.f)])
+        self.macs_now = float((self.macs * self.f).sum())
+        self.kf_start = dict(self.kf)
+        self.need = self._need(value)
+        self.gained = 0.0
+        self.neighbors = {g: {h for i in model.touching[g] for h in (set(model.nodes[i].node.inputs)
+                                                                      | set(model.nodes[i].node.outputs))
+                              if h in self.opts}
+                          for g in self.opts}
+        self.level = {g: 0 for g in self.opts}
+
+    def kf_of(self, k: Dict[str, int]) -> Dict[str, float]:
+        return _kept_fractions(k, self.C)
+
+    def _need(self, value: float) -> float:
+        """The resource the target asks for beyond what the fixed groups already give."""
+        model, kept, C = self.model, self.kept, self.C
+        if self.target == "sparsity":
+            return value * sum(model.groups.values()) - sum(C[g] - k for g, k in kept.items())
+        if self.target == "macs":
+            return model.macs_total * (1.0 - 1.0 / value) - (model.macs_total - model.macs(self.kf))
+        dense = model.latency({})
+        return dense * (1.0 - 1.0 / value) - (dense - model.latency(self.kf))
+
+    def short(self) -> bool:
+        """The target is not met yet."""
+        return self.need - self.gained > 1e-9
+
+    def cost(self, g: str, k: int) -> float:
+        ratio = 1.0 - k / self.C[g]
+        return float(self.balance * np.interp(ratio, GRID_LEVELS, self.lossn[g])
+                     - (1.0 - self.balance) * np.interp(ratio, GRID_LEVELS, self.gainn[g]))
+
+    def left(self, k: Dict[str, float]) -> float:
+        """What is left at kept fractions ``k``, in the target's resource: channels, MACs or estimated ms."""
+        if self.target == "sparsity":
+            return sum(c * k.get(g, 1.0) for g, c in self.model.groups.items())
+        if self.target == "macs":
+            return self.model.macs(k)
+        return self.model.latency(k)
+
+    def delta(self, g: str, k: int) -> float:
+        """Resource gained by moving group g to kept count k (others as they are)."""
+        model = self.model
+        if self.target == "sparsity":
+            return float(self.kept.get(g, self.C[g]) - k)
+        trial = dict(self.kf)
+        trial[g] = k / self.C[g]
+        d_t = d_m = 0.0
+        for i in model.touching[g]:
+            fn = node_fraction(model.nodes[i].node, trial)
+            d_m += self.macs[i] * (self.f[i] - fn)
+            if self.target == "speedup":
+                d_t += self.t_now[i] - model.nodes[i].time(fn)
+        if self.target == "macs":
+            return d_m
+        if model.special:
+            d_t += model.special_time(self.macs_now / model.matrix_macs) - \
+                model.special_time((self.macs_now - d_m) / model.matrix_macs)
+        return model.a * d_t
+
+    def best_move(self, g: str) -> Optional[tuple]:
+        """``(cost per resource, level, resource)`` of group g's cheapest move down, or None."""
+        opts, level = self.opts[g], self.level[g]
+        c_cur = self.cost(g, opts[level])
+        out = None
+        for j in range(level + 1, len(opts)):
+            k = opts[j]
+            d = self.delta(g, k)
+            if d <= 1e-12:
+                continue
+            score = (self.cost(g, k) - c_cur) / d
+            if out is None or score < out[0] - 1e-15:
+                out = (score, j, d)
+        return out
+
+    def move(self, g: str, j: int, d: float) -> None:
+        """Set group g to level j, gaining resource d, and update the nodes it touches."""
+        model = self.model
+        self.level[g] = j
+        self.kept[g] = self.opts[g][j]
+        self.kf = self.kf_of(self.kept)
+        for i in model.touching[g]:
+            self.f[i] = node_fraction(model.nodes[i].node, self.kf)
+            self.t_now[i] = model.nodes[i].time(self.f[i])
+        self.macs_now = float((self.macs * self.f).sum())
+        self.gained += d
+
+    def grow(self) -> None:
+        """From the current state, take the cheapest move per resource until the target is met or none is left,
+        re-evaluating the groups that share a node with the one moved."""
+        best = {g: self.best_move(g) for g in self.opts}
+        while self.short():
+            cands = [(m[0], g) for g, m in best.items() if m is not None]
+            if not cands:
+                break
+            _, g = min(cands)
+            _, j, _ = best[g]
+            # afresh: the special rows follow the whole model's MACs, which other moves changed
+            self.move(g, j, self.delta(g, self.opts[g][j]))
+            for h in self.neighbors[g] | {g}:
+                best[h] = self.best_move(h)
+
+    def restart_at_caps(self) -> None:
+        """Every free group at its cap (when the greedy stalled short of a target the caps allow)."""
+        model = self.model
+        for g in self.opts:
+            self.level[g] = len(self.opts[g]) - 1
+            self.kept[g] = self.opts[g][self.level[g]]
+        self.kf = self.kf_of(self.kept)
+        self.f[:] = model.fractions(self.kf)
+        self.t_now[:] = [tn.time(fi) for tn, fi in zip(model.nodes, self.f)]
+        self.macs_now = float((self.macs * self.f).sum())
+        self.gained = self.left(self.kf_start) - self.left(self.kf)
+
+    def saving_of(self, g: str, k: int) -> float:
+        """What giving group g back to kept count k saves: its loss alone with a speedup target, else its cost."""
+        C, opts, level = self.C, self.opts, self.level
+        if self.target == "speedup":
+            r0, r1 = 1.0 - opts[g][level[g]] / C[g], 1.0 - k / C[g]
+            return float(np.interp(r0, GRID_LEVELS, self.lossn[g]) - np.interp(r1, GRID_LEVELS, self.lossn[g]))
+        return self.cost(g, opts[g][level[g]]) - self.cost(g, k)
+
+    def give_back(self) -> None:
+        """The last moves may overshoot: give channels back (one level at a time, the largest saving first) while
+        the target still holds. With a speedup target the time is the constraint, not a cost: a give-back is
+        judged by the loss it saves alone (a group whose loss is flat there goes back too, the largest first, so
+        the result lands as close to the target as the rounded counts allow)."""
+        while not self.short():
+            back = None
+            for g in self.opts:
+                if self.level[g] == 0:
+                    continue
+                k = self.opts[g][self.level[g] - 1]
+                d = self.delta(g, k)  # negative: resource given back
+                if self.gained + d < self.need - 1e-9:
+                    continue
+                key = (self.saving_of(g, k), -d)
+                if back is None or key > back[0]:
+                    back = (key, g, d)
+            if back is None or back[0][0] < (0.0 if self.target == "speedup" else 1e-15):
+                break
+            _, g, d = back
+            self.move(g, self.level[g] - 1, d)
+
+
 def allocate_channels(model: ChannelTimeModel, rows: List[GroupInput], *, target: str, value: float,
                       balance: float, cap: float) -> ChannelAllocation:
     """Per-group ratios for ``target`` (:data:`TARGETS`) at ``value`` (R for ``uniform`` / ``sparsity``, X for
     ``macs`` / ``speedup``); see the module docstring. Pure and deterministic."""
-    C = {r.id: r.channels for r in rows}
     prunable_channels = sum(model.groups.values())
     kept: Dict[str, int] = {}
     for r in rows:
@@ -329,160 +497,27 @@ def allocate_channels(model: ChannelTimeModel, rows: List[GroupInput], *, target
             kept[r.id] = model.kept_count(r.id, r.ratio)
     free = [r for r in rows if r.free and r.id in model.groups]
 
-    def kf_of(k: Dict[str, int]) -> Dict[str, float]:
-        return {g: v / C[g] for g, v in k.items() if v < C[g]}
-
     warnings: List[str] = []
     if target == "uniform":
         for r in free:
             kept[r.id] = model.kept_count(r.id, value)
-        kf = kf_of(kept)
+        kf = _kept_fractions(kept, {r.id: r.channels for r in rows})
         ratios = {r.id: 1.0 - kept.get(r.id, r.channels) / r.channels for r in rows}
         return ChannelAllocation(ratios, measure(model, "sparsity", kf, prunable_channels),
                                  measure(model, "sparsity", kf, prunable_channels), warnings)
 
-    opts = {r.id: _options(r.channels, cap, model.rounding(r.id)) for r in free}
-    cap_kept = dict(kept, **{g: o[-1] for g, o in opts.items()})
-    reachable = measure(model, target, kf_of(cap_kept), prunable_channels)
-    lossn = _norm({r.id: r.loss for r in free})
-    gainn = _norm({r.id: r.gain for r in free})
-
-    def cost(g: str, k: int) -> float:
-        ratio = 1.0 - k / C[g]
-        return float(balance * np.interp(ratio, GRID_LEVELS, lossn[g])
-                     - (1.0 - balance) * np.interp(ratio, GRID_LEVELS, gainn[g]))
-
-    # resource: what the target counts, as an amount that grows (channels, MACs or ms removed)
-    macs = np.array([tn.node.macs if tn.node.kind != "other" else 0.0 for tn in model.nodes])
-    kf = kf_of(kept)
-    f = model.fractions(kf)
-    t_now = np.array([tn.time(fi) for tn, fi in zip(model.nodes, f)])
-    macs_now = [float((macs * f).sum())]
-    kf_start = dict(kf)
-
-    def left(k: Dict[str, float]) -> float:
-        """What is left at kept fractions ``k``, in the target's resource: channels, MACs or estimated ms."""
-        if target == "sparsity":
-            return sum(c * k.get(g, 1.0) for g, c in model.groups.items())
-        if target == "macs":
-            return model.macs(k)
-        return model.latency(k)
-
-    if target == "sparsity":
-        need = value * prunable_channels - sum(C[g] - k for g, k in kept.items())
-    elif target == "macs":
-        need = model.macs_total * (1.0 - 1.0 / value) - (model.macs_total - model.macs(kf))
-    else:
-        dense = model.latency({})
-        need = dense * (1.0 - 1.0 / value) - (dense - model.latency(kf))
-
-    def delta(g: str, k: int) -> float:
-        """Resource gained by moving group g to kept count k (others as they are)."""
-        if target == "sparsity":
-            return float(kept.get(g, C[g]) - k)
-        trial = dict(kf)
-        trial[g] = k / C[g]
-        d_t = d_m = 0.0
-        for i in model.touching[g]:
-            fn = node_fraction(model.nodes[i].node, trial)
-            d_m += macs[i] * (f[i] - fn)
-            if target == "speedup":
-                d_t += t_now[i] - model.nodes[i].time(fn)
-        if target == "macs":
-            return d_m
-        if model.special:
-            d_t += model.special_time(macs_now[0] / model.matrix_macs) - \
-                model.special_time((macs_now[0] - d_m) / model.matrix_macs)
-        return model.a * d_t
-
-    neighbors = {g: {h for i in model.touching[g] for h in (set(model.nodes[i].node.inputs)
-                                                             | set(model.nodes[i].node.outputs)) if h in opts}
-                 for g in opts}
-    level = {g: 0 for g in opts}
-    best: Dict[str, Optional[tuple]] = {}
-
-    def best_move(g: str) -> Optional[tuple]:
-        cur = opts[g][level[g]]
-        c_cur = cost(g, cur)
-        out = None
-        for j in range(level[g] + 1, len(opts[g])):
-            k = opts[g][j]
-            d = delta(g, k)
-            if d <= 1e-12:
-                continue
-            score = (cost(g, k) - c_cur) / d
-            if out is None or score < out[0] - 1e-15:
-                out = (score, j, d)
-        return out
-
-    for g in opts:
-        best[g] = best_move(g)
-    gained = 0.0
-    while need - gained > 1e-9:
-        cands = [(m[0], g) for g, m in best.items() if m is not None]
-        if not cands:
-            break
-        _, g = min(cands)
-        score, j, d = best[g]
-        d = delta(g, opts[g][j])  # afresh: the special rows follow the whole model's MACs, which other moves changed
-        level[g] = j
-        kept[g] = opts[g][j]
-        kf = kf_of(kept)
-        for i in model.touching[g]:
-            f[i] = node_fraction(model.nodes[i].node, kf)
-            t_now[i] = model.nodes[i].time(f[i])
-        macs_now[0] = float((macs * f).sum())
-        gained += d
-        for h in neighbors[g] | {g}:
-            best[h] = best_move(h)
-    if need - gained > 1e-9 and reachable >= value and opts:
+    solve = _Greedy(model, rows, free, kept, target=target, value=value, balance=balance, cap=cap)
+    reachable = measure(model, target, solve.kf_of(dict(kept, **{g: o[-1] for g, o in solve.opts.items()})),
+                        prunable_channels)
+    solve.grow()
+    if solve.short() and reachable >= value and solve.opts:
         # the greedy stalled short of a target the caps allow (no single move gains any more: the measured
         # curves are flat there, yet moves together do): start again from every free group at its cap and give
         # back from there
-        for g in opts:
-            level[g] = len(opts[g]) - 1
-            kept[g] = opts[g][level[g]]
-        kf = kf_of(kept)
-        f[:] = model.fractions(kf)
-        t_now[:] = [tn.time(fi) for tn, fi in zip(model.nodes, f)]
-        macs_now[0] = float((macs * f).sum())
-        gained = left(kf_start) - left(kf)
-    # the last moves may overshoot: give channels back (one level at a time, the largest cost saving first)
-    # while the target still holds. With a speedup target the time is the constraint, not a cost: a give-back is
-    # judged by the loss it saves alone (a group whose loss is flat there goes back too, the largest first, so the
-    # result lands as close to the target as the rounded counts allow)
-    def saving_of(g: str, k: int) -> float:
-        if target == "speedup":
-            r0, r1 = 1.0 - opts[g][level[g]] / C[g], 1.0 - k / C[g]
-            return float(np.interp(r0, GRID_LEVELS, lossn[g]) - np.interp(r1, GRID_LEVELS, lossn[g]))
-        return cost(g, opts[g][level[g]]) - cost(g, k)
-
-    while need - gained <= 1e-9:
-        back = None
-        for g in opts:
-            if level[g] == 0:
-                continue
-            k = opts[g][level[g] - 1]
-            d = delta(g, k)  # negative: resource given back
-            if gained + d < need - 1e-9:
-                continue
-            key = (saving_of(g, k), -d)
-            if back is None or key > back[0]:
-                back = (key, g, d)
-        if back is None or back[0][0] < (0.0 if target == "speedup" else 1e-15):
-            break
-        _, g, d = back
-        level[g] -= 1
-        kept[g] = opts[g][level[g]]
-        kf = kf_of(kept)
-        for i in model.touching[g]:
-            f[i] = node_fraction(model.nodes[i].node, kf)
-            t_now[i] = model.nodes[i].time(f[i])
-        macs_now[0] = float((macs * f).sum())
-        gained += d
-    kf = kf_of(kept)
-    achieved = measure(model, target, kf, prunable_channels)
-    if need - gained > 1e-9:
+        solve.restart_at_caps()
+    solve.give_back()
+    achieved = measure(model, target, solve.kf_of(kept), prunable_channels)
+    if solve.short():
         label = {"sparsity": f"{value:.2f} of the channels", "macs": f"{value:.2f}x fewer MACs",
                  "speedup": f"{value:.2f}x estimated speedup"}[target]
         warnings.append(f"target {label} is not reachable with these caps, exclusions and overrides: the most is "

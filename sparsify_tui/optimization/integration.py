@@ -113,36 +113,51 @@ def _header(rec: Optimization, framework: str, recipe_path: str) -> str:
     return "\n".join(lines) + "\n"
 
 
+def sparseml_source(recipe_path: str, *, notes: List[str], trains: str, modifiers: str,
+                    newer_api_note: bool = False) -> str:
+    """The generated SparseML 1.x driver: ``train()`` runs the recipe at ``recipe_path`` through
+    ``ScheduledModifierManager`` + ``ScheduledOptimizer``. ``notes``: comment lines after the install line;
+    ``trains``: what the recipe does (the docstring); ``modifiers``: what ``optimizer.step()`` also steps;
+    ``newer_api_note``: mention ``manager.modify`` of newer SparseML 1.x. Shared by every structure."""
+    lines = [
+        "",
+        '# pip install "sparseml[torch]<2"   (SparseML 1.x; it is end-of-life: see the plain-PyTorch variant)',
+        *notes,
+        "import torch",
+        "from sparseml.pytorch.optim import ScheduledModifierManager, ScheduledOptimizer",
+        "",
+        f"RECIPE_PATH = {recipe_path!r}",
+        "",
+        "",
+        'def train(model, optimizer, train_loader, loss_fn, device="cpu"):',
+        f'    """Train `model` with the recipe: {trains}."""',
+        "    manager = ScheduledModifierManager.from_yaml(RECIPE_PATH)",
+        "    optimizer = ScheduledOptimizer(optimizer, model, manager, steps_per_epoch=len(train_loader))",
+        *(["    # (newer SparseML 1.x: optimizer = manager.modify(model, optimizer, steps_per_epoch=len(train_loader)))"]
+          if newer_api_note else []),
+        "    model.to(device)",
+        "    for epoch in range(manager.max_epochs):",
+        "        model.train()",
+        "        for inputs, labels in train_loader:",
+        "            inputs, labels = inputs.to(device), labels.to(device)",
+        "            optimizer.zero_grad()",
+        "            loss = loss_fn(model(inputs), labels)",
+        "            loss.backward()",
+        f"            optimizer.step()  # also steps the {modifiers} modifiers",
+        "    manager.finalize(model)",
+        "    return model",
+        "",
+    ]
+    return "\n".join(lines)
+
+
 def _pytorch_sparseml(rec: Optimization, recipe_path: str) -> str:
-    return _header(rec, "pytorch", recipe_path) + textwrap.dedent(f'''
-    # pip install "sparseml[torch]<2"   (SparseML 1.x; it is end-of-life: see the plain-PyTorch variant)
-    import torch
-    from sparseml.pytorch.optim import ScheduledModifierManager, ScheduledOptimizer
-
-    RECIPE_PATH = {recipe_path!r}
+    return _header(rec, "pytorch", recipe_path) + sparseml_source(
+        recipe_path, notes=[], trains="pruning (GMP), LR schedule and QAT as configured",
+        modifiers="pruning / LR / quantization", newer_api_note=True)
 
 
-    def train(model, optimizer, train_loader, loss_fn, device="cpu"):
-        """Train `model` with the recipe: pruning (GMP), LR schedule and QAT as configured."""
-        manager = ScheduledModifierManager.from_yaml(RECIPE_PATH)
-        optimizer = ScheduledOptimizer(optimizer, model, manager, steps_per_epoch=len(train_loader))
-        # (newer SparseML 1.x: optimizer = manager.modify(model, optimizer, steps_per_epoch=len(train_loader)))
-        model.to(device)
-        for epoch in range(manager.max_epochs):
-            model.train()
-            for inputs, labels in train_loader:
-                inputs, labels = inputs.to(device), labels.to(device)
-                optimizer.zero_grad()
-                loss = loss_fn(model(inputs), labels)
-                loss.backward()
-                optimizer.step()  # also steps the pruning / LR / quantization modifiers
-        manager.finalize(model)
-        return model
-    ''')
-
-
-def _pytorch_plain(rec: Optimization, recipe_path: str) -> str:
-    body = textwrap.dedent('''
+_PLAIN_USAGE = textwrap.dedent('''
     # Plain PyTorch implementation of the recipe, without SparseML (end-of-life).
     # Usage:
     #     pruner = GMPPruner(model)            # maps LAYERS to modules (by name, else by order and shape)
@@ -159,6 +174,10 @@ def _pytorch_plain(rec: Optimization, recipe_path: str) -> str:
     # `sparsify-tui optimize ... --quantize`, or Quant on in the TUI) or with onnxruntime.quantization.
 
 
+''')
+"""The generated plain-PyTorch module: its usage comment."""
+
+SET_LR_SOURCE = textwrap.dedent('''\
     def set_lr(optimizer, epoch):
         """Set every param group's LR to lr_at(epoch) (keeps the optimizer's own LR before any modifier)."""
         for group in optimizer.param_groups:
@@ -167,6 +186,10 @@ def _pytorch_plain(rec: Optimization, recipe_path: str) -> str:
                 group["lr"] = lr
 
 
+''')
+"""The generated ``set_lr`` (the recipe's LR schedule on an optimizer), shared by every plain-PyTorch module."""
+
+_PLAIN_MODULES = SET_LR_SOURCE + textwrap.dedent('''\
     def _prunable_modules(model):
         import torch
         kinds = (torch.nn.Conv1d, torch.nn.Conv2d, torch.nn.Conv3d, torch.nn.Linear,
@@ -206,6 +229,10 @@ def _pytorch_plain(rec: Optimization, recipe_path: str) -> str:
         return out
 
 
+''')
+"""LR setting and the mapping of ONNX weights to torch modules."""
+
+_PLAIN_PRUNER = textwrap.dedent('''\
     def _effective_weight(module):
         """The weight as the next forward sees it (weight_orig * weight_mask once pruned)."""
         if hasattr(module, "weight_orig") and hasattr(module, "weight_mask"):
@@ -253,6 +280,10 @@ def _pytorch_plain(rec: Optimization, recipe_path: str) -> str:
                     prune.remove(module, "weight")
 
 
+''')
+"""The gradual magnitude pruner (torch.nn.utils.prune masks on the cubic schedule)."""
+
+_PLAIN_TRAIN = textwrap.dedent('''\
     def train(model, optimizer, train_loader, loss_fn, device="cpu", epochs=None):
         """Train with the recipe's pruning and LR schedule; returns the pruned model."""
         pruner = GMPPruner(model)
@@ -272,8 +303,13 @@ def _pytorch_plain(rec: Optimization, recipe_path: str) -> str:
         pruner.step(max(float(n_epochs), END_EPOCH))
         pruner.finalize()
         return model
-    ''')
-    return _header(rec, "pytorch-plain", recipe_path) + _schedule_source(rec) + body
+''')
+"""The training loop that applies the schedule."""
+
+
+def _pytorch_plain(rec: Optimization, recipe_path: str) -> str:
+    return (_header(rec, "pytorch-plain", recipe_path) + _schedule_source(rec) + _PLAIN_USAGE + _PLAIN_MODULES
+            + _PLAIN_PRUNER + _PLAIN_TRAIN)
 
 
 def _keras(rec: Optimization, recipe_path: str) -> str:

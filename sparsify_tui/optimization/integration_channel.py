@@ -24,7 +24,9 @@ import json
 import textwrap
 from typing import List
 
-from sparsify_tui.optimization.integration import FRAMEWORKS, schedule_functions_source
+from sparsify_tui.optimization.integration import (
+    FRAMEWORKS, SET_LR_SOURCE, schedule_functions_source, sparseml_source,
+)
 from sparsify_tui.optimization.modifiers import module_name, recipe_warnings
 from sparsify_tui.optimization.record import Optimization
 
@@ -103,33 +105,12 @@ def _constants(rec: Optimization) -> str:
 
 
 def _pytorch_sparseml(rec: Optimization, recipe_path: str) -> str:
-    return _header(rec, "pytorch", recipe_path) + textwrap.dedent(f'''
-    # pip install "sparseml[torch]<2"   (SparseML 1.x; it is end-of-life: see the plain-PyTorch variant)
-    # The recipe's !StructuredPruningModifier masks whole filters (mask_type: filter) of each group on the cubic
-    # schedule; its !LayerThinningModifier removes them (and the matching input channels, biases and BatchNorm
-    # parameters listed in param_group_dependency_map) at the end of pruning.
-    import torch
-    from sparseml.pytorch.optim import ScheduledModifierManager, ScheduledOptimizer
-
-    RECIPE_PATH = {recipe_path!r}
-
-
-    def train(model, optimizer, train_loader, loss_fn, device="cpu"):
-        """Train `model` with the recipe: channel pruning, thinning, LR schedule (and QAT when configured)."""
-        manager = ScheduledModifierManager.from_yaml(RECIPE_PATH)
-        optimizer = ScheduledOptimizer(optimizer, model, manager, steps_per_epoch=len(train_loader))
-        model.to(device)
-        for epoch in range(manager.max_epochs):
-            model.train()
-            for inputs, labels in train_loader:
-                inputs, labels = inputs.to(device), labels.to(device)
-                optimizer.zero_grad()
-                loss = loss_fn(model(inputs), labels)
-                loss.backward()
-                optimizer.step()  # also steps the pruning / thinning / LR modifiers
-        manager.finalize(model)
-        return model
-
+    notes = ["# The recipe's !StructuredPruningModifier masks whole filters (mask_type: filter) of each group on the cubic",
+             "# schedule; its !LayerThinningModifier removes them (and the matching input channels, biases and BatchNorm",
+             "# parameters listed in param_group_dependency_map) at the end of pruning."]
+    return _header(rec, "pytorch", recipe_path) + sparseml_source(
+        recipe_path, notes=notes, trains="channel pruning, thinning, LR schedule (and QAT when configured)",
+        modifiers="pruning / thinning / LR") + textwrap.dedent('''
 
     def export_onnx(model, example_inputs, path="thinned.onnx", opset=17):
         model.eval()
@@ -152,15 +133,7 @@ _TORCH_PRUNING = '''
 # Each group keeps exactly GROUPS[i]["kept"] channels (the ONNX plan sparsify-tui estimated and measured).
 
 
-def set_lr(optimizer, epoch):
-    """Set every param group's LR to lr_at(epoch) (keeps the optimizer's own LR before any modifier)."""
-    for group in optimizer.param_groups:
-        lr = lr_at(epoch, default_lr=group["lr"])
-        if lr is not None:
-            group["lr"] = lr
-
-
-def _prunable_modules(model):
+''' + SET_LR_SOURCE + '''def _prunable_modules(model):
     import torch
     kinds = (torch.nn.Conv1d, torch.nn.Conv2d, torch.nn.Conv3d, torch.nn.Linear)
     return [(name, m) for name, m in model.named_modules() if isinstance(m, kinds)]

@@ -48,6 +48,22 @@ def recipe_float(x: float) -> float:
     return float(f"{float(x):.6g}")
 
 
+def pruning_schedule(ep, sparsity: float, mask_type: str) -> dict:
+    """The schedule arguments of a SparseML pruning modifier reaching ``sparsity`` on the cubic (GMP) curve over
+    the epochs ``ep`` (:class:`~sparsify_tui.optimization.record.EpochSettings`), masks of ``mask_type``
+    ("unstructured", "filter"), in the order the recipe writes them."""
+    return {
+        "init_sparsity": recipe_float(min(float(ep.init_sparsity), sparsity)),
+        "final_sparsity": recipe_float(sparsity),
+        "start_epoch": recipe_float(ep.pruning_start_epoch),
+        "end_epoch": recipe_float(ep.pruning_end_epoch),
+        "update_frequency": recipe_float(ep.update_frequency),
+        "inter_func": "cubic",
+        "mask_type": mask_type,
+        "leave_enabled": True,
+    }
+
+
 def pruned_weight_names(rec: Optimization) -> List[str]:
     """Weight names of the layers with sparsity > 0, graph order."""
     return [l.weight_name for l in rec.layers if float(l.sparsity or 0) > 0]

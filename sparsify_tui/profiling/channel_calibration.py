@@ -192,14 +192,8 @@ def calibrate_channels(model_path, *, ratios: Sequence[float] = DEFAULT_RATIOS, 
     from sparsify_tui import settings
     from sparsify_tui.analysis import inputs as ainputs
     from sparsify_tui.analysis.channels import default_round_to
-    from sparsify_tui.analysis.layers import PRUNABLE_OPS
-    from sparsify_tui.analysis.nodes import analyze_model
     from sparsify_tui.engine import get_engine
-    from sparsify_tui.engine.thinning import thin_model
     from sparsify_tui.engine.timing import interleaved_times
-    from sparsify_tui.engine.weights import runnable_path
-    from sparsify_tui.profiling import attribution as attr
-    from sparsify_tui.profiling.perf import profiled_runs_for
 
     t_start = time.perf_counter()
     load_start = _load()
@@ -221,21 +215,8 @@ def calibrate_channels(model_path, *, ratios: Sequence[float] = DEFAULT_RATIOS, 
         [ainputs.synthetic_inputs(specs, seed=0, values=dims)]
     tmp = make_temp_dir("chcal", fast_tmp())  # named after this pid: removed at start-up if we are killed
     try:
-        dense = analyze_model(str(src), batch_size=batch_size, dims=dims, include_system=False, count_zeros=False,
-                              engine=engine)
-        paths = [runnable_path(src, int(dense.ir_version), tmp)]
-        tables = [dense]
-        for k, r in enumerate(ratios):
-            prog(f"thinning at {r:g}", 0.05 * k / len(ratios))
-            out = tmp / f"thinned_{k}.onnx"
-            res = thin_model(src, out, ratio=r, round_to=round_to, batch_size=batch_size, dims=dims, check=False,
-                             engine=engine, cancel=cancel)
-            if not any(g.kept < g.channels for g in res.groups):
-                raise SparsifyError(f"{src.name} has no prunable channel group that ratio {r:g} thins: nothing to "
-                                    "calibrate (see `sparsify-tui analyze MODEL --channel-groups`)")
-            paths.append(str(out))
-            tables.append(analyze_model(str(out), batch_size=batch_size, dims=dims, include_system=False,
-                                        count_zeros=False, engine=engine))
+        paths, tables = _thinned_models(src, ratios, tmp, round_to=round_to, batch_size=batch_size, dims=dims,
+                                        engine=engine, prog=prog, cancel=cancel)
         maybe_check(cancel)
         # unprofiled latency, interleaved
         per_round = max(MIN_RUNS_PER_ROUND, iterations // rounds)  # equal rounds: per-round percentiles below
@@ -250,64 +231,16 @@ def calibrate_channels(model_path, *, ratios: Sequence[float] = DEFAULT_RATIOS, 
         dense_ms = statistics.median(times[0])
         medians = [dense_ms] + [dense_ms / statistics.median([d / x for d, x in zip(per_round_med[0], per_round_med[m])])
                                 for m in range(1, len(paths))]
-        # one profiled pass per model, attributed like a perf profile
-        passes = []
-        for m, path in enumerate(paths):
-            maybe_check(cancel)
-            prog("profiled passes", 0.55 + 0.4 * m / len(paths))
-            pp = engine.profile(path, feeds, cores, runs=profiled_runs_for(iterations), workdir=tmp, tag=f"cal{m}",
-                                cancel=cancel)
-            main = [n for n in tables[m].nodes if not n.graph]
-            passes.append(attr.attribute(main, pp.nodes, pp.kernels.median_ms, optimized_initializers=pp.initializers,
-                                         kernel_op_types=pp.kernels.op_type))
+        passes = _profiled_passes(engine, paths, tables, feeds, cores, iterations, tmp, prog, cancel)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     prog("fitting", 0.97)
-    by_id = [{n.id: n for n in t.nodes if not n.graph} for t in tables]
-    # node times in latency ms: each pass scaled to its model's unprofiled latency
-    scales = [medians[m] / p.total_ms if p.total_ms > 0 else 1.0 for m, p in enumerate(passes)]
-    node_lat = [{k: float(v) * scales[m] for k, v in p.node_ms.items()} for m, p in enumerate(passes)]
-    special_lat = [{k: float(v) * scales[m] for k, v in p.special_ms.items()} for m, p in enumerate(passes)]
-    matrix0 = sum(n.macs for n in by_id[0].values() if n.op_type in PRUNABLE_OPS) or 1
-    macs_frac = [sum(n.macs for n in b.values() if n.op_type in PRUNABLE_OPS) / matrix0 for b in by_id]
-    nodes: dict = {}
-    modeled = np.zeros(len(paths))
-    for nid, n0 in by_id[0].items():
-        fs, ts = [1.0], [node_lat[0].get(nid, 0.0)]
-        for m in range(1, len(paths)):
-            n1 = by_id[m].get(nid)
-            fr = _node_fraction(n0, n1, n0.op_type in PRUNABLE_OPS and n0.prunable) if n1 is not None else None
-            if fr is None:
-                continue
-            fs.append(fr)
-            ts.append(node_lat[m].get(nid, 0.0))
-        t0, c0, c1 = fit_node(fs, ts)
-        nodes[nid] = {"t0": t0, "c0": c0, "c1": c1, "pts": monotone_points(fs, ts)}
-    special = []
-    for row in sorted(set().union(*(p.special_ms for p in passes))):
-        ts = [sl.get(row, 0.0) for sl in special_lat]
-        t0, c0, c1 = fit_node(macs_frac, ts)
-        special.append({"id": row, "t0": t0, "c0": c0, "c1": c1, "pts": monotone_points(macs_frac, ts)})
-    # the node sums at the measured points; latency = a·sum + g fitted on them (the node times are latency ms
-    # already, so a ≈ 1 and g ≈ 0; the fit takes back what the monotone pooling moved)
-    for m in range(len(paths)):
-        tot = 0.0
-        for nid, n0 in by_id[0].items():
-            c = nodes[nid]
-            n1 = by_id[m].get(nid)
-            fr = 1.0 if m == 0 else (_node_fraction(n0, n1, n0.op_type in PRUNABLE_OPS and n0.prunable)
-                                     if n1 is not None else 1.0)
-            tot += node_time(c, fr if fr is not None else 1.0)
-        tot += sum(node_time(s, macs_frac[m]) for s in special)
-        modeled[m] = tot
-    a, g = fit_latency(modeled, medians)
-    modeled = a * modeled + g
-    err = float(np.mean(np.abs(modeled - np.asarray(medians)) / np.asarray(medians)))
+    fit = _Fit(tables, passes, medians)
     points = []
     for m, r in enumerate([0.0] + ratios):
         points.append({"ratio": r, "median_ms": medians[m], "speedup": medians[0] / medians[m] if medians[m] else None,
                        "macs": int(tables[m].totals.get("macs") or 0), "kernel_total_ms": passes[m].total_ms,
-                       "modeled_ms": float(modeled[m]), "round_medians_ms": per_round_med[m],
+                       "modeled_ms": float(fit.modeled[m]), "round_medians_ms": per_round_med[m],
                        "node_ms": {k: float(v) for k, v in passes[m].node_ms.items()},
                        "special_ms": {k: float(v) for k, v in passes[m].special_ms.items()}})
     prog("done", 1.0)
@@ -315,10 +248,115 @@ def calibrate_channels(model_path, *, ratios: Sequence[float] = DEFAULT_RATIOS, 
     busy = busy_warning(load, cores, os.cpu_count() or 1)
     warnings = [busy] if busy else []
     return ChannelCalibration(load_average=load, warnings=warnings,
-        ratios=ratios, round_to=round_to, batch_size=batch_size, core_count=cores, points=points, nodes=nodes,
-        special=special, latency={"a": a, "g_ms": g}, fit_rel_error=err, seconds=time.perf_counter() - t_start,
+        ratios=ratios, round_to=round_to, batch_size=batch_size, core_count=cores, points=points, nodes=fit.nodes,
+        special=fit.special, latency={"a": fit.a, "g_ms": fit.g}, fit_rel_error=fit.err,
+        seconds=time.perf_counter() - t_start,
         created=datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"), engine=f"{engine.name} {engine.version}",
         rounds=rounds, iterations=iterations, warmup=warmup, dims=dims)
+
+
+def _thinned_models(src: Path, ratios: list, tmp: Path, *, round_to: int, batch_size: int, dims: dict, engine, prog,
+                    cancel) -> tuple:
+    """``(paths, node tables)``: the dense model (runnable) and a uniformly thinned copy at each ratio in ``tmp``,
+    each with its node table. Raises ``SparsifyError`` when a ratio thins no group."""
+    from sparsify_tui.analysis.nodes import analyze_model
+    from sparsify_tui.engine.thinning import thin_model
+    from sparsify_tui.engine.weights import runnable_path
+
+    dense = analyze_model(str(src), batch_size=batch_size, dims=dims, include_system=False, count_zeros=False,
+                          engine=engine)
+    paths = [runnable_path(src, int(dense.ir_version), tmp)]
+    tables = [dense]
+    for k, r in enumerate(ratios):
+        prog(f"thinning at {r:g}", 0.05 * k / len(ratios))
+        out = tmp / f"thinned_{k}.onnx"
+        res = thin_model(src, out, ratio=r, round_to=round_to, batch_size=batch_size, dims=dims, check=False,
+                         engine=engine, cancel=cancel)
+        if not any(g.kept < g.channels for g in res.groups):
+            raise SparsifyError(f"{src.name} has no prunable channel group that ratio {r:g} thins: nothing to "
+                                "calibrate (see `sparsify-tui analyze MODEL --channel-groups`)")
+        paths.append(str(out))
+        tables.append(analyze_model(str(out), batch_size=batch_size, dims=dims, include_system=False,
+                                    count_zeros=False, engine=engine))
+    return paths, tables
+
+
+def _profiled_passes(engine, paths: list, tables: list, feeds, cores: int, iterations: int, tmp: Path, prog,
+                     cancel) -> list:
+    """One profiled pass per model, attributed to its main-graph nodes like a perf profile."""
+    from sparsify_tui.profiling import attribution as attr
+    from sparsify_tui.profiling.perf import profiled_runs_for
+
+    passes = []
+    for m, path in enumerate(paths):
+        maybe_check(cancel)
+        prog("profiled passes", 0.55 + 0.4 * m / len(paths))
+        pp = engine.profile(path, feeds, cores, runs=profiled_runs_for(iterations), workdir=tmp, tag=f"cal{m}",
+                            cancel=cancel)
+        main = [n for n in tables[m].nodes if not n.graph]
+        passes.append(attr.attribute(main, pp.nodes, pp.kernels.median_ms, optimized_initializers=pp.initializers,
+                                     kernel_op_types=pp.kernels.op_type))
+    return passes
+
+
+class _Fit:
+    """The channel time model fitted on the measured models: per node ``t0, c0, c1`` and its monotone points
+    (``nodes``), the same for onnxruntime's own rows against the MACs fraction (``special``), and the latency line
+    ``a``, ``g`` on the node sums (``modeled``: the model's ms at each measured point; ``err``: mean relative
+    error against the medians)."""
+
+    def __init__(self, tables: list, passes: list, medians: list):
+        from sparsify_tui.analysis.layers import PRUNABLE_OPS
+
+        self.by_id = [{n.id: n for n in t.nodes if not n.graph} for t in tables]
+        # node times in latency ms: each pass scaled to its model's unprofiled latency
+        scales = [medians[m] / p.total_ms if p.total_ms > 0 else 1.0 for m, p in enumerate(passes)]
+        node_lat = [{k: float(v) * scales[m] for k, v in p.node_ms.items()} for m, p in enumerate(passes)]
+        special_lat = [{k: float(v) * scales[m] for k, v in p.special_ms.items()} for m, p in enumerate(passes)]
+        matrix0 = sum(n.macs for n in self.by_id[0].values() if n.op_type in PRUNABLE_OPS) or 1
+        self.macs_frac = [sum(n.macs for n in b.values() if n.op_type in PRUNABLE_OPS) / matrix0 for b in self.by_id]
+        self.nodes = self._fit_nodes(node_lat)
+        self.special = []
+        for row in sorted(set().union(*(p.special_ms for p in passes))):
+            ts = [sl.get(row, 0.0) for sl in special_lat]
+            t0, c0, c1 = fit_node(self.macs_frac, ts)
+            self.special.append({"id": row, "t0": t0, "c0": c0, "c1": c1, "pts": monotone_points(self.macs_frac, ts)})
+        # the node sums at the measured points; latency = a·sum + g fitted on them (the node times are latency ms
+        # already, so a ≈ 1 and g ≈ 0; the fit takes back what the monotone pooling moved)
+        modeled = np.array([self._node_sum(m) for m in range(len(tables))])
+        self.a, self.g = fit_latency(modeled, medians)
+        self.modeled = self.a * modeled + self.g
+        self.err = float(np.mean(np.abs(self.modeled - np.asarray(medians)) / np.asarray(medians)))
+
+    def _fraction(self, m: int, nid: str) -> Optional[float]:
+        """The work fraction of node ``nid`` in model ``m`` (None: not comparable; the node gone: None)."""
+        from sparsify_tui.analysis.layers import PRUNABLE_OPS
+
+        n0, n1 = self.by_id[0][nid], self.by_id[m].get(nid)
+        return _node_fraction(n0, n1, n0.op_type in PRUNABLE_OPS and n0.prunable) if n1 is not None else None
+
+    def _fit_nodes(self, node_lat: list) -> dict:
+        nodes: dict = {}
+        for nid in self.by_id[0]:
+            fs, ts = [1.0], [node_lat[0].get(nid, 0.0)]
+            for m in range(1, len(self.by_id)):
+                fr = self._fraction(m, nid)
+                if fr is None:
+                    continue
+                fs.append(fr)
+                ts.append(node_lat[m].get(nid, 0.0))
+            t0, c0, c1 = fit_node(fs, ts)
+            nodes[nid] = {"t0": t0, "c0": c0, "c1": c1, "pts": monotone_points(fs, ts)}
+        return nodes
+
+    def _node_sum(self, m: int) -> float:
+        """The fitted node and special times summed at model ``m``'s fractions."""
+        tot = 0.0
+        for nid in self.by_id[0]:
+            fr = 1.0 if m == 0 else (self._fraction(m, nid) if self.by_id[m].get(nid) is not None else 1.0)
+            tot += node_time(self.nodes[nid], fr if fr is not None else 1.0)
+        tot += sum(node_time(s, self.macs_frac[m]) for s in self.special)
+        return tot
 
 
 def busy_warning(load: Sequence[float], cores: int, cpus: int) -> Optional[str]:

@@ -290,91 +290,37 @@ def channel_profile(model_path, *, method: str = "magnitude", levels=None, data=
 def _one_shot(path: Path, model, analysis, groups, *, levels, data, batches, batch_size, dims, metric, round_to,
               importance, core_count, strategy, feeds, reconstruct, calibration_items, engine, progress, cancel):
     """``({group id: {level key: value}}, metric label, extras)`` (module docstring)."""
-    import onnx
-
-    from sparsify_tui.analysis.channels import ConstantLookup, channel_importance, constant_view, round_kept
-    from sparsify_tui.engine.timing import canceled_as_job
-    from sparsify_tui.engine.weights import strip_initializers
+    from sparsify_tui.analysis.channels import ConstantLookup, channel_importance
     from sparsify_tui.profiling.loss import level_key
     from sparsify_tui.profiling.loss_oneshot import (
-        GraphIndex, build_group_model, dense_reference, node_costs, open_session, plan_groups, sample_batches,
+        GraphIndex, dense_reference, group_sessions, node_costs, plan_groups, stripped_weights,
     )
 
     if strategy not in ("auto", "single", "layer"):
         raise SparsifyError(f"unknown one-shot strategy {strategy!r}: use auto, single or layer")
     scores = channel_importance(model, groups, importance, base_dir=path.parent)
     prunable = [g for g in groups.groups if g.prunable]
-    refit_feeds = None
-    if feeds is not None:
-        batches_list = feeds
-    elif reconstruct and data:  # one read of the file: the measured items, then the refits' calibration items
-        every = sample_batches(path, data, batches + calibration_items, batch_size, dims)
-        batches_list, refit_feeds = every[:batches], every[batches:] or None
-    else:
-        batches_list = sample_batches(path, data, batches, batch_size, dims)
+    batches_list, refit_feeds = _one_shot_feeds(path, data, feeds, reconstruct, batches, calibration_items,
+                                                batch_size, dims)
     nb = len(batches_list)
 
-    # consumer slots: (node index, input index) of every consumer weight (and, reconstructing, of its bias: a zero
-    # bias is added where a Conv/Gemm has none), made a plain initializer read by that node alone (a weight chain or
-    # a shared weight gets its own evaluated copy), so it can be overridden
     lookup = ConstantLookup(model, path.parent)
-    nodes = model.graph.node
     cons_nodes = sorted({e.node for e in groups.consumer_edits()})
     refit = None
+    seconds_refit = 0.0
     if reconstruct:
         _add_zero_biases(model, cons_nodes, lookup)
         lookup = ConstantLookup(model, path.parent)
-    inits = {t.name: t for t in model.graph.initializer}
-    readers: dict = {}
-    for n in nodes:
-        for x in n.input:
-            readers[x] = readers.get(x, 0) + 1
-    slot_name: dict = {}
-    slot_dense: dict = {}
-    copies = []
     slot_keys = [(e.node, e.input) for e in groups.consumer_edits()]
     if reconstruct:
         refit, seconds_refit = _dense_refit(path, model, cons_nodes, refit_feeds, batch_size, dims,
                                             calibration_items, engine, core_count, cancel, progress)
         slot_keys += [at for at in refit.bias_slots.values()]
-    for key in slot_keys:
-        if key in slot_name:
-            continue
-        name = nodes[key[0]].input[key[1]]
-        if name in inits and readers.get(name, 0) == 1:
-            slot_name[key] = name
-        else:
-            arr = np.ascontiguousarray(constant_view(model, name, lookup))
-            new = f"__channel_slot_{len(slot_name)}"
-            copies.append(onnx.numpy_helper.from_array(arr, new))
-            nodes[key[0]].input[key[1]] = new
-            slot_name[key] = new
-    model.graph.initializer.extend(copies)
+    slot_name = _consumer_slots(model, slot_keys, lookup)
     gi = GraphIndex(model)
-    arrays = strip_initializers(model)
-    for key, name in slot_name.items():
-        slot_dense[key] = arrays[name] if name in arrays else onnx.numpy_helper.to_array(
-            next(t for t in model.graph.initializer if t.name == name))
-
-    # per group: its consumer slots and nodes, and the zeroed weights of each level
-    units = []
-    for g in prunable:
-        mine = [e for e in groups.consumer_edits() if np.isin(groups.element_root[e.emap], g.classes).any()]
-        if not mine:
-            continue
-        units.append((g, mine, sorted({e.node for e in mine})))
-    if not units:
-        raise ModelError(f"{path.name}: no prunable channel group has a consumer layer to measure")
-    masks = []
-    for _g, _edits, cnodes in units:
-        m = np.zeros(len(gi.nodes), dtype=bool)
-        for i in cnodes:
-            m |= gi.descendants(i)
-        masks.append(m)
-    # order units by their first consumer so that planned groups are contiguous in graph order
-    order = sorted(range(len(units)), key=lambda u: units[u][2][0])
-    units = [units[u] for u in order]
-    masks = [masks[u] for u in order]
+    arrays, by_name = stripped_weights(model, slot_name.values())
+    slot_dense = {key: by_name[name] for key, name in slot_name.items()}
+    units, masks = _group_units(path, groups, prunable, gi)
 
     run_levels = [s for s in levels if s > 0]
     costs = node_costs(path, model, batch_size, dims, batches_list[0], engine)
@@ -389,96 +335,20 @@ def _one_shot(path: Path, model, analysis, groups, *, levels, data, batches, bat
 
     progress("dense pass", 0.0)
     ref = dense_reference(engine, model, gi, arrays, masks, batches_list, core_count, cancel, metric, plan)
-    total_runs = sum((b - a) for a, b in ref.groups) * len(run_levels) * nb
-    done = 0
+    meter = _LevelMeter(groups=groups, levels=levels, round_to=round_to, scores=scores, refit=refit,
+                        slot_name=slot_name, slot_dense=slot_dense, ref=ref, cancel=cancel, progress=progress,
+                        total_runs=sum((b - a) for a, b in ref.groups) * len(run_levels) * nb)
     sens: dict = {}
-    n_sessions = 1
-    t_sessions = 0.0
-    stats: list = []
-    skipped = 0
-    with canceled_as_job(cancel):
-        for (a, b), m in zip(ref.groups, ref.group_masks):
-            maybe_check(cancel)
-            ts = time.perf_counter()
-            slots = sorted({(e.node, e.input) for _g, edits, _c in units[a:b] for e in edits}
-                           | ({refit.bias_slots[e.node] for _g, edits, _c in units[a:b] for e in edits
-                               if e.node in refit.bias_slots} if refit is not None else set()))
-            names = [slot_name[s] for s in slots]
-            front = gi.frontier(m)
-            sub = build_group_model(model, gi, m, names, ref.cache[0])
-            sess = open_session(engine, sub, arrays, core_count)
-            del sub
-            n_sessions += 1
-            create_s = time.perf_counter() - ts
-            t_sessions += create_s
-            outs = list(sess.output_names)
-            run = sess.runner(outs, cancel)
-            gfeeds = [{k: c[k] for k in front} for c in ref.cache]
-            tm = time.perf_counter()
-            for g, edits, _c in units[a:b]:
-                vals: dict = {}
-                by_kept: dict = {}
-                order_g = np.argsort(scores[g.id], kind="stable")
-                if refit is not None:
-                    refit.order(groups, g, edits, order_g)
-                for s in levels:
-                    kept = round_kept(g.channels, s, g.round_to(round_to)) if s > 0 else g.channels
-                    if kept == g.channels:
-                        vals[level_key(s)] = 0.0  # nothing removed: equals dense
-                        if s > 0:
-                            done += nb
-                            skipped += nb
-                        continue
-                    if kept in by_kept:
-                        vals[level_key(s)] = by_kept[kept]  # same channels removed as a previous level
-                        done += nb
-                        skipped += nb
-                        continue
-                    removed = np.sort(order_g[: g.channels - kept])
-                    dead = groups.removed_elements({g.id: removed})
-                    feed_w = {}
-                    for e in edits:
-                        key = (e.node, e.input)
-                        if refit is not None and e.node in refit.rf.consumers:
-                            weight, bias = refit.weights(e.node, ~dead[e.emap])
-                            if weight is not None:
-                                feed_w[key] = weight
-                                if bias is not None:
-                                    feed_w[bias[0]] = bias[1]
-                                continue
-                        arr = feed_w.get(key)
-                        if arr is None:
-                            arr = feed_w[key] = np.array(slot_dense[key], copy=True)
-                        view = np.moveaxis(arr, e.axis, 0)
-                        view[dead[e.emap]] = 0
-                    acc = []
-                    for f, d in zip(gfeeds, ref.dense_outs):
-                        maybe_check(cancel)
-                        for key, arr in feed_w.items():
-                            f[slot_name[key]] = arr
-                        acc.append(ref.metric.value(d, dict(zip(outs, run(f)))))
-                        done += 1
-                    for f in gfeeds:
-                        for key in feed_w:
-                            f.pop(slot_name[key], None)
-                    by_kept[kept] = vals[level_key(s)] = float(np.mean(acc))
-                    progress(f"one-shot {g.id}", done / max(1, total_runs))
-                sens[g.id] = {level_key(s): vals[level_key(s)] for s in levels}
-                if refit is not None:
-                    for e in edits:
-                        if sum(1 for _u, ed, _c in units for x in ed if x.node == e.node) <= len(
-                                [x for x in edits if x.node == e.node]):
-                            refit.rf.release(e.node)  # its only group is measured: free its matrices
-            stats.append({"groups": b - a, "nodes_share": round(float(m.mean()), 4),
-                          "flops_share": round(float(costs[m].sum() / costs.sum()), 4),
-                          "create_s": round(create_s, 4), "measure_s": round(time.perf_counter() - tm, 3)})
-            del run
-            sess.close()
-            del sess
+    stats, t_sessions = group_sessions(engine, model, gi, arrays, core_count, cancel, ref, costs, count_key="groups",
+                                       slots=lambda a, b: meter.slots(units[a:b]),
+                                       measure=lambda a, b, outs, run, gfeeds: meter.measure(
+                                           units, a, b, outs, run, gfeeds, sens))
+    n_sessions = 1 + len(stats)
     progress("one-shot", 1.0)
     for g in prunable:  # a group without consumer layers (never the case for a prunable group): no change
         sens.setdefault(g.id, {level_key(s): 0.0 for s in levels})
-    extras = {"sessions": n_sessions, "runs": total_runs - skipped, "runs_skipped": skipped, "batches": nb,
+    extras = {"sessions": n_sessions, "runs": meter.total_runs - meter.skipped, "runs_skipped": meter.skipped,
+              "batches": nb,
               "reconstruction": ({"items": refit.items, "ridge": PROFILE_RIDGE, "consumers": len(refit.rf.consumers),
                                   "seconds": round(seconds_refit + refit.solve_s, 3)} if refit is not None else None),
               "plan": [[units[a][0].id, units[b - 1][0].id, b - a] for a, b in ref.groups],
@@ -490,3 +360,165 @@ def _one_shot(path: Path, model, analysis, groups, *, levels, data, batches, bat
     if flat:
         extras["flat_outputs"] = {k: float(v) for k, v in flat.items()}
     return sens, ref.metric.label, extras
+
+
+def _one_shot_feeds(path, data, feeds, reconstruct, batches, calibration_items, batch_size, dims):
+    """``(measured batches, refit calibration batches or None)``: the given ``feeds``, else one read of the data
+    file (the measured items, then, reconstructing, the refits' calibration items)."""
+    from sparsify_tui.profiling.loss_oneshot import sample_batches
+
+    if feeds is not None:
+        return feeds, None
+    if reconstruct and data:
+        every = sample_batches(path, data, batches + calibration_items, batch_size, dims)
+        return every[:batches], every[batches:] or None
+    return sample_batches(path, data, batches, batch_size, dims), None
+
+
+def _consumer_slots(model, slot_keys, lookup) -> dict:
+    """Consumer slots: ``{(node index, input index): initializer name}`` for every consumer weight (and,
+    reconstructing, its bias: a zero bias is added where a Conv/Gemm has none), each made a plain initializer read
+    by that node alone (a weight chain or a shared weight gets its own evaluated copy, added to ``model``), so it
+    can be overridden."""
+    import onnx
+
+    from sparsify_tui.analysis.channels import constant_view
+
+    nodes = model.graph.node
+    inits = {t.name: t for t in model.graph.initializer}
+    readers: dict = {}
+    for n in nodes:
+        for x in n.input:
+            readers[x] = readers.get(x, 0) + 1
+    slot_name: dict = {}
+    copies = []
+    for key in slot_keys:
+        if key in slot_name:
+            continue
+        name = nodes[key[0]].input[key[1]]
+        if name in inits and readers.get(name, 0) == 1:
+            slot_name[key] = name
+        else:
+            arr = np.ascontiguousarray(constant_view(model, name, lookup))
+            new = f"__channel_slot_{len(slot_name)}"
+            copies.append(onnx.numpy_helper.from_array(arr, new))
+            nodes[key[0]].input[key[1]] = new
+            slot_name[key] = new
+    model.graph.initializer.extend(copies)
+    return slot_name
+
+
+def _group_units(path: Path, groups, prunable, gi):
+    """``(units, masks)``: per prunable group with consumers, ``(group, its consumer edits, their node
+    indices)`` and the mask of the nodes its consumers reach, ordered by first consumer (so that planned groups
+    are contiguous in graph order). :class:`ModelError` when no group has a consumer layer."""
+    units = []
+    for g in prunable:
+        mine = [e for e in groups.consumer_edits() if np.isin(groups.element_root[e.emap], g.classes).any()]
+        if not mine:
+            continue
+        units.append((g, mine, sorted({e.node for e in mine})))
+    if not units:
+        raise ModelError(f"{path.name}: no prunable channel group has a consumer layer to measure")
+    masks = []
+    for _g, _edits, cnodes in units:
+        m = np.zeros(len(gi.nodes), dtype=bool)
+        for i in cnodes:
+            m |= gi.descendants(i)
+        masks.append(m)
+    order = sorted(range(len(units)), key=lambda u: units[u][2][0])
+    return [units[u] for u in order], [masks[u] for u in order]
+
+
+class _LevelMeter:
+    """Measures the groups of one planned session at every level: zeroes each level's removed channels in the
+    group's consumer slots, runs the sub-graph on the dense reference's cached feeds and scores it against the
+    dense outputs. Counts the runs ``done`` (for progress) and ``skipped`` (levels that remove nothing new)."""
+
+    def __init__(self, *, groups, levels, round_to, scores, refit, slot_name, slot_dense, ref, cancel, progress,
+                 total_runs):
+        self.groups, self.levels, self.round_to, self.scores = groups, levels, round_to, scores
+        self.refit, self.slot_name, self.slot_dense, self.ref = refit, slot_name, slot_dense, ref
+        self.cancel, self.progress, self.total_runs = cancel, progress, total_runs
+        self.done = 0
+        self.skipped = 0
+
+    def slots(self, units) -> list:
+        """The slot initializers of ``units`` (consumer weights and, reconstructing, their biases)."""
+        refit = self.refit
+        slots = sorted({(e.node, e.input) for _g, edits, _c in units for e in edits}
+                       | ({refit.bias_slots[e.node] for _g, edits, _c in units for e in edits
+                           if e.node in refit.bias_slots} if refit is not None else set()))
+        return [self.slot_name[s] for s in slots]
+
+    def measure(self, units, a, b, outs, run, gfeeds, sens: dict) -> None:
+        """Measure ``units[a:b]`` (one session's groups) at every level into ``sens``."""
+        refit = self.refit
+        for g, edits, _c in units[a:b]:
+            sens[g.id] = self._levels(g, edits, gfeeds, outs, run)
+            if refit is not None:
+                for e in edits:
+                    if sum(1 for _u, ed, _c in units for x in ed if x.node == e.node) <= len(
+                            [x for x in edits if x.node == e.node]):
+                        refit.rf.release(e.node)  # its only group is measured: free its matrices
+
+    def _levels(self, g, edits, gfeeds, outs, run) -> dict:
+        """``{level key: value}`` of group ``g``: each level's removed channels zeroed (or refit) and measured."""
+        from sparsify_tui.analysis.channels import round_kept
+        from sparsify_tui.profiling.loss import level_key
+
+        nb = len(gfeeds)
+        vals: dict = {}
+        by_kept: dict = {}
+        order_g = np.argsort(self.scores[g.id], kind="stable")
+        if self.refit is not None:
+            self.refit.order(self.groups, g, edits, order_g)
+        for s in self.levels:
+            kept = round_kept(g.channels, s, g.round_to(self.round_to)) if s > 0 else g.channels
+            if kept == g.channels:
+                vals[level_key(s)] = 0.0  # nothing removed: equals dense
+                if s > 0:
+                    self.done += nb
+                    self.skipped += nb
+                continue
+            if kept in by_kept:
+                vals[level_key(s)] = by_kept[kept]  # same channels removed as a previous level
+                self.done += nb
+                self.skipped += nb
+                continue
+            removed = np.sort(order_g[: g.channels - kept])
+            feed_w = self._level_weights(edits, self.groups.removed_elements({g.id: removed}))
+            acc = []
+            for f, d in zip(gfeeds, self.ref.dense_outs):
+                maybe_check(self.cancel)
+                for key, arr in feed_w.items():
+                    f[self.slot_name[key]] = arr
+                acc.append(self.ref.metric.value(d, dict(zip(outs, run(f)))))
+                self.done += 1
+            for f in gfeeds:
+                for key in feed_w:
+                    f.pop(self.slot_name[key], None)
+            by_kept[kept] = vals[level_key(s)] = float(np.mean(acc))
+            self.progress(f"one-shot {g.id}", self.done / max(1, self.total_runs))
+        return {level_key(s): vals[level_key(s)] for s in self.levels}
+
+    def _level_weights(self, edits, dead) -> dict:
+        """``{slot: array}``: the consumer weights with the ``dead`` elements removed: refit (with their bias)
+        where reconstructing, else the dense weights with those channels zeroed."""
+        feed_w = {}
+        refit = self.refit
+        for e in edits:
+            key = (e.node, e.input)
+            if refit is not None and e.node in refit.rf.consumers:
+                weight, bias = refit.weights(e.node, ~dead[e.emap])
+                if weight is not None:
+                    feed_w[key] = weight
+                    if bias is not None:
+                        feed_w[bias[0]] = bias[1]
+                    continue
+            arr = feed_w.get(key)
+            if arr is None:
+                arr = feed_w[key] = np.array(self.slot_dense[key], copy=True)
+            view = np.moveaxis(arr, e.axis, 0)
+            view[dead[e.emap]] = 0
+        return feed_w

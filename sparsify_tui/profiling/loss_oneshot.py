@@ -360,6 +360,62 @@ def dense_reference(engine, model, gi: GraphIndex, arrays: dict, masks: list, ba
                           time.perf_counter() - t0)
 
 
+def stripped_weights(model, names) -> tuple:
+    """``(arrays, {name: array})``: the initializers taken out of ``model`` (:func:`strip_initializers`) and the
+    arrays of ``names`` among them (or among the initializers left in the proto)."""
+    from onnx import numpy_helper
+
+    arrays = strip_initializers(model)
+    return arrays, {name: arrays[name] if name in arrays else numpy_helper.to_array(
+        next(t for t in model.graph.initializer if t.name == name)) for name in names}
+
+
+def _int8_gates(refs, gi: GraphIndex, ranges: dict) -> dict:
+    """``{node index: (layer index, scale, zero point, data input)}``: the simulated INT8 activation of every
+    layer, from its input's min/max over the dense pass."""
+    out = {}
+    for k, r in enumerate(refs):
+        scale, zp = activation_qparams(*ranges[gi.nodes[r.node_index].input[r.data_input]])
+        out[r.node_index] = (k, scale, zp, r.data_input)
+    return out
+
+
+def group_sessions(engine, model, gi: GraphIndex, arrays: dict, core_count: Optional[int], cancel,
+                   ref: DenseReference, costs: np.ndarray, *, count_key: str, slots, measure, int8_nodes=None):
+    """Measure the planned groups of ``ref``, one live session at a time: for each group ``(a, b)`` a session over
+    its sub-model (:func:`build_group_model` with the weights ``slots(a, b)`` as inputs, and ``int8_nodes(a, b)``
+    when given), then ``measure(a, b, outs, run, gfeeds)`` with the session's output names, its runner and the
+    group's feeds (per batch, its frontier from the dense pass's cache). Returns ``(stats, seconds)``: the groups'
+    stats (units as ``count_key``, shares of the nodes and FLOPs by ``costs``, ``create_s``, ``measure_s``) and
+    the seconds spent creating their sessions. Shared by the
+    per-layer and the per-channel-group one-shot profiles; raises ``JobCanceled``."""
+    stats: list = []
+    t_sessions = 0.0
+    with canceled_as_job(cancel):  # a terminated run raises JobCanceled
+        for (a, b), m in zip(ref.groups, ref.group_masks):
+            maybe_check(cancel)
+            ts = time.perf_counter()
+            names = slots(a, b)
+            front = gi.frontier(m)
+            sub = build_group_model(model, gi, m, names, ref.cache[0], int8_nodes(a, b) if int8_nodes else None)
+            sess = open_session(engine, sub, arrays, core_count)
+            del sub
+            create_s = time.perf_counter() - ts
+            t_sessions += create_s
+            outs = list(sess.output_names)
+            run = sess.runner(outs, cancel)
+            gfeeds = [{k: c[k] for k in front} for c in ref.cache]
+            tm = time.perf_counter()
+            measure(a, b, outs, run, gfeeds)
+            stats.append({count_key: b - a, "nodes_share": round(float(m.mean()), 4),
+                          "flops_share": round(float(costs[m].sum() / costs.sum()), 4),
+                          "create_s": round(create_s, 4), "measure_s": round(time.perf_counter() - tm, 3)})
+            del run
+            sess.close()  # one live session at a time
+            del sess
+    return stats, t_sessions
+
+
 # -- the profile -------------------------------------------------------------------------------------------
 
 
@@ -398,11 +454,8 @@ def one_shot_profile(
     the sessions (default onnxruntime). Returns a ``LossProfile`` whose ``extras`` record the groups,
     sessions and runs. Raises ``ModelError``, ``SampleDataError``, ``DimensionError``, ``JobCanceled``.
     """
-    from onnx import numpy_helper
-
     from sparsify_tui.engine import get_engine
-
-    from sparsify_tui.profiling.loss import LossProfile, _layer_entry, _total_params, int8_weight_qdq, level_key
+    from sparsify_tui.profiling.loss import LossProfile, _layer_entry, _total_params
     t0 = time.perf_counter()
     step = progress or (lambda s, f: None)
     engine = get_engine(engine)
@@ -424,10 +477,7 @@ def one_shot_profile(
 
     # 1. weights out of the proto (sub-models then cost microseconds to build and serialize)
     gi = GraphIndex(model)
-    arrays = strip_initializers(model)
-    weights = {r.weight_name: arrays[r.weight_name] if r.weight_name in arrays
-               else numpy_helper.to_array(next(t for t in model.graph.initializer if t.name == r.weight_name))
-               for r in refs}
+    arrays, weights = stripped_weights(model, [r.weight_name for r in refs])
     masks = [gi.descendants(r.node_index) for r in refs]
 
     # 2. one dense session: the dense outputs (the metric's reference), the activations the groups read and
@@ -447,85 +497,22 @@ def one_shot_profile(
 
     dense = dense_reference(engine, model, gi, arrays, masks, batches_list, core_count, cancel, metric, plan,
                             layer_inputs)
-    om, groups, group_masks, cache = dense.metric, dense.groups, dense.group_masks, dense.cache
+    om, groups = dense.metric, dense.groups
     dense_outs, t_create, t_run, ranges = dense.dense_outs, dense.t_create, dense.t_run, dense.ranges
     flat = om.flat_outputs(dense_outs)
-    int8_nodes = {}
-    if int8:
-        for k, r in enumerate(refs):
-            scale, zp = activation_qparams(*ranges[gi.nodes[r.node_index].input[r.data_input]])
-            int8_nodes[r.node_index] = (k, scale, zp, r.data_input)
+    int8_nodes = _int8_gates(refs, gi, ranges) if int8 else {}
 
     t_setup = time.perf_counter() - t0
     # 4. groups: one session each, one run per (layer, level, batch); the reference is the dense pass
-    total_runs = sum((b - a) * runs_per_layer for a, b in groups)
-    done = 0
-    sens: dict = {}
-    int8_vals: dict = {}
-    zeros: dict = {}
-    n_sessions = 0
-    t_sessions = 0.0
-    group_stats: list = []
-    with canceled_as_job(cancel):  # a terminated run raises JobCanceled
-        for (a, b), m in zip(groups, group_masks):
-            maybe_check(cancel)
-            ts = time.perf_counter()
-            gw = [refs[k].weight_name for k in range(a, b)]
-            front = gi.frontier(m)
-            g_int8 = {r.node_index: int8_nodes[r.node_index] for r in refs[a:b]} if int8 else None
-            sub = build_group_model(model, gi, m, gw, cache[0], g_int8)
-            sess = open_session(engine, sub, arrays, core_count)
-            del sub
-            n_sessions += 1
-            create_s = time.perf_counter() - ts
-            t_sessions += create_s
-            outs = list(sess.output_names)
-            run = sess.runner(outs, cancel)
-            gfeeds = [{k: c[k] for k in front} for c in cache]
-            tm = time.perf_counter()
-            for k in range(a, b):
-                ref = refs[k]
-                w = weights[ref.weight_name]
-                n = w.size
-                z = int(n - np.count_nonzero(w))
-                zeros[ref.weight_name] = z
-                vals = {}
-                todo = sorted(s for s in levels if s > 1e-9 and pruned_count(n, s) > z)
-                for s in levels:
-                    if s not in todo:
-                        vals[level_key(s)] = 0.0  # nothing but existing zeros removed: equals dense
-                        if s > 1e-9:
-                            done += nb
-                for s, wp in zip(todo, magnitude_prune_levels(w, todo, reuse=True)):
-                    acc = []
-                    for f, d in zip(gfeeds, dense_outs):
-                        maybe_check(cancel)
-                        f[ref.weight_name] = wp
-                        got = dict(zip(outs, run(f)))
-                        acc.append(om.value(d, got))
-                        done += 1
-                    vals[level_key(s)] = float(np.mean(acc))
-                    step(f"one-shot {ref.node_id}", done / total_runs)
-                vals = {level_key(s): vals[level_key(s)] for s in levels}  # in the user's level order
-                if int8:
-                    wq = int8_weight_qdq(w, ref.channel_axis)
-                    acc = []
-                    for f, d in zip(gfeeds, dense_outs):
-                        f[ref.weight_name] = wq
-                        f[gate_name(k)] = ONE
-                        acc.append(om.value(d, dict(zip(outs, run(f)))))
-                        done += 1
-                    int8_vals[ref.weight_name] = float(np.mean(acc))
-                for f in gfeeds:
-                    f.pop(ref.weight_name, None)
-                    f.pop(gate_name(k), None)
-                sens[ref.weight_name] = vals
-            group_stats.append({"layers": b - a, "nodes_share": round(float(m.mean()), 4),
-                                "flops_share": round(float(costs[m].sum() / costs.sum()), 4),
-                                "create_s": round(create_s, 4), "measure_s": round(time.perf_counter() - tm, 3)})
-            del run
-            sess.close()  # one live session at a time
-            del sess
+    meter = _LayerMeter(refs=refs, weights=weights, levels=levels, om=om, dense_outs=dense_outs, int8=int8,
+                        cancel=cancel, progress=step, total_runs=sum((b - a) * runs_per_layer for a, b in groups))
+    group_stats, t_sessions = group_sessions(
+        engine, model, gi, arrays, core_count, cancel, dense, costs, count_key="layers",
+        slots=lambda a, b: [refs[k].weight_name for k in range(a, b)],
+        int8_nodes=(lambda a, b: {r.node_index: int8_nodes[r.node_index] for r in refs[a:b]}) if int8 else None,
+        measure=meter.measure)
+    sens, int8_vals, zeros, total_runs = meter.sens, meter.int8_vals, meter.zeros, meter.total_runs
+    n_sessions = len(group_stats)
     step("one-shot", 1.0)
 
     layers = [
@@ -563,3 +550,62 @@ def one_shot_profile(
             "group_stats": group_stats,
         },
     )
+
+
+class _LayerMeter:
+    """Measures the layers of one planned session of :func:`one_shot_profile`: each layer's weight pruned by
+    magnitude at every level (and, with ``int8``, its simulated INT8 weight and activation), scored against the
+    dense outputs. Fills ``sens`` (weight name -> {level key: value}), ``int8_vals`` and ``zeros`` (the weight's
+    existing zeros); counts the runs ``done`` for progress."""
+
+    def __init__(self, *, refs, weights, levels, om, dense_outs, int8, cancel, progress, total_runs):
+        self.refs, self.weights, self.levels, self.om, self.dense_outs = refs, weights, levels, om, dense_outs
+        self.int8, self.cancel, self.progress, self.total_runs = int8, cancel, progress, total_runs
+        self.done = 0
+        self.sens: dict = {}
+        self.int8_vals: dict = {}
+        self.zeros: dict = {}
+
+    def measure(self, a: int, b: int, outs, run, gfeeds) -> None:
+        for k in range(a, b):
+            self._layer(k, outs, run, gfeeds)
+
+    def _score(self, gfeeds, outs, run, feed, check: bool = True) -> float:
+        """Mean metric over the batches with ``feed`` set on each (and the runs counted)."""
+        acc = []
+        for f, d in zip(gfeeds, self.dense_outs):
+            if check:
+                maybe_check(self.cancel)
+            f.update(feed)
+            acc.append(self.om.value(d, dict(zip(outs, run(f)))))
+            self.done += 1
+        return float(np.mean(acc))
+
+    def _layer(self, k: int, outs, run, gfeeds) -> None:
+        from sparsify_tui.profiling.loss import int8_weight_qdq, level_key
+
+        ref = self.refs[k]
+        levels, nb = self.levels, len(gfeeds)
+        w = self.weights[ref.weight_name]
+        n = w.size
+        z = int(n - np.count_nonzero(w))
+        self.zeros[ref.weight_name] = z
+        vals = {}
+        todo = sorted(s for s in levels if s > 1e-9 and pruned_count(n, s) > z)
+        for s in levels:
+            if s not in todo:
+                vals[level_key(s)] = 0.0  # nothing but existing zeros removed: equals dense
+                if s > 1e-9:
+                    self.done += nb
+        for s, wp in zip(todo, magnitude_prune_levels(w, todo, reuse=True)):
+            vals[level_key(s)] = self._score(gfeeds, outs, run, {ref.weight_name: wp})
+            self.progress(f"one-shot {ref.node_id}", self.done / self.total_runs)
+        vals = {level_key(s): vals[level_key(s)] for s in levels}  # in the user's level order
+        if self.int8:
+            wq = int8_weight_qdq(w, ref.channel_axis)
+            self.int8_vals[ref.weight_name] = self._score(gfeeds, outs, run, {ref.weight_name: wq, gate_name(k): ONE},
+                                                         check=False)
+        for f in gfeeds:
+            f.pop(ref.weight_name, None)
+            f.pop(gate_name(k), None)
+        self.sens[ref.weight_name] = vals

@@ -400,11 +400,8 @@ def profile_performance(
         JobCanceled: on cancel.
         SparsifyError: bad batch size / iterations / core count.
     """
-    from sparsify_tui.analysis import inputs as ainputs
     from sparsify_tui.engine import get_engine
     from sparsify_tui.engine.weights import runnable_path
-    from sparsify_tui.profiling import attribution as attr
-
     t_start = time.perf_counter()
     prog = progress or (lambda s, f: None)
     batch_size = settings.batch_size(batch_size)
@@ -419,28 +416,7 @@ def profile_performance(
     prog("preparing inputs", 0.0)
     phases: dict = {}
     t_phase = time.perf_counter()
-    from sparsify_tui.analysis.loading import load_model
-
-    # one parse of the model for input specs and the node table (no weights when stored externally)
-    model = load_model(str(path), load_external_data=False)
-    from sparsify_tui.analysis.loading import nonfinite_weights, weight_warnings
-
-    warnings = weight_warnings(nonfinite_weights(model, path.parent), path.name)
-    _strip_large_weights(model)  # the profile needs weight shapes, not values (onnxruntime reads the file)
-    specs = ainputs.input_specs(model, batch_size=batch_size, dims=dims)
-    from sparsify_tui.analysis.shapes import fixed_batch
-
-    batch_size = fixed_batch(model) or batch_size  # the items in a batch fed: what ms per item divides by
-    if data:
-        feeds = ainputs.load_sample_data(str(data), specs, batch_size)
-        warnings += ainputs.sample_data_warnings(feeds)
-        source = {"source": "sample data", "path": str(data), "batches": len(feeds)}
-    else:
-        feeds = [ainputs.synthetic_inputs(specs, seed=0, values=dims)]
-        source = {"source": "synthetic", "batches": 1}
-    source["shapes"] = {k: list(np.asarray(v).shape) for k, v in feeds[0].items()}
-    source["dtypes"] = {k: str(np.asarray(v).dtype) for k, v in feeds[0].items()}
-
+    model, batch_size, feeds, source, warnings = _model_and_feeds(path, batch_size, dims, data)
     phases["inputs_s"] = time.perf_counter() - t_phase
 
     share_int8 = 0.45 if int8 else 0.0
@@ -454,19 +430,8 @@ def profile_performance(
         phases.update(fp.clock)
         maybe_check(cancel)
         prog("attributing", f_fp32 * 0.92)
-        t_phase = time.perf_counter()
-        if analysis is None:
-            from sparsify_tui.analysis.nodes import analyze_model
-
-            analysis = analyze_model(model, batch_size=batch_size, dims=dims, include_system=False,
-                                     count_zeros=False, engine=engine)
-        phases["analysis_s"] = time.perf_counter() - t_phase
+        orig, fa = _attribute_fp32(model, analysis, fp, batch_size, dims, engine, phases)
         del model
-        t_phase = time.perf_counter()
-        orig = list(analysis.nodes)
-        fa = attr.attribute(orig, fp.opt_nodes, fp.kernels.ms, optimized_initializers=fp.opt_inits,
-                            kernel_op_types=fp.kernels.op_type)
-        phases["attribution_s"] = time.perf_counter() - t_phase
         t_fp32_done = time.perf_counter()
         int8_info: dict = {"enabled": False}
         ia = None
@@ -496,28 +461,11 @@ def profile_performance(
         nodes=nodes,
         model=str(path),
         ort_version=engine.version,
-        settings={
-            **engine.settings(cores),
-            "cpu_model": system.get("cpu_model", ""),
-            "available_cores": system.get("available_cores"),
-            "profiled_runs": profiled_runs_for(iterations),
-        },
+        settings=_run_settings(engine, cores, system, iterations),
         warmup=warmup,
         iterations=iterations,
         inputs=source,
-        profiled={
-            "kernel_total_ms": kernel_total,
-            "run_ms": fp.kernels.run_ms,
-            "runs": fp.kernels.runs,
-            "runs_ms": list(fp.kernels.runs_ms),
-            "kernels": len(fp.kernels.ms),
-            "session_seconds": fp.session_seconds,
-            "times_ms": fp.times_ms,
-            "phase_seconds": phases,
-            "scale_to_median": _scale(median, kernel_total),
-            "overhead_ratio": (kernel_total / median) if median and kernel_total > 0 else None,
-            "run_overhead_ratio": (fp.kernels.run_ms / median) if median else None,
-        },
+        profiled=_profiled_summary(fp, kernel_total, median, phases),
         dims=dims,
         created=datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
         seconds=t_end - t_start,
@@ -529,6 +477,79 @@ def profile_performance(
     fill_scaled(prof)
     prof.warnings += profile_noise(prof)
     return prof
+
+
+def _model_and_feeds(path: Path, batch_size: int, dims: dict, data) -> tuple:
+    """``(model, batch size, feeds, inputs record, warnings)``: one parse of the model for input specs and the node
+    table (no weights when stored externally; large values dropped), the batch size the model fixes (the items in a
+    batch fed: what ms per item divides by), the sample data's batches (validated) or one synthetic batch, and
+    the ``inputs`` record of the profile (source, shapes, dtypes)."""
+    from sparsify_tui.analysis import inputs as ainputs
+    from sparsify_tui.analysis.loading import load_model, nonfinite_weights, weight_warnings
+    from sparsify_tui.analysis.shapes import fixed_batch
+
+    model = load_model(str(path), load_external_data=False)
+    warnings = weight_warnings(nonfinite_weights(model, path.parent), path.name)
+    _strip_large_weights(model)  # the profile needs weight shapes, not values (onnxruntime reads the file)
+    specs = ainputs.input_specs(model, batch_size=batch_size, dims=dims)
+    batch_size = fixed_batch(model) or batch_size
+    if data:
+        feeds = ainputs.load_sample_data(str(data), specs, batch_size)
+        warnings += ainputs.sample_data_warnings(feeds)
+        source = {"source": "sample data", "path": str(data), "batches": len(feeds)}
+    else:
+        feeds = [ainputs.synthetic_inputs(specs, seed=0, values=dims)]
+        source = {"source": "synthetic", "batches": 1}
+    source["shapes"] = {k: list(np.asarray(v).shape) for k, v in feeds[0].items()}
+    source["dtypes"] = {k: str(np.asarray(v).dtype) for k, v in feeds[0].items()}
+    return model, batch_size, feeds, source, warnings
+
+
+def _attribute_fp32(model, analysis, fp: "_Measured", batch_size: int, dims: dict, engine, phases: dict) -> tuple:
+    """``(original nodes, attribution)``: the node table (``analysis``, else analysed now) and the FP32 profiled
+    kernels attributed to its nodes; the two phases' seconds go to ``phases``."""
+    from sparsify_tui.profiling import attribution as attr
+
+    t_phase = time.perf_counter()
+    if analysis is None:
+        from sparsify_tui.analysis.nodes import analyze_model
+
+        analysis = analyze_model(model, batch_size=batch_size, dims=dims, include_system=False,
+                                 count_zeros=False, engine=engine)
+    phases["analysis_s"] = time.perf_counter() - t_phase
+    t_phase = time.perf_counter()
+    orig = list(analysis.nodes)
+    fa = attr.attribute(orig, fp.opt_nodes, fp.kernels.ms, optimized_initializers=fp.opt_inits,
+                        kernel_op_types=fp.kernels.op_type)
+    phases["attribution_s"] = time.perf_counter() - t_phase
+    return orig, fa
+
+
+def _run_settings(engine, cores: int, system: dict, iterations: int) -> dict:
+    """The profile's ``settings``: the engine's session options at ``cores``, the CPU and the profiled runs."""
+    return {
+        **engine.settings(cores),
+        "cpu_model": system.get("cpu_model", ""),
+        "available_cores": system.get("available_cores"),
+        "profiled_runs": profiled_runs_for(iterations),
+    }
+
+
+def _profiled_summary(fp: "_Measured", kernel_total: float, median: Optional[float], phases: dict) -> dict:
+    """The profile's ``profiled`` record: the profiled pass's kernels and runs, and how they scale to the median."""
+    return {
+        "kernel_total_ms": kernel_total,
+        "run_ms": fp.kernels.run_ms,
+        "runs": fp.kernels.runs,
+        "runs_ms": list(fp.kernels.runs_ms),
+        "kernels": len(fp.kernels.ms),
+        "session_seconds": fp.session_seconds,
+        "times_ms": fp.times_ms,
+        "phase_seconds": phases,
+        "scale_to_median": _scale(median, kernel_total),
+        "overhead_ratio": (kernel_total / median) if median and kernel_total > 0 else None,
+        "run_overhead_ratio": (fp.kernels.run_ms / median) if median else None,
+    }
 
 
 def _strip_large_weights(model, limit_bytes: int = 4096) -> None:

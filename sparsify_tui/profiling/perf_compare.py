@@ -308,22 +308,8 @@ def compare_perf(a, b, *, a_view: str = "fp32", b_view: str = "fp32", a_side: Op
         am = ta.get(nid) if na is not None else None
         bm = tb.get(nid) if nb is not None else None
         if _is_special(nid):
-            status = NOT_A_NODE
             am, bm = am or 0.0, bm or 0.0  # a special row missing on one side had no such time there
-        elif na is None:
-            status = ONLY_B
-        elif nb is None:
-            status = ONLY_A
-        elif na.op_type != nb.op_type:
-            status = OP_DIFFERS
-        elif (am > 0) != (bm > 0):
-            zero_side, covered = ("A", cov_a) if am <= 0 else ("B", cov_b)
-            if covered is not None and nid not in covered:
-                status = REMOVED_A if zero_side == "A" else REMOVED_B
-            else:
-                status = FUSED_DIFFERENTLY
-        else:
-            status = MATCHED
+        status = _row_status(nid, na, nb, am, bm, cov_a, cov_b)
         op = (na or nb).op_type if not _is_special(nid) else nid
         if status == OP_DIFFERS:
             op = f"{na.op_type}/{nb.op_type}"
@@ -335,6 +321,32 @@ def compare_perf(a, b, *, a_view: str = "fp32", b_view: str = "fp32", a_side: Op
 
     fusion = _fusion_groups(a, b, a_view, b_view, rows)
     groups = _op_groups(rows, a_total, b_total)
+    notes = _perf_notes(a, b, a_side, b_side, a_total, b_total, rows)
+    return PerfComparison(a=a_side, b=b_side, rows=rows, groups=groups, fusion_groups=fusion, notes=notes)
+
+
+def _row_status(nid: str, na, nb, am: Optional[float], bm: Optional[float], cov_a, cov_b) -> str:
+    """A row's status (module docstring): not a node, on one side only, op differs, removed on one side (no kernel
+    covers it there), fused differently (time on one side, a kernel covers it on the other) or matched."""
+    if _is_special(nid):
+        return NOT_A_NODE
+    if na is None:
+        return ONLY_B
+    if nb is None:
+        return ONLY_A
+    if na.op_type != nb.op_type:
+        return OP_DIFFERS
+    if (am > 0) != (bm > 0):
+        zero_side, covered = ("A", cov_a) if am <= 0 else ("B", cov_b)
+        if covered is not None and nid not in covered:
+            return REMOVED_A if zero_side == "A" else REMOVED_B
+        return FUSED_DIFFERENTLY
+    return MATCHED
+
+
+def _perf_notes(a, b, a_side, b_side, a_total: float, b_total: float, rows: list) -> list:
+    """What a reader must know before reading the rows: batch sizes or CPUs that differ, and how many rows are
+    fused differently, removed on one side, or on one side only."""
     notes = []
     if a.batch_size != b.batch_size:
         per_item = (f"; per item B/A {(b_total / b.batch_size) / (a_total / a.batch_size):.3g}"
@@ -352,7 +364,7 @@ def compare_perf(a, b, *, a_view: str = "fp32", b_view: str = "fp32", a_side: Op
     only = sum(r.status in (ONLY_A, ONLY_B) for r in rows)
     if only:
         notes.append(f"{only} node ids are on one side only (different models?): listed, never dropped")
-    return PerfComparison(a=a_side, b=b_side, rows=rows, groups=groups, fusion_groups=fusion, notes=notes)
+    return notes
 
 
 def _fusion_groups(a, b, a_view: str, b_view: str, rows: list) -> list:

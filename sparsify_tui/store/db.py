@@ -201,18 +201,10 @@ def open_db(path: Path, kind: str, *, write: bool = False) -> Iterator[TinyDB]:
     """A fresh TinyDB on ``path``. ``write=True`` holds the file lock for the whole block (read-modify-write)
     and migrates an old schema forward; reads take no lock (files are replaced atomically)."""
     path = Path(path)
-    if write:
-        with file_lock(path):
-            db = TinyDB(str(path), storage=AtomicJSONStorage)
-            try:
-                _check_schema(db, kind, path, write=True)
-                yield db
-            finally:
-                db.close()
-    else:
+    with file_lock(path) if write else contextlib.nullcontext():
         db = TinyDB(str(path), storage=AtomicJSONStorage)
         try:
-            _check_schema(db, kind, path, write=False)
+            _check_schema(db, kind, path, write=write)
             yield db
         finally:
             db.close()

@@ -41,7 +41,7 @@ from sparsify_tui.optimization.channel_model import (
     KIND_TEXT, TARGETS, ChannelTimeModel, GroupInput, TimedNode, allocate_channels, loss_at, measure,
 )
 from sparsify_tui.optimization.layer_curves import GRID_LEVELS, levels, loss_curve
-from sparsify_tui.optimization.modifiers import Modifier, recipe_float
+from sparsify_tui.optimization.modifiers import Modifier, pruning_schedule, recipe_float
 from sparsify_tui.optimization.record import (
     Estimates, GroupTime, LayerEstimate, LayerRow, Optimization, Settings,
 )
@@ -180,6 +180,39 @@ class ChannelEstimates(Estimates):
     groups_thinned: int = 0
 
 
+def _calibrated_time_model(nodes: list, perf: "PerfProfile", calib: dict, common: dict) -> ChannelTimeModel:
+    """The ``calibrated`` time model: each node's fitted ``t0, c0, c1`` and points from the channel calibration
+    (a node it did not fit: its profiled time, proportional to its work), onnxruntime's rows and the latency line
+    as fitted."""
+    by_id = {p.id: p for p in perf.nodes}
+    fit = calib["nodes"]
+    timed = []
+    for n in nodes:
+        c = fit.get(n.id)
+        if c is not None:
+            timed.append(TimedNode(n, float(c["t0"]), float(c["c0"]), float(c["c1"]), c.get("pts")))
+        else:
+            p = by_id.get(n.id)
+            timed.append(TimedNode(n, float(p.time_ms or 0.0) if p else 0.0, 0.0, 1.0))
+    summary = {k: calib.get(k) for k in ("ratios", "seconds", "created", "round_to", "fit_rel_error",
+                                         "latency_ms", "load_average", "warnings")}
+    return ChannelTimeModel(kind="calibrated", nodes=timed, special=[dict(s) for s in calib.get("special") or []],
+                            a=float(calib["latency"]["a"]), g_ms=float(calib["latency"]["g_ms"]),
+                            calibration=summary, **common)
+
+
+def _per_node_time_model(nodes: list, perf: "PerfProfile", common: dict) -> ChannelTimeModel:
+    """The ``per-node`` time model: each node's profiled time, proportional to its work; onnxruntime's own rows
+    fixed; ``a`` scales the node sum to the measured median."""
+    by_id = {p.id: p for p in perf.nodes}
+    timed = [TimedNode(n, float(by_id[n.id].time_ms or 0.0) if n.id in by_id else 0.0, 0.0, 1.0) for n in nodes]
+    special = [{"id": p.id, "t0": float(p.time_ms or 0.0), "c0": 1.0, "c1": 0.0}
+               for p in perf.nodes if p.id.startswith("[")]
+    total = sum(t.t0 for t in timed) + sum(s["t0"] for s in special)
+    a = (common["baseline_ms"] / total) if (common["baseline_ms"] and total > 0) else 1.0
+    return ChannelTimeModel(kind="per-node", nodes=timed, special=special, a=a, **common)
+
+
 class ChannelPruning(PruningStructure):
     """Channel-group thinning with a per-group ratio (see the module docstring)."""
 
@@ -252,28 +285,9 @@ class ChannelPruning(PruningStructure):
             return ChannelTimeModel(kind="macs", nodes=timed, **common)
         common.update(baseline_ms=perf_model_ms(perf), core_count=perf.core_count,
                       batch_size=int(perf.batch_size or 1))
-        by_id = {p.id: p for p in perf.nodes}
         if calib and calib.get("nodes"):
-            fit = calib["nodes"]
-            timed = []
-            for n in nodes:
-                c = fit.get(n.id)
-                if c is not None:
-                    timed.append(TimedNode(n, float(c["t0"]), float(c["c0"]), float(c["c1"]), c.get("pts")))
-                else:
-                    p = by_id.get(n.id)
-                    timed.append(TimedNode(n, float(p.time_ms or 0.0) if p else 0.0, 0.0, 1.0))
-            summary = {k: calib.get(k) for k in ("ratios", "seconds", "created", "round_to", "fit_rel_error",
-                                                 "latency_ms", "load_average", "warnings")}
-            return ChannelTimeModel(kind="calibrated", nodes=timed, special=[dict(s) for s in calib.get("special") or []],
-                                    a=float(calib["latency"]["a"]), g_ms=float(calib["latency"]["g_ms"]),
-                                    calibration=summary, **common)
-        timed = [TimedNode(n, float(by_id[n.id].time_ms or 0.0) if n.id in by_id else 0.0, 0.0, 1.0) for n in nodes]
-        special = [{"id": p.id, "t0": float(p.time_ms or 0.0), "c0": 1.0, "c1": 0.0}
-                   for p in perf.nodes if p.id.startswith("[")]
-        total = sum(t.t0 for t in timed) + sum(s["t0"] for s in special)
-        a = (common["baseline_ms"] / total) if (common["baseline_ms"] and total > 0) else 1.0
-        return ChannelTimeModel(kind="per-node", nodes=timed, special=special, a=a, **common)
+            return _calibrated_time_model(nodes, perf, calib, common)
+        return _per_node_time_model(nodes, perf, common)
 
     def summary_extras(self, analysis, perf, loss, settings, extras=None) -> Dict[str, Any]:
         """The time model (:data:`TIME_MODEL_KEY`) and the prunable layers in graph order (``channel_layers``:
@@ -314,9 +328,9 @@ class ChannelPruning(PruningStructure):
         for i, g in enumerate(data["groups"]):
             gid = g["id"]
             roles = g.get("member_roles") or []
-            param_group = _unique([m["tensor"] for m in roles if m["role"] in PARAM_ROLES])
-            dependents = _unique([m["tensor"] for m in roles if m["role"] in DEPENDENT_ROLES and
-                                  m["tensor"] not in param_group])
+            param_group = list(dict.fromkeys(m["tensor"] for m in roles if m["role"] in PARAM_ROLES))
+            dependents = list(dict.fromkeys(m["tensor"] for m in roles
+                                            if m["role"] in DEPENDENT_ROLES and m["tensor"] not in param_group))
             time_curve, gain_curve = [], []
             for s in GRID_LEVELS:
                 kf = tm.kept_fraction({gid: s}) if (g["prunable"] and s > 0) else {}
@@ -485,14 +499,7 @@ class ChannelPruning(PruningStructure):
             mods.append(Modifier("StructuredPruningModifier", {
                 "param_groups": groups,
                 "params": [w for g in groups for w in g],
-                "init_sparsity": recipe_float(min(float(ep.init_sparsity), s)),
-                "final_sparsity": recipe_float(s),
-                "start_epoch": recipe_float(ep.pruning_start_epoch),
-                "end_epoch": recipe_float(ep.pruning_end_epoch),
-                "update_frequency": recipe_float(ep.update_frequency),
-                "inter_func": "cubic",
-                "mask_type": "filter",
-                "leave_enabled": True,
+                **pruning_schedule(ep, s, "filter"),
             }))
         if by_ratio:
             dep_map = {",".join(l.param_group): list(l.dependents)
@@ -591,14 +598,6 @@ class ChannelPruning(PruningStructure):
                                    engine=engine, progress=progress, cancel=cancel)
         return res.to_dict()
 
-
-def _unique(xs) -> list:
-    out, seen = [], set()
-    for x in xs:
-        if x not in seen:
-            seen.add(x)
-            out.append(x)
-    return out
 
 
 __all__ = ["CHANNEL", "ChannelSettings", "ChannelRow", "ChannelEstimate", "ChannelEstimates", "ChannelPruning"]

@@ -26,7 +26,7 @@ from sparsify_tui.optimization import allocation, estimates, integration
 from sparsify_tui.optimization.layer_curves import (
     GRID_LEVELS, by_weight_and_id, interp_curve, levels, loss_curve, node_group, weight_params,
 )
-from sparsify_tui.optimization.modifiers import Modifier, recipe_float
+from sparsify_tui.optimization.modifiers import Modifier, pruning_schedule
 from sparsify_tui.optimization.record import UNSTRUCTURED, Estimates, LayerEstimate, LayerRow, Optimization, Settings
 from sparsify_tui.optimization.structures.base import PruningStructure
 from sparsify_tui.profiling.perf_estimate import depthwise_share, estimate_node_ms
@@ -115,17 +115,8 @@ class UnstructuredPruning(PruningStructure):
             s = round(float(l.sparsity or 0.0), 4)
             if s > 0:
                 groups.setdefault(s, []).append(l.weight_name)
-        return [Modifier("GMPruningModifier", {
-            "params": groups[s],
-            "init_sparsity": recipe_float(min(float(ep.init_sparsity), s)),
-            "final_sparsity": recipe_float(s),
-            "start_epoch": recipe_float(ep.pruning_start_epoch),
-            "end_epoch": recipe_float(ep.pruning_end_epoch),
-            "update_frequency": recipe_float(ep.update_frequency),
-            "inter_func": "cubic",
-            "mask_type": "unstructured",
-            "leave_enabled": True,
-        }) for s in sorted(groups)]
+        return [Modifier("GMPruningModifier", {"params": groups[s], **pruning_schedule(ep, s, "unstructured")})
+                for s in sorted(groups)]
 
     def integration_code(self, rec: Optimization, framework: str, recipe_path: str) -> str:
         return integration.generate_code(rec, framework, recipe_path)
