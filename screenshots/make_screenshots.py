@@ -1,17 +1,22 @@
-"""Regenerate screenshots/: an SVG of every screen of sparsify-tui, populated, and a PNG of it in a browser.
+"""Regenerate screenshots/: an SVG of every screen of sparsify-tui, populated, a PNG of each (the SVG as headless
+Chromium renders it) and a PNG of the app in a browser.
 
-Run from the repo root:  python screenshots/make_screenshots.py [--size 120x40] [--out screenshots] [--no-browser]
+Run from the repo root, under the machine's timing lock so that the measured figures the screens show are not a
+busy machine's:  flock /tmp/bench.lock python screenshots/make_screenshots.py [--size 120x40] [--out screenshots]
+[--no-browser]
 
 It creates a temporary workspace ($SPARSIFY_TUI_HOME) with a project from the bundled demo model
 (sparsify_tui/demo/ppocr_cls.onnx, dims x:2=48, x:3=192), measures what the screens show (its perf profile with
 INT8, a weight-magnitude loss profile, an optimization with INT8, its benchmark against the baseline: about a
 minute on a quiet machine), leaves one perf profile queued behind the measuring lock (a job in progress), drives
-the app with Pilot like a user and saves `app.save_screenshot` SVGs. With chromium and textual-serve installed it
-also serves the app (`sparsify-tui serve`) and saves the browser's view as 13_browser.png. Then a channel
-optimization of the demo (est. speedup 1.5x, FLOPS profile, group-norm magnitude) is applied and benchmarked for
-real (a few seconds), and its Groups tab, pruning card and benchmark are saved (14-16). The Fleet dialog (17) shows
-this machine as the one node of a cluster, described as a Ray node would describe itself
-(:func:`sparsify_tui.fleet.cluster.describe_this_node`); no cluster is started.
+the app with Pilot like a user and saves `app.save_screenshot` SVGs. Then a channel optimization of the demo (est.
+speedup 1.5x, FLOPS profile, group-norm magnitude) is applied and benchmarked for real (a few seconds), and a
+budget search (channels + reconstruction within 1 point of top-1, on text lines rendered by
+benchmarks/real_data.py) makes a second one; the Groups tab, the pruning card, the benchmark and the budget card are
+saved (14-16, 18). The Fleet dialog (17) shows this machine as the one node of a cluster, described as a Ray node
+would describe itself (:func:`sparsify_tui.fleet.cluster.describe_this_node`); no cluster is started. With chromium
+and textual-serve installed the app is also served (`sparsify-tui serve`, once the queued job is gone) and the
+browser's view saved as 13_browser.png, and every SVG is rendered to a PNG beside it (the README shows those).
 """
 
 from __future__ import annotations
@@ -161,6 +166,29 @@ async def browser_png(out: Path, home: Path) -> Path | None:
             return await page.screenshot(out / "13_browser.png")
 
 
+async def svg_pngs(svgs: list[Path]) -> list[Path]:
+    """Each SVG as headless Chromium renders it, saved beside it as a PNG of the SVG's own size (2x pixels, for
+    sharp text): the README shows these, since a Markdown viewer may not load the SVG's web font."""
+    import re
+
+    from browser_cdp import Chromium
+
+    pngs = []
+    with tempfile.TemporaryDirectory() as tmp:
+        async with Chromium.launch(Path(tmp), size=(1600, 1200)) as browser:
+            for svg in svgs:
+                box = re.search(r'viewBox="0 0 ([0-9.]+) ([0-9.]+)"', svg.read_text()[:2000])
+                width, height = (int(float(v) + 0.999) for v in box.groups())
+                page = await browser.open("about:blank")
+                await page.send("Emulation.setDeviceMetricsOverride",
+                                {"width": width, "height": height, "deviceScaleFactor": 2, "mobile": False})
+                await page.send("Page.navigate", {"url": svg.resolve().as_uri()})
+                await asyncio.sleep(1.0)
+                pngs.append(await page.screenshot(svg.with_suffix(".png")))
+                await page.close()
+    return pngs
+
+
 def populate_channel(ws, pid: str) -> None:
     """A channel optimization of the demo project (est. speedup 1.5x), applied and benchmarked against the baseline
     (made after the other screens, which show the project without it)."""
@@ -174,6 +202,22 @@ def populate_channel(ws, pid: str) -> None:
     apply_record(ws, pid, rec["id"])
     benchmark_project(ws, pid, {"name": "channel vs baseline", "optimizations": [rec["id"]], "batch_sizes": [1],
                                 "core_counts": [1], "iterations": 30})
+
+
+def populate_budget(ws, pid: str, data_dir: Path) -> None:
+    """A budget search of the demo project: the fastest channel-thinned model (reconstructed) within 1 point of
+    top-1 on 128 labelled text lines rendered by benchmarks/real_data.py (the demo model's own kind of input)."""
+    import numpy as np
+
+    from sparsify_tui.jobs import run_here
+
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    from real_data import cls_set
+
+    data = data_dir / "ppocr_cls.npz"
+    np.savez(data, **cls_set(128, seed=7))
+    print("budget search (channels within 1 point of top-1) ...", file=sys.stderr)
+    run_here(ws, pid, "budget_search", {"name": "budget 1pt", "max_drop": 0.01, "data": str(data)})
 
 
 async def make_channel(out: Path, size: tuple[int, int], pid: str, suffix: str) -> list[Path]:
@@ -209,6 +253,19 @@ async def make_channel(out: Path, size: tuple[int, int], pid: str, suffix: str) 
         app.query_one("BenchmarksSection").query_one("#bench-tabs").active = "compare"
         await pilot.pause(0.7)
         shot(app, "16_channel_benchmark")
+        await pilot.press("4")
+        await settle(pilot, lambda: app.section == "optimization")
+        opt_list = sec.query_one("#opt-list")
+        opt_list.focus()
+        names = [str(opt_list.get_option_at_index(i).prompt) for i in range(opt_list.option_count)]
+        opt_list.highlighted = next(i for i, n in enumerate(names) if "budget" in n)
+        await settle(pilot, lambda: sec.rec is not None and "budget" in sec.rec.name)
+        await pilot.press("greater_than_sign")
+        sec.query_one("#opt-tabs").active = "tab-budget"
+        await settle(pilot, lambda: sec.query("#bs-trials"))
+        sec.query_one("#bs-trials").focus()
+        await pilot.pause(0.7)
+        shot(app, "18_budget_search_card")
     return saved
 
 
@@ -263,18 +320,20 @@ def main() -> int:
             for size in sizes:
                 suffix = "" if size == (80, 24) else f"_{size[0]}x{size[1]}"
                 saved += asyncio.run(make(out, size, project, suffix))
-            if not args.no_browser:
-                png = asyncio.run(browser_png(out, Path(home)))
-                if png is not None:
-                    saved.append(png)
-            populate_channel(ws, project["id"])
-            for size in sizes:
-                suffix = "" if size == (80, 24) else f"_{size[0]}x{size[1]}"
-                saved += asyncio.run(make_channel(out, size, project["id"], suffix))
-                saved += asyncio.run(make_fleet(out, size, project["id"], suffix))
         finally:
             jobs.cancel(ws, job["id"])
             lock.release()
+        populate_channel(ws, project["id"])
+        populate_budget(ws, project["id"], Path(home))
+        for size in sizes:
+            suffix = "" if size == (80, 24) else f"_{size[0]}x{size[1]}"
+            saved += asyncio.run(make_channel(out, size, project["id"], suffix))
+            saved += asyncio.run(make_fleet(out, size, project["id"], suffix))
+        if not args.no_browser:  # now that no job is queued: the browser shows the project as it is
+            png = asyncio.run(browser_png(out, Path(home)))
+            if png is not None:
+                saved.append(png)
+                saved += asyncio.run(svg_pngs([p for p in saved if p.suffix == ".svg"]))
     for path in saved:
         print(path.relative_to(ROOT) if path.is_relative_to(ROOT) else path)
     return 0
