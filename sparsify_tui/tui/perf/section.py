@@ -297,7 +297,7 @@ class PerfSection(RecordListSection):
             # FLOPS view when first shown; both are then reused: a new profile (a finished job, another shell) never
             # removes and re-mounts a view
             with Vertical(id="profile-view"):
-                yield PerfProfileView(self.project_id, None, id="measured-view", classes="-unset")
+                yield PerfProfileView(self.project_id, None, id="measured-view")
 
     def current_view(self) -> Optional[FlopsProfileView | PerfProfileView]:
         """The profile view shown (FlopsProfileView or PerfProfileView), None before the list arrives."""
