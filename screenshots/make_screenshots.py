@@ -183,8 +183,9 @@ async def browser_png(out: Path, home: Path) -> Path | None:
 
 
 async def svg_pngs(svgs: list[Path]) -> list[Path]:
-    """Each SVG as headless Chromium renders it, saved beside it as a PNG of the SVG's own size (2x pixels, for
-    sharp text): the README shows these, since a Markdown viewer may not load the SVG's web font."""
+    """Each SVG as headless Chromium renders it, saved beside it as a PNG of the SVG's own size: the README shows
+    these, since a Markdown viewer may not load the SVG's web font. Rendered from a copy without the font's CDN
+    URLs (nothing is fetched: the local Fira Code if installed, else the system monospace font)."""
     import re
 
     from browser_cdp import Chromium
@@ -193,13 +194,19 @@ async def svg_pngs(svgs: list[Path]) -> list[Path]:
     with tempfile.TemporaryDirectory() as tmp:
         async with Chromium.launch(Path(tmp), size=(1600, 1200)) as browser:
             for svg in svgs:
-                box = re.search(r'viewBox="0 0 ([0-9.]+) ([0-9.]+)"', svg.read_text()[:2000])
-                width, height = (int(float(v) + 0.999) for v in box.groups())
+                text = svg.read_text()
+                width, height = (int(float(v) + 0.999) for v in
+                                 re.search(r'viewBox="0 0 ([0-9.]+) ([0-9.]+)"', text[:2000]).groups())
+                local = Path(tmp) / svg.name
+                local.write_text(re.sub(r',\s*url\("https?://[^)]*\) format\("[a-z0-9]+"\)', "", text))
                 page = await browser.open("about:blank")
                 await page.send("Emulation.setDeviceMetricsOverride",
-                                {"width": width, "height": height, "deviceScaleFactor": 2, "mobile": False})
-                await page.send("Page.navigate", {"url": svg.resolve().as_uri()})
-                await asyncio.sleep(1.0)
+                                {"width": width, "height": height, "deviceScaleFactor": 1, "mobile": False})
+                await page.send("Page.navigate", {"url": local.as_uri()})
+                await asyncio.sleep(0.5)
+                await page.send("Runtime.evaluate", {"expression": "document.fonts.ready.then(() => 1)",
+                                                     "awaitPromise": True})
+                await asyncio.sleep(0.3)
                 pngs.append(await page.screenshot(svg.with_suffix(".png")))
                 await page.close()
     return pngs
