@@ -16,7 +16,8 @@ benchmarks/real_data.py) makes a second one; the Groups tab, the pruning card, t
 saved (14-16, 18). The Fleet dialog (17) shows this machine as the one node of a cluster, described as a Ray node
 would describe itself (:func:`sparsify_tui.fleet.cluster.describe_this_node`); no cluster is started. With chromium
 and textual-serve installed the app is also served (`sparsify-tui serve`, once the queued job is gone) and the
-browser's view saved as 13_browser.png, and every SVG is rendered to a PNG beside it (the README shows those).
+browser's view saved as 13_browser.png, and the SVGs of the largest size (120x40) are rendered to PNGs beside them
+(the README shows those; --png-all: every SVG).
 """
 
 from __future__ import annotations
@@ -319,7 +320,8 @@ def main() -> int:
     parser.add_argument("--size", action="append", default=None,
                         help="terminal size WIDTHxHEIGHT, repeatable (default: 80x24 and 120x40)")
     parser.add_argument("--out", default=str(ROOT / "screenshots"), help="output folder")
-    parser.add_argument("--no-browser", action="store_true", help="skip the browser PNG")
+    parser.add_argument("--no-browser", action="store_true", help="skip the browser PNG and the PNGs of the SVGs")
+    parser.add_argument("--png-all", action="store_true", help="a PNG of every SVG (default: the largest size's)")
     args = parser.parse_args()
     sizes = [tuple(int(v) for v in s.lower().split("x")) for s in (args.size or ["80x24", "120x40"])]
     out = Path(args.out)
@@ -354,7 +356,10 @@ def main() -> int:
             png = asyncio.run(browser_png(out, Path(home)))
             if png is not None:
                 saved.append(png)
-                saved += asyncio.run(svg_pngs([p for p in saved if p.suffix == ".svg"]))
+                big = max(sizes)  # the README shows the largest size's screens (PNGs of the others: --png-all)
+                tag = "" if big == (80, 24) else f"_{big[0]}x{big[1]}"
+                saved += asyncio.run(svg_pngs([p for p in saved if p.suffix == ".svg" and (
+                    args.png_all or not tag or p.stem.endswith(tag))]))
     for path in saved:
         print(path.relative_to(ROOT) if path.is_relative_to(ROOT) else path)
     return 0
