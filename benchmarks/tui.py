@@ -20,7 +20,9 @@ machine's load hardly changes):
   * **Layer Results** (`l`: 1,500 rows);
   * **filter, per key**: typing "conv" into the Layer Results filter, until the filtered rows are shown.
 
-In tmux (the figures issue 24 sets goals for, measured on a quiet machine): open a project <= 200 ms, a section's
+In tmux (the figures issue 24 sets goals for, measured on a quiet machine; a project opened both right after the
+list's first frame, while the sections' modules are still being imported in the background, and 2 s later, as a
+user reading the list would): open a project <= 200 ms, a section's
 first open <= 150 ms, Layer Results <= 100 ms, a switch back to a section <= 60 ms; each also as a multiple of the
 floor (a minimal Textual app switching two lists the same way in the same run), which the machine's load changes
 less.
@@ -206,10 +208,17 @@ def tmux_round(home: Path, floor_app: Path) -> dict:
         out["floor"] = statistics.median(_tmux_key(pane, k, w) for k, w in (("2", "omega"), ("1", "alpha")) * 3)
     finally:
         subprocess.run([*TMUX, "kill-pane", "-t", pane], capture_output=True)
+    pane = _tmux_start(home)  # `enter` 2 s after the list shows (a user reading it): the sections' modules are
+    try:                      # imported by then (app._preload_sections); right after the first frame they are not
+        _tmux_until(pane, "Projects", "bench", "Quit", t0=time.perf_counter())
+        time.sleep(2.0)
+        out["open project (2 s after the list)"] = _tmux_key(pane, "Enter", "Measured", "Summary type")
+    finally:
+        subprocess.run([*TMUX, "kill-pane", "-t", pane], capture_output=True)
     pane = _tmux_start(home)
     try:
         _tmux_until(pane, "Projects", "bench", "Quit", t0=time.perf_counter())
-        out["open project"] = _tmux_key(pane, "Enter", "Measured", "Summary type")
+        out["open project (at the first frame)"] = _tmux_key(pane, "Enter", "Measured", "Summary type")
         for label in ("first", "again"):
             for key, texts in (("3", ("Model Summary · Approximated",)), ("4", ("No optimization yet",)),
                                ("5", ("No benchmarks yet",)), ("6", ("Description", "Name")),
@@ -230,7 +239,7 @@ SECTION_NAMES = {"2": "perf", "3": "loss", "4": "optimization", "5": "benchmarks
 def goal_ms(step: str) -> Optional[float]:
     """Issue 24's goal for a step measured in tmux on a quiet machine (ms): open a project <= 200, a section's first
     open <= 150, Layer Results <= 100, a switch back <= 60."""
-    if step == "open project":
+    if step.startswith("open project"):
         return 200.0
     if step.endswith("(first)"):
         return 150.0
