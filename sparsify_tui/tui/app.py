@@ -291,7 +291,9 @@ class SparsifyApp(App[int]):
         import threading
 
         def preload() -> None:
-            for module in [m for m, _name in SECTION_CLASSES.values()] + PRELOAD_CORE:
+            # what opening a project needs first (its Performance section reads the perf profile), then the rest
+            first = [SECTION_CLASSES["perf"][0]] + PRELOAD_CORE
+            for module in first + [m for m, _name in SECTION_CLASSES.values() if m not in first]:
                 try:
                     importlib.import_module(module)
                 except Exception:  # noqa: BLE001 - the section reports it when it is opened
