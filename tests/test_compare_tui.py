@@ -165,6 +165,34 @@ async def test_optimizations_side_by_side(ws, demo_model):
         assert ws.ui_thread_calls == []
 
 
+async def test_checking_a_third_optimization_adds_its_column(ws, demo_model):
+    """Checking one more optimization in the comparison rebuilds its tables with a column more: the app stayed up
+    (it died with DuplicateIds 'ocmp-settings': the new table was mounted before the old one was removed)."""
+    from sparsify_tui.services.optimizations import create_optimization
+    from sparsify_tui.tui.optimization.compare_screen import OptimizationCompareScreen
+    from sparsify_tui.tui.widgets.tables import FilterableTable
+
+    pid, *_ = seed(ws, demo_model)
+    create_optimization(ws, pid, "third", sparsity=0.5)
+    app = make_app(ws, pid)
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_for(pilot, lambda: app.section == "perf")
+        await pilot.press("4")
+        await wait_for(pilot, lambda: app.query_one("OptimizationSection").rec is not None)
+        app.query_one("#opt-list").focus()
+        await pilot.press("equals_sign")
+        await wait_for(pilot, lambda: isinstance(app.screen, OptimizationCompareScreen) and app.screen.comparison)
+        screen = app.screen
+        assert len(screen.comparison.names) == 2
+        unchecked = next(i for i, r in enumerate(screen.records) if r.id not in screen.checked())
+        await pilot.press("p", "home", *["down"] * unchecked, "space")
+        await wait_for(pilot, lambda: len(screen.comparison.names) == 3)
+        table = screen.query_one("#ocmp-settings", FilterableTable)
+        await wait_for(pilot, lambda: table.all_rows and "v2" in table.all_rows[0])
+        assert len(screen.query("#ocmp-settings")) == 1 and len(screen.query("#ocmp-layers")) == 1
+        assert app.is_running and isinstance(app.screen, OptimizationCompareScreen)
+
+
 async def test_report_dialog_writes_the_report(ws, demo_model, tmp_path):
     from sparsify_tui.tui.report import ReportDialog
 

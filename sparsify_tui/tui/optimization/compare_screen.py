@@ -207,16 +207,18 @@ class OptimizationCompareScreen(ModalScreen[None]):
         post_result(self, OptimizationsCompared(compare_optimizations(self.app.workspace, self.project_id, ids), ids))
 
     @on(OptimizationsCompared)
-    def _compared(self, message: OptimizationsCompared) -> None:
+    async def _compared(self, message: OptimizationsCompared) -> None:
         if message.ids != tuple(self.checked()):
             return
-        self.show_comparison(message.comparison)
+        await self.show_comparison(message.comparison)
 
     @on(messages.WorkFailed)
     def _failed(self) -> None:
         self.query_one("#ocmp-status", Static).update("Could not compare these optimizations.")
 
-    def show_comparison(self, cmp) -> None:
+    async def show_comparison(self, cmp) -> None:
+        """Show comparison ``cmp``; its tables are made again when its columns (the names compared) changed: the
+        old table is removed before the new one, with the same id, is mounted."""
         self.comparison = cmp
         names = tuple(cmp.names)
         if (names, any(r.extra for r in cmp.layers)) != self._columns:
@@ -232,8 +234,8 @@ class OptimizationCompareScreen(ModalScreen[None]):
                 extra = [Column("extra", "Other", filter=True)] if table_id == "ocmp-layers" and any(
                     r.extra for r in cmp.layers) else []
                 container = self.query_one(box)
-                container.remove_children()
-                container.mount(FilterableTable(cols + value_cols + extra, id=table_id))
+                await container.remove_children()
+                await container.mount(FilterableTable(cols + value_cols + extra, id=table_id))
         self.call_after_refresh(self._fill, cmp)
 
     def _fill(self, cmp) -> None:
