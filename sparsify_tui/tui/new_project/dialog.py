@@ -7,6 +7,7 @@ Dismisses with the new project id, or None when canceled before RUN.
 
 from __future__ import annotations
 
+import asyncio
 import os
 from pathlib import Path
 from typing import Iterable, Optional
@@ -162,6 +163,7 @@ class NewProjectDialog(ModalScreen[Optional[str]]):
         super().__init__()
         self.initial_path = model_path
         self.dims: list[dict] = []
+        self._dims_lock = asyncio.Lock()  # _set_dims: one replacement of the dim fields at a time
         self.project: Optional[dict] = None
         self.jobs: list[dict] = []
         self._inspect_timer = None
@@ -210,11 +212,11 @@ class NewProjectDialog(ModalScreen[Optional[str]]):
                 yield Button("RUN (ctrl+r)", variant="primary", id="run", compact=True)
                 yield Button("COMPLETE", variant="success", id="complete", compact=True, disabled=True)
 
-    def on_mount(self) -> None:
+    async def on_mount(self) -> None:
         self.query_one("#model_path", Input).focus()
         self.query_one("#dims-form").display = False
         if self.initial_path:
-            self._inspect(self.initial_path)
+            await self._inspect(self.initial_path)
 
     @on(Switch.Changed)
     def _switch_changed(self, event: Switch.Changed) -> None:
@@ -231,7 +233,7 @@ class NewProjectDialog(ModalScreen[Optional[str]]):
         value = event.value
         self._inspect_timer = self.set_timer(0.4, lambda: self._inspect(value))
 
-    def _inspect(self, value: str) -> None:
+    async def _inspect(self, value: str) -> None:
         from textual.css.query import NoMatches
 
         if not self.is_attached:
@@ -243,11 +245,11 @@ class NewProjectDialog(ModalScreen[Optional[str]]):
             return
         if not path:
             info.update("")
-            self._set_dims([])
+            await self._set_dims([])
             return
         if not os.path.isfile(path):
             info.update("folder: pick an .onnx file in it" if os.path.isdir(path) else "no such file yet")
-            self._set_dims([])
+            await self._set_dims([])
             return
         info.update("reading the model…")
         self._inspect_worker(path)
@@ -262,29 +264,32 @@ class NewProjectDialog(ModalScreen[Optional[str]]):
         post_result(self, ModelInspected(path, description, dims))
 
     @on(ModelInspected)
-    def _inspected(self, message: ModelInspected) -> None:
+    async def _inspected(self, message: ModelInspected) -> None:
         if message.error is not None:
             self.query_one("#model-info", Static).update(f"✗ {error_message(message.error)}")
-            self._set_dims([])
+            await self._set_dims([])
         elif os.path.expanduser(self.query_one("#model_path", Input).value.strip()) == message.path:
             self.query_one("#model-info", Static).update(message.description)
-            self._set_dims(message.dims)
+            await self._set_dims(message.dims)
 
-    def _set_dims(self, dims: list[dict]) -> None:
-        """Show one Input per symbolic (non-batch) dim, with a suggested value as placeholder."""
+    async def _set_dims(self, dims: list[dict]) -> None:
+        """Show one Input per symbolic (non-batch) dim, with a suggested value as placeholder. The old fields are
+        removed before the new ones (the same ids, `dim-0`...) are mounted, one change at a time (the path's timer
+        and the model's inspection both call this)."""
         if [d["key"] for d in dims] == [d["key"] for d in self.dims]:
             return
         self.dims = dims
-        grid = self.query_one("#dims-form", Grid)
-        grid.remove_children()
-        grid.display = bool(dims)
-        widgets = []
-        for i, d in enumerate(dims):
-            widgets.append(Label(f"dim {d['label']}"))
-            widgets.append(Input(placeholder=f"required, e.g. {d['suggestion']}", id=f"dim-{i}",
-                                 type="integer", compact=True))
-        if widgets:
-            grid.mount(*widgets)
+        async with self._dims_lock:
+            grid = self.query_one("#dims-form", Grid)
+            await grid.remove_children()
+            grid.display = bool(dims)
+            widgets = []
+            for i, d in enumerate(dims):
+                widgets.append(Label(f"dim {d['label']}"))
+                widgets.append(Input(placeholder=f"required, e.g. {d['suggestion']}", id=f"dim-{i}",
+                                     type="integer", compact=True))
+            if widgets:
+                await grid.mount(*widgets)
 
     def dim_values(self) -> dict[str, int]:
         """Every symbolic dim's value; one left empty is an error that names it (nothing is silently set)."""
@@ -303,12 +308,12 @@ class NewProjectDialog(ModalScreen[Optional[str]]):
         if self._creating or self.project:
             return
 
-        def picked(path: Optional[str]) -> None:
+        async def picked(path: Optional[str]) -> None:
             if path:
                 inp = self.query_one("#model_path", Input)
                 inp.value = path
                 inp.cursor_position = len(path)
-                self._inspect(path)
+                await self._inspect(path)
 
         self.app.push_screen(FileBrowser(self.query_one("#model_path", Input).value), picked)
 
