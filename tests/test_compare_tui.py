@@ -56,6 +56,20 @@ async def open_comparison(pilot, keys=("home", "down", "space", "down", "space",
     return pilot.app.screen
 
 
+async def open_optimization_comparison(pilot):
+    """Optimization section, `=` on its list: the comparison screen once it shows a comparison."""
+    from sparsify_tui.tui.optimization.compare_screen import OptimizationCompareScreen
+
+    app = pilot.app
+    await wait_for(pilot, lambda: app.section == "perf")
+    await pilot.press("4")
+    await wait_for(pilot, lambda: app.query_one("OptimizationSection").rec is not None)
+    app.query_one("#opt-list").focus()
+    await pilot.press("equals_sign")
+    await wait_for(pilot, lambda: isinstance(app.screen, OptimizationCompareScreen) and app.screen.comparison)
+    return app.screen
+
+
 @pytest.fixture
 def ws(workspace_home):
     from sparsify_tui.store import Workspace
@@ -140,13 +154,7 @@ async def test_optimizations_side_by_side(ws, demo_model):
     ws = checked(ws)
     app = make_app(ws, pid)
     async with app.run_test(size=SIZE) as pilot:
-        await wait_for(pilot, lambda: app.section == "perf")
-        await pilot.press("4")
-        await wait_for(pilot, lambda: app.query_one("OptimizationSection").rec is not None)
-        app.query_one("#opt-list").focus()
-        await pilot.press("equals_sign")
-        await wait_for(pilot, lambda: isinstance(app.screen, OptimizationCompareScreen) and app.screen.comparison)
-        screen = app.screen
+        screen = await open_optimization_comparison(pilot)
         assert screen.comparison.names == ["opt", "opt v2"]  # the newest and the one it was copied from
         await wait_for(pilot, lambda: screen.query_one("#ocmp-settings", FilterableTable).all_rows)
         rows = {r["label"]: r for r in screen.query_one("#ocmp-settings", FilterableTable).all_rows}
@@ -176,13 +184,7 @@ async def test_checking_a_third_optimization_adds_its_column(ws, demo_model):
     create_optimization(ws, pid, "third", sparsity=0.5)
     app = make_app(ws, pid)
     async with app.run_test(size=SIZE) as pilot:
-        await wait_for(pilot, lambda: app.section == "perf")
-        await pilot.press("4")
-        await wait_for(pilot, lambda: app.query_one("OptimizationSection").rec is not None)
-        app.query_one("#opt-list").focus()
-        await pilot.press("equals_sign")
-        await wait_for(pilot, lambda: isinstance(app.screen, OptimizationCompareScreen) and app.screen.comparison)
-        screen = app.screen
+        screen = await open_optimization_comparison(pilot)
         assert len(screen.comparison.names) == 2
         unchecked = next(i for i, r in enumerate(screen.records) if r.id not in screen.checked())
         await pilot.press("p", "home", *["down"] * unchecked, "space")
@@ -232,19 +234,12 @@ def test_snapshot_perf_comparison(workspace_home, demo_model, snap_compare):
 
 def test_snapshot_optimization_comparison(workspace_home, demo_model, snap_compare):
     from sparsify_tui.store import Workspace
-    from sparsify_tui.tui.optimization.compare_screen import OptimizationCompareScreen
 
     ws = Workspace()
     pid, *_ = seed(ws, demo_model)
 
     async def setup(pilot):
-        app = pilot.app
-        await wait_for(pilot, lambda: app.section == "perf")
-        await pilot.press("4")
-        await wait_for(pilot, lambda: app.query_one("OptimizationSection").rec is not None)
-        app.query_one("#opt-list").focus()
-        await pilot.press("equals_sign")
-        await wait_for(pilot, lambda: isinstance(app.screen, OptimizationCompareScreen) and app.screen.comparison)
+        await open_optimization_comparison(pilot)
         await pilot.press("l")
         await steady(pilot)
 

@@ -65,24 +65,22 @@ async def test_run_refuses_an_empty_scalar_input_value(tmp_path, monkeypatch):
 async def test_another_model_path_asks_for_its_own_dims(tmp_path, monkeypatch, demo_model):
     """Changing the model path to a model with other symbolic dims replaces the dim fields: the app stays up (the
     new `dim-0` field was mounted before the old one was removed: DuplicateIds)."""
-    import time
+    from conftest import wait_for
 
     from sparsify_tui.tui.app import SparsifyApp
+
+    def keys(dialog) -> list:
+        return [d["key"] for d in getattr(dialog, "dims", [])]
 
     monkeypatch.setenv("SPARSIFY_TUI_HOME", str(tmp_path / "ws"))
     path = tmp_path / "m.onnx"
     _model_with_scalar_input(path)
     app = SparsifyApp(model=str(path))
     async with app.run_test(size=(80, 24)) as pilot:
-        deadline = time.monotonic() + 30
-        while not ([d["key"] for d in getattr(app.screen, "dims", [])] == ["seq", "sr"] and app.screen.query("#dim-1")):
-            assert time.monotonic() < deadline
-            await pilot.pause(0.05)
+        await wait_for(pilot, lambda: keys(app.screen) == ["seq", "sr"] and app.screen.query("#dim-1"))
         dialog = app.screen
         dialog.query_one("#model_path").value = str(demo_model)
-        while [d["key"] for d in dialog.dims] != ["x:2", "x:3"]:
-            assert time.monotonic() < deadline
-            await pilot.pause(0.05)
+        await wait_for(pilot, lambda: keys(dialog) == ["x:2", "x:3"])
         await pilot.pause(0.3)
         assert app.is_running and app.screen is dialog
         assert len(dialog.query("#dim-0")) == 1 and len(dialog.query("#dim-1")) == 1
