@@ -240,6 +240,15 @@ def populate_budget(ws, pid: str, data_dir: Path) -> None:
     run_here(ws, pid, "budget_search", {"name": "budget 1pt", "max_drop": 0.01, "data": str(data)})
 
 
+async def select_optimization(pilot, sec, name: str) -> None:
+    """Highlight optimization ``name`` in the section's list and wait until its cards show it."""
+    opt_list = sec.query_one("#opt-list")
+    opt_list.focus()
+    names = [str(opt_list.get_option_at_index(i).prompt) for i in range(opt_list.option_count)]
+    opt_list.highlighted = next(i for i, n in enumerate(names) if n.startswith(name))
+    await settle(pilot, lambda: sec.rec is not None and sec.rec.name == name)
+
+
 async def make_channel(out: Path, size: tuple[int, int], pid: str, suffix: str) -> list[Path]:
     """The channel optimization's Groups tab, pruning card and benchmark (14-16)."""
     from sparsify_tui.store import Workspace
@@ -258,6 +267,7 @@ async def make_channel(out: Path, size: tuple[int, int], pid: str, suffix: str) 
         await pilot.press("4")
         await settle(pilot, lambda: app.query_one("OptimizationSection").rec is not None)
         sec = app.query_one("OptimizationSection")
+        await select_optimization(pilot, sec, "channel 1.5x")  # not the newest (the budget search's)
         sec.query_one("#opt-tabs").active = "tab-groups"
         await pilot.pause(0.3)
         sec.query_one("#group-table").focus()
@@ -276,11 +286,8 @@ async def make_channel(out: Path, size: tuple[int, int], pid: str, suffix: str) 
         shot(app, "16_channel_benchmark")
         await pilot.press("4")
         await settle(pilot, lambda: app.section == "optimization")
+        await select_optimization(pilot, sec, "budget 1pt")
         opt_list = sec.query_one("#opt-list")
-        opt_list.focus()
-        names = [str(opt_list.get_option_at_index(i).prompt) for i in range(opt_list.option_count)]
-        opt_list.highlighted = next(i for i, n in enumerate(names) if "budget" in n)
-        await settle(pilot, lambda: sec.rec is not None and "budget" in sec.rec.name)
         sec.query_one("#opt-tabs").active = "tab-budget"
         await settle(pilot, lambda: sec.query("#bs-trials"))
         opt_list.focus()
