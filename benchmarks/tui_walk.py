@@ -193,6 +193,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--size", action="append", help="WIDTHxHEIGHT, repeatable (default: 80x24 and 120x40)")
     parser.add_argument("--no-color", action="store_true", help="run with NO_COLOR=1 too")
+    parser.add_argument("--only-no-color", action="store_true", help="run with NO_COLOR=1 only")
     parser.add_argument("--projects", type=int, default=2, help="how many projects of the list to walk (default 2)")
     parser.add_argument("--delay", type=float, default=0.25, help="seconds between keys (default 0.25)")
     parser.add_argument("--transcript", help="append every step's pane to this file")
@@ -205,7 +206,8 @@ def main() -> int:
         print("error: set SPARSIFY_TUI_HOME to a populated workspace (see --populate)", file=sys.stderr)
         return 2
     sizes = [tuple(int(v) for v in s.lower().split("x")) for s in (args.size or ["80x24", "120x40"])]
-    runs = [(s, False) for s in sizes] + ([(s, True) for s in sizes] if args.no_color else [])
+    runs = (([] if args.only_no_color else [(s, False) for s in sizes])
+            + ([(s, True) for s in sizes] if args.no_color or args.only_no_color else []))
     failed = 0
     transcript = open(args.transcript, "a") if args.transcript else None
     for size, no_color in runs:
