@@ -400,6 +400,10 @@ def test_too_far_from_the_original_by_agreement_else_nmse():
                             "samples": 128})
     assert fid.text == "accuracy 50.0% (FP32 95.3%), top-1 agreement 52.0%, NMSE 0.58 on 128 batches"
     assert fid.too_far and fid.flag == f"{TOO_FAR} (top-1 agreement 52.0% < 90%)"
+    # what apply stores (score_items): held_out True, the count in items; never "on True held-out item"
+    fid = applied_fidelity({"top1_agreement": 0.97, "nmse": 0.0168, "samples": 112, "held_out": True,
+                            "items": {"held_out": [16, 127], "held_out_count": 112, "calibration_count": 16}})
+    assert fid.text == "top-1 agreement 97.0%, NMSE 0.0168 on 112 held-out items"
     assert TOO_FAR == "too far from the original to use without fine-tuning: export the training code (`e`)"
     assert applied_fidelity({}) is None
 

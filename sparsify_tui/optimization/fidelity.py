@@ -61,6 +61,11 @@ def _items(diff: Mapping[str, Any]) -> str:
     held = diff.get("held_out")
     if isinstance(held, Mapping):
         held = held.get("items") or held.get("count")
+    elif held is True:  # apply's score_items: the scored items are held out, counted in ``items``
+        items = diff.get("items")
+        held = items.get("held_out_count") if isinstance(items, Mapping) else None
+    if isinstance(held, bool):
+        held = None
     if held:
         return plural(held, "held-out item") if isinstance(held, int) else f"held-out items {held}"
     n = diff.get("samples")
