@@ -6,6 +6,7 @@ Models are tiny and built here (ir_version 8); runs use few iterations. No timin
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import numpy as np
 import onnx
@@ -191,6 +192,19 @@ def test_cli_json_shape_on_a_model_path(resnet_like, capsys):
     pe = p["pruned_estimate"]
     assert "onnxruntime" in pe["note"] and pe["runtime"] and pe["onnxruntime_speedup"] == 1.0
     assert PerfProfile.from_dict(d).to_dict() == d  # round trip
+
+
+STORED_PROFILES = json.loads((Path(__file__).parent / "data" / "perf_profile_main.json").read_text(encoding="utf-8"))
+
+
+@pytest.mark.parametrize("doc", STORED_PROFILES["stored"], ids=lambda d: d["profile"]["name"])
+def test_every_stored_perf_profile_round_trips(doc):
+    """A stored profile (INT8 measured, INT8 off, INT8 failed) reads and writes back with the same keys, order
+    and values: the bytes on disk and of ``profile perf --json`` do not change when it is read."""
+    dumps = lambda d: json.dumps(d, separators=(",", ":"), ensure_ascii=False)  # noqa: E731
+    prof = PerfProfile.from_dict(doc)
+    assert dumps(prof.to_dict()) == dumps(doc)
+    assert dumps(PerfProfile.from_dict(json.loads(dumps(prof.to_dict()))).to_dict()) == dumps(doc)
 
 
 def test_cli_sample_data_errors_exit_2_before_running(resnet_like, tmp_path, capsys):
