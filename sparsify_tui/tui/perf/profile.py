@@ -94,25 +94,24 @@ def overhead_text(profile) -> str:
 def model_summary_text(profile, level: str) -> str:
     """The Model Summary block (Rich markup)."""
     p = profile
-    lat = p.latency_ms or {}
+    lat = p.latency_ms
     isets = ", ".join(p.instruction_sets) or "unknown"
     lines = [
         f"[b]{escape(p.name)}[/b] · batch {p.batch_size} · {plural(p.core_count, 'core')} · onnxruntime {p.ort_version or '?'}",
         f"Instruction sets: {isets}",
-        f"[b]Measured[/b] {_ms(lat.get('median'))} ms/batch (p90 {_ms(lat.get('p90'))}) · "
+        f"[b]Measured[/b] {_ms(lat.median)} ms/batch (p90 {_ms(lat.p90)}) · "
         f"{p.items_per_second:.1f} items/s",
     ]
     est_ms = p.estimated_ms(level)
-    lv = (p.pruned_estimate.get("levels") or {}).get(level) or {}
+    lv = p.pruned_estimate.levels.get(level)
     if est_ms is not None:
-        lines.append(f"[b]Est. pruned {level}[/b] {est_ms:.3f} ms/batch · {lv.get('speedup') or 1:.2f}× (est., "
-                     f"sparse-kernel runtime)")
-    i8 = p.int8 or {}
-    if i8.get("error"):
-        lines.append(f"[b]INT8[/b] failed: {escape(str(i8['error']))}")
-    elif i8.get("enabled"):
-        lines.append(f"[b]INT8 measured[/b] {_ms((i8.get('latency_ms') or {}).get('median'))} ms/batch · "
-                     f"{(i8.get('speedup') or 0):.2f}×")
+        lines.append(f"[b]Est. pruned {level}[/b] {est_ms:.3f} ms/batch · {(lv.speedup if lv else None) or 1:.2f}× "
+                     f"(est., sparse-kernel runtime)")
+    i8 = p.int8
+    if i8.error:
+        lines.append(f"[b]INT8[/b] failed: {escape(str(i8.error))}")
+    elif i8.enabled:
+        lines.append(f"[b]INT8 measured[/b] {_ms(i8.median)} ms/batch · {(i8.speedup or 0):.2f}×")
     else:
         lines.append("[b]INT8[/b] not measured")
     lines.append(overhead_text(p))
@@ -272,8 +271,7 @@ class PerfProfileView(RecordView):
         self._render_top()
 
     def _has_int8(self) -> bool:
-        i8 = (self.profile.int8 or {}) if self.profile else {}
-        return bool(i8.get("enabled") and not i8.get("error"))
+        return bool(self.profile and self.profile.int8.ok)
 
     def _render_summary(self) -> None:
         self.query_one("#perf-summary", Static).update(model_summary_text(self.profile, self.level))
@@ -304,7 +302,7 @@ class PerfProfileView(RecordView):
         title = (f"Top {self.top_n} nodes by ms" if self.top_n else "All nodes by ms")
         self.query_one("#top-chart", BarChart).set_data(
             [n.id for n in nodes], [prof.node_ms(n) for n in nodes], keys=[n.index for n in nodes],
-            title=title + " [dim](+/-: top N · click: record)[/dim]", total=(prof.latency_ms or {}).get("median"))
+            title=title + " [dim](+/-: top N · click: record)[/dim]", total=prof.latency_ms.median)
 
     # -- actions -----------------------------------------------------------------------------------
     def action_cycle_summary_type(self) -> None:
