@@ -128,7 +128,8 @@ class ProfiledRecord(JsonRecord):
     timed; ``session_seconds``: the timing session's creation (s); ``times_ms``: the unprofiled timed runs (ms);
     ``phase_seconds``: seconds per phase of the measurement; ``scale_to_median``: median / kernel_total_ms;
     ``overhead_ratio``: kernel_total_ms / median (the profiler's inflation); ``run_overhead_ratio``: run_ms /
-    median. Empty (``{}``) in profiles stored before it was recorded."""
+    median. Empty (``{}``) in profiles stored before it was recorded. ``int8.profiled`` is one too, with the
+    keys it has (no ``session_seconds``, ``times_ms``, ``phase_seconds``, ``run_overhead_ratio``), in its own order."""
 
     _exact: ClassVar[bool] = True
 
@@ -143,23 +144,6 @@ class ProfiledRecord(JsonRecord):
     scale_to_median: Optional[float] = None
     overhead_ratio: Optional[float] = None
     run_overhead_ratio: Optional[float] = None
-    extra: Dict[str, Any] = field(default_factory=dict)
-
-
-@dataclass
-class Int8ProfiledRecord(JsonRecord):
-    """``int8.profiled``: the profiled pass of the INT8 model (the fields of :class:`ProfiledRecord`, in the order
-    the INT8 record has them)."""
-
-    _exact: ClassVar[bool] = True
-
-    kernel_total_ms: Optional[float] = None
-    run_ms: Optional[float] = None
-    runs: Optional[int] = None
-    kernels: Optional[int] = None
-    runs_ms: Optional[list] = None
-    scale_to_median: Optional[float] = None
-    overhead_ratio: Optional[float] = None
     extra: Dict[str, Any] = field(default_factory=dict)
 
 
@@ -189,7 +173,7 @@ class Int8Profile(JsonRecord):
 
     _exact: ClassVar[bool] = True
     _nested: ClassVar[Dict[str, Any]] = {"latency_ms": LatencySummary, "interleaved": Interleaved,
-                                         "profiled": Int8ProfiledRecord}
+                                         "profiled": ProfiledRecord}
 
     enabled: Optional[bool] = _opt()
     error: Optional[str] = _opt()
@@ -202,7 +186,7 @@ class Int8Profile(JsonRecord):
     method: Optional[str] = _opt()
     calibration_batches: Optional[int] = _opt()
     warnings: Optional[list] = _opt()
-    profiled: Optional[Int8ProfiledRecord] = _opt()
+    profiled: Optional[ProfiledRecord] = _opt()
     extra: Dict[str, Any] = field(default_factory=dict)
 
     @property
@@ -834,10 +818,12 @@ def _int8_pass(engine, path: Path, orig: list, feeds: list, cores: int, warmup: 
         method=engine.quantization_method,
         calibration_batches=min(len(feeds), INT8_CALIBRATION_BATCHES),
         warnings=list(q.warnings),
-        profiled=Int8ProfiledRecord(kernel_total_ms=m.kernels.total_ms, run_ms=m.kernels.run_ms, runs=m.kernels.runs,
-                                  kernels=len(m.kernels.ms), runs_ms=list(m.kernels.runs_ms),
-                                  scale_to_median=_scale(med, m.kernels.total_ms),
-                                  overhead_ratio=(m.kernels.total_ms / med) if med else None),
+        # read from its keys: the INT8 pass records fewer of them, in the order its records have always had
+        profiled=ProfiledRecord.from_dict({"kernel_total_ms": m.kernels.total_ms, "run_ms": m.kernels.run_ms,
+                                           "runs": m.kernels.runs, "kernels": len(m.kernels.ms),
+                                           "runs_ms": list(m.kernels.runs_ms),
+                                           "scale_to_median": _scale(med, m.kernels.total_ms),
+                                           "overhead_ratio": (m.kernels.total_ms / med) if med else None}),
     )
     return info, ia
 
