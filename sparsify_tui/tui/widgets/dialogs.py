@@ -191,6 +191,16 @@ class FormDialog(ModalScreen[ResultT], Generic[ResultT]):
             self.action_close()
 
 
+def form_buttons(run_label: str = "Run", run_id: str = "run", cancel_id: str = "cancel", *,
+                 run_disabled: bool = False) -> ComposeResult:
+    """The end of a :class:`FormDialog`'s form: its one-line error (``Static#error``) and the row of the run button
+    (``run_id``, which :attr:`FormDialog.RUN_BUTTON_ID` names) and Cancel. ``yield from`` it inside the form."""
+    yield Static("", id="error", classes="dialog-error")
+    with Horizontal(classes="buttons"):
+        yield Button(run_label, variant="primary", id=run_id, disabled=run_disabled)
+        yield Button("Cancel", id=cancel_id)
+
+
 def format_field(value: object) -> str:
     """A record value as text, never cut: floats with 6 significant digits, lists/tuples joined with ", ",
     dicts as ``key=value`` pairs, None as "-"."""
