@@ -247,18 +247,7 @@ class FleetDialog(FormDialog[Optional[dict]]):
         self.show_form_error("")
         self.query_one("#run", Button).disabled = True
         self.query_one("#nodes-status", Static).update("Checking the targets and starting the fleet job…")
-        self._submit(f"fleet_{self.kind}", args)
-
-    @app_work(group="fleet-submit", description="submit the fleet job")
-    def _submit(self, job_type: str, args: dict) -> None:
-        from sparsify_tui import jobs
-
-        try:
-            job = jobs.submit(self.app.workspace, self.project_id, job_type, args, measuring=False)
-        except Exception as err:  # noqa: BLE001 - refused job args: shown in the form
-            post_result(self, FleetJobSubmitted(None, err))
-            return
-        post_result(self, FleetJobSubmitted(job))
+        self.submit_job(f"fleet_{self.kind}", args, FleetJobSubmitted, measuring=False)
 
     @on(FleetJobSubmitted)
     def _submitted(self, message: FleetJobSubmitted) -> None:

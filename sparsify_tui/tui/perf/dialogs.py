@@ -16,7 +16,6 @@ from sparsify_tui.tui.widgets.dialogs import FormDialog
 from sparsify_tui.tui.widgets.inputs import TextInput
 from sparsify_tui.tui.widgets.jobs import JobProgress
 from sparsify_tui.tui.widgets.toggles import TextCheckbox
-from sparsify_tui.tui.workers import app_work, post_result
 
 
 class PerfProfileDialog(FormDialog[Optional[dict]]):
@@ -109,18 +108,7 @@ class PerfProfileDialog(FormDialog[Optional[dict]]):
             return
         self.query_one("#error", Static).update("")
         self.query_one("#run", Button).disabled = True
-        self._submit(args)
-
-    @app_work(group="perf-submit", description="submit perf job")
-    def _submit(self, args: dict) -> None:
-        from sparsify_tui import jobs
-
-        try:
-            job = jobs.submit(self.app.workspace, self.project_id, "perf_profile", args)
-        except Exception as err:  # noqa: BLE001 - refused job args: shown in the form
-            post_result(self, PerfJobSubmitted(None, err))
-            return
-        post_result(self, PerfJobSubmitted(job))
+        self.submit_job("perf_profile", args, PerfJobSubmitted)
 
     @on(PerfJobSubmitted)
     def _submitted(self, message: PerfJobSubmitted) -> None:

@@ -9,14 +9,17 @@ Usage from any widget::
 
 from __future__ import annotations
 
-from typing import Generic, Optional, TypeVar
+from typing import Any, Callable, Generic, Optional, TypeVar
 
 from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.message import Message
 from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Static
+
+from sparsify_tui.tui.workers import app_work, post_result
 
 ResultT = TypeVar("ResultT")
 
@@ -176,6 +179,20 @@ class FormDialog(ModalScreen[ResultT], Generic[ResultT]):
 
     def show_form_error(self, message: object) -> None:
         self.query_one("#error", Static).update(str(message))
+
+    @app_work(group="form-submit", description="submit the form's job")
+    def submit_job(self, job_type: str, args: dict, submitted: Callable[..., Message], **options: Any) -> None:
+        """Submit job ``job_type`` with ``args`` for the dialog's ``project_id`` (in a worker thread;
+        ``options`` go to :func:`sparsify_tui.jobs.submit`); posts ``submitted(job)``, or ``submitted(None, error)``
+        when the job is refused (the form shows it)."""
+        from sparsify_tui import jobs
+
+        try:
+            job = jobs.submit(self.app.workspace, self.project_id, job_type, args, **options)
+        except Exception as err:  # noqa: BLE001 - refused job args: shown in the form
+            post_result(self, submitted(None, err))
+            return
+        post_result(self, submitted(job))
 
     @on(Input.Submitted)
     def _form_submitted(self, event: Input.Submitted) -> None:
