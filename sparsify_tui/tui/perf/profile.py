@@ -34,6 +34,7 @@ from textual.widgets import Static, TabPane
 from sparsify_tui.formatting import plural
 from sparsify_tui.tui import messages
 from sparsify_tui.tui.perf.messages import PerfProfileLoaded
+from sparsify_tui.tui.widgets import keys
 from sparsify_tui.tui.widgets.charts import BarChart
 from sparsify_tui.tui.widgets.dialogs import RecordDialog, analysis_fields
 from sparsify_tui.tui.widgets.records import RecordView
@@ -153,10 +154,7 @@ class PerfProfileView(RecordView):
     BINDINGS = [
         Binding("y", "cycle_summary_type", "Type", show=False, id="perfprofile.summary_type",
                 tooltip="Layer Summaries: baseline ms, pruned ms (est.) at each level, INT8 ms (measured)"),
-        Binding("plus", "top_n(1)", "More", show=False, id="perfprofile.top_more",
-                tooltip="Top Layers: more nodes (10, 20, 50, all)"),
-        Binding("minus", "top_n(-1)", "Fewer", show=False, id="perfprofile.top_fewer",
-                tooltip="Top Layers: fewer nodes"),
+        *keys.top_n("perfprofile", "top_n", "Top Layers: more nodes (10, 20, 50, all)", "Top Layers: fewer nodes"),
     ]
 
     def __init__(self, project_id: str, record_id: Optional[str], **kwargs) -> None:

@@ -120,11 +120,7 @@ class TabBar(Static):
 class FlopsProfileView(RecordView):
     """The FLOPS profile: Model Summary + Layer Summaries, Layer Results, Top Layers (tabs)."""
 
-    BINDINGS = [
-        Binding("plus", "top_n(1)", "More", show=False, id="flops.top_more",
-                tooltip="Top Layers: more nodes (10, 20, 50, all)"),
-        Binding("minus", "top_n(-1)", "Fewer", show=False, id="flops.top_fewer", tooltip="Top Layers: fewer nodes"),
-    ]
+    BINDINGS = keys.top_n("flops", "top_n", "Top Layers: more nodes (10, 20, 50, all)", "Top Layers: fewer nodes")
 
     def __init__(self, project_id: str, **kwargs) -> None:
         super().__init__(**kwargs)
