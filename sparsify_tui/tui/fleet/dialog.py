@@ -235,19 +235,8 @@ class FleetDialog(FormDialog[Optional[dict]]):
         return args
 
     def action_run(self) -> None:
-        if self.job is not None:
-            return
-        from sparsify_tui.errors import SparsifyError
-
-        try:
-            args = self.values()
-        except SparsifyError as err:
-            self.show_form_error(err)
-            return
-        self.show_form_error("")
-        self.query_one("#run", Button).disabled = True
-        self.query_one("#nodes-status", Static).update("Checking the targets and starting the fleet job…")
-        self.submit_job(f"fleet_{self.kind}", args, FleetJobSubmitted, measuring=False)
+        if self.job is None and self.start_job(f"fleet_{self.kind}", FleetJobSubmitted, measuring=False):
+            self.query_one("#nodes-status", Static).update("Checking the targets and starting the fleet job…")
 
     @on(FleetJobSubmitted)
     def _submitted(self, message: FleetJobSubmitted) -> None:

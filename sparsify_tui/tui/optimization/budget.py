@@ -23,7 +23,7 @@ from textual.containers import Vertical, VerticalScroll
 from textual.widgets import Input, Static
 
 from sparsify_tui.formatting import format_fixed
-from sparsify_tui.tui.optimization.pane import PaneContext, RecordPane
+from sparsify_tui.tui.optimization.pane import PaneContext, RecordPane, plot_search
 from sparsify_tui.tui.widgets.charts import Plot
 from sparsify_tui.tui.optimization.dialogs import SEARCH_DIALOG_CSS, SearchDialog
 from sparsify_tui.tui.widgets.tables import Column, FilterableTable
@@ -113,29 +113,10 @@ class BudgetCard(Vertical):
 
     def _plot(self, rec: "Optimization") -> None:
         s = rec.search
-        plot = self.query_one("#bs-plot", Plot)
-        timed = [t for t in (s.trials if s is not None else []) if t.speedup]
-        plot.display = bool(timed)
-        if not timed:
-            return
-        plt = plot.plt
-        plt.clear_data()
-        plt.clear_figure()
-        xs = [float(t.speedup) for t in timed]
-        lo, hi = min(xs + [1.0]), max(xs + [1.0])
-        plt.plot([lo, hi], [float(s.max_drop or 0)] * 2, label="budget")
-        plt.scatter([1.0], [0.0], marker="○", label="FP32")
-        for quantized, marker, label in ((False, "●", "thinned"), (True, "▲", "+ INT8")):
-            pts = [t for t in timed if t.quantized == quantized]
-            if pts:
-                plt.scatter([float(t.speedup) for t in pts], [float(t.metric_value) for t in pts], marker=marker,
-                            label=label)
-        chosen = [t for t in timed if t.index == s.chosen]
-        if chosen:
-            plt.scatter([float(chosen[0].speedup)], [float(chosen[0].metric_value)], marker="◆", label="chosen")
-        plt.xlabel("measured speedup vs FP32 (×)")
-        plt.ylabel(f"{s.metric} (held out)")
-        plot.redraw()
+        plot_search(self.query_one("#bs-plot", Plot), s, f"{s.metric} (held out)" if s is not None else "",
+                    lambda timed: [([t for t in timed if t.quantized == quantized], marker, label)
+                                   for quantized, marker, label in ((False, "●", "thinned"), (True, "▲", "+ INT8"))],
+                    fp32=True)
 
 
 class BudgetPane(RecordPane):

@@ -25,7 +25,7 @@ from textual.widget import Widget
 from textual.widgets import SelectionList, Static
 
 from sparsify_tui.formatting import format_fixed, plural
-from sparsify_tui.tui.optimization.pane import PaneContext, RecordPane, ScheduleEdited
+from sparsify_tui.tui.optimization.pane import PaneContext, RecordPane, ScheduleEdited, plot_search
 from sparsify_tui.tui.widgets.charts import Plot
 from sparsify_tui.tui.optimization.dialogs import SEARCH_DIALOG_CSS, SearchDialog
 from sparsify_tui.tui.widgets.labels import elide_middle
@@ -172,26 +172,8 @@ class Int8Card(Widget):
 
     def _plot(self, rec: Optimization) -> None:
         s = rec.quantization.search
-        plot = self.query_one("#i8-plot", Plot)
-        timed = [t for t in (s.trials if s is not None else []) if t.speedup]
-        plot.display = bool(timed)
-        if not timed:
-            return
-        plt = plot.plt
-        plt.clear_data()
-        plt.clear_figure()
-        xs = [float(t.speedup) for t in timed]
-        ys = [float(t.metric_value) for t in timed]
-        # drawn in this order so the chosen config stays visible on the budget line's row
-        lo, hi = min(xs + [1.0]), max(xs + [1.0])
-        plt.plot([lo, hi], [float(s.max_drop or 0)] * 2, label="budget")
-        plt.scatter(xs, ys, marker="●", label="trials")
-        chosen = [t for t in timed if t.index == s.chosen]
-        if chosen:
-            plt.scatter([float(chosen[0].speedup)], [float(chosen[0].metric_value)], marker="◆", label="chosen")
-        plt.xlabel("measured speedup vs FP32 (×)")
-        plt.ylabel(str(s.metric or "metric"))
-        plot.redraw()
+        plot_search(self.query_one("#i8-plot", Plot), s, str(s.metric or "metric") if s is not None else "",
+                    lambda timed: [(timed, "●", "trials")])
 
 
 class QuantPane(RecordPane):

@@ -97,18 +97,8 @@ class PerfProfileDialog(FormDialog[Optional[dict]]):
                 "iterations": settings.iterations(field("iterations"), "Timed runs")}
 
     def action_run(self) -> None:
-        if self.job is not None:
-            return
-        from sparsify_tui.errors import SparsifyError
-
-        try:
-            args = self.values()
-        except SparsifyError as err:
-            self.query_one("#error", Static).update(str(err))
-            return
-        self.query_one("#error", Static).update("")
-        self.query_one("#run", Button).disabled = True
-        self.submit_job("perf_profile", args, PerfJobSubmitted)
+        if self.job is None:
+            self.start_job("perf_profile", PerfJobSubmitted)
 
     @on(PerfJobSubmitted)
     def _submitted(self, message: PerfJobSubmitted) -> None:

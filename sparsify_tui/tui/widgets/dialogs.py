@@ -180,6 +180,22 @@ class FormDialog(ModalScreen[ResultT], Generic[ResultT]):
     def show_form_error(self, message: object) -> None:
         self.query_one("#error", Static).update(str(message))
 
+    def start_job(self, job_type: str, submitted: Callable[..., Message], **options: Any) -> bool:
+        """Start the form's job: the subclass's ``values()`` (the job arguments; a ``SparsifyError`` is shown on the
+        form and nothing starts), then :meth:`submit_job`, the run button disabled until the answer. Returns
+        whether it was submitted."""
+        from sparsify_tui.errors import SparsifyError
+
+        try:
+            args = self.values()  # type: ignore[attr-defined]
+        except SparsifyError as err:
+            self.show_form_error(err)
+            return False
+        self.show_form_error("")
+        self.query_one(f"#{self.RUN_BUTTON_ID}", Button).disabled = True
+        self.submit_job(job_type, args, submitted, **options)
+        return True
+
     @app_work(group="form-submit", description="submit the form's job")
     def submit_job(self, job_type: str, args: dict, submitted: Callable[..., Message], **options: Any) -> None:
         """Submit job ``job_type`` with ``args`` for the dialog's ``project_id`` (in a worker thread;
