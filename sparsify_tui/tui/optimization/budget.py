@@ -18,14 +18,13 @@ from typing import TYPE_CHECKING, Optional
 
 from rich.markup import escape
 from textual.app import ComposeResult
-from textual.binding import Binding
 from textual.containers import Vertical, VerticalScroll
 from textual.widgets import Input, Static
 
 from sparsify_tui.formatting import format_fixed
 from sparsify_tui.tui.optimization.pane import PaneContext, RecordPane, plot_search
 from sparsify_tui.tui.widgets.charts import Plot
-from sparsify_tui.tui.optimization.dialogs import SEARCH_DIALOG_CSS, SearchDialog
+from sparsify_tui.tui.optimization.dialogs import SEARCH_DIALOG_CSS, SearchDialog, search_keys
 from sparsify_tui.tui.widgets.tables import Column, FilterableTable
 
 if TYPE_CHECKING:
@@ -152,10 +151,7 @@ class BudgetSearchDialog(SearchDialog):
     INPUT = Input
     RUN_BUTTON_ID = "bsd-ok"
     DEFAULT_CSS = SEARCH_DIALOG_CSS.format(name="BudgetSearchDialog")
-    BINDINGS = [
-        Binding("escape", "close", "Cancel", id="optimization.budget.cancel", tooltip="Close without searching"),
-        Binding("ctrl+r", "run", "Search", id="optimization.budget.run", tooltip="Start the budget search job"),
-    ]
+    BINDINGS = search_keys("optimization.budget", "budget search")
 
     def more_fields(self) -> list[tuple[str, str, str, str]]:
         return [("Calib. items", "cal", "", "64 (at most half the items); the rest score")]

@@ -73,6 +73,14 @@ METRIC_OPTIONS = [("auto (from outputs)", "auto"), ("top1", "top1"), ("nmse", "n
 """The accuracy metrics a search dialog offers ("auto": the search picks it from the model's outputs)."""
 
 
+def search_keys(prefix: str, job: str) -> list[Binding]:
+    """The keys of a search dialog: ``escape`` closes, ``ctrl+r`` starts ``job`` (ids ``<prefix>.cancel`` / ``.run``)."""
+    return [
+        Binding("escape", "close", "Cancel", id=f"{prefix}.cancel", tooltip="Close without searching"),
+        Binding("ctrl+r", "run", "Search", id=f"{prefix}.run", tooltip=f"Start the {job} job"),
+    ]
+
+
 class SearchDialog(FormDialog[Optional[dict]]):
     """Base of the dialogs that start a search job within an accuracy budget (INT8 search, budget search): a title,
     one-line text fields (name, max drop, sample data, labels key, then :meth:`more_fields`), the metric and

@@ -19,7 +19,6 @@ from typing import TYPE_CHECKING, Optional
 from rich.markup import escape
 from textual import on
 from textual.app import ComposeResult
-from textual.binding import Binding
 from textual.containers import Vertical, VerticalScroll
 from textual.widget import Widget
 from textual.widgets import SelectionList, Static
@@ -27,7 +26,7 @@ from textual.widgets import SelectionList, Static
 from sparsify_tui.formatting import format_fixed, plural
 from sparsify_tui.tui.optimization.pane import PaneContext, RecordPane, ScheduleEdited, plot_search
 from sparsify_tui.tui.widgets.charts import Plot
-from sparsify_tui.tui.optimization.dialogs import SEARCH_DIALOG_CSS, SearchDialog
+from sparsify_tui.tui.optimization.dialogs import SEARCH_DIALOG_CSS, SearchDialog, search_keys
 from sparsify_tui.tui.widgets.labels import elide_middle
 from sparsify_tui.tui.widgets.tables import Column, FilterableTable
 from sparsify_tui.tui.widgets.toggles import TextCheckbox, TextSelectionList
@@ -240,10 +239,7 @@ class Int8SearchDialog(SearchDialog):
     DATA_HINT = "synthetic; or FILE.npz (inputs + labels)"
     RUN_BUTTON_ID = "i8d-ok"
     DEFAULT_CSS = SEARCH_DIALOG_CSS.format(name="Int8SearchDialog")
-    BINDINGS = [
-        Binding("escape", "close", "Cancel", id="optimization.int8.cancel", tooltip="Close without searching"),
-        Binding("ctrl+r", "run", "Search", id="optimization.int8.run", tooltip="Start the INT8 search job"),
-    ]
+    BINDINGS = search_keys("optimization.int8", "INT8 search")
 
     def more_selects(self) -> list[tuple[str, str, list, str]]:
         return [("Calibration", "calibration", [(m, m) for m in ("minmax", "entropy", "percentile")], "minmax")]
