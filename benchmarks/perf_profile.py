@@ -111,16 +111,16 @@ def main() -> int:
                 bare = bare_loop(path, cores)
                 wall, prof = profile_run(path, cores)
             ratio = wall / bare
-            ph = prof.profiled.get("phase_seconds", {})
+            ph = prof.profiled.phase_seconds or {}
             # the profile's own work besides what the bare loop also does (sessions, runs, end_profiling):
             # far less noisy on a shared machine than the wall-time ratio
             overhead = wall - ph.get("sessions_s", 0) - ph.get("runs_s", 0) - ph.get("end_profiling_s", 0)
             robust.append((bare + overhead) / bare)
-            cover = prof.total_node_ms / prof.latency_ms["median"]
+            cover = prof.total_node_ms / prof.latency_ms.median
             ratios.append(ratio)
             covers.append(cover)
             print(f"{name} round {r + 1}: profile {wall:.2f} s, bare {bare:.2f} s, ratio {ratio:.3f}; "
-                  f"median {prof.latency_ms['median']:.2f} ms, sum of node times {prof.total_node_ms:.2f} ms, "
+                  f"median {prof.latency_ms.median:.2f} ms, sum of node times {prof.total_node_ms:.2f} ms, "
                   f"node sum / median {cover:.3f}")
             print(f"    overhead outside sessions/runs {overhead:.3f} s -> (bare + overhead) / bare {robust[-1]:.3f}; "
                   + ", ".join(f"{k} {v:.2f}" for k, v in ph.items()))

@@ -9,7 +9,8 @@ import onnx
 from onnx import TensorProto, helper
 
 from sparsify_tui.profiling import perf_estimate as est
-from sparsify_tui.profiling.perf import NodePerf, PerfProfile, _model_estimates
+from sparsify_tui.profiling.perf import (Int8Profile, LatencySummary, MachineRecord, NodePerf, PerfProfile,
+                                        _model_estimates)
 
 DEMO_DIMS = {"x:2": 48, "x:3": 192}
 SPECIALS = ("[layout conversion]", "[quantize/dequantize]", "[unattributed]")
@@ -46,13 +47,16 @@ def profile_from_analysis(analysis: dict, name: str, *, scale: float = 1.0, batc
     median = 1.25 * scale
     prof = PerfProfile(
         name=name, batch_size=batch_size, core_count=core_count, instruction_sets=["AVX2"],
-        latency_ms={"median": median, "p90": median * 1.1, "mean": median * 1.05, "min": median * 0.9},
+        latency_ms=LatencySummary(median=median, p90=median * 1.1, mean=median * 1.05, min=median * 0.9),
         items_per_second=1000.0 * batch_size / median,
-        int8={"enabled": True, "error": None, "latency_ms": {"median": median * int8_factor, "p90": median * 0.5,
-                                                             "mean": median * 0.45, "min": median * 0.35},
-              "items_per_second": 1000.0 * batch_size / (median * int8_factor), "speedup": 1 / int8_factor},
+        int8=Int8Profile.from_dict({"enabled": True, "error": None,
+                                    "latency_ms": {"median": median * int8_factor, "p90": median * 0.5,
+                                                   "mean": median * 0.45, "min": median * 0.35},
+                                    "items_per_second": 1000.0 * batch_size / (median * int8_factor),
+                                    "speedup": 1 / int8_factor}),
         nodes=nodes, ort_version="1.20.0", created="2026-01-01T00:00:00Z", settings={"cpu_model": "Test CPU"},
-        machine={"hostname": hostname, "cpu_model": "Test CPU", "instruction_sets": ["AVX2"], "available_cores": 2})
+        machine=MachineRecord.from_dict({"hostname": hostname, "cpu_model": "Test CPU", "instruction_sets": ["AVX2"],
+                                         "available_cores": 2}))
     prof.pruned_estimate = _model_estimates(nodes, median, 0.2)
     return prof
 

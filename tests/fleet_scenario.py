@@ -208,7 +208,7 @@ def workspace_state() -> dict:
 
         out["profile_blobs_target"] = [ws.read_record_blob(pid, "perf_profiles", r["id"]).get("target")
                                        for r in out["perf_profiles"]]
-        out["perf_loads"] = [load_perf_profile(ws, pid, r["id"]).latency_ms.get("median") for r in out["perf_profiles"]]
+        out["perf_loads"] = [load_perf_profile(ws, pid, r["id"]).latency_ms.median for r in out["perf_profiles"]]
     return out
 
 

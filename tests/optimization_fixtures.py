@@ -36,7 +36,7 @@ def synthetic_profiles(analysis: dict):
     up to 0.85, then linear to 0.475 of the time at 0.99; INT8 2.5x faster (one node slower); per-layer
     sensitivity ``(k % 5 + 1) * 0.01 * s**2`` with an INT8 outlier at layer 3."""
     from sparsify_tui.profiling.loss import LossLayer, LossProfile
-    from sparsify_tui.profiling.perf import NodePerf, PerfProfile
+    from sparsify_tui.profiling.perf import Int8Profile, LatencySummary, NodePerf, PerfProfile
 
     nodes, total = [], 0.0
     for k, n in enumerate(analysis["nodes"]):
@@ -48,9 +48,10 @@ def synthetic_profiles(analysis: dict):
                               time_ms=t, flops=int(n.get("flops") or 0), est_pruned_ms=est,
                               int8_time_ms=t * (1.2 if k == 7 else 0.4), prunable=bool(n.get("prunable"))))
     perf = PerfProfile(name="synthetic", batch_size=1, core_count=2, instruction_sets=["AVX2"],
-                       latency_ms={"median": total * 1.1, "p90": total * 1.2, "mean": total * 1.1, "min": total},
+                       latency_ms=LatencySummary(median=total * 1.1, p90=total * 1.2, mean=total * 1.1, min=total),
                        items_per_second=1000 / (total * 1.1),
-                       int8={"enabled": True, "error": None, "latency_ms": {"median": total * 1.1 / 2.5}},
+                       int8=Int8Profile.from_dict({"enabled": True, "error": None,
+                                                   "latency_ms": {"median": total * 1.1 / 2.5}}),
                        nodes=nodes)
     layers = []
     for k, n in enumerate(x for x in analysis["nodes"] if x.get("prunable") and x.get("weight_name")):

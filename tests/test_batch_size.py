@@ -96,9 +96,9 @@ def test_perf_profile_and_benchmark_feed_the_batch_they_report(tmp_path, workspa
                       "int8": False}))
         profiles[b] = load_perf_profile(ws, pid, f"b{b}")
     p8 = profiles[8]
-    assert p8.batch_size == 8 and p8.inputs["shapes"] == {"x": [8, 3, 64, 64]}
-    assert p8.items_per_second == pytest.approx(1000.0 * 8 / p8.latency_ms["median"])
-    assert p8.latency_ms["min"] > 4 * profiles[1].latency_ms["min"]
+    assert p8.batch_size == 8 and p8.inputs.shapes == {"x": [8, 3, 64, 64]}
+    assert p8.items_per_second == pytest.approx(1000.0 * 8 / p8.latency_ms.median)
+    assert p8.latency_ms.min > 4 * profiles[1].latency_ms.min
 
     result = benchmark_project(ws, pid, {"batch_sizes": [1, 8], "core_counts": [1], "warmup": 2,
                                          "iterations": 10})

@@ -11,7 +11,7 @@ from compare_fixtures import DEMO_DIMS, profile_from_analysis, tiny_model
 
 from sparsify_tui.cli import main
 from sparsify_tui.profiling.perf_compare import compare_perf
-from sparsify_tui.profiling.perf import fill_scaled
+from sparsify_tui.profiling.perf import Int8Profile, fill_scaled
 from sparsify_tui.services.profiles import store_perf_profile
 from sparsify_tui.services.projects import create_project
 
@@ -60,12 +60,12 @@ def test_rows_add_up_to_each_total_and_match_the_stored_times(capsys, demo):
     assert set(d) >= {"a", "b", "rows", "totals"}
     assert {"id", "op_type", "a_ms", "b_ms", "ratio", "matched"} <= set(d["rows"][0])
     assert len(d["rows"]) == len(a.nodes)  # nothing dropped
-    assert sum(r["a_ms"] or 0 for r in d["rows"]) == pytest.approx(a.latency_ms["median"])
-    assert sum(r["b_ms"] or 0 for r in d["rows"]) == pytest.approx(b.latency_ms["median"])
-    assert d["totals"]["a_ms"] == pytest.approx(a.latency_ms["median"])
-    assert d["totals"]["b_ms"] == pytest.approx(b.latency_ms["median"])
-    assert d["totals"]["a_latency_ms"] == a.latency_ms["median"]
-    assert d["totals"]["b_latency_ms"] == b.latency_ms["median"]
+    assert sum(r["a_ms"] or 0 for r in d["rows"]) == pytest.approx(a.latency_ms.median)
+    assert sum(r["b_ms"] or 0 for r in d["rows"]) == pytest.approx(b.latency_ms.median)
+    assert d["totals"]["a_ms"] == pytest.approx(a.latency_ms.median)
+    assert d["totals"]["b_ms"] == pytest.approx(b.latency_ms.median)
+    assert d["totals"]["a_latency_ms"] == a.latency_ms.median
+    assert d["totals"]["b_latency_ms"] == b.latency_ms.median
     by_a, by_b = {n.id: n for n in a.nodes}, {n.id: n for n in b.nodes}
     for r in d["rows"]:
         assert r["a_ms"] == pytest.approx(a.node_ms(by_a[r["id"]])) and r["b_ms"] == pytest.approx(b.node_ms(by_b[r["id"]]))
@@ -86,8 +86,8 @@ def test_fp32_vs_int8_of_one_profile(capsys, demo):
     pid, a, _ = demo
     d = run_json(capsys, "compare", "demo", "b1", "b1:int8", "--json")
     assert d["a"]["view"] == "fp32" and d["b"]["view"] == "int8" and d["b"]["label"] == "b1 INT8"
-    assert sum(r["b_ms"] for r in d["rows"]) == pytest.approx(a.int8["latency_ms"]["median"])
-    assert d["totals"]["b_latency_ms"] == a.int8["latency_ms"]["median"]
+    assert sum(r["b_ms"] for r in d["rows"]) == pytest.approx(a.int8.median)
+    assert d["totals"]["b_latency_ms"] == a.int8.median
     conv = next(r for r in d["rows"] if r["op_type"] == "Conv")
     assert conv["ratio"] == pytest.approx(0.4 * a.int8_scale / a.scale) and conv["matched"]
     text = main(["compare", "demo", "b1", "b1:int8"])
@@ -118,8 +118,8 @@ def test_fused_differently_and_removed_nodes_are_listed_never_dropped(demo_model
     assert conv.id in group.ids and fused.id in group.ids
     # the time moved inside the group: the same profiled time on both sides (each scaled to its own median)
     assert group.a_ms / a.scale == pytest.approx(group.b_ms / b.scale)
-    assert sum(r.a_ms for r in cmp.rows) == pytest.approx(a.latency_ms["median"])
-    assert sum(r.b_ms for r in cmp.rows) == pytest.approx(b.latency_ms["median"])
+    assert sum(r.a_ms for r in cmp.rows) == pytest.approx(a.latency_ms.median)
+    assert sum(r.b_ms for r in cmp.rows) == pytest.approx(b.latency_ms.median)
     assert cmp.unmatched["rows"] == 2 + 3
     d = cmp.to_dict()
     assert d["unmatched"]["by_status"] == {"fused differently": 1, "removed in B": 1, "not a node": 3}
@@ -140,7 +140,7 @@ def test_two_projects_are_matched_by_node_id(capsys, ws, tmp_path):
     assert d["a"]["label"] == "one/base" and d["b"]["label"] == "two/base"
     assert d["b"]["target"]["hostname"] == "server-b"
     assert any("different models" in n for n in d["notes"])
-    assert sum(r["b_ms"] or 0 for r in d["rows"]) == pytest.approx(b.latency_ms["median"])
+    assert sum(r["b_ms"] or 0 for r in d["rows"]) == pytest.approx(b.latency_ms.median)
 
 
 def test_compare_bad_input_one_line(capsys, demo):
@@ -153,7 +153,7 @@ def test_compare_bad_input_one_line(capsys, demo):
 
 def test_int8_view_without_int8_is_refused(capsys, demo, ws):
     pid, a, _ = demo
-    a.name, a.int8 = "noint8", {"enabled": False}
+    a.name, a.int8 = "noint8", Int8Profile(enabled=False)
     for n in a.nodes:
         n.int8_time_ms = None
     store_perf_profile(ws, pid, a)
@@ -234,7 +234,7 @@ def test_export_import_into_a_second_workspace_and_compare(capsys, demo, tmp_pat
     assert rec["imported"]["hostname"] == "server-a" and rec["imported"]["project"] == "demo"
     d = run_json(capsys, "compare", "here", "b1 (server-a)", "b1", "--json")
     assert d["a"]["target"]["hostname"] == "server-a" and d["b"]["target"]["hostname"] == "server-b"
-    assert sum(r["a_ms"] for r in d["rows"]) == pytest.approx(a.latency_ms["median"])
+    assert sum(r["a_ms"] for r in d["rows"]) == pytest.approx(a.latency_ms.median)
     conv = next(r for r in d["rows"] if r["op_type"] == "Conv" and r["a_ms"])
     assert conv["ratio"] == pytest.approx(2.0)
     # the exported JSON also goes to stdout
@@ -285,14 +285,14 @@ def test_measured_demo_profiles_fp32_int8_and_batch(ws, demo_model):
     for name, batch, int8 in (("b1", 1, True), ("b2", 2, False)):
         prof = profile_performance(ws.model_path(pid), batch_size=batch, core_count=1, dims=DEMO_DIMS, warmup=1,
                                    iterations=6, int8=int8, name=name)
-        assert prof.machine.get("hostname") and prof.machine.get("cpu_model") is not None
+        assert prof.machine.hostname and prof.machine.cpu_model is not None
         store_perf_profile(ws, pid, prof)
     b1, b2 = load_perf_profile(ws, pid, "b1"), load_perf_profile(ws, pid, "b2")
     for spec_a, spec_b, pa, pb, key_b, median_b in (
-            ("b1", "b1:int8", b1, b1, "int8", b1.int8["latency_ms"]["median"]),
-            ("b1", "b2", b1, b2, "baseline", b2.latency_ms["median"])):
+            ("b1", "b1:int8", b1, b1, "int8", b1.int8.median),
+            ("b1", "b2", b1, b2, "baseline", b2.latency_ms.median)):
         cmp = compare_perf_profiles(ws, pid, spec_a, spec_b)
-        assert sum(r.a_ms or 0 for r in cmp.rows) == pytest.approx(pa.latency_ms["median"])
+        assert sum(r.a_ms or 0 for r in cmp.rows) == pytest.approx(pa.latency_ms.median)
         assert sum(r.b_ms or 0 for r in cmp.rows) == pytest.approx(median_b)
         assert {r.id for r in cmp.rows} == {n.id for n in pa.nodes} | {n.id for n in pb.nodes}
         by_a = {n.id: pa.node_ms(n) for n in pa.nodes}
@@ -301,9 +301,9 @@ def test_measured_demo_profiles_fp32_int8_and_batch(ws, demo_model):
             if r.ratio is not None:
                 assert r.ratio == pytest.approx(by_b[r.id] / by_a[r.id])
     cmp = compare_perf_profiles(ws, pid, "b1", "b1:int8")
-    assert cmp.totals["b_latency_ms"] == b1.int8["latency_ms"]["median"]
+    assert cmp.totals["b_latency_ms"] == b1.int8.median
     # the raw INT8 kernel times, scaled: the profiled pass's total maps onto the INT8 median
-    assert sum(r.b_ms for r in cmp.rows) == pytest.approx(b1.int8["profiled"]["kernel_total_ms"] * b1.int8_scale)
+    assert sum(r.b_ms for r in cmp.rows) == pytest.approx(b1.int8.profiled.kernel_total_ms * b1.int8_scale)
 
 
 def test_structure_row_fields_are_compared_too():

@@ -137,7 +137,8 @@ def test_perf_profile_measures_through_the_registered_engine(stub):
 
     prof = profile_performance(DEMO, dims=DEMO_DIMS, core_count=1, warmup=1, iterations=6, int8=True,
                                engine="stub")
-    assert prof.latency_ms == pytest.approx({"median": FP32_MS, "p90": FP32_MS, "mean": FP32_MS, "min": FP32_MS})
+    lat = prof.latency_ms
+    assert (lat.median, lat.p90, lat.mean, lat.min) == pytest.approx((FP32_MS, FP32_MS, FP32_MS, FP32_MS))
     assert prof.items_per_second == pytest.approx(1000.0 / FP32_MS)
     assert prof.ort_version == "0.0-stub" and prof.settings["provider"] == "StubProvider"
     # the stub's kernels are the model's own nodes: every node gets its share, nothing is unattributed
@@ -145,9 +146,9 @@ def test_perf_profile_measures_through_the_registered_engine(stub):
     assert not any(n.id.startswith("[") for n in prof.nodes)
     # INT8: the stub's quantize_int8 wrote the profile's int8.onnx, which the stub runs in 2 ms
     i8 = prof.int8
-    assert i8["error"] is None and i8["method"] == StubEngine.quantization_method
-    assert i8["latency_ms"]["median"] == pytest.approx(INT8_MS) and i8["speedup"] == pytest.approx(2.0)
-    assert i8["profiled"]["kernel_total_ms"] == pytest.approx(INT8_MS)
+    assert i8.error is None and i8.method == StubEngine.quantization_method
+    assert i8.median == pytest.approx(INT8_MS) and i8.speedup == pytest.approx(2.0)
+    assert i8.profiled.kernel_total_ms == pytest.approx(INT8_MS)
     assert sum(n.int8_time_ms for n in prof.nodes) == pytest.approx(INT8_MS)
 
 
@@ -161,7 +162,7 @@ engine.ENGINES["stub"] = t.StubEngine
 res = t.run_benchmark_on_stub(Path(tempfile.mkdtemp()))
 from sparsify_tui.profiling.perf import profile_performance
 prof = profile_performance(t.DEMO, dims=t.DEMO_DIMS, core_count=1, warmup=0, iterations=3, int8=True, engine="stub")
-assert res.run("baseline", 1, 1).median_ms == t.FP32_MS and prof.latency_ms["median"] == t.FP32_MS
+assert res.run("baseline", 1, 1).median_ms == t.FP32_MS and prof.latency_ms.median == t.FP32_MS
 print("onnxruntime" in sys.modules)
 """
 

@@ -12,7 +12,7 @@ from sparsify_tui.optimization.layer_curves import GRID_LEVELS, Settings
 from sparsify_tui.optimization.core import build_optimization, change_settings, layer_sparsities, override
 from sparsify_tui.optimization.record import LayerRow, Optimization
 from sparsify_tui.profiling.loss import LossProfile
-from sparsify_tui.profiling.perf import PerfProfile
+from sparsify_tui.profiling.perf import Int8Profile, LatencySummary, PerfProfile
 from sparsify_tui.services.projects import create_project
 
 LEVELS = ["0.4", "0.6", "0.7", "0.8", "0.85", "0.9", "0.95", "0.975", "0.99"]
@@ -188,9 +188,9 @@ def test_int8_estimate_uses_the_interleaved_ratio_when_recorded(demo_analysis):
     from sparsify_tui.optimization.layer_curves import perf_int8_ms
 
     perf, loss = fake_profiles(demo_analysis)
-    assert perf_int8_ms(perf) == pytest.approx(perf.latency_ms["median"] / 2.5)
-    perf.int8["speedup_interleaved"] = 1.6
-    assert perf_int8_ms(perf) == pytest.approx(perf.latency_ms["median"] / 1.6)
+    assert perf_int8_ms(perf) == pytest.approx(perf.latency_ms.median / 2.5)
+    perf.int8.speedup_interleaved = 1.6
+    assert perf_int8_ms(perf) == pytest.approx(perf.latency_ms.median / 1.6)
     rec = build_optimization("o", ModelAnalysis.from_dict(demo_analysis), perf, loss, sparsity=0.0, quantize=True, perf_ref="p",
                              loss_ref="l")
     rec.quantization.excluded = []
@@ -252,8 +252,9 @@ def test_one_pruned_time_calibration_for_flops_and_perf_profiles(demo_analysis):
                       prunable=n["prunable"])
              for k, n in enumerate(demo_analysis["nodes"])]
     total = sum(n.time_ms for n in nodes)
-    perf = PerfProfile(name="flops-like", batch_size=1, core_count=1, instruction_sets=[], latency_ms={"median": total},
-                       items_per_second=1000 / total, int8={}, nodes=nodes)
+    perf = PerfProfile(name="flops-like", batch_size=1, core_count=1, instruction_sets=[],
+                       latency_ms=LatencySummary.from_dict({"median": total}), items_per_second=1000 / total,
+                       int8=Int8Profile.from_dict({}), nodes=nodes)
     by_flops = build_optimization("f", ModelAnalysis.from_dict(demo_analysis), None, None, sparsity=0.7)
     by_perf = build_optimization("p", ModelAnalysis.from_dict(demo_analysis), perf, None, sparsity=0.7, perf_ref="p")
     share = 1.0 / demo_analysis["totals"]["flops"]

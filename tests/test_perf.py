@@ -6,6 +6,7 @@ Models are tiny and built here (ir_version 8); runs use few iterations. No timin
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import numpy as np
 import onnx
@@ -18,7 +19,7 @@ from sparsify_tui.engine.ort import parse_trace
 from sparsify_tui.errors import JobCanceled, ModelError
 from sparsify_tui.profiling import attribution as attr
 from sparsify_tui.profiling import perf_estimate as est
-from sparsify_tui.profiling.perf import PerfProfile, profile_performance
+from sparsify_tui.profiling.perf import LatencySummary, PerfProfile, profile_performance
 from sparsify_tui.progress import CancelToken
 from sparsify_tui.services.projects import create_project
 
@@ -109,7 +110,7 @@ def test_every_conv_of_fused_chains_gets_time_and_totals_add_up(resnet_profile):
             assert rows[nid].time_ms == 0
             assert rows[nid].fused_into == f"conv{i}", (nid, rows[nid].fused_into)
     total = sum(n.time_ms for n in resnet_profile.nodes)
-    assert total == pytest.approx(resnet_profile.profiled["kernel_total_ms"], rel=1e-9)
+    assert total == pytest.approx(resnet_profile.profiled.kernel_total_ms, rel=1e-9)
     assert sum(n.share for n in resnet_profile.nodes) == pytest.approx(1.0)
     # layout conversion has its own row, never dropped
     assert any(n.id == attr.LAYOUT_ROW for n in resnet_profile.nodes) or all(
@@ -118,17 +119,17 @@ def test_every_conv_of_fused_chains_gets_time_and_totals_add_up(resnet_profile):
 
 def test_int8_profile_measured_and_mapped_back(resnet_profile):
     i8 = resnet_profile.int8
-    assert i8["enabled"] and not i8.get("error"), i8
-    assert i8["latency_ms"]["median"] > 0 and i8["speedup"] > 0
+    assert i8.enabled and not i8.error, i8
+    assert i8.median > 0 and i8.speedup > 0
     rows = _rows(resnet_profile)
     for c in ("conv0", "conv1", "conv2", "conv3", "fc"):
         assert rows[c].int8_time_ms > 0, c  # QLinearConv/QGemm kernels map back to the original nodes
     int8_total = sum(n.int8_time_ms or 0 for n in resnet_profile.nodes)
-    assert int8_total == pytest.approx(i8["profiled"]["kernel_total_ms"], rel=1e-9)
+    assert int8_total == pytest.approx(i8.profiled.kernel_total_ms, rel=1e-9)
     # the ratio estimates use comes from one interleaved timing of FP32 and INT8 (not two blocks minutes apart)
-    inter = i8["interleaved"]
-    assert inter["fp32_ms"] > 0 and inter["int8_ms"] > 0 and inter["rounds"] == 3
-    assert i8["speedup_interleaved"] == pytest.approx(inter["fp32_ms"] / inter["int8_ms"])
+    inter = i8.interleaved
+    assert inter.fp32_ms > 0 and inter.int8_ms > 0 and inter.rounds == 3
+    assert i8.speedup_interleaved == pytest.approx(inter.fp32_ms / inter.int8_ms)
 
 
 def test_matmul_add_fused_to_gemm_keeps_time_on_matmul(tmp_path):
@@ -193,6 +194,19 @@ def test_cli_json_shape_on_a_model_path(resnet_like, capsys):
     assert PerfProfile.from_dict(d).to_dict() == d  # round trip
 
 
+STORED_PROFILES = json.loads((Path(__file__).parent / "data" / "perf_profile_main.json").read_text(encoding="utf-8"))
+
+
+@pytest.mark.parametrize("doc", STORED_PROFILES["stored"], ids=lambda d: d["profile"]["name"])
+def test_every_stored_perf_profile_round_trips(doc):
+    """A stored profile (INT8 measured, INT8 off, INT8 failed) reads and writes back with the same keys, order
+    and values: the bytes on disk and of ``profile perf --json`` do not change when it is read."""
+    dumps = lambda d: json.dumps(d, separators=(",", ":"), ensure_ascii=False)  # noqa: E731
+    prof = PerfProfile.from_dict(doc)
+    assert dumps(prof.to_dict()) == dumps(doc)
+    assert dumps(PerfProfile.from_dict(json.loads(dumps(prof.to_dict()))).to_dict()) == dumps(doc)
+
+
 def test_cli_sample_data_errors_exit_2_before_running(resnet_like, tmp_path, capsys):
     bad_shape = tmp_path / "bad_shape.npz"
     np.savez(bad_shape, x=np.zeros((4, 3, 10, 10), np.float32))
@@ -213,7 +227,7 @@ def test_sample_data_is_used_when_valid(resnet_like, tmp_path):
     good = tmp_path / "good.npz"
     np.savez(good, x=np.random.default_rng(0).standard_normal((4, 3, 24, 24)).astype(np.float32))
     prof = profile_performance(resnet_like, batch_size=2, warmup=0, iterations=2, data=good, int8=False)
-    assert prof.inputs["source"] == "sample data" and prof.inputs["batches"] == 2
+    assert prof.inputs.source == "sample data" and prof.inputs.batches == 2
 
 
 # --------------------------------------------------------------------------------------- INT8 failure, cancel
@@ -225,8 +239,8 @@ def test_quantization_failure_is_recorded_and_profile_completes(resnet_like, mon
 
     monkeypatch.setattr(quant, "quantize_int8", boom)
     prof = profile_performance(resnet_like, warmup=0, iterations=2, int8=True)
-    assert "unsupported op" in prof.int8["error"]
-    assert prof.latency_ms["median"] > 0 and all(n.int8_time_ms is None for n in prof.nodes)
+    assert "unsupported op" in prof.int8.error
+    assert prof.latency_ms.median > 0 and all(n.int8_time_ms is None for n in prof.nodes)
 
 
 def test_cancel_stops_the_profile(resnet_like):
@@ -292,7 +306,7 @@ def test_mobilenet_v2_quick_profile():
     convs = [n for n in prof.nodes if n.op_type in LAYER_OPS]
     assert len(convs) >= 50
     assert all(n.time_ms > 0 for n in convs)
-    assert not prof.int8.get("error"), prof.int8
+    assert not prof.int8.error, prof.int8
     assert all(n.int8_time_ms > 0 for n in convs)
     assert sum(n.share for n in prof.nodes) == pytest.approx(1.0)
     unattributed = sum(n.time_ms for n in prof.nodes if n.id == attr.UNATTRIBUTED_ROW)
@@ -303,9 +317,9 @@ def test_real_quantization_failure_is_recorded():
     """magika (int32 byte input, ai.onnx.ml domain) fails in quantize_static: the profile completes."""
     path = shared_model("magika_standard_v3_3.onnx")
     prof = profile_performance(path, warmup=0, iterations=2, int8=True)
-    assert prof.int8["enabled"] and prof.int8["error"], prof.int8
-    assert "\n" not in prof.int8["error"]
-    assert prof.latency_ms["median"] > 0 and sum(n.time_ms for n in prof.nodes) > 0
+    assert prof.int8.enabled and prof.int8.error, prof.int8
+    assert "\n" not in prof.int8.error
+    assert prof.latency_ms.median > 0 and sum(n.time_ms for n in prof.nodes) > 0
 
 
 # ------------------------------------------------------------------ scaled node times, control flow, noise
@@ -318,18 +332,18 @@ def test_silero_vad_control_flow_counted_once_and_rows_scaled_to_the_median():
     body = [n for n in prof.nodes if n.graph]
     ifs = [n for n in prof.nodes if n.op_type == "If" and not n.graph]
     assert ifs and sum(n.time_ms for n in body) > 0
-    kernel_total = prof.profiled["kernel_total_ms"]
+    kernel_total = prof.profiled.kernel_total_ms
     assert prof.total_node_ms == pytest.approx(kernel_total)
     # exclusive kernel times of one run cannot exceed that run's wall time: a double-counted body would
-    assert kernel_total <= prof.profiled["run_ms"] * 1.05
-    median = prof.latency_ms["median"]
+    assert kernel_total <= prof.profiled.run_ms * 1.05
+    median = prof.latency_ms.median
     assert sum(n.scaled_ms for n in prof.nodes) == pytest.approx(median)
     assert sum(prof.op_type_totals().values()) == pytest.approx(median)
     assert sum(prof.op_type_totals(scaled=False).values()) == pytest.approx(kernel_total)
     assert prof.overhead_ratio == pytest.approx(kernel_total / median)
-    assert prof.profiled["overhead_ratio"] == pytest.approx(kernel_total / median)
-    assert prof.profiled["scale_to_median"] == pytest.approx(median / kernel_total)
-    assert len(prof.profiled["runs_ms"]) == prof.profiled["runs"]
+    assert prof.profiled.overhead_ratio == pytest.approx(kernel_total / median)
+    assert prof.profiled.scale_to_median == pytest.approx(median / kernel_total)
+    assert len(prof.profiled.runs_ms) == prof.profiled.runs
     for n in prof.nodes:
         assert n.scaled_ms == pytest.approx(n.time_ms * median / kernel_total)
     # the stored document keeps every old field and adds the new ones
@@ -356,10 +370,10 @@ def test_a_stored_profile_without_scaled_times_gets_them():
 def test_noise_warnings():
     from sparsify_tui.profiling.perf import noise_warnings
 
-    assert noise_warnings({"median": 1.0, "p90": 1.9}, [2.0, 2.5, 3.9]) == []
-    busy = noise_warnings({"median": 1.053, "p90": 13.252}, [])
+    assert noise_warnings(LatencySummary(median=1.0, p90=1.9), [2.0, 2.5, 3.9]) == []
+    busy = noise_warnings(LatencySummary(median=1.053, p90=13.252), [])
     assert len(busy) == 1 and "12.6× the median" in busy[0] and "rerun" in busy[0]
-    spread = noise_warnings({"median": 1.0, "p90": 1.1}, [1.0, 1.2, 2.5], "INT8 ")
+    spread = noise_warnings(LatencySummary(median=1.0, p90=1.1), [1.0, 1.2, 2.5], "INT8 ")
     assert len(spread) == 1 and spread[0].startswith("INT8 noisy profiled pass") and "2.5×" in spread[0]
 
 

@@ -8,7 +8,7 @@ import pytest
 from conftest import steady, wait_for
 
 from sparsify_tui.profiling import perf_estimate as est
-from sparsify_tui.profiling.perf import NodePerf, PerfProfile, _model_estimates
+from sparsify_tui.profiling.perf import Int8Profile, LatencySummary, NodePerf, PerfProfile, _model_estimates
 from sparsify_tui.services.profiles import perf_record as record_summary
 from sparsify_tui.services.projects import create_project
 
@@ -33,10 +33,10 @@ def seeded_profile(analysis: dict) -> PerfProfile:
     for n in nodes:
         n.share = n.time_ms / total
     prof = PerfProfile(name="baseline", batch_size=1, core_count=2, instruction_sets=["AVX2", "AVX512F", "AVX512_VNNI"],
-                       latency_ms={"median": 1.25, "p90": 1.4, "mean": 1.3, "min": 1.2}, items_per_second=800.0,
-                       int8={"enabled": True, "error": None, "latency_ms": {"median": 0.5, "p90": 0.6, "mean": 0.55,
-                                                                            "min": 0.45},
-                             "items_per_second": 2000.0, "speedup": 2.5},
+                       latency_ms=LatencySummary(median=1.25, p90=1.4, mean=1.3, min=1.2), items_per_second=800.0,
+                       int8=Int8Profile.from_dict({"enabled": True, "error": None,
+                                                   "latency_ms": {"median": 0.5, "p90": 0.6, "mean": 0.55, "min": 0.45},
+                                                   "items_per_second": 2000.0, "speedup": 2.5}),
                        nodes=nodes, ort_version="1.31.1", created="2026-01-01T00:00:00Z", warmup=5, iterations=30)
     prof.pruned_estimate = _model_estimates(nodes, 1.25, 0.2)
     return prof

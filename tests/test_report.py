@@ -77,15 +77,15 @@ def test_json_report_numbers_equal_the_stored_ones(ws, project, capsys, tmp_path
     assert [p["name"] for p in d["perf"]] == ["b1", "b8"]
     for entry in d["perf"]:
         prof = load_perf_profile(ws, project, entry["name"])
-        assert entry["latency_ms"] == prof.latency_ms and entry["items_per_second"] == prof.items_per_second
-        assert entry["int8_median_ms"] == prof.int8["latency_ms"]["median"]
+        assert entry["latency_ms"] == prof.latency_ms.to_dict() and entry["items_per_second"] == prof.items_per_second
+        assert entry["int8_median_ms"] == prof.int8.median
         # per-node times as every screen shows them: scaled to the measured median, so they add up to it
-        assert entry["node_total_ms"] == pytest.approx(prof.latency_ms["median"])
+        assert entry["node_total_ms"] == pytest.approx(prof.latency_ms.median)
         top = sorted((n for n in prof.nodes if n.time_ms > 0), key=lambda n: -n.time_ms)[:10]
         assert [t["id"] for t in entry["top"]] == [n.id for n in top]
         assert [t["time_ms"] for t in entry["top"]] == pytest.approx([prof.node_ms(n) for n in top])
         assert sum(t["share"] for t in entry["top"]) == pytest.approx(sum(prof.node_ms(n) for n in top)
-                                                                      / prof.latency_ms["median"])
+                                                                      / prof.latency_ms.median)
         assert {g["id"]: g["time_ms"] for g in entry["op_types"]} == prof.op_type_totals("baseline")
         assert sum(g["share"] for g in entry["op_types"]) == pytest.approx(1.0)
         assert entry["target"]["hostname"] == "server-a"

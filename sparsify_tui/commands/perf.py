@@ -81,25 +81,23 @@ def cmd_profile_perf(args) -> int:
 
 def format_profile(prof, top: int = 15) -> str:
     """Human-readable summary: model latency, INT8, estimates, and the ``top`` slowest nodes."""
-    p = prof.to_dict()["profile"]
-    lat = p["latency_ms"]
+    lat = prof.latency_ms
     lines = [
-        f"perf profile {p['name']!r}: batch {p['batch_size']}, {p['core_count']} cores, onnxruntime {p['ort_version']}",
-        f"  instruction sets: {', '.join(p['instruction_sets']) or 'unknown'}",
-        f"  latency ms/batch: median {lat['median']:.3f}  p90 {lat['p90']:.3f}  mean {lat['mean']:.3f}  "
-        f"min {lat['min']:.3f}   items/s {p['items_per_second']:.1f}",
+        f"perf profile {prof.name!r}: batch {prof.batch_size}, {prof.core_count} cores, onnxruntime {prof.ort_version}",
+        f"  instruction sets: {', '.join(prof.instruction_sets) or 'unknown'}",
+        f"  latency ms/batch: median {lat.median:.3f}  p90 {lat.p90:.3f}  mean {lat.mean:.3f}  "
+        f"min {lat.min:.3f}   items/s {prof.items_per_second:.1f}",
     ]
-    i8 = p["int8"]
-    if i8.get("error"):
-        lines.append(f"  INT8 (measured): failed: {i8['error']}")
-    elif i8.get("enabled"):
-        lines.append(f"  INT8 (measured): median {i8['latency_ms']['median']:.3f} ms/batch, "
-                     f"{i8['items_per_second']:.1f} items/s, speedup {i8['speedup']:.2f}x")
-    pe = p["pruned_estimate"]
-    lv = pe.get("levels", {})
-    est = "  ".join(f"{k}: {v['speedup']:.2f}x" for k, v in lv.items() if v.get("speedup"))
-    lines.append(f"  est. pruned speedup ({pe.get('runtime')}): {est}")
-    lines.append(f"  note: {pe.get('note')}")
+    i8 = prof.int8
+    if i8.error:
+        lines.append(f"  INT8 (measured): failed: {i8.error}")
+    elif i8.enabled:
+        lines.append(f"  INT8 (measured): median {i8.median:.3f} ms/batch, "
+                     f"{i8.items_per_second:.1f} items/s, speedup {i8.speedup:.2f}x")
+    pe = prof.pruned_estimate
+    est = "  ".join(f"{k}: {v.speedup:.2f}x" for k, v in pe.levels.items() if v.speedup)
+    lines.append(f"  est. pruned speedup ({pe.runtime}): {est}")
+    lines.append(f"  note: {pe.note}")
     lines.append(f"  {overhead_line(prof)}")
     lines.append("")
     rows = [("node id", "op", "ms", "raw ms", "share", "GFLOP/s", "est. 0.9 ms", "INT8 ms")]

@@ -103,7 +103,7 @@ def perf_model_ms(perf: Optional["PerfProfile"]) -> Optional[float]:
     """Measured FP32 ms per batch of a perf profile (median latency; else the sum of node times)."""
     if perf is None:
         return None
-    median = (perf.latency_ms or {}).get("median")
+    median = perf.latency_ms.median
     if median:
         return float(median)
     return perf.total_node_ms or None
@@ -111,16 +111,16 @@ def perf_model_ms(perf: Optional["PerfProfile"]) -> Optional[float]:
 
 def perf_int8_ms(perf: Optional["PerfProfile"]) -> Optional[float]:
     """Measured INT8 ms per batch of a perf profile on the clock of its FP32 median, or None when INT8 was not
-    measured or failed: FP32 median / ``int8["speedup_interleaved"]`` (the ratio of one interleaved timing of
-    both models, :func:`sparsify_tui.profiling.perf._int8_pass`), or ``int8["latency_ms"]["median"]`` for
+    measured or failed: FP32 median / ``int8.speedup_interleaved`` (the ratio of one interleaved timing of
+    both models, :func:`sparsify_tui.profiling.perf._int8_pass`), or ``int8.latency_ms.median`` for
     profiles measured before that ratio was recorded."""
-    if perf is None or (perf.int8 or {}).get("error"):
+    if perf is None or perf.int8.error:
         return None
-    ratio = (perf.int8 or {}).get("speedup_interleaved")
-    base = (perf.latency_ms or {}).get("median")
+    ratio = perf.int8.speedup_interleaved
+    base = perf.latency_ms.median
     if ratio and ratio > 0 and base and base > 0:
         return float(base) / float(ratio)
-    median = ((perf.int8 or {}).get("latency_ms") or {}).get("median")
+    median = perf.int8.median
     return float(median) if median and median > 0 else None
 
 

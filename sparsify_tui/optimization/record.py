@@ -25,9 +25,10 @@ from __future__ import annotations
 import copy
 import math
 from dataclasses import dataclass, field, fields
-from typing import Any, ClassVar, Dict, List, Optional, Type, TypeVar
+from typing import Any, ClassVar, Dict, List, Optional, TypeVar
 
 from sparsify_tui.errors import ProjectError
+from sparsify_tui.records import JsonRecord
 
 FLOPS = "flops"
 """``perf_profile`` of an optimization built without a measured perf profile (time proportional to FLOPs)."""
@@ -38,73 +39,7 @@ UNSTRUCTURED = "unstructured"
 DEFAULT_INIT_SPARSITY = 0.05
 """GMP initial sparsity of the recipe (the sparsity at the first pruning update)."""
 
-T = TypeVar("T", bound="JsonRecord")
 S = TypeVar("S", bound="Settings")
-
-
-def _plain(value: Any) -> Any:
-    """A JSON-ready deep copy of ``value`` (records become dicts)."""
-    if isinstance(value, JsonRecord):
-        return value.to_dict()
-    if isinstance(value, list):
-        return [_plain(v) for v in value]
-    if isinstance(value, dict):
-        return {k: _plain(v) for k, v in value.items()}
-    return value
-
-
-class JsonRecord:
-    """Mixin for the record dataclasses: JSON keys are the field names, in field order.
-
-    ``_nested``: field name -> record class of a nested object, or ``[class]`` for a list of them. A field
-    ``extra`` (when the class has one) holds unknown keys, written back last; a class without it drops
-    them. Fields with ``metadata={"omit_none": True}`` are left out of ``to_dict()`` while None, unless the
-    dict they were read from had the key (a stored ``null`` stays ``null``). Fields with
-    ``metadata={"tail": True}`` are written with the unknown keys, after the others, in the order the dict they
-    were read from had them (the keys the store and later writers appended: ``id``, ``created``, ``applied``...),
-    so a stored record writes back byte for byte.
-    """
-
-    _nested: ClassVar[Dict[str, Any]] = {}
-
-    def to_dict(self) -> Dict[str, Any]:
-        out: Dict[str, Any] = {}
-        tail: Dict[str, Any] = {}
-        read = getattr(self, "_read_keys", ())
-        for f in fields(self):  # type: ignore[arg-type]
-            if f.name == "extra":
-                continue
-            value = getattr(self, f.name)
-            if value is None and f.metadata.get("omit_none") and f.name not in read:
-                continue
-            (tail if f.metadata.get("tail") else out)[f.name] = _plain(value)
-        tail = {**_plain(getattr(self, "extra", {})), **tail}
-        order = {k: i for i, k in enumerate(read)}
-        out.update(sorted(tail.items(), key=lambda kv: order.get(kv[0], len(order))))
-        return out
-
-    @classmethod
-    def from_dict(cls: Type[T], d: Optional[Dict[str, Any]]) -> T:
-        d = d or {}
-        names = {f.name for f in fields(cls)}  # type: ignore[arg-type]
-        kw: Dict[str, Any] = {}
-        extra: Dict[str, Any] = {}
-        for key, value in d.items():
-            if key == "extra" or key not in names:
-                extra[key] = copy.deepcopy(value)
-                continue
-            nested = cls._nested.get(key)
-            if isinstance(nested, list) and isinstance(value, list):
-                kw[key] = [nested[0].from_dict(v) for v in value]
-            elif nested is not None and isinstance(value, dict):
-                kw[key] = nested.from_dict(value)
-            else:
-                kw[key] = copy.deepcopy(value)
-        if "extra" in names:
-            kw["extra"] = extra
-        out = cls(**kw)
-        object.__setattr__(out, "_read_keys", tuple(d))  # not a field: equality and repr ignore it
-        return out
 
 
 @dataclass

@@ -19,14 +19,14 @@ How a profile is measured (:func:`profile_performance`):
    once. Profiling adds a few µs per kernel (on a tiny model the profiled kernels take several times the
    unprofiled median), so latency comes from step 2 and per-node times are **scaled to it**:
    ``scaled_ms = time_ms · median / Σ time_ms`` (the rows add up to the measured median; ``time_ms`` keeps
-   the raw profiled figure). ``profiled["overhead_ratio"]`` = Σ time_ms / median states the profiler's
+   the raw profiled figure). ``profiled.overhead_ratio`` = Σ time_ms / median states the profiler's
    inflation, and :func:`noise_warnings` flags noisy runs (p90 > 2× median, or profiled runs spread > 2×).
 4. **Pruned estimates** per node (:mod:`sparsify_tui.profiling.perf_estimate`). **onnxruntime itself
    gains nothing from unstructured sparsity**; these are estimates for a sparse-kernel runtime
    (DeepSparse-class) calibrated on measured speedups, never FLOPs-proportional.
 5. **INT8, measured**: the engine's ``quantize_int8`` (onnxruntime: static QDQ, per-channel,
    calibrated on the profile's inputs), then steps 2-3 on the INT8 model. A quantization or INT8 run
-   failure is recorded as ``int8: {"error": reason}`` and the profile still completes.
+   failure is recorded as ``int8.error`` (one line) and the profile still completes.
 
 One live session at a time: each session is deleted before the next is created.
 """
@@ -35,10 +35,10 @@ from __future__ import annotations
 
 import shutil
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Optional, Union
+from typing import Any, ClassVar, Dict, Optional, Union
 
 import numpy as np
 
@@ -47,6 +47,7 @@ from sparsify_tui import settings
 from sparsify_tui.errors import JobCanceled, ModelError, SparsifyError
 from sparsify_tui.profiling import perf_estimate as est
 from sparsify_tui.progress import CancelToken, ProgressFn, maybe_check
+from sparsify_tui.records import JsonRecord
 from sparsify_tui.tempfiles import fast_tmp, make_temp_dir
 
 #: Calibration batches used for INT8 (calibration.md used 16).
@@ -96,22 +97,200 @@ class NodePerf:
         return cls(**{k: v for k, v in d.items() if k in names})
 
 
+def _opt(**kw) -> Any:
+    """A record field left out of the JSON while None (:class:`~sparsify_tui.records.JsonRecord` ``omit_none``)."""
+    return field(default=None, metadata={"omit_none": True}, **kw)
+
+
+@dataclass
+class LatencySummary(JsonRecord):
+    """A profile's ``latency_ms``: ms per batch over the unprofiled timed runs (median, p90 by linear
+    interpolation, mean, min: :meth:`sparsify_tui.engine.timing.LatencyStats.summary`); None when not measured."""
+
+    _exact: ClassVar[bool] = True
+
+    median: Optional[float] = None
+    p90: Optional[float] = None
+    mean: Optional[float] = None
+    min: Optional[float] = None
+    extra: Dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def of_times(cls, times_ms: list) -> "LatencySummary":
+        """The summary of ``times_ms`` (ms per timed run; every value None when there are none)."""
+        return cls(**latency_summary(times_ms))
+
+
+@dataclass
+class ProfiledRecord(JsonRecord):
+    """A profile's ``profiled``: the profiled pass of the FP32 model. ``kernel_total_ms``: Σ rows (raw, ms per
+    batch); ``run_ms``: mean run (ms); ``runs``: profiled runs; ``runs_ms``: each run; ``kernels``: kernels
+    timed; ``session_seconds``: the timing session's creation (s); ``times_ms``: the unprofiled timed runs (ms);
+    ``phase_seconds``: seconds per phase of the measurement; ``scale_to_median``: median / kernel_total_ms;
+    ``overhead_ratio``: kernel_total_ms / median (the profiler's inflation); ``run_overhead_ratio``: run_ms /
+    median. Empty (``{}``) in profiles stored before it was recorded. ``int8.profiled`` is one too, with the
+    keys it has (no ``session_seconds``, ``times_ms``, ``phase_seconds``, ``run_overhead_ratio``), in its own order."""
+
+    _exact: ClassVar[bool] = True
+
+    kernel_total_ms: Optional[float] = None
+    run_ms: Optional[float] = None
+    runs: Optional[int] = None
+    runs_ms: Optional[list] = None
+    kernels: Optional[int] = None
+    session_seconds: Optional[float] = None
+    times_ms: Optional[list] = None
+    phase_seconds: Optional[dict] = None
+    scale_to_median: Optional[float] = None
+    overhead_ratio: Optional[float] = None
+    run_overhead_ratio: Optional[float] = None
+    extra: Dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class Interleaved(JsonRecord):
+    """``int8.interleaved``: one interleaved timing of the FP32 and INT8 models (medians in ms per batch over
+    ``rounds`` rounds of ``iterations`` runs each)."""
+
+    _exact: ClassVar[bool] = True
+
+    fp32_ms: Optional[float] = None
+    int8_ms: Optional[float] = None
+    rounds: Optional[int] = None
+    iterations: Optional[int] = None
+    extra: Dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class Int8Profile(JsonRecord):
+    """A profile's ``int8``: the measured INT8 model. ``enabled``: INT8 was asked for; ``error``: why it could not
+    be measured (one line; the profile still completes), else None; ``latency_ms`` / ``items_per_second`` as the
+    FP32 ones; ``speedup``: the FP32 block's median / the INT8 block's; ``interleaved`` and
+    ``speedup_interleaved``: one interleaved timing of both (what optimization estimates use);
+    ``quantize_seconds``, ``method``, ``calibration_batches``, ``warnings``: the quantization; ``profiled``: the
+    INT8 profiled pass. Keys absent from the JSON stay absent: ``{"enabled": False}`` when not asked for,
+    ``{"enabled": True, "error": reason}`` when quantization failed."""
+
+    _exact: ClassVar[bool] = True
+    _nested: ClassVar[Dict[str, Any]] = {"latency_ms": LatencySummary, "interleaved": Interleaved,
+                                         "profiled": ProfiledRecord}
+
+    enabled: Optional[bool] = _opt()
+    error: Optional[str] = _opt()
+    latency_ms: Optional[LatencySummary] = _opt()
+    items_per_second: Optional[float] = _opt()
+    speedup: Optional[float] = _opt()
+    interleaved: Optional[Interleaved] = _opt()
+    speedup_interleaved: Optional[float] = _opt()
+    quantize_seconds: Optional[float] = _opt()
+    method: Optional[str] = _opt()
+    calibration_batches: Optional[int] = _opt()
+    warnings: Optional[list] = _opt()
+    profiled: Optional[ProfiledRecord] = _opt()
+    extra: Dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        """INT8 was asked for and measured without error."""
+        return bool(self.enabled and not self.error)
+
+    @property
+    def median(self) -> Optional[float]:
+        """The INT8 median ms per batch (None when not measured)."""
+        return self.latency_ms.median if self.latency_ms else None
+
+    @classmethod
+    def measured(cls, **fields_: Any) -> "Int8Profile":
+        """A measured INT8 record: ``enabled`` True, ``error`` None, and every key written (null or not)."""
+        return cls(enabled=True, error=None, **fields_).keep(*(f.name for f in fields(cls) if f.name != "extra"))
+
+
+@dataclass
+class InputsRecord(JsonRecord):
+    """A profile's ``inputs``: ``source`` ("synthetic" or "sample data"), ``path`` of the sample data, ``batches``
+    fed (cycled), and the first batch's ``shapes`` and ``dtypes`` by input name."""
+
+    _exact: ClassVar[bool] = True
+
+    source: Optional[str] = None
+    path: Optional[str] = _opt()
+    batches: Optional[int] = None
+    shapes: Optional[dict] = None
+    dtypes: Optional[dict] = None
+    extra: Dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class EstimateLevel(JsonRecord):
+    """One level of ``pruned_estimate.levels``: estimated whole-model ``ms`` per batch (scaled to the median) and
+    ``speedup`` over the dense model."""
+
+    _exact: ClassVar[bool] = True
+
+    ms: Optional[float] = None
+    speedup: Optional[float] = None
+    extra: Dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class PrunedEstimate(JsonRecord):
+    """A profile's ``pruned_estimate`` (:mod:`sparsify_tui.profiling.perf_estimate`): the sparse-kernel
+    ``runtime`` estimated, its ``note`` and ``formula``, ``onnxruntime_speedup`` (1.0: no sparse kernels), the
+    ``depthwise_share`` of prunable time, and ``levels``: level key ("0.9") -> :class:`EstimateLevel`."""
+
+    _exact: ClassVar[bool] = True
+    _nested: ClassVar[Dict[str, Any]] = {"levels": {str: EstimateLevel}}
+
+    runtime: Optional[str] = None
+    note: Optional[str] = None
+    formula: Optional[str] = None
+    onnxruntime_speedup: Optional[float] = None
+    depthwise_share: Optional[float] = None
+    levels: Dict[str, EstimateLevel] = field(default_factory=dict)
+    extra: Dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class MachineRecord(JsonRecord):
+    """A profile's ``machine``: the target it was measured on (:data:`MACHINE_KEYS` of
+    :class:`sparsify_tui.analysis.system.SystemInfo`); empty in profiles measured before it was recorded."""
+
+    _exact: ClassVar[bool] = True
+
+    hostname: Optional[str] = None
+    cpu_model: Optional[str] = None
+    instruction_sets: Optional[list] = None
+    available_cores: Optional[int] = None
+    physical_cores: Optional[int] = None
+    sockets: Optional[int] = None
+    ort_version: Optional[str] = None
+    machine: Optional[str] = None
+    extra: Dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def recorded(self) -> bool:
+        """False for the empty record of a profile measured before the machine was recorded."""
+        return bool(self.to_dict())
+
+
+def _empty(cls):
+    """A default record read from ``{}``: written back as ``{}``."""
+    return field(default_factory=lambda: cls.from_dict({}))
+
+
 @dataclass
 class PerfProfile:
-    """A measured performance profile. ``to_dict()`` is the ``profile perf --json`` document.
+    """A measured performance profile. ``to_dict()`` is the ``profile perf --json`` document; every part is a typed
+    record (:class:`~sparsify_tui.records.JsonRecord`) that writes back the JSON it was read from, key for key.
 
-    Units: ``latency_ms`` ms per batch (median, p90, mean, min over unprofiled runs);
-    ``items_per_second`` = 1000 · batch_size / median; ``int8``: ``{"latency_ms", "items_per_second",
-    "speedup", "interleaved": {"fp32_ms", "int8_ms", "rounds", "iterations"}, "speedup_interleaved",
-    "quantize_seconds", ...}`` (``speedup`` = the FP32 block's median / the INT8 block's; ``speedup_interleaved``
-    from one interleaved timing of both, what optimization estimates use) or ``{"error": reason}`` or
-    ``{"enabled": False}``; ``machine``: the
-    target it was measured on (``hostname``, ``cpu_model``, ``instruction_sets``, ``available_cores``,
-    ``physical_cores``, ``sockets``, ``ort_version``; empty in profiles measured before it was recorded).
-    ``profiled``: the profiled pass: ``kernel_total_ms`` (Σ rows, raw), ``run_ms`` (mean run, ms),
-    ``runs_ms`` (each run), ``scale_to_median`` (median / kernel_total_ms), ``overhead_ratio``
-    (kernel_total_ms / median: how much the profiler inflated the node times), ``run_overhead_ratio``
-    (run_ms / median). ``warnings``: NaN/Inf weights or sample data, and noisy-measurement warnings
+    Units: ``latency_ms`` (:class:`LatencySummary`) ms per batch (median, p90, mean, min over unprofiled runs);
+    ``items_per_second`` = 1000 · batch_size / median; ``int8`` (:class:`Int8Profile`): the measured INT8 model, or
+    only ``error`` when it failed, or ``enabled`` False; ``machine`` (:class:`MachineRecord`): the target it was
+    measured on (empty in profiles measured before it was recorded); ``profiled`` (:class:`ProfiledRecord`): the
+    profiled pass and how it scales to the median; ``pruned_estimate`` (:class:`PrunedEstimate`): estimated
+    whole-model ms per sparsity level; ``inputs`` (:class:`InputsRecord`): what was fed. ``settings`` (the engine's
+    session options, the CPU, the profiled runs) and ``dims`` (symbolic dim -> value) stay plain dicts: their keys
+    are the engine's and the model's. ``warnings``: NaN/Inf weights or sample data, and noisy-measurement warnings
     (:func:`noise_warnings`), one line each.
     """
 
@@ -119,26 +298,30 @@ class PerfProfile:
     batch_size: int
     core_count: int
     instruction_sets: list
-    latency_ms: dict
+    latency_ms: LatencySummary
     items_per_second: float
-    int8: dict
+    int8: Int8Profile
     nodes: list
     model: str = ""
     ort_version: str = ""
     settings: dict = field(default_factory=dict)
     warmup: int = 5
     iterations: int = 30
-    inputs: dict = field(default_factory=dict)
-    profiled: dict = field(default_factory=dict)
-    pruned_estimate: dict = field(default_factory=dict)
+    inputs: InputsRecord = _empty(InputsRecord)
+    profiled: ProfiledRecord = _empty(ProfiledRecord)
+    pruned_estimate: PrunedEstimate = _empty(PrunedEstimate)
     dims: dict = field(default_factory=dict)
     created: str = ""
     seconds: float = 0.0
     seconds_without_int8: float = 0.0
     status: str = "completed"
     warnings: list = field(default_factory=list)
-    machine: dict = field(default_factory=dict)
+    machine: MachineRecord = _empty(MachineRecord)
     _scales: Optional[tuple] = field(default=None, init=False, repr=False, compare=False)
+    #: the typed parts of ``profile`` (the JSON key -> its record class)
+    _records: ClassVar[Dict[str, Any]] = {"latency_ms": LatencySummary, "int8": Int8Profile, "inputs": InputsRecord,
+                                          "profiled": ProfiledRecord, "pruned_estimate": PrunedEstimate,
+                                          "machine": MachineRecord}
 
     def __post_init__(self) -> None:
         # profiles stored before scaled times existed: derive them (the same rule as when measuring)
@@ -151,24 +334,24 @@ class PerfProfile:
             "batch_size": self.batch_size,
             "core_count": self.core_count,
             "instruction_sets": list(self.instruction_sets),
-            "latency_ms": dict(self.latency_ms),
+            "latency_ms": self.latency_ms.to_dict(),
             "items_per_second": self.items_per_second,
-            "int8": dict(self.int8),
+            "int8": self.int8.to_dict(),
             "model": self.model,
             "ort_version": self.ort_version,
             "settings": dict(self.settings),
             "warmup": self.warmup,
             "iterations": self.iterations,
-            "inputs": dict(self.inputs),
-            "profiled": dict(self.profiled),
-            "pruned_estimate": dict(self.pruned_estimate),
+            "inputs": self.inputs.to_dict(),
+            "profiled": self.profiled.to_dict(),
+            "pruned_estimate": self.pruned_estimate.to_dict(),
             "dims": dict(self.dims),
             "created": self.created,
             "seconds": self.seconds,
             "seconds_without_int8": self.seconds_without_int8,
             "status": self.status,
             "warnings": list(self.warnings),
-            "machine": dict(self.machine),
+            "machine": self.machine.to_dict(),
         }
         return {"profile": prof, "nodes": [asdict(n) for n in self.nodes]}
 
@@ -181,6 +364,9 @@ class PerfProfile:
         for k, default in (("instruction_sets", []), ("latency_ms", {}), ("int8", {}), ("items_per_second", 0.0),
                            ("name", ""), ("batch_size", 1), ("core_count", 1)):
             kw.setdefault(k, default)
+        for k, record in cls._records.items():
+            if k in kw:
+                kw[k] = record.from_dict(kw[k])
         prof = cls(**kw)
         if not any("noisy " in str(w) for w in prof.warnings):  # stored before noise checks: run them on its data
             prof.warnings = list(prof.warnings) + profile_noise(prof)
@@ -210,7 +396,7 @@ class PerfProfile:
     @property
     def overhead_ratio(self) -> Optional[float]:
         """Σ raw node times / unprofiled median: how many times the profiled kernels took the median."""
-        median = (self.latency_ms or {}).get("median")
+        median = self.latency_ms.median
         return (self.total_node_ms / median) if median and self.total_node_ms > 0 else None
 
     def node_ms(self, node: "NodePerf", key: str = "baseline", scaled: bool = True) -> Optional[float]:
@@ -233,8 +419,8 @@ class PerfProfile:
 
     def estimated_ms(self, level: str) -> Optional[float]:
         """Estimated whole-model ms per batch at sparsity ``level`` (e.g. "0.9"), scaled to the median."""
-        lv = (self.pruned_estimate.get("levels") or {}).get(str(level))
-        return lv.get("ms") if lv else None
+        lv = self.pruned_estimate.levels.get(str(level))
+        return lv.ms if lv else None
 
     def op_type_totals(self, key: str = "baseline", scaled: bool = True) -> dict:
         """ms per op type (:meth:`node_ms` summed): ``key`` "baseline", "int8", or a level ("0.9") for
@@ -268,16 +454,15 @@ def _scale(median: Optional[float], total_ms: float) -> float:
 def fill_scaled(prof: "PerfProfile") -> None:
     """Compute the profile's scales (median / Σ node times, FP32 and INT8) and set every node's ``scaled_ms`` /
     ``int8_scaled_ms`` (raw time × scale), so each column adds up to its measured median."""
-    i8 = prof.int8 or {}
-    s = _scale((prof.latency_ms or {}).get("median"), prof.total_node_ms)
-    s8 = _scale((i8.get("latency_ms") or {}).get("median"), sum(float(n.int8_time_ms or 0.0) for n in prof.nodes))
+    s = _scale(prof.latency_ms.median, prof.total_node_ms)
+    s8 = _scale(prof.int8.median, sum(float(n.int8_time_ms or 0.0) for n in prof.nodes))
     prof._scales = (s, s8)
     for n in prof.nodes:
         n.scaled_ms = float(n.time_ms) * s
         n.int8_scaled_ms = float(n.int8_time_ms) * s8 if n.int8_time_ms is not None else None
 
 
-def noise_warnings(latency_ms: dict, profiled_runs_ms: list, label: str = "") -> list:
+def noise_warnings(latency_ms: Optional[LatencySummary], profiled_runs_ms: list, label: str = "") -> list:
     """One line per sign of a noisy measurement (the machine was busy), each ending with the advice to rerun:
 
     * the unprofiled runs: p90 > :data:`NOISE_RATIO` × median;
@@ -285,7 +470,7 @@ def noise_warnings(latency_ms: dict, profiled_runs_ms: list, label: str = "") ->
 
     ``label`` prefixes each line ("INT8 ")."""
     out = []
-    med, p90 = (latency_ms or {}).get("median"), (latency_ms or {}).get("p90")
+    med, p90 = (latency_ms.median, latency_ms.p90) if latency_ms else (None, None)
     if med and p90 and p90 > NOISE_RATIO * med:
         out.append(f"{label}noisy timing: p90 {p90:.3f} ms is {p90 / med:.1f}× the median {med:.3f} ms "
                    "(was the machine busy?); rerun the profile")
@@ -298,16 +483,16 @@ def noise_warnings(latency_ms: dict, profiled_runs_ms: list, label: str = "") ->
 
 def profile_noise(prof: "PerfProfile") -> list:
     """:func:`noise_warnings` of a profile's FP32 runs and, when measured, its INT8 runs (from what it stores)."""
-    out = noise_warnings(prof.latency_ms, (prof.profiled or {}).get("runs_ms") or [])
-    i8 = prof.int8 or {}
-    if i8.get("latency_ms"):
-        out += noise_warnings(i8["latency_ms"], (i8.get("profiled") or {}).get("runs_ms") or [], "INT8 ")
+    out = noise_warnings(prof.latency_ms, prof.profiled.runs_ms or [])
+    i8 = prof.int8
+    if i8.latency_ms:
+        out += noise_warnings(i8.latency_ms, (i8.profiled.runs_ms if i8.profiled else None) or [], "INT8 ")
     return out
 
 
 @dataclass
 class _Measured:
-    latency: dict
+    latency: LatencySummary
     times_ms: list
     kernels: Any  # engine.KernelTimes
     opt_nodes: list
@@ -343,7 +528,7 @@ def _measure(engine, model_path: str, feeds: list, cores: int, warmup: int, iter
     clock["runs_s"] += prof.seconds.get("runs_s", 0.0)
     clock["end_profiling_s"] += prof.seconds.get("end_profiling_s", 0.0)
     clock["parse_s"] = prof.seconds.get("parse_s", 0.0)
-    return _Measured(latency_summary(times), times, prof.kernels, prof.nodes, prof.initializers, s_sec, clock)
+    return _Measured(LatencySummary.of_times(times), times, prof.kernels, prof.nodes, prof.initializers, s_sec, clock)
 
 
 def _progress_span(progress, step: str, f0: float, f1: float):
@@ -433,7 +618,7 @@ def profile_performance(
         orig, fa = _attribute_fp32(model, analysis, fp, batch_size, dims, engine, phases)
         del model
         t_fp32_done = time.perf_counter()
-        int8_info: dict = {"enabled": False}
+        int8_info = Int8Profile(enabled=False)
         ia = None
         if int8:
             int8_info, ia = _int8_pass(engine, path, orig, feeds, cores, warmup, iterations, tmp, fp.latency, batch_size,
@@ -446,7 +631,7 @@ def profile_performance(
     kernel_total = sum(n.time_ms for n in nodes)
     for n in nodes:
         n.share = n.time_ms / kernel_total if kernel_total > 0 else 0.0
-    median = fp.latency["median"]
+    median = fp.latency.median
     ips = 1000.0 * batch_size / median if median else 0.0
     system = engine.system_info().to_dict()
     t_end = time.perf_counter()
@@ -464,14 +649,14 @@ def profile_performance(
         settings=_run_settings(engine, cores, system, iterations),
         warmup=warmup,
         iterations=iterations,
-        inputs=source,
+        inputs=InputsRecord(**source),
         profiled=_profiled_summary(fp, kernel_total, median, phases),
         dims=dims,
         created=datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
         seconds=t_end - t_start,
         seconds_without_int8=t_fp32_done - t_start,
         warnings=warnings,
-        machine={k: system.get(k) for k in MACHINE_KEYS},
+        machine=MachineRecord(**{k: system.get(k) for k in MACHINE_KEYS}),
     )
     prof.pruned_estimate = _model_estimates(nodes, median, dw_share)
     fill_scaled(prof)
@@ -535,21 +720,21 @@ def _run_settings(engine, cores: int, system: dict, iterations: int) -> dict:
     }
 
 
-def _profiled_summary(fp: "_Measured", kernel_total: float, median: Optional[float], phases: dict) -> dict:
+def _profiled_summary(fp: "_Measured", kernel_total: float, median: Optional[float], phases: dict) -> ProfiledRecord:
     """The profile's ``profiled`` record: the profiled pass's kernels and runs, and how they scale to the median."""
-    return {
-        "kernel_total_ms": kernel_total,
-        "run_ms": fp.kernels.run_ms,
-        "runs": fp.kernels.runs,
-        "runs_ms": list(fp.kernels.runs_ms),
-        "kernels": len(fp.kernels.ms),
-        "session_seconds": fp.session_seconds,
-        "times_ms": fp.times_ms,
-        "phase_seconds": phases,
-        "scale_to_median": _scale(median, kernel_total),
-        "overhead_ratio": (kernel_total / median) if median and kernel_total > 0 else None,
-        "run_overhead_ratio": (fp.kernels.run_ms / median) if median else None,
-    }
+    return ProfiledRecord(
+        kernel_total_ms=kernel_total,
+        run_ms=fp.kernels.run_ms,
+        runs=fp.kernels.runs,
+        runs_ms=list(fp.kernels.runs_ms),
+        kernels=len(fp.kernels.ms),
+        session_seconds=fp.session_seconds,
+        times_ms=fp.times_ms,
+        phase_seconds=phases,
+        scale_to_median=_scale(median, kernel_total),
+        overhead_ratio=(kernel_total / median) if median and kernel_total > 0 else None,
+        run_overhead_ratio=(fp.kernels.run_ms / median) if median else None,
+    )
 
 
 def _strip_large_weights(model, limit_bytes: int = 4096) -> None:
@@ -573,8 +758,8 @@ INT8_INTERLEAVED = {"rounds": 3, "warmup": 2}
 
 
 def _int8_pass(engine, path: Path, orig: list, feeds: list, cores: int, warmup: int, iterations: int, tmp: Path,
-               fp_latency: dict, batch_size: int, cancel, prog, f0: float, f1: float, fp32_path=None):
-    """Quantize + measure INT8. Returns (int8 info dict, Attribution or None). Never raises except cancel.
+               fp_latency: LatencySummary, batch_size: int, cancel, prog, f0: float, f1: float, fp32_path=None):
+    """Quantize + measure INT8. Returns (:class:`Int8Profile`, Attribution or None). Never raises except cancel.
 
     The INT8/FP32 ratio the optimization's estimate uses comes from a short interleaved timing of the FP32 model
     (``fp32_path``, default ``path``) and the INT8 model (:data:`INT8_INTERLEAVED` rounds, ``max(6, iterations //
@@ -598,9 +783,9 @@ def _int8_pass(engine, path: Path, orig: list, feeds: list, cores: int, warmup: 
     except JobCanceled:
         raise
     except SparsifyError as err:
-        return {"enabled": True, "error": str(err)}, None
+        return Int8Profile(enabled=True, error=str(err)), None
     except Exception as err:  # quantization bugs in the runtime must not lose the FP32 profile
-        return {"enabled": True, "error": f"INT8 quantization failed: {_first_line(err)}"}, None
+        return Int8Profile(enabled=True, error=f"INT8 quantization failed: {_first_line(err)}"), None
     maybe_check(cancel)
     try:
         m = _measure(engine, str(q_path), feeds, cores, warmup, iterations, tmp, "int8", cancel, prog, fq, f1)
@@ -619,27 +804,27 @@ def _int8_pass(engine, path: Path, orig: list, feeds: list, cores: int, warmup: 
     except Exception as err:
         if cancel is not None and cancel.is_cancelled():
             raise JobCanceled("job canceled by the user") from err
-        return {"enabled": True, "error": f"the INT8 model failed to run in {engine.name}: {_first_line(err)}",
-                "quantize_seconds": q.seconds}, None
-    med = m.latency["median"]
-    info = {
-        "enabled": True,
-        "error": None,
-        "latency_ms": m.latency,
-        "items_per_second": 1000.0 * batch_size / med if med else 0.0,
-        "speedup": (fp_latency["median"] / med) if med else None,
-        "interleaved": {"fp32_ms": float(np.median(inter[0])), "int8_ms": float(np.median(inter[1])),
-                        "rounds": INT8_INTERLEAVED["rounds"], "iterations": n_inter},
-        "speedup_interleaved": float(np.median(inter[0]) / np.median(inter[1])) if np.median(inter[1]) > 0 else None,
-        "quantize_seconds": q.seconds,
-        "method": engine.quantization_method,
-        "calibration_batches": min(len(feeds), INT8_CALIBRATION_BATCHES),
-        "warnings": list(q.warnings),
-        "profiled": {"kernel_total_ms": m.kernels.total_ms, "run_ms": m.kernels.run_ms, "runs": m.kernels.runs,
-                     "kernels": len(m.kernels.ms), "runs_ms": list(m.kernels.runs_ms),
-                     "scale_to_median": _scale(med, m.kernels.total_ms),
-                     "overhead_ratio": (m.kernels.total_ms / med) if med else None},
-    }
+        return Int8Profile(enabled=True, error=f"the INT8 model failed to run in {engine.name}: {_first_line(err)}",
+                           quantize_seconds=q.seconds), None
+    med = m.latency.median
+    info = Int8Profile.measured(
+        latency_ms=m.latency,
+        items_per_second=1000.0 * batch_size / med if med else 0.0,
+        speedup=(fp_latency.median / med) if med else None,
+        interleaved=Interleaved(fp32_ms=float(np.median(inter[0])), int8_ms=float(np.median(inter[1])),
+                                rounds=INT8_INTERLEAVED["rounds"], iterations=n_inter),
+        speedup_interleaved=float(np.median(inter[0]) / np.median(inter[1])) if np.median(inter[1]) > 0 else None,
+        quantize_seconds=q.seconds,
+        method=engine.quantization_method,
+        calibration_batches=min(len(feeds), INT8_CALIBRATION_BATCHES),
+        warnings=list(q.warnings),
+        # read from its keys: the INT8 pass records fewer of them, in the order its records have always had
+        profiled=ProfiledRecord.from_dict({"kernel_total_ms": m.kernels.total_ms, "run_ms": m.kernels.run_ms,
+                                           "runs": m.kernels.runs, "kernels": len(m.kernels.ms),
+                                           "runs_ms": list(m.kernels.runs_ms),
+                                           "scale_to_median": _scale(med, m.kernels.total_ms),
+                                           "overhead_ratio": (m.kernels.total_ms / med) if med else None}),
+    )
     return info, ia
 
 
@@ -678,20 +863,14 @@ def _build_rows(orig: list, fa, ia) -> tuple:
     return rows, dw_share
 
 
-def _model_estimates(nodes: list, median_ms: Optional[float], dw_share: float) -> dict:
+def _model_estimates(nodes: list, median_ms: Optional[float], dw_share: float) -> PrunedEstimate:
     """Whole-model estimated ms/batch and speedup per level (sum of node estimates scaled to the median)."""
     base = sum(n.time_ms for n in nodes)
     levels = {}
     for key in est.LEVEL_KEYS:
         tot = sum(n.est_pruned_ms.get(key, n.time_ms) for n in nodes)
         ratio = tot / base if base > 0 else 1.0
-        levels[key] = {"ms": (median_ms * ratio) if median_ms else None,
-                       "speedup": (1.0 / ratio) if ratio > 0 else None}
-    return {
-        "runtime": est.RUNTIME,
-        "note": est.NOTE,
-        "formula": est.FORMULA,
-        "onnxruntime_speedup": 1.0,
-        "depthwise_share": dw_share,
-        "levels": levels,
-    }
+        levels[key] = EstimateLevel(ms=(median_ms * ratio) if median_ms else None,
+                                    speedup=(1.0 / ratio) if ratio > 0 else None)
+    return PrunedEstimate(runtime=est.RUNTIME, note=est.NOTE, formula=est.FORMULA, onnxruntime_speedup=1.0,
+                          depthwise_share=dw_share, levels=levels)

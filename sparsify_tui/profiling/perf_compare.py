@@ -204,9 +204,9 @@ def view_times(profile, view: str) -> dict:
         raise ValueError(f"unknown view {view!r}: use fp32 or int8")
     if view == "fp32":
         return {n.id: float(profile.node_ms(n) or 0.0) for n in profile.nodes}
-    i8 = profile.int8 or {}
-    if not i8.get("enabled") or i8.get("error") or all(n.int8_time_ms is None for n in profile.nodes):
-        reason = i8.get("error") or "it was measured without INT8"
+    i8 = profile.int8
+    if not i8.enabled or i8.error or all(n.int8_time_ms is None for n in profile.nodes):
+        reason = i8.error or "it was measured without INT8"
         raise ValueError(f"perf profile {profile.name!r} has no INT8 measurement ({reason})")
     return {n.id: float(profile.node_ms(n, "int8") or 0.0) for n in profile.nodes}
 
@@ -216,12 +216,12 @@ def profile_side(profile, view: str = "fp32", *, label: Optional[str] = None, pr
     """The :class:`ProfileSide` of ``profile`` in ``view`` (its latency is the INT8 model's for "int8")."""
     times = view_times(profile, view)
     if view == "int8":
-        i8 = profile.int8 or {}
-        lat, ips = dict(i8.get("latency_ms") or {}), i8.get("items_per_second")
+        i8 = profile.int8
+        lat, ips = (i8.latency_ms.to_dict() if i8.latency_ms else {}), i8.items_per_second
     else:
-        lat, ips = dict(profile.latency_ms or {}), profile.items_per_second
+        lat, ips = profile.latency_ms.to_dict(), profile.items_per_second
     settings = profile.settings or {}
-    machine = dict(getattr(profile, "machine", None) or {})
+    machine = profile.machine.to_dict()
     target = {
         "hostname": machine.get("hostname"),
         "cpu_model": machine.get("cpu_model") or settings.get("cpu_model"),

@@ -170,24 +170,24 @@ def perf_entry(profile, *, record_id: Optional[str] = None, top: int = 10, impor
     """The report entry of a :class:`~sparsify_tui.profiling.perf.PerfProfile` with its ``top`` slowest nodes."""
     ms = {n.id: float(profile.node_ms(n) or 0.0) for n in profile.nodes}  # scaled, as every screen shows them
     total = float(sum(ms.values()))
-    i8 = profile.int8 or {}
-    ok = bool(i8.get("enabled") and not i8.get("error"))
+    i8 = profile.int8
+    ok = i8.ok
     ops = profile.op_type_totals("baseline")
     op_i8 = profile.op_type_totals("int8") if ok else {}
     op_types = [LayerTime(k, k, v, v / total if total else 0.0, op_i8.get(k))
                 for k, v in sorted(ops.items(), key=lambda kv: -kv[1])]
     nodes = sorted((n for n in profile.nodes if ms[n.id] > 0), key=lambda n: -ms[n.id])[:top]
-    machine = dict(getattr(profile, "machine", None) or {})
+    machine = profile.machine
     settings = profile.settings or {}
-    target = {"hostname": machine.get("hostname"), "cpu_model": machine.get("cpu_model") or settings.get("cpu_model"),
-              "instruction_sets": list(machine.get("instruction_sets") or profile.instruction_sets or []),
-              "available_cores": machine.get("available_cores") or settings.get("available_cores"),
+    target = {"hostname": machine.hostname, "cpu_model": machine.cpu_model or settings.get("cpu_model"),
+              "instruction_sets": list(machine.instruction_sets or profile.instruction_sets or []),
+              "available_cores": machine.available_cores or settings.get("available_cores"),
               "ort_version": profile.ort_version}
     return PerfEntry(
         name=profile.name, id=record_id, batch_size=int(profile.batch_size), core_count=int(profile.core_count),
-        latency_ms=dict(profile.latency_ms or {}), items_per_second=float(profile.items_per_second or 0.0),
-        int8_median_ms=(i8.get("latency_ms") or {}).get("median") if ok else None,
-        int8_speedup=i8.get("speedup") if ok else None, int8_error=i8.get("error"), target=target,
+        latency_ms=profile.latency_ms.to_dict(), items_per_second=float(profile.items_per_second or 0.0),
+        int8_median_ms=i8.median if ok else None,
+        int8_speedup=i8.speedup if ok else None, int8_error=i8.error, target=target,
         node_total_ms=total, op_types=op_types,
         top=[LayerTime(n.id, n.op_type, ms[n.id], ms[n.id] / total if total else 0.0,
                        profile.node_ms(n, "int8")) for n in nodes],

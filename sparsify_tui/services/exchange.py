@@ -49,8 +49,8 @@ def write_text_atomic(path: Union[str, Path], text: str) -> Path:
 
 def _machine(prof) -> Dict[str, Any]:
     """The profile's target: what it recorded, else what its settings say (older profiles)."""
-    if prof.machine:
-        return dict(prof.machine)
+    if prof.machine.recorded:
+        return prof.machine.to_dict()
     s = prof.settings or {}
     return {"hostname": None, "cpu_model": s.get("cpu_model"), "instruction_sets": list(prof.instruction_sets or []),
             "available_cores": s.get("available_cores"), "ort_version": prof.ort_version}
@@ -78,7 +78,7 @@ def export_perf_profile(ws, project_ref: str, ref: str) -> Dict[str, Any]:
                   "nodes": sum(1 for n in prof.nodes if not str(n.id).startswith("["))},
         "machine": _machine(prof),
         "settings": {"batch_size": prof.batch_size, "core_count": prof.core_count, "warmup": prof.warmup,
-                     "iterations": prof.iterations, "dims": dict(prof.dims or {}), "inputs": dict(prof.inputs or {}),
+                     "iterations": prof.iterations, "dims": dict(prof.dims or {}), "inputs": prof.inputs.to_dict(),
                      "engine": dict(prof.settings or {})},
         "imported": record.get("imported"),
         "profile": doc["profile"],
@@ -112,7 +112,7 @@ def import_perf_profile(ws, project_ref: str, path: Union[str, Path], *, name: O
 
     Raises ``SparsifyError`` (one line; nothing stored) for a bad file (:func:`read_profile_file`), another model
     (sha256), nodes that do not match the project's model, or a taken ``name``."""
-    from sparsify_tui.profiling.perf import PerfProfile
+    from sparsify_tui.profiling.perf import MachineRecord, PerfProfile
 
     doc = read_profile_file(path)
     project = ws.get_project(project_ref)
@@ -138,9 +138,9 @@ def import_perf_profile(ws, project_ref: str, path: Union[str, Path], *, name: O
         raise ProjectError(f"{Path(path).name} lists {len(theirs_ids)} nodes that do not match the "
                            f"{len(ids)} nodes of project {project['name']!r}'s model: export it again with this "
                            "sparsify-tui version")
-    if not prof.machine:
-        prof.machine = dict(doc.get("machine") or {})
-    host = (prof.machine or {}).get("hostname")
+    if not prof.machine.recorded:
+        prof.machine = MachineRecord.from_dict(doc.get("machine") or {})
+    host = prof.machine.hostname
     taken = {r.get("name") for r in ws.list_records(pid, PERF_TABLE)}
     if name:
         from sparsify_tui.formatting import has_control, safe_text

@@ -177,7 +177,7 @@ def calibration_settings(ws, project: Dict[str, Any], args: Dict[str, Any]) -> D
         "core_count": settings.core_count(min(int(prof.core_count or settings.available_cores()),
                                               settings.available_cores())),
         "dims": dict(prof.dims or {}), "warmup": settings.warmup(prof.warmup),
-        "iterations": settings.iterations(prof.iterations), "data": (prof.inputs or {}).get("path"),
+        "iterations": settings.iterations(prof.iterations), "data": prof.inputs.path,
     }
 
 

@@ -18,21 +18,21 @@ APPROXIMATED = "approximated"
 # ----------------------------------------------------------------------------------------- perf profiles
 def perf_record(prof) -> Dict[str, Any]:
     """The small record fields of a :class:`~sparsify_tui.profiling.perf.PerfProfile` (the list columns)."""
-    i8 = prof.int8 or {}
+    i8 = prof.int8
     return {
         "name": prof.name,
         "batch_size": prof.batch_size,
         "core_count": prof.core_count,
-        "latency_ms": prof.latency_ms.get("median"),
-        "p90_ms": prof.latency_ms.get("p90"),
+        "latency_ms": prof.latency_ms.median,
+        "p90_ms": prof.latency_ms.p90,
         "items_per_second": prof.items_per_second,
-        "int8_ms": (i8.get("latency_ms") or {}).get("median") if i8.get("enabled") and not i8.get("error") else None,
-        "int8_error": i8.get("error"),
+        "int8_ms": i8.median if i8.ok else None,
+        "int8_error": i8.error,
         "warmup": prof.warmup,
         "iterations": prof.iterations,
         "dims": prof.dims,
-        "int8_enabled": bool(i8.get("enabled")),
-        "data": (prof.inputs or {}).get("path"),
+        "int8_enabled": bool(i8.enabled),
+        "data": prof.inputs.path,
         "status": prof.status,
     }
 

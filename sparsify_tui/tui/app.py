@@ -44,6 +44,15 @@ SECTIONS = [
     ("settings", "Settings", "Settings"),
 ]
 SECTION_LABELS = {sid: label for sid, label, _ in SECTIONS}
+# what the section's digit key shows (its tooltip in the help and the command palette)
+SECTION_TOOLTIPS = {
+    "projects": "Show the projects list",
+    "perf": "Performance profiles of the open project (FLOPS and measured)",
+    "loss": "Loss profiles of the open project",
+    "optimization": "Optimizations (recipes) of the open project",
+    "benchmarks": "Benchmarks of the open project",
+    "settings": "Settings of the open project",
+}
 # the Widget class of each per-project section, by module and name (mounted when first shown for the open
 # project; imported then, so the Projects screen starts without them: cold start is a user's first wait)
 SECTION_CLASSES = {
@@ -178,18 +187,8 @@ class SparsifyApp(App[int]):
     COMMANDS = App.COMMANDS | {SparsifyCommands}
 
     BINDINGS = [
-        Binding("1", "show_section('projects')", "Projects", show=False, id="section.projects",
-                tooltip="Show the projects list"),
-        Binding("2", "show_section('perf')", "Perf", show=False, id="section.perf",
-                tooltip="Performance profiles of the open project (FLOPS and measured)"),
-        Binding("3", "show_section('loss')", "Loss", show=False, id="section.loss",
-                tooltip="Loss profiles of the open project"),
-        Binding("4", "show_section('optimization')", "Optimize", show=False, id="section.optimization",
-                tooltip="Optimizations (recipes) of the open project"),
-        Binding("5", "show_section('benchmarks')", "Bench", show=False, id="section.benchmarks",
-                tooltip="Benchmarks of the open project"),
-        Binding("6", "show_section('settings')", "Settings", show=False, id="section.settings",
-                tooltip="Settings of the open project"),
+        *(Binding(str(n), f"show_section('{sid}')", short, show=False, id=f"section.{sid}",
+                  tooltip=SECTION_TOOLTIPS[sid]) for n, (sid, _label, short) in enumerate(SECTIONS, start=1)),
         # tab moves the focus when the app reads the key, before it hands the next key on: a burst such as
         # "tab tab backspace 1" (a fast typist, a paste, a slow link) edits the field it lands on. As an ordinary
         # binding, the keys behind tab went to the field tab was leaving (Textual forwards each key to the widget

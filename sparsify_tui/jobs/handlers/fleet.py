@@ -192,7 +192,7 @@ def run_profile(ctx) -> Dict[str, Any]:
         prof.name = _result_name(s["name"], outcome.label, outcome.hostname, outcome.target.node_id,
                                  str(prof.batch_size), str(prof.core_count))
         rec = store_perf_profile(ws, pid, prof, job_id=job_id, target=_target_tag(outcome))
-        return {"record_id": rec["record_id"], "name": prof.name, "latency_ms": prof.latency_ms.get("median"),
+        return {"record_id": rec["record_id"], "name": prof.name, "latency_ms": prof.latency_ms.median,
                 "items_per_second": prof.items_per_second, "core_count": prof.core_count}
 
     return _dispatch(ctx, s, TargetCall(profile_performance, kwargs, files, guard=_guard(ctx)), store)

@@ -9,10 +9,10 @@ from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
-from textual.widgets import Button, Input, Label, OptionList, Static
+from textual.widgets import Input, Label, OptionList, Static
 from textual.widgets.option_list import Option
 
-from sparsify_tui.tui.widgets.dialogs import FormDialog
+from sparsify_tui.tui.widgets.dialogs import FormDialog, form_buttons
 from sparsify_tui.tui.widgets.inputs import TextInput
 from sparsify_tui.tui.widgets.labels import elide_middle
 from sparsify_tui.tui.widgets.toggles import TextSelectionList
@@ -86,10 +86,7 @@ class BenchmarkDialog(FormDialog[Optional[dict]]):
             with Horizontal(classes="row"):
                 yield Label("Sample data")
                 yield TextInput("", placeholder="synthetic; or FILE.npz / .npy", id="data", compact=True)
-            yield Static("", id="error", classes="dialog-error")
-            with Horizontal(classes="buttons"):
-                yield Button("Run", variant="primary", id="run")
-                yield Button("Cancel", id="cancel")
+            yield from form_buttons("Run")
 
     def on_mount(self) -> None:
         self.query_one("#name", Input).focus()
@@ -162,10 +159,7 @@ class ApplyDialog(FormDialog[Optional[dict]]):
                 yield TextInput("", placeholder="INT8 calibration: synthetic; or FILE.npz / .npy", id="data",
                                 compact=True)
             yield Static("", id="status", classes="hint")
-            yield Static("", id="error", classes="dialog-error")
-            with Horizontal(classes="buttons"):
-                yield Button("Apply", variant="primary", id="apply", disabled=not self.optimizations)
-                yield Button("Cancel", id="cancel")
+            yield from form_buttons("Apply", "apply", run_disabled=not self.optimizations)
 
     def _label(self, o: dict) -> str:
         q = (o.get("quantization") or {}).get("enabled")

@@ -235,30 +235,8 @@ class FleetDialog(FormDialog[Optional[dict]]):
         return args
 
     def action_run(self) -> None:
-        if self.job is not None:
-            return
-        from sparsify_tui.errors import SparsifyError
-
-        try:
-            args = self.values()
-        except SparsifyError as err:
-            self.show_form_error(err)
-            return
-        self.show_form_error("")
-        self.query_one("#run", Button).disabled = True
-        self.query_one("#nodes-status", Static).update("Checking the targets and starting the fleet job…")
-        self._submit(f"fleet_{self.kind}", args)
-
-    @app_work(group="fleet-submit", description="submit the fleet job")
-    def _submit(self, job_type: str, args: dict) -> None:
-        from sparsify_tui import jobs
-
-        try:
-            job = jobs.submit(self.app.workspace, self.project_id, job_type, args, measuring=False)
-        except Exception as err:  # noqa: BLE001 - refused job args: shown in the form
-            post_result(self, FleetJobSubmitted(None, err))
-            return
-        post_result(self, FleetJobSubmitted(job))
+        if self.job is None and self.start_job(f"fleet_{self.kind}", FleetJobSubmitted, measuring=False):
+            self.query_one("#nodes-status", Static).update("Checking the targets and starting the fleet job…")
 
     @on(FleetJobSubmitted)
     def _submitted(self, message: FleetJobSubmitted) -> None:

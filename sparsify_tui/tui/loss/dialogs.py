@@ -7,9 +7,9 @@ from typing import Optional
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
-from textual.widgets import Button, Input, Label, Select, Static
+from textual.widgets import Input, Label, Select, Static
 
-from sparsify_tui.tui.widgets.dialogs import FormDialog
+from sparsify_tui.tui.widgets.dialogs import FormDialog, form_buttons
 from sparsify_tui.tui.widgets.inputs import TextInput
 from sparsify_tui.tui.widgets.toggles import TextCheckbox
 
@@ -70,10 +70,7 @@ class LossProfileDialog(FormDialog[Optional[dict]]):
                               ("normalized MSE (also untrained models)", "nmse")],
                              value=d["metric"] or "auto", allow_blank=False, id="metric", compact=True)
             yield TextCheckbox("INT8 sensitivity per layer", bool(d["int8"]), id="int8", compact=True)
-            yield Static("", id="error", classes="dialog-error")
-            with Horizontal(classes="buttons"):
-                yield Button("Run", variant="primary", id="run")
-                yield Button("Cancel", id="cancel")
+            yield from form_buttons("Run")
 
     def on_mount(self) -> None:
         self.query_one("#name", Input).focus()

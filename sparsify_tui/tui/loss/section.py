@@ -29,7 +29,7 @@ from sparsify_tui.tui.widgets import keys
 from sparsify_tui.tui.widgets.charts import BarChart
 from sparsify_tui.tui.widgets.dialogs import RecordDialog, analysis_fields, fresh_name
 from sparsify_tui.tui.widgets.labels import elide_middle
-from sparsify_tui.tui.widgets.records import RecordListSection, RecordView
+from sparsify_tui.tui.widgets.records import RecordListSection, RecordView, ViewKeys
 from sparsify_tui.tui.widgets.tables import Column, FilterableTable, format_count, format_percent
 from sparsify_tui.tui.widgets.tabs import ViewTabs
 from sparsify_tui.tui.workers import app_work, post_result
@@ -306,7 +306,7 @@ class LossProfileView(RecordView):
 # ------------------------------------------------------------------------------------------ the section
 
 
-class LossSection(RecordListSection):
+class LossSection(ViewKeys, RecordListSection):
     """Loss Profiles of one project: profile list (+ running jobs) on the left, the selected profile right (the
     list's life cycle: :class:`~sparsify_tui.tui.widgets.records.RecordListSection`)."""
 
@@ -319,6 +319,7 @@ class LossSection(RecordListSection):
     JOBS_ID = "loss-jobs"
     FIXED = (APPROX_ID, "Approximated")
     LIST_WIDTH = 22  # the list pane is 24 wide
+    VIEW_TABS = TABS
 
     DEFAULT_CSS = """
     LossSection { height: 1fr; }
@@ -354,19 +355,6 @@ class LossSection(RecordListSection):
     def current_view(self) -> Optional[LossProfileView]:
         views = self.query(LossProfileView)
         return views.first() if views else None
-
-    def _forward(self, action: str, *args) -> None:
-        view = self.current_view()
-        if view is not None:
-            view.when_mounted(lambda: getattr(view, f"action_{action}")(*args))
-
-    def action_view_tab(self, tab: str) -> None:
-        self._forward("tab", tab)
-
-    def action_cycle_tab(self, step: int) -> None:
-        view = self.current_view()
-        if view is not None:
-            view.when_mounted(lambda: view.action_tab(keys.cycle(list(TABS), view.current_tab(), step)))
 
     def action_level(self, step: int) -> None:
         self._forward("level", step)

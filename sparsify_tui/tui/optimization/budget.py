@@ -18,15 +18,13 @@ from typing import TYPE_CHECKING, Optional
 
 from rich.markup import escape
 from textual.app import ComposeResult
-from textual.binding import Binding
-from textual.containers import Horizontal, Vertical, VerticalScroll
-from textual.widgets import Button, Input, Label, Select, Static
+from textual.containers import Vertical, VerticalScroll
+from textual.widgets import Input, Static
 
 from sparsify_tui.formatting import format_fixed
-from sparsify_tui.tui.optimization.pane import PaneContext, RecordPane
+from sparsify_tui.tui.optimization.pane import PaneContext, RecordPane, plot_search
 from sparsify_tui.tui.widgets.charts import Plot
-from sparsify_tui.tui.optimization.dialogs import SEARCH_DIALOG_CSS
-from sparsify_tui.tui.widgets.dialogs import FormDialog
+from sparsify_tui.tui.optimization.dialogs import SEARCH_DIALOG_CSS, SearchDialog, search_keys
 from sparsify_tui.tui.widgets.tables import Column, FilterableTable
 
 if TYPE_CHECKING:
@@ -114,29 +112,10 @@ class BudgetCard(Vertical):
 
     def _plot(self, rec: "Optimization") -> None:
         s = rec.search
-        plot = self.query_one("#bs-plot", Plot)
-        timed = [t for t in (s.trials if s is not None else []) if t.speedup]
-        plot.display = bool(timed)
-        if not timed:
-            return
-        plt = plot.plt
-        plt.clear_data()
-        plt.clear_figure()
-        xs = [float(t.speedup) for t in timed]
-        lo, hi = min(xs + [1.0]), max(xs + [1.0])
-        plt.plot([lo, hi], [float(s.max_drop or 0)] * 2, label="budget")
-        plt.scatter([1.0], [0.0], marker="○", label="FP32")
-        for quantized, marker, label in ((False, "●", "thinned"), (True, "▲", "+ INT8")):
-            pts = [t for t in timed if t.quantized == quantized]
-            if pts:
-                plt.scatter([float(t.speedup) for t in pts], [float(t.metric_value) for t in pts], marker=marker,
-                            label=label)
-        chosen = [t for t in timed if t.index == s.chosen]
-        if chosen:
-            plt.scatter([float(chosen[0].speedup)], [float(chosen[0].metric_value)], marker="◆", label="chosen")
-        plt.xlabel("measured speedup vs FP32 (×)")
-        plt.ylabel(f"{s.metric} (held out)")
-        plot.redraw()
+        plot_search(self.query_one("#bs-plot", Plot), s, f"{s.metric} (held out)" if s is not None else "",
+                    lambda timed: [([t for t in timed if t.quantized == quantized], marker, label)
+                                   for quantized, marker, label in ((False, "●", "thinned"), (True, "▲", "+ INT8"))],
+                    fp32=True)
 
 
 class BudgetPane(RecordPane):
@@ -159,54 +138,26 @@ class BudgetPane(RecordPane):
         self.query_one("#budget-card", BudgetCard).show(rec)
 
 
-class BudgetSearchDialog(FormDialog[Optional[dict]]):
+class BudgetSearchDialog(SearchDialog):
     """Ask for a budget search: name, budget, sample data (required: the reconstruction fits real items) and its
     labels key, metric, calibration items, INT8. The budget and the data file are checked here (one line under the
     fields; the dialog stays open), the rest by :func:`sparsify_tui.services.job_settings.budget_settings` and the job's
     check in the section's worker. Dismisses with the job arguments, or None. One-line fields, so it fits 80x24;
     `ctrl+r` runs, `escape` closes."""
 
+    PREFIX = "bsd"
+    TITLE = "Fastest model within an accuracy budget (a job: a new optimization)"
+    DATA_HINT = "FILE.npz (inputs + labels): required"
+    INPUT = Input
     RUN_BUTTON_ID = "bsd-ok"
     DEFAULT_CSS = SEARCH_DIALOG_CSS.format(name="BudgetSearchDialog")
-    BINDINGS = [
-        Binding("escape", "close", "Cancel", id="optimization.budget.cancel", tooltip="Close without searching"),
-        Binding("ctrl+r", "run", "Search", id="optimization.budget.run", tooltip="Start the budget search job"),
-    ]
+    BINDINGS = search_keys("optimization.budget", "budget search")
 
-    def __init__(self, default_name: str, default_data: str = "") -> None:
-        super().__init__()
-        self.default_name = default_name
-        self.default_data = default_data
+    def more_fields(self) -> list[tuple[str, str, str, str]]:
+        return [("Calib. items", "cal", "", "64 (at most half the items); the rest score")]
 
-    def compose(self) -> ComposeResult:
-        with Vertical():
-            yield Static("Fastest model within an accuracy budget (a job: a new optimization)",
-                         classes="dialog-title")
-            for label, wid, value, hint in (
-                    ("Name", "bsd-name", self.default_name, ""),
-                    ("Max drop", "bsd-drop", "0.01", "in the metric's units, e.g. 0.01 = 1 point of top-1"),
-                    ("Sample data", "bsd-data", self.default_data, "FILE.npz (inputs + labels): required"),
-                    ("Labels key", "bsd-labels", "", "none; or the labels array in the .npz"),
-                    ("Calib. items", "bsd-cal", "", "64 (at most half the items); the rest score")):
-                with Horizontal(classes="row"):
-                    yield Label(label)
-                    yield Input(value, placeholder=hint, id=wid, compact=True)
-            with Horizontal(classes="row"):
-                yield Label("Metric")
-                yield Select([("auto (from outputs)", "auto"), ("top1", "top1"), ("nmse", "nmse"), ("kl", "kl"),
-                              ("max_abs", "max_abs")], value="auto", allow_blank=False, id="bsd-metric",
-                             compact=True)
-            with Horizontal(classes="row"):
-                yield Label("INT8")
-                yield Select([("no: channels only", "no"), ("yes: INT8 on the best candidates", "yes")], value="no",
-                             allow_blank=False, id="bsd-int8", compact=True)
-            yield Static("", id="error", classes="dialog-error")
-            with Horizontal(classes="buttons"):
-                yield Button("Search", variant="primary", id="bsd-ok")
-                yield Button("Cancel", id="bsd-cancel")
-
-    def on_mount(self) -> None:
-        self.query_one("#bsd-name", Input).focus()
+    def more_selects(self) -> list[tuple[str, str, list, str]]:
+        return [("INT8", "int8", [("no: channels only", "no"), ("yes: INT8 on the best candidates", "yes")], "no")]
 
     def values(self) -> dict:
         """The job arguments; raises ``SparsifyError`` (one line) for a bad budget, a missing data file or a bad
@@ -214,23 +165,13 @@ class BudgetSearchDialog(FormDialog[Optional[dict]]):
         from sparsify_tui import settings
         from sparsify_tui.errors import SparsifyError
 
-        get = lambda wid: self.query_one(f"#{wid}", Input).value.strip()  # noqa: E731
-        metric = self.query_one("#bsd-metric", Select).value
-        data = settings.data_file(get("bsd-data"), "Sample data")
-        if data is None:
+        if settings.data_file(self.text("data"), "Sample data") is None:
             raise SparsifyError("Sample data: the budget search needs a .npz of real items (the reconstruction fits "
                                 "them and the rest score each trial)")
-        cal = get("bsd-cal")
-        return {"name": get("bsd-name"), "max_drop": settings.max_drop(get("bsd-drop"), "Max drop"), "data": data,
-                "labels": get("bsd-labels") or None, "metric": None if metric == "auto" else metric,
+        cal = self.text("cal")
+        return {**self.search_values(),
                 "calibration_size": settings.calibration_size(cal, "Calib. items") if cal else None,
-                "quantize": self.query_one("#bsd-int8", Select).value == "yes"}
-
-    def action_run(self) -> None:
-        try:
-            self.dismiss(self.values())
-        except Exception as err:  # noqa: BLE001 - shown in the dialog
-            self.show_form_error(err)
+                "quantize": self.choice("int8") == "yes"}
 
 
 __all__ = ["BudgetCard", "BudgetPane", "BudgetSearchDialog", "summary_text", "trial_rows"]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Optional
+from typing import ClassVar, Optional
 
 from textual import on
 from textual.app import ComposeResult
@@ -12,6 +12,7 @@ from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Label, Select, Static, TabbedContent, TabPane, TextArea
 
 from sparsify_tui.tui.optimization.messages import ExportPreviewed, ExportWritten
+from sparsify_tui.tui.widgets.dialogs import FormDialog, form_buttons
 from sparsify_tui.tui.widgets.inputs import TextInput
 from sparsify_tui.tui.widgets.toggles import TextCheckbox
 from sparsify_tui.tui.workers import app_work, post_result
@@ -65,6 +66,94 @@ SEARCH_DIALOG_CSS = """
 """
 """The layout of the dialogs that start a search job (INT8, budget): one-line fields, so they fit 80x24
 (``.format(name=<the dialog class>)``)."""
+
+
+METRIC_OPTIONS = [("auto (from outputs)", "auto"), ("top1", "top1"), ("nmse", "nmse"), ("kl", "kl"),
+                  ("max_abs", "max_abs")]
+"""The accuracy metrics a search dialog offers ("auto": the search picks it from the model's outputs)."""
+
+
+def search_keys(prefix: str, job: str) -> list[Binding]:
+    """The keys of a search dialog: ``escape`` closes, ``ctrl+r`` starts ``job`` (ids ``<prefix>.cancel`` / ``.run``)."""
+    return [
+        Binding("escape", "close", "Cancel", id=f"{prefix}.cancel", tooltip="Close without searching"),
+        Binding("ctrl+r", "run", "Search", id=f"{prefix}.run", tooltip=f"Start the {job} job"),
+    ]
+
+
+class SearchDialog(FormDialog[Optional[dict]]):
+    """Base of the dialogs that start a search job within an accuracy budget (INT8 search, budget search): a title,
+    one-line text fields (name, max drop, sample data, labels key, then :meth:`more_fields`), the metric and
+    :meth:`more_selects`, the error line and Search / Cancel; :attr:`SEARCH_DIALOG_CSS` layout, so it fits 80x24.
+    Every widget id starts with :attr:`PREFIX` (``"i8d-name"``). The subclass gives :meth:`values` (the job
+    arguments, from :meth:`search_values` and its own fields; raises a one-line error shown under the fields, the
+    dialog staying open). ``ctrl+r`` runs, ``escape`` closes (the subclass's ``BINDINGS``)."""
+
+    PREFIX: ClassVar[str] = ""
+    TITLE: ClassVar[str] = ""
+    DATA_HINT: ClassVar[str] = ""
+    INPUT: ClassVar[type[Input]] = TextInput
+
+    def __init__(self, default_name: str, default_data: str = "") -> None:
+        super().__init__()
+        self.default_name = default_name
+        self.default_data = default_data
+
+    def more_fields(self) -> list[tuple[str, str, str, str]]:
+        """The search's own text fields after the common ones: ``(label, id suffix, value, placeholder)``."""
+        return []
+
+    def more_selects(self) -> list[tuple[str, str, list, str]]:
+        """The search's own selects after the metric: ``(label, id suffix, options, value)``."""
+        return []
+
+    def compose(self) -> ComposeResult:
+        p = self.PREFIX
+        with Vertical():
+            yield Static(self.TITLE, classes="dialog-title")
+            for label, key, value, hint in (
+                    ("Name", "name", self.default_name, ""),
+                    ("Max drop", "drop", "0.01", "in the metric's units, e.g. 0.01 = 1 point of top-1"),
+                    ("Sample data", "data", self.default_data, self.DATA_HINT),
+                    ("Labels key", "labels", "", "none; or the labels array in the .npz"), *self.more_fields()):
+                with Horizontal(classes="row"):
+                    yield Label(label)
+                    yield self.INPUT(value, placeholder=hint, id=f"{p}-{key}", compact=True)
+            for label, key, options, value in (("Metric", "metric", METRIC_OPTIONS, "auto"), *self.more_selects()):
+                with Horizontal(classes="row"):
+                    yield Label(label)
+                    yield Select(options, value=value, allow_blank=False, id=f"{p}-{key}", compact=True)
+            yield from form_buttons("Search", f"{p}-ok", f"{p}-cancel")
+
+    def on_mount(self) -> None:
+        self.query_one(f"#{self.PREFIX}-name", Input).focus()
+
+    def text(self, key: str) -> str:
+        """The stripped text of field ``key`` (the id suffix)."""
+        return self.query_one(f"#{self.PREFIX}-{key}", Input).value.strip()
+
+    def choice(self, key: str):
+        """The value of select ``key`` (the id suffix)."""
+        return self.query_one(f"#{self.PREFIX}-{key}", Select).value
+
+    def search_values(self) -> dict:
+        """The common job arguments: ``name``, ``max_drop`` (checked), ``data`` (checked; None: synthetic),
+        ``labels``, ``metric`` (None: auto). Raises ``SparsifyError`` (one line)."""
+        from sparsify_tui import settings
+
+        metric = self.choice("metric")
+        return {"name": self.text("name"), "max_drop": settings.max_drop(self.text("drop"), "Max drop"),
+                "data": settings.data_file(self.text("data"), "Sample data"),
+                "labels": self.text("labels") or None, "metric": None if metric == "auto" else metric}
+
+    def values(self) -> dict:  # pragma: no cover - every subclass defines it
+        raise NotImplementedError
+
+    def action_run(self) -> None:
+        try:
+            self.dismiss(self.values())
+        except Exception as err:  # noqa: BLE001 - shown in the dialog
+            self.show_form_error(err)
 
 
 def _float(text: str, name: str, lo: float = 0.0, hi: float = 1.0) -> float:

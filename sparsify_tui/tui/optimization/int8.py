@@ -19,17 +19,14 @@ from typing import TYPE_CHECKING, Optional
 from rich.markup import escape
 from textual import on
 from textual.app import ComposeResult
-from textual.binding import Binding
-from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.containers import Vertical, VerticalScroll
 from textual.widget import Widget
-from textual.widgets import Button, Input, Label, Select, SelectionList, Static
+from textual.widgets import SelectionList, Static
 
 from sparsify_tui.formatting import format_fixed, plural
-from sparsify_tui.tui.optimization.pane import PaneContext, RecordPane, ScheduleEdited
+from sparsify_tui.tui.optimization.pane import PaneContext, RecordPane, ScheduleEdited, plot_search
 from sparsify_tui.tui.widgets.charts import Plot
-from sparsify_tui.tui.optimization.dialogs import SEARCH_DIALOG_CSS
-from sparsify_tui.tui.widgets.dialogs import FormDialog
-from sparsify_tui.tui.widgets.inputs import TextInput
+from sparsify_tui.tui.optimization.dialogs import SEARCH_DIALOG_CSS, SearchDialog, search_keys
 from sparsify_tui.tui.widgets.labels import elide_middle
 from sparsify_tui.tui.widgets.tables import Column, FilterableTable
 from sparsify_tui.tui.widgets.toggles import TextCheckbox, TextSelectionList
@@ -174,26 +171,8 @@ class Int8Card(Widget):
 
     def _plot(self, rec: Optimization) -> None:
         s = rec.quantization.search
-        plot = self.query_one("#i8-plot", Plot)
-        timed = [t for t in (s.trials if s is not None else []) if t.speedup]
-        plot.display = bool(timed)
-        if not timed:
-            return
-        plt = plot.plt
-        plt.clear_data()
-        plt.clear_figure()
-        xs = [float(t.speedup) for t in timed]
-        ys = [float(t.metric_value) for t in timed]
-        # drawn in this order so the chosen config stays visible on the budget line's row
-        lo, hi = min(xs + [1.0]), max(xs + [1.0])
-        plt.plot([lo, hi], [float(s.max_drop or 0)] * 2, label="budget")
-        plt.scatter(xs, ys, marker="●", label="trials")
-        chosen = [t for t in timed if t.index == s.chosen]
-        if chosen:
-            plt.scatter([float(chosen[0].speedup)], [float(chosen[0].metric_value)], marker="◆", label="chosen")
-        plt.xlabel("measured speedup vs FP32 (×)")
-        plt.ylabel(str(s.metric or "metric"))
-        plot.redraw()
+        plot_search(self.query_one("#i8-plot", Plot), s, str(s.metric or "metric") if s is not None else "",
+                    lambda timed: [(timed, "●", "trials")])
 
 
 class QuantPane(RecordPane):
@@ -249,68 +228,25 @@ class QuantPane(RecordPane):
         self.post_message(ScheduleEdited({"quantization": {"excluded": kept + selected}}))
 
 
-class Int8SearchDialog(FormDialog[Optional[dict]]):
+class Int8SearchDialog(SearchDialog):
     """Ask for an INT8 search: name, budget, sample data and its labels key, metric, calibration. The budget and the
     data file are checked here (one line under the fields; the dialog stays open), the rest by
     :func:`sparsify_tui.services.job_settings.int8_settings` in the section's worker. Dismisses with the job arguments, or
     None. One-line fields, so it fits 80x24; `ctrl+r` runs, `escape` closes."""
 
+    PREFIX = "i8d"
+    TITLE = "INT8 search within an accuracy budget (a job; makes an optimization)"
+    DATA_HINT = "synthetic; or FILE.npz (inputs + labels)"
     RUN_BUTTON_ID = "i8d-ok"
     DEFAULT_CSS = SEARCH_DIALOG_CSS.format(name="Int8SearchDialog")
-    BINDINGS = [
-        Binding("escape", "close", "Cancel", id="optimization.int8.cancel", tooltip="Close without searching"),
-        Binding("ctrl+r", "run", "Search", id="optimization.int8.run", tooltip="Start the INT8 search job"),
-    ]
+    BINDINGS = search_keys("optimization.int8", "INT8 search")
 
-    def __init__(self, default_name: str) -> None:
-        super().__init__()
-        self.default_name = default_name
-
-    def compose(self) -> ComposeResult:
-        with Vertical():
-            yield Static("INT8 search within an accuracy budget (a job; makes an optimization)",
-                         classes="dialog-title")
-            for label, wid, value, hint in (
-                    ("Name", "i8d-name", self.default_name, ""),
-                    ("Max drop", "i8d-drop", "0.01", "in the metric's units, e.g. 0.01 = 1 point of top-1"),
-                    ("Sample data", "i8d-data", "", "synthetic; or FILE.npz (inputs + labels)"),
-                    ("Labels key", "i8d-labels", "", "none; or the labels array in the .npz")):
-                with Horizontal(classes="row"):
-                    yield Label(label)
-                    yield TextInput(value, placeholder=hint, id=wid, compact=True)
-            with Horizontal(classes="row"):
-                yield Label("Metric")
-                yield Select([("auto (from outputs)", "auto"), ("top1", "top1"), ("nmse", "nmse"), ("kl", "kl"),
-                              ("max_abs", "max_abs")], value="auto", allow_blank=False, id="i8d-metric",
-                             compact=True)
-            with Horizontal(classes="row"):
-                yield Label("Calibration")
-                yield Select([(m, m) for m in ("minmax", "entropy", "percentile")], value="minmax",
-                             allow_blank=False, id="i8d-calibration", compact=True)
-            yield Static("", id="error", classes="dialog-error")
-            with Horizontal(classes="buttons"):
-                yield Button("Search", variant="primary", id="i8d-ok")
-                yield Button("Cancel", id="i8d-cancel")
-
-    def on_mount(self) -> None:
-        self.query_one("#i8d-name", Input).focus()
+    def more_selects(self) -> list[tuple[str, str, list, str]]:
+        return [("Calibration", "calibration", [(m, m) for m in ("minmax", "entropy", "percentile")], "minmax")]
 
     def values(self) -> dict:
         """The job arguments; raises ``SparsifyError`` (one line) for a bad budget or data file."""
-        from sparsify_tui import settings
-
-        get = lambda wid: self.query_one(f"#{wid}", Input).value.strip()  # noqa: E731
-        metric = self.query_one("#i8d-metric", Select).value
-        return {"name": get("i8d-name"), "max_drop": settings.max_drop(get("i8d-drop"), "Max drop"),
-                "data": settings.data_file(get("i8d-data"), "Sample data"),
-                "labels": get("i8d-labels") or None, "metric": None if metric == "auto" else metric,
-                "calibration": self.query_one("#i8d-calibration", Select).value}
-
-    def action_run(self) -> None:
-        try:
-            self.dismiss(self.values())
-        except Exception as err:  # noqa: BLE001 - shown in the dialog
-            self.show_form_error(err)
+        return {**self.search_values(), "calibration": self.choice("calibration")}
 
 
 __all__ = ["Int8Card", "QuantPane", "Int8SearchDialog", "summary_text", "trial_rows", "layer_rows", "applied_text",

@@ -13,7 +13,7 @@ structure and hides the others.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, ClassVar, Dict, List, Optional, Tuple
+from typing import TYPE_CHECKING, Any, Callable, ClassVar, Dict, List, Optional, Tuple
 
 from rich.markup import escape
 from textual.message import Message
@@ -23,6 +23,7 @@ from sparsify_tui.tui.widgets.tables import Column, FilterableTable
 
 if TYPE_CHECKING:
     from sparsify_tui.optimization.record import LayerRow, Optimization
+    from sparsify_tui.tui.widgets.charts import Plot
 
 
 @dataclass
@@ -175,4 +176,34 @@ def warnings_text(rec: "Optimization") -> str:
     return "".join(f"\n[b reverse] ! [/] [b]warning:[/b] {escape(w)}" for w in rec.all_warnings())
 
 
-__all__ = ["PaneContext", "ScheduleEdited", "RecordPane", "StructurePane", "warnings_text"]
+def plot_search(plot: "Plot", search: Any, ylabel: str, groups: Callable[[list], list], *, fp32: bool = False) -> None:
+    """Draw a search's trials (an INT8 or a budget search: ``trials`` with ``speedup``, ``metric_value``, ``index``;
+    ``max_drop``, ``chosen``) on ``plot``: the metric against the measured speedup, the budget line, the FP32 point
+    (``fp32``), each of ``groups(timed trials)`` (``(trials, marker, label)``) and the chosen trial (◆). The plot is
+    hidden while no trial was timed."""
+    timed = [t for t in (search.trials if search is not None else []) if t.speedup]
+    plot.display = bool(timed)
+    if not timed:
+        return
+    plt = plot.plt
+    plt.clear_data()
+    plt.clear_figure()
+    xs = [float(t.speedup) for t in timed]
+    # drawn in this order so the chosen config stays visible on the budget line's row
+    lo, hi = min(xs + [1.0]), max(xs + [1.0])
+    plt.plot([lo, hi], [float(search.max_drop or 0)] * 2, label="budget")
+    if fp32:
+        plt.scatter([1.0], [0.0], marker="○", label="FP32")
+    for trials, marker, label in groups(timed):
+        if trials:
+            plt.scatter([float(t.speedup) for t in trials], [float(t.metric_value) for t in trials], marker=marker,
+                        label=label)
+    chosen = [t for t in timed if t.index == search.chosen]
+    if chosen:
+        plt.scatter([float(chosen[0].speedup)], [float(chosen[0].metric_value)], marker="◆", label="chosen")
+    plt.xlabel("measured speedup vs FP32 (×)")
+    plt.ylabel(ylabel)
+    plot.redraw()
+
+
+__all__ = ["PaneContext", "ScheduleEdited", "RecordPane", "StructurePane", "plot_search", "warnings_text"]

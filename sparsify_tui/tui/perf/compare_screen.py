@@ -105,10 +105,8 @@ class PerfCompareScreen(ModalScreen[None]):
         Binding("g", "tab('top')", "Top", show=False, id="perfcompare.tab_top", tooltip="Chart of the top layers"),
         Binding("l", "tab('rows')", "Table", show=False, id="perfcompare.tab_rows",
                 tooltip="Every row, sorted by B/A (S reverses)"),
-        Binding("plus", "cycle_top_n(1)", "More", show=False, id="perfcompare.top_more",
-                tooltip="Top layers: more rows (10, 20, 50, all)"),
-        Binding("minus", "cycle_top_n(-1)", "Fewer", show=False, id="perfcompare.top_fewer",
-                tooltip="Top layers: fewer rows (all, 50, 20, 10)"),
+        *keys.top_n("perfcompare", "cycle_top_n", "Top layers: more rows (10, 20, 50, all)",
+                    "Top layers: fewer rows (all, 50, 20, 10)"),
         Binding("question_mark", "app.help", "Help", id="perfcompare.help", tooltip="List every key"),
     ]
 

@@ -16,7 +16,6 @@ from sparsify_tui.tui.widgets.dialogs import FormDialog
 from sparsify_tui.tui.widgets.inputs import TextInput
 from sparsify_tui.tui.widgets.jobs import JobProgress
 from sparsify_tui.tui.widgets.toggles import TextCheckbox
-from sparsify_tui.tui.workers import app_work, post_result
 
 
 class PerfProfileDialog(FormDialog[Optional[dict]]):
@@ -98,29 +97,8 @@ class PerfProfileDialog(FormDialog[Optional[dict]]):
                 "iterations": settings.iterations(field("iterations"), "Timed runs")}
 
     def action_run(self) -> None:
-        if self.job is not None:
-            return
-        from sparsify_tui.errors import SparsifyError
-
-        try:
-            args = self.values()
-        except SparsifyError as err:
-            self.query_one("#error", Static).update(str(err))
-            return
-        self.query_one("#error", Static).update("")
-        self.query_one("#run", Button).disabled = True
-        self._submit(args)
-
-    @app_work(group="perf-submit", description="submit perf job")
-    def _submit(self, args: dict) -> None:
-        from sparsify_tui import jobs
-
-        try:
-            job = jobs.submit(self.app.workspace, self.project_id, "perf_profile", args)
-        except Exception as err:  # noqa: BLE001 - refused job args: shown in the form
-            post_result(self, PerfJobSubmitted(None, err))
-            return
-        post_result(self, PerfJobSubmitted(job))
+        if self.job is None:
+            self.start_job("perf_profile", PerfJobSubmitted)
 
     @on(PerfJobSubmitted)
     def _submitted(self, message: PerfJobSubmitted) -> None:

@@ -34,6 +34,7 @@ from textual.widgets import Static, TabPane
 from sparsify_tui.formatting import plural
 from sparsify_tui.tui import messages
 from sparsify_tui.tui.perf.messages import PerfProfileLoaded
+from sparsify_tui.tui.widgets import keys
 from sparsify_tui.tui.widgets.charts import BarChart
 from sparsify_tui.tui.widgets.dialogs import RecordDialog, analysis_fields
 from sparsify_tui.tui.widgets.records import RecordView
@@ -94,25 +95,24 @@ def overhead_text(profile) -> str:
 def model_summary_text(profile, level: str) -> str:
     """The Model Summary block (Rich markup)."""
     p = profile
-    lat = p.latency_ms or {}
+    lat = p.latency_ms
     isets = ", ".join(p.instruction_sets) or "unknown"
     lines = [
         f"[b]{escape(p.name)}[/b] · batch {p.batch_size} · {plural(p.core_count, 'core')} · onnxruntime {p.ort_version or '?'}",
         f"Instruction sets: {isets}",
-        f"[b]Measured[/b] {_ms(lat.get('median'))} ms/batch (p90 {_ms(lat.get('p90'))}) · "
+        f"[b]Measured[/b] {_ms(lat.median)} ms/batch (p90 {_ms(lat.p90)}) · "
         f"{p.items_per_second:.1f} items/s",
     ]
     est_ms = p.estimated_ms(level)
-    lv = (p.pruned_estimate.get("levels") or {}).get(level) or {}
+    lv = p.pruned_estimate.levels.get(level)
     if est_ms is not None:
-        lines.append(f"[b]Est. pruned {level}[/b] {est_ms:.3f} ms/batch · {lv.get('speedup') or 1:.2f}× (est., "
-                     f"sparse-kernel runtime)")
-    i8 = p.int8 or {}
-    if i8.get("error"):
-        lines.append(f"[b]INT8[/b] failed: {escape(str(i8['error']))}")
-    elif i8.get("enabled"):
-        lines.append(f"[b]INT8 measured[/b] {_ms((i8.get('latency_ms') or {}).get('median'))} ms/batch · "
-                     f"{(i8.get('speedup') or 0):.2f}×")
+        lines.append(f"[b]Est. pruned {level}[/b] {est_ms:.3f} ms/batch · {(lv.speedup if lv else None) or 1:.2f}× "
+                     f"(est., sparse-kernel runtime)")
+    i8 = p.int8
+    if i8.error:
+        lines.append(f"[b]INT8[/b] failed: {escape(str(i8.error))}")
+    elif i8.enabled:
+        lines.append(f"[b]INT8 measured[/b] {_ms(i8.median)} ms/batch · {(i8.speedup or 0):.2f}×")
     else:
         lines.append("[b]INT8[/b] not measured")
     lines.append(overhead_text(p))
@@ -154,10 +154,7 @@ class PerfProfileView(RecordView):
     BINDINGS = [
         Binding("y", "cycle_summary_type", "Type", show=False, id="perfprofile.summary_type",
                 tooltip="Layer Summaries: baseline ms, pruned ms (est.) at each level, INT8 ms (measured)"),
-        Binding("plus", "top_n(1)", "More", show=False, id="perfprofile.top_more",
-                tooltip="Top Layers: more nodes (10, 20, 50, all)"),
-        Binding("minus", "top_n(-1)", "Fewer", show=False, id="perfprofile.top_fewer",
-                tooltip="Top Layers: fewer nodes"),
+        *keys.top_n("perfprofile", "top_n", "Top Layers: more nodes (10, 20, 50, all)", "Top Layers: fewer nodes"),
     ]
 
     def __init__(self, project_id: str, record_id: Optional[str], **kwargs) -> None:
@@ -275,8 +272,7 @@ class PerfProfileView(RecordView):
         self._render_top()
 
     def _has_int8(self) -> bool:
-        i8 = (self.profile.int8 or {}) if self.profile else {}
-        return bool(i8.get("enabled") and not i8.get("error"))
+        return bool(self.profile and self.profile.int8.ok)
 
     def _render_summary(self) -> None:
         self.query_one("#perf-summary", Static).update(model_summary_text(self.profile, self.level))
@@ -307,7 +303,7 @@ class PerfProfileView(RecordView):
         title = (f"Top {self.top_n} nodes by ms" if self.top_n else "All nodes by ms")
         self.query_one("#top-chart", BarChart).set_data(
             [n.id for n in nodes], [prof.node_ms(n) for n in nodes], keys=[n.index for n in nodes],
-            title=title + " [dim](+/-: top N · click: record)[/dim]", total=(prof.latency_ms or {}).get("median"))
+            title=title + " [dim](+/-: top N · click: record)[/dim]", total=prof.latency_ms.median)
 
     # -- actions -----------------------------------------------------------------------------------
     def action_cycle_summary_type(self) -> None:

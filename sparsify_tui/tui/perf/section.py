@@ -31,7 +31,7 @@ from sparsify_tui.tui.widgets import keys
 from sparsify_tui.tui.widgets.charts import BarChart
 from sparsify_tui.tui.widgets.dialogs import ConfirmDialog, RecordDialog, analysis_fields, fresh_name
 from sparsify_tui.tui.widgets.labels import elide_middle
-from sparsify_tui.tui.widgets.records import RecordListSection, RecordView, newest
+from sparsify_tui.tui.widgets.records import RecordListSection, RecordView, ViewKeys, newest
 from sparsify_tui.tui.widgets.tables import (Column, FilterableTable, format_count, format_percent,
                                              format_shape)
 from sparsify_tui.tui.workers import app_work, post_result
@@ -120,11 +120,7 @@ class TabBar(Static):
 class FlopsProfileView(RecordView):
     """The FLOPS profile: Model Summary + Layer Summaries, Layer Results, Top Layers (tabs)."""
 
-    BINDINGS = [
-        Binding("plus", "top_n(1)", "More", show=False, id="flops.top_more",
-                tooltip="Top Layers: more nodes (10, 20, 50, all)"),
-        Binding("minus", "top_n(-1)", "Fewer", show=False, id="flops.top_fewer", tooltip="Top Layers: fewer nodes"),
-    ]
+    BINDINGS = keys.top_n("flops", "top_n", "Top Layers: more nodes (10, 20, 50, all)", "Top Layers: fewer nodes")
 
     def __init__(self, project_id: str, **kwargs) -> None:
         super().__init__(**kwargs)
@@ -249,7 +245,7 @@ class FlopsProfileView(RecordView):
         self.show_record(event.key)
 
 
-class PerfSection(RecordListSection):
+class PerfSection(ViewKeys, RecordListSection):
     """Performance Profiles of one project: profile list and running jobs on the left, the selected profile
     on the right (the list's life cycle: :class:`~sparsify_tui.tui.widgets.records.RecordListSection`)."""
 
@@ -262,6 +258,7 @@ class PerfSection(RecordListSection):
     JOBS_ID = "perf-jobs"
     FIXED = (FLOPS_ID, "FLOPS")
     LIST_WIDTH = 22  # the list pane is 24 wide (perf.tcss)
+    VIEW_TABS = TABS
 
     BINDINGS = [
         keys.new("perf", "performance profile, measured with onnxruntime"),
@@ -304,20 +301,6 @@ class PerfSection(RecordListSection):
         kind = FlopsProfileView if self.selected == FLOPS_ID else PerfProfileView
         views = self.query_one("#profile-view").query_children(kind)
         return views.first() if views and self.selected is not None else None
-
-    def _forward(self, action: str, *args) -> None:
-        view = self.current_view()
-        if view is not None:
-            view.when_mounted(lambda: getattr(view, f"action_{action}")(*args))
-
-    def action_view_tab(self, tab: str) -> None:
-        """m/l/g: the current view's tab ('summary', 'layers', 'top')."""
-        self._forward("tab", tab)
-
-    def action_cycle_tab(self, step: int) -> None:
-        view = self.current_view()
-        if view is not None:
-            view.when_mounted(lambda: view.action_tab(keys.cycle(list(TABS), view.current_tab(), step)))
 
     def action_inspect(self) -> None:
         self._forward("inspect")

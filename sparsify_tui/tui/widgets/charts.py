@@ -200,6 +200,14 @@ class _ChartBase(Widget, can_focus=True):
     def _replot(self) -> None:  # pragma: no cover - overridden
         raise NotImplementedError
 
+    def _shown_plot(self, has_data: bool) -> Optional[Plot]:
+        """Show the plot, or the "No data." note instead when there is nothing to plot; returns the plot to draw
+        on, None when empty."""
+        self.query_one(".chart-empty").display = not has_data
+        plot = self.plot
+        plot.display = has_data
+        return plot if has_data else None
+
 
 class BarChart(_ChartBase):
     """Horizontal bar chart, one row per bar, with values / % / log display and a table view."""
@@ -308,11 +316,8 @@ class BarChart(_ChartBase):
             {"_key": i, "label": lab, "value": v, "share": (v / total if total else 0.0)}
             for i, (lab, v) in enumerate(zip(self.labels, self.values))
         ])
-        empty = not self.labels
-        self.query_one(".chart-empty").display = empty
-        plot = self.plot
-        plot.display = not empty
-        if empty:
+        plot = self._shown_plot(bool(self.labels))
+        if plot is None:
             return
         shown, axis_label = self.displayed()
         suffix = [format_value(v, self.unit) if self.mode == "values"
@@ -396,11 +401,8 @@ class LineChart(_ChartBase):
             rows.extend({"_key": f"{name}/{i}", "series": name, "x": x, "y": y}
                         for i, (x, y) in enumerate(zip(xs, ys)))
         self._set_table_rows(rows)
-        empty = not rows
-        self.query_one(".chart-empty").display = empty
-        plot = self.plot
-        plot.display = not empty
-        if empty:
+        plot = self._shown_plot(bool(rows))
+        if plot is None:
             return
         plt = plot.plt
         plt.clear_data()

@@ -9,14 +9,17 @@ Usage from any widget::
 
 from __future__ import annotations
 
-from typing import Generic, Optional, TypeVar
+from typing import Any, Callable, Generic, Optional, TypeVar
 
 from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.message import Message
 from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Static
+
+from sparsify_tui.tui.workers import app_work, post_result
 
 ResultT = TypeVar("ResultT")
 
@@ -177,6 +180,36 @@ class FormDialog(ModalScreen[ResultT], Generic[ResultT]):
     def show_form_error(self, message: object) -> None:
         self.query_one("#error", Static).update(str(message))
 
+    def start_job(self, job_type: str, submitted: Callable[..., Message], **options: Any) -> bool:
+        """Start the form's job: the subclass's ``values()`` (the job arguments; a ``SparsifyError`` is shown on the
+        form and nothing starts), then :meth:`submit_job`, the run button disabled until the answer. Returns
+        whether it was submitted."""
+        from sparsify_tui.errors import SparsifyError
+
+        try:
+            args = self.values()  # type: ignore[attr-defined]
+        except SparsifyError as err:
+            self.show_form_error(err)
+            return False
+        self.show_form_error("")
+        self.query_one(f"#{self.RUN_BUTTON_ID}", Button).disabled = True
+        self.submit_job(job_type, args, submitted, **options)
+        return True
+
+    @app_work(group="form-submit", description="submit the form's job")
+    def submit_job(self, job_type: str, args: dict, submitted: Callable[..., Message], **options: Any) -> None:
+        """Submit job ``job_type`` with ``args`` for the dialog's ``project_id`` (in a worker thread;
+        ``options`` go to :func:`sparsify_tui.jobs.submit`); posts ``submitted(job)``, or ``submitted(None, error)``
+        when the job is refused (the form shows it)."""
+        from sparsify_tui import jobs
+
+        try:
+            job = jobs.submit(self.app.workspace, self.project_id, job_type, args, **options)
+        except Exception as err:  # noqa: BLE001 - refused job args: shown in the form
+            post_result(self, submitted(None, err))
+            return
+        post_result(self, submitted(job))
+
     @on(Input.Submitted)
     def _form_submitted(self, event: Input.Submitted) -> None:
         event.stop()
@@ -189,6 +222,16 @@ class FormDialog(ModalScreen[ResultT], Generic[ResultT]):
             self.action_run()
         else:
             self.action_close()
+
+
+def form_buttons(run_label: str = "Run", run_id: str = "run", cancel_id: str = "cancel", *,
+                 run_disabled: bool = False) -> ComposeResult:
+    """The end of a :class:`FormDialog`'s form: its one-line error (``Static#error``) and the row of the run button
+    (``run_id``, which :attr:`FormDialog.RUN_BUTTON_ID` names) and Cancel. ``yield from`` it inside the form."""
+    yield Static("", id="error", classes="dialog-error")
+    with Horizontal(classes="buttons"):
+        yield Button(run_label, variant="primary", id=run_id, disabled=run_disabled)
+        yield Button("Cancel", id=cancel_id)
 
 
 def format_field(value: object) -> str:

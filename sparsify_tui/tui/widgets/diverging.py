@@ -109,11 +109,8 @@ class DivergingBarChart(_ChartBase):
             {"_key": i, "label": lab, "a": a, "b": b, "delta": (b or 0.0) - (a or 0.0), "ratio": _ratio(a, b)}
             for i, (lab, a, b) in enumerate(zip(self.labels, self.a, self.b))
         ])
-        empty = not self.labels
-        self.query_one(".chart-empty").display = empty
-        plot = self.plot
-        plot.display = not empty
-        if empty:
+        plot = self._shown_plot(bool(self.labels))
+        if plot is None:
             return
         shown = self.displayed()
         limit = self.label_limit()

@@ -90,6 +90,15 @@ def levels(prefix: str, what: str) -> list[Binding]:
     ]
 
 
+def top_n(prefix: str, action: str, more: str, fewer: str) -> list[Binding]:
+    """``+`` / ``-``: more / fewer rows in a top-N chart (``action(1)`` / ``action(-1)``; ``more`` / ``fewer``: the
+    tooltips)."""
+    return [
+        Binding("plus", f"{action}(1)", "More", show=False, id=f"{prefix}.top_more", tooltip=more),
+        Binding("minus", f"{action}(-1)", "Fewer", show=False, id=f"{prefix}.top_fewer", tooltip=fewer),
+    ]
+
+
 def cycle(ids: list, current: str, step: int) -> str:
     """The tab ``step`` places from ``current`` in ``ids`` (wrapping)."""
     i = ids.index(current) if current in ids else 0

@@ -32,6 +32,7 @@ from textual.widgets import OptionList
 from textual.widgets.option_list import Option
 
 from sparsify_tui.tui import messages
+from sparsify_tui.tui.widgets import keys
 from sparsify_tui.tui.widgets.grouping import grouped_options, target_label
 from sparsify_tui.tui.widgets.dialogs import ConfirmDialog
 from sparsify_tui.tui.widgets.jobs import JobProgress, SectionJobs, job_title
@@ -67,6 +68,32 @@ class RecordView(Widget):
             call()
         else:
             self._after_mount.append(call)
+
+
+class ViewKeys:
+    """Mixin of a :class:`RecordListSection` whose record view takes the view keys: each is forwarded to
+    :meth:`current_view` once that view is mounted (:meth:`RecordView.when_mounted`), so a key pressed right
+    after the view appeared is not lost. :attr:`VIEW_TABS`: the view's tab ids, in the order ``[`` / ``]`` cycle."""
+
+    VIEW_TABS: ClassVar[tuple[str, ...]] = ()
+
+    def current_view(self) -> Optional[RecordView]:  # pragma: no cover - every section defines it
+        raise NotImplementedError
+
+    def _forward(self, action: str, *args) -> None:
+        """Run the current view's ``action_<action>(*args)`` once it is mounted (nothing without a view)."""
+        view = self.current_view()
+        if view is not None:
+            view.when_mounted(lambda: getattr(view, f"action_{action}")(*args))
+
+    def action_view_tab(self, tab: str) -> None:
+        """The current view's tab ``tab`` (an id of :attr:`VIEW_TABS`)."""
+        self._forward("tab", tab)
+
+    def action_cycle_tab(self, step: int) -> None:
+        view = self.current_view()
+        if view is not None:
+            view.when_mounted(lambda: view.action_tab(keys.cycle(list(self.VIEW_TABS), view.current_tab(), step)))
 
 
 class RecordListSection(Widget):
