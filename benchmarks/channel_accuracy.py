@@ -43,7 +43,6 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-import numpy as np  # noqa: E402
 
 SHARED = Path(os.environ.get("SPARSIFY_TUI_SHARED_MODELS", ROOT.parent / "shared" / "models"))
 BUILT = [Path(p) for p in os.environ.get("SPARSIFY_TUI_BUILT_MODELS", "").split(os.pathsep) if p] + \

@@ -118,6 +118,12 @@ def snap_compare(snap_compare, fake_isa):
     return snap_compare
 
 
+async def wait_project_open(pilot) -> None:
+    """The project the app was started on is open: its Performance section shown and focused. A section key
+    (`2`-`6`) pressed before that has no project to act on."""
+    await wait_for(pilot, lambda: pilot.app.section == "perf" and pilot.app.focused is not None)
+
+
 async def wait_for(pilot, predicate, timeout: float = 120.0, step: float = 0.05) -> None:
     """Let the app run until ``predicate()`` is true; a predicate that raises counts as not yet. Fails the test
     after ``timeout`` seconds, naming the predicate, the screen, the running workers and the predicate's last

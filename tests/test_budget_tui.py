@@ -12,7 +12,7 @@ import asyncio
 
 import numpy as np
 
-from conftest import steady, wait_for
+from conftest import steady, wait_for, wait_project_open
 
 from sparsify_tui.services.projects import create_project
 
@@ -26,7 +26,7 @@ def make_app(ws, pid):
 
 
 async def open_budget_tab(pilot):
-    await pilot.pause()
+    await wait_project_open(pilot)
     await pilot.press("4")
     await wait_for(pilot, lambda: pilot.app.query("OptimizationSection"))
     sec = pilot.app.query_one("OptimizationSection")
@@ -158,6 +158,7 @@ def test_the_budget_tab_is_shown_for_channel_optimizations_only(workspace_home, 
     async def run():
         app = make_app(ws, pid)
         async with app.run_test(size=(80, 24)) as pilot:
+            await wait_project_open(pilot)
             await pilot.press("4")
             await wait_for(pilot, lambda: pilot.app.query("OptimizationSection"))
             sec = pilot.app.query_one("OptimizationSection")

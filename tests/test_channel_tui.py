@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 
-from conftest import steady, wait_for
+from conftest import steady, wait_for, wait_project_open
 
 from sparsify_tui.services.projects import create_project
 
@@ -24,7 +24,7 @@ def make_app(ws, pid):
 
 
 async def open_optimization(pilot):
-    await pilot.pause()
+    await wait_project_open(pilot)
     await pilot.press("4")
     await wait_for(pilot, lambda: pilot.app.query("OptimizationSection"))
     sec = pilot.app.query_one("OptimizationSection")
@@ -122,7 +122,7 @@ def test_create_dialog_channel_structure_and_target(workspace_home, demo_model):
 
     async def run():
         async with make_app(ws, pid).run_test(size=(80, 24)) as pilot:
-            await pilot.pause()
+            await wait_project_open(pilot)
             await pilot.press("4")
             await wait_for(pilot, lambda: pilot.app.query("OptimizationSection"))
             await pilot.pause(0.3)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 
 import pytest
-from conftest import steady, wait_for
+from conftest import steady, wait_for, wait_project_open
 import yaml
 from sparsify_tui.services.projects import create_project
 
@@ -31,7 +31,7 @@ def make_app(ws, pid):
 
 
 async def open_section(pilot):
-    await pilot.pause()
+    await wait_project_open(pilot)
     await pilot.press("4")
     await wait_for(pilot, lambda: pilot.app.query("OptimizationSection"))
     sec = pilot.app.query_one("OptimizationSection")
