@@ -21,7 +21,8 @@ from textual.app import ComposeResult
 from textual.containers import Vertical, VerticalScroll
 from textual.widgets import Input, Static
 
-from sparsify_tui.formatting import format_fixed
+from sparsify_tui.formatting import format_fixed, plural
+from sparsify_tui.optimization.budget_search import FP32_FASTEST
 from sparsify_tui.tui.optimization.pane import PaneContext, RecordPane, plot_search
 from sparsify_tui.tui.widgets.charts import Plot
 from sparsify_tui.tui.optimization.dialogs import SEARCH_DIALOG_CSS, SearchDialog, search_keys
@@ -61,7 +62,8 @@ def summary_text(rec: "Optimization") -> str:
         f"Data {escape(str(s.data))} · calibration items {escape(s.items)} · held out {escape(s.held_out)} "
         f"({s.held_out_items} scored)" + (f" · FP32 accuracy {_pct(s.accuracy_fp32)}" if s.accuracy_fp32 is not None
                                           else ""),
-        f"[b]{escape(s.status or '')}[/b] · {len(s.trials)} trials in {format_fixed(s.seconds, '.1f')} s · FP32 "
+        f"[b]{escape(s.status or '')}[/b] · {plural(len(s.trials), 'trial')} in "
+        f"{format_fixed(s.seconds, '.1f')} s · FP32 "
         f"{format_fixed(s.fp32_ms, '.3f')} ms · INT8 {'tried' if s.quantize else 'not tried'}",
     ]
     if chosen is not None:
@@ -69,8 +71,11 @@ def summary_text(rec: "Optimization") -> str:
         lines.append(f"Chosen: trial {chosen.index}, {escape(chosen.label)}: measured "
                      f"{format_fixed(chosen.speedup)}× vs FP32, {escape(s.metric)} "
                      f"{format_fixed(chosen.metric_value, '.4g')}{acc} (held out)")
+    elif s.status == FP32_FASTEST:
+        lines.append("Chosen: FP32: no trial within budget beat it in every timing round (a busy machine makes "
+                     "the rounds disagree: search again when it is quiet); nothing thinned, INT8 off")
     else:
-        lines.append("Chosen: FP32 (nothing within budget runs faster): nothing thinned, INT8 off")
+        lines.append("Chosen: FP32 (no trial within budget): nothing thinned, INT8 off")
     return "\n".join(lines)
 
 
