@@ -39,9 +39,19 @@ def run_cli(*args: str, home: Optional[Path] = None, env: Optional[dict] = None,
     e = dict(os.environ, PYTHONPATH=str(ROOT), **(env or {}))
     if home is not None:
         e["SPARSIFY_TUI_HOME"] = str(home)
-    p = subprocess.run([sys.executable, "-m", "sparsify_tui", *map(str, args)], env=e, capture_output=True,
-                       text=True, timeout=timeout)
-    return Run(p.returncode, p.stdout, p.stderr)
+    with subprocess.Popen([sys.executable, "-m", "sparsify_tui", *map(str, args)], env=e, stdout=subprocess.PIPE,
+                          stderr=subprocess.PIPE, text=True) as p:
+        OUR_PIDS.add(p.pid)  # its temp folders are ours to check (snapshot)
+        try:
+            out, err = p.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            p.kill()
+            raise
+    return Run(p.returncode, out, err)
+
+
+#: this process and the CLI processes run_cli started: the temp folders a command could leave behind are theirs
+OUR_PIDS = {os.getpid()}
 
 
 def run_main(capsys, *args: str) -> Run:
@@ -96,15 +106,14 @@ def snapshot(home: Path) -> dict:
 
 
 def _other_live_process(temp_name: str) -> bool:
-    """True for a temp folder that is not ours to check: named ``sparsify-KIND-PID-...`` by another process that
-    is still running (another test run on a shared machine), or without a pid (every folder sparsify-tui makes
-    carries its pid, :mod:`sparsify_tui.tempfiles`). A folder of this process or of a dead process counts."""
+    """True for a temp folder that is not ours to check: named ``sparsify-KIND-PID-...`` by a process that is
+    neither this one nor a CLI run of this test process (:data:`OUR_PIDS`): another test worker's (pytest-xdist runs
+    tests side by side, and a kill -9 test there leaves a dead process's folder for the next start-up to remove), or
+    without a pid (every folder sparsify-tui makes carries its pid, :mod:`sparsify_tui.tempfiles`)."""
     parts = temp_name.split("-")
     if len(parts) < 4 or not parts[2].isdigit():
         return True
-    if int(parts[2]) == os.getpid():
-        return False
-    return Path(f"/proc/{parts[2]}").exists()
+    return int(parts[2]) not in OUR_PIDS
 
 
 def assert_nothing_left(before: dict, home: Path) -> None:
