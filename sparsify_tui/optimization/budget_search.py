@@ -169,6 +169,112 @@ def _ratios(rec: Optimization) -> Dict[str, float]:
 # ------------------------------------------------------------------------------------------------ the search
 
 
+def _thinned_trials(result: BudgetSearch, rec: Optimization, src: Path, calib: Sequence[dict],
+                    paths: Dict[int, Path], work: Path, *, max_trials: int, dims: Optional[dict], engine: Any, score: Callable,
+                    prog: ProgressFn, cancel: Optional[CancelToken]) -> None:
+    """Step 2 of the module docstring: the thinned trials over the target speedup (:func:`next_target`), each
+    allocated (:func:`allocation`), built (:func:`build_thinned`: thinned, reconstructed on ``calib``) into ``work``
+    and scored on the held-out items (``score``); appended to ``result.trials``, their files in ``paths``. A target
+    whose rounded allocation repeats an earlier one is not rebuilt."""
+    top = allocation(rec, 1e6)
+    result.reachable_speedup = top.estimates.max_reachable if top.estimates is not None else None
+    del top
+    seen: Dict[tuple, int] = {}
+    tried: List[tuple] = []
+    n_max = max(1, int(max_trials))
+    while len(result.trials) < n_max and len(tried) < 4 * n_max:  # repeats cost nothing but are bounded too
+        target = next_target(tried, result.reachable_speedup)
+        if target is None:
+            break
+        maybe_check(cancel)
+        alloc = allocation(rec, target)
+        ratios = _ratios(alloc)
+        key = tuple(sorted(ratios.items()))
+        frac = 0.05 + 0.6 * len(result.trials) / n_max
+        if not ratios:
+            tried.append((target, True))  # nothing to thin at this target: the unthinned model, within budget
+            continue
+        if key in seen:  # rounding gave the same channels as an earlier target: same model, same verdict
+            same = result.trials[seen[key]]
+            tried.append((target, same.within_budget))
+            continue
+        idx = len(result.trials)
+        t = BudgetTrial(index=idx, target=float(target), note="ladder" if all(w for _, w in tried)
+                        else "bisection")
+        est = alloc.estimates
+        t.est_speedup = getattr(est, "ort_speedup_fp32", None)
+        t.groups_thinned = int(getattr(est, "groups_thinned", 0) or 0)
+        t.kept_channels = int(getattr(est, "kept_channels", 0) or 0)
+        t.channels = int(getattr(est, "channels", 0) or 0)
+
+        def tprog(step, f, _i=idx, _f=frac):
+            prog(f"trial {_i + 1} ({target:.2f}× target): {step}", _f + 0.6 / n_max * f)
+
+        t0 = time.perf_counter()
+        path = work / f"trial_{idx}.onnx"
+        rep = build_thinned(src, path, ratios, alloc.settings, calib, dims=dims, engine=engine, progress=tprog,
+                            cancel=cancel)
+        t.macs_reduction, t.importance = rep["macs_reduction"], rep["importance"]
+        t.reconstruction = rep["reconstruction"]
+        tprog("scoring the held-out items", 0.95)
+        score(t, path)
+        t.seconds = round(time.perf_counter() - t0, 3)
+        result.trials.append(t)
+        paths[idx] = path
+        seen[key] = idx
+        tried.append((target, t.within_budget))
+
+
+def _time_and_choose(result: BudgetSearch, src: Path, paths: Dict[int, Path], feeds: Sequence[dict], tm: dict, *,
+                     core_count: Optional[int], engine: Any, keep_dir, label: str, prog: ProgressFn,
+                     cancel: Optional[CancelToken]) -> None:
+    """Step 4 of the module docstring: FP32 and every built trial timed together
+    (:func:`~sparsify_tui.engine.timing.interleaved_times` on ``feeds``, ``tm``'s rounds), each trial's median, p90,
+    per-round medians and speedup recorded, then the choice (:func:`choose`) or why FP32 is kept, in
+    ``result.status`` / ``chosen`` / ``warnings``; the chosen model is copied to ``keep_dir/chosen.onnx``."""
+    from sparsify_tui.engine.timing import LatencyStats, interleaved_times
+
+    prog("timing FP32 and the trials (interleaved)", 0.85)
+    order = [t for t in result.trials if t.index in paths]
+
+    def step_prog(done, total):
+        prog("timing FP32 and the trials (interleaved)", 0.85 + 0.14 * done / total)
+
+    times = interleaved_times(engine, [str(src)] + [str(paths[t.index]) for t in order], feeds, core_count,
+                              rounds=tm["rounds"], warmup=tm["warmup"], iterations=tm["iterations"],
+                              cancel=cancel, on_step=step_prog)
+    fp32 = LatencyStats.from_times(times[0])
+    result.fp32_ms = fp32.median
+    result.fp32_round_ms = round_medians(times[0], tm["rounds"], tm["iterations"])
+    for t, ts in zip(order, times[1:]):
+        st = LatencyStats.from_times(ts)
+        t.median_ms, t.p90_ms = st.median, st.p90
+        t.round_ms = round_medians(ts, tm["rounds"], tm["iterations"])
+        t.speedup = fp32.median / st.median if st.median > 0 else None
+    within = [t for t in order if t.within_budget and t.median_ms is not None]
+    if not within:
+        result.status = ONLY_FP32
+        best_t = min(result.trials, key=lambda t: t.metric_value, default=None)
+        result.warnings.append(
+            f"no thinned model met the budget {result.max_drop:g} ({label}) on the held-out items"
+            + (f": the closest, {best_t.label}, measured {best_t.metric_value:.4g}" if best_t else "")
+            + "; FP32 is kept")
+    else:
+        best = choose(within, result.fp32_round_ms)
+        if best is None:
+            fastest = min(within, key=lambda t: t.median_ms)
+            result.status = FP32_FASTEST
+            result.warnings.append(
+                f"no model within budget runs faster than FP32 on this server in every timing round (the "
+                f"fastest, {fastest.label}, {fastest.median_ms:.3g} ms against FP32's {fp32.median:.3g} ms): "
+                "FP32 is kept, since it is within any budget")
+        else:
+            result.chosen = best.index
+            result.status = WITHIN
+            if keep_dir is not None:
+                shutil.copyfile(paths[best.index], Path(keep_dir) / "chosen.onnx")
+
+
 def search_budget(
     model_path,
     rec: Optimization,
@@ -217,7 +323,6 @@ def search_budget(
     from sparsify_tui.analysis.labels import check_labels, item_count, split_items
     from sparsify_tui.engine import get_engine
     from sparsify_tui.engine.outputs import run_outputs
-    from sparsify_tui.engine.timing import LatencyStats, interleaved_times
     from sparsify_tui.optimization.int8_search import phase_timer
     from sparsify_tui.profiling.metrics import choose_metric, evaluate, reference_evaluation
 
@@ -265,54 +370,9 @@ def search_budget(
 
     try:
         # ---- thinned trials over the target speedup
-        top = allocation(rec, 1e6)
-        result.reachable_speedup = top.estimates.max_reachable if top.estimates is not None else None
-        del top
-        seen: Dict[tuple, int] = {}
-        tried: List[tuple] = []
-        n_max = max(1, int(max_trials))
-        while len(result.trials) < n_max and len(tried) < 4 * n_max:  # repeats cost nothing but are bounded too
-            target = next_target(tried, result.reachable_speedup)
-            if target is None:
-                break
-            maybe_check(cancel)
-            alloc = allocation(rec, target)
-            ratios = _ratios(alloc)
-            key = tuple(sorted(ratios.items()))
-            frac = 0.05 + 0.6 * len(result.trials) / n_max
-            if not ratios:
-                tried.append((target, True))  # nothing to thin at this target: the unthinned model, within budget
-                continue
-            if key in seen:  # rounding gave the same channels as an earlier target: same model, same verdict
-                same = result.trials[seen[key]]
-                tried.append((target, same.within_budget))
-                continue
-            idx = len(result.trials)
-            t = BudgetTrial(index=idx, target=float(target), note="ladder" if all(w for _, w in tried)
-                            else "bisection")
-            est = alloc.estimates
-            t.est_speedup = getattr(est, "ort_speedup_fp32", None)
-            t.groups_thinned = int(getattr(est, "groups_thinned", 0) or 0)
-            t.kept_channels = int(getattr(est, "kept_channels", 0) or 0)
-            t.channels = int(getattr(est, "channels", 0) or 0)
-
-            def tprog(step, f, _i=idx, _f=frac):
-                prog(f"trial {_i + 1} ({target:.2f}× target): {step}", _f + 0.6 / n_max * f)
-
-            t0 = time.perf_counter()
-            path = work / f"trial_{idx}.onnx"
-            rep = build_thinned(src, path, ratios, alloc.settings, calib, dims=dims, engine=engine, progress=tprog,
-                                cancel=cancel)
-            t.macs_reduction, t.importance = rep["macs_reduction"], rep["importance"]
-            t.reconstruction = rep["reconstruction"]
-            tprog("scoring the held-out items", 0.95)
-            score(t, path)
-            t.seconds = round(time.perf_counter() - t0, 3)
-            result.trials.append(t)
-            paths[idx] = path
-            seen[key] = idx
-            tried.append((target, t.within_budget))
-            phase("trials")
+        _thinned_trials(result, rec, src, calib, paths, work, max_trials=max_trials, dims=dims, engine=engine,
+                        score=score, prog=prog, cancel=cancel)
+        phase("trials")
 
         # ---- INT8 on the best thinned candidates
         if quantize:
@@ -321,47 +381,10 @@ def search_budget(
                          engine=engine, work=work, score=score, prog=prog, cancel=cancel)
             phase("int8")
 
-        # ---- one interleaved timing of FP32 and every trial
-        prog("timing FP32 and the trials (interleaved)", 0.85)
-        order = [t for t in result.trials if t.index in paths]
-
-        def step_prog(done, total):
-            prog("timing FP32 and the trials (interleaved)", 0.85 + 0.14 * done / total)
-
-        times = interleaved_times(engine, [str(src)] + [str(paths[t.index]) for t in order], held[:1], core_count,
-                                  rounds=tm["rounds"], warmup=tm["warmup"], iterations=tm["iterations"],
-                                  cancel=cancel, on_step=step_prog)
+        # ---- one interleaved timing of FP32 and every trial, then the choice
+        _time_and_choose(result, src, paths, held[:1], tm, core_count=core_count, engine=engine, keep_dir=keep_dir,
+                         label=choice.label, prog=prog, cancel=cancel)
         phase("timing")
-        fp32 = LatencyStats.from_times(times[0])
-        result.fp32_ms = fp32.median
-        result.fp32_round_ms = round_medians(times[0], tm["rounds"], tm["iterations"])
-        for t, ts in zip(order, times[1:]):
-            st = LatencyStats.from_times(ts)
-            t.median_ms, t.p90_ms = st.median, st.p90
-            t.round_ms = round_medians(ts, tm["rounds"], tm["iterations"])
-            t.speedup = fp32.median / st.median if st.median > 0 else None
-        within = [t for t in order if t.within_budget and t.median_ms is not None]
-        if not within:
-            result.status = ONLY_FP32
-            best_t = min(result.trials, key=lambda t: t.metric_value, default=None)
-            result.warnings.append(
-                f"no thinned model met the budget {max_drop:g} ({choice.label}) on the held-out items"
-                + (f": the closest, {best_t.label}, measured {best_t.metric_value:.4g}" if best_t else "")
-                + "; FP32 is kept")
-        else:
-            best = choose(within, result.fp32_round_ms)
-            if best is None:
-                fastest = min(within, key=lambda t: t.median_ms)
-                result.status = FP32_FASTEST
-                result.warnings.append(
-                    f"no model within budget runs faster than FP32 on this server in every timing round (the "
-                    f"fastest, {fastest.label}, {fastest.median_ms:.3g} ms against FP32's {fp32.median:.3g} ms): "
-                    "FP32 is kept, since it is within any budget")
-            else:
-                result.chosen = best.index
-                result.status = WITHIN
-                if keep_dir is not None:
-                    shutil.copyfile(paths[best.index], Path(keep_dir) / "chosen.onnx")
         result.seconds = round(time.perf_counter() - t_start, 3)
         result.timing["phases_s"] = phases
         prog("done", 1.0)
