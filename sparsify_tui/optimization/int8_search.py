@@ -45,7 +45,7 @@ from __future__ import annotations
 import shutil
 import time
 from pathlib import Path
-from typing import Any, Dict, List, Optional, Sequence
+from typing import Any, Callable, Dict, List, Optional, Sequence
 
 import numpy as np
 
@@ -160,6 +160,128 @@ def _ranking(model_path, groups, loss_profile, feeds, metric_choice, dims, engin
     return sens, f"measured now: one-shot INT8 sensitivity on {plural(len(feeds), 'batch', 'batches')}", prof.metric
 
 
+def _rank_groups(result: Int8Search, groups: List[Int8Group], graph, loss_profile, rank_feeds: Sequence[dict],
+                 reference: Sequence[dict], choice, trial: Callable, *, dims: Optional[dict], engine: Any,
+                 core_count: Optional[int], prog: ProgressFn, cancel: Optional[CancelToken]) -> None:
+    """Step 3 of the module docstring: each group's INT8 sensitivity (:func:`_ranking`: the loss profile's one-shot
+    INT8 sensitivity, else measured now on ``rank_feeds``) set on ``groups``, with ``result.ranking_source`` /
+    ``ranking_metric``; the tail (nodes of no layer) measured with only itself INT8 (one ``trial``, not a
+    candidate) unless it has fewer than :data:`TAIL_TRIAL_NODES` nodes (then ranked last)."""
+    from sparsify_tui.profiling.metrics import OutputMetric
+
+    prog("ranking layers by INT8 sensitivity", 0.2)
+
+    def rprog(step, frac):
+        prog(f"INT8 sensitivity: {step}", 0.2 + 0.2 * frac)
+
+    sens, source, rmetric = _ranking(graph, groups, loss_profile, rank_feeds, choice, dims, engine,
+                                     core_count, rprog, cancel)
+    result.ranking_source, result.ranking_metric = source, rmetric
+    for g in groups:
+        if g.weight_name is not None:
+            g.sensitivity = sens.get(g.node_id)
+    tail = next((g for g in groups if g.weight_name is None), None)
+    if tail is not None and len(tail.nodes) < TAIL_TRIAL_NODES:
+        tail.sensitivity = None  # a few nodes: ranked last rather than paying a trial to rank them
+    elif tail is not None:
+        # the tail has no layer: measure it with only the tail INT8, in the ranking's metric
+        others = [n for g in groups if g is not tail for n in g.nodes]
+        tt = trial(0, others, "tail only INT8 (ranks the tail)", 0.4)
+        kinds = {"kl+nmse": None, "kl": "kl", "nmse": "nmse"}
+        out_names = list(reference[0])
+        om = OutputMetric(out_names, [reference[0][n] for n in out_names], kinds.get(rmetric))
+        tail.sensitivity = float(np.mean([om.value(r, o) for r, o in
+                                          zip(reference[:len(rank_feeds)], tt.extra["outputs"])]))
+        tt.within_budget = False  # a ranking measurement, not a candidate
+        tt.note = "tail only INT8 (ranking measurement)"
+
+
+def _fewest_groups(trial: Callable, ranked: List[Int8Group], full_value: float, max_drop: float) -> bool:
+    """Step 4 of the module docstring: the fewest top-ranked groups kept FP32 for the model to be within budget:
+    a first guess from the ranking (:func:`predicted_k`), galloping up (×2) until a ``trial`` is within budget,
+    down (÷4) when the guess fit at once, then bisection. Every trial is ``trial(k, excluded nodes, note, progress
+    fraction)``; True when one was within budget."""
+    n = len(ranked)
+    # a first guess from the ranking, then galloping up (x2) and bisection, over the ranked list
+    lo, hi = 0, None
+    k = predicted_k(ranked, full_value, max_drop)
+    while k <= n:
+        t = trial(k, excluded_nodes(ranked, k), f"top {plural(k, 'group')} FP32", 0.45 + 0.3 * min(1, k / n))
+        if t.within_budget:
+            hi = k
+            break
+        lo = k
+        if k == n:
+            break
+        k = min(n, k * 2)
+    if hi is None:
+        return False
+    if hi > 1 and lo == 0:  # the guess fit at once: gallop down to find the fewest
+        k = max(1, hi // 4)
+        while k < hi:
+            t = trial(k, excluded_nodes(ranked, k), f"top {plural(k, 'group')} FP32 (down)", 0.7)
+            if t.within_budget:
+                hi = k
+                k = max(1, k // 4)
+                if k == hi:
+                    break
+            else:
+                lo = k
+                break
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        t = trial(mid, excluded_nodes(ranked, mid), f"bisection: top {plural(mid, 'group')} FP32", 0.75)
+        if t.within_budget:
+            hi = mid
+        else:
+            lo = mid
+    return True
+
+
+def _time_and_choose(result: Int8Search, ref_path: Path, paths: Dict[int, Path], feeds: Sequence[dict], tm: dict, *,
+                     core_count: Optional[int], engine: Any, label: str, prog: ProgressFn,
+                     cancel: Optional[CancelToken]) -> None:
+    """Step 5 of the module docstring: FP32 (``ref_path``) and every candidate trial timed together
+    (:func:`~sparsify_tui.engine.timing.interleaved_times` on ``feeds``), each trial's median, p90, per-round
+    medians and speedup recorded, then the choice (:func:`choose_fastest`) or why INT8 is left off, in
+    ``result.chosen`` / ``status`` / ``warnings``."""
+    from sparsify_tui.engine.timing import LatencyStats, interleaved_times
+
+    cands = [t for t in result.trials if "ranking measurement" not in t.note]
+    prog("timing FP32 and the candidates (interleaved)", 0.8)
+
+    def tprog(done, total):
+        prog("timing FP32 and the candidates (interleaved)", 0.8 + 0.19 * done / total)
+
+    times = interleaved_times(engine, [str(ref_path)] + [str(paths[t.index]) for t in cands], feeds, core_count,
+                              rounds=tm["rounds"], warmup=tm["warmup"], iterations=tm["iterations"],
+                              cancel=cancel, on_step=tprog)
+    fp32 = LatencyStats.from_times(times[0])
+    result.fp32_ms = fp32.median
+    result.fp32_round_ms = round_medians(times[0], tm["rounds"], tm["iterations"])
+    for t, ts in zip(cands, times[1:]):
+        st = LatencyStats.from_times(ts)
+        t.median_ms, t.p90_ms = st.median, st.p90
+        t.round_ms = round_medians(ts, tm["rounds"], tm["iterations"])
+        t.speedup = fp32.median / st.median if st.median > 0 else None
+    within = [t for t in cands if t.within_budget and t.median_ms is not None]
+    if within:
+        best = choose_fastest(within, result.fp32_round_ms)
+        if best is None:
+            fastest = min(within, key=lambda t: t.median_ms)
+            result.status = "FP32 fastest within budget"
+            result.warnings.append(f"no INT8 configuration within budget runs faster than FP32 on this server "
+                                   f"(the fastest, {fastest.median_ms:.3g} ms, against FP32's {fp32.median:.3g} "
+                                   "ms): INT8 is left off, since FP32 is within any budget")
+        else:
+            result.chosen = best.index
+    else:
+        best_t = min(cands, key=lambda t: t.metric_value)
+        result.warnings.append(f"no INT8 configuration met the budget {result.max_drop:g} ({label}): the best, "
+                               f"with {plural(best_t.groups, 'group')} FP32, measured {best_t.metric_value:.4g}; "
+                               "INT8 is left off")
+
+
 def search_int8(
     model_path,
     *,
@@ -211,8 +333,7 @@ def search_int8(
     from sparsify_tui.analysis.labels import sample_set
     from sparsify_tui.analysis.loading import load_model
     from sparsify_tui.engine import get_engine
-    from sparsify_tui.engine.timing import LatencyStats, interleaved_times
-    from sparsify_tui.profiling.metrics import OutputMetric, choose_metric, evaluate, reference_evaluation
+    from sparsify_tui.profiling.metrics import choose_metric, evaluate, reference_evaluation
 
     t_start = time.perf_counter()
     from sparsify_tui import settings
@@ -249,8 +370,6 @@ def search_int8(
                         eval_items=samples.items, calibration_method=calibration_method,
                         calibration_size=len(calib), accuracy_fp32=ref_eval.accuracy_reference,
                         timing={**tm, "cores": core_count})
-    out_names = list(reference[0])
-    om = None
     work = make_temp_dir("int8search")  # named after this pid: removed at start-up if we are killed
     paths: Dict[int, Path] = {}
     try:
@@ -289,115 +408,25 @@ def search_int8(
         if full.within_budget:
             result.status = "full INT8 within budget"
         else:
-            # rank the groups
-            prog("ranking layers by INT8 sensitivity", 0.2)
-            rank_feeds = feeds[: max(1, int(ranking_batches))]
-
-            def rprog(step, frac):
-                prog(f"INT8 sensitivity: {step}", 0.2 + 0.2 * frac)
-
-            sens, source, rmetric = _ranking(graph, groups, loss_profile, rank_feeds, choice, dims, engine,
-                                             core_count, rprog, cancel)
+            _rank_groups(result, groups, graph, loss_profile, feeds[: max(1, int(ranking_batches))], reference,
+                         choice, trial, dims=dims, engine=engine, core_count=core_count, prog=prog, cancel=cancel)
             phase("ranking")
-            result.ranking_source, result.ranking_metric = source, rmetric
-            for g in groups:
-                if g.weight_name is not None:
-                    g.sensitivity = sens.get(g.node_id)
-            tail = next((g for g in groups if g.weight_name is None), None)
-            if tail is not None and len(tail.nodes) < TAIL_TRIAL_NODES:
-                tail.sensitivity = None  # a few nodes: ranked last rather than paying a trial to rank them
-            elif tail is not None:
-                # the tail has no layer: measure it with only the tail INT8, in the ranking's metric
-                others = [n for g in groups if g is not tail for n in g.nodes]
-                tt = trial(0, others, "tail only INT8 (ranks the tail)", 0.4)
-                kinds = {"kl+nmse": None, "kl": "kl", "nmse": "nmse"}
-                om = OutputMetric(out_names, [reference[0][n] for n in out_names], kinds.get(rmetric))
-                tail.sensitivity = float(np.mean([om.value(r, o) for r, o in
-                                                  zip(reference[:len(rank_feeds)], tt.extra["outputs"])]))
-                tt.within_budget = False  # a ranking measurement, not a candidate
-                tt.note = "tail only INT8 (ranking measurement)"
             ranked = sorted(groups, key=lambda g: -(g.sensitivity if g.sensitivity is not None else -1.0))
             for i, g in enumerate(ranked):
                 g.rank = i + 1
             result.groups = ranked
-            n = len(ranked)
-            # a first guess from the ranking, then galloping up (x2) and bisection, over the ranked list
-            lo, hi = 0, None
-            k = predicted_k(ranked, full.metric_value, max_drop)
-            while k <= n:
-                t = trial(k, excluded_nodes(ranked, k), f"top {plural(k, 'group')} FP32", 0.45 + 0.3 * min(1, k / n))
-                if t.within_budget:
-                    hi = k
-                    break
-                lo = k
-                if k == n:
-                    break
-                k = min(n, k * 2)
-            if hi is None:
-                result.status = "over budget"
-            else:
-                if hi > 1 and lo == 0:  # the guess fit at once: gallop down to find the fewest
-                    k = max(1, hi // 4)
-                    while k < hi:
-                        t = trial(k, excluded_nodes(ranked, k), f"top {plural(k, 'group')} FP32 (down)", 0.7)
-                        if t.within_budget:
-                            hi = k
-                            k = max(1, k // 4)
-                            if k == hi:
-                                break
-                        else:
-                            lo = k
-                            break
-                while hi - lo > 1:
-                    mid = (lo + hi) // 2
-                    t = trial(mid, excluded_nodes(ranked, mid), f"bisection: top {plural(mid, 'group')} FP32", 0.75)
-                    if t.within_budget:
-                        hi = mid
-                    else:
-                        lo = mid
-                result.status = "within budget"
+            found = _fewest_groups(trial, ranked, full.metric_value, max_drop)
+            result.status = "within budget" if found else "over budget"
             for t in result.trials:
                 for g in ranked[:t.groups]:
                     if g.reverted_in is None and t.groups > 0 and t.note != "tail only INT8 (ranking measurement)":
                         g.reverted_in = t.index
         for t in result.trials:
             t.extra.pop("outputs", None)
-        # timing: FP32 + every candidate trial (not the ranking measurement)
-        cands = [t for t in result.trials if "ranking measurement" not in t.note]
-        prog("timing FP32 and the candidates (interleaved)", 0.8)
-        feeds_t = feeds[:1]
-
-        def tprog(done, total):
-            prog("timing FP32 and the candidates (interleaved)", 0.8 + 0.19 * done / total)
-
-        times = interleaved_times(engine, [str(ref_path)] + [str(paths[t.index]) for t in cands], feeds_t, core_count,
-                                  rounds=tm["rounds"], warmup=tm["warmup"], iterations=tm["iterations"],
-                                  cancel=cancel, on_step=tprog)
+        # timing: FP32 + every candidate trial (not the ranking measurement), then the choice
+        _time_and_choose(result, ref_path, paths, feeds[:1], tm, core_count=core_count, engine=engine,
+                         label=choice.label, prog=prog, cancel=cancel)
         phase("timing")
-        fp32 = LatencyStats.from_times(times[0])
-        result.fp32_ms = fp32.median
-        result.fp32_round_ms = round_medians(times[0], tm["rounds"], tm["iterations"])
-        for t, ts in zip(cands, times[1:]):
-            st = LatencyStats.from_times(ts)
-            t.median_ms, t.p90_ms = st.median, st.p90
-            t.round_ms = round_medians(ts, tm["rounds"], tm["iterations"])
-            t.speedup = fp32.median / st.median if st.median > 0 else None
-        within = [t for t in cands if t.within_budget and t.median_ms is not None]
-        if within:
-            best = choose_fastest(within, result.fp32_round_ms)
-            if best is None:
-                fastest = min(within, key=lambda t: t.median_ms)
-                result.status = "FP32 fastest within budget"
-                result.warnings.append(f"no INT8 configuration within budget runs faster than FP32 on this server "
-                                       f"(the fastest, {fastest.median_ms:.3g} ms, against FP32's {fp32.median:.3g} "
-                                       "ms): INT8 is left off, since FP32 is within any budget")
-            else:
-                result.chosen = best.index
-        else:
-            best_t = min(cands, key=lambda t: t.metric_value)
-            result.warnings.append(f"no INT8 configuration met the budget {max_drop:g} ({choice.label}): the best, "
-                                   f"with {plural(best_t.groups, 'group')} FP32, measured {best_t.metric_value:.4g}; "
-                                   "INT8 is left off")
         kept = kept_trial(result)
         if keep_path is not None and kept is not None:
             shutil.copyfile(paths[kept.index], keep_path)
