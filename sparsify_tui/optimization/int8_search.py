@@ -166,7 +166,8 @@ def _rank_groups(result: Int8Search, groups: List[Int8Group], graph, loss_profil
     """Step 3 of the module docstring: each group's INT8 sensitivity (:func:`_ranking`: the loss profile's one-shot
     INT8 sensitivity, else measured now on ``rank_feeds``) set on ``groups``, with ``result.ranking_source`` /
     ``ranking_metric``; the tail (nodes of no layer) measured with only itself INT8 (one ``trial``, not a
-    candidate) unless it has fewer than :data:`TAIL_TRIAL_NODES` nodes (then ranked last)."""
+    candidate) unless it has fewer than :data:`TAIL_TRIAL_NODES` nodes (then ranked last); ``result.groups`` gets
+    the groups most sensitive first, each with its ``rank``."""
     from sparsify_tui.profiling.metrics import OutputMetric
 
     prog("ranking layers by INT8 sensitivity", 0.2)
@@ -194,6 +195,18 @@ def _rank_groups(result: Int8Search, groups: List[Int8Group], graph, loss_profil
                                           zip(reference[:len(rank_feeds)], tt.extra["outputs"])]))
         tt.within_budget = False  # a ranking measurement, not a candidate
         tt.note = "tail only INT8 (ranking measurement)"
+    ranked = sorted(groups, key=lambda g: -(g.sensitivity if g.sensitivity is not None else -1.0))
+    for i, g in enumerate(ranked):
+        g.rank = i + 1
+    result.groups = ranked
+
+
+def _mark_reverted(result: Int8Search) -> None:
+    """Each ranked group's ``reverted_in``: the first candidate trial that kept it FP32."""
+    for t in result.trials:
+        for g in result.groups[:t.groups]:
+            if g.reverted_in is None and t.groups > 0 and t.note != "tail only INT8 (ranking measurement)":
+                g.reverted_in = t.index
 
 
 def _fewest_groups(trial: Callable, ranked: List[Int8Group], full_value: float, max_drop: float) -> bool:
@@ -282,6 +295,69 @@ def _time_and_choose(result: Int8Search, ref_path: Path, paths: Dict[int, Path],
                                "INT8 is left off")
 
 
+class _TrialRunner:
+    """One INT8 trial of the search: ``runner(k, excluded, note, frac)`` quantizes the model with ``excluded`` nodes
+    FP32 (the top ``k`` groups), scores it against the FP32 ``reference`` on ``feeds`` in the search's metric,
+    appends the :class:`Int8Trial` to ``result.trials`` (its outputs in ``extra["outputs"]`` until the caller
+    drops them) and its file to ``paths``; returns it."""
+
+    def __init__(self, result: Int8Search, paths: Dict[int, Path], work: Path, src: Path, calib: Sequence[dict],
+                 feeds: Sequence[dict], reference: Sequence[dict], choice, labels, *, engine: Any,
+                 calibration_method: str, phase: Callable, prog: ProgressFn, cancel: Optional[CancelToken]) -> None:
+        self.result, self.paths, self.work, self.src, self.calib, self.feeds = result, paths, work, src, calib, feeds
+        self.reference, self.choice, self.labels, self.engine = reference, choice, labels, engine
+        self.calibration_method, self.phase, self.prog, self.cancel = calibration_method, phase, prog, cancel
+
+    def __call__(self, k: int, excluded: List[str], note: str, frac: float) -> Int8Trial:
+        from sparsify_tui.profiling.metrics import evaluate
+
+        result = self.result
+        idx = len(result.trials)
+        self.prog(f"trial {idx + 1}: {note}", frac)
+        path = self.work / f"trial_{idx}.onnx"
+        t0 = time.perf_counter()
+        q = self.engine.quantize_int8(self.src, path, self.calib, per_channel=True, excluded_nodes=excluded,
+                                      cancel=self.cancel, calibration_method=self.calibration_method,
+                                      reuse_dir=self.work / "reuse")
+        for w in q.warnings:
+            if w not in result.warnings and not w.startswith("excluded nodes not in"):
+                result.warnings.append(w)
+        t1 = time.perf_counter()
+        outs = run_outputs(path, self.feeds, cancel=self.cancel, engine=self.engine)
+        ev = evaluate(self.reference, outs, self.choice, self.labels)
+        t = Int8Trial(index=idx, groups=k, excluded_count=len(excluded), metric_value=ev.drop,
+                      within_budget=ev.within(result.max_drop), nmse=ev.nmse, max_abs=ev.max_abs, kl=ev.kl,
+                      top1_agreement=ev.top1_agreement, accuracy=ev.accuracy, quantize_s=round(t1 - t0, 3),
+                      eval_s=round(time.perf_counter() - t1, 3), note=note)
+        t.extra["outputs"] = outs  # dropped before the search returns
+        result.trials.append(t)
+        self.paths[idx] = path
+        self.phase("trials")
+        return t
+
+
+def _reference_set(src: Path, ref_path: Path, *, data, labels_key: Optional[str], dims: Optional[dict],
+                   calibration_size: int, eval_batches: int, metric: Optional[str], engine: Any, prog: ProgressFn,
+                   cancel: Optional[CancelToken]):
+    """Step 1 of the module docstring: the items (``data``, else ``calibration_size`` synthetic batches; at most
+    ``eval_batches`` evaluated), the FP32 model's (``ref_path``) outputs on them and the metric chosen from those
+    outputs (labels checked against the class output). Returns ``(samples, reference outputs, metric choice)``."""
+    from sparsify_tui.analysis.labels import sample_set
+    from sparsify_tui.profiling.metrics import choose_metric
+
+    prog("loading data", 0.0)
+    n_eval = max(int(eval_batches), int(calibration_size)) if data else int(calibration_size)
+    samples = sample_set(src, data=data, labels_key=labels_key, dims=dims, batch_size=1,
+                         synthetic_batches=int(calibration_size), max_batches=n_eval)
+    maybe_check(cancel)
+    prog("FP32 reference", 0.02)
+    reference = run_outputs(ref_path, samples.feeds, cancel=cancel, engine=engine)
+    choice = choose_metric(reference[0], metric, labelled=samples.labels is not None)
+    if samples.labels is not None and choice.class_output is not None:
+        samples.check_classes(int(np.shape(reference[0][choice.class_output])[-1]))
+    return samples, reference, choice
+
+
 def search_int8(
     model_path,
     *,
@@ -330,10 +406,9 @@ def search_int8(
     failed: one line with onnxruntime's reason; or the model cannot run), ``SampleDataError`` /
     ``DimensionError`` (data, labels), ``SparsifyError`` (bad budget or method), ``JobCanceled``.
     """
-    from sparsify_tui.analysis.labels import sample_set
     from sparsify_tui.analysis.loading import load_model
     from sparsify_tui.engine import get_engine
-    from sparsify_tui.profiling.metrics import choose_metric, evaluate, reference_evaluation
+    from sparsify_tui.profiling.metrics import reference_evaluation
 
     t_start = time.perf_counter()
     from sparsify_tui import settings
@@ -349,19 +424,11 @@ def search_int8(
     phases: Dict[str, float] = {}
     phase = phase_timer(phases)
 
-    prog("loading data", 0.0)
-    n_eval = max(int(eval_batches), int(calibration_size)) if data else int(calibration_size)
-    samples = sample_set(src, data=data, labels_key=labels_key, dims=dims, batch_size=1,
-                         synthetic_batches=int(calibration_size), max_batches=n_eval)
-    feeds = samples.feeds
+    samples, reference, choice = _reference_set(src, ref_path, data=data, labels_key=labels_key, dims=dims,
+                                                calibration_size=calibration_size, eval_batches=eval_batches,
+                                                metric=metric, engine=engine, prog=prog, cancel=cancel)
+    feeds, labels = samples.feeds, samples.labels
     calib = feeds[: max(1, int(calibration_size))]
-    maybe_check(cancel)
-    prog("FP32 reference", 0.02)
-    reference = run_outputs(ref_path, feeds, cancel=cancel, engine=engine)
-    choice = choose_metric(reference[0], metric, labelled=samples.labels is not None)
-    if samples.labels is not None and choice.class_output is not None:
-        samples.check_classes(int(np.shape(reference[0][choice.class_output])[-1]))
-    labels = samples.labels
     ref_eval = reference_evaluation(reference, choice, labels)
     phase("data_and_fp32_reference")
     result = Int8Search(max_drop=max_drop, metric=choice.name, metric_reason=choice.reason,
@@ -381,28 +448,8 @@ def search_int8(
         del model
         phase("preprocess_and_groups")
 
-        def trial(k: int, excluded: List[str], note: str, frac: float) -> Int8Trial:
-            idx = len(result.trials)
-            prog(f"trial {idx + 1}: {note}", frac)
-            path = work / f"trial_{idx}.onnx"
-            t0 = time.perf_counter()
-            q = engine.quantize_int8(src, path, calib, per_channel=True, excluded_nodes=excluded, cancel=cancel,
-                                     calibration_method=calibration_method, reuse_dir=reuse)
-            for w in q.warnings:
-                if w not in result.warnings and not w.startswith("excluded nodes not in"):
-                    result.warnings.append(w)
-            t1 = time.perf_counter()
-            outs = run_outputs(path, feeds, cancel=cancel, engine=engine)
-            ev = evaluate(reference, outs, choice, labels)
-            t = Int8Trial(index=idx, groups=k, excluded_count=len(excluded), metric_value=ev.drop,
-                          within_budget=ev.within(max_drop), nmse=ev.nmse, max_abs=ev.max_abs, kl=ev.kl,
-                          top1_agreement=ev.top1_agreement, accuracy=ev.accuracy, quantize_s=round(t1 - t0, 3),
-                          eval_s=round(time.perf_counter() - t1, 3), note=note)
-            t.extra["outputs"] = outs  # dropped before returning
-            result.trials.append(t)
-            paths[idx] = path
-            phase("trials")
-            return t
+        trial = _TrialRunner(result, paths, work, src, calib, feeds, reference, choice, labels, engine=engine,
+                             calibration_method=calibration_method, phase=phase, prog=prog, cancel=cancel)
 
         full = trial(0, [], "full INT8", 0.05)
         if full.within_budget:
@@ -411,16 +458,9 @@ def search_int8(
             _rank_groups(result, groups, graph, loss_profile, feeds[: max(1, int(ranking_batches))], reference,
                          choice, trial, dims=dims, engine=engine, core_count=core_count, prog=prog, cancel=cancel)
             phase("ranking")
-            ranked = sorted(groups, key=lambda g: -(g.sensitivity if g.sensitivity is not None else -1.0))
-            for i, g in enumerate(ranked):
-                g.rank = i + 1
-            result.groups = ranked
-            found = _fewest_groups(trial, ranked, full.metric_value, max_drop)
+            found = _fewest_groups(trial, result.groups, full.metric_value, max_drop)
             result.status = "within budget" if found else "over budget"
-            for t in result.trials:
-                for g in ranked[:t.groups]:
-                    if g.reverted_in is None and t.groups > 0 and t.note != "tail only INT8 (ranking measurement)":
-                        g.reverted_in = t.index
+            _mark_reverted(result)
         for t in result.trials:
             t.extra.pop("outputs", None)
         # timing: FP32 + every candidate trial (not the ranking measurement), then the choice
