@@ -288,8 +288,8 @@ def _failure(err: BaseException, label: str, cancelling: bool) -> tuple[str, str
     """``(status, reason)`` of a task that raised instead of answering."""
     from ray import exceptions as rex
 
-    if isinstance(err, rex.TaskCancelledError) or (cancelling and isinstance(err, rex.WorkerCrashedError)):
-        return "canceled", "canceled"
+    if isinstance(err, rex.TaskCancelledError) or (cancelling and not isinstance(err, rex.NodeDiedError)):
+        return "canceled", "canceled"  # after a cancel, a crashed or interrupted worker is the cancel's doing
     if isinstance(err, rex.NodeDiedError):
         return "error", (f"node {label} died during the measurement (its raylet or the machine went away), so "
                          "nothing from it was kept: rerun it once the node is back")
@@ -424,10 +424,14 @@ class _TargetRun:
         """Take the next item of the ready generator ``g``: a state update, the result, a cancel or an error."""
         node_id = next(k for k, v in self.pending.items() if v is g)
         label = self.labels[node_id]
+        cancelling = self.cancel_at is not None
         try:
             item = ray.get(next(g))
         except StopIteration:
-            self.finish(node_id, "error", error=f"the task on {label} ended without a result")
+            if cancelling:  # the user cancelled: however the task then ended, it is canceled
+                self.finish(node_id, "canceled")
+            else:
+                self.finish(node_id, "error", error=f"the task on {label} ended without a result")
             return
         except Exception as err:  # noqa: BLE001 - Ray's errors: node died, worker crashed, cancelled
             status, reason = _failure(err, label, self.cancel_at is not None)
@@ -442,7 +446,7 @@ class _TargetRun:
             self.finish(node_id, "completed", result=d["result"], machine=d.get("machine") or {},
                         hostname=d.get("hostname", ""), seconds=float(d.get("seconds", 0.0)),
                         wait_seconds=float(d.get("wait_seconds", 0.0)))
-        elif kind == "canceled":
+        elif kind == "canceled" or cancelling:  # an error raised by the interrupted measurement is the cancel's
             self.finish(node_id, "canceled")
         else:
             self.finish(node_id, "error", error=str(item[1]), traceback=item[2] if len(item) > 2 else None)
