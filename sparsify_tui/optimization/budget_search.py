@@ -45,7 +45,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Sequence
 
-from sparsify_tui.engine.timing import BEAT_MARGIN, beats_every_round, round_medians
+from sparsify_tui.engine.timing import BEAT_MARGIN, beats_every_round
 from sparsify_tui.errors import SampleDataError
 from sparsify_tui.optimization.record import BudgetSearch, BudgetTrial, Optimization
 from sparsify_tui.progress import CancelToken, ProgressFn, maybe_check
@@ -232,7 +232,7 @@ def _time_and_choose(result: BudgetSearch, src: Path, paths: Dict[int, Path], fe
     (:func:`~sparsify_tui.engine.timing.interleaved_times` on ``feeds``, ``tm``'s rounds), each trial's median, p90,
     per-round medians and speedup recorded, then the choice (:func:`choose`) or why FP32 is kept, in
     ``result.status`` / ``chosen`` / ``warnings``; the chosen model is copied to ``keep_dir/chosen.onnx``."""
-    from sparsify_tui.engine.timing import LatencyStats, interleaved_times
+    from sparsify_tui.optimization.int8_search import time_with_fp32
 
     prog("timing FP32 and the trials (interleaved)", 0.85)
     order = [t for t in result.trials if t.index in paths]
@@ -240,17 +240,8 @@ def _time_and_choose(result: BudgetSearch, src: Path, paths: Dict[int, Path], fe
     def step_prog(done, total):
         prog("timing FP32 and the trials (interleaved)", 0.85 + 0.14 * done / total)
 
-    times = interleaved_times(engine, [str(src)] + [str(paths[t.index]) for t in order], feeds, core_count,
-                              rounds=tm["rounds"], warmup=tm["warmup"], iterations=tm["iterations"],
-                              cancel=cancel, on_step=step_prog)
-    fp32 = LatencyStats.from_times(times[0])
-    result.fp32_ms = fp32.median
-    result.fp32_round_ms = round_medians(times[0], tm["rounds"], tm["iterations"])
-    for t, ts in zip(order, times[1:]):
-        st = LatencyStats.from_times(ts)
-        t.median_ms, t.p90_ms = st.median, st.p90
-        t.round_ms = round_medians(ts, tm["rounds"], tm["iterations"])
-        t.speedup = fp32.median / st.median if st.median > 0 else None
+    fp32 = time_with_fp32(result, src, order, paths, feeds, tm, core_count=core_count, engine=engine,
+                          on_step=step_prog, cancel=cancel)
     within = [t for t in order if t.within_budget and t.median_ms is not None]
     if not within:
         result.status = ONLY_FP32

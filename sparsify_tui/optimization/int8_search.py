@@ -251,6 +251,30 @@ def _fewest_groups(trial: Callable, ranked: List[Int8Group], full_value: float, 
     return True
 
 
+def time_with_fp32(result: Any, ref_path: Path, trials: Sequence[Any], paths: Dict[int, Path],
+                   feeds: Sequence[dict], tm: dict, *, core_count: Optional[int], engine: Any, on_step: Callable,
+                   cancel: Optional[CancelToken]):
+    """FP32 (``ref_path``) and ``trials`` (their files in ``paths`` by ``index``) timed together
+    (:func:`~sparsify_tui.engine.timing.interleaved_times` on ``feeds``, ``tm``'s rounds, warm-up, iterations):
+    each trial gets ``median_ms``, ``p90_ms``, ``round_ms`` (:func:`~sparsify_tui.engine.timing.round_medians`)
+    and ``speedup`` (FP32 median / its median); ``result`` gets ``fp32_ms`` and ``fp32_round_ms``. The INT8 and
+    budget searches' timing step. Returns FP32's :class:`~sparsify_tui.engine.timing.LatencyStats`."""
+    from sparsify_tui.engine.timing import LatencyStats, interleaved_times
+
+    times = interleaved_times(engine, [str(ref_path)] + [str(paths[t.index]) for t in trials], feeds, core_count,
+                              rounds=tm["rounds"], warmup=tm["warmup"], iterations=tm["iterations"],
+                              cancel=cancel, on_step=on_step)
+    fp32 = LatencyStats.from_times(times[0])
+    result.fp32_ms = fp32.median
+    result.fp32_round_ms = round_medians(times[0], tm["rounds"], tm["iterations"])
+    for t, ts in zip(trials, times[1:]):
+        st = LatencyStats.from_times(ts)
+        t.median_ms, t.p90_ms = st.median, st.p90
+        t.round_ms = round_medians(ts, tm["rounds"], tm["iterations"])
+        t.speedup = fp32.median / st.median if st.median > 0 else None
+    return fp32
+
+
 def _time_and_choose(result: Int8Search, ref_path: Path, paths: Dict[int, Path], feeds: Sequence[dict], tm: dict, *,
                      core_count: Optional[int], engine: Any, label: str, prog: ProgressFn,
                      cancel: Optional[CancelToken]) -> None:
@@ -258,25 +282,14 @@ def _time_and_choose(result: Int8Search, ref_path: Path, paths: Dict[int, Path],
     (:func:`~sparsify_tui.engine.timing.interleaved_times` on ``feeds``), each trial's median, p90, per-round
     medians and speedup recorded, then the choice (:func:`choose_fastest`) or why INT8 is left off, in
     ``result.chosen`` / ``status`` / ``warnings``."""
-    from sparsify_tui.engine.timing import LatencyStats, interleaved_times
-
     cands = [t for t in result.trials if "ranking measurement" not in t.note]
     prog("timing FP32 and the candidates (interleaved)", 0.8)
 
     def tprog(done, total):
         prog("timing FP32 and the candidates (interleaved)", 0.8 + 0.19 * done / total)
 
-    times = interleaved_times(engine, [str(ref_path)] + [str(paths[t.index]) for t in cands], feeds, core_count,
-                              rounds=tm["rounds"], warmup=tm["warmup"], iterations=tm["iterations"],
-                              cancel=cancel, on_step=tprog)
-    fp32 = LatencyStats.from_times(times[0])
-    result.fp32_ms = fp32.median
-    result.fp32_round_ms = round_medians(times[0], tm["rounds"], tm["iterations"])
-    for t, ts in zip(cands, times[1:]):
-        st = LatencyStats.from_times(ts)
-        t.median_ms, t.p90_ms = st.median, st.p90
-        t.round_ms = round_medians(ts, tm["rounds"], tm["iterations"])
-        t.speedup = fp32.median / st.median if st.median > 0 else None
+    fp32 = time_with_fp32(result, ref_path, cands, paths, feeds, tm, core_count=core_count, engine=engine,
+                          on_step=tprog, cancel=cancel)
     within = [t for t in cands if t.within_budget and t.median_ms is not None]
     if within:
         best = choose_fastest(within, result.fp32_round_ms)
@@ -554,5 +567,5 @@ def layer_states(quantization, layers) -> List[dict]:
     return rows
 
 
-__all__ = ["CALIBRATION_METHODS", "TIMING", "TAIL_TRIAL_NODES", "int8_groups", "predicted_k", "excluded_nodes", "search_int8", "choose_fastest", "kept_trial", "phase_timer",
+__all__ = ["CALIBRATION_METHODS", "TIMING", "TAIL_TRIAL_NODES", "int8_groups", "predicted_k", "excluded_nodes", "search_int8", "choose_fastest", "time_with_fp32", "kept_trial", "phase_timer",
            "layer_states"]
