@@ -40,6 +40,14 @@ def format_fixed(value: Any, spec: str = ".2f", none: str = "n/a") -> str:
     return none if value is None else format(value, spec)
 
 
+def format_ms(value: Any) -> str:
+    """Milliseconds: 3 decimals (``1.25`` -> ``"1.250"``), 4 significant digits below 1 µs (``4e-05`` ->
+    ``"4e-05"``), ``"-"`` for None (not measured)."""
+    if value is None:
+        return "-"
+    return f"{value:.4g}" if abs(value) < 0.001 and value else f"{value:.3f}"
+
+
 def plural(n: Any, word: str, words: str = "") -> str:
     """``"1 core"``, ``"2 cores"``, ``"0 groups"``: the count and the word in the form that agrees with it
     (``words``: an irregular plural; default ``word + "s"``). A count that is not a number (``"?"``) takes the

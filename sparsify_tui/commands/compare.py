@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import sys
 
-from sparsify_tui.formatting import plural
+from sparsify_tui.text import cli_lines
+from sparsify_tui.text.comparison import comparison_facts
 
 
 def register(sub) -> None:
@@ -95,14 +96,6 @@ def _table(rows: list, right: set) -> list:
                              for i, (c, w) in enumerate(zip(r, widths))).rstrip() for r in rows]
 
 
-def _side_line(tag: str, s) -> str:
-    lat = s.latency_ms or {}
-    t = s.target or {}
-    host = f"{t['hostname']}, " if t.get("hostname") else ""
-    return (f"{tag}: {s.label}  (batch {s.batch_size}, {plural(s.core_count, 'core')}, {host}{t.get('cpu_model') or 'CPU ?'}; "
-            f"measured median {_f(lat.get('median'))} ms, p90 {_f(lat.get('p90'))} ms)")
-
-
 def _short(text: str, n: int = 56) -> str:
     return text if len(text) <= n else text[: n // 2 - 1] + "…" + text[-(n - n // 2):]
 
@@ -110,7 +103,7 @@ def _short(text: str, n: int = 56) -> str:
 def format_perf(cmp, top: int = 30) -> str:
     """Text of a :class:`~sparsify_tui.profiling.perf_compare.PerfComparison`: both sides, the top rows, node groups,
     every unmatched row, fusion groups, totals."""
-    lines = [_side_line("A", cmp.a), _side_line("B", cmp.b), ""]
+    lines = cli_lines(comparison_facts(cmp)) + [""]
     rows = cmp.top_rows(top)
     head = ("node id", "op", "A ms", "B ms", "B/A", "A %", "B %", "")
     body = [(_short(r.id), r.op_type, _f(r.a_ms), _f(r.b_ms), _x(r.ratio), _pct(r.a_share), _pct(r.b_share),
@@ -133,11 +126,6 @@ def format_perf(cmp, top: int = 30) -> str:
         lines += _table([("#", "nodes", "A ms", "B ms", "B/A")] +
                         [(i, _short(", ".join(g.ids), 70), _f(g.a_ms), _f(g.b_ms), _x(g.ratio))
                          for i, g in enumerate(cmp.fusion_groups)], {0, 2, 3, 4})
-    t = cmp.totals
-    lines += ["", f"totals: rows A {_f(t['a_ms'])} ms, B {_f(t['b_ms'])} ms (B/A {_x(t['ratio'])}; the sums of each "
-                  f"profile's rows)",
-              f"        measured latency A {_f(t['a_latency_ms'])} ms, B {_f(t['b_latency_ms'])} ms "
-              f"(B/A {_x(t['latency_ratio'])}; median of unprofiled runs)"]
     lines += [f"note: {n}" for n in cmp.notes]
     return "\n".join(lines)
 

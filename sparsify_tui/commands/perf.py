@@ -13,8 +13,10 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from sparsify_tui.commands.output import stderr_progress as _stderr_progress
 from sparsify_tui.commands import looks_like_model, profile_group
+from sparsify_tui.commands.output import stderr_progress as _stderr_progress
+from sparsify_tui.text import cli_lines
+from sparsify_tui.text.perf import summary_facts
 
 
 def register(sub) -> None:
@@ -81,25 +83,8 @@ def cmd_profile_perf(args) -> int:
 
 def format_profile(prof, top: int = 15) -> str:
     """Human-readable summary: model latency, INT8, estimates, and the ``top`` slowest nodes."""
-    lat = prof.latency_ms
-    lines = [
-        f"perf profile {prof.name!r}: batch {prof.batch_size}, {prof.core_count} cores, onnxruntime {prof.ort_version}",
-        f"  instruction sets: {', '.join(prof.instruction_sets) or 'unknown'}",
-        f"  latency ms/batch: median {lat.median:.3f}  p90 {lat.p90:.3f}  mean {lat.mean:.3f}  "
-        f"min {lat.min:.3f}   items/s {prof.items_per_second:.1f}",
-    ]
-    i8 = prof.int8
-    if i8.error:
-        lines.append(f"  INT8 (measured): failed: {i8.error}")
-    elif i8.enabled:
-        lines.append(f"  INT8 (measured): median {i8.median:.3f} ms/batch, "
-                     f"{i8.items_per_second:.1f} items/s, speedup {i8.speedup:.2f}x")
-    pe = prof.pruned_estimate
-    est = "  ".join(f"{k}: {v.speedup:.2f}x" for k, v in pe.levels.items() if v.speedup)
-    lines.append(f"  est. pruned speedup ({pe.runtime}): {est}")
-    lines.append(f"  note: {pe.note}")
-    lines.append(f"  {overhead_line(prof)}")
-    lines.append("")
+    facts = summary_facts(prof)
+    lines = cli_lines(facts[:1]) + cli_lines(facts[1:], "  ") + [""]
     rows = [("node id", "op", "ms", "raw ms", "share", "GFLOP/s", "est. 0.9 ms", "INT8 ms")]
     for n in sorted(prof.nodes, key=lambda n: -n.time_ms)[:top]:
         int8 = prof.node_ms(n, "int8")
@@ -110,12 +95,3 @@ def format_profile(prof, top: int = 15) -> str:
     for r in rows:
         lines.append("  " + "  ".join(c.ljust(w) if i < 2 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths))))
     return "\n".join(lines)
-
-
-def overhead_line(prof) -> str:
-    """What the per-node ms are: profiled times scaled to the unprofiled median, and the profiler's overhead."""
-    ratio = prof.overhead_ratio
-    if ratio is None:
-        return "per-node ms: as profiled (no unprofiled median to scale to)"
-    return (f"per-node ms: profiled times scaled to the unprofiled median (×{prof.scale:.3g}); the profiled "
-            f"kernels took {ratio:.1f}× the median (profiler overhead; raw figures in 'raw ms' and --json time_ms)")

@@ -30,7 +30,8 @@ from textual.containers import Vertical
 from textual.screen import ModalScreen
 from textual.widgets import Static, TabPane
 
-from sparsify_tui.formatting import plural
+from sparsify_tui.text import markup_lines
+from sparsify_tui.text.comparison import comparison_facts
 from sparsify_tui.tui import messages
 from sparsify_tui.tui.perf.messages import PerfComparisonLoaded
 from sparsify_tui.tui.widgets import keys
@@ -63,20 +64,6 @@ def comparison_rows(cmp) -> list[dict]:
     return [{"_key": i, "index": i, "id": r.id, "op_type": r.op_type, "a_ms": r.a_ms, "b_ms": r.b_ms,
              "ratio": r.ratio, "a_share": r.a_share, "b_share": r.b_share,
              "status": "" if r.matched else r.status} for i, r in enumerate(cmp.rows)]
-
-
-def side_text(tag: str, side) -> str:
-    lat = side.latency_ms or {}
-    t = side.target or {}
-    host = f"{t['hostname']} · " if t.get("hostname") else ""
-    return (f"[b]{tag}[/b] {side.label} · batch {side.batch_size} · {plural(side.core_count, 'core')} · {host}"
-            f"{t.get('cpu_model') or 'CPU ?'} · {_ms(lat.get('median'))} ms (p90 {_ms(lat.get('p90'))})")
-
-
-def totals_text(cmp) -> str:
-    t, u = cmp.totals, cmp.unmatched
-    return (f"Σ rows A {_ms(t['a_ms'])} · B {_ms(t['b_ms'])} ms ({_x(t['ratio'])}) · latency {_x(t['latency_ratio'])}"
-            f" · {u['rows']} unmatched")
 
 
 class PerfCompareScreen(ModalScreen[None]):
@@ -173,8 +160,9 @@ class PerfCompareScreen(ModalScreen[None]):
     # -- rendering ------------------------------------------------------------------------------
     def show_comparison(self, cmp) -> None:
         self.comparison = cmp
-        self.query_one("#cmp-sides", Static).update(side_text("A", cmp.a) + "\n" + side_text("B", cmp.b))
-        self.query_one("#cmp-totals", Static).update(totals_text(cmp))
+        lines = markup_lines(comparison_facts(cmp))
+        self.query_one("#cmp-sides", Static).update("\n".join(lines[:2]))
+        self.query_one("#cmp-totals", Static).update(lines[2])
         self.query_one("#cmp-notes", Static).update("\n".join(f"note: {n}" for n in cmp.notes))
         groups = [g for g in cmp.groups if g.a_ms or g.b_ms]
         self.query_one("#cmp-ops", DivergingBarChart).set_data(

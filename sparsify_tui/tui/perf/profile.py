@@ -31,14 +31,21 @@ from textual.binding import Binding
 from textual.containers import Vertical, VerticalScroll
 from textual.widgets import Static, TabPane
 
-from sparsify_tui.formatting import plural
+from sparsify_tui.formatting import format_ms
+from sparsify_tui.text import markup_lines
+from sparsify_tui.text.perf import summary_facts
 from sparsify_tui.tui import messages
 from sparsify_tui.tui.perf.messages import PerfProfileLoaded
 from sparsify_tui.tui.widgets import keys
 from sparsify_tui.tui.widgets.charts import BarChart
 from sparsify_tui.tui.widgets.dialogs import RecordDialog, analysis_fields
 from sparsify_tui.tui.widgets.records import RecordView
-from sparsify_tui.tui.widgets.tables import Column, FilterableTable, format_count, format_percent
+from sparsify_tui.tui.widgets.tables import (
+    Column,
+    FilterableTable,
+    format_count,
+    format_percent,
+)
 from sparsify_tui.tui.widgets.tabs import ViewTabs
 from sparsify_tui.tui.workers import app_work, post_result
 
@@ -57,10 +64,6 @@ def summary_types(has_int8: bool) -> list[tuple[str, str]]:
     if has_int8:
         out.append(("int8", "INT8 ms (measured)"))
     return out
-
-
-def _ms(v: Optional[float]) -> str:
-    return "-" if v is None else f"{v:.4g}" if abs(v) < 0.001 and v else f"{v:.3f}"
 
 
 def op_label(op: str) -> str:
@@ -83,44 +86,12 @@ def node_rows(profile, level: str) -> list[dict]:
     return rows
 
 
-def overhead_text(profile) -> str:
-    """How the per-node ms relate to the measured latency (one line, Rich markup)."""
-    ratio = profile.overhead_ratio
-    if ratio is None:
-        return "[dim]Per-node ms as profiled (no unprofiled median to scale to).[/dim]"
-    return (f"[dim]Per-node ms are scaled to this median (×{profile.scale:.3g}): the profiled pass took "
-            f"{ratio:.1f}× it (profiler overhead). Layer Results shows the raw figures too.[/dim]")
-
-
 def model_summary_text(profile, level: str) -> str:
     """The Model Summary block (Rich markup)."""
-    p = profile
-    lat = p.latency_ms
-    isets = ", ".join(p.instruction_sets) or "unknown"
-    lines = [
-        f"[b]{escape(p.name)}[/b] · batch {p.batch_size} · {plural(p.core_count, 'core')} · onnxruntime {p.ort_version or '?'}",
-        f"Instruction sets: {isets}",
-        f"[b]Measured[/b] {_ms(lat.median)} ms/batch (p90 {_ms(lat.p90)}) · "
-        f"{p.items_per_second:.1f} items/s",
-    ]
-    est_ms = p.estimated_ms(level)
-    lv = p.pruned_estimate.levels.get(level)
-    if est_ms is not None:
-        lines.append(f"[b]Est. pruned {level}[/b] {est_ms:.3f} ms/batch · {(lv.speedup if lv else None) or 1:.2f}× "
-                     f"(est., sparse-kernel runtime)")
-    i8 = p.int8
-    if i8.error:
-        lines.append(f"[b]INT8[/b] failed: {escape(str(i8.error))}")
-    elif i8.enabled:
-        lines.append(f"[b]INT8 measured[/b] {_ms(i8.median)} ms/batch · {(i8.speedup or 0):.2f}×")
-    else:
-        lines.append("[b]INT8[/b] not measured")
-    lines.append(overhead_text(p))
-    for warning in p.warnings or []:
-        lines.append(f"[b reverse] ! [/] [b]{escape(str(warning))}[/b] [dim](r: rerun)[/dim]")
-    lines.append("[dim]onnxruntime gets no speedup from unstructured sparsity (1.0×): pruned times are "
-                 "estimates for a sparse-kernel runtime, calibrated on measured DeepSparse speedups.[/dim]")
-    return "\n".join(lines)
+    lines = markup_lines(summary_facts(profile, level))
+    note = lines.pop()  # the warnings go before the closing note on sparsity and onnxruntime
+    lines += [f"[b reverse] ! [/] [b]{escape(str(w))}[/b] [dim](r: rerun)[/dim]" for w in profile.warnings or []]
+    return "\n".join(lines + [note])
 
 
 def node_record(profile, node, analysis_node: Optional[dict]) -> list:
@@ -191,11 +162,11 @@ class PerfProfileView(RecordView):
         return [
             Column("index", "#", numeric=True, pin=True),
             Column("id", "Node id", filter=True, pin=True),
-            Column("time_ms", "ms", numeric=True, fmt=_ms),
+            Column("time_ms", "ms", numeric=True, fmt=format_ms),
             Column("share", "%", numeric=True, fmt=format_percent),
-            Column("est_ms", "Est. ms", numeric=True, fmt=_ms),
-            Column("int8_ms", "INT8 ms", numeric=True, fmt=_ms),
-            Column("raw_ms", "Raw ms", numeric=True, fmt=_ms),
+            Column("est_ms", "Est. ms", numeric=True, fmt=format_ms),
+            Column("int8_ms", "INT8 ms", numeric=True, fmt=format_ms),
+            Column("raw_ms", "Raw ms", numeric=True, fmt=format_ms),
             Column("op_type", "Op type", filter=True),
             Column("weight_name", "Weight", filter=True),
             Column("flops", "FLOPs", numeric=True, fmt=format_count),
