@@ -110,7 +110,7 @@ def test_budget_card_shows_the_search_and_b_starts_one(workspace_home, demo_mode
             card = sec.query_one("#budget-card")
             summary = str(card.query_one("#bs-summary").render())
             assert "max drop 0.02" in summary and "calibration items 0-63" in summary
-            assert "held out 64-191 (128 scored)" in summary and "within budget" in summary
+            assert "held-out items 64-191 (128 scored)" in summary and "within budget" in summary
             assert "Chosen: trial 2, 1.84× target: measured 1.65× vs FP32" in summary
             rows = card.query_one("#bs-trials", FilterableTable).rows_shown()
             assert len(rows) == 5 and [r["note"].startswith("▶") for r in rows] == [False, False, True, False, False]

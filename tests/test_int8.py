@@ -293,7 +293,7 @@ def test_cli_search_stores_the_trials_and_the_exclusions(workspace_home, tmp_pat
     assert main(["optimize", "mlp", "--name", "q", "--quantize", "--max-drop", "0.05", "--metric", "nmse",
                  "--data", str(data), "--calibration", "entropy"]) == 0
     out = capsys.readouterr()
-    assert "metric: nmse (--metric nmse" in out.out and "budget: --max-drop 0.05" in out.out
+    assert "metric: nmse (--metric nmse" in out.out and "budget: max drop 0.05" in out.out
     assert "calibration entropy on 8 batches" in out.out and "chosen" in out.out
     rec = next(r for r in ws.list_records(project["id"], "optimizations") if r["name"] == "q")
     q = rec["quantization"]

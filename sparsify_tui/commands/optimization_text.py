@@ -6,6 +6,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from sparsify_tui.formatting import plural
+from sparsify_tui.text import cli_lines
+from sparsify_tui.text.searches import budget_search_facts, int8_search_facts
 
 if TYPE_CHECKING:
     from sparsify_tui.optimization.record import Optimization
@@ -41,15 +43,7 @@ def render_int8_text(opt: "Optimization") -> str:
     s = opt.quantization.search
     if s is None:
         return ""
-    lines = [
-        f"metric: {s.metric} ({s.metric_reason})",
-        f"budget: --max-drop {s.max_drop:g} = {s.budget_units}",
-        f"data: {s.data or 'synthetic'}, {s.eval_items} items evaluated, calibration {s.calibration_method} on "
-        f"{s.calibration_size} batches" + (f", FP32 accuracy {s.accuracy_fp32:.4f}" if s.accuracy_fp32 is not None
-                                             else ""),
-        f"ranking: {s.ranking_source or 'not needed (full INT8 fits)'}",
-        f"result: {s.status}; {plural(len(s.trials), 'trial')} in {s.seconds:.1f} s; "
-        f"FP32 {_fmt(s.fp32_ms, '.3f')} ms/batch (short interleaved timing, {s.timing.get('rounds')} rounds)",
+    lines = cli_lines(int8_search_facts(s)) + [
         "  trial  FP32 groups  FP32 nodes  metric      within  median ms  speedup  note",
     ]
     for t in s.trials:
@@ -76,15 +70,7 @@ def render_budget_text(opt: "Optimization") -> str:
     s = opt.search
     if s is None:
         return ""
-    chosen = s.chosen_trial
-    lines = [
-        f"metric: {s.metric} ({s.metric_reason})",
-        f"budget: --max-drop {s.max_drop:g} = {s.budget_units}",
-        f"data: {s.data} (sha256 {str(s.data_sha256 or '')[:12]}): calibration items {s.items}, held-out items "
-        f"{s.held_out} ({s.held_out_items} scored)"
-        + (f", FP32 accuracy {s.accuracy_fp32:.4f} on them" if s.accuracy_fp32 is not None else ""),
-        f"result: {s.status}; {plural(len(s.trials), 'trial')} in {s.seconds:.1f} s; "
-        f"FP32 {_fmt(s.fp32_ms, '.3f')} ms/batch (interleaved timing, {s.timing.get('rounds')} rounds); reachable est. {_fmt(s.reachable_speedup)}x",
+    lines = cli_lines(budget_search_facts(s)) + [
         "  trial  target  INT8 (FP32 grp)  kept ch     metric      within  median ms  speedup  note",
     ]
     for t in s.trials:
@@ -93,11 +79,7 @@ def render_budget_text(opt: "Optimization") -> str:
         lines.append(f"{mark} {t.index:>4}  {t.target:>5.2f}x  {q:<15}  {t.kept_channels:>5}/{t.channels:<5}  "
                      f"{t.metric_value:<10.4g}  {'yes' if t.within_budget else 'no ':<6}  "
                      f"{_fmt(t.median_ms, '.3f'):>9}  {_fmt(t.speedup):>6}x  {t.note}")
-    if chosen is not None:
-        lines.append(f"  (* = chosen: {chosen.label}, measured {_fmt(chosen.speedup)}x vs FP32, {s.metric} "
-                     f"{chosen.metric_value:.4g} on the held-out items)")
-    else:
-        lines.append("  no trial is chosen: FP32 is kept (nothing thinned, INT8 off)")
+    lines.append("  (* = chosen: the fastest trial within budget)")
     return "\n".join(lines)
 
 

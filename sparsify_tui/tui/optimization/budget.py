@@ -16,13 +16,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Optional
 
-from rich.markup import escape
 from textual.app import ComposeResult
 from textual.containers import Vertical, VerticalScroll
 from textual.widgets import Input, Static
 
-from sparsify_tui.formatting import format_fixed, plural
-from sparsify_tui.optimization.budget_search import FP32_FASTEST
+from sparsify_tui.formatting import format_fixed
+from sparsify_tui.text import markup_lines
+from sparsify_tui.text.searches import budget_search_facts
 from sparsify_tui.tui.optimization.pane import PaneContext, RecordPane, plot_search
 from sparsify_tui.tui.widgets.charts import Plot
 from sparsify_tui.tui.optimization.dialogs import SEARCH_DIALOG_CSS, SearchDialog, search_keys
@@ -30,10 +30,6 @@ from sparsify_tui.tui.widgets.tables import Column, FilterableTable
 
 if TYPE_CHECKING:
     from sparsify_tui.optimization.record import Optimization
-
-
-def _pct(v) -> str:
-    return "" if v is None else f"{float(v):.1%}"
 
 
 TRIAL_COLUMNS = [
@@ -55,28 +51,7 @@ def summary_text(rec: "Optimization") -> str:
     if s is None:
         return ("No budget search made this optimization: its channel target is the one you set.\nPress [b]B[/b] to "
                 "search the fastest model within an accuracy budget (channels, reconstruction, INT8), measured.")
-    chosen = s.chosen_trial
-    lines = [
-        f"[b]Budget[/b] max drop {s.max_drop:g} · {escape(s.budget_units or '')}",
-        f"[b]Metric[/b] {escape(s.metric)}: {escape(s.metric_reason or '')}",
-        f"Data {escape(str(s.data))} · calibration items {escape(s.items)} · held out {escape(s.held_out)} "
-        f"({s.held_out_items} scored)" + (f" · FP32 accuracy {_pct(s.accuracy_fp32)}" if s.accuracy_fp32 is not None
-                                          else ""),
-        f"[b]{escape(s.status or '')}[/b] · {plural(len(s.trials), 'trial')} in "
-        f"{format_fixed(s.seconds, '.1f')} s · FP32 "
-        f"{format_fixed(s.fp32_ms, '.3f')} ms · INT8 {'tried' if s.quantize else 'not tried'}",
-    ]
-    if chosen is not None:
-        acc = f", accuracy {_pct(chosen.accuracy)}" if chosen.accuracy is not None else ""
-        lines.append(f"Chosen: trial {chosen.index}, {escape(chosen.label)}: measured "
-                     f"{format_fixed(chosen.speedup)}× vs FP32, {escape(s.metric)} "
-                     f"{format_fixed(chosen.metric_value, '.4g')}{acc} (held out)")
-    elif s.status == FP32_FASTEST:
-        lines.append("Chosen: FP32: no trial within budget beat it in every timing round (a busy machine makes "
-                     "the rounds disagree: search again when it is quiet); nothing thinned, INT8 off")
-    else:
-        lines.append("Chosen: FP32 (no trial within budget): nothing thinned, INT8 off")
-    return "\n".join(lines)
+    return "\n".join(markup_lines(budget_search_facts(s)))
 
 
 def trial_rows(rec: "Optimization") -> list[dict]:

@@ -23,7 +23,9 @@ from textual.containers import Vertical, VerticalScroll
 from textual.widget import Widget
 from textual.widgets import SelectionList, Static
 
-from sparsify_tui.formatting import format_fixed, plural
+from sparsify_tui.formatting import format_fixed
+from sparsify_tui.text import markup_lines
+from sparsify_tui.text.searches import int8_search_facts
 from sparsify_tui.tui.optimization.pane import PaneContext, RecordPane, ScheduleEdited, plot_search
 from sparsify_tui.tui.widgets.charts import Plot
 from sparsify_tui.tui.optimization.dialogs import SEARCH_DIALOG_CSS, SearchDialog, search_keys
@@ -64,21 +66,7 @@ def summary_text(rec: Optimization) -> str:
         return ("No INT8 search for this optimization: its FP32 layers come from the loss profile's "
                 "INT8-sensitivity outliers (Quant tab).\nPress [b]I[/b] to search the fastest INT8 config "
                 "within an accuracy budget.")
-    chosen = s.chosen_trial
-    lines = [
-        f"[b]Budget[/b] max drop {s.max_drop:g} · {escape(s.budget_units or '')}",
-        f"[b]Metric[/b] {escape(s.metric)}: {escape(s.metric_reason or '')}",
-        f"Data {escape(str(s.data or 'synthetic'))} · {s.eval_items} items · calibration "
-        f"{escape(s.calibration_method or 'minmax')} on {s.calibration_size} batches"
-        + (f" · FP32 accuracy {_pct(s.accuracy_fp32)}" if s.accuracy_fp32 is not None else ""),
-        f"[b]{escape(s.status or '')}[/b] · {plural(len(s.trials), 'trial')} in "
-        f"{format_fixed(s.seconds, '.1f')} s · FP32 {format_fixed(s.fp32_ms, '.3f')} ms",
-    ]
-    if chosen:
-        lines.append(f"Chosen: trial {chosen.index}, {plural(chosen.groups, 'group')} FP32 "
-                     f"({chosen.excluded_count} nodes), metric {format_fixed(chosen.metric_value, '.4g')}, "
-                     f"measured {format_fixed(chosen.speedup)}× vs FP32")
-    return "\n".join(lines)
+    return "\n".join(markup_lines(int8_search_facts(s)))
 
 
 def trial_rows(rec: Optimization) -> list[dict]:

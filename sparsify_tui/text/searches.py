@@ -1,0 +1,76 @@
+"""The head of an INT8 search (:class:`~sparsify_tui.optimization.record.Int8Search`) and of a budget search
+(:class:`~sparsify_tui.optimization.record.BudgetSearch`): the metric and why, the budget, the data, the result and
+the chosen trial. ``sparsify-tui optimize --int8-search`` / ``--max-drop`` and ``optimization show`` print it above
+the trials table; the Quant and Budget tabs of the Optimization section show it on their cards."""
+
+from __future__ import annotations
+
+from typing import Optional
+
+from sparsify_tui.formatting import format_fixed, plural
+from sparsify_tui.optimization.budget_search import FP32_FASTEST
+from sparsify_tui.text import Fact
+
+
+def _pct(v: Optional[float]) -> str:
+    return "" if v is None else f"{float(v):.1%}"
+
+
+def _fp32_accuracy(s) -> str:
+    return f", FP32 accuracy {_pct(s.accuracy_fp32)}" if s.accuracy_fp32 is not None else ""
+
+
+def _result(s, timing: str) -> Fact:
+    """The status, trial count and search time, and FP32's ms per batch from the search's interleaved timing."""
+    return Fact("result", f"{s.status}; {plural(len(s.trials), 'trial')} in {s.seconds:.1f} s; FP32 "
+                          f"{format_fixed(s.fp32_ms, '.3f')} ms/batch ({timing}, {s.timing.get('rounds')} rounds)")
+
+
+def int8_search_facts(s) -> list:
+    """Metric, budget, data (items evaluated, calibration method and batches, FP32 accuracy), how the groups were
+    ranked, the result, and the chosen trial (groups and nodes kept FP32, metric, measured speedup over FP32)."""
+    chosen = s.chosen_trial
+    if chosen is not None:
+        choice = (f"trial {chosen.index}, {plural(chosen.groups, 'group')} FP32 ({chosen.excluded_count} nodes), "
+                  f"metric {format_fixed(chosen.metric_value, '.4g')}, measured {format_fixed(chosen.speedup)}× vs "
+                  "FP32")
+    else:
+        choice = "none: every layer stays FP32"
+    return [
+        Fact("metric", f"{s.metric} ({s.metric_reason or ''})"),
+        Fact("budget", f"max drop {s.max_drop:g} = {s.budget_units or ''}"),
+        Fact("data", f"{s.data or 'synthetic'}, {s.eval_items} items evaluated, calibration "
+                     f"{s.calibration_method or 'minmax'} on {s.calibration_size} batches{_fp32_accuracy(s)}"),
+        Fact("ranking", s.ranking_source or "not needed (full INT8 fits)"),
+        _result(s, "short interleaved timing"),
+        Fact("chosen", choice),
+    ]
+
+
+def budget_search_facts(s) -> list:
+    """Metric, budget, data (file and sha256, the calibration and held-out items by name, FP32 accuracy on the
+    held-out items), the result (and whether INT8 was tried, the reachable estimate), and the chosen trial
+    (measured speedup over FP32, held-out metric and accuracy) or why FP32 is kept."""
+    chosen = s.chosen_trial
+    if chosen is not None:
+        acc = f", accuracy {_pct(chosen.accuracy)}" if chosen.accuracy is not None else ""
+        choice = (f"trial {chosen.index}, {chosen.label}: measured {format_fixed(chosen.speedup)}× vs FP32, "
+                  f"{s.metric} {format_fixed(chosen.metric_value, '.4g')}{acc} (held out)")
+    elif s.status == FP32_FASTEST:
+        choice = ("FP32: no trial within budget beat it in every timing round (a busy machine makes the rounds "
+                  "disagree: search again when it is quiet); nothing thinned, INT8 off")
+    else:
+        choice = "FP32 (no trial within budget): nothing thinned, INT8 off"
+    result = _result(s, "interleaved timing")
+    return [
+        Fact("metric", f"{s.metric} ({s.metric_reason or ''})"),
+        Fact("budget", f"max drop {s.max_drop:g} = {s.budget_units or ''}"),
+        Fact("data", f"{s.data} (sha256 {str(s.data_sha256 or '')[:12]}): calibration items {s.items}, held-out "
+                     f"items {s.held_out} ({s.held_out_items} scored){_fp32_accuracy(s)}"),
+        Fact("result", f"{result.value}; INT8 {'tried' if s.quantize else 'not tried'}; reachable est. "
+                       f"{format_fixed(s.reachable_speedup)}×"),
+        Fact("chosen", choice),
+    ]
+
+
+__all__ = ["budget_search_facts", "int8_search_facts"]
