@@ -43,15 +43,8 @@ def render_int8_text(opt: "Optimization") -> str:
     s = opt.quantization.search
     if s is None:
         return ""
-    lines = cli_lines(int8_search_facts(s)) + [
-        "  trial  FP32 groups  FP32 nodes  metric      within  median ms  speedup  note",
-    ]
-    for t in s.trials:
-        mark = "*" if t.index == s.chosen else " "
-        lines.append(f"{mark} {t.index:>4}  {t.groups:>11}  {t.excluded_count:>10}  {t.metric_value:<10.4g}  "
-                     f"{'yes' if t.within_budget else 'no ':<6}  {_fmt(t.median_ms, '.3f'):>9}  "
-                     f"{_fmt(t.speedup):>6}x  {t.note}")
-    lines.append("  (* = chosen: the fastest trial within budget)")
+    lines = _search_lines(int8_search_facts(s), s, "trial  FP32 groups  FP32 nodes  metric      within  median ms  "
+                          "speedup  note", lambda t: f"{t.groups:>11}  {t.excluded_count:>10}  ")
     rows = [r for r in layer_states(opt.quantization, opt.layers) if r["state"] == "FP32"]
     if rows and opt.quantization.enabled:
         lines.append(f"  layers kept FP32 ({len(rows)}):")
@@ -65,22 +58,32 @@ def render_int8_text(opt: "Optimization") -> str:
 def render_budget_text(opt: "Optimization") -> str:
     """The budget search of an optimization for the CLI: metric and why, budget, the split, every trial, the
     choice."""
-    from sparsify_tui.formatting import format_fixed as _fmt
-
     s = opt.search
     if s is None:
         return ""
-    lines = cli_lines(budget_search_facts(s)) + [
-        "  trial  target  INT8 (FP32 grp)  kept ch     metric      within  median ms  speedup  note",
-    ]
+
+    def columns(t) -> str:
+        q = f"yes ({t.fp32_groups})" if t.quantized else "no"
+        return f"{t.target:>5.2f}x  {q:<15}  {t.kept_channels:>5}/{t.channels:<5}  "
+
+    return "\n".join(_search_lines(budget_search_facts(s), s, "trial  target  INT8 (FP32 grp)  kept ch     metric      "
+                                   "within  median ms  speedup  note", columns))
+
+
+def _search_lines(facts: list, s, head: str, columns) -> list:
+    """A search's text for the CLI: its head (:mod:`sparsify_tui.text.searches`), then a row a trial (``*`` marks
+    the chosen one): index, ``columns(trial)`` (the search's own columns), metric, within budget, median ms,
+    speedup vs FP32, note."""
+    from sparsify_tui.formatting import format_fixed as _fmt
+
+    lines = cli_lines(facts) + ["  " + head]
     for t in s.trials:
         mark = "*" if t.index == s.chosen else " "
-        q = f"yes ({t.fp32_groups})" if t.quantized else "no"
-        lines.append(f"{mark} {t.index:>4}  {t.target:>5.2f}x  {q:<15}  {t.kept_channels:>5}/{t.channels:<5}  "
-                     f"{t.metric_value:<10.4g}  {'yes' if t.within_budget else 'no ':<6}  "
-                     f"{_fmt(t.median_ms, '.3f'):>9}  {_fmt(t.speedup):>6}x  {t.note}")
+        lines.append(f"{mark} {t.index:>4}  {columns(t)}{t.metric_value:<10.4g}  "
+                     f"{'yes' if t.within_budget else 'no ':<6}  {_fmt(t.median_ms, '.3f'):>9}  "
+                     f"{_fmt(t.speedup):>6}x  {t.note}")
     lines.append("  (* = chosen: the fastest trial within budget)")
-    return "\n".join(lines)
+    return lines
 
 
 def render_text(opt: "Optimization", project_name: str) -> str:
