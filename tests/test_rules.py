@@ -1,8 +1,8 @@
 """Each rule of DESIGN.md is written once; these tests pin the rule and check its users agree.
 
 p90, the timing loop, the interleaved timing rounds, system info, available cores, the IR version, the node id
-and its ``#k`` suffix, the subgraph walk, the prunable layer, the pid-alive check, the protobuf varint reader, and
-no import cycle inside any package.
+and its ``#k`` suffix, the subgraph walk, the prunable layer, the pid-alive check, the protobuf varint reader, one
+wording of each result for the CLI and the TUI, and no import cycle inside any package.
 """
 
 from __future__ import annotations
@@ -541,3 +541,62 @@ def import_cycles() -> list:
 
 def test_no_import_cycle_inside_any_package():
     assert import_cycles() == []
+
+
+# ------------------------------------------------------------------- one wording for the CLI and the TUI
+
+
+def _tui_plain(markup: str) -> list:
+    """What the TUI shows of a markup block, as plain lines with the label lower-cased as the CLI prints it."""
+    from rich.text import Text
+
+    lines = Text.from_markup(markup).plain.splitlines()
+    return [line[:1].lower() + line[1:] if not line.startswith("INT8") else line for line in lines]
+
+
+def test_perf_profile_summary_is_one_wording_in_the_cli_and_the_tui():
+    """``sparsify-tui perf`` and the Model Summary print the same facts (sparsify_tui.text.perf), word for word;
+    only the pruned-estimate line differs on purpose (the CLI lists every level, the screen the chosen one), and
+    the screen adds the profile's warnings."""
+    import json
+    from pathlib import Path
+
+    from sparsify_tui.commands.perf import format_profile
+    from sparsify_tui.profiling.perf import PerfProfile
+    from sparsify_tui.tui.perf.profile import model_summary_text
+
+    docs = json.loads((Path(__file__).parent / "data" / "perf_profile_main.json").read_text(encoding="utf-8"))
+    for doc in docs["stored"]:
+        prof = PerfProfile.from_dict(doc)
+        cli = [line.strip() for line in format_profile(prof).split("\n\n")[0].splitlines()]
+        tui = _tui_plain(model_summary_text(prof, "0.9"))
+        assert len(cli) == 7 and cli[4].startswith("est. pruned speedup: ") and tui[4].startswith("est. pruned 0.9: ")
+        warnings = len(prof.warnings or [])
+        assert cli[:4] + cli[5:] == tui[:4] + tui[5:len(tui) - 1 - warnings] + tui[-1:], doc["profile"]["name"]
+
+
+def test_search_heads_are_one_wording_in_the_cli_and_the_tui(tmp_path):
+    """The INT8 search's head in ``optimize --int8-search`` / ``optimization show`` and on the Quant card are the
+    same lines (sparsify_tui.text.searches); the budget search's likewise on the Budget card."""
+    import json
+    from pathlib import Path
+
+    from sparsify_tui.commands.optimization_text import render_budget_text, render_int8_text
+    from sparsify_tui.optimization.record import BudgetSearch, BudgetTrial, Int8Search, Optimization
+    from sparsify_tui.tui.optimization import budget, int8
+
+    stored = json.loads((Path(__file__).parent / "data" / "int8_search_demo.json").read_text())
+    opt = Optimization.from_dict({"id": "o", "name": "o"})
+    opt.quantization.search = Int8Search.from_dict(stored)
+    tui = _tui_plain(int8.summary_text(opt))
+    assert render_int8_text(opt).splitlines()[:len(tui)] == tui and len(tui) == 6
+
+    opt.search = BudgetSearch(max_drop=0.02, metric="top1", metric_reason="labels given", budget_units="points",
+                              data=str(tmp_path / "d.npz"), data_sha256="0" * 64, items="0-63", held_out="64-191",
+                              held_out_items=128, trials=[BudgetTrial(index=0, target=1.5, kept_channels=10,
+                                                                      channels=20, metric_value=0.01,
+                                                                      within_budget=True, speedup=1.4)],
+                              chosen=0, status="within budget", fp32_ms=1.6, timing={"rounds": 3}, seconds=4.0)
+    tui = _tui_plain(budget.summary_text(opt))
+    assert render_budget_text(opt).splitlines()[:len(tui)] == tui and len(tui) == 5
+    assert tui[-1].startswith("chosen: trial 0, ") and "measured 1.40× vs FP32" in tui[-1]
