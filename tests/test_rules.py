@@ -600,3 +600,26 @@ def test_search_heads_are_one_wording_in_the_cli_and_the_tui(tmp_path):
     tui = _tui_plain(budget.summary_text(opt))
     assert render_budget_text(opt).splitlines()[:len(tui)] == tui and len(tui) == 5
     assert tui[-1].startswith("chosen: trial 0, ") and "measured 1.40× vs FP32" in tui[-1]
+
+
+@pytest.mark.parametrize("structure", ["unstructured", "channel"])
+def test_loss_profile_summary_is_one_wording_in_the_cli_and_the_tui(structure):
+    """``sparsify-tui profile loss`` and the Loss Profiles Model Summary print the same facts
+    (sparsify_tui.text.loss), warnings included, for a pruning and a channel profile."""
+    from sparsify_tui.commands.loss import _summary_text
+    from sparsify_tui.profiling.loss import LossLayer, LossProfile, level_key
+    from sparsify_tui.tui.loss.section import summary_text
+
+    levels = [0.0, 0.3, 0.5, 0.7, 0.9, 0.95]
+    layers = [LossLayer(id=f"conv_{i}", weight_name=f"w{i}", op_type="Conv", params=100 * (i + 1) + 4,
+                        prunable_params=100 * (i + 1), sparsity=0.0,
+                        sensitivity={level_key(s): (i + 1) * s * s / 10 for s in levels}) for i in range(3)]
+    prof = LossProfile(name="p", method="one-shot", settings={"levels": levels, "batches": 2, "structure": structure,
+                                                              "round_to": 8},
+                       metric="nmse", levels=levels, total_params=900, prunable_params=600, layers=layers,
+                       seconds=2.0, warnings=["outputs nearly constant"])
+    cli = [line.strip() for line in _summary_text(prof).split("\n\n")[0].splitlines()]
+    tui = _tui_plain(summary_text(prof))
+    assert cli[:-1] == tui[:-1] and cli[-1] == "warning: outputs nearly constant"
+    assert tui[-1].split() == ["!", "outputs", "nearly", "constant", "(n:", "a", "new", "profile,", "metric", "nmse)"]
+    assert ("channel groups: 3, 600 channels" in cli[2]) == (structure == "channel")

@@ -9,40 +9,24 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from sparsify_tui.text import cli_lines
+from sparsify_tui.text.loss import summary_facts
 from sparsify_tui.commands.output import stderr_progress as _stderr_progress
 from sparsify_tui.commands import looks_like_model, profile_group
 
 
-def _channel_text(prof) -> str:
-    p = prof.to_dict()["profile"]
-    lines = [
-        f"channel loss profile {p['name']!r}: method {p['method']}, metric: {p['metric_description']}",
-        f"  prunable channel groups {p['layer_count']}, channels {p['prunable_params']:,}; levels = fraction of a "
-        f"group's channels removed (rounded to {prof.settings.get('round_to')}), {p['seconds']:.1f} s",
-        "",
-        f"  {'group':40s} {'channels':>8s} {'@0.3':>10s} {'@0.5':>10s} {'@0.7':>10s}",
-    ]
-    for layer in prof.layers:
-        lines.append(f"  {layer.id[-40:]:40s} {layer.prunable_params:>8,d} {layer.value_at(0.3):>10.3g} "
-                     f"{layer.value_at(0.5):>10.3g} {layer.value_at(0.7):>10.3g}")
-    return "\n".join(lines)
-
-
 def _summary_text(prof) -> str:
+    """The summary (:mod:`sparsify_tui.text.loss`), the warnings, and a row per layer: sensitivity at 0.5, 0.9,
+    0.95 and INT8 (channel groups: 0.3, 0.5, 0.7)."""
+    facts = summary_facts(prof)
+    lines = cli_lines(facts[:1]) + cli_lines(facts[1:], "  ") + [f"  warning: {w}" for w in prof.warnings] + [""]
     if (prof.settings or {}).get("structure") == "channel":
-        return _channel_text(prof)
-    d = prof.to_dict()
-    p = d["profile"]
-    lines = [
-        f"loss profile {p['name']!r}: method {p['method']}, metric: {p['metric_description']}",
-        f"  layers {p['layer_count']}, total params {p['total_params']:,}, prunable {p['prunable_params']:,}",
-        f"  est. params reduction at the default optimization: {p['est_params_reduction'] * 100:.1f}%",
-        f"  average sensitivity (0.95 - baseline): {p['average_sensitivity']}",
-        f"  est. recovery: {prof.recovery_text()}",
-        *(f"  warning: {w}" for w in prof.warnings),
-        "",
-        f"  {'layer':40s} {'params':>10s} {'@0.5':>10s} {'@0.9':>10s} {'@0.95':>10s} {'int8':>10s}",
-    ]
+        lines.append(f"  {'group':40s} {'channels':>8s} {'@0.3':>10s} {'@0.5':>10s} {'@0.7':>10s}")
+        for layer in prof.layers:
+            lines.append(f"  {layer.id[-40:]:40s} {layer.prunable_params:>8,d} {layer.value_at(0.3):>10.3g} "
+                         f"{layer.value_at(0.5):>10.3g} {layer.value_at(0.7):>10.3g}")
+        return "\n".join(lines)
+    lines.append(f"  {'layer':40s} {'params':>10s} {'@0.5':>10s} {'@0.9':>10s} {'@0.95':>10s} {'int8':>10s}")
     for layer in prof.layers:
         i8 = "" if layer.int8_sensitivity is None else f"{layer.int8_sensitivity:.3g}"
         lines.append(

@@ -22,6 +22,8 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.widgets import Static, TabPane
 from textual.widgets.option_list import Option
 
+from sparsify_tui.text import markup_lines
+from sparsify_tui.text.loss import summary_facts
 from sparsify_tui.tui import messages
 from sparsify_tui.tui.loss.dialogs import LossProfileDialog
 from sparsify_tui.tui.loss.messages import LossProfileLoaded
@@ -50,29 +52,8 @@ def fmt_num(v: Any) -> str:
 
 
 def summary_text(prof) -> str:
-    """Model Summary (Rich markup) of a LossProfile; lines fit the ~52 columns of the page at 80x24."""
-    s, levels = prof.settings, prof.levels  # the summary's fields, without converting every layer (to_dict)
-    settings = [f"{len(levels)} levels {levels[0]:g}–{levels[-1]:g}"] if levels else []
-    if prof.method == "one-shot":
-        settings.append(f"{s.get('batches', '?')}×batch {s.get('batch_size', 1)}")
-        settings.append(str(s.get("data") or "synthetic"))
-    if s.get("int8"):
-        settings.append("INT8")
-    avg = prof.average_sensitivity()
-    lines = [
-        f"[b]Model Summary[/b] · {escape(prof.name)}",
-        f" Method     [b]{prof.method}[/b]",
-        f" Settings   {escape(' · '.join(settings))}",
-        " Metric",
-        f"   [b]{prof.metric_description}[/b]",
-        f" Params     [b]{format_count(prof.total_params)}[/b] (prunable {format_count(prof.prunable_params)}, "
-        f"{len(prof.layers)} layers)",
-        f" Est. params reduction  [b]{format_percent(prof.est_params_reduction())}[/b]",
-        f"   [dim]default: {prof.default_layer_sparsity():.2f} per layer, first/depthwise dense[/dim]",
-        f" Avg. sensitivity  [b]{fmt_num(avg)}[/b] [dim](at 0.95 − baseline)[/dim]",
-        f" Est. recovery     [b]{escape(prof.recovery_text())}[/b]",
-        *([f" [dim]Measured in {prof.seconds:.1f} s[/dim]"] if prof.seconds else []),
-    ]
+    """Model Summary (Rich markup) of a LossProfile (:mod:`sparsify_tui.text.loss`) and its warnings."""
+    lines = markup_lines(summary_facts(prof))
     for warning in prof.warnings or []:
         lines.append(f"[b reverse] ! [/] [b]{escape(str(warning))}[/b] [dim](n: a new profile, metric nmse)[/dim]")
     return "\n".join(lines)
