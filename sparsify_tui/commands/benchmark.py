@@ -4,6 +4,8 @@ measuring lock, so they queue behind other measuring jobs instead of corrupting 
 
 from __future__ import annotations
 
+from sparsify_tui.text import cli_lines
+from sparsify_tui.text.benchmark import head_facts
 from sparsify_tui.commands.output import stderr_progress as _stderr_progress
 
 
@@ -74,8 +76,7 @@ def cmd_benchmark(args) -> int:
     if args.json:
         print_json(result.to_dict())
     else:
-        print(f"benchmark {result.name!r} ({result.id}) on {project['name']}: warmup {result.warmup}, "
-              f"{result.iterations} timed runs per row; speedup = baseline median / model median")
+        print("\n".join(cli_lines(head_facts(result))))
         print(_fmt_table(result))
         if result.accuracy:
             print(_fmt_accuracy(result.accuracy))

@@ -27,6 +27,9 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.widgets import OptionList, Static, TabPane
 from textual.widgets.option_list import Option
 
+from sparsify_tui.formatting import plural
+from sparsify_tui.text import markup_lines
+from sparsify_tui.text.benchmark import head_facts
 from sparsify_tui.tui.benchmarks.dialogs import ApplyDialog, BenchmarkDialog
 from sparsify_tui.tui.fleet import FleetDialog
 from sparsify_tui.tui.benchmarks.messages import ApplyDialogReady, BenchmarkDialogReady, BenchmarkLoaded
@@ -182,10 +185,9 @@ def accuracy_renderable(accuracy: Optional[dict], width: int = 0):
 
 
 def header_text(result, combo: Optional[tuple[int, int]]) -> str:
-    models = ", ".join(m.label for m in result.models)
-    combo_text = f"charts at batch {combo[0]}, {combo[1]} core{'s' if combo[1] != 1 else ''} (b: next)" if combo else ""
-    return (f"[b]{result.name}[/b]  {result.created[:16].replace('T', ' ')} · warm-up {result.warmup}, "
-            f"{result.iterations} timed runs · {models}\n{combo_text}")
+    """The benchmark's head (:mod:`sparsify_tui.text.benchmark`) and the batch size and cores the charts show."""
+    combo_text = f"charts at batch {combo[0]}, {plural(combo[1], 'core')} (b: next)" if combo else ""
+    return "\n".join(markup_lines(head_facts(result)) + [combo_text])
 
 
 def _ms(v: Any) -> str:
