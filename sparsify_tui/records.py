@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import copy
 from dataclasses import MISSING, Field, fields
-from typing import Any, ClassVar, Dict, Optional, Type, TypeVar
+from typing import Any, ClassVar, Dict, List, Optional, Type, TypeVar
 
 T = TypeVar("T", bound="JsonRecord")
 
@@ -46,15 +46,34 @@ class JsonRecord:
     their order, whatever version wrote them (a field read as missing stays missing while it has its default; a
     field set since follows, in field order); a record built in code writes every field but the ``omit_none`` ones that
     are None, and :meth:`keep` names fields written even then.
+
+    ``_base_at`` (a class attribute): record base -> the name of one of the class's own fields; the fields the
+    class inherits from that base are written just before it, so that a run of fields two records share (one
+    base) can stand in the middle of their keys. Empty: field order (the bases' fields first).
     """
 
     _nested: ClassVar[Dict[str, Any]] = {}
     _exact: ClassVar[bool] = False
+    _base_at: ClassVar[Dict[type, str]] = {}
 
     def keep(self: T, *names: str) -> T:
         """Write the fields ``names`` even while None (a built record's ``null`` keys); returns self."""
         object.__setattr__(self, "_kept", frozenset(getattr(self, "_kept", ())) | set(names))
         return self
+
+    def _key_fields(self) -> List[Field]:
+        """The fields in the order their keys are written (see ``_base_at``)."""
+        ordered = list(fields(self))  # type: ignore[arg-type]
+        if not self._base_at:
+            return ordered
+        runs = {at: [f for f in ordered if f.name in {g.name for g in fields(base)}]
+                for base, at in self._base_at.items()}
+        inherited = {f.name for run in runs.values() for f in run}
+        out: List[Field] = []
+        for f in ordered:
+            if f.name not in inherited:
+                out += runs.get(f.name, []) + [f]
+        return out
 
     def to_dict(self) -> Dict[str, Any]:
         if self._exact:
@@ -62,7 +81,7 @@ class JsonRecord:
         out: Dict[str, Any] = {}
         tail: Dict[str, Any] = {}
         read = getattr(self, "_read_keys", ())
-        for f in fields(self):  # type: ignore[arg-type]
+        for f in self._key_fields():
             if f.name == "extra":
                 continue
             value = getattr(self, f.name)
@@ -78,7 +97,7 @@ class JsonRecord:
         read = getattr(self, "_read_keys", None)
         kept = getattr(self, "_kept", ())
         out: Dict[str, Any] = {}
-        for f in fields(self):  # type: ignore[arg-type]
+        for f in self._key_fields():
             if f.name == "extra":
                 continue
             value = getattr(self, f.name)

@@ -143,3 +143,31 @@ def test_the_same_flow_prints_and_stores_what_main_did(workspace_home, demo_mode
         assert dumps(_stable(rec)) == dumps(_stable(evaluated(STORED[name])))
     assert stored["perf v2"]["copied_from"] == stored["perf"]["id"]
     assert set(stored["flops"]["applied"]) == set(STORED["flops"]["applied"])
+
+
+def test_search_records_write_the_keys_they_share_where_they_always_stood():
+    """Int8Search / BudgetSearch and their trials share runs of fields (SearchBudget, SearchOutcome,
+    TrialMeasures: one base each) but write them in the middle of their own keys, in the order stored records
+    and ``--json`` have them; a record read back writes the same keys."""
+    from sparsify_tui.optimization.record import BudgetSearch, BudgetTrial, Int8Search, Int8Trial
+
+    measures = ["metric_value", "within_budget", "nmse", "max_abs", "kl", "top1_agreement", "accuracy", "median_ms",
+                "p90_ms", "round_ms", "speedup"]
+    budget = ["max_drop", "metric", "metric_reason", "budget_units", "labelled", "data"]
+    outcome = ["trials", "chosen", "status", "fp32_ms", "fp32_round_ms", "accuracy_fp32"]
+    assert list(Int8Trial().to_dict()) == ["index", "groups", "excluded_count", *measures, "quantize_s", "eval_s",
+                                           "note"]
+    assert list(BudgetTrial().to_dict()) == [
+        "index", "target", "quantized", "source", "fp32_groups", "excluded_count", "est_speedup", "groups_thinned",
+        "kept_channels", "channels", "macs_reduction", "importance", *measures, "reconstruction", "seconds", "note"]
+    assert list(Int8Search().to_dict()) == [
+        *budget, "labels_key", "eval_items", "calibration_method", "calibration_size", "ranking_source",
+        "ranking_metric", "groups", *outcome, "timing", "seconds", "warnings"]
+    assert list(BudgetSearch().to_dict()) == [
+        "structure", *budget, "data_sha256", "labels_key", "calibration_items", "held_out_items", "items", "held_out",
+        "quantize", *outcome, "reachable_speedup", "timing", "seconds", "warnings"]
+    search = BudgetSearch(trials=[BudgetTrial(index=0, int8_search=Int8Search(trials=[Int8Trial(index=1)], chosen=1))],
+                          chosen=0, extra={"id": "x"})
+    again = BudgetSearch.from_dict(json.loads(dumps(search.to_dict())))
+    assert again == search and dumps(again.to_dict()) == dumps(search.to_dict())
+    assert again.chosen_trial.int8_search.chosen_trial.index == 1

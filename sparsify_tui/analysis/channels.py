@@ -53,7 +53,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Optional, Sequence
+from typing import Optional, Sequence, Tuple
 
 import numpy as np
 import onnx
@@ -506,6 +506,20 @@ def _pin_unknown(w: _Walk, i: int) -> None:
     w.pin_inputs(i, f"feeds {node.op_type} '{w.ids[i]}' (not known to keep channels apart)")
 
 
+def _ranked_input(w: _Walk, i: int) -> Optional[Tuple[_Chan, int]]:
+    """The channels node ``i``'s first input carries and that input's rank; None when it carries none, or when its
+    rank is unknown (the channels are then pinned: "shape unknown at <op> '<node id>'")."""
+    node = w.nodes[i]
+    c = w.chan.get(node.input[0])
+    if c is None:
+        return None
+    r = w.rank(node.input[0])
+    if r is None:
+        w.pin(c.emap, f"shape unknown at {node.op_type} '{w.ids[i]}'")
+        return None
+    return c, r
+
+
 def _set_out(w: _Walk, i: int, axis: int, emap: np.ndarray, k: int = 0) -> None:
     outs = w.nodes[i].output
     if k < len(outs) and outs[k]:
@@ -797,15 +811,11 @@ def _batchnorm(w: _Walk, i: int) -> None:
 def _layernorm(w: _Walk, i: int) -> None:
     """LayerNormalization normalizes the axes from ``axis`` on: channels there are mixed (pinned); channels on
     an earlier axis pass through."""
-    node = w.nodes[i]
-    c = w.chan.get(node.input[0])
-    if c is None:
+    got = _ranked_input(w, i)
+    if got is None:
         return
-    r = w.rank(node.input[0])
+    c, r = got
     axis = int(w.attr(i, "axis", -1))
-    if r is None:
-        w.pin(c.emap, f"shape unknown at LayerNormalization '{w.ids[i]}'")
-        return
     axis = axis + r if axis < 0 else axis
     if c.axis >= axis:
         w.pin(c.emap, f"LayerNormalization '{w.ids[i]}' normalizes over the channel axis")
@@ -1079,13 +1089,10 @@ def _split(w: _Walk, i: int) -> None:
     """Split along the channel axis hands each output its range of the map (``split`` edit: the sizes become
     the kept counts); along another axis every output keeps the map."""
     node = w.nodes[i]
-    c = w.chan.get(node.input[0])
-    if c is None:
+    got = _ranked_input(w, i)
+    if got is None:
         return
-    r = w.rank(node.input[0])
-    if r is None:
-        w.pin(c.emap, f"shape unknown at Split '{w.ids[i]}'")
-        return
+    c, r = got
     axis = int(w.attr(i, "axis", 0)) % r
     if axis != c.axis:
         for k in range(len(node.output)):
@@ -1178,13 +1185,10 @@ def _reduce(w: _Walk, i: int) -> None:
     """Reductions over axes other than the channel axis keep the channels (moved when ``keepdims=0``);
     over the channel axis they mix them (pinned)."""
     node = w.nodes[i]
-    c = w.chan.get(node.input[0])
-    if c is None:
+    got = _ranked_input(w, i)
+    if got is None:
         return
-    r = w.rank(node.input[0])
-    if r is None:
-        w.pin(c.emap, f"shape unknown at {node.op_type} '{w.ids[i]}'")
-        return
+    c, r = got
     if node.op_type in ("ArgMax", "ArgMin"):
         axes = [int(w.attr(i, "axis", 0))]
     else:
@@ -1212,13 +1216,10 @@ def _softmax(w: _Walk, i: int) -> None:
     """Softmax/LogSoftmax/Hardmax over the channel axis mixes channels (pinned); over another axis the
     channels pass through (before opset 13 the op flattens every axis from ``axis`` on)."""
     node = w.nodes[i]
-    c = w.chan.get(node.input[0])
-    if c is None:
+    got = _ranked_input(w, i)
+    if got is None:
         return
-    r = w.rank(node.input[0])
-    if r is None:
-        w.pin(c.emap, f"shape unknown at {node.op_type} '{w.ids[i]}'")
-        return
+    c, r = got
     old = w.opset() < 13
     axis = int(w.attr(i, "axis", 1 if old else -1)) % r
     if c.axis == axis or (old and c.axis >= axis):

@@ -34,12 +34,11 @@ FRAMEWORKS = {
 }
 
 
-def _schedule_source(rec: Optimization) -> str:
-    """Pure-Python constants + schedule functions shared by the plain PyTorch and TF variants."""
+def schedule_constants(rec: Optimization) -> List[str]:
+    """Lines of the generated constants of the recipe's schedule (epochs, floats): ``START_EPOCH``, ``END_EPOCH``,
+    ``UPDATE_FREQUENCY``, ``INIT_SPARSITY`` (0..1), ``TOTAL_EPOCHS`` and ``LR_MODIFIERS``, which
+    :func:`schedule_functions_source` reads; shared by every generated variant that schedules by itself."""
     ep = rec.epochs
-    layers = [{"weight": l.weight_name, "module": module_name(l.weight_name), "op_type": l.op_type,
-               "shape": l.weight_shape, "sparsity": round(float(l.sparsity), 4)}
-              for l in rec.layers if float(l.sparsity or 0) > 0]
     consts = {
         "START_EPOCH": float(ep.pruning_start_epoch), "END_EPOCH": float(ep.pruning_end_epoch),
         "UPDATE_FREQUENCY": float(ep.update_frequency), "INIT_SPARSITY": float(ep.init_sparsity),
@@ -48,6 +47,15 @@ def _schedule_source(rec: Optimization) -> str:
     lines = [f"{k} = {v!r}" for k, v in consts.items()]
     lines.append("# learning-rate modifiers (epochs; same as the recipe)")
     lines.append("LR_MODIFIERS = " + json.dumps(rec.lr_modifiers, indent=4))
+    return lines
+
+
+def _schedule_source(rec: Optimization) -> str:
+    """Pure-Python constants + schedule functions shared by the plain PyTorch and TF variants."""
+    layers = [{"weight": l.weight_name, "module": module_name(l.weight_name), "op_type": l.op_type,
+               "shape": l.weight_shape, "sparsity": round(float(l.sparsity), 4)}
+              for l in rec.layers if float(l.sparsity or 0) > 0]
+    lines = schedule_constants(rec)
     lines.append("# per-layer final sparsity: ONNX weight name, module name guess, op type, weight shape")
     lines.append("LAYERS = " + json.dumps(layers, indent=4))
     return "\n".join(lines) + "\n\n" + schedule_functions_source()
@@ -283,27 +291,40 @@ _PLAIN_PRUNER = textwrap.dedent('''\
 ''')
 """The gradual magnitude pruner (torch.nn.utils.prune masks on the cubic schedule)."""
 
-_PLAIN_TRAIN = textwrap.dedent('''\
-    def train(model, optimizer, train_loader, loss_fn, device="cpu", epochs=None):
-        """Train with the recipe's pruning and LR schedule; returns the pruned model."""
-        pruner = GMPPruner(model)
-        model.to(device)
-        n_epochs = int(math.ceil(TOTAL_EPOCHS if epochs is None else epochs))
-        steps = max(1, len(train_loader))
-        for epoch in range(n_epochs):
-            model.train()
-            for step, (inputs, labels) in enumerate(train_loader):
-                e = epoch + step / steps
-                set_lr(optimizer, e)
-                pruner.step(e)
-                optimizer.zero_grad()
-                loss = loss_fn(model(inputs.to(device)), labels.to(device))
-                loss.backward()
-                optimizer.step()
-        pruner.step(max(float(n_epochs), END_EPOCH))
-        pruner.finalize()
-        return model
-''')
+def plain_train_source(*, params: str, doc: str, setup: List[str], step: str, finish: List[str]) -> str:
+    """The generated plain-PyTorch ``train(model, optimizer, train_loader, loss_fn, <params>device="cpu",
+    epochs=None)``: ``TOTAL_EPOCHS`` (or ``epochs``) epochs, each batch at a float epoch setting the recipe's LR
+    (``set_lr``) and stepping the structure's pruner before the optimizer step; returns the model. The structure
+    plugs in its lines: ``params`` (extra parameters, each with its ", "), ``doc`` (the docstring), ``setup``
+    (statements before the loop: make the pruner, move the model), ``step`` (the pruner's statement in the loop,
+    ``e`` the float epoch) and ``finish`` (statements after it). Shared by every structure."""
+    lines = [
+        f'def train(model, optimizer, train_loader, loss_fn, {params}device="cpu", epochs=None):',
+        f'    """{doc}"""',
+        *("    " + s for s in setup),
+        "    n_epochs = int(math.ceil(TOTAL_EPOCHS if epochs is None else epochs))",
+        "    steps = max(1, len(train_loader))",
+        "    for epoch in range(n_epochs):",
+        "        model.train()",
+        "        for step, (inputs, labels) in enumerate(train_loader):",
+        "            e = epoch + step / steps",
+        "            set_lr(optimizer, e)",
+        f"            {step}",
+        "            optimizer.zero_grad()",
+        "            loss = loss_fn(model(inputs.to(device)), labels.to(device))",
+        "            loss.backward()",
+        "            optimizer.step()",
+        *("    " + s for s in finish),
+        "    return model",
+        "",
+    ]
+    return "\n".join(lines)
+
+
+_PLAIN_TRAIN = plain_train_source(
+    params="", doc="Train with the recipe's pruning and LR schedule; returns the pruned model.",
+    setup=["pruner = GMPPruner(model)", "model.to(device)"], step="pruner.step(e)",
+    finish=["pruner.step(max(float(n_epochs), END_EPOCH))", "pruner.finalize()"])
 """The training loop that applies the schedule."""
 
 

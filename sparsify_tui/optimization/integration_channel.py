@@ -25,7 +25,7 @@ import textwrap
 from typing import List
 
 from sparsify_tui.optimization.integration import (
-    FRAMEWORKS, SET_LR_SOURCE, schedule_functions_source, sparseml_source,
+    FRAMEWORKS, SET_LR_SOURCE, plain_train_source, schedule_constants, schedule_functions_source, sparseml_source,
 )
 from sparsify_tui.optimization.modifiers import module_name, recipe_warnings
 from sparsify_tui.optimization.record import Optimization
@@ -86,14 +86,8 @@ def _plan(rec: Optimization) -> tuple:
 
 
 def _constants(rec: Optimization) -> str:
-    ep = rec.epochs
     layers, groups, fixed = _plan(rec)
-    consts = {"START_EPOCH": float(ep.pruning_start_epoch), "END_EPOCH": float(ep.pruning_end_epoch),
-              "UPDATE_FREQUENCY": float(ep.update_frequency), "INIT_SPARSITY": float(ep.init_sparsity),
-              "TOTAL_EPOCHS": float(ep.total_epochs)}
-    lines = [f"{k} = {v!r}" for k, v in consts.items()]
-    lines.append("# learning-rate modifiers (epochs; same as the recipe)")
-    lines.append("LR_MODIFIERS = " + json.dumps(rec.lr_modifiers, indent=4))
+    lines = schedule_constants(rec)
     lines.append("# every prunable ONNX layer in graph order: weight name, module name guess, weight shape")
     lines.append("ONNX_LAYERS = " + json.dumps(layers, indent=4))
     lines.append("# thinned channel groups: ONNX group id, index of its first producer in ONNX_LAYERS, channels, "
@@ -237,26 +231,12 @@ def rebuild_optimizer(optimizer, model):
     return new
 
 
-def train(model, optimizer, train_loader, loss_fn, example_inputs, device="cpu", epochs=None):
-    """Train with gradual channel removal and the recipe's LR schedule; returns the thinned model."""
-    model.to(device)
-    pruner = ChannelPruner(model, example_inputs.to(device))
-    optimizer = rebuild_optimizer(optimizer, model)
-    n_epochs = int(math.ceil(TOTAL_EPOCHS if epochs is None else epochs))
-    steps = max(1, len(train_loader))
-    for epoch in range(n_epochs):
-        model.train()
-        for step, (inputs, labels) in enumerate(train_loader):
-            e = epoch + step / steps
-            set_lr(optimizer, e)
-            optimizer = pruner.step(e, optimizer)
-            optimizer.zero_grad()
-            loss = loss_fn(model(inputs.to(device)), labels.to(device))
-            loss.backward()
-            optimizer.step()
-    pruner.finish(optimizer)
-    return model
-
+''' + plain_train_source(
+    params="example_inputs, ",
+    doc="Train with gradual channel removal and the recipe's LR schedule; returns the thinned model.",
+    setup=["model.to(device)", "pruner = ChannelPruner(model, example_inputs.to(device))",
+           "optimizer = rebuild_optimizer(optimizer, model)"],
+    step="optimizer = pruner.step(e, optimizer)", finish=["pruner.finish(optimizer)"]) + '''
 
 def export_onnx(model, example_inputs, path="thinned.onnx", opset=17):
     """Export the thinned model to ONNX (benchmark it with sparsify-tui against the original)."""

@@ -25,7 +25,7 @@ from __future__ import annotations
 import copy
 import math
 from dataclasses import dataclass, field, fields
-from typing import Any, ClassVar, Dict, List, Optional, TypeVar
+from typing import Any, ClassVar, Dict, Generic, List, Optional, TypeVar
 
 from sparsify_tui.errors import ProjectError
 from sparsify_tui.records import JsonRecord
@@ -40,6 +40,7 @@ DEFAULT_INIT_SPARSITY = 0.05
 """GMP initial sparsity of the recipe (the sparsity at the first pruning update)."""
 
 S = TypeVar("S", bound="Settings")
+TrialT = TypeVar("TrialT", bound="TrialMeasures")
 
 
 @dataclass
@@ -181,17 +182,14 @@ class Int8Group(JsonRecord):
 
 
 @dataclass
-class Int8Trial(JsonRecord):
-    """One quantized candidate of the search: ``index`` (order tried), ``groups`` (how many of the ranked
-    groups are FP32: the top ``groups``), ``excluded_count`` (nodes kept FP32), ``metric_value`` (the budgeted
-    quantity, ``Int8Search.metric``'s units), ``within_budget``, the other measures (``nmse``, ``max_abs``,
-    ``kl``, ``top1_agreement`` 0..1, ``accuracy`` 0..1 with labels), ``median_ms`` / ``p90_ms`` (ms per batch,
-    the search's short interleaved timing; None when not timed), ``round_ms`` (its median in each timing round),
-    ``speedup`` (FP32 median / ``median_ms``, same rounds), ``quantize_s`` / ``eval_s`` (wall seconds), ``note`` (why it was tried)."""
+class TrialMeasures(JsonRecord):
+    """What an accuracy-budgeted search measured of one candidate (the fields :class:`Int8Trial` and
+    :class:`BudgetTrial` share, written in the middle of their keys: ``_base_at``): ``metric_value`` (the budgeted
+    quantity, in the search's ``metric``'s units), ``within_budget``, the other measures on the search's items
+    (``nmse``, ``max_abs``, ``kl``, ``top1_agreement`` 0..1, ``accuracy`` 0..1 with labels), ``median_ms`` /
+    ``p90_ms`` (ms per batch, the search's interleaved timing; None when not timed), ``round_ms`` (its median in
+    each timing round), ``speedup`` (FP32 median / ``median_ms``, same rounds)."""
 
-    index: int = 0
-    groups: int = 0
-    excluded_count: int = 0
     metric_value: float = 0.0
     within_budget: bool = False
     nmse: Optional[float] = None
@@ -203,6 +201,56 @@ class Int8Trial(JsonRecord):
     p90_ms: Optional[float] = None
     round_ms: List[float] = field(default_factory=list)
     speedup: Optional[float] = None
+
+
+@dataclass
+class SearchBudget(JsonRecord):
+    """The accuracy budget of a search (the fields :class:`Int8Search` and :class:`BudgetSearch` share, written
+    among their keys: ``_base_at``): ``max_drop`` in ``metric``'s units (``budget_units``: absolute drop for top1,
+    the value itself for nmse/kl/max_abs), ``metric_reason`` (why that metric,
+    :func:`~sparsify_tui.profiling.metrics.choose_metric`), ``labelled`` (top-1 against labels), ``data``
+    (the sample file; None = synthetic)."""
+
+    max_drop: float = 0.01
+    metric: str = "top1"
+    metric_reason: str = ""
+    budget_units: str = ""
+    labelled: bool = False
+    data: Optional[str] = None
+
+
+@dataclass
+class SearchOutcome(JsonRecord, Generic[TrialT]):
+    """What an accuracy-budgeted search found (the fields :class:`Int8Search` and :class:`BudgetSearch` share,
+    written in the middle of their keys: ``_base_at``): ``trials`` (in the order tried), ``chosen`` (index of the
+    trial the search chose; None when none is), ``status`` (the verdict in words), ``fp32_ms`` (FP32 median of the
+    same timing rounds), ``fp32_round_ms`` (its median in each round), ``accuracy_fp32`` (with labels)."""
+
+    trials: List[TrialT] = field(default_factory=list)
+    chosen: Optional[int] = None
+    status: str = ""
+    fp32_ms: Optional[float] = None
+    fp32_round_ms: List[float] = field(default_factory=list)
+    accuracy_fp32: Optional[float] = None
+
+    @property
+    def chosen_trial(self) -> Optional[TrialT]:
+        """The trial the search chose (the one the optimization uses), or None (none chosen: FP32 kept)."""
+        return next((t for t in self.trials if t.index == self.chosen), None) if self.chosen is not None else None
+
+
+@dataclass
+class Int8Trial(TrialMeasures):
+    """One quantized candidate of the search: ``index`` (order tried), ``groups`` (how many of the ranked
+    groups are FP32: the top ``groups``), ``excluded_count`` (nodes kept FP32), :class:`TrialMeasures`
+    (``metric_value`` in ``Int8Search.metric``'s units; ``median_ms`` None when not timed), ``quantize_s`` /
+    ``eval_s`` (wall seconds), ``note`` (why it was tried)."""
+
+    _base_at: ClassVar[Dict[type, str]] = {TrialMeasures: "quantize_s"}
+
+    index: int = 0
+    groups: int = 0
+    excluded_count: int = 0
     quantize_s: float = 0.0
     eval_s: float = 0.0
     note: str = ""
@@ -210,7 +258,7 @@ class Int8Trial(JsonRecord):
 
 
 @dataclass
-class Int8Search(JsonRecord):
+class Int8Search(SearchOutcome[Int8Trial], SearchBudget):
     """The accuracy-controlled INT8 search that chose ``QuantizationSettings.excluded``
     (:mod:`sparsify_tui.optimization.int8_search`).
 
@@ -227,13 +275,8 @@ class Int8Search(JsonRecord):
     warm-up, iterations, cores), ``seconds`` (wall time of the whole search), ``warnings``."""
 
     _nested: ClassVar[Dict[str, Any]] = {"groups": [Int8Group], "trials": [Int8Trial]}
+    _base_at: ClassVar[Dict[type, str]] = {SearchBudget: "labels_key", SearchOutcome: "timing"}
 
-    max_drop: float = 0.01
-    metric: str = "top1"
-    metric_reason: str = ""
-    budget_units: str = ""
-    labelled: bool = False
-    data: Optional[str] = None
     labels_key: Optional[str] = None
     eval_items: int = 0
     calibration_method: str = "minmax"
@@ -241,21 +284,10 @@ class Int8Search(JsonRecord):
     ranking_source: str = ""
     ranking_metric: str = ""
     groups: List[Int8Group] = field(default_factory=list)
-    trials: List[Int8Trial] = field(default_factory=list)
-    chosen: Optional[int] = None
-    status: str = ""
-    fp32_ms: Optional[float] = None
-    fp32_round_ms: List[float] = field(default_factory=list)
-    accuracy_fp32: Optional[float] = None
     timing: Dict[str, Any] = field(default_factory=dict)
     seconds: float = 0.0
     warnings: List[str] = field(default_factory=list)
     extra: Dict[str, Any] = field(default_factory=dict)
-
-    @property
-    def chosen_trial(self) -> Optional[Int8Trial]:
-        """The trial whose exclusions the optimization uses, or None."""
-        return next((t for t in self.trials if t.index == self.chosen), None) if self.chosen is not None else None
 
     @property
     def full_int8(self) -> Optional[Int8Trial]:
@@ -264,7 +296,7 @@ class Int8Search(JsonRecord):
 
 
 @dataclass
-class BudgetTrial(JsonRecord):
+class BudgetTrial(TrialMeasures):
     """One candidate of the budget search (:mod:`sparsify_tui.optimization.budget_search`): ``index`` (order
     tried), ``target`` (the estimated-speedup target the channel allocation was asked for; 1.0 = the model
     unthinned), ``quantized`` (INT8 after thinning), ``source`` (an INT8 trial: index of the thinned trial it
@@ -292,17 +324,6 @@ class BudgetTrial(JsonRecord):
     channels: int = 0
     macs_reduction: Optional[float] = None
     importance: Optional[str] = None
-    metric_value: float = 0.0
-    within_budget: bool = False
-    nmse: Optional[float] = None
-    max_abs: Optional[float] = None
-    kl: Optional[float] = None
-    top1_agreement: Optional[float] = None
-    accuracy: Optional[float] = None
-    median_ms: Optional[float] = None
-    p90_ms: Optional[float] = None
-    round_ms: List[float] = field(default_factory=list)
-    speedup: Optional[float] = None
     reconstruction: Dict[str, Any] = field(default_factory=dict)
     seconds: float = 0.0
     note: str = ""
@@ -310,6 +331,7 @@ class BudgetTrial(JsonRecord):
     extra: Dict[str, Any] = field(default_factory=dict)
 
     _nested: ClassVar[Dict[str, Any]] = {"int8_search": Int8Search}
+    _base_at: ClassVar[Dict[type, str]] = {TrialMeasures: "reconstruction"}
 
     @property
     def label(self) -> str:
@@ -322,7 +344,7 @@ class BudgetTrial(JsonRecord):
 
 
 @dataclass
-class BudgetSearch(JsonRecord):
+class BudgetSearch(SearchOutcome[BudgetTrial], SearchBudget):
     """The search for the fastest model within an accuracy budget that chose an optimization's channel target
     (and INT8 exclusions): :mod:`sparsify_tui.optimization.budget_search`.
 
@@ -338,14 +360,9 @@ class BudgetSearch(JsonRecord):
     iterations, cores, phases), ``seconds`` (wall time), ``warnings``."""
 
     _nested: ClassVar[Dict[str, Any]] = {"trials": [BudgetTrial]}
+    _base_at: ClassVar[Dict[type, str]] = {SearchBudget: "data_sha256", SearchOutcome: "reachable_speedup"}
 
     structure: str = "channel"
-    max_drop: float = 0.01
-    metric: str = "top1"
-    metric_reason: str = ""
-    budget_units: str = ""
-    labelled: bool = False
-    data: Optional[str] = None
     data_sha256: Optional[str] = None
     labels_key: Optional[str] = None
     calibration_items: int = 0
@@ -353,22 +370,11 @@ class BudgetSearch(JsonRecord):
     items: str = ""
     held_out: str = ""
     quantize: bool = False
-    trials: List[BudgetTrial] = field(default_factory=list)
-    chosen: Optional[int] = None
-    status: str = ""
-    fp32_ms: Optional[float] = None
-    fp32_round_ms: List[float] = field(default_factory=list)
-    accuracy_fp32: Optional[float] = None
     reachable_speedup: Optional[float] = None
     timing: Dict[str, Any] = field(default_factory=dict)
     seconds: float = 0.0
     warnings: List[str] = field(default_factory=list)
     extra: Dict[str, Any] = field(default_factory=dict)
-
-    @property
-    def chosen_trial(self) -> Optional[BudgetTrial]:
-        """The trial the optimization was set to, or None (FP32 kept)."""
-        return next((t for t in self.trials if t.index == self.chosen), None) if self.chosen is not None else None
 
 
 @dataclass
@@ -695,5 +701,5 @@ class Optimization(JsonRecord):
 
 
 __all__ = ["FLOPS", "APPROXIMATED", "UNSTRUCTURED", "DEFAULT_INIT_SPARSITY", "JsonRecord", "Settings", "LayerRow",
-           "LayerEstimate", "Int8Group", "Int8Trial", "Int8Search", "BudgetTrial", "BudgetSearch", "QuantizationSettings", "Epochs", "NodeTime", "ModelSummary", "Estimates",
+           "LayerEstimate", "TrialMeasures", "SearchBudget", "SearchOutcome", "Int8Group", "Int8Trial", "Int8Search", "BudgetTrial", "BudgetSearch", "QuantizationSettings", "Epochs", "NodeTime", "ModelSummary", "Estimates",
            "AppliedModel", "MeasuredRun", "GroupTime", "Measured", "Optimization"]

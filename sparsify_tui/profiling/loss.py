@@ -134,6 +134,16 @@ class LossProfile:
     extras: dict = field(default_factory=dict)
     warnings: list = field(default_factory=list)
 
+    @classmethod
+    def of_model(cls, model, layers: list, *, model_path, started: float, **fields) -> "LossProfile":
+        """The profile of the ONNX ``model`` (``ModelProto``, read from ``model_path``) whose rows are ``layers``:
+        ``total_params`` the model's params by the one definition (:func:`_total_params`), ``prunable_params`` the
+        rows' sum, ``seconds`` the wall time since ``started`` (a ``time.perf_counter()``); ``fields``: the others
+        (``name``, ``method``, ``settings``, ``metric``, ``levels``, ``warnings``, ``extras``). The one constructor
+        of the measured methods (magnitude, one-shot, channel)."""
+        return cls(total_params=_total_params(model), prunable_params=sum(x.prunable_params for x in layers),
+                   layers=layers, model_path=str(model_path), seconds=time.perf_counter() - started, **fields)
+
     # -- summary -----------------------------------------------------------------------------------------
     @property
     def metric_description(self) -> str:
@@ -431,17 +441,9 @@ def magnitude_profile(model_path, *, levels=None, int8=False, name="magnitude", 
     finally:
         if scanned is not None:
             scanned.close()
-    return LossProfile(
-        name=name,
-        method="magnitude",
-        settings={"levels": levels, "int8": bool(int8)},
-        metric="magnitude",
-        levels=levels,
-        total_params=_total_params(model),
-        prunable_params=sum(x.prunable_params for x in out),
-        layers=out,
-        model_path=str(model_path),
-        seconds=time.perf_counter() - t0,
+    return LossProfile.of_model(
+        model, out, model_path=model_path, started=t0, name=name, method="magnitude",
+        settings={"levels": levels, "int8": bool(int8)}, metric="magnitude", levels=levels,
         warnings=weight_warnings(nonfinite, Path(model_path).name),
     )
 

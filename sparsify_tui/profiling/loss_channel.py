@@ -236,7 +236,7 @@ def channel_profile(model_path, *, method: str = "magnitude", levels=None, data=
     from sparsify_tui.analysis.loading import load_model
     from sparsify_tui.analysis.nodes import analyze_model
     from sparsify_tui.engine import get_engine
-    from sparsify_tui.profiling.loss import LossProfile, _total_params
+    from sparsify_tui.profiling.loss import LossProfile
     from sparsify_tui.profiling.metrics import flat_warning
 
     if method not in ("magnitude", "one-shot"):
@@ -278,10 +278,9 @@ def channel_profile(model_path, *, method: str = "magnitude", levels=None, data=
                          "reconstructed": bool(more.get("reconstruction"))})
     layers = _entries(groups, sens, prunable[0].id)
     flat = extras.get("flat_outputs")
-    return LossProfile(name=name, method=method, settings=settings, metric=metric_name, levels=levels,
-                       total_params=_total_params(model), prunable_params=sum(x.prunable_params for x in layers),
-                       layers=layers, model_path=str(path), seconds=time.perf_counter() - t0, extras=extras,
-                       warnings=[flat_warning(flat)] if flat else [])
+    return LossProfile.of_model(model, layers, model_path=path, started=t0, name=name, method=method,
+                                settings=settings, metric=metric_name, levels=levels, extras=extras,
+                                warnings=[flat_warning(flat)] if flat else [])
 
 
 # -------------------------------------------------------------------------------------------- one-shot

@@ -455,7 +455,7 @@ def one_shot_profile(
     sessions and runs. Raises ``ModelError``, ``SampleDataError``, ``DimensionError``, ``JobCanceled``.
     """
     from sparsify_tui.engine import get_engine
-    from sparsify_tui.profiling.loss import LossProfile, _layer_entry, _total_params
+    from sparsify_tui.profiling.loss import LossProfile, _layer_entry
     t0 = time.perf_counter()
     step = progress or (lambda s, f: None)
     engine = get_engine(engine)
@@ -519,7 +519,8 @@ def one_shot_profile(
         _layer_entry(model, r, i == 0, sens[r.weight_name], zeros[r.weight_name], int8_vals.get(r.weight_name))
         for i, r in enumerate(refs)
     ]
-    return LossProfile(
+    return LossProfile.of_model(
+        model, layers, model_path=model_path, started=t0,
         name=name,
         method="one-shot",
         settings={
@@ -532,11 +533,6 @@ def one_shot_profile(
         },
         metric=om.label,
         levels=levels,
-        total_params=_total_params(model),
-        prunable_params=sum(x.prunable_params for x in layers),
-        layers=layers,
-        model_path=str(model_path),
-        seconds=time.perf_counter() - t0,
         warnings=warnings + ([flat_warning(flat)] if flat else []),
         extras={
             "sessions": n_sessions + 1,

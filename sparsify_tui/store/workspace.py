@@ -822,23 +822,9 @@ class Workspace:
         )
 
     def update_record(self, project_id: str, table: str, record_id: str, **fields: Any) -> Dict[str, Any]:
-        """Merge ``fields`` into a record (``id``/``created`` cannot change); returns the new record."""
-        pid = self._index_entry(project_id)["id"]
-        table = self._table_name(table)
-        fields.pop("id", None)
-        fields.pop("created", None)
-        stamp = now_iso()
-        with self._project_db(pid, write=True) as db:
-            t = db.table(table)
-            doc = t.get(Query().id == record_id)
-            if doc is None:
-                raise RecordNotFound(f"no {table} record {record_id!r} in project {pid}")
-            rec = dict(doc)
-            rec.update(fields)
-            rec["modified"] = stamp
-            t.update(fields | {"modified": stamp}, doc_ids=[doc.doc_id])
-            db.table("project").update({"modified": stamp})
-        return rec
+        """Merge ``fields`` into a record (``id``/``created`` cannot change); returns the new record. Raises
+        :class:`RecordNotFound`. (:meth:`modify_record` with these fields.)"""
+        return self.modify_record(project_id, table, record_id, lambda _rec: fields)
 
     def modify_record(self, project_id: str, table: str, record_id: str, fn) -> Dict[str, Any]:
         """Locked read-modify-write of one record: ``fn(record_dict) -> fields to merge`` (None: no change), run

@@ -311,17 +311,12 @@ class LossSection(ViewKeys, RecordListSection):
     """
 
     BINDINGS = [
-        keys.new("loss", "loss profile (background job)"),
-        keys.rerun("loss", "loss profile"),
-        keys.delete("loss", "loss profile"),
-        keys.cancel_job("loss"),
-        *keys.tabs("loss"),
-        keys.focus_list("loss", "loss profiles"),
-        keys.tab("loss", "m", "summary", "Summary", "Profile page: Model Summary"),
-        keys.tab("loss", "l", "table", "Table", "Profile page: table of every number"),
-        keys.tab("loss", "g", "sens", "Sensitivity", "Profile page: Layer Sensitivities chart"),
-        keys.inspect("loss"),
-        *keys.levels("loss", "sparsity level of the Sensitivity chart"),
+        *keys.profile_list("loss", new_what="loss profile (background job)", record="loss profile",
+                           records="loss profiles",
+                           views=(("summary", "Summary", "Profile page: Model Summary"),
+                                  ("table", "Table", "Profile page: table of every number"),
+                                  ("sens", "Sensitivity", "Profile page: Layer Sensitivities chart")),
+                           level_what="sparsity level of the Sensitivity chart"),
         Binding("y", "toggle_int8", "Pruning/INT8", show=False, id="loss.int8",
                 tooltip="Sensitivity chart: pruning ↔ INT8 sensitivity"),
     ]

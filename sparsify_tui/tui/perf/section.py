@@ -261,17 +261,12 @@ class PerfSection(ViewKeys, RecordListSection):
     VIEW_TABS = TABS
 
     BINDINGS = [
-        keys.new("perf", "performance profile, measured with onnxruntime"),
-        keys.rerun("perf", "profile"),
-        keys.delete("perf", "profile"),
-        keys.cancel_job("perf"),
-        *keys.tabs("perf"),
-        keys.focus_list("perf", "profiles"),
-        keys.tab("perf", "m", "summary", "Summary", "Profile view: Model Summary and Layer Summaries"),
-        keys.tab("perf", "l", "layers", "Layers", "Profile view: Layer Results table (every node)"),
-        keys.tab("perf", "g", "top", "Top", "Profile view: chart of the top layers"),
-        keys.inspect("perf"),
-        *keys.levels("perf", "pruned level of the estimated times (0.4 … 0.99)"),
+        *keys.profile_list("perf", new_what="performance profile, measured with onnxruntime", record="profile",
+                           records="profiles",
+                           views=(("summary", "Summary", "Profile view: Model Summary and Layer Summaries"),
+                                  ("layers", "Layers", "Profile view: Layer Results table (every node)"),
+                                  ("top", "Top", "Profile view: chart of the top layers")),
+                           level_what="pruned level of the estimated times (0.4 … 0.99)"),
         keys.mark("perf", "profile"),
         keys.compare("perf", "Compare the two marked profiles per node (one profile: its FP32 vs INT8)"),
         Binding("f", "fleet", "Fleet", show=False, id="perf.fleet",

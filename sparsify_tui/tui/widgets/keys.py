@@ -90,6 +90,25 @@ def levels(prefix: str, what: str) -> list[Binding]:
     ]
 
 
+def profile_list(prefix: str, *, new_what: str, record: str, records: str,
+                 views: tuple[tuple[str, str, str], ...], level_what: str) -> list[Binding]:
+    """The bindings a profile-list section (Perf, Loss) starts with, in this order: ``n`` new (``new_what``), ``r``
+    rerun and ``d`` delete (the selected ``record``), ``c`` cancel the job, ``<`` / ``>`` the tabs, ``p`` the list
+    (of ``records``), ``m`` / ``l`` / ``g`` the view's three tabs (``views``: (tab id, label, tooltip) each), ``i``
+    inspect, ``[`` / ``]`` the level (``level_what``: what it steps)."""
+    return [
+        new(prefix, new_what),
+        rerun(prefix, record),
+        delete(prefix, record),
+        cancel_job(prefix),
+        *tabs(prefix),
+        focus_list(prefix, records),
+        *(tab(prefix, key, *view) for key, view in zip("mlg", views, strict=True)),
+        inspect(prefix),
+        *levels(prefix, level_what),
+    ]
+
+
 def top_n(prefix: str, action: str, more: str, fewer: str) -> list[Binding]:
     """``+`` / ``-``: more / fewer rows in a top-N chart (``action(1)`` / ``action(-1)``; ``more`` / ``fewer``: the
     tooltips)."""
