@@ -178,3 +178,65 @@ def test_unstructured_prunes_weights_by_magnitude():
     kind = get_structure("unstructured")
     np.testing.assert_array_equal(kind.prune_weight(w, 0.7), magnitude_prune(w, 0.7))
     assert kind.prune_weight(w, 0.0) is w
+
+
+def test_stub_structure_from_the_cli(toy, workspace_home, demo_model, capsys):
+    """`optimize --structure NAME` takes any registered structure (the CLI names none itself); an unknown one is a
+    one-line error naming the choices, exit 2, nothing stored."""
+    from sparsify_tui.cli import main
+    from sparsify_tui.services.optimizations import get_optimization, list_optimizations
+    from sparsify_tui.store import Workspace
+
+    pid = create_project(Workspace(), str(demo_model), name="demo", dims=DEMO_DIMS)["id"]
+    assert main(["optimize", "demo", "--name", "t", "--structure", "toy", "--sparsity", "0.4", "--json"]) == 0
+    rec = get_optimization(Workspace(), pid, "t")
+    assert rec.settings.structure == "toy" and isinstance(rec.layers[1], ToyLayer)
+    assert {l.sparsity for l in rec.layers if not l.excluded} == {0.4}
+    capsys.readouterr()
+    assert main(["optimize", "demo", "--name", "u", "--structure", "nope"]) == 2
+    err = capsys.readouterr().err
+    assert "unknown pruning structure 'nope': use one of unstructured, channel, toy" in err and err.count("\n") == 1
+    assert main(["optimize", "demo", "--name", "u", "--structure", "toy", "--quantize", "--max-drop", "0.01"]) == 2
+    assert "drop --structure toy" in capsys.readouterr().err
+    assert [r.name for r in list_optimizations(Workspace(), pid)] == ["t"]
+
+
+async def test_stub_structure_pane_offers_its_choice_and_creates_its_records(toy, monkeypatch, workspace_home,
+                                                                             demo_model):
+    """A structure's pane is one class and one line in STRUCTURE_PANES: the create dialog offers its choice (with its
+    default value), the record is created with its structure, and its tab replaces the Layers tab."""
+    from textual.widgets import Input, Select
+
+    from conftest import wait_for
+    from sparsify_tui.store import Workspace
+    from sparsify_tui.tui.app import SparsifyApp
+    from sparsify_tui.tui.optimization.dialogs import CreateOptimizationDialog
+    from sparsify_tui.tui.optimization.layers import LayersPane
+    from sparsify_tui.tui.optimization.section import STRUCTURE_PANES
+
+    class ToyPane(LayersPane):
+        STRUCTURE = "toy"
+        CREATE_CHOICES = [("toy: uniform (sparsity)", "toy", "0.4")]
+        TAB_ID, TITLE, TABLE_ID, FOCUS = "tab-toy", "Toy (l)", "toy-table", "#toy-table"
+
+    monkeypatch.setitem(STRUCTURE_PANES, "toy", ToyPane)  # the one registration line
+    ws = Workspace()
+    pid = create_project(ws, str(demo_model), name="demo", dims=DEMO_DIMS)["id"]
+    app = SparsifyApp(project=pid, workspace=ws)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await wait_for(pilot, lambda: app.section == "perf" and app.focused is not None)
+        await pilot.press("4")
+        await wait_for(pilot, lambda: app.section == "optimization")
+        await pilot.press("n")
+        await wait_for(pilot, lambda: isinstance(app.screen, CreateOptimizationDialog))
+        options = [value for _label, value in app.screen.query_one("#create-structure", Select)._options]
+        assert options[:2] == ["unstructured", "channel:uniform"] and options[-1] == "toy"
+        app.screen.query_one("#create-structure", Select).value = "toy"
+        await wait_for(pilot, lambda: app.screen.query_one("#create-sparsity", Input).value == "0.4")
+        app.screen._submit()
+        section = app.query_one("#optimization")
+        await wait_for(pilot, lambda: section.rec is not None)
+        assert section.rec.settings.structure == "toy" and {l.sparsity for l in section.rec.layers
+                                                             if not l.excluded} == {0.4}
+        await wait_for(pilot, lambda: "tab-toy" in section._tabs())
+        assert "tab-layers" not in section._tabs() and "tab-groups" not in section._tabs()

@@ -30,8 +30,9 @@ def register(sub) -> None:
                    help="perf profile name or id, or 'flops' (default: newest perf profile, else FLOPS)")
     o.add_argument("--loss", metavar="NAME", default=None,
                    help="loss profile name or id, or 'approximated' (default: newest loss profile, else Approximated)")
-    o.add_argument("--structure", choices=("unstructured", "channel"), default="unstructured",
-                   help="what is pruned: single weights (default) or whole channels (a smaller dense model)")
+    o.add_argument("--structure", default="unstructured", metavar="NAME",
+                   help="what is pruned: unstructured (single weights, default), channel (whole channels: a smaller "
+                        "dense model), or another registered pruning structure")
     o.add_argument("--sparsity", type=float, default=None, metavar="S",
                    help="unstructured: target params-weighted average sparsity (default 0.85; 0 with --max-drop: "
                         "INT8 only); channel: the fraction R of channels removed from every prunable group "
@@ -119,6 +120,9 @@ def _optimize(args) -> int:
     if searched:
         if channel:
             return _optimize_budget(args, overrides, searched)
+        if args.structure != "unstructured":
+            raise ProjectError(f"{searched[0]} belongs to the INT8 search, which makes unstructured optimizations: "
+                               f"drop --structure {args.structure}")
         return _optimize_int8(args, overrides, searched)
     if args.max_trials is not None:
         raise ProjectError("--max-trials belongs to the budget search: add --structure channel --max-drop D "
@@ -128,6 +132,7 @@ def _optimize(args) -> int:
     targets = [f for f, v in (("--target-speedup", args.target_speedup), ("--macs-reduction", args.macs_reduction))
                if v is not None]
     if not channel:
+        extra["structure"] = args.structure  # any registered structure (build_record refuses an unknown one)
         used = targets + [f for f, v in (("--allocate", args.allocate), ("--round-to", args.round_to)) if v]
         if used:
             raise ProjectError(f"{used[0]} is a channel-pruning setting: add --structure channel")

@@ -107,6 +107,10 @@ class GroupsPane(StructurePane):
     """Channel pruning: one row per channel group (module docstring)."""
 
     STRUCTURE = "channel"
+    CREATE_CHOICES = [("channel: same ratio R per group", "channel:uniform", "0.3"),
+                      ("channel: est. speedup X on ORT", "channel:speedup", "1.5"),
+                      ("channel: X times fewer MACs", "channel:macs", "2.0"),
+                      ("channel: R of all channels, allocated", "channel:sparsity", "0.3")]
     TAB_ID = "tab-groups"
     TITLE = "Groups (l)"
     FOCUS = "#group-table"

@@ -18,16 +18,6 @@ from sparsify_tui.tui.widgets.toggles import TextCheckbox
 from sparsify_tui.tui.workers import app_work, post_result
 
 
-STRUCTURE_OPTIONS = [
-    ("unstructured: weights (sparsity)", "unstructured"),
-    ("channel: same ratio R per group", "channel:uniform"),
-    ("channel: est. speedup X on ORT", "channel:speedup"),
-    ("channel: X times fewer MACs", "channel:macs"),
-    ("channel: R of all channels, allocated", "channel:sparsity"),
-]
-"""Structure (and channel target) choices of the create dialog: ``"structure[:target]"``."""
-STRUCTURE_DEFAULT_VALUE = {"unstructured": "0.85", "channel:uniform": "0.3", "channel:speedup": "1.5",
-                           "channel:macs": "2.0", "channel:sparsity": "0.3"}
 
 FRAMEWORK_OPTIONS = [
     ("PyTorch + SparseML", "pytorch"),
@@ -171,7 +161,8 @@ class CreateOptimizationDialog(ModalScreen[Optional[dict]]):
     target), the value (sparsity, channel ratio R, or the target X), balance, quantize.
 
     Dismisses with ``{"name", "perf", "loss", "structure", "target", "sparsity", "balance", "quantize"}`` (``target``
-    None for unstructured; ``sparsity`` is the value) or None.
+    None for unstructured; ``sparsity`` is the value) or None. ``choices``: the Prune choices, ``(label,
+    "structure[:target]", default value)`` (the ``CREATE_CHOICES`` of the structure panes), the first preselected.
     """
 
     DEFAULT_CSS = _DIALOG_CSS.format(name="CreateOptimizationDialog") + """
@@ -183,8 +174,11 @@ class CreateOptimizationDialog(ModalScreen[Optional[dict]]):
     BINDINGS = [Binding("escape", "cancel", "Cancel", id="optimization.create.cancel", tooltip="Close without creating")]
 
     def __init__(self, perf_options: list[tuple[str, str]], loss_options: list[tuple[str, str]],
-                 default_name: str = "optimization", calibrated_perf: Optional[str] = None) -> None:
+                 default_name: str = "optimization", calibrated_perf: Optional[str] = None, *,
+                 choices: list[tuple[str, str, str]]) -> None:
         super().__init__()
+        self.choices = choices
+        self.default_values = {value: default for _label, value, default in choices}
         self.perf_options = perf_options
         self.loss_options = loss_options
         self.default_name = default_name
@@ -204,10 +198,11 @@ class CreateOptimizationDialog(ModalScreen[Optional[dict]]):
                 yield Select(self.loss_options, value=self.loss_options[0][1], allow_blank=False, id="create-loss")
             with Horizontal(classes="row"):
                 yield Label("Prune")
-                yield Select(STRUCTURE_OPTIONS, value="unstructured", allow_blank=False, id="create-structure")
+                yield Select([(label, value) for label, value, _default in self.choices], value=self.choices[0][1],
+                             allow_blank=False, id="create-structure")
             with Horizontal(classes="row"):
                 yield Label("Value")
-                yield TextInput("0.85", id="create-sparsity")
+                yield TextInput(self.choices[0][2], id="create-sparsity")
                 yield Label(" Balance")
                 yield TextInput("0.5", id="create-balance")
                 yield TextCheckbox("INT8", id="create-quantize")
@@ -227,8 +222,8 @@ class CreateOptimizationDialog(ModalScreen[Optional[dict]]):
     @on(Select.Changed, "#create-structure")
     def _structure_changed(self, event: Select.Changed) -> None:
         inp = self.query_one("#create-sparsity", Input)
-        if inp.value in STRUCTURE_DEFAULT_VALUE.values():  # not edited by hand: the new choice's default
-            inp.value = STRUCTURE_DEFAULT_VALUE.get(str(event.value), inp.value)
+        if inp.value in self.default_values.values():  # not edited by hand: the new choice's default
+            inp.value = self.default_values.get(str(event.value), inp.value)
         perf = self.query_one("#create-perf", Select)
         automatic = {self.perf_options[0][1], self.calibrated_perf}
         if perf.value in automatic:  # not chosen by hand: channel pruning takes the calibrated profile

@@ -41,6 +41,7 @@ class LayersPane(StructurePane):
     """Unstructured pruning: one row per prunable layer (module docstring)."""
 
     STRUCTURE = "unstructured"
+    CREATE_CHOICES = [("unstructured: weights (sparsity)", "unstructured", "0.85")]
     TAB_ID = "tab-layers"
     TITLE = "Layers (l)"
     FOCUS = "#layer-table"

@@ -5,9 +5,10 @@ shows for that structure: header, estimate cards, list line, the Target input).
 
 **Adding a pane**: a module here with a :class:`RecordPane` subclass (``TAB_ID``, ``TITLE``, ``FOCUS``, ``show``)
 and one line in :data:`sparsify_tui.tui.optimization.section.PANES`. **A structure's pane**: a
-:class:`StructurePane` subclass with ``STRUCTURE`` set, and one line in
-:data:`sparsify_tui.tui.optimization.section.STRUCTURE_PANES`; the section shows the pane of the selected record's
-structure and hides the others.
+:class:`StructurePane` subclass with ``STRUCTURE`` and ``CREATE_CHOICES`` set (its own ``TAB_ID`` and ``TABLE_ID``:
+every structure's pane is composed), and one line in :data:`sparsify_tui.tui.optimization.section.STRUCTURE_PANES`;
+the section shows the pane of the selected record's structure and hides the others, and the create dialog offers the
+``CREATE_CHOICES`` of every registered pane.
 """
 
 from __future__ import annotations
@@ -88,6 +89,8 @@ class StructurePane(RecordPane):
     override, ``i`` shows the row's record), and the texts the section shows for a record of this structure."""
 
     STRUCTURE: ClassVar[str] = ""
+    CREATE_CHOICES: ClassVar[List[Tuple[str, str, str]]] = []
+    """The create dialog's Prune choices of this structure: ``(label, "structure[:target]", default value)``."""
     TABLE_ID: ClassVar[str] = ""
     COLUMNS: ClassVar[List[Column]] = []
     HINT: ClassVar[str] = ""
@@ -155,8 +158,9 @@ class StructurePane(RecordPane):
 
     @classmethod
     def create_args(cls, ws, project_id: str, values: Dict[str, Any]) -> Tuple[Optional[dict], float, Optional[str]]:
-        """``(settings, sparsity, loss)`` for ``create_optimization`` from the create dialog's ``values``."""
-        return None, values["sparsity"], values["loss"]
+        """``(settings, sparsity, loss)`` for ``create_optimization`` from the create dialog's ``values``. Default:
+        this structure, the value as the target sparsity, the chosen loss profile."""
+        return {"structure": cls.STRUCTURE}, values["sparsity"], values["loss"]
 
     @classmethod
     def list_text(cls, rec: Optimization) -> str:

@@ -71,7 +71,6 @@ STRUCTURE_PANES: dict[str, type[StructurePane]] = {
 """Pruning structure -> the pane of its rows (one line per structure; unknown structures show as Layers)."""
 PANES: tuple[type[RecordPane], ...] = (BudgetPane, QuantPane, LrPane, TrainingPane)
 """The tabs after the structure's pane, in order (one line per pane)."""
-TABS = ("tab-pruning", *(p.TAB_ID for p in STRUCTURE_PANES.values()), *(p.TAB_ID for p in PANES))
 SEARCH_JOBS = {"int8_search": "INT8 search", "budget_search": "Budget search"}
 """The search jobs whose progress the section's job pane follows (job type -> what the notices call it)."""
 
@@ -228,7 +227,7 @@ class OptimizationSection(Widget):
     def _create(self, values: dict) -> None:
         from sparsify_tui.services import optimizations as core
 
-        pane = STRUCTURE_PANES.get(values.get("structure") or "unstructured", LayersPane)
+        pane = STRUCTURE_PANES[values["structure"]]
         settings, sparsity, loss = pane.create_args(self.ws, self.project_id, values)
         post_result(self, OptimizationChanged(core.create_optimization(
             self.ws, self.project_id, values["name"], perf=values["perf"], loss=loss,
@@ -592,8 +591,10 @@ class OptimizationSection(Widget):
             if values:
                 self._create(values)
 
+        choices = [c for pane in STRUCTURE_PANES.values() for c in pane.CREATE_CHOICES]
         self.app.show_dialog(CreateOptimizationDialog(message.perf_options, message.loss_options,
-                                                      message.default_name, message.calibrated_perf), done)
+                                                      message.default_name, message.calibrated_perf,
+                                                      choices=choices), done)
 
     def action_copy(self) -> None:
         if self.rec is not None:
@@ -646,7 +647,8 @@ class OptimizationSection(Widget):
         shown = structure_pane(self.rec).TAB_ID
         hidden = {p.TAB_ID for p in STRUCTURE_PANES.values()} - {shown}
         hidden |= {p.TAB_ID for p in PANES if not p.shown_for(self.rec)}
-        return [t for t in TABS if t not in hidden]
+        tabs = ("tab-pruning", *(p.TAB_ID for p in STRUCTURE_PANES.values()), *(p.TAB_ID for p in PANES))
+        return [t for t in tabs if t not in hidden]
 
     def action_view_tab(self, tab: str) -> None:
         """m/l: the Pruning tab or the structure's pane (and its table or inputs take the focus)."""
