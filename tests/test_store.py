@@ -127,6 +127,11 @@ def test_records_and_blobs(ws, project):
     ws.write_blob(pid, f"perf_profiles/{rec['id']}.json", {"nodes": list(range(5))})
     assert ws.read_blob(pid, f"perf_profiles/{rec['id']}.json") == {"nodes": [0, 1, 2, 3, 4]}
     assert ws.find_record(pid, "perf_profiles", "baseline")["id"] == rec["id"]
+    with pytest.raises(RecordNotFound, match=r"no perf_profiles record 'basline' .*: use a name or id of one of "
+                                             r"its 1: 'baseline'$"):
+        ws.find_record(pid, "perf_profiles", "basline")  # the error names what there is, not a command to find it
+    with pytest.raises(RecordNotFound, match="no loss_profiles record 'x' .*: it has none yet$"):
+        ws.find_record(pid, "loss_profiles", "x")
     upd = ws.update_record(pid, "perf_profiles", rec["id"], name="b2")
     assert upd["name"] == "b2" and ws.get_record(pid, "perf_profiles", rec["id"])["name"] == "b2"
     assert ws.count_records(pid)["perf_profiles"] == 1

@@ -817,9 +817,10 @@ class Workspace:
         named = [r for r in records if r.get("name") == id_or_name]
         if named:
             return named[-1]
-        raise RecordNotFound(
-            f"no {table} record {id_or_name!r} in project {project_id}: list them with `sparsify-tui show {project_id}`"
-        )
+        names = [repr(r.get("name") or r.get("id")) for r in records[-8:]]
+        have = (f"use a name or id of one of its {len(records)}: {', '.join(names)}"
+                + (" (the newest 8)" if len(records) > 8 else "")) if records else "it has none yet"
+        raise RecordNotFound(f"no {table} record {id_or_name!r} in project {project_id}: {have}")
 
     def update_record(self, project_id: str, table: str, record_id: str, **fields: Any) -> Dict[str, Any]:
         """Merge ``fields`` into a record (``id``/``created`` cannot change); returns the new record. Raises
