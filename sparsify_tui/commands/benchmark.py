@@ -78,6 +78,7 @@ def cmd_benchmark(args) -> int:
     else:
         print("\n".join(cli_lines(head_facts(result))))
         print(_fmt_table(result))
+        print("speedup = baseline median / model median, at the same batch size and cores")
         if result.accuracy:
             print(_fmt_accuracy(result.accuracy))
     return 0

@@ -8,13 +8,10 @@ from sparsify_tui.text import Fact
 
 
 def head_facts(result) -> list:
-    """The benchmark's name, when it ran, the warm-up and timed runs of every row, the models (the baseline
-    first), and what speedup means (baseline median / model median at the same batch size and cores)."""
-    return [
-        Fact("benchmark", f"{result.name} ({result.id}) · {result.created[:16].replace('T', ' ')} · warm-up {result.warmup}, "
-                          f"{result.iterations} timed runs per row"),
-        Fact("models", ", ".join(m.label for m in result.models) + " (speedup = baseline median / model median)"),
-    ]
+    """The benchmark's name, when it ran, the warm-up and timed runs of every row, and the models (the baseline
+    first)."""
+    return [Fact("benchmark", f"{result.name} · {result.created[:16].replace('T', ' ')} · warm-up {result.warmup}, "
+                              f"{result.iterations} timed runs per row · " + ", ".join(m.label for m in result.models))]
 
 
 __all__ = ["head_facts"]
