@@ -40,8 +40,9 @@ def overhead_fact(prof) -> Fact:
     ratio = prof.overhead_ratio
     if ratio is None:
         return Fact("per-node ms", "as profiled (no unprofiled median to scale to)")
-    return Fact("per-node ms", f"profiled times scaled ×{prof.scale:.3g} to the measured median (the profiled pass "
-                               f"took {ratio:.1f}× it: profiler overhead; the raw figures are in 'raw ms')")
+    why = "profiler overhead" if ratio >= 1 else "the rest of the median is spent between kernels"
+    return Fact("per-node ms", f"profiled times scaled ×{prof.scale:.3g} to the measured median (the profiled "
+                               f"kernels took {ratio:.1f}× it: {why}; the raw figures are in 'raw ms')")
 
 
 def summary_facts(prof, level: Optional[str] = None) -> list:
