@@ -178,8 +178,8 @@ def _channel(opt: "Optimization", hints: Hints) -> Dict[str, List[Fact]]:
             Fact("quantization", "INT8 after thinning" if q.enabled else "off"),
             *applied_facts(opt, hints)],
         "performance": [
-            Fact("estimated", f"{_x(est.ort_speedup_fp32)} FP32{int8} on onnxruntime (thinned dense model)"),
-            Fact("est. ms/batch", f"{format_fixed(est.ort_ms_fp32, '.3f')} FP32 of "
+            Fact("estimated", f"{_x(est.ort_speedup_fp32)} FP32{int8} on onnxruntime"),
+            Fact("est. ms/batch", f"{format_fixed(est.ort_ms_fp32, '.3f')} thinned FP32 of "
                                   f"{format_fixed(est.baseline_ms, '.3f')} baseline (measured)" if timed else
                                   NOT_TIMED),
             Fact("time model", est.time_model_note or "-")],
