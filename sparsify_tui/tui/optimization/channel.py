@@ -1,7 +1,7 @@
 """The Groups pane of a channel optimization: one row per channel group (channels, kept, ratio, sensitivity, est.
-ms, est. speedup, measured ms once benchmarked), edited with the section's keys like the Layers pane; and what the
-section shows of such a record: its header (structure and target), the estimate cards (onnxruntime estimate next
-to the benchmark's measurement, the time model named, the apply result), its line in the list."""
+ms, est. speedup, measured ms once benchmarked), edited with the section's keys like the Layers pane; and such a
+record's line in the section's list and its Target input. The header and the estimate cards:
+:mod:`sparsify_tui.text.optimization`."""
 
 from __future__ import annotations
 

@@ -1,8 +1,8 @@
 """The Layers pane of an unstructured optimization: the per-layer editor table (weight name and node id, sparsity,
-recoverability, estimated speedup, estimated and baseline ms, loss and perf sensitivity), and what the section
-shows of such a record: its header, the estimate cards (sparse-kernel runtime and onnxruntime, labelled as
-estimates), its line in the list. `enter` edits the row's sparsity, `+`/`-` step it by 0.05, `x` releases the
-override, `i` shows the layer's full record (the section's keys)."""
+recoverability, estimated speedup, estimated and baseline ms, loss and perf sensitivity), and such a record's line
+in the section's list. `enter` edits the row's sparsity, `+`/`-` step it by 0.05, `x` releases the
+override, `i` shows the layer's full record (the section's keys).
+The header and the estimate cards: :mod:`sparsify_tui.text.optimization`."""
 
 from __future__ import annotations
 

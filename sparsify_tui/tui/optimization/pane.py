@@ -1,7 +1,8 @@
 """What a tab of the Optimization section is: a :class:`RecordPane` renders the selected optimization (the typed
 :class:`~sparsify_tui.optimization.record.Optimization`) and asks the section for edits with Messages; a
 :class:`StructurePane` is the one tab that depends on the pruning structure (its rows, and the texts the section
-shows for that structure: header, estimate cards, list line, the Target input).
+shows for that structure: list line, the Target input; the header and the estimate cards come from
+:mod:`sparsify_tui.text.optimization`, in the record's structure's words).
 
 **Adding a pane**: a module here with a :class:`RecordPane` subclass (``TAB_ID``, ``TITLE``, ``FOCUS``, ``show``)
 and one line in :data:`sparsify_tui.tui.optimization.section.PANES`. **A structure's pane**: a
