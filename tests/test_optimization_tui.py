@@ -81,7 +81,7 @@ def test_create_edit_export_flow(workspace_home, demo_model, tmp_path):
             assert abs(rec["estimates"]["avg_sparsity"] - 0.7) <= 0.02
             assert "tui opt" in str(sec.query_one("#opt-header").render())
             # est. recovery is not shown as a number with the Approximated loss profile (issue 15 item 4)
-            assert "Est. recovery unavailable" in str(sec.query_one("#est-summary-text").render())
+            assert "Est. recovery: unavailable" in str(sec.query_one("#est-summary-text").render())
             # per-layer editor (l: the Layers tab, its table focused): + on the second row, then enter -> 0.5
             sec.query_one("#opt-list").focus()
             await pilot.press("l")

@@ -551,7 +551,7 @@ def _tui_plain(markup: str) -> list:
     from rich.text import Text
 
     lines = Text.from_markup(markup).plain.splitlines()
-    return [line[:1].lower() + line[1:] if not line.startswith("INT8") else line for line in lines]
+    return [line if line[1:2].isupper() else line[:1].lower() + line[1:] for line in lines]  # INT8, MACs kept
 
 
 def test_perf_profile_summary_is_one_wording_in_the_cli_and_the_tui():
@@ -623,3 +623,67 @@ def test_loss_profile_summary_is_one_wording_in_the_cli_and_the_tui(structure):
     assert cli[:-1] == tui[:-1] and cli[-1] == "warning: outputs nearly constant"
     assert tui[-1].split() == ["!", "outputs", "nearly", "constant", "(n:", "a", "new", "profile,", "metric", "nmse)"]
     assert ("channel groups: 3, 600 channels" in cli[2]) == (structure == "channel")
+
+
+@pytest.mark.parametrize("name", ["pruned 0.7 + INT8", "channel 1.5x"])
+@pytest.mark.parametrize("applied", [False, True])
+def test_optimization_summary_is_one_wording_in_the_cli_and_the_tui(workspace_home, demo_model, capsys, name,
+                                                                      applied):
+    """``optimization show`` and the Optimization section word an optimization the same (sparsify_tui.text.
+    optimization), for an unstructured and a channel optimization, before and after apply and benchmark (accuracy
+    beside speed, a channel model's thinning report, the too-far flag): the profiles, the Summary card (then the
+    warnings), each estimate card under its title, and the header's facts. Only where to act differs (the hints)."""
+    from seeded_workspace import seed_demo
+
+    from sparsify_tui.cli import main
+    from sparsify_tui.commands.optimization_text import HINTS as CLI_HINTS
+    from sparsify_tui.services.optimizations import get_optimization
+    from sparsify_tui.store import Workspace
+    from sparsify_tui.text.optimization import CARDS
+    from sparsify_tui.tui.optimization.pane import HINTS as TUI_HINTS
+    from sparsify_tui.tui.optimization.section import structure_pane
+
+    ws = Workspace()
+    pid = seed_demo(ws, demo_model)
+    if applied:
+        rec = ws.find_record(pid, "optimizations", name)
+        groups = [{"id": l["weight_name"], "channels": l["channels"], "kept": l["kept"]}
+                  for l in rec["layers"] if l.get("prunable")]
+        ws.update_record(pid, "optimizations", rec["id"], applied={
+            "path": "/nowhere/x.onnx", "structure": rec["settings"].get("structure"), "groups": groups,
+            "macs_before": 16315376, "macs_after": 9061232, "macs_reduction": 1.8, "exactness_max_rel_diff": 3.1e-7,
+            "file_size_bytes": 331000, "baseline_size_bytes": 585532,
+            "output_diff": {"nmse": 0.0912, "max_abs": 0.271, "top1_agreement": 0.75, "samples": 16}},
+            measured={"benchmark": "bench1", "benchmark_name": "b1", "batch_size": 1, "core_count": 2,
+                      "speedup": 1.43, "estimated_speedup": 1.5, "stale": True})
+    assert main(["optimization", "show", "demo", name]) == 0
+
+    def plain(lines, hints):
+        out = []
+        for line in lines:
+            line = line.strip().removeprefix("!").strip()
+            out.append(line.replace(hints.apply, "HINT").replace(hints.benchmark, "HINT"))
+        return out
+
+    cli = plain(capsys.readouterr().out.splitlines(), CLI_HINTS)
+    opt = get_optimization(ws, pid, name)
+    pane = structure_pane(opt)
+    texts = pane.estimate_texts(opt)
+    warnings = len(opt.all_warnings())
+    assert cli[len(cli) - 1 - warnings:-1] == [f"warning: {w}" for w in opt.all_warnings()]
+    assert (warnings > 0) == (name == "channel 1.5x")  # the calibration's warning; on the card after the facts
+    tui = [f"profiles: {opt.perf_profile_name} · loss {opt.loss_profile_name}".replace(": ", ": perf ", 1)]
+    summary = plain(_tui_plain(texts["summary"]), TUI_HINTS)
+    assert summary[len(summary) - warnings:] == cli[len(cli) - 1 - warnings:-1]
+    tui += summary[:len(summary) - warnings]
+    for key in list(CARDS)[1:]:
+        title = CARDS[key] if CARDS[key][:2].isupper() else CARDS[key][:1].lower() + CARDS[key][1:]
+        tui += [f"{title}:"] + plain(_tui_plain(texts[key]), TUI_HINTS)
+    assert cli[1] == tui[0] and cli[3:3 + len(tui) - 1] == tui[1:], name
+    assert ("applied model: FP32, " in "\n".join(cli)) == (applied and name == "channel 1.5x")
+    assert ("warning: too far from the original" in "\n".join(cli)) == applied
+    # the header: the profiles, then facts worded as on the cards ("label value")
+    head, detail = _tui_plain(pane.header_text(opt))
+    assert head.endswith(tui[0].removeprefix("profiles: "))
+    for piece in plain(detail.split(" · "), TUI_HINTS):
+        assert any(line.replace(": ", " ", 1) == piece or line.endswith(f"; {piece}") for line in cli), piece

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from sparsify_tui.formatting import plural
 from sparsify_tui.text import cli_lines
+from sparsify_tui.text.optimization import CARDS, Hints, epochs_fact, estimate_facts, profiles_fact
 from sparsify_tui.text.searches import budget_search_facts, int8_search_facts
 
 if TYPE_CHECKING:
@@ -93,40 +93,28 @@ def render_text(opt: "Optimization", project_name: str) -> str:
     return _render_unstructured(opt, project_name)
 
 
-def _fp32_count(opt: "Optimization") -> str:
-    """"N layers" kept FP32, plus the node count when it differs (an INT8 search also keeps the nodes between
-    layers FP32)."""
-    excluded = set(opt.quantization.excluded or [])
-    layers = sum(1 for l in opt.layers if l.node_id in excluded)
-    return f"{layers} layers" + (f" ({len(excluded)} nodes)" if len(excluded) != layers else "")
+HINTS = Hints(apply="sparsify-tui apply, with --data to score held-out items", benchmark="sparsify-tui benchmark")
+"""Where a CLI user applies and benchmarks an optimization (:mod:`sparsify_tui.text.optimization`)."""
+
+
+def summary_lines(opt: "Optimization") -> list:
+    """The summary of an optimization (:mod:`sparsify_tui.text.optimization`): profiles, epochs, the Summary card's
+    facts, then each estimate card under its title."""
+    cards = estimate_facts(opt, HINTS)
+    lines = cli_lines([profiles_fact(opt), epochs_fact(opt), *cards.pop("summary")], "  ")
+    for key, facts in cards.items():
+        title = CARDS[key] if CARDS[key][:2].isupper() else CARDS[key][:1].lower() + CARDS[key][1:]  # FLOPs stays
+        lines += [f"  {title}:"] + cli_lines(facts, "    ")
+    return lines
 
 
 def _render_unstructured(opt: "Optimization", project_name: str) -> str:
     """Human-readable summary of a stored, evaluated optimization (an
-    :class:`~sparsify_tui.optimization.record.Optimization`) for the CLI."""
-    from sparsify_tui.formatting import format_fixed as _fmt, shell_arg
-    from sparsify_tui.optimization.estimates import recovery_text
+    :class:`~sparsify_tui.optimization.record.Optimization`) for the CLI: the summary, one line per layer."""
+    from sparsify_tui.formatting import shell_arg
 
-    est, st, ep, q = opt.estimates, opt.settings, opt.epochs, opt.quantization
-    lines = [
-        f"optimization {opt.name!r} ({opt.id}) of project {project_name!r}",
-        f"  profiles: perf {opt.perf_profile_name}, loss {opt.loss_profile_name}",
-        f"  target sparsity {st.sparsity:.2f}, achieved {est.avg_sparsity:.3f} (params-weighted), "
-        f"balance {st.balance:.2f}",
-        f"  quantization: {'INT8' if q.enabled else 'off'}"
-        + (f", {_fp32_count(opt)} kept FP32" if q.enabled else ""),
-        f"  epochs: stabilize to {ep.pruning_start_epoch}, prune to {ep.pruning_end_epoch}, "
-        f"fine-tune to {ep.total_epochs}, update every {ep.update_frequency}",
-        "  estimates:",
-        f"    {est.sparse_runtime}: {_fmt(est.sparse_ms)} ms/batch, speedup {_fmt(est.sparse_speedup)}x (est.)",
-        f"    onnxruntime: {_fmt(est.ort_ms)} ms/batch, speedup {_fmt(est.ort_speedup)}x "
-        f"(no gain from sparsity; INT8 {'measured' if est.int8_measured else 'not measured'}"
-        + (f": {est.int8_source}" if est.int8_source else "") + ")",
-        f"    FLOPs reduction {_fmt(est.flops_reduction)}x, params compression "
-        f"{_fmt(est.params_compression)}x, est. recovery {recovery_text(est.est_recovery, opt.loss_profile)}",
-        *applied_lines(opt),
-        "  layers (weight name, sparsity, note):",
-    ]
+    lines = [f"optimization {opt.name!r} ({opt.id}) of project {project_name!r}", *summary_lines(opt),
+             "  layers (weight name, sparsity, note):"]
     for l in opt.layers:
         note = "override" if l.override else (l.reason or "")
         lines.append(f"    {l.weight_name[:48]:<48} {l.sparsity:.3f}  {note}")
@@ -137,39 +125,13 @@ def _render_unstructured(opt: "Optimization", project_name: str) -> str:
 
 
 def render_channel_text(opt: "Optimization", project_name: str) -> str:
-    """Text summary of a channel optimization: target, estimates (onnxruntime, time model named, measured when
-    benchmarked) and one line per group (channels, kept, ratio, est. ms, est. loss, note)."""
+    """Text summary of a channel optimization: the summary, then one line per group (channels, kept, ratio, est.
+    ms, est. loss, note)."""
     from sparsify_tui.formatting import format_fixed as _fmt, shell_arg
-    from sparsify_tui.optimization.fidelity import predicted_change
 
-    est, st, q = opt.estimates, opt.settings, opt.quantization
-    target = {"uniform": f"uniform ratio {st.sparsity:.2f} per group",
-              "sparsity": f"{st.sparsity:.2f} of all prunable channels (allocated)",
-              "speedup": f"{st.target_speedup:.2f}x estimated speedup", "macs": f"{st.macs_reduction:.2f}x fewer MACs",
-              }.get(st.target, st.target)
-    if not q.enabled:
-        int8 = ""
-    elif est.int8_measured:
-        int8 = f"; with INT8: {_fmt(est.ort_speedup)}x (est.)"
-    else:  # no measured INT8 time (the FLOPS profile, or a profile without INT8): the gain is not known
-        int8 = "; with INT8: not estimated (no measured INT8 time; benchmark the applied model)"
-    lines = [
-        f"optimization {opt.name!r} ({opt.id}) of project {project_name!r}: CHANNEL pruning",
-        f"  profiles: perf {opt.perf_profile_name}, loss {opt.loss_profile_name}",
-        f"  target: {target}; achieved {_fmt(est.achieved, '.3f')}; balance {st.balance:.2f}, cap {st.max_sparsity:.2f}"
-        f" per group, round_to {st.round_to}",
-        f"  channels kept: {est.kept_channels} of {est.channels} prunable ({est.groups_thinned} groups thinned)",
-        f"  quantization: {'INT8 after thinning' if q.enabled else 'off'}",
-        "  estimates (onnxruntime, thinned dense model):",
-        f"    FP32: {_fmt(est.ort_ms_fp32, '.3f')} ms/batch (baseline {_fmt(est.baseline_ms, '.3f')}), "
-        f"speedup {_fmt(est.ort_speedup_fp32)}x (est.)" + int8,
-        f"    time model: {est.time_model_note}",
-        f"    MACs {_fmt(est.macs, '.4g')} -> {_fmt(est.macs_pruned, '.4g')} ({_fmt(est.macs_reduction)}x fewer), "
-        f"params {_fmt(est.params, '.4g')} -> {_fmt(est.params_nonzero, '.4g')}",
-        f"  predicted output change: {predicted_change(opt)}",
-    ]
-    lines += applied_lines(opt)
-    timed = est.baseline_ms is not None  # group ms only from a measured perf profile (FLOPS: relative units)
+    lines = [f"optimization {opt.name!r} ({opt.id}) of project {project_name!r}: CHANNEL pruning",
+             *summary_lines(opt)]
+    timed = opt.estimates.baseline_ms is not None  # group ms only from a measured perf profile (FLOPS: relative)
     lines.append(f"  groups (id, channels -> kept, ratio, {'est. ms' if timed else 'est. speedup'}, est. loss, note):")
     for l in opt.layers:
         note = "override" if l.override else (l.reason or "")
@@ -182,26 +144,3 @@ def render_channel_text(opt: "Optimization", project_name: str) -> str:
     lines.append(f"next: sparsify-tui apply {shell_arg(project_name)} {shell_arg(opt.name)} --json, then "
                  f"sparsify-tui benchmark {shell_arg(project_name)} -O {shell_arg(opt.name)}")
     return "\n".join(lines)
-
-
-def applied_lines(opt: "Optimization") -> list:
-    """The applied model's held-out accuracy or agreement next to its measured speedup, and the too-far flag
-    (:mod:`sparsify_tui.optimization.fidelity`): lines of ``optimization show``, any structure."""
-    from sparsify_tui.formatting import format_fixed as _fmt
-    from sparsify_tui.optimization.fidelity import applied_fidelity
-
-    fid = applied_fidelity(opt.applied.diff if opt.applied is not None else None)
-    m = opt.measured
-    if m is not None and m.speedup is not None:
-        stale = " (stale: the optimization changed since)" if m.stale else ""
-        speed = (f"measured {_fmt(m.speedup)}x ({m.benchmark_name!r}, batch {m.batch_size}, "
-                 f"{plural(m.core_count, 'core')}), estimated {_fmt(m.estimated_speedup)}x{stale}")
-    else:
-        speed = "speed not measured yet (sparsify-tui benchmark)"
-    if fid is None:
-        return ["  applied: not yet (sparsify-tui apply, with --data to score held-out items)",
-                f"  {speed}"]
-    lines = [f"  applied: {fid.text}; {speed}"]
-    if fid.too_far:
-        lines.append(f"  warning: {fid.flag}")
-    return lines

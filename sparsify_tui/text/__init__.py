@@ -5,7 +5,9 @@ A result's text is a list of :class:`Fact` (a label and a value, one line each),
 * :mod:`sparsify_tui.text.perf`: a perf profile's summary (latency, INT8, pruned estimates, profiler overhead);
 * :mod:`sparsify_tui.text.comparison`: the two sides and the totals of a perf profile comparison;
 * :mod:`sparsify_tui.text.searches`: the head of an INT8 search and of a budget search (metric, budget, data,
-  result, the chosen trial).
+  result, the chosen trial);
+* :mod:`sparsify_tui.text.optimization`: an optimization's summary cards per structure, its applied model beside
+  the measured speedup, and the Optimization section's header.
 
 The CLI prints them with :func:`cli_lines` (``label: value``), the TUI shows them with :func:`markup_lines`
 (``[b]Label:[/b] value``, Rich console markup with the text escaped). One wording per fact, so a figure cannot

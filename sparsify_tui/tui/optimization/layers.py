@@ -1,25 +1,19 @@
 """The Layers pane of an unstructured optimization: the per-layer editor table (weight name and node id, sparsity,
-recoverability, estimated speedup, estimated and baseline ms, loss and perf sensitivity), and what the section
-shows of such a record: its header, the estimate cards (sparse-kernel runtime and onnxruntime, labelled as
-estimates), its line in the list. `enter` edits the row's sparsity, `+`/`-` step it by 0.05, `x` releases the
-override, `i` shows the layer's full record (the section's keys)."""
+recoverability, estimated speedup, estimated and baseline ms, loss and perf sensitivity), and such a record's line
+in the section's list. `enter` edits the row's sparsity, `+`/`-` step it by 0.05, `x` releases the
+override, `i` shows the layer's full record (the section's keys).
+The header and the estimate cards: :mod:`sparsify_tui.text.optimization`."""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Dict, List
 
-from rich.markup import escape
-
-from sparsify_tui.formatting import format_count, format_fixed, plural
-from sparsify_tui.tui.optimization.pane import StructurePane, warnings_text
+from sparsify_tui.formatting import format_fixed
+from sparsify_tui.tui.optimization.pane import StructurePane
 from sparsify_tui.tui.widgets.tables import Column
 
 if TYPE_CHECKING:
     from sparsify_tui.optimization.record import LayerRow, Optimization
-
-
-def _count(x: Any) -> str:
-    return format_count(x, sep="", none="n/a")
 
 
 LAYER_COLUMNS = [
@@ -57,43 +51,6 @@ class LayersPane(StructurePane):
             "est_ms": l.est_ms, "base_ms": (l.time_curve or [None])[0], "loss": l.loss_sensitivity,
             "perf": l.perf_sensitivity, "note": "override" if l.override else (l.reason or ""),
         } for i, l in enumerate(rec.layers)]
-
-    @classmethod
-    def header_detail(cls, rec: Optimization) -> str:
-        est = rec.estimates
-        return (f"sparsity {(est.avg_sparsity if est else 0) or 0:.3f}/{rec.settings.sparsity:.2f} · "
-                f"est. {format_fixed(est.sparse_speedup if est else None)}× sparse CPU, "
-                f"{format_fixed(est.ort_speedup if est else None)}× ORT")
-
-    @classmethod
-    def estimate_texts(cls, rec: Optimization) -> Dict[str, str]:
-        from sparsify_tui.optimization.estimates import recovery_text  # (imports numpy: not at start-up)
-        from sparsify_tui.optimization.record import Estimates
-
-        est, q = rec.estimates or Estimates(), rec.quantization
-        pruned = sum(1 for l in rec.layers if l.sparsity)
-        excluded = set(q.excluded or [])
-        fp32 = sum(1 for l in rec.layers if l.node_id in excluded)  # an INT8 search also keeps nodes between layers
-        fp32_text = f"{plural(fp32, 'layer')} FP32" + (f" ({len(excluded)} nodes)" if len(excluded) != fp32 else "")
-        summary = (f"Pruned layers {pruned} of {len(rec.layers)}, overrides {len(rec.overrides or {})}\n"
-                   f"Avg sparsity {est.avg_sparsity or 0:.3f} (params-weighted; target {rec.settings.sparsity:.2f})\n"
-                   f"Est. recovery {escape(recovery_text(est.est_recovery, rec.loss_profile))}\n"
-                   f"Quantization {'INT8, ' + fp32_text if q.enabled else 'off'}"
-                   + warnings_text(rec))
-        units = "ms" if est.baseline_ms is not None else "relative"
-        perf = (f"[b]Estimates[/b] ({escape(est.time_units or '')})\n"
-                f"Baseline {format_fixed(est.baseline_ms, '.3f')} ms/batch (measured)\n"
-                f"Sparse-kernel CPU runtime: {format_fixed(est.sparse_ms, '.3f')} {units if est.sparse_ms else ''} "
-                f"· {format_fixed(est.sparse_speedup)}× (est.)\n"
-                f"onnxruntime: {format_fixed(est.ort_ms, '.3f')} · {format_fixed(est.ort_speedup)}× (est.; "
-                f"no gain from sparsity, INT8 {'measured' if est.int8_measured else 'not measured'})")
-        flops = (f"FLOPs baseline {_count(est.flops)}\nFLOPs pruned {_count(est.flops_pruned)}\n"
-                 f"Reduction {format_fixed(est.flops_reduction)}× (est.)")
-        params = (f"Params {_count(est.params)}, nonzero after pruning {_count(est.params_nonzero)}\n"
-                  f"Compression {format_fixed(est.params_compression)}× (est.)\n"
-                  f"Size {format_fixed(est.size_mb_fp32, '.2f')} MB FP32 → ~{format_fixed(est.est_size_mb, '.2f')} MB "
-                  f"nonzero weights{' INT8' if q.enabled else ''}")
-        return {"summary": summary, "performance": perf, "flops": flops, "params": params}
 
     @classmethod
     def list_text(cls, rec: Optimization) -> str:

@@ -1,7 +1,8 @@
 """What a tab of the Optimization section is: a :class:`RecordPane` renders the selected optimization (the typed
 :class:`~sparsify_tui.optimization.record.Optimization`) and asks the section for edits with Messages; a
 :class:`StructurePane` is the one tab that depends on the pruning structure (its rows, and the texts the section
-shows for that structure: header, estimate cards, list line, the Target input).
+shows for that structure: list line, the Target input; the header and the estimate cards come from
+:mod:`sparsify_tui.text.optimization`, in the record's structure's words).
 
 **Adding a pane**: a module here with a :class:`RecordPane` subclass (``TAB_ID``, ``TITLE``, ``FOCUS``, ``show``)
 and one line in :data:`sparsify_tui.tui.optimization.section.PANES`. **A structure's pane**: a
@@ -20,6 +21,8 @@ from rich.markup import escape
 from textual.message import Message
 from textual.widget import Widget
 
+from sparsify_tui.text import Fact, markup_lines
+from sparsify_tui.text.optimization import Hints, estimate_facts, header_facts, inline, profiles_fact
 from sparsify_tui.tui.widgets.tables import Column, FilterableTable
 
 if TYPE_CHECKING:
@@ -138,14 +141,10 @@ class StructurePane(RecordPane):
 
     @classmethod
     def header_text(cls, rec: Optimization) -> str:
-        """Two lines: the name, the structure and the profiles; then :meth:`header_detail`."""
-        return (f"[b]{escape(rec.name)}[/b] · {cls.HEADER_KIND}perf {escape(str(rec.perf_profile_name))} · "
-                f"loss {escape(str(rec.loss_profile_name))}\n{cls.header_detail(rec)}")
-
-    @classmethod
-    def header_detail(cls, rec: Optimization) -> str:
-        """The header's second line: the target and the estimate (and what was measured)."""
-        raise NotImplementedError
+        """Two lines: the name, the structure and the profiles; then the header's facts
+        (:func:`sparsify_tui.text.optimization.header_facts`)."""
+        return (f"[b]{escape(rec.name)}[/b] · {cls.HEADER_KIND}{escape(profiles_fact(rec).value)}\n"
+                f"{escape(inline(header_facts(rec, HINTS)))}")
 
     @classmethod
     def chart_title(cls, rec: Optimization) -> str:
@@ -153,8 +152,12 @@ class StructurePane(RecordPane):
 
     @classmethod
     def estimate_texts(cls, rec: Optimization) -> Dict[str, str]:
-        """Texts of the Summary / Performance / FLOPs / Params estimate cards."""
-        raise NotImplementedError
+        """Texts of the Summary / Performance / FLOPs / Params estimate cards
+        (:func:`sparsify_tui.text.optimization.estimate_facts`, in the record's structure's words); the Summary
+        ends with every warning."""
+        texts = {key: facts_markup(facts) for key, facts in estimate_facts(rec, HINTS).items()}
+        texts["summary"] += warnings_text(rec)
+        return texts
 
     @classmethod
     def create_args(cls, ws, project_id: str, values: Dict[str, Any]) -> Tuple[Optional[dict], float, Optional[str]]:
@@ -173,11 +176,25 @@ class StructurePane(RecordPane):
         return [(k.replace("_", " "), v) for k, v in layer.to_dict().items()]
 
 
+HINTS = Hints(apply="a in Benchmarks (5)", benchmark="n in Benchmarks (5)")
+"""Where a TUI user applies and benchmarks an optimization (:mod:`sparsify_tui.text.optimization`)."""
+
+
+def facts_markup(facts: List[Fact]) -> str:
+    """Facts as card lines (:func:`~sparsify_tui.text.markup_lines`); a ``warning`` fact marked like
+    :func:`warnings_text`."""
+    return "\n".join(_warning(f.value) if f.label == "warning" else markup_lines([f])[0] for f in facts)
+
+
+def _warning(text: str) -> str:
+    return f"[b reverse] ! [/] [b]warning:[/b] {escape(text)}"
+
+
 def warnings_text(rec: "Optimization") -> str:
     """Every warning about the record (:meth:`~sparsify_tui.optimization.record.Optimization.all_warnings`, as
     ``optimization show`` prints them), one line each, marked by a glyph as well as a colour (for the Summary
     card)."""
-    return "".join(f"\n[b reverse] ! [/] [b]warning:[/b] {escape(w)}" for w in rec.all_warnings())
+    return "".join(f"\n{_warning(w)}" for w in rec.all_warnings())
 
 
 def plot_search(plot: "Plot", search: Any, ylabel: str, groups: Callable[[list], list], *, fp32: bool = False) -> None:
@@ -210,4 +227,5 @@ def plot_search(plot: "Plot", search: Any, ylabel: str, groups: Callable[[list],
     plot.redraw()
 
 
-__all__ = ["PaneContext", "ScheduleEdited", "RecordPane", "StructurePane", "plot_search", "warnings_text"]
+__all__ = ["PaneContext", "ScheduleEdited", "RecordPane", "StructurePane", "plot_search", "warnings_text", "facts_markup",
+           "HINTS"]

@@ -42,6 +42,7 @@ from textual.widget import Widget
 from textual.widgets import Input, Label, OptionList, Static, TabPane
 from textual.widgets.option_list import Option
 
+from sparsify_tui.text.optimization import CARDS
 from sparsify_tui.tui.optimization.budget import BudgetPane, BudgetSearchDialog
 from sparsify_tui.tui.optimization.channel import GroupsPane, loss_label
 from sparsify_tui.tui.optimization.dialogs import CreateOptimizationDialog, ExportDialog, SparsityDialog
@@ -187,8 +188,7 @@ class OptimizationSection(Widget):
                 yield TextInput(id="in-update", compact=True)
             yield Static("enter applies · balance 0 = time saved, 1 = loss", classes="hint")
             # the estimate cards, one under the other
-            for key, title in (("summary", "Summary"), ("performance", "Performance (est.)"),
-                               ("flops", "FLOPs (est.)"), ("params", "Params and size (est.)")):
+            for key, title in CARDS.items():
                 yield Static(title, classes="card-title", id=f"est-{key}-title")
                 yield Static("", id=f"est-{key}-text", classes="card")
             yield BarChart(title="Sparsity per layer", unit="", x_label="sparsity", modes=("values",),
