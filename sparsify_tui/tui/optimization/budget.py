@@ -45,7 +45,7 @@ TRIAL_COLUMNS = [
 ]
 
 
-def summary_text(rec: "Optimization") -> str:
+def summary_text(rec: Optimization) -> str:
     """The card's head: budget, metric and why, data and the split, status, the choice."""
     s = rec.search
     if s is None:
@@ -54,7 +54,7 @@ def summary_text(rec: "Optimization") -> str:
     return "\n".join(markup_lines(budget_search_facts(s)))
 
 
-def trial_rows(rec: "Optimization") -> list[dict]:
+def trial_rows(rec: Optimization) -> list[dict]:
     s = rec.search
     return [{"_key": t.index, "index": t.index, "target": t.target,
              "int8": f"yes ({t.fp32_groups} FP32)" if t.quantized else "no",
@@ -84,13 +84,13 @@ class BudgetCard(Vertical):
         yield Static("Trials (in the order tried)", classes="bs-title")
         yield FilterableTable(TRIAL_COLUMNS, show_status=False, id="bs-trials")
 
-    def show(self, rec: "Optimization") -> None:
+    def show(self, rec: Optimization) -> None:
         self.query_one("#bs-summary", Static).update(summary_text(rec))
         self.query_one("#bs-trials", FilterableTable).set_rows(trial_rows(rec))
         self.query_one("#bs-trials", FilterableTable).display = rec.search is not None
         self._plot(rec)
 
-    def _plot(self, rec: "Optimization") -> None:
+    def _plot(self, rec: Optimization) -> None:
         s = rec.search
         plot_search(self.query_one("#bs-plot", Plot), s, f"{s.metric} (held out)" if s is not None else "",
                     lambda timed: [([t for t in timed if t.quantized == quantized], marker, label)
@@ -106,7 +106,7 @@ class BudgetPane(RecordPane):
     FOCUS = "#bs-trials"
 
     @classmethod
-    def shown_for(cls, rec: Optional["Optimization"]) -> bool:
+    def shown_for(cls, rec: Optional[Optimization]) -> bool:
         """Channel optimizations (the search makes them; one set by hand says how to run it)."""
         return rec is not None and rec.settings.structure == "channel"
 
@@ -114,7 +114,7 @@ class BudgetPane(RecordPane):
         with VerticalScroll():
             yield BudgetCard(id="budget-card")
 
-    def render_record(self, rec: "Optimization", context: PaneContext) -> None:
+    def render_record(self, rec: Optimization, context: PaneContext) -> None:
         self.query_one("#budget-card", BudgetCard).show(rec)
 
 

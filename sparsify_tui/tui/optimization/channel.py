@@ -103,11 +103,10 @@ class GroupsPane(StructurePane):
         target = values.get("target") or "uniform"
         field = TARGET_FIELD[target]
         settings = {"structure": "channel", "target": target}
-        sparsity = 0.3
-        if field == "sparsity":
-            sparsity = float(values["sparsity"])
-        else:
-            settings[field] = float(values["sparsity"])
+        value = float(values["sparsity"])  # the dialog's one value field: a ratio, a speedup or a MACs reduction
+        sparsity = value if field == "sparsity" else 0.3
+        if field != "sparsity":
+            settings[field] = value
         loss = values.get("loss")
         if loss and loss_profile_structure(ws, project_id, loss) != "channel":
             loss = None
