@@ -322,6 +322,28 @@ def _searched(ws, pid, monkeypatch):
     return rec
 
 
+def test_an_int8_search_warning_is_listed_once(workspace_home, demo_model, monkeypatch):
+    """``optimization show``, the card and the report list ``all_warnings()``: a warning of the search shows once,
+    as "INT8 search: ..." (the service also copied it into the record's own warnings: it printed twice)."""
+    import json
+    from pathlib import Path
+
+    from sparsify_tui.optimization import int8_search
+    from sparsify_tui.optimization.record import Int8Search
+    from sparsify_tui.services.int8 import search_int8_optimization
+    from sparsify_tui.store import Workspace
+
+    ws = Workspace()
+    pid = make_project(ws, demo_model)
+    stored = json.loads((Path(__file__).parent / "data" / "int8_search_demo.json").read_text())
+    stored["warnings"] = ["no INT8 configuration within budget runs faster than FP32 on this server"]
+    monkeypatch.setattr(int8_search, "search_int8", lambda *a, **k: Int8Search.from_dict(stored))
+    opt = search_int8_optimization(ws, pid, {"name": "warned", "max_drop": stored["max_drop"],
+                                             "metric": stored["metric"], "calibration_size": 8, "core_count": 1})
+    said = [w for w in opt.all_warnings() if "runs faster than FP32" in w]
+    assert said == ["INT8 search: no INT8 configuration within budget runs faster than FP32 on this server"]
+
+
 def test_int8_card_shows_the_search_and_starts_one(workspace_home, demo_model, monkeypatch):
     from sparsify_tui.store import Workspace
     from sparsify_tui.tui.widgets.tables import FilterableTable

@@ -69,6 +69,5 @@ def search_int8_optimization(ws, project_id: str, args: Dict[str, Any], *, progr
     chosen = search.chosen_trial
     q.enabled = chosen is not None
     q.excluded = excluded_nodes(search.groups, chosen.groups) if chosen is not None else []
-    rec = core.evaluate(rec)
-    rec.warnings = list(search.warnings) + rec.warnings
+    rec = core.evaluate(rec)  # the search's warnings stay on the search: all_warnings() lists them once
     return load_optimization(ws.add_record(pid, TABLE, rec.to_dict()))
