@@ -144,7 +144,7 @@ def _unstructured(opt: "Optimization", hints: Hints) -> Dict[str, List[Fact]]:
                                   f"{format_fixed(est.ort_ms, '.3f')} onnxruntime; baseline "
                                   f"{format_fixed(est.baseline_ms, '.3f')} (measured)" if timed else
                                   NOT_TIMED),
-            Fact("onnxruntime", "no gain from sparsity; INT8 " + ("measured" if est.int8_measured else "not measured")
+            Fact("on onnxruntime", "no gain from sparsity; INT8 " + ("measured" if est.int8_measured else "not measured")
                                 + (f" ({est.int8_source})" if est.int8_source else ""))],
         "flops": [Fact("FLOPs", f"{format_count(est.flops, none='n/a')} → {format_count(est.flops_pruned, none='n/a')}"
                                 f", {_x(est.flops_reduction)} fewer (est.)")],
