@@ -14,9 +14,8 @@ It sits in the section's Quant tab, under the layers kept FP32. `I` opens the IN
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Optional
+from typing import TYPE_CHECKING
 
-from rich.markup import escape
 from textual import on
 from textual.app import ComposeResult
 from textual.containers import Vertical, VerticalScroll
@@ -24,9 +23,11 @@ from textual.widget import Widget
 from textual.widgets import SelectionList, Static
 
 from sparsify_tui.formatting import format_fixed
+from sparsify_tui.text.optimization import applied_facts
 from sparsify_tui.text import markup_lines
 from sparsify_tui.text.searches import int8_search_facts
-from sparsify_tui.tui.optimization.pane import PaneContext, RecordPane, ScheduleEdited, plot_search
+from sparsify_tui.tui.optimization.pane import (HINTS, PaneContext, RecordPane, ScheduleEdited, facts_markup,
+                                                plot_search)
 from sparsify_tui.tui.widgets.charts import Plot
 from sparsify_tui.tui.optimization.dialogs import SEARCH_DIALOG_CSS, SearchDialog, search_keys
 from sparsify_tui.tui.widgets.labels import elide_middle
@@ -35,10 +36,6 @@ from sparsify_tui.tui.widgets.toggles import TextCheckbox, TextSelectionList
 
 if TYPE_CHECKING:
     from sparsify_tui.optimization.record import Optimization
-
-
-def _pct(v) -> str:
-    return "" if v is None else f"{float(v):.1%}"
 
 
 TRIAL_COLUMNS = [
@@ -83,49 +80,6 @@ def layer_rows(rec: Optimization) -> list[dict]:
     return [{"_key": r["weight_name"], **r} for r in layer_states(rec.quantization, rec.layers)]
 
 
-def applied_text(rec: Optimization, bench: Optional[dict]) -> str:
-    """Apply's output difference next to the benchmark's measured speedup, and the estimate next to it."""
-    d = rec.applied.diff if rec.applied is not None else {}
-    est = rec.estimates
-    lines = []
-    if d:
-        name = str(d.get('metric_name') or 'nmse')
-        parts = [f"{escape(name)} {format_fixed(d.get('metric_value', d.get('nmse')), '.4g')}"]
-        parts += [f"NMSE {format_fixed(d.get('nmse'), '.4g')}"] if name != "nmse" else []
-        parts += [f"max |diff| {format_fixed(d.get('max_abs'), '.3g')}"] if name != "max_abs" else []
-        if d.get("top1_agreement") is not None:
-            parts.append(f"top-1 agreement {_pct(d.get('top1_agreement'))}")
-        if d.get("accuracy") is not None:
-            parts.append(f"accuracy {_pct(d.get('accuracy'))} (FP32 {_pct(d.get('accuracy_baseline'))})")
-        lines.append("[b]Applied[/b] " + " · ".join(parts) + f" on {d.get('samples')} batches")
-    else:
-        lines.append("[b]Applied[/b] not yet: `a` in Benchmarks (5) writes the optimized .onnx")
-    ort = est.ort_speedup if est is not None else None
-    src = (est.int8_source if est is not None else None) or "perf profile"
-    if bench:
-        sp = bench.get("speedup")
-        diff = f", estimate {(ort / sp - 1):+.0%} off" if ort and sp else ""
-        lines.append(f"[b]Benchmark[/b] {escape(str(bench.get('name')))}: measured {format_fixed(sp)}× "
-                     f"(b{bench.get('batch_size')} c{bench.get('core_count')}) · estimated {format_fixed(ort)}× "
-                     f"({escape(src)}){diff}")
-    else:
-        lines.append(f"[b]Benchmark[/b] none yet (n in Benchmarks) · estimated {format_fixed(ort)}× onnxruntime "
-                     f"({escape(src)})")
-    return "\n".join(lines)
-
-
-def latest_benchmark(records: list[dict], opt_id: str) -> Optional[dict]:
-    """The newest benchmark record that measured optimization ``opt_id``: ``{name, speedup, batch_size,
-    core_count}`` of its first row for that optimization, or None."""
-    for b in sorted(records, key=lambda r: str(r.get("created") or ""), reverse=True):
-        label = next((m.get("label") for m in b.get("models") or [] if m.get("optimization_id") == opt_id), None)
-        row = next((s for s in b.get("summary") or [] if label and s.get("model") == label), None)
-        if row:
-            return {"name": b.get("name"), "speedup": row.get("speedup"), "batch_size": row.get("batch_size"),
-                    "core_count": row.get("core_count")}
-    return None
-
-
 class Int8Card(Widget):
     """The INT8 tab of the Optimization section (module docstring). ``show(rec, bench)`` fills it."""
 
@@ -150,9 +104,11 @@ class Int8Card(Widget):
             yield Static("Layers: INT8 sensitivity, FP32 or INT8, and why", classes="i8-title")
             yield FilterableTable(LAYER_COLUMNS, show_status=False, id="i8-layers")
 
-    def show(self, rec: Optimization, bench: Optional[dict] = None) -> None:
+    def show(self, rec: Optimization) -> None:
         self.query_one("#i8-summary", Static).update(summary_text(rec))
-        self.query_one("#i8-applied", Static).update(applied_text(rec, bench))
+        # the applied model's output difference and its measured speedup next to the estimate, worded as on the
+        # Pruning tab's summary card and by `optimization show` (sparsify_tui.text.optimization)
+        self.query_one("#i8-applied", Static).update(facts_markup(applied_facts(rec, HINTS)))
         self.query_one("#i8-trials", FilterableTable).set_rows(trial_rows(rec))
         self.query_one("#i8-layers", FilterableTable).set_rows(layer_rows(rec))
         self._plot(rec)
@@ -190,12 +146,7 @@ class QuantPane(RecordPane):
         order = sorted(rec.layers, key=lambda l: -(l.int8_sensitivity or 0))
         sl.add_options([(f"{elide_middle(l.weight_name, 40)}  {format_fixed(l.int8_sensitivity, '.3g', '-')}",
                          l.node_id, l.node_id in excluded) for l in order])
-        self.query_one("#int8-card", Int8Card).show(rec, context.benchmark)
-
-    def show_benchmark(self, bench: Optional[dict]) -> None:
-        """The newest benchmark of the shown record arrived: the card puts it next to the estimate."""
-        if self.rec is not None and bench is not None:
-            self.query_one("#int8-card", Int8Card).show(self.rec, bench)
+        self.query_one("#int8-card", Int8Card).show(rec)
 
     @on(TextCheckbox.Changed, "#q-enabled")
     def _quant_toggled(self, event: TextCheckbox.Changed) -> None:
@@ -237,5 +188,4 @@ class Int8SearchDialog(SearchDialog):
         return {**self.search_values(), "calibration": self.choice("calibration")}
 
 
-__all__ = ["Int8Card", "QuantPane", "Int8SearchDialog", "summary_text", "trial_rows", "layer_rows", "applied_text",
-           "latest_benchmark"]
+__all__ = ["Int8Card", "QuantPane", "Int8SearchDialog", "summary_text", "trial_rows", "layer_rows"]

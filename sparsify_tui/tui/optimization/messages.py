@@ -72,14 +72,6 @@ class OptimizationsCompared(Message):
 
 
 @dataclass
-class Int8BenchmarkFound(Message):
-    """The newest benchmark of optimization `record_id` (``{name, speedup, batch_size, core_count}``), or None."""
-
-    record_id: str
-    benchmark: Optional[dict]
-
-
-@dataclass
 class SearchSubmitted(Message):
     """A search job (`job_type`: ``int8_search`` or ``budget_search``) was submitted (`job`), or its arguments were
     refused (`error`, shown in a dialog)."""

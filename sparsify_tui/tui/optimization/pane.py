@@ -33,10 +33,9 @@ if TYPE_CHECKING:
 @dataclass
 class PaneContext:
     """What a pane may show besides the record: the project's training settings now (the Training pane compares
-    them with the record's copy) and the newest benchmark of the record (the INT8 card)."""
+    them with the record's copy)."""
 
     project_training: Optional[Dict[str, Any]] = None
-    benchmark: Optional[Dict[str, Any]] = None
 
 
 @dataclass

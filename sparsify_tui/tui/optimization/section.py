@@ -46,10 +46,10 @@ from sparsify_tui.text.optimization import CARDS
 from sparsify_tui.tui.optimization.budget import BudgetPane, BudgetSearchDialog
 from sparsify_tui.tui.optimization.channel import GroupsPane, loss_label
 from sparsify_tui.tui.optimization.dialogs import CreateOptimizationDialog, ExportDialog, SparsityDialog
-from sparsify_tui.tui.optimization.int8 import Int8SearchDialog, QuantPane, latest_benchmark
+from sparsify_tui.tui.optimization.int8 import Int8SearchDialog, QuantPane
 from sparsify_tui.tui.optimization.layers import LayersPane
-from sparsify_tui.tui.optimization.messages import (CreateDialogReady, ExportDialogReady, Int8BenchmarkFound,
-                                                    OptimizationChanged, OptimizationsListed, SearchSubmitted)
+from sparsify_tui.tui.optimization.messages import (CreateDialogReady, ExportDialogReady, OptimizationChanged,
+                                                    OptimizationsListed, SearchSubmitted)
 from sparsify_tui.tui.optimization.pane import PaneContext, RecordPane, ScheduleEdited, StructurePane
 from sparsify_tui.tui.optimization.schedule import LrPane, TrainingPane, training_stale
 from sparsify_tui.tui.widgets import keys
@@ -343,7 +343,6 @@ class OptimizationSection(Widget):
             self.query_one(pane).show(rec, context)
             for other in PANES:
                 self.query_one(other).show(rec, context)
-            self._load_int8_benchmark(rec.id)
             self.refresh_bindings()
         finally:
             self.call_after_refresh(self._unquiet)
@@ -390,17 +389,6 @@ class OptimizationSection(Widget):
 
     def _unquiet(self) -> None:
         self._quiet = False
-
-    # ---------------------------------------------------------------------------------- INT8 card
-    @app_work(group="opt-int8-bench", description="newest benchmark of the optimization")
-    def _load_int8_benchmark(self, rec_id: str) -> None:
-        post_result(self, Int8BenchmarkFound(rec_id, latest_benchmark(self.ws.list_records(self.project_id,
-                                                                                          "benchmarks"), rec_id)))
-
-    @on(Int8BenchmarkFound)
-    def _int8_benchmark(self, message: Int8BenchmarkFound) -> None:
-        if self.rec is not None and self.rec.id == message.record_id:
-            self.query_one(QuantPane).show_benchmark(message.benchmark)
 
     def _free_name(self, prefix: str) -> str:
         names = {r.name for r in self.records}
