@@ -184,6 +184,24 @@ def accuracy_renderable(accuracy: Optional[dict], width: int = 0):
     return Group(Text(table.title, style="bold"), out)  # the title wraps to the pane, not to the table
 
 
+class AccuracyView(Static):
+    """The accuracy of every model beside its speed (:func:`accuracy_renderable`), laid out for the width it has
+    each time it renders: a result that arrives before the layout (a busy machine) is not stuck in the narrow
+    form, nor a wide one cut after a resize."""
+
+    accuracy: Optional[dict] = None
+
+    def show(self, accuracy: Optional[dict]) -> None:
+        self.accuracy = accuracy
+        self.refresh(layout=True)
+
+    def render(self):
+        return accuracy_renderable(self.accuracy, self.content_region.width)
+
+    def on_resize(self) -> None:
+        self.refresh(layout=True)  # its height follows the form chosen for the new width
+
+
 def header_text(result, combo: Optional[tuple[int, int]]) -> str:
     """The benchmark's head (:mod:`sparsify_tui.text.benchmark`) and the batch size and cores the charts show."""
     combo_text = f"charts at batch {combo[0]}, {plural(combo[1], 'core')} (b: next)" if combo else ""
@@ -289,7 +307,7 @@ class BenchmarksSection(RecordListSection):
                     with TabPane("Compare (m)", id="compare"):
                         with VerticalScroll(id="compare-scroll"):
                             yield Static("", id="compare-speedup")
-                            yield Static("", id="compare-accuracy")  # accuracy beside speed
+                            yield AccuracyView(id="compare-accuracy")  # accuracy beside speed
                             yield BarChart(title="median ms/batch", unit="ms",
                                            modes=("values", "log"), id="compare-chart")
                     with TabPane("Iterations", id="iter"):
@@ -390,9 +408,7 @@ class BenchmarksSection(RecordListSection):
             self.query_one("#compare-chart", BarChart).set_data(
                 labels, values, title=f"median ms/batch, b{b} c{c}")
             self.query_one("#compare-speedup", Static).update(speedup_text(res, b, c))
-        accuracy = self.query_one("#compare-accuracy", Static)
-        accuracy.update(accuracy_renderable(res.accuracy, accuracy.content_region.width
-                                            or self.query_one("#bench-right").size.width - 4))
+        self.query_one("#compare-accuracy", AccuracyView).show(res.accuracy)
         self.query_one("#bench-table", FilterableTable).set_rows(table_rows(res))
 
     def action_next_combo(self) -> None:
