@@ -8,8 +8,9 @@ A leaf module: it imports nothing of sparsify-tui, so every layer may use it.
 from __future__ import annotations
 
 import copy
+import functools
 from dataclasses import MISSING, Field, fields
-from typing import Any, ClassVar, Dict, List, Optional, Type, TypeVar
+from typing import Any, ClassVar, Dict, List, Optional, Tuple, Type, TypeVar
 
 T = TypeVar("T", bound="JsonRecord")
 
@@ -61,27 +62,13 @@ class JsonRecord:
         object.__setattr__(self, "_kept", frozenset(getattr(self, "_kept", ())) | set(names))
         return self
 
-    def _key_fields(self) -> List[Field]:
-        """The fields in the order their keys are written (see ``_base_at``)."""
-        ordered = list(fields(self))  # type: ignore[arg-type]
-        if not self._base_at:
-            return ordered
-        runs = {at: [f for f in ordered if f.name in {g.name for g in fields(base)}]
-                for base, at in self._base_at.items()}
-        inherited = {f.name for run in runs.values() for f in run}
-        out: List[Field] = []
-        for f in ordered:
-            if f.name not in inherited:
-                out += runs.get(f.name, []) + [f]
-        return out
-
     def to_dict(self) -> Dict[str, Any]:
         if self._exact:
             return self._exact_dict()
         out: Dict[str, Any] = {}
         tail: Dict[str, Any] = {}
         read = getattr(self, "_read_keys", ())
-        for f in self._key_fields():
+        for f in _key_order(type(self)):
             if f.name == "extra":
                 continue
             value = getattr(self, f.name)
@@ -97,7 +84,7 @@ class JsonRecord:
         read = getattr(self, "_read_keys", None)
         kept = getattr(self, "_kept", ())
         out: Dict[str, Any] = {}
-        for f in self._key_fields():
+        for f in _key_order(type(self)):
             if f.name == "extra":
                 continue
             value = getattr(self, f.name)
@@ -136,3 +123,22 @@ class JsonRecord:
         out = cls(**kw)
         object.__setattr__(out, "_read_keys", tuple(d))  # not a field: equality and repr ignore it
         return out
+
+
+@functools.lru_cache(maxsize=None)
+def _key_order(cls: type) -> Tuple[Field, ...]:
+    """``cls``'s fields in the order their keys are written: field order, with the fields inherited from each base
+    of ``cls._base_at`` moved just before the field it names (computed once per class)."""
+    ordered = fields(cls)
+    if not cls._base_at:
+        return ordered
+    runs = {}
+    for base, at in cls._base_at.items():
+        names = {g.name for g in fields(base)}
+        runs[at] = [f for f in ordered if f.name in names]
+    inherited = {f.name for run in runs.values() for f in run}
+    out: List[Field] = []
+    for f in ordered:
+        if f.name not in inherited:
+            out += runs.get(f.name, []) + [f]
+    return tuple(out)

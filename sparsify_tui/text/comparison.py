@@ -6,12 +6,8 @@ from __future__ import annotations
 
 from typing import Optional
 
-from sparsify_tui.formatting import plural
+from sparsify_tui.formatting import format_ms, plural
 from sparsify_tui.text import Fact
-
-
-def _ms(v: Optional[float]) -> str:
-    return "-" if v is None else f"{v:.3f}"
 
 
 def _x(v: Optional[float]) -> str:
@@ -25,8 +21,8 @@ def side_fact(tag: str, side) -> Fact:
     t = side.target or {}
     host = f"{t['hostname']} · " if t.get("hostname") else ""
     return Fact(tag, f"{side.label} · batch {side.batch_size} · {plural(side.core_count, 'core')} · {host}"
-                     f"{t.get('cpu_model') or 'CPU ?'} · median {_ms(lat.get('median'))} ms "
-                     f"(p90 {_ms(lat.get('p90'))})")
+                     f"{t.get('cpu_model') or 'CPU ?'} · median {format_ms(lat.get('median'))} ms "
+                     f"(p90 {format_ms(lat.get('p90'))})")
 
 
 def comparison_facts(cmp) -> list:
@@ -34,8 +30,8 @@ def comparison_facts(cmp) -> list:
     B/A, the B/A of the measured latencies (medians of unprofiled runs), and how many rows are unmatched."""
     t, u = cmp.totals, cmp.unmatched
     return [side_fact("A", cmp.a), side_fact("B", cmp.b),
-            Fact("Σ rows", f"A {_ms(t['a_ms'])} · B {_ms(t['b_ms'])} ms (B/A {_x(t['ratio'])}) · latency B/A "
-                           f"{_x(t['latency_ratio'])} · {u['rows']} unmatched")]
+            Fact("Σ rows", f"A {format_ms(t['a_ms'])} · B {format_ms(t['b_ms'])} ms (B/A {_x(t['ratio'])}) · "
+                           f"latency B/A {_x(t['latency_ratio'])} · {u['rows']} unmatched")]
 
 
 __all__ = ["comparison_facts", "side_fact"]

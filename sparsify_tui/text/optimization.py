@@ -101,8 +101,8 @@ def _applied_model(opt: "Optimization") -> List[Fact]:
     thinned = sum(1 for g in groups if g.get("kept", 0) < g.get("channels", 0))
     kept, chans = sum(g.get("kept", 0) for g in groups), sum(g.get("channels", 0) for g in groups)
     return [Fact("applied model", f"{'INT8 after thinning' if a.quantized else 'FP32'}, {plural(thinned, 'group')} "
-                                  f"thinned, {kept}/{chans} channels kept; MACs {format_count(a.macs_before, sep=' ')} "
-                                  f"→ {format_count(a.macs_after, sep=' ')} ({_x(a.macs_reduction)} fewer); exactness "
+                                  f"thinned, {kept}/{chans} channels kept; MACs {format_count(a.macs_before)} "
+                                  f"→ {format_count(a.macs_after)} ({_x(a.macs_reduction)} fewer); exactness "
                                   f"{format_fixed(a.exactness_max_rel_diff, '.1e')}; max |Δ| "
                                   f"{format_fixed(a.diff.get('max_abs'), '.3g')}; "
                                   f"{format_fixed((a.file_size_bytes or 0) / 1e6, '.2f')} MB (baseline "
@@ -183,10 +183,10 @@ def _channel(opt: "Optimization", hints: Hints) -> Dict[str, List[Fact]]:
                                   f"{format_fixed(est.baseline_ms, '.3f')} baseline (measured)" if timed else
                                   NOT_TIMED),
             Fact("time model", est.time_model_note or "-")],
-        "flops": [Fact("MACs", f"{format_count(est.macs, sep=' ')} → {format_count(est.macs_pruned, sep=' ')}, "
+        "flops": [Fact("MACs", f"{format_count(est.macs)} → {format_count(est.macs_pruned)}, "
                                f"{_x(est.macs_reduction)} fewer (est.; apply counts the file)")],
         "params": [
-            Fact("params", f"{format_count(est.params, sep=' ')} → {format_count(est.params_nonzero, sep=' ')} "
+            Fact("params", f"{format_count(est.params)} → {format_count(est.params_nonzero)} "
                            "(dense)"),
             Fact("size", f"{format_fixed(est.size_mb_fp32, '.2f')} MB FP32 → ~{format_fixed(est.est_size_mb, '.2f')} "
                          f"MB{' INT8' if q.enabled else ''}")],
