@@ -21,9 +21,10 @@ an ``engine`` name. Importing this package does not import a runtime.
 
 from __future__ import annotations
 
-from typing import Union
+from typing import Optional, Union
 
-from sparsify_tui.engine.base import Engine, KernelTimes, ProfiledPass, QuantizationResult, Session  # noqa: F401
+from sparsify_tui.engine.base import (  # noqa: F401
+    PRECISIONS, Engine, KernelTimes, ProfiledPass, QuantizationResult, Session)
 from sparsify_tui.engine.ort import OnnxRuntimeEngine
 from sparsify_tui.errors import SparsifyError
 
@@ -34,22 +35,43 @@ ENGINES: dict[str, type] = {
 #: the engine used when none is named
 DEFAULT_ENGINE = "onnxruntime"
 
-_instances: dict[str, Engine] = {}
+_instances: dict[tuple, Engine] = {}
 
 
-def get_engine(engine: Union[str, Engine, None] = None) -> Engine:
-    """The engine registered as ``engine`` (default :data:`DEFAULT_ENGINE`); an :class:`Engine` instance is
-    returned as is. One instance per name. Raises ``SparsifyError`` for an unknown name."""
+def get_engine(engine: Union[str, Engine, None] = None, precision: Optional[str] = None) -> Engine:
+    """The engine registered as ``engine`` (default :data:`DEFAULT_ENGINE`) bound to ``precision`` (default
+    ``"fp32"``; an :class:`Engine` instance is returned as is when no other precision is asked). One instance
+    per (name, precision). Raises ``SparsifyError`` (one line) for an unknown name, a runtime that is not
+    installed, or a precision the engine cannot run on this CPU."""
     if isinstance(engine, Engine):
-        return engine
+        if precision is None or precision == engine.precision:
+            return engine
+        engine = engine.name
     name = engine or DEFAULT_ENGINE
     cls = ENGINES.get(name)
     if cls is None:
         raise SparsifyError(f"unknown engine {name!r}: use one of {', '.join(sorted(ENGINES))}")
-    inst = _instances.get(name)
+    precision = precision or "fp32"
+    if precision not in PRECISIONS:
+        raise SparsifyError(f"unknown precision {precision!r}: use one of {', '.join(PRECISIONS)}")
+    inst = _instances.get((name, precision))
     if inst is None or type(inst) is not cls:
-        inst = _instances[name] = cls()
+        missing = cls.available()
+        if missing:
+            raise SparsifyError(missing)
+        inst = cls(precision="fp32")
+        if precision != "fp32":
+            problem = inst.precision_problem(precision)
+            if problem:
+                raise SparsifyError(problem)
+            inst = cls(precision=precision)
+        _instances[(name, precision)] = inst
     return inst
+
+
+def installed_engines() -> list[str]:
+    """The registered engines whose runtime is installed here, :data:`DEFAULT_ENGINE` first."""
+    return [n for n in sorted(ENGINES, key=lambda n: (n != DEFAULT_ENGINE, n)) if ENGINES[n].available() is None]
 
 
 def system_info(engine: Union[str, Engine, None] = None):

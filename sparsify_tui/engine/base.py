@@ -137,21 +137,55 @@ class QuantizationResult:
         }
 
 
-class Engine(ABC):
-    """A runtime sparsify-tui measures with (module docstring). Instances are stateless apart from
-    caches; :func:`sparsify_tui.engine.get_engine` hands out one per name."""
+#: the float precisions a session can run at (INT8 is a property of the model file, a QDQ graph, not of a session)
+PRECISIONS = ("fp32", "bf16")
 
-    #: registry key and the name shown to users ("onnxruntime")
+
+class Engine(ABC):
+    """A runtime sparsify-tui measures with (module docstring), bound to one session **precision**
+    (:data:`PRECISIONS`). Instances are stateless apart from caches; :func:`sparsify_tui.engine.get_engine`
+    hands out one per (name, precision)."""
+
+    #: registry key ("onnxruntime", "openvino"): what ``--engine`` takes and records store
     name: str = ""
+    #: the name shown to users ("onnxruntime", "OpenVINO")
+    display_name: str = ""
     #: one line: how sessions are configured (the ``engine`` field of a benchmark)
     description: str = ""
     #: one line: how :meth:`quantize_int8` quantizes (the ``method`` of a perf profile's INT8 part)
     quantization_method: str = ""
 
+    def __init__(self, precision: str = "fp32"):
+        #: the precision this instance's sessions run at (``"fp32"`` or ``"bf16"``)
+        self.precision = precision
+
     @property
     @abstractmethod
     def version(self) -> str:
         """The runtime's version string."""
+
+    @property
+    def label(self) -> str:
+        """How every record, summary and report names the runtime: ``"onnxruntime 1.32.0 · fp32"``,
+        ``"OpenVINO 2026.4.1 · bf16"``."""
+        return f"{self.display_name or self.name} {self.version} · {self.precision}"
+
+    @classmethod
+    def available(cls) -> Optional[str]:
+        """None when the runtime is installed, else one line saying why not and how to get it (e.g. the
+        optional extra to install). Must not import more than the runtime's package."""
+        return None
+
+    def precision_problem(self, precision: str) -> Optional[str]:
+        """None when this engine runs sessions at ``precision`` on this CPU, else one line naming why not
+        and the fix. Default: fp32 only."""
+        if precision == "fp32":
+            return None
+        return f"{self.display_name or self.name} runs only fp32 sessions here, not {precision}: use --precision fp32"
+
+    def precisions(self) -> list[str]:
+        """The :data:`PRECISIONS` this engine runs on this CPU (fp32 always first)."""
+        return [p for p in PRECISIONS if self.precision_problem(p) is None]
 
     def providers(self) -> list[str]:
         """Execution providers (devices/back-ends) the runtime offers on this machine."""
@@ -159,7 +193,7 @@ class Engine(ABC):
 
     def settings(self, core_count: int) -> dict:
         """How sessions are configured for ``core_count`` cores (stored with every perf profile)."""
-        return {"engine": self.name, "threads": int(core_count)}
+        return {"engine": self.name, "threads": int(core_count), "precision": self.precision}
 
     def system_info(self):
         """This machine (:func:`sparsify_tui.analysis.system.machine_info`) with the runtime's version and

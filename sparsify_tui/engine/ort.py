@@ -97,6 +97,7 @@ class OnnxRuntimeEngine(Engine):
     """onnxruntime on the CPU execution provider (module docstring)."""
 
     name = "onnxruntime"
+    display_name = "onnxruntime"
     description = "onnxruntime CPUExecutionProvider, ORT_ENABLE_ALL, intra_op=cores, inter_op=1"
     quantization_method = ("onnxruntime.quantization quantize_static: QDQ, per-channel, MinMax, QInt8 weights, "
                            "QUInt8 activations, after quant_pre_process")
@@ -108,6 +109,12 @@ class OnnxRuntimeEngine(Engine):
     def providers(self) -> list[str]:
         return list(_ort().get_available_providers())
 
+    def precision_problem(self, precision: str) -> Optional[str]:
+        if precision == "fp32":
+            return None
+        return (f"onnxruntime's CPU provider runs fp32 sessions only, not {precision}: use --precision fp32, "
+                "or --engine openvino")
+
     def settings(self, core_count: int) -> dict:
         return {
             "provider": "CPUExecutionProvider",
@@ -115,6 +122,7 @@ class OnnxRuntimeEngine(Engine):
             "intra_op_num_threads": int(core_count),
             "inter_op_num_threads": 1,
             "execution_mode": "ORT_SEQUENTIAL",
+            "precision": self.precision,
         }
 
     def open_session(self, model: ModelSource, core_count: Optional[int] = None, *,
