@@ -58,6 +58,7 @@ sys.path.insert(0, str(ROOT))
 
 import numpy as np  # noqa: E402
 
+from sparsify_tui.engine.run import RunSpec
 from sparsify_tui.benchmark.runner import run_benchmark  # noqa: E402
 from sparsify_tui.engine import get_engine  # noqa: E402
 from sparsify_tui.engine.thinning import thin_model  # noqa: E402
@@ -305,7 +306,7 @@ def run_goals(args) -> int:
             project = create_project(ws, path, name=name, batch_size=1, dims=dims)
             pid = project["id"]
             model = ws.model_path(pid)
-            perf = profile_performance(model, batch_size=1, core_count=args.cores, dims=dims, int8=False,
+            perf = profile_performance(model, RunSpec(core_count=args.cores), dims=dims, int8=False,
                                        iterations=args.iterations, name="base")
             perf_id = profiles.store_perf_profile(ws, pid, perf)["record_id"]
             cal = calibrate_channels(model, batch_size=1, core_count=args.cores, dims=dims, progress=log)

@@ -37,6 +37,7 @@ sys.path.insert(0, str(ROOT))
 
 import numpy as np  # noqa: E402
 
+from sparsify_tui.engine.run import RunSpec
 from sparsify_tui.profiling.perf import profile_performance, profiled_runs_for  # noqa: E402
 from sparsify_tui.settings import available_cores  # noqa: E402
 from sparsify_tui.engine.ort import session_options  # noqa: E402
@@ -82,7 +83,7 @@ def bare_loop(path: Path, cores: int) -> float:
 
 def profile_run(path: Path, cores: int):
     t0 = time.perf_counter()
-    prof = profile_performance(path, batch_size=1, core_count=cores, warmup=WARMUP, iterations=ITERATIONS, int8=False)
+    prof = profile_performance(path, RunSpec(core_count=cores), warmup=WARMUP, iterations=ITERATIONS, int8=False)
     wall = time.perf_counter() - t0
     return wall, prof
 

@@ -54,7 +54,7 @@ def profile_from_analysis(analysis: dict, name: str, *, scale: float = 1.0, batc
                                                    "mean": median * 0.45, "min": median * 0.35},
                                     "items_per_second": 1000.0 * batch_size / (median * int8_factor),
                                     "speedup": 1 / int8_factor}),
-        nodes=nodes, ort_version="1.20.0", created="2026-01-01T00:00:00Z", settings={"cpu_model": "Test CPU"},
+        nodes=nodes, engine_version="1.20.0", created="2026-01-01T00:00:00Z", settings={"cpu_model": "Test CPU"},
         machine=MachineRecord.from_dict({"hostname": hostname, "cpu_model": "Test CPU", "instruction_sets": ["AVX2"],
                                          "available_cores": 2}))
     prof.pruned_estimate = _model_estimates(nodes, median, 0.2)

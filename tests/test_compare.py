@@ -9,6 +9,7 @@ import json
 import pytest
 from compare_fixtures import DEMO_DIMS, profile_from_analysis, tiny_model
 
+from sparsify_tui.engine.run import RunSpec
 from sparsify_tui.cli import main
 from sparsify_tui.profiling.perf_compare import compare_perf
 from sparsify_tui.profiling.perf import Int8Profile, fill_scaled
@@ -283,7 +284,7 @@ def test_measured_demo_profiles_fp32_int8_and_batch(ws, demo_model):
 
     pid = create_project(ws, str(demo_model), name="demo", dims=DEMO_DIMS)["id"]
     for name, batch, int8 in (("b1", 1, True), ("b2", 2, False)):
-        prof = profile_performance(ws.model_path(pid), batch_size=batch, core_count=1, dims=DEMO_DIMS, warmup=1,
+        prof = profile_performance(ws.model_path(pid), RunSpec(batch_size=batch, core_count=1), dims=DEMO_DIMS, warmup=1,
                                    iterations=6, int8=int8, name=name)
         assert prof.machine.hostname and prof.machine.cpu_model is not None
         store_perf_profile(ws, pid, prof)

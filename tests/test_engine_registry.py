@@ -16,6 +16,7 @@ import numpy as np
 import onnx
 import pytest
 
+from sparsify_tui.engine.run import RunSpec
 from sparsify_tui import engine as engines
 from sparsify_tui.analysis.graph import graph_nodes
 from sparsify_tui.engine.base import Engine, KernelTimes, ProfiledPass, QuantizationResult, Session
@@ -135,12 +136,13 @@ def test_default_engine_is_one_setting(stub, tmp_path, monkeypatch):
 def test_perf_profile_measures_through_the_registered_engine(stub):
     from sparsify_tui.profiling.perf import profile_performance
 
-    prof = profile_performance(DEMO, dims=DEMO_DIMS, core_count=1, warmup=1, iterations=6, int8=True,
-                               engine="stub")
+    prof = profile_performance(DEMO, RunSpec(engine="stub", core_count=1), dims=DEMO_DIMS, warmup=1, iterations=6,
+                               int8=True)
     lat = prof.latency_ms
     assert (lat.median, lat.p90, lat.mean, lat.min) == pytest.approx((FP32_MS, FP32_MS, FP32_MS, FP32_MS))
     assert prof.items_per_second == pytest.approx(1000.0 / FP32_MS)
-    assert prof.ort_version == "0.0-stub" and prof.settings["provider"] == "StubProvider"
+    assert prof.engine_version == "0.0-stub" and prof.settings["provider"] == "StubProvider"
+    assert (prof.engine, prof.precision) == ("stub", "fp32")
     # the stub's kernels are the model's own nodes: every node gets its share, nothing is unattributed
     assert prof.total_node_ms == pytest.approx(FP32_MS)
     assert not any(n.id.startswith("[") for n in prof.nodes)
@@ -161,7 +163,8 @@ from sparsify_tui import engine
 engine.ENGINES["stub"] = t.StubEngine
 res = t.run_benchmark_on_stub(Path(tempfile.mkdtemp()))
 from sparsify_tui.profiling.perf import profile_performance
-prof = profile_performance(t.DEMO, dims=t.DEMO_DIMS, core_count=1, warmup=0, iterations=3, int8=True, engine="stub")
+from sparsify_tui.engine.run import RunSpec
+prof = profile_performance(t.DEMO, RunSpec(engine="stub", core_count=1), dims=t.DEMO_DIMS, warmup=0, iterations=3, int8=True)
 assert res.run("baseline", 1, 1).median_ms == t.FP32_MS and prof.latency_ms.median == t.FP32_MS
 print("onnxruntime" in sys.modules)
 """

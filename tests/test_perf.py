@@ -14,6 +14,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from conftest import shared_model
+from sparsify_tui.engine.run import RunSpec
 from sparsify_tui.cli import main
 from sparsify_tui.engine.ort import parse_trace
 from sparsify_tui.errors import JobCanceled, ModelError
@@ -89,7 +90,7 @@ def resnet_like(tmp_path_factory):
 @pytest.fixture(scope="module")
 def resnet_profile(resnet_like):
     """One profile with INT8, shared by the tests that only read it."""
-    return profile_performance(resnet_like, batch_size=2, core_count=1, warmup=1, iterations=3, int8=True)
+    return profile_performance(resnet_like, RunSpec(batch_size=2, core_count=1), warmup=1, iterations=3, int8=True)
 
 
 def _rows(prof):
@@ -226,7 +227,7 @@ def test_cli_sample_data_errors_exit_2_before_running(resnet_like, tmp_path, cap
 def test_sample_data_is_used_when_valid(resnet_like, tmp_path):
     good = tmp_path / "good.npz"
     np.savez(good, x=np.random.default_rng(0).standard_normal((4, 3, 24, 24)).astype(np.float32))
-    prof = profile_performance(resnet_like, batch_size=2, warmup=0, iterations=2, data=good, int8=False)
+    prof = profile_performance(resnet_like, RunSpec(batch_size=2), warmup=0, iterations=2, data=good, int8=False)
     assert prof.inputs.source == "sample data" and prof.inputs.batches == 2
 
 

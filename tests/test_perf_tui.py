@@ -37,7 +37,7 @@ def seeded_profile(analysis: dict) -> PerfProfile:
                        int8=Int8Profile.from_dict({"enabled": True, "error": None,
                                                    "latency_ms": {"median": 0.5, "p90": 0.6, "mean": 0.55, "min": 0.45},
                                                    "items_per_second": 2000.0, "speedup": 2.5}),
-                       nodes=nodes, ort_version="1.31.1", created="2026-01-01T00:00:00Z", warmup=5, iterations=30)
+                       nodes=nodes, engine_version="1.31.1", created="2026-01-01T00:00:00Z", warmup=5, iterations=30)
     prof.pruned_estimate = _model_estimates(nodes, 1.25, 0.2)
     return prof
 

@@ -16,6 +16,7 @@ import pytest
 from onnx import TensorProto, helper, numpy_helper
 
 from conftest import DEMO_MODEL, SHARED_MODELS
+from sparsify_tui.engine.run import RunSpec
 from sparsify_tui.errors import JobCanceled, ModelError
 from sparsify_tui.progress import CancelToken
 
@@ -119,7 +120,7 @@ def test_perf_and_benchmark_time_with_the_same_loop(monkeypatch):
         return real(session, feeds, **kw)
 
     monkeypatch.setattr(timing, "time_runs", spy)
-    profile_performance(DEMO_MODEL, dims=DEMO_DIMS, core_count=1, warmup=1, iterations=3, int8=False)
+    profile_performance(DEMO_MODEL, RunSpec(core_count=1), dims=DEMO_DIMS, warmup=1, iterations=3, int8=False)
     assert seen == [(1, 3), (1, 3)]  # the timed runs and the profiled pass (1 warm-up + max(3, 3 // 3))
     seen.clear()
     run_benchmark([("baseline", str(DEMO_MODEL))], batch_sizes=[1], core_counts=[1], warmup=1, iterations=4,
@@ -157,7 +158,7 @@ def test_one_system_info_for_profiles_benchmarks_and_analysis(monkeypatch):
     info = system_info()
     assert info.cpu_model == "Test CPU 9000" and info.ort_version == get_engine().version
     assert "CPUExecutionProvider" in info.ort_providers and info.vnni
-    prof = profile_performance(DEMO_MODEL, dims=DEMO_DIMS, core_count=1, warmup=0, iterations=1, int8=False)
+    prof = profile_performance(DEMO_MODEL, RunSpec(core_count=1), dims=DEMO_DIMS, warmup=0, iterations=1, int8=False)
     assert prof.instruction_sets == ["AVX2", "AVX512_VNNI"] and prof.settings["cpu_model"] == "Test CPU 9000"
     assert prof.settings["available_cores"] == settings.available_cores()
     res = run_benchmark([("baseline", str(DEMO_MODEL))], batch_sizes=[1], core_counts=[1], warmup=0,

@@ -65,3 +65,28 @@ def looks_like_model(target: str) -> bool:
         raise ProjectError(f"{target} is a folder here, not an ONNX model, and no project is named {target!r}: "
                            f"give the path of the .onnx file inside it, or a project's name (sparsify-tui list)")
     return True
+
+
+def add_runtime_options(p, *, many: bool = False) -> None:
+    """The run spec's runtime flags: ``--engine`` and ``--precision`` (one each), or with ``many`` ``--engines``
+    and ``--precisions`` (comma-separated lists: a benchmark or search across runtimes). The choices come from the
+    engine registry, so no command names a runtime."""
+    from sparsify_tui.engine import DEFAULT_ENGINE, ENGINES, PRECISIONS
+
+    engines, precisions = ", ".join(sorted(ENGINES)), ", ".join(PRECISIONS)
+    if many:
+        p.add_argument("--engines", default=None, metavar="E1,E2",
+                       help=f"runtimes to measure, comma-separated ({engines}; 'all': every installed one)")
+        p.add_argument("--precisions", default=None, metavar="P1,P2",
+                       help=f"session precisions, comma-separated ({precisions}; 'all': every one this CPU runs)")
+    else:
+        p.add_argument("--engine", default=None, help=f"runtime ({engines}; default: the project's, or "
+                                                      f"{DEFAULT_ENGINE})")
+        p.add_argument("--precision", default=None, help=f"session precision ({precisions}; default fp32; bf16 "
+                                                         "needs a CPU with BF16)")
+
+
+def runtime_args(args) -> dict:
+    """The job arguments of :func:`add_runtime_options`' flags that were given."""
+    keys = ("engine", "precision", "engines", "precisions")
+    return {k: getattr(args, k) for k in keys if getattr(args, k, None) is not None}

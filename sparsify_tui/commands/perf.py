@@ -13,7 +13,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from sparsify_tui.commands import looks_like_model, profile_group
+from sparsify_tui.commands import add_runtime_options, looks_like_model, profile_group, runtime_args
 from sparsify_tui.commands.output import stderr_progress as _stderr_progress
 from sparsify_tui.text import cli_lines
 from sparsify_tui.text.perf import summary_facts
@@ -24,15 +24,16 @@ def register(sub) -> None:
     p = prof.add_parser(
         "perf",
         help="measure a performance profile (per-layer times, INT8, pruned estimates)",
-        description="Measure how fast each layer of a model runs on this machine with onnxruntime: latency "
+        description="Measure how fast each layer of a model runs on this machine with a runtime: latency "
                     "(median, p90, mean, min ms per batch), items/s, per-node times attributed to the original "
                     "ONNX nodes, measured INT8, and estimated pruned times (estimates for a sparse-kernel "
-                    "runtime; onnxruntime itself gains nothing from unstructured sparsity).",
+                    "runtime; the dense runtimes gain nothing from unstructured sparsity).",
     )
     p.add_argument("target", metavar="PROJECT_OR_MODEL", help="project id or name, or a path to an .onnx model")
     p.add_argument("--name", default=None, help="profile name (default: the project's setup name, or 'baseline')")
     p.add_argument("--batch-size", type=int, default=None, help="items per batch (default: project setup, or 1)")
     p.add_argument("--cores", type=int, default=None, help="cores / intra-op threads (default: project setup, or all)")
+    add_runtime_options(p)
     p.add_argument("--warmup", type=int, default=None, help="unprofiled warm-up runs (default 5)")
     p.add_argument("--iterations", type=int, default=None, help="unprofiled timed runs (default 30)")
     p.add_argument("--data", default=None, metavar="FILE.npz", help="sample data (.npz by input name, or .npy)")
@@ -53,7 +54,7 @@ def cmd_profile_perf(args) -> int:
     job_args = {"name": args.name, "batch_size": args.batch_size, "core_count": args.cores,
                 "warmup": args.warmup, "iterations": args.iterations,
                 "data": str(Path(args.data).absolute()) if args.data else None,
-                "int8": not args.no_int8, "dims": dims}
+                "int8": not args.no_int8, "dims": dims, **runtime_args(args)}
     job_args = {k: v for k, v in job_args.items() if v is not None}
     if looks_like_model(args.target):
         from sparsify_tui.profiling.perf import profile_performance

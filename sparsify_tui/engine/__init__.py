@@ -74,6 +74,11 @@ def installed_engines() -> list[str]:
     return [n for n in sorted(ENGINES, key=lambda n: (n != DEFAULT_ENGINE, n)) if ENGINES[n].available() is None]
 
 
+def runtime_versions() -> dict:
+    """``{display name: version}`` of every installed engine, :data:`DEFAULT_ENGINE` first (a report's machine)."""
+    return {ENGINES[n].display_name or n: get_engine(n).version for n in installed_engines()}
+
+
 def system_info(engine: Union[str, Engine, None] = None):
     """This machine with the engine's version and providers: the one system description stored with
     perf profiles and benchmarks and shown by ``analyze`` (:class:`sparsify_tui.analysis.system.SystemInfo`)."""

@@ -68,3 +68,17 @@ class RunSpec:
 
 #: the reference run at batch 1 on every core
 REFERENCE = RunSpec()
+
+
+def display_name(engine: str) -> str:
+    """The name users see for engine ``engine`` ("onnxruntime", "OpenVINO"); a name no longer registered as stored."""
+    from sparsify_tui.engine import ENGINES
+
+    cls = ENGINES.get(engine)
+    return (getattr(cls, "display_name", "") or engine) if cls is not None else engine
+
+
+def runtime_label(engine: str, version: str = "", precision: str = REFERENCE_PRECISION) -> str:
+    """How summaries, reports and comparisons name a runtime: ``"onnxruntime 1.32.0 · fp32"``,
+    ``"OpenVINO 2026.4.1 · bf16"``."""
+    return " ".join(x for x in (display_name(engine), version or "") if x) + f" · {precision or REFERENCE_PRECISION}"

@@ -42,6 +42,7 @@ from typing import Any, ClassVar, Dict, Optional, Union
 
 import numpy as np
 
+from sparsify_tui.engine.run import REFERENCE, RunSpec
 from sparsify_tui.engine.timing import latency_summary
 from sparsify_tui import settings
 from sparsify_tui.errors import JobCanceled, ModelError, SparsifyError
@@ -288,7 +289,9 @@ class PerfProfile:
     only ``error`` when it failed, or ``enabled`` False; ``machine`` (:class:`MachineRecord`): the target it was
     measured on (empty in profiles measured before it was recorded); ``profiled`` (:class:`ProfiledRecord`): the
     profiled pass and how it scales to the median; ``pruned_estimate`` (:class:`PrunedEstimate`): estimated
-    whole-model ms per sparsity level; ``inputs`` (:class:`InputsRecord`): what was fed. ``settings`` (the engine's
+    whole-model ms per sparsity level; ``inputs`` (:class:`InputsRecord`): what was fed. ``engine``, ``precision`` and
+    ``engine_version``: the runtime measured (:class:`sparsify_tui.engine.run.RunSpec`; profiles stored before the
+    runtime was a choice read as onnxruntime fp32, their ``ort_version`` as ``engine_version``). ``settings`` (the engine's
     session options, the CPU, the profiled runs) and ``dims`` (symbolic dim -> value) stay plain dicts: their keys
     are the engine's and the model's. ``warnings``: NaN/Inf weights or sample data, and noisy-measurement warnings
     (:func:`noise_warnings`), one line each.
@@ -303,7 +306,9 @@ class PerfProfile:
     int8: Int8Profile
     nodes: list
     model: str = ""
-    ort_version: str = ""
+    engine: str = "onnxruntime"
+    precision: str = "fp32"
+    engine_version: str = ""
     settings: dict = field(default_factory=dict)
     warmup: int = 5
     iterations: int = 30
@@ -318,6 +323,8 @@ class PerfProfile:
     warnings: list = field(default_factory=list)
     machine: MachineRecord = _empty(MachineRecord)
     _scales: Optional[tuple] = field(default=None, init=False, repr=False, compare=False)
+    #: read from a profile stored before the runtime was a choice (its ``ort_version`` key is written back as read)
+    _legacy: bool = field(default=False, init=False, repr=False, compare=False)
     #: the typed parts of ``profile`` (the JSON key -> its record class)
     _records: ClassVar[Dict[str, Any]] = {"latency_ms": LatencySummary, "int8": Int8Profile, "inputs": InputsRecord,
                                           "profiled": ProfiledRecord, "pruned_estimate": PrunedEstimate,
@@ -338,7 +345,8 @@ class PerfProfile:
             "items_per_second": self.items_per_second,
             "int8": self.int8.to_dict(),
             "model": self.model,
-            "ort_version": self.ort_version,
+            **({"ort_version": self.engine_version} if self._legacy else
+               {"engine": self.engine, "precision": self.precision, "engine_version": self.engine_version}),
             "settings": dict(self.settings),
             "warmup": self.warmup,
             "iterations": self.iterations,
@@ -358,6 +366,9 @@ class PerfProfile:
     @classmethod
     def from_dict(cls, d: dict) -> "PerfProfile":
         p = dict(d.get("profile", {}))
+        legacy = "ort_version" in p and "engine_version" not in p
+        if legacy:  # measured before the runtime was a choice: onnxruntime fp32 (written back as it was read)
+            p["engine_version"] = p.pop("ort_version")
         names = cls.__dataclass_fields__
         kw = {k: v for k, v in p.items() if k in names and k != "nodes"}
         kw["nodes"] = [NodePerf.from_dict(n) for n in d.get("nodes", [])]
@@ -368,6 +379,7 @@ class PerfProfile:
             if k in kw:
                 kw[k] = record.from_dict(kw[k])
         prof = cls(**kw)
+        prof._legacy = legacy
         if not any("noisy " in str(w) for w in prof.warnings):  # stored before noise checks: run them on its data
             prof.warnings = list(prof.warnings) + profile_noise(prof)
         return prof
@@ -545,9 +557,8 @@ def _first_line(err: BaseException) -> str:
 
 def profile_performance(
     model_path: Union[str, Path],
+    run: RunSpec = REFERENCE,
     *,
-    batch_size: int = 1,
-    core_count: Optional[int] = None,
     dims: Optional[dict] = None,
     warmup: int = 5,
     iterations: int = 30,
@@ -555,7 +566,6 @@ def profile_performance(
     int8: bool = True,
     name: str = "baseline",
     analysis: Any = None,
-    engine: Any = None,
     progress: Optional[ProgressFn] = None,
     cancel: Optional[CancelToken] = None,
 ) -> PerfProfile:
@@ -563,8 +573,8 @@ def profile_performance(
 
     Args:
         model_path: ``.onnx`` file (external data next to it).
-        batch_size: items per batch (>= 1); all times are ms per batch.
-        core_count: intra-op threads (None/0: every core this process may use).
+        run: the engine, precision, batch size (items per batch, >= 1; all times are ms per batch) and core count
+            (threads; None: every core this process may use) measured (:class:`~sparsify_tui.engine.run.RunSpec`).
         dims: symbolic dims / scalar input values (``{"seq": 128, "x:2": 48, "sr": 16000}``).
         warmup, iterations: unprofiled warm-up and timed runs (the profiled pass adds 1 + iterations//3,
             3..20, runs).
@@ -572,8 +582,6 @@ def profile_performance(
         int8: also quantize (static QDQ) and measure the INT8 model.
         name: profile name.
         analysis: a precomputed ``analysis.nodes.ModelAnalysis`` for the same batch size and dims.
-        engine: the runtime measured (a name in :data:`sparsify_tui.engine.ENGINES` or an ``Engine``;
-            default onnxruntime).
         progress, cancel: see :mod:`sparsify_tui.progress`; a cancel also terminates a running
             inference.
 
@@ -585,14 +593,13 @@ def profile_performance(
         JobCanceled: on cancel.
         SparsifyError: bad batch size / iterations / core count.
     """
-    from sparsify_tui.engine import get_engine
     from sparsify_tui.engine.weights import runnable_path
     t_start = time.perf_counter()
     prog = progress or (lambda s, f: None)
-    batch_size = settings.batch_size(batch_size)
+    batch_size = settings.batch_size(run.batch_size)
     warmup, iterations = settings.warmup(warmup), settings.iterations(iterations)
-    cores = settings.core_count(core_count)
-    engine = get_engine(engine)
+    cores = settings.core_count(run.core_count)
+    engine = run.runtime()
     path = Path(model_path)
     if not path.is_file():
         raise ModelError(f"{path} does not exist or is not a file: check the model path")
@@ -615,7 +622,7 @@ def profile_performance(
         phases.update(fp.clock)
         maybe_check(cancel)
         prog("attributing", f_fp32 * 0.92)
-        orig, fa = _attribute_fp32(model, analysis, fp, batch_size, dims, engine, phases)
+        orig, fa = _attribute_fp32(model, analysis, fp, batch_size, dims, phases)
         del model
         t_fp32_done = time.perf_counter()
         int8_info = Int8Profile(enabled=False)
@@ -645,7 +652,9 @@ def profile_performance(
         int8=int8_info,
         nodes=nodes,
         model=str(path),
-        ort_version=engine.version,
+        engine=engine.name,
+        precision=engine.precision,
+        engine_version=engine.version,
         settings=_run_settings(engine, cores, system, iterations),
         warmup=warmup,
         iterations=iterations,
@@ -690,7 +699,7 @@ def _model_and_feeds(path: Path, batch_size: int, dims: dict, data) -> tuple:
     return model, batch_size, feeds, source, warnings
 
 
-def _attribute_fp32(model, analysis, fp: "_Measured", batch_size: int, dims: dict, engine, phases: dict) -> tuple:
+def _attribute_fp32(model, analysis, fp: "_Measured", batch_size: int, dims: dict, phases: dict) -> tuple:
     """``(original nodes, attribution)``: the node table (``analysis``, else analysed now) and the FP32 profiled
     kernels attributed to its nodes; the two phases' seconds go to ``phases``."""
     from sparsify_tui.profiling import attribution as attr
@@ -699,8 +708,11 @@ def _attribute_fp32(model, analysis, fp: "_Measured", batch_size: int, dims: dic
     if analysis is None:
         from sparsify_tui.analysis.nodes import analyze_model
 
+        from sparsify_tui.engine import get_engine
+
+        # the model's shapes do not depend on the runtime measured: the default engine's shape inference
         analysis = analyze_model(model, batch_size=batch_size, dims=dims, include_system=False,
-                                 count_zeros=False, engine=engine)
+                                 count_zeros=False, engine=get_engine())
     phases["analysis_s"] = time.perf_counter() - t_phase
     t_phase = time.perf_counter()
     orig = list(analysis.nodes)

@@ -39,6 +39,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Iterable, Optional, Sequence
 
+from sparsify_tui.engine.run import runtime_label
+
 VIEWS = ("fp32", "int8")
 MATCHED = "matched"
 FUSED_DIFFERENTLY = "fused differently"
@@ -68,7 +70,8 @@ class ProfileSide:
     ``label``: how the side is shown ("b1", "b1 INT8", "server2:b1"); ``total_ms``: the sum of its rows (ms per
     batch, profiled pass); ``latency_ms``: median/p90/mean/min ms per batch of unprofiled runs of that model;
     ``items_per_second``: of the median; ``target``: the machine it ran on (``cpu_model``, ``instruction_sets``,
-    ``core_count``, ``hostname`` when known, ``ort_version``)."""
+    ``core_count``, ``hostname`` when known, ``runtime``: engine, version and precision,
+    :func:`sparsify_tui.engine.run.runtime_label`)."""
 
     label: str
     name: str
@@ -227,7 +230,7 @@ def profile_side(profile, view: str = "fp32", *, label: Optional[str] = None, pr
         "cpu_model": machine.get("cpu_model") or settings.get("cpu_model"),
         "instruction_sets": list(machine.get("instruction_sets") or profile.instruction_sets or []),
         "core_count": profile.core_count,
-        "ort_version": profile.ort_version,
+        "runtime": runtime_label(profile.engine, profile.engine_version, profile.precision),
     }
     default = profile.name + (" INT8" if view == "int8" else "")
     return ProfileSide(label=label or default, name=profile.name, view=view, project=project,

@@ -10,6 +10,8 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any, Optional
 
+from sparsify_tui.engine.run import runtime_label
+
 
 @dataclass
 class LayerTime:
@@ -28,7 +30,7 @@ class LayerTime:
 class PerfEntry:
     """One perf profile: settings, measured latency (``latency_ms``: median/p90/mean/min of unprofiled runs),
     ``items_per_second``, INT8 (``int8_median_ms``, ``int8_speedup``, ``int8_error``), ``target`` (the machine:
-    hostname, cpu_model, instruction_sets, cores, ort_version), ``node_total_ms`` (sum of all rows),
+    hostname, cpu_model, instruction_sets, cores, runtime: engine, version, precision), ``node_total_ms`` (sum of all rows),
     ``op_types`` (time per op type, most first, as :class:`LayerTime` with ``id`` = op type) and ``top`` (the slowest
     nodes), ``imported`` (where an imported profile came from), ``warnings`` (noisy timing, a failed INT8 pass...:
     the profile's own, as the TUI's summary shows them)."""
@@ -182,7 +184,7 @@ def perf_entry(profile, *, record_id: Optional[str] = None, top: int = 10, impor
     target = {"hostname": machine.hostname, "cpu_model": machine.cpu_model or settings.get("cpu_model"),
               "instruction_sets": list(machine.instruction_sets or profile.instruction_sets or []),
               "available_cores": machine.available_cores or settings.get("available_cores"),
-              "ort_version": profile.ort_version}
+              "runtime": runtime_label(profile.engine, profile.engine_version, profile.precision)}
     return PerfEntry(
         name=profile.name, id=record_id, batch_size=int(profile.batch_size), core_count=int(profile.core_count),
         latency_ms=profile.latency_ms.to_dict(), items_per_second=float(profile.items_per_second or 0.0),

@@ -90,8 +90,8 @@ def blocks(report: Report, top: int = 10) -> list:
     model and machine, then one section per kind of record."""
     out: list = [Heading(1, report.title),
                  Para(f"Generated {report.generated} by sparsify-tui {report.version}. Times are ms per batch, "
-                      "throughput items/s. Measured numbers come from onnxruntime on the machine named with each "
-                      "profile or benchmark; \"est.\" marks estimates.")]
+                      "throughput items/s. Measured numbers come from the runtime (engine, version, precision) and the "
+                      "machine named with each profile or benchmark; \"est.\" marks estimates.")]
     p, m = report.project, report.model
     if p.get("description"):
         out.append(Para(p["description"]))
@@ -111,7 +111,8 @@ def blocks(report: Report, top: int = 10) -> list:
         ["Host", mc.get("hostname") or "?"], ["CPU", mc.get("cpu_model") or "?"],
         ["Instruction sets", ", ".join(mc.get("instruction_sets") or []) or "?"],
         ["Cores", f"{mc.get('available_cores', '?')} available ({mc.get('physical_cores') or '?'} physical)"],
-        ["onnxruntime", mc.get("ort_version") or "?"],
+        ["Runtimes", ", ".join(f"{k} {v}" for k, v in (mc.get("runtimes") or {}).items())
+         or (f"onnxruntime {mc['ort_version']}" if mc.get("ort_version") else "?")],
     ]))
     for section in (_perf_blocks, _loss_blocks, _optimization_blocks, _benchmark_blocks):
         out += section(report)
@@ -141,7 +142,8 @@ def _perf_blocks(report: Report) -> list:
             extra = f" Imported from {e.imported.get('from')}." if e.imported else ""
             out.append(Para(f"Measured median {ms(lat.get('median'))} ms/batch (p90 {ms(lat.get('p90'))}, min "
                             f"{ms(lat.get('min'))}), {e.items_per_second:.1f} items/s, on {_target(e.target)}, "
-                            f"onnxruntime {e.target.get('ort_version') or '?'}. Per-node times come from a separate "
+                            f"{e.target.get('runtime') or 'onnxruntime ' + (e.target.get('ort_version') or '?')}. "
+                            f"Per-node times come from a separate "
                             f"profiled pass, scaled to the median (the profiler's own overhead taken out); they add "
                             f"up to {ms(e.node_total_ms)} ms.{extra}"))
             out += _warnings(e.warnings)

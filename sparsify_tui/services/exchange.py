@@ -53,7 +53,8 @@ def _machine(prof) -> Dict[str, Any]:
         return prof.machine.to_dict()
     s = prof.settings or {}
     return {"hostname": None, "cpu_model": s.get("cpu_model"), "instruction_sets": list(prof.instruction_sets or []),
-            "available_cores": s.get("available_cores"), "ort_version": prof.ort_version}
+            "available_cores": s.get("available_cores"),
+            **({"ort_version": prof.engine_version} if prof.engine == "onnxruntime" else {})}
 
 
 def export_perf_profile(ws, project_ref: str, ref: str) -> Dict[str, Any]:

@@ -22,16 +22,18 @@ from typing import Any, Dict, Mapping, Optional
 from sparsify_tui import settings
 from sparsify_tui.errors import ProjectError, SampleDataError, SparsifyError
 
+#: the run spec's flags (every measuring job kind takes them)
+RUN_FLAGS = {"engine": "--engine", "precision": "--precision"}
 PERF_FLAGS = {"batch_size": "--batch-size", "core_count": "--cores", "warmup": "--warmup",
-              "iterations": "--iterations"}
-LOSS_FLAGS = {"batches": "--batches", "batch_size": "--batch-size", "core_count": "--cores", "levels": "--levels",
+              "iterations": "--iterations", **RUN_FLAGS}
+LOSS_FLAGS = {**RUN_FLAGS, "batches": "--batches", "batch_size": "--batch-size", "core_count": "--cores", "levels": "--levels",
               "method": "--method", "metric": "--metric", "data": "--data", "structure": "--structure",
               "int8": "--int8"}
 BENCHMARK_FLAGS = {"batch_sizes": "--batch-sizes", "core_counts": "--cores", "warmup": "--warmup",
-                   "iterations": "--iterations"}
+                   "iterations": "--iterations", "engines": "--engines", "precisions": "--precisions"}
 APPLY_FLAGS = {"optimization": "OPTIMIZATION", "out_path": "-o", "data": "--data", "labels": "--labels",
                "reconstruct": "--no-reconstruct", "calibration_size": "--calibration-size"}
-FLEET_FLAGS = {"address": "--address", "targets": "--targets", "batch_size": "--batch-size",
+FLEET_FLAGS = {**RUN_FLAGS, "address": "--address", "targets": "--targets", "batch_size": "--batch-size",
                "batch_sizes": "--batch-sizes", "core_count": "--cores", "warmup": "--warmup",
                "iterations": "--iterations", "name": "--name"}
 
@@ -63,6 +65,33 @@ def _flags(defaults: Mapping[str, str], flags: Optional[Mapping[str, str]]) -> D
     return {**defaults, **(flags or {})}
 
 
+def runtime(engine: Any, precision: Any, flags: Optional[Mapping[str, str]] = None) -> tuple:
+    """``(engine name, precision)`` checked: a registered engine that is installed here and a precision it runs on
+    this CPU (:func:`sparsify_tui.engine.get_engine`); None takes the default (onnxruntime, fp32). Raises
+    ``SparsifyError`` (one line, naming ``flags``' option) otherwise."""
+    from sparsify_tui.engine import DEFAULT_ENGINE, ENGINES, PRECISIONS, get_engine
+
+    f = _flags(RUN_FLAGS, flags)
+    engine, precision = str(engine or DEFAULT_ENGINE), str(precision or "fp32")
+    if engine not in ENGINES:
+        raise SparsifyError(f"{f['engine']} {engine!r} is not an engine: use one of {', '.join(sorted(ENGINES))}")
+    if precision not in PRECISIONS:
+        raise SparsifyError(f"{f['precision']} {precision!r} is not a precision: use one of {', '.join(PRECISIONS)}")
+    get_engine(engine, precision)  # not installed, or this CPU lacks the precision: its one line
+    return engine, precision
+
+
+def run_spec(d: ProjectDefaults, args: Dict[str, Any], f: Mapping[str, str]):
+    """The :class:`~sparsify_tui.engine.run.RunSpec` of a one-run job: ``args``' engine and precision (else the
+    project setup's, else onnxruntime fp32, :func:`runtime`), its batch size and core count (``d``, validated)."""
+    from sparsify_tui.engine.run import RunSpec
+
+    engine, precision = runtime(args.get("engine") or d.setup.get("engine"),
+                                args.get("precision") or d.setup.get("precision"), f)
+    return RunSpec(engine=engine, precision=precision, batch_size=settings.batch_size(d.batch_size, f["batch_size"]),
+                   core_count=settings.core_count(d.core_count, f["core_count"]))
+
+
 def _check_inputs(model_path, batch_sizes, dims, data, **kw) -> None:
     if model_path is not None:
         from sparsify_tui.analysis.run_inputs import check_run_inputs
@@ -74,21 +103,20 @@ def _check_inputs(model_path, batch_sizes, dims, data, **kw) -> None:
 # ------------------------------------------------------------------------------------------------ profiles
 def perf_settings(project: Dict[str, Any], args: Dict[str, Any], *, model_path=None,
                   flags: Optional[Mapping[str, str]] = None) -> Dict[str, Any]:
-    """Validated arguments of a perf profile: ``name, batch_size, core_count, warmup, iterations, data, int8,
-    dims`` (module docstring)."""
+    """Validated arguments of a perf profile: ``name, run`` (:class:`~sparsify_tui.engine.run.RunSpec`: engine,
+    precision, batch size, cores), ``warmup, iterations, data, int8, dims`` (module docstring)."""
     f = _flags(PERF_FLAGS, flags)
     d = project_defaults(project, args)
     out = {
         "name": args.get("name") or d.setup.get("perf_name") or "baseline",
-        "batch_size": settings.batch_size(d.batch_size, f["batch_size"]),
-        "core_count": settings.core_count(d.core_count, f["core_count"]),
+        "run": run_spec(d, args, f),
         "warmup": settings.warmup(args.get("warmup"), f["warmup"]),
         "iterations": settings.iterations(args.get("iterations"), f["iterations"]),
         "data": args.get("data") or None,
         "int8": bool(args.get("int8", True)),
         "dims": settings.dims(d.dims),
     }
-    _check_inputs(model_path, [out["batch_size"]], out["dims"], out["data"], user_dims=args.get("dims"))
+    _check_inputs(model_path, [out["run"].batch_size], out["dims"], out["data"], user_dims=args.get("dims"))
     return out
 
 

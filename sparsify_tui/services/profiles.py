@@ -21,6 +21,8 @@ def perf_record(prof) -> Dict[str, Any]:
     i8 = prof.int8
     return {
         "name": prof.name,
+        "engine": prof.engine,
+        "precision": prof.precision,
         "batch_size": prof.batch_size,
         "core_count": prof.core_count,
         "latency_ms": prof.latency_ms.median,

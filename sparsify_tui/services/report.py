@@ -34,9 +34,12 @@ def build_report(ws, project_ref: str, *, top: int = DEFAULT_TOP, level: float =
     model_info = {k: model.get(k) for k in ("file", "sha256", "size_bytes", "params", "macs", "flops", "opset")}
     model_info["nodes"] = len(nodes)
     model_info["prunable_layers"] = sum(1 for n in nodes if n.get("prunable"))
+    from sparsify_tui.engine import runtime_versions
+
     sysd = system_info().to_dict()
     machine = {k: sysd.get(k) for k in ("hostname", "cpu_model", "instruction_sets", "available_cores",
                                        "physical_cores", "ort_version")}
+    machine["runtimes"] = runtime_versions()
     report = rm.Report(
         title=f"sparsify-tui report: {project['name']}",
         generated=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"), version=__version__,

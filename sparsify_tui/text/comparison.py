@@ -15,12 +15,14 @@ def _x(v: Optional[float]) -> str:
 
 
 def side_fact(tag: str, side) -> Fact:
-    """One side (``tag`` "A" or "B") of a comparison: the profile (and FP32 or INT8), batch, cores, host and CPU,
-    the measured median and p90 latency (ms per batch, unprofiled runs)."""
+    """One side (``tag`` "A" or "B") of a comparison: the profile (and FP32 or INT8), batch, cores, the runtime
+    (engine, version, precision), host and CPU, the measured median and p90 latency (ms per batch, unprofiled
+    runs)."""
     lat = side.latency_ms or {}
     t = side.target or {}
     host = f"{t['hostname']} · " if t.get("hostname") else ""
-    return Fact(tag, f"{side.label} · batch {side.batch_size} · {plural(side.core_count, 'core')} · {host}"
+    runtime = f"{t['runtime']} · " if t.get("runtime") else ""
+    return Fact(tag, f"{side.label} · batch {side.batch_size} · {plural(side.core_count, 'core')} · {runtime}{host}"
                      f"{t.get('cpu_model') or 'CPU ?'} · median {format_ms(lat.get('median'))} ms "
                      f"(p90 {format_ms(lat.get('p90'))})")
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Optional
 
+from sparsify_tui.engine.run import display_name, runtime_label
 from sparsify_tui.formatting import format_ms, plural
 from sparsify_tui.text import Fact
 
@@ -46,22 +47,23 @@ def overhead_fact(prof) -> Fact:
 
 
 def summary_facts(prof, level: Optional[str] = None) -> list:
-    """The summary of a perf profile: name, batch, cores and onnxruntime; the instruction sets; the measured latency
+    """The summary of a perf profile: name, batch, cores and the runtime (engine, version, precision); the instruction sets; the measured latency
     (median, p90, mean, min ms per batch) and items/s; the measured INT8 model; the pruned estimates (``level``:
     one sparsity level such as ``"0.9"``, or None for every level); what the per-node ms are; and why onnxruntime
     gains nothing from unstructured sparsity (the last fact)."""
     lat = prof.latency_ms
     return [
         Fact("perf profile", f"{prof.name} · batch {prof.batch_size} · {plural(prof.core_count, 'core')} · "
-                             f"onnxruntime {prof.ort_version or '?'}"),
+                             f"{runtime_label(prof.engine, prof.engine_version or '?', prof.precision)}"),
         Fact("instruction sets", ", ".join(prof.instruction_sets) or "unknown"),
         Fact("measured", f"{format_ms(lat.median)} ms/batch (p90 {format_ms(lat.p90)}, mean {format_ms(lat.mean)}, "
                          f"min {format_ms(lat.min)}) · {prof.items_per_second:.1f} items/s"),
         _int8_fact(prof),
         _estimate_fact(prof, level),
         overhead_fact(prof),
-        Fact("note", "onnxruntime gets no speedup from unstructured sparsity (1.0×): pruned times are estimates "
-                     "for a sparse-kernel runtime, calibrated on measured DeepSparse speedups"),
+        Fact("note", f"{display_name(prof.engine)} gets no speedup from "
+                     "unstructured sparsity (1.0×): pruned times are estimates for a sparse-kernel runtime, "
+                     "calibrated on measured DeepSparse speedups"),
     ]
 
 

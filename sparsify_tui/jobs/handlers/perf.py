@@ -13,7 +13,7 @@ def check(ws, project: Dict[str, Any], args: Dict[str, Any]) -> None:
 
 
 def run(ctx) -> Dict[str, Any]:
-    """Args: ``{name, batch_size, core_count, warmup, iterations, data, int8, dims}`` (see
+    """Args: ``{name, engine, precision, batch_size, core_count, warmup, iterations, data, int8, dims}`` (see
     :func:`perf_settings`); ``record_id`` reruns that record. Stores the profile (data file, then record);
     returns the record fields with ``record_id``."""
     from sparsify_tui.profiling.perf import profile_performance
@@ -22,7 +22,7 @@ def run(ctx) -> Dict[str, Any]:
     ws, pid, args = ctx.ws, ctx.project_id, dict(ctx.args or {})
     model_path = ws.model_path(pid)
     s = perf_settings(ws.get_project(pid), args, model_path=model_path)
-    prof = profile_performance(model_path, batch_size=s["batch_size"], core_count=s["core_count"],
-                               dims=s["dims"], warmup=s["warmup"], iterations=s["iterations"], data=s["data"],
-                               int8=s["int8"], name=s["name"], progress=ctx.progress, cancel=ctx.cancel)
+    prof = profile_performance(model_path, s["run"], dims=s["dims"], warmup=s["warmup"], iterations=s["iterations"],
+                               data=s["data"], int8=s["int8"], name=s["name"], progress=ctx.progress,
+                               cancel=ctx.cancel)
     return store_perf_profile(ws, pid, prof, job_id=(ctx.job or {}).get("id"), record_id=args.get("record_id"))

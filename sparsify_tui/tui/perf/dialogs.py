@@ -154,9 +154,10 @@ def profile_defaults(project: dict, record: Optional[dict] = None) -> dict:
     from sparsify_tui.settings import available_cores
 
     d = perf_settings(project, {})
+    d.update(d.pop("run").to_dict())
     d["max_cores"] = available_cores()
     if record:
-        for k in ("name", "batch_size", "core_count", "warmup", "iterations", "dims", "data"):
+        for k in ("name", "engine", "precision", "batch_size", "core_count", "warmup", "iterations", "dims", "data"):
             if record.get(k) is not None:
                 d[k] = record[k]
         d["int8"] = bool(record.get("int8_enabled", record.get("int8_ms") is not None))
@@ -165,7 +166,7 @@ def profile_defaults(project: dict, record: Optional[dict] = None) -> dict:
 
 def rerun_args(defaults: dict, record_id: str) -> dict:
     """The ``perf_profile`` job args that measure record `record_id` again with its settings."""
-    args = {k: defaults.get(k) for k in ("name", "batch_size", "core_count", "warmup", "iterations", "int8", "dims",
-                                         "data")}
+    args = {k: defaults.get(k) for k in ("name", "engine", "precision", "batch_size", "core_count", "warmup",
+                                         "iterations", "int8", "dims", "data")}
     args["record_id"] = record_id
     return args
