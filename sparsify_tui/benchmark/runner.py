@@ -14,13 +14,18 @@ How a number is measured (DESIGN.md, Measuring):
   timed by the one timing loop (:func:`sparsify_tui.engine.timing.time_runs`: only the bound run call
   between two ``time.perf_counter_ns()`` reads), so the loop adds nothing measurable (see
   ``benchmarks/benchmark_overhead.py``);
-* ``warmup`` untimed runs per session, then ``iterations`` timed runs in all (split over the rounds).
+* ``warmup`` untimed runs per session, then ``iterations`` timed runs in all (split over the rounds);
+* **across runtimes**: every model runs on every runtime asked for (engine and precision,
+  :class:`sparsify_tui.engine.run.RunSpec`), all interleaved in the same rounds, still one live session at a
+  time. The **reference** is the baseline model on onnxruntime fp32 (:data:`sparsify_tui.engine.run.REFERENCE`,
+  the deployment the user has today): it is always measured, and every speedup is against it. A run on another
+  runtime is labelled ``"<model> · <engine> <precision>"`` (:func:`entry_label`).
 
 Statistics per combination (all in milliseconds per batch unless named otherwise):
 ``median``, ``mean``, ``p90``, ``p99`` (linear interpolation, :class:`sparsify_tui.engine.timing.LatencyStats`),
 ``min``, ``max``, ``std``; ``ms_per_item = median / batch_size``; ``items_per_second = 1000 * batch_size /
-median``; ``speedup = baseline median / model median`` at the same batch size and core count (the
-baseline is the first model, or the one labelled ``"baseline"``).
+median``; ``speedup = reference median / model median`` at the same batch size and core count (the reference is
+the baseline, the first model or the one labelled ``"baseline"``, on onnxruntime fp32).
 
 **Noise** (:meth:`BenchmarkRun.noise`): a combination is flagged when its p90 exceeds
 :data:`NOISE_P90_RATIO` × its median, or when the medians of its rounds spread more than
@@ -37,6 +42,7 @@ from typing import Any, Optional, Sequence, Union
 
 import numpy as np
 
+from sparsify_tui.engine.run import REFERENCE_ENGINE, REFERENCE_PRECISION, display_name, runtime_label
 from sparsify_tui.engine.timing import LatencyStats, round_shares
 from sparsify_tui.errors import SparsifyError
 from sparsify_tui.progress import CancelToken, ProgressFn
@@ -64,7 +70,9 @@ class BenchmarkRun:
 
     ``optimization``: the optimization name (None for the baseline); ``optimization_id``: its record id.
     ``iterations_ms``: every timed run in ms per batch, in run order. Statistics in ms per batch.
-    ``speedup``: baseline median / this median at the same batch size and core count (1.0 for the baseline).
+    ``speedup``: the reference's median (the baseline on onnxruntime fp32) / this median at the same batch size and
+    core count (1.0 for the reference). ``engine``, ``precision``: the runtime measured; ``model`` is then the
+    model's label, with the runtime added off the reference runtime (:func:`entry_label`).
     ``batch_size``: items per batch actually fed (what ms per item and items/s divide by); ``input_shapes``: the
     shape of each input fed (``{input name: [d0, d1, ...]}``; empty in runs stored before it was recorded).
     """
@@ -84,6 +92,13 @@ class BenchmarkRun:
     speedup: float = 1.0
     optimization_id: Optional[str] = None
     input_shapes: dict = field(default_factory=dict)
+    engine: str = REFERENCE_ENGINE
+    precision: str = REFERENCE_PRECISION
+
+    @property
+    def runtime(self) -> tuple:
+        """``(engine, precision)`` this run measured."""
+        return (self.engine, self.precision)
 
     @property
     def ms_per_item(self) -> float:
@@ -142,6 +157,8 @@ class BenchmarkRun:
             "speedup": self.speedup,
             "iterations_ms": self.iterations_ms,
             "input_shapes": {k: list(v) for k, v in self.input_shapes.items()},
+            "engine": self.engine,
+            "precision": self.precision,
         }
 
     @classmethod
@@ -156,6 +173,7 @@ class BenchmarkRun:
             max_ms=float(lat.get("max", max(it) if it else lat["median"])), std_ms=float(lat.get("std", 0.0)),
             speedup=float(d.get("speedup", 1.0)), optimization_id=d.get("optimization_id"),
             input_shapes={k: [int(x) for x in v] for k, v in (d.get("input_shapes") or {}).items()},
+            engine=d.get("engine") or REFERENCE_ENGINE, precision=d.get("precision") or REFERENCE_PRECISION,
         )
 
 
@@ -177,12 +195,17 @@ class BenchmarkResult:
     data: Optional[str] = None
     ort_version: str = ""
     system: dict = field(default_factory=dict)
-    #: how the sessions were configured (the engine's description)
+    #: how the sessions were configured (the reference engine's description)
     engine: str = "onnxruntime CPUExecutionProvider, ORT_ENABLE_ALL, intra_op=cores, inter_op=1"
+    #: the runtimes measured, the reference first: ``[{"engine", "precision", "version", "label", "settings"}]``
+    #: (empty in benchmarks stored before runtimes were a choice: onnxruntime fp32 only)
+    runtimes: list = field(default_factory=list)
     #: interleaved rounds the timed runs were split into
     rounds: int = 3
     #: accuracy of every model against the baseline's outputs (:func:`measure_accuracy`), or None
     accuracy: Optional[dict] = None
+    #: one line per entry left out (a runtime that cannot load a model)
+    warnings: list = field(default_factory=list)
 
     @property
     def baseline_label(self) -> str:
@@ -190,18 +213,25 @@ class BenchmarkResult:
         return "baseline" if "baseline" in labels else labels[0]
 
     def run(self, model: str, batch_size: int, core_count: int) -> Optional[BenchmarkRun]:
-        """The run of ``model`` at that batch size and core count, or None."""
+        """The run labelled ``model`` (:func:`entry_label`) at that batch size and core count, or None."""
         for r in self.runs:
             if r.model == model and r.batch_size == batch_size and r.core_count == core_count:
                 return r
         return None
 
     def compute_speedups(self) -> None:
-        """Set every run's ``speedup = baseline median / run median`` at the same batch size and cores."""
+        """Set every run's ``speedup = reference median / run median`` at the same batch size and cores (the
+        reference: the baseline on onnxruntime fp32)."""
         base = self.baseline_label
         for r in self.runs:
             b = self.run(base, r.batch_size, r.core_count)
             r.speedup = (b.median_ms / r.median_ms) if (b is not None and r.median_ms > 0) else float("nan")
+
+    @property
+    def reference_label(self) -> str:
+        """What every speedup is against: ``"baseline on onnxruntime 1.32.0 · fp32"``."""
+        ref = self.runtimes[0]["label"] if self.runtimes else runtime_label(REFERENCE_ENGINE, self.ort_version)
+        return f"{self.baseline_label} on {ref}"
 
     def to_dict(self) -> dict:
         """The ``sparsify-tui benchmark --json`` shape: ``{"benchmark": {...}, "results": [...]}``."""
@@ -223,10 +253,12 @@ class BenchmarkResult:
                 "ort_version": self.ort_version,
                 "system": dict(self.system),
                 "engine": self.engine,
+                **({"runtimes": [dict(r) for r in self.runtimes]} if self.runtimes else {}),
                 "rounds": self.rounds,
             },
             "results": [{**r.to_dict(), "noise": r.noise(self.rounds)} for r in self.runs],
             **({"accuracy": self.accuracy} if self.accuracy is not None else {}),
+            **({"warnings": list(self.warnings)} if self.warnings else {}),
         }
 
     @classmethod
@@ -242,9 +274,11 @@ class BenchmarkResult:
             created=b.get("created", ""), seconds=float(b.get("seconds", 0.0)), data=b.get("data"),
             ort_version=b.get("ort_version", ""), system=dict(b.get("system") or {}),
             **({"engine": b["engine"]} if b.get("engine") else {}), rounds=int(b.get("rounds", 3)),
+            runtimes=[dict(r) for r in b.get("runtimes") or []],
         )
         res.runs = [BenchmarkRun.from_dict(r) for r in d.get("results", [])]
         res.accuracy = d.get("accuracy")
+        res.warnings = list(d.get("warnings") or [])
         return res
 
 
@@ -290,36 +324,84 @@ def _normalize_models(models) -> list[ModelSpec]:
     return out
 
 
+def entry_label(label: str, engine: str = REFERENCE_ENGINE, precision: str = REFERENCE_PRECISION) -> str:
+    """The label of a model's runs on one runtime: the model's own label on the reference runtime (onnxruntime fp32),
+    else ``"<label> · <engine> <precision>"`` (``"int8 · OpenVINO fp32"``)."""
+    if (engine, precision) == (REFERENCE_ENGINE, REFERENCE_PRECISION):
+        return label
+    return f"{label} · {display_name(engine)} {precision}"
+
+
 def measure_accuracy(specs: Sequence[ModelSpec], *, data=None, labels_key: Optional[str] = None,
                      dims: Optional[dict] = None, metric: Optional[str] = None, max_batches: int = 64,
-                     engine: Any = None, cancel: Optional[CancelToken] = None) -> dict:
-    """Accuracy of every model against the baseline (``specs[0]``) on the same items, with the metrics of
-    :mod:`sparsify_tui.profiling.metrics`: batches of 1 item from ``data`` (with its labels, up to
-    ``max_batches``) or 16 seeded synthetic batches. One session at a time, outside any timed loop.
+                     engines: Sequence[Any] = (), cancel: Optional[CancelToken] = None) -> dict:
+    """Accuracy of every model on every runtime against the reference (``specs[0]`` on onnxruntime fp32) on the
+    same items, with the metrics of :mod:`sparsify_tui.profiling.metrics`: batches of 1 item from ``data`` (with its
+    labels, up to ``max_batches``) or 16 seeded synthetic batches. ``engines``: the runtimes (engines bound to a
+    precision) measured, the reference's included or not. One session at a time, outside any timed loop.
 
-    Returns ``{"metric", "reason", "labelled", "items", "data", "models": {label: Evaluation dict}}``; each
-    model's ``drop`` is the metric's budgeted quantity (absolute top-1 drop, or the nmse/kl/max_abs value), and
-    ``accuracy`` / ``accuracy_reference`` are top-1 against the labels. Raises ``SampleDataError``."""
+    Returns ``{"metric", "reason", "labelled", "items", "data", "models": {entry label: Evaluation dict}}``
+    (:func:`entry_label`); each model's ``drop`` is the metric's budgeted quantity (absolute top-1 drop, or the
+    nmse/kl/max_abs value), and ``accuracy`` / ``accuracy_reference`` are top-1 against the labels. Raises
+    ``SampleDataError``."""
     from sparsify_tui.analysis.labels import sample_set
+    from sparsify_tui.engine import get_engine
     from sparsify_tui.engine.outputs import run_outputs
     from sparsify_tui.profiling.metrics import choose_metric, evaluate
 
     ss = sample_set(specs[0].path, data=data, labels_key=labels_key, dims=dims, max_batches=max_batches)
+    reference = get_engine(REFERENCE_ENGINE, REFERENCE_PRECISION)
+    runtimes = [reference] + [e for e in engines if (e.name, e.precision) != (reference.name, reference.precision)]
 
-    def outputs(path):
+    def outputs(path, engine):
         return run_outputs(path, ss.feeds, cancel=cancel, engine=engine)
 
-    ref = outputs(specs[0].path)
+    ref = outputs(specs[0].path, reference)
     choice = choose_metric(ref[0], metric, labelled=ss.labels is not None)
     if ss.labels is not None and choice.class_output is not None:
         ss.check_classes(int(np.shape(ref[0][choice.class_output])[-1]))
-    models = {specs[0].label: evaluate(ref, ref, choice, ss.labels).to_dict()}
-    for spec in specs[1:]:
-        if cancel is not None:
-            cancel.check()
-        models[spec.label] = evaluate(ref, outputs(spec.path), choice, ss.labels).to_dict()
+    models = {}
+    for engine in runtimes:
+        for spec in specs:
+            if cancel is not None:
+                cancel.check()
+            label = entry_label(spec.label, engine.name, engine.precision)
+            out = ref if label == specs[0].label else outputs(spec.path, engine)
+            models[label] = evaluate(ref, out, choice, ss.labels).to_dict()
     return {"metric": choice.name, "label": choice.label, "reason": choice.reason, "labelled": choice.labelled,
             "items": ss.items, "data": ss.source, "models": models}
+
+
+def _runtimes(runtimes) -> list:
+    """The engines (bound to a precision) of ``runtimes`` (``(engine, precision)`` pairs), the reference (onnxruntime
+    fp32) first and always; duplicates dropped. Raises ``SparsifyError`` (one line) for an engine that is not
+    installed or a precision this CPU lacks."""
+    from sparsify_tui.engine import get_engine
+
+    out, seen = [], set()
+    for engine, precision in [(REFERENCE_ENGINE, REFERENCE_PRECISION), *[tuple(r) for r in runtimes or ()]]:
+        if (engine, precision) not in seen:
+            seen.add((engine, precision))
+            out.append(get_engine(engine, precision))
+    return out
+
+
+def _loadable(entries: list, progress: Optional[ProgressFn]) -> tuple:
+    """``(entries, warnings)``: the (spec, engine) entries whose runtime loads the model, and one line for each it
+    cannot (the other runtimes are still measured; the reference must load)."""
+    from sparsify_tui.errors import ModelError
+
+    keep, warnings = [], []
+    for spec, engine in entries:
+        if (engine.name, engine.precision) == (REFERENCE_ENGINE, REFERENCE_PRECISION):
+            keep.append((spec, engine))
+            continue
+        try:
+            engine.open_session(spec.path, 1).close()
+            keep.append((spec, engine))
+        except ModelError as err:
+            warnings.append(f"{entry_label(spec.label, engine.name, engine.precision)} not measured: {err}")
+    return keep, warnings
 
 
 def run_benchmark(
@@ -327,34 +409,35 @@ def run_benchmark(
     *,
     batch_sizes: Sequence[int],
     core_counts: Sequence[int],
+    runtimes: Sequence[tuple] = (),
     warmup: int = 5,
     iterations: int = 30,
     dims: Optional[dict] = None,
     data: Optional[Union[str, Path]] = None,
     name: str = "benchmark",
     rounds: int = 3,
-    engine: Any = None,
     accuracy: bool = True,
     labels_key: Optional[str] = None,
     metric: Optional[str] = None,
     progress: Optional[ProgressFn] = None,
     cancel: Optional[CancelToken] = None,
 ) -> BenchmarkResult:
-    """Measure every (model, batch size, core count) combination; see the module docstring.
+    """Measure every (model, runtime, batch size, core count) combination; see the module docstring.
 
     ``models``: list of ``(label, path)`` / ``(label, path, optimization_id)`` tuples or
     :class:`ModelSpec`; the first (or the one labelled "baseline") is the baseline for speedups.
+    ``runtimes``: ``(engine, precision)`` pairs measured besides the reference (onnxruntime fp32, always measured).
     ``batch_sizes``/``core_counts``: positive ints. ``dims``: symbolic dims other than batch
     (``{"x:2": 48}`` or ``{"seq": 128}``). ``data``: optional ``.npz``/``.npy`` sample data path.
     ``rounds``: how many interleaved rounds the iterations are split into (at most ``iterations``).
-    ``engine``: the runtime measured (a name in :data:`sparsify_tui.engine.ENGINES` or an ``Engine``;
-    default onnxruntime). ``accuracy``: also measure every model's outputs against the baseline's
-    (:func:`measure_accuracy`, with ``labels_key`` and ``metric``) when there is more than one model.
-    Raises ``SparsifyError`` subclasses for bad input, ``JobCanceled`` on cancel.
+    ``accuracy``: also measure every model's outputs against the reference's (:func:`measure_accuracy`, with
+    ``labels_key`` and ``metric``) when there is more than one entry. A runtime that cannot load a model leaves
+    that entry out with one line in ``warnings``.
+    Raises ``SparsifyError`` subclasses for bad input (a runtime not installed, a precision this CPU lacks),
+    ``JobCanceled`` on cancel.
     """
     from sparsify_tui.analysis.loading import load_model
     from sparsify_tui.analysis.shapes import fixed_batch
-    from sparsify_tui.engine import get_engine
     from sparsify_tui.engine.timing import interleaved_times
 
     specs = _normalize_models(models)
@@ -366,15 +449,20 @@ def run_benchmark(
         raise SparsifyError(f"core counts {core_counts} invalid: give positive integers, e.g. --cores 1,2")
     if int(iterations) < 1 or int(warmup) < 0:
         raise SparsifyError("iterations must be >= 1 and warmup >= 0")
-    engine = get_engine(engine)
+    engines = _runtimes(runtimes)
+    reference = engines[0]
     result = BenchmarkResult(
         models=specs, batch_sizes=batch_sizes, core_counts=core_counts, warmup=int(warmup),
         iterations=int(iterations), dims=dict(dims or {}), name=name, data=str(data) if data else None,
-        created=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"), ort_version=engine.version,
-        system=engine.system_info().to_dict(), engine=engine.description,
+        created=_dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"), ort_version=reference.version,
+        system=reference.system_info().to_dict(), engine=reference.description,
+        runtimes=[{"engine": e.name, "precision": e.precision, "version": e.version, "label": e.label,
+                   "settings": e.settings(max(core_counts))} for e in engines],
     )
+    entries, result.warnings = _loadable([(spec, e) for e in engines for spec in specs], progress)
+    labels = [entry_label(spec.label, e.name, e.precision) for spec, e in entries]
     rounds = result.rounds = len(round_shares(int(iterations), rounds))
-    total = len(specs) * len(batch_sizes) * len(core_counts) * rounds
+    total = len(entries) * len(batch_sizes) * len(core_counts) * rounds
     done = 0
     t_start = time.perf_counter()
     # a model that fixes its batch runs that batch whatever bs says (resolve_dims refuses any other bs > 1)
@@ -384,34 +472,35 @@ def run_benchmark(
         for cores in core_counts:
 
             def feeds_of(i: int, _bs=bs, _feeds=feeds_by_model) -> list:
-                label = specs[i].label
-                if label not in _feeds:
-                    _feeds[label] = build_feeds(specs[i].path, _bs, dims, data, labels_key=labels_key)
-                return _feeds[label]
+                spec = entries[i][0]
+                if spec.label not in _feeds:
+                    _feeds[spec.label] = build_feeds(spec.path, _bs, dims, data, labels_key=labels_key)
+                return _feeds[spec.label]
 
             def before(step: int, steps: int, r: int, i: int, _bs=bs, _cores=cores, _done=done) -> None:
                 if progress is not None:
-                    progress(f"{specs[i].label} batch {_bs} cores {_cores} (round {r + 1}/{rounds})",
+                    progress(f"{labels[i]} batch {_bs} cores {_cores} (round {r + 1}/{rounds})",
                              (_done + step) / total)
 
-            per_model = interleaved_times(engine, [spec.path for spec in specs], feeds_of, cores, rounds=rounds,
-                                          warmup=warmup, iterations=int(iterations), cancel=cancel,
-                                          before_session=before)
-            done += len(specs) * rounds
-            times = {spec.label: t for spec, t in zip(specs, per_model)}
-            for i, spec in enumerate(specs):
-                fed = feeds_of(i)[0]
-                run = BenchmarkRun.from_times(spec.label, spec.optimization_name or spec.optimization,
-                                              fixed[spec.label] or bs, cores, times[spec.label])
+            per_entry = interleaved_times([e for _, e in entries], [spec.path for spec, _ in entries], feeds_of,
+                                          cores, rounds=rounds, warmup=warmup, iterations=int(iterations),
+                                          cancel=cancel, before_session=before)
+            done += len(entries) * rounds
+            for i, ((spec, engine), times) in enumerate(zip(entries, per_entry)):
+                run = BenchmarkRun.from_times(labels[i], spec.optimization_name or spec.optimization,
+                                              fixed[spec.label] or bs, cores, times)
                 run.optimization_id = spec.optimization
-                run.input_shapes = {k: list(np.shape(v)) for k, v in fed.items()}
+                run.engine, run.precision = engine.name, engine.precision
+                run.input_shapes = {k: list(np.shape(v)) for k, v in feeds_of(i)[0].items()}
                 result.runs.append(run)
     result.compute_speedups()
-    if accuracy and len(specs) > 1:
+    if accuracy and len(entries) > 1:
         if progress is not None:
-            progress("accuracy of every model against the baseline", 0.99)
+            progress("accuracy of every model against the reference", 0.99)
         result.accuracy = measure_accuracy(specs, data=data, labels_key=labels_key, dims=dims, metric=metric,
-                                           engine=engine, cancel=cancel)
+                                           engines=engines, cancel=cancel)
+        kept = set(labels)
+        result.accuracy["models"] = {k: v for k, v in result.accuracy["models"].items() if k in kept}
     result.seconds = time.perf_counter() - t_start
     if progress is not None:
         progress("done", 1.0)

@@ -4,6 +4,7 @@ measuring lock, so they queue behind other measuring jobs instead of corrupting 
 
 from __future__ import annotations
 
+from sparsify_tui.commands import add_runtime_options, runtime_args
 from sparsify_tui.text import cli_lines
 from sparsify_tui.text.benchmark import head_facts
 from sparsify_tui.commands.output import stderr_progress as _stderr_progress
@@ -57,6 +58,7 @@ def cmd_benchmark(args) -> int:
         "core_counts": args.cores,
         "warmup": args.warmup,
         "iterations": args.iterations,
+        **runtime_args(args),
     }
     if args.dim:
         from sparsify_tui.analysis.shapes import parse_dim_args
@@ -78,7 +80,10 @@ def cmd_benchmark(args) -> int:
     else:
         print("\n".join(cli_lines(head_facts(result))))
         print(_fmt_table(result))
-        print("speedup = baseline median / model median, at the same batch size and cores")
+        print(f"speedup = median of the {result.reference_label} / the row's median, at the same batch size and "
+              "cores")
+        for w in result.warnings:
+            print(f"warning: {w}")
         if result.accuracy:
             print(_fmt_accuracy(result.accuracy))
     return 0
@@ -197,9 +202,11 @@ def register(sub) -> None:
 
     p = sub.add_parser(
         "benchmark",
-        help="measure baseline vs optimized models across batch sizes and core counts",
+        help="measure baseline vs optimized models across runtimes, batch sizes and core counts",
         description="Measure ms/batch of the project's baseline model and its optimizations (applied first "
-                    "when needed) for every batch size x core count, one session at a time.",
+                    "when needed) on every runtime x batch size x core count, interleaved, one session at a time. "
+                    "Runtimes default to each optimization's own; the reference of every speedup, the baseline on "
+                    "the default engine in fp32, is always measured.",
     )
     p.add_argument("project", metavar="PROJECT", help="project id or name")
     p.add_argument("--optimization", "-O", action="append", metavar="NAME",
@@ -208,6 +215,7 @@ def register(sub) -> None:
                    help="batch sizes, e.g. 1,8 (default: the project's batch size)")
     p.add_argument("--cores", type=_list_type("core_count", "--cores"), default=None, metavar="C1,C2",
                    help="core counts (intra-op threads), e.g. 1,2 (default: the project's core count)")
+    add_runtime_options(p, many=True)
     p.add_argument("--warmup", type=int, default=None, metavar="N", help="untimed runs before timing (default 5)")
     p.add_argument("--iterations", type=int, default=None, metavar="N",
                    help="timed runs per combination (default 30)")

@@ -178,6 +178,8 @@ def interleaved_times(engine, models: Sequence[Any], feeds: "Sequence[Mapping[st
     a time). Machine drift then hits every model alike, which is what makes the ratios between them trustworthy
     on a shared machine (the benchmark's rule, :mod:`sparsify_tui.benchmark.runner`).
 
+    ``engine``: the :class:`~sparsify_tui.engine.base.Engine` every model runs on, or a sequence of engines, one
+    per model (models on several runtimes interleaved: still one live session at a time).
     ``models``: paths (or anything ``engine.open_session`` takes); ``feeds``: the feed dicts every model runs
     on, or a function model index -> that model's feeds. Returns, per model, its ms per timed run (``iterations``
     of them, round after round). ``before_session(done, total, round, model index)`` before each session,
@@ -187,6 +189,9 @@ def interleaved_times(engine, models: Sequence[Any], feeds: "Sequence[Mapping[st
 
     share = round_shares(iterations, rounds)
     feeds_of = feeds if callable(feeds) else (lambda _i: feeds)
+    engines = list(engine) if isinstance(engine, (list, tuple)) else [engine] * len(models)
+    if len(engines) != len(models):
+        raise ValueError(f"{len(engines)} engines for {len(models)} models")
     out: list[list[float]] = [[] for _ in models]
     order = list(range(len(models)))
     total, done = len(share) * len(order), 0
@@ -197,7 +202,7 @@ def interleaved_times(engine, models: Sequence[Any], feeds: "Sequence[Mapping[st
             if before_session is not None:
                 before_session(done, total, r, i)
             model_feeds = feeds_of(i)
-            session = engine.open_session(models[i], core_count)
+            session = engines[i].open_session(models[i], core_count)
             try:
                 out[i] += time_runs(session, model_feeds, warmup=warmup, iterations=runs, cancel=cancel)
             finally:

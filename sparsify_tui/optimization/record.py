@@ -623,6 +623,17 @@ class Measured(JsonRecord):
 
 
 @dataclass
+class TargetRuntime(JsonRecord):
+    """The runtime an optimization targets (stored under ``runtime``): ``engine`` and session ``precision``
+    (:class:`sparsify_tui.engine.run.RunSpec`'s). Its estimates are measured there (the perf profile's runtime),
+    apply quantizes with that engine's INT8 activation type, and a benchmark measures it there by default."""
+
+    engine: str = "onnxruntime"
+    precision: str = "fp32"
+    extra: Dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
 class Optimization(JsonRecord):
     """An optimization: everything needed to re-evaluate and export it without the profiles.
 
@@ -635,14 +646,15 @@ class Optimization(JsonRecord):
     functions work on that shape); ``training``: the project's training settings (``epochs``, ``init_lr``,
     ``final_lr``...); ``estimates`` None until evaluated; ``copied_from``: id of the optimization this one
     was copied from; ``search``: the budget search that chose its target (:class:`BudgetSearch`, None when the
-    user set it); ``extra``: stored keys this class does not model (``id``, ``created``, ``modified``,
+    user set it); ``runtime``: the runtime it targets (:class:`TargetRuntime`; None: onnxruntime fp32, what every
+    optimization targeted before the runtime was a choice, :attr:`target_runtime`); ``extra``: stored keys this class does not model (``id``, ``created``, ``modified``,
     ``applied``), written back unchanged.
     """
 
     _nested: ClassVar[Dict[str, Any]] = {
         "settings": Settings, "layers": [LayerRow], "quantization": QuantizationSettings, "epochs": Epochs,
         "model": ModelSummary, "estimates": Estimates, "applied": AppliedModel, "measured": Measured,
-        "search": BudgetSearch,
+        "search": BudgetSearch, "runtime": TargetRuntime,
     }
 
     name: str = ""
@@ -662,6 +674,7 @@ class Optimization(JsonRecord):
     estimates: Optional[Estimates] = field(default=None, metadata={"omit_none": True})
     warnings: List[str] = field(default_factory=list)
     search: Optional[BudgetSearch] = field(default=None, metadata={"omit_none": True})
+    runtime: Optional[TargetRuntime] = field(default=None, metadata={"omit_none": True})
     applied: Optional[AppliedModel] = field(default=None, metadata={"omit_none": True, "tail": True})
     measured: Optional[Measured] = field(default=None, metadata={"omit_none": True, "tail": True})
     extra: Dict[str, Any] = field(default_factory=dict)
@@ -675,6 +688,12 @@ class Optimization(JsonRecord):
     def created(self) -> Optional[str]:
         """When the store first saved the record (ISO), or None."""
         return self.extra.get("created")
+
+    @property
+    def target_runtime(self) -> tuple:
+        """``(engine, precision)`` this optimization targets (:attr:`runtime`; onnxruntime fp32 when unset)."""
+        rt = self.runtime or TargetRuntime()
+        return (rt.engine, rt.precision)
 
     @property
     def flops_profile(self) -> bool:

@@ -99,7 +99,8 @@ def benchmark_project(ws, project_id: str, args: dict, *, progress: Optional[Pro
 
     ``args``: ``name`` (default "benchmark N"), ``optimizations`` (ids or names; each is applied first
     when it has no up-to-date optimized file), ``batch_sizes`` / ``core_counts`` (default the project
-    setup), ``warmup`` (5), ``iterations`` (30), ``dims`` (default setup dims), ``data`` (sample file),
+    setup), ``engines`` / ``precisions`` (default: each optimization's own runtime; the reference, the baseline on
+    onnxruntime fp32, is always measured), ``warmup`` (5), ``iterations`` (30), ``dims`` (default setup dims), ``data`` (sample file),
     ``record_id`` (a rerun: the result replaces that record's, which keeps its id and name).
     Progress: applying takes the first 30 % of the bar when anything must be applied.
     """
@@ -119,12 +120,17 @@ def benchmark_project(ws, project_id: str, args: dict, *, progress: Optional[Pro
     def bprog(step, frac):
         prog(step, apply_share + (1 - apply_share) * frac)
 
-    result = run_benchmark(models, batch_sizes=s["batch_sizes"], core_counts=s["core_counts"], warmup=s["warmup"],
-                           iterations=s["iterations"], dims=s["dims"], data=args.get("data"), name=name,
-                           labels_key=args.get("labels"), metric=settings.metric(args.get("metric")),
+    runtimes = s["runtimes"] if s["runtimes"] is not None else sorted({o.target_runtime for o in opts})
+    result = run_benchmark(models, batch_sizes=s["batch_sizes"], core_counts=s["core_counts"], runtimes=runtimes,
+                           warmup=s["warmup"], iterations=s["iterations"], dims=s["dims"], data=args.get("data"),
+                           name=name, labels_key=args.get("labels"), metric=settings.metric(args.get("metric")),
                            progress=bprog, cancel=cancel)
+    result.warnings = list(s["runtime_notes"]) + result.warnings
     stored_args = {"name": name, "optimizations": [o.id for o in opts], "batch_sizes": s["batch_sizes"],
                    "core_counts": s["core_counts"], "warmup": result.warmup, "iterations": result.iterations}
+    if s["runtimes"] is not None:
+        stored_args["engines"] = sorted({e for e, _ in s["runtimes"]})
+        stored_args["precisions"] = sorted({p for _, p in s["runtimes"]})
     if args.get("data"):
         stored_args["data"] = str(args["data"])
     for key in ("labels", "metric"):

@@ -81,6 +81,54 @@ def runtime(engine: Any, precision: Any, flags: Optional[Mapping[str, str]] = No
     return engine, precision
 
 
+def _names(value: Any) -> Optional[list]:
+    """A comma-separated string or a list of names as a list (None when not given)."""
+    if value in (None, "", []):
+        return None
+    items = value.split(",") if isinstance(value, str) else list(value)
+    return [str(x).strip() for x in items if str(x).strip()]
+
+
+def runtimes(args: Dict[str, Any], flags: Optional[Mapping[str, str]] = None) -> tuple:
+    """``(runtimes, notes)`` of a job across runtimes (a benchmark, a search): ``args["engines"]`` x
+    ``args["precisions"]`` (lists or comma-separated; ``"all"``: every installed engine, every precision the engine
+    runs on this CPU) as checked ``(engine, precision)`` pairs, and one line per pair skipped because the engine
+    cannot run that precision here (bf16 on a CPU without it, say). ``runtimes`` is None when neither is given (the
+    job's own default). Raises ``SparsifyError`` (one line) for an unknown engine or precision, an engine that is
+    not installed, or a precision no asked engine runs here."""
+    from sparsify_tui.engine import ENGINES, PRECISIONS, get_engine, installed_engines
+
+    f = _flags({"engines": "--engines", "precisions": "--precisions"}, flags)
+    engines, precisions = _names(args.get("engines")), _names(args.get("precisions"))
+    if engines is None and precisions is None:
+        return None, []
+    if engines in (None, ["all"]):
+        engines = installed_engines() if engines else ["onnxruntime"]
+    every_precision = precisions == ["all"]
+    precisions = list(PRECISIONS) if every_precision else (precisions or ["fp32"])
+    for e in engines:
+        if e not in ENGINES:
+            raise SparsifyError(f"{f['engines']}: {e!r} is not an engine: use some of {', '.join(sorted(ENGINES))}")
+        get_engine(e)  # not installed: its one line
+    for p in precisions:
+        if p not in PRECISIONS:
+            raise SparsifyError(f"{f['precisions']}: {p!r} is not a precision: use some of {', '.join(PRECISIONS)}")
+    pairs, notes, problems = [], [], {}
+    for e in engines:
+        for p in precisions:
+            problem = get_engine(e).precision_problem(p)
+            if problem is None:
+                pairs.append((e, p))
+            else:
+                problems[p] = problem
+                if not every_precision:
+                    notes.append(f"{e} {p} skipped: {problem}")
+    for p in precisions:
+        if not every_precision and all(q != p for _, q in pairs):
+            raise SparsifyError(f"{f['precisions']} {p}: {problems[p]}")
+    return pairs, notes
+
+
 def run_spec(d: ProjectDefaults, args: Dict[str, Any], f: Mapping[str, str]):
     """The :class:`~sparsify_tui.engine.run.RunSpec` of a one-run job: ``args``' engine and precision (else the
     project setup's, else onnxruntime fp32, :func:`runtime`), its batch size and core count (``d``, validated)."""
@@ -322,12 +370,16 @@ def apply_settings(project: Dict[str, Any], args: Dict[str, Any], *, model_path=
 # ------------------------------------------------------------------------------------------------ benchmarks
 def benchmark_settings(project: Dict[str, Any], args: Dict[str, Any], *, model_path=None,
                        flags: Optional[Dict[str, str]] = None) -> Dict[str, Any]:
-    """Validated benchmark settings: ``batch_sizes``, ``core_counts``, ``warmup``, ``iterations``, ``dims``,
-    ``metric`` (module docstring). With ``model_path`` (the baseline model) the inputs are checked for every
-    batch size (``args["data"]`` and its ``labels`` too)."""
+    """Validated benchmark settings: ``batch_sizes``, ``core_counts``, ``runtimes`` (``(engine, precision)`` pairs,
+    None: each optimization's own runtime, :func:`runtimes`) and ``runtime_notes``, ``warmup``, ``iterations``,
+    ``dims``, ``metric`` (module docstring). With ``model_path`` (the baseline model) the inputs are checked for
+    every batch size (``args["data"]`` and its ``labels`` too)."""
     f = _flags(BENCHMARK_FLAGS, flags)
     d = project_defaults(project, {"dims": args.get("dims")})
+    pairs, notes = runtimes(args, f)
     out = {
+        "runtimes": pairs,
+        "runtime_notes": notes,
         "batch_sizes": settings.batch_sizes(args.get("batch_sizes"), int(d.batch_size), f["batch_sizes"]),
         "core_counts": settings.core_counts(args.get("core_counts"), d.core_count, f["core_counts"]),
         "warmup": settings.warmup(args.get("warmup"), f["warmup"]),

@@ -2,7 +2,8 @@
 measurement are shown side by side (``measured`` on the optimization record; ``estimates.ort_speedup`` vs
 ``measured.speedup``).
 
-``measured``: ``{"benchmark", "benchmark_name", "batch_size", "core_count", "speedup", "median_ms", "baseline_ms",
+``measured`` (on the runtime the optimization targets; its speedup against the reference, the baseline on onnxruntime
+fp32): ``{"benchmark", "benchmark_name", "batch_size", "core_count", "speedup", "median_ms", "baseline_ms",
 "estimated_speedup" (the record's estimate when it was benchmarked), "fingerprint" (of the applied file), "stale"
 (the optimization changed since), "runs": [{batch_size, core_count, speedup, median_ms}], "groups"}``. The
 reference (batch, cores) is the one the estimate is for (its perf profile's), else the benchmark's first.
@@ -31,14 +32,16 @@ def record_measured(ws, project_id: str, result, opt_ids: list, *, baseline_path
 
     for k, oid in enumerate(opt_ids):
         opt = get_optimization(ws, project_id, oid)
-        runs = [r for r in result.runs if r.optimization_id == oid]
+        mine = [r for r in result.runs if r.optimization_id == oid]
+        # the runs on the runtime it targets (a benchmark across runtimes measures it on others too)
+        runs = [r for r in mine if r.runtime == opt.target_runtime] or mine
         if not runs:
             continue
         kind = structure_of(opt)
         want_b, want_c = kind.measured_reference(opt)
         ref = next((r for r in runs if r.batch_size == want_b and r.core_count == want_c), runs[0])
         base = next((r for r in result.runs if r.optimization_id is None and r.batch_size == ref.batch_size
-                     and r.core_count == ref.core_count), None)
+                     and r.core_count == ref.core_count and r.model == result.baseline_label), None)
         est = opt.estimates
         opt.measured = Measured.from_dict({  # every key a benchmark writes, null or not (the stored shape)
             "benchmark": result.id, "benchmark_name": result.name, "batch_size": ref.batch_size,
