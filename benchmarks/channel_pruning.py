@@ -309,7 +309,7 @@ def run_goals(args) -> int:
             perf = profile_performance(model, RunSpec(core_count=args.cores), dims=dims, int8=False,
                                        iterations=args.iterations, name="base")
             perf_id = profiles.store_perf_profile(ws, pid, perf)["record_id"]
-            cal = calibrate_channels(model, batch_size=1, core_count=args.cores, dims=dims, progress=log)
+            cal = calibrate_channels(model, RunSpec(core_count=args.cores), dims=dims, progress=log)
             profiles.store_channel_calibration(ws, pid, perf_id, cal.to_dict())
             print(f"  perf profile median {perf.latency_ms.median:.2f} ms; channel calibration {cal.seconds:.1f} s: "
                   + ", ".join(f"R{p['ratio']:g} {p['speedup']:.2f}x" for p in cal.points[1:]), flush=True)

@@ -13,6 +13,7 @@ import pytest
 from onnx import helper, numpy_helper
 
 from conftest import shared_model
+from sparsify_tui.engine.run import RunSpec
 from sparsify_tui.errors import JobCanceled, SampleDataError
 from sparsify_tui.profiling.loss import (
     LossProfile,
@@ -186,7 +187,7 @@ def test_one_shot_equals_a_fresh_session_per_measurement(demo_model):
 
 def test_one_shot_nmse_on_a_non_class_output_and_level_zero_is_dense(tmp_path):
     path = small_cnn(tmp_path / "cnn.onnx")
-    prof = profile_loss(path, method="one-shot", levels=[0.0, 0.5, 0.9], batches=2, batch_size=2)
+    prof = profile_loss(path, RunSpec(batch_size=2), method="one-shot", levels=[0.0, 0.5, 0.9], batches=2)
     assert prof.metric == "nmse"
     rng = np.random.default_rng(1)
     for layer in prof.layers:

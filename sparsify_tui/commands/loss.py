@@ -12,7 +12,7 @@ from pathlib import Path
 from sparsify_tui.text import cli_lines
 from sparsify_tui.text.loss import summary_facts
 from sparsify_tui.commands.output import stderr_progress as _stderr_progress
-from sparsify_tui.commands import looks_like_model, profile_group
+from sparsify_tui.commands import add_runtime_options, looks_like_model, profile_group, runtime_args
 
 
 def _summary_text(prof) -> str:
@@ -44,7 +44,7 @@ def cmd_profile_loss(args) -> int:
     dims = parse_dim_args(args.dim or [])
     job_args = {"name": args.name or "baseline", "method": args.method, "levels": args.levels,
                 "data": str(Path(args.data).absolute()) if args.data else None, "batches": args.batches,
-                "int8": args.int8, "metric": args.metric, "structure": args.structure}
+                "int8": args.int8, "metric": args.metric, "structure": args.structure, **runtime_args(args)}
     if dims:
         job_args["dims"] = dims
     if args.batch_size is not None:
@@ -101,6 +101,7 @@ def register(sub) -> None:
     p.add_argument("--data", default=None, metavar="FILE.npz", help="sample data (.npz keys = input names, or .npy)")
     p.add_argument("--batches", type=int, default=None, help="batches per measurement for one-shot (default 2)")
     p.add_argument("--batch-size", type=int, default=None, help="batch size (default: the project's, else 1)")
+    add_runtime_options(p)
     p.add_argument("--int8", action="store_true", help="also measure per-layer INT8 sensitivity")
     p.add_argument("--metric", choices=("kl", "nmse"), default=None, help="one-shot metric (default: auto)")
     p.add_argument("--dim", action="append", metavar="NAME=VALUE", help="value of a symbolic input dim (repeatable)")

@@ -47,6 +47,7 @@ from typing import Optional, Sequence
 
 import numpy as np
 
+from sparsify_tui.engine.run import REFERENCE, RunSpec
 from sparsify_tui.errors import SparsifyError
 from sparsify_tui.progress import maybe_check
 from sparsify_tui.tempfiles import fast_tmp, make_temp_dir
@@ -178,13 +179,14 @@ def _node_fraction(n0, n1, matrix: bool) -> Optional[float]:
     return e1 / e0 if e0 else None
 
 
-def calibrate_channels(model_path, *, ratios: Sequence[float] = DEFAULT_RATIOS, batch_size: int = 1,
-                       core_count: Optional[int] = None, dims: Optional[dict] = None, data=None, warmup: int = 5,
-                       iterations: int = 30, rounds: int = DEFAULT_ROUNDS, round_to: Optional[int] = None, engine=None,
-                       progress=None, cancel=None) -> ChannelCalibration:
-    """Measure the channel time model of the model at ``model_path`` (module docstring).
+def calibrate_channels(model_path, run: RunSpec = REFERENCE, *, ratios: Sequence[float] = DEFAULT_RATIOS,
+                       dims: Optional[dict] = None, data=None, warmup: int = 5, iterations: int = 30,
+                       rounds: int = DEFAULT_ROUNDS, round_to: Optional[int] = None, progress=None,
+                       cancel=None) -> ChannelCalibration:
+    """Measure the channel time model of the model at ``model_path`` (module docstring) on the runtime, batch size and
+    cores of ``run`` (:class:`~sparsify_tui.engine.run.RunSpec`: those of the perf profile it is stored with).
 
-    ``ratios``: uniform fractions of channels removed (each in (0, 1)); ``batch_size``, ``core_count``, ``dims``,
+    ``ratios``: uniform fractions of channels removed (each in (0, 1)); ``dims``,
     ``data``, ``warmup``, ``iterations`` as a perf profile takes them (``iterations`` timed runs per model, split
     over ``rounds`` interleaved rounds; the profiled pass runs ``iterations // 3`` (3..20) times). Raises
     ``SparsifyError`` for bad ratios or a model without prunable channel groups, ``ModelError`` /
@@ -202,9 +204,9 @@ def calibrate_channels(model_path, *, ratios: Sequence[float] = DEFAULT_RATIOS, 
     if not ratios or ratios[0] <= 0 or ratios[-1] >= 1:
         raise SparsifyError(f"calibration ratios must be fractions of channels in (0, 1), got {list(ratios)}: "
                             "e.g. 0.25,0.5")
-    engine = get_engine(engine)
-    cores = settings.core_count(core_count)
-    batch_size = settings.batch_size(batch_size)
+    engine = run.runtime()
+    cores = settings.core_count(run.core_count)
+    batch_size = settings.batch_size(run.batch_size)
     warmup, iterations = settings.warmup(warmup), settings.iterations(iterations)
     rounds = max(1, int(rounds))
     round_to = default_round_to() if round_to is None else int(round_to)
@@ -215,8 +217,9 @@ def calibrate_channels(model_path, *, ratios: Sequence[float] = DEFAULT_RATIOS, 
         [ainputs.synthetic_inputs(specs, seed=0, values=dims)]
     tmp = make_temp_dir("chcal", fast_tmp())  # named after this pid: removed at start-up if we are killed
     try:
+        # the thinned models' graphs and shapes do not depend on the runtime measured: the default engine's analysis
         paths, tables = _thinned_models(src, ratios, tmp, round_to=round_to, batch_size=batch_size, dims=dims,
-                                        engine=engine, prog=prog, cancel=cancel)
+                                        engine=get_engine(), prog=prog, cancel=cancel)
         maybe_check(cancel)
         # unprofiled latency, interleaved
         per_round = max(MIN_RUNS_PER_ROUND, iterations // rounds)  # equal rounds: per-round percentiles below
@@ -251,7 +254,7 @@ def calibrate_channels(model_path, *, ratios: Sequence[float] = DEFAULT_RATIOS, 
         ratios=ratios, round_to=round_to, batch_size=batch_size, core_count=cores, points=points, nodes=fit.nodes,
         special=fit.special, latency={"a": fit.a, "g_ms": fit.g}, fit_rel_error=fit.err,
         seconds=time.perf_counter() - t_start,
-        created=datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"), engine=f"{engine.name} {engine.version}",
+        created=datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"), engine=engine.label,
         rounds=rounds, iterations=iterations, warmup=warmup, dims=dims)
 
 
@@ -380,9 +383,10 @@ def _load() -> float:
         return 0.0
 
 
-def profile_node_ms(model_path, *, batch_size: int = 1, core_count: Optional[int] = None, dims: Optional[dict] = None,
-                    data=None, runs: int = 10, engine=None, cancel=None) -> dict:
-    """One profiled pass of the model at ``model_path``, attributed to its nodes as a perf profile is: ``{"node_ms":
+def profile_node_ms(model_path, run: RunSpec = REFERENCE, *, dims: Optional[dict] = None, data=None, runs: int = 10,
+                    cancel=None) -> dict:
+    """One profiled pass of the model at ``model_path`` on ``run``'s runtime, batch size and cores, attributed to its
+    nodes as a perf profile is: ``{"node_ms":
     {node id: ms per batch}, "special_ms": {row: ms}, "kernel_total_ms"}`` (profiled units: share, not latency).
     Used to put measured per-group times next to a channel optimization's estimates once it is benchmarked."""
     from sparsify_tui import settings
@@ -392,15 +396,15 @@ def profile_node_ms(model_path, *, batch_size: int = 1, core_count: Optional[int
     from sparsify_tui.engine.weights import runnable_path
     from sparsify_tui.profiling import attribution as attr
 
-    engine = get_engine(engine)
-    cores = settings.core_count(core_count)
+    engine, batch_size = run.runtime(), run.batch_size
+    cores = settings.core_count(run.core_count)
     dims = dict(dims or {})
     src = Path(model_path)
     specs = ainputs.input_specs(str(src), batch_size=batch_size, dims=dims)
     feeds = ainputs.load_sample_data(str(data), specs, batch_size) if data else \
         [ainputs.synthetic_inputs(specs, seed=0, values=dims)]
     table = analyze_model(str(src), batch_size=batch_size, dims=dims, include_system=False, count_zeros=False,
-                          engine=engine)
+                          engine=get_engine())
     tmp = make_temp_dir("nodes", fast_tmp())
     try:
         path = runnable_path(src, int(table.ir_version), tmp)

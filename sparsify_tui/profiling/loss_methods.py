@@ -8,6 +8,7 @@ from __future__ import annotations
 import time
 from typing import Optional
 
+from sparsify_tui.engine.run import REFERENCE, RunSpec
 from sparsify_tui.errors import SparsifyError
 from sparsify_tui.profiling.loss import (
     APPROX_LEVELS, METHODS, ONE_SHOT_LEVELS, LossProfile, _check_levels, approximated_profile, magnitude_profile,
@@ -44,18 +45,16 @@ def check_loss_arguments(method: str, metric: Optional[str] = None, structure: s
 
 def profile_loss(
     model_path,
+    run: RunSpec = REFERENCE,
     *,
     method: str = "magnitude",
     levels=None,
     data=None,
     batches: int = 2,
-    batch_size: int = 1,
     dims=None,
     int8: bool = False,
     metric: Optional[str] = None,
     name: str = "baseline",
-    core_count: Optional[int] = None,
-    engine=None,
     progress=None,
     cancel=None,
     structure: str = "unstructured",
@@ -65,29 +64,33 @@ def profile_loss(
     ``structure="channel"``: rows are channel groups and levels fractions of channels removed
     (:func:`sparsify_tui.profiling.loss_channel.channel_profile`; magnitude or one-shot, no INT8).
 
-    ``data``: an ``.npz``/``.npy`` sample-data path (one-shot only; synthetic data otherwise), split in
-    batches of ``batch_size``; ``batches``: how many batches are run per measurement; ``dims``: values of
-    symbolic input dims; ``engine``: the runtime of one-shot sessions and of the last shape-inference
-    pass (default onnxruntime). Raises ``ModelError``, ``DimensionError``, ``SampleDataError`` (one line)
+    ``run``: the runtime (engine, precision) of the one-shot sessions, the batch size (items per batch) and the cores
+    (:class:`~sparsify_tui.engine.run.RunSpec`; default onnxruntime fp32, batch 1, every core); ``data``: an
+    ``.npz``/``.npy`` sample-data path (one-shot only; synthetic data otherwise), split in batches of the run's batch
+    size; ``batches``: how many batches are run per measurement; ``dims``: values of symbolic input dims. The
+    profile's ``settings`` record the run spec. Raises ``ModelError``, ``DimensionError``, ``SampleDataError`` (one line)
     and ``JobCanceled`` when ``cancel`` is triggered. The model file is never modified.
     """
     check_loss_arguments(method, metric, structure, int8)
+    from sparsify_tui.engine import get_engine
+
+    engine, batch_size, core_count = run.runtime(), run.batch_size, run.core_count
+    recorded = {"batch_size": batch_size, "dims": dict(dims or {}), "engine": run.engine, "precision": run.precision}
     if structure == "channel":
         prof = channel_profile(model_path, method=method, levels=levels, data=data, batches=batches,
                                batch_size=batch_size, dims=dims, metric=metric, name=name, core_count=core_count,
                                engine=engine, progress=progress, cancel=cancel)
-        prof.settings.update({"batch_size": batch_size, "dims": dict(dims or {})})
+        prof.settings.update(recorded)
         return prof
     if method == "magnitude":
         prof = magnitude_profile(model_path, levels=levels, int8=int8, name=name, progress=progress, cancel=cancel)
     elif method == "approximated":
         from sparsify_tui.analysis.nodes import analyze_model
-        from sparsify_tui.engine import get_engine
 
         t0 = time.perf_counter()
         prof = approximated_profile(
             analyze_model(str(model_path), batch_size=batch_size, dims=dims or {}, include_system=False,
-                          engine=get_engine(engine)), name=name,
+                          engine=get_engine()), name=name,
             levels=APPROX_LEVELS if levels is None else levels,
         )
         prof.seconds = time.perf_counter() - t0
@@ -97,5 +100,5 @@ def profile_loss(
             batches=batches, batch_size=batch_size, dims=dims, int8=int8, metric=metric, name=name,
             core_count=core_count, engine=engine, progress=progress, cancel=cancel,
         )
-    prof.settings.update({"batch_size": batch_size, "dims": dict(dims or {})})
+    prof.settings.update(recorded)
     return prof

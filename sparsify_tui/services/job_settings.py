@@ -170,8 +170,9 @@ def perf_settings(project: Dict[str, Any], args: Dict[str, Any], *, model_path=N
 
 def loss_settings(project: Dict[str, Any], args: Dict[str, Any], *, model_path=None,
                   flags: Optional[Mapping[str, str]] = None) -> Dict[str, Any]:
-    """Validated arguments of a loss profile: ``name, method, levels, data, batches, batch_size, dims, int8,
-    metric, core_count, structure`` (module docstring; the method, metric and structure go together as
+    """Validated arguments of a loss profile: ``name, run`` (:class:`~sparsify_tui.engine.run.RunSpec`: the one-shot
+    sessions' engine and precision, batch size, cores), ``method, levels, data, batches, dims, int8, metric,
+    structure`` (module docstring; the method, metric and structure go together as
     :func:`sparsify_tui.profiling.loss_methods.check_loss_arguments` says). With ``model_path`` every method loads
     the model, checks the dim names and onnx's strict shape check; one-shot (which runs the model) also checks
     dims, memory and sample data."""
@@ -201,15 +202,14 @@ def loss_settings(project: Dict[str, Any], args: Dict[str, Any], *, model_path=N
         "levels": levels,
         "data": data,
         "batches": settings.loss_batches(args.get("batches"), f["batches"]),
-        "batch_size": settings.batch_size(d.batch_size, f["batch_size"]),
+        "run": run_spec(d, args, f),
         "dims": settings.dims(d.dims),
         "int8": int8,
         "metric": metric,
-        "core_count": settings.core_count(d.core_count, f["core_count"]),
         "structure": structure,
     }
     if model_path is not None and method == "one-shot":
-        _check_inputs(model_path, [out["batch_size"]], out["dims"], out["data"], batches=out["batches"],
+        _check_inputs(model_path, [out["run"].batch_size], out["dims"], out["data"], batches=out["batches"],
                       user_dims=args.get("dims"))
     elif model_path is not None:
         from sparsify_tui.analysis.loading import load_model
@@ -224,9 +224,9 @@ def loss_settings(project: Dict[str, Any], args: Dict[str, Any], *, model_path=N
 
 def calibration_settings(ws, project: Dict[str, Any], args: Dict[str, Any]) -> Dict[str, Any]:
     """Validated arguments of a channel calibration: ``perf`` (the perf profile record id: ``args["perf"]`` id or
-    name, default the newest completed one), ``ratios`` (list or ``"0.25,0.5"``), and the perf profile's
-    ``batch_size``, ``core_count`` (capped at the cores available now), ``dims``, ``warmup``, ``iterations``,
-    ``data``: it measures what that profile measured. Raises ``SparsifyError`` / ``RecordNotFound`` (one line)."""
+    name, default the newest completed one), ``ratios`` (list or ``"0.25,0.5"``), and the perf profile's ``run``
+    (:class:`~sparsify_tui.engine.run.RunSpec`: its engine, precision, batch size, and core count capped at the cores
+    available now), ``dims``, ``warmup``, ``iterations``, ``data``: it measures what that profile measured. Raises ``SparsifyError`` / ``RecordNotFound`` (one line)."""
     from sparsify_tui.profiling.channel_calibration import DEFAULT_RATIOS
     from sparsify_tui.services.profiles import FLOPS, resolve_perf_profile
 
@@ -247,11 +247,14 @@ def calibration_settings(ws, project: Dict[str, Any], args: Dict[str, Any]) -> D
     if not ratios or any(not 0 < float(r) < 1 for r in ratios):
         raise SparsifyError(f"--ratios {ratios} is not allowed: --ratios must be fractions of channels in (0, 1), "
                             "e.g. 0.25,0.5")
+    from sparsify_tui.engine.run import RunSpec
+
+    engine, precision = runtime(prof.engine, prof.precision)
     return {
         "perf": rec_id, "perf_name": name, "ratios": sorted(float(r) for r in ratios),
-        "batch_size": settings.batch_size(prof.batch_size or 1),
-        "core_count": settings.core_count(min(int(prof.core_count or settings.available_cores()),
-                                              settings.available_cores())),
+        "run": RunSpec(engine=engine, precision=precision, batch_size=settings.batch_size(prof.batch_size or 1),
+                       core_count=settings.core_count(min(int(prof.core_count or settings.available_cores()),
+                                                          settings.available_cores()))),
         "dims": dict(prof.dims or {}), "warmup": settings.warmup(prof.warmup),
         "iterations": settings.iterations(prof.iterations), "data": prof.inputs.path,
     }

@@ -25,6 +25,7 @@ def record_measured(ws, project_id: str, result, opt_ids: list, *, baseline_path
                     progress: Optional[ProgressFn] = None, cancel: Optional[CancelToken] = None) -> None:
     """Store ``measured`` on every optimization of ``opt_ids`` that benchmark ``result`` measured (module
     docstring). Per-group times cost what the structure's hook costs (channel: two profiled passes each)."""
+    from sparsify_tui.engine.run import RunSpec
     from sparsify_tui.optimization.apply import optimization_fingerprint
     from sparsify_tui.optimization.record import Measured
     from sparsify_tui.optimization.structures import GroupRun, structure_of
@@ -53,11 +54,15 @@ def record_measured(ws, project_id: str, result, opt_ids: list, *, baseline_path
                       "median_ms": r.median_ms} for r in runs],
             "measured_at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
         })
-        if base is not None and opt.applied is not None and kind.has_measured_groups:
+        # per-group times compare the two models on the same runtime: the baseline's run on the optimization's
+        same = next((r for r in result.runs if r.optimization_id is None and r.runtime == ref.runtime
+                     and r.batch_size == ref.batch_size and r.core_count == ref.core_count), None)
+        if same is not None and opt.applied is not None and kind.has_measured_groups:
             if progress:
                 progress(f"per-group times of {opt.name}", k / max(1, len(opt_ids)))
+            run = RunSpec(engine=ref.engine, precision=ref.precision, batch_size=ref.batch_size,
+                          core_count=ref.core_count)
             opt.measured.groups = kind.measured_groups(
-                opt, GroupRun(opt.applied.path, ref.batch_size, ref.core_count, ref.median_ms),
-                GroupRun(baseline_path, base.batch_size, base.core_count, base.median_ms),
+                opt, GroupRun(opt.applied.path, run, ref.median_ms), GroupRun(baseline_path, run, same.median_ms),
                 dims=result.dims, data=data, cancel=cancel)
         store_fields(ws, project_id, opt, "measured")

@@ -21,8 +21,7 @@ def run(ctx) -> Dict[str, Any]:
 
     ws, pid = ctx.ws, ctx.project_id
     s = calibration_settings(ws, ws.get_project(pid), dict(ctx.args or {}))
-    cal = calibrate_channels(ws.model_path(pid), ratios=s["ratios"], batch_size=s["batch_size"],
-                             core_count=s["core_count"], dims=s["dims"], data=s["data"], warmup=s["warmup"],
-                             iterations=s["iterations"], progress=ctx.progress, cancel=ctx.cancel)
+    cal = calibrate_channels(ws.model_path(pid), s["run"], ratios=s["ratios"], dims=s["dims"], data=s["data"],
+                             warmup=s["warmup"], iterations=s["iterations"], progress=ctx.progress, cancel=ctx.cancel)
     store_channel_calibration(ws, pid, s["perf"], cal.to_dict())
     return {"record_id": s["perf"], "name": s["perf_name"], "seconds": cal.seconds, "ratios": cal.ratios}

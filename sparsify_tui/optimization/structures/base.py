@@ -20,12 +20,12 @@ if TYPE_CHECKING:
 
 
 class GroupRun(NamedTuple):
-    """A model a benchmark timed, for :meth:`PruningStructure.measured_groups`: ``path`` (``.onnx``), the
-    ``batch_size`` and ``core_count`` it ran at, and its ``median_ms`` there (ms per batch)."""
+    """A model a benchmark timed, for :meth:`PruningStructure.measured_groups`: ``path`` (``.onnx``), the ``run``
+    it was timed on (:class:`~sparsify_tui.engine.run.RunSpec`: runtime, batch size, cores), and its ``median_ms``
+    there (ms per batch)."""
 
     path: str
-    batch_size: int
-    core_count: int
+    run: Any
     median_ms: float
 
 

@@ -570,8 +570,7 @@ class ChannelPruning(PruningStructure):
         tm = ChannelTimeModel.from_dict(rec.model.extra[TIME_MODEL_KEY])
         sums = []
         for run in (applied, baseline):
-            p = profile_node_ms(run.path, batch_size=run.batch_size, core_count=run.core_count, dims=dims, data=data,
-                                cancel=cancel)
+            p = profile_node_ms(run.path, run.run, dims=dims, data=data, cancel=cancel)
             scale = run.median_ms / p["kernel_total_ms"] if p["kernel_total_ms"] else 1.0
             sums.append({g: v * scale for g, v in tm.group_sums(p["node_ms"]).items()})
         return {g: GroupTime(ms=sums[0].get(g), baseline_ms=sums[1].get(g)) for g in tm.groups}
