@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import sys
 
+from sparsify_tui.commands import add_runtime_options, runtime_args
+
 FRAMEWORK_CHOICES = ["pytorch", "pytorch-plain", "keras", "tensorflow"]
 
 
@@ -67,12 +69,14 @@ def register(sub) -> None:
     g.add_argument("--data", default=None, metavar="FILE", help="sample inputs .npz (+ labels) or .npy")
     g.add_argument("--labels", default=None, metavar="KEY", help="key of the labels array in --data (default labels)")
     g.add_argument("--calibration", default=None, metavar="METHOD", help="minmax (default) | entropy | percentile")
+    add_runtime_options(g)
     g.add_argument("--calibration-size", default=None, metavar="N",
                    help="calibration batches of 1 item (INT8 search: 16; budget search: 64 items, at most half the "
                         "data, fit the reconstruction and the rest score it)")
     b = o.add_argument_group("budget search (--structure channel --max-drop D --data FILE.npz)")
     b.add_argument("--max-trials", default=None, metavar="N",
                    help="thinned trials at most (7): targets on a ladder from 1.5x, then bisection")
+    add_runtime_options(b, many=True)
     o.add_argument("--json", action="store_true", help="print the optimization as JSON")
     o.set_defaults(handler=_optimize)
 
@@ -192,8 +196,9 @@ def _optimize_int8(args, overrides: dict, flags: list) -> int:
                 "balance": args.balance, "max_drop": args.max_drop, "metric": args.metric, "data": args.data,
                 "labels": args.labels, "calibration": args.calibration, "calibration_size": args.calibration_size}
     # the defaults filled in; run_here's job check (name free, data and labels) refuses bad ones before a record
-    checked = int8_settings(project, job_args)
-    job_args = {k: v for k, v in checked.items() if k != "dims" and v is not None}
+    checked = int8_settings(project, {**job_args, **runtime_args(args)})
+    checked.update(checked.pop("run").to_dict())
+    job_args = {k: v for k, v in checked.items() if k not in ("dims", "batch_size") and v is not None}
     summary = run_here(ws, project["id"], "int8_search", job_args, progress=stderr_progress(args.json))
     if args.sparsity is None:
         print("sparsity 0 (INT8 only): give --sparsity to prune too", file=sys.stderr)

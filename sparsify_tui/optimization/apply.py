@@ -42,6 +42,7 @@ from sparsify_tui.engine.weights import (  # noqa: F401 (EXTERNAL_DATA_BYTES, fi
 from sparsify_tui.engine.weights import has_external_data as _has_external_data
 from sparsify_tui.engine.weights import load as _load
 from sparsify_tui.engine.weights import save as _save
+from sparsify_tui.engine.run import REFERENCE, RunSpec
 from sparsify_tui.errors import ModelError, SparsifyError
 from sparsify_tui.progress import CancelToken, ProgressFn, maybe_check
 from sparsify_tui.tempfiles import temp_dir
@@ -220,13 +221,15 @@ def output_difference(baseline_path, model_path, feeds: Sequence[dict], *, cance
     ``kl`` (over the class output ``[batch, classes>1]``, else None), ``accuracy`` / ``accuracy_baseline``
     (top-1 against ``labels``, one int array per feed; else None), ``metric_name`` (``metric`` or the default
     chosen from the outputs) with ``metric_reason``, and ``metric_value`` (its budgeted quantity: absolute
-    top-1 drop, or the nmse/kl/max_abs value). One session is alive at a time
-    (:func:`sparsify_tui.engine.outputs.run_outputs`).
+    top-1 drop, or the nmse/kl/max_abs value). The baseline runs on the reference runtime (onnxruntime fp32), the model
+    on ``engine`` (the runtime it targets), so a lower precision counts in the difference. One session is alive at a
+    time (:func:`sparsify_tui.engine.outputs.run_outputs`).
     """
+    from sparsify_tui.engine import get_engine
     from sparsify_tui.engine.outputs import compare_outputs, run_outputs
     from sparsify_tui.profiling.metrics import choose_metric, evaluate
 
-    base = run_outputs(baseline_path, feeds, cancel=cancel, engine=engine)
+    base = run_outputs(baseline_path, feeds, cancel=cancel, engine=get_engine(REFERENCE.engine, REFERENCE.precision))
     new = run_outputs(model_path, feeds, cancel=cancel, engine=engine)
     choice = choose_metric(base[0], metric, labelled=labels is not None, asked_by=metric_asked_by)
     ev = evaluate(base, new, choice, labels)
@@ -265,10 +268,10 @@ def _fix_int8_zeros(qmodel, pruned: dict, sources: dict) -> int:
 def apply_optimization(
     model_path: Union[str, Path],
     sparsities: dict,
+    run: RunSpec = REFERENCE,
     *,
     quantize: bool = False,
     structure: str = "unstructured",
-    engine: Any = None,
     excluded: Sequence[str] = (),
     out_path: Union[str, Path],
     calibration: Optional[Sequence[dict]] = None,
@@ -281,7 +284,6 @@ def apply_optimization(
     metric: Optional[str] = None,
     metric_asked_by: str = "--metric",
     settings: Optional["Settings"] = None,
-    batch_size: int = 1,
     reconstruct: Optional[bool] = None,
     progress: Optional[ProgressFn] = None,
     cancel: Optional[CancelToken] = None,
@@ -289,7 +291,7 @@ def apply_optimization(
     """Prune (and optionally INT8-quantize) ``model_path`` and write ``out_path``; see the module doc.
 
     A ``model_level`` structure (channel) rewrites the whole model instead of each weight:
-    :func:`apply_model_level` (``settings``: the record's settings; ``batch_size``: of the check inputs
+    :func:`apply_model_level` (``settings``: the record's settings; the run's batch size: of the check inputs
     and the MACs it reports).
 
     Args:
@@ -297,7 +299,9 @@ def apply_optimization(
         quantize: write a static INT8 QDQ model; ``excluded``: node ids kept FP32.
         structure: the optimization's pruning structure
             (:data:`sparsify_tui.optimization.structures.STRUCTURES`), whose ``prune_weight`` prunes each weight.
-        engine: the runtime that quantizes and runs the models (default onnxruntime).
+        run: the runtime the optimization targets (:class:`~sparsify_tui.engine.run.RunSpec`): its engine quantizes
+            (with its own INT8 activation type) and runs the held-out check, in its precision; its batch size is the
+            check inputs' (default onnxruntime fp32, batch 1).
         calibration: feed dicts for INT8 calibration (then also the items scored); default the first
             ``calibration_samples`` items of ``data`` (16 for INT8; a model-level structure: half the items, at
             most 64), or synthetic items (:func:`sparsify_tui.analysis.labels.split_items`).
@@ -314,16 +318,15 @@ def apply_optimization(
     ``DimensionError``/``SampleDataError`` (calibration inputs), ``JobCanceled``, ``ValueError``
     (sparsity outside [0, 1]).
     """
-    from sparsify_tui.engine import get_engine
     from sparsify_tui.optimization.structures import get_structure
 
-    engine = get_engine(engine)
+    engine = run.runtime()
     kind = get_structure(structure)
     if kind.model_level:
-        return apply_model_level(model_path, sparsities, structure=structure, quantize=quantize, engine=engine,
+        return apply_model_level(model_path, sparsities, run, structure=structure, quantize=quantize,
                                  excluded=excluded, out_path=out_path, calibration=calibration, dims=dims,
                                  data=data, calibration_samples=calibration_samples,
-                                 measure_outputs=measure_outputs, settings=settings, batch_size=batch_size,
+                                 measure_outputs=measure_outputs, settings=settings,
                                  labels_key=labels_key, metric=metric, metric_asked_by=metric_asked_by,
                                  reconstruct=reconstruct, calibration_method=calibration_method,
                                  progress=progress, cancel=cancel)
@@ -483,10 +486,11 @@ def _quantize_file(engine, src: Path, in_path: Path, out: Path, calibration, exc
                          "off for this optimization or exclude the failing layers") from err
 
 
-def apply_model_level(model_path, sparsities: dict, *, structure: str, quantize: bool = False, engine: Any = None,
-                      excluded: Sequence[str] = (), out_path, calibration=None, dims: Optional[dict] = None,
-                      data=None, calibration_samples: Optional[int] = None, measure_outputs: bool = True,
-                      settings: Optional["Settings"] = None, batch_size: int = 1, labels_key: Optional[str] = None,
+def apply_model_level(model_path, sparsities: dict, run: RunSpec = REFERENCE, *, structure: str,
+                      quantize: bool = False, excluded: Sequence[str] = (), out_path, calibration=None,
+                      dims: Optional[dict] = None, data=None, calibration_samples: Optional[int] = None,
+                      measure_outputs: bool = True, settings: Optional["Settings"] = None,
+                      labels_key: Optional[str] = None,
                       metric: Optional[str] = None, metric_asked_by: str = "--metric",
                       reconstruct: Optional[bool] = None, calibration_method: str = "minmax",
                       progress: Optional[ProgressFn] = None, cancel: Optional[CancelToken] = None) -> ApplyResult:
@@ -503,10 +507,9 @@ def apply_model_level(model_path, sparsities: dict, *, structure: str, quantize:
     ``calibration``: explicit calibration feeds (then the held-out items are synthetic). ``ApplyResult.layers`` is
     empty; ``structure_result`` holds the structure's report. Raises as :func:`apply_optimization`."""
     from sparsify_tui.analysis.labels import split_items
-    from sparsify_tui.engine import get_engine
     from sparsify_tui.optimization.structures import get_structure
 
-    engine = get_engine(engine)
+    engine, batch_size = run.runtime(), run.batch_size
     kind = get_structure(structure)
     t0 = time.perf_counter()
     prog = progress or (lambda s, f: None)

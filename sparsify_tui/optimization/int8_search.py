@@ -49,6 +49,7 @@ from typing import Any, Callable, Dict, List, Optional, Sequence
 
 import numpy as np
 
+from sparsify_tui.engine.run import REFERENCE, RunSpec
 from sparsify_tui.engine.timing import BEAT_MARGIN, beats_every_round, round_medians
 from sparsify_tui.engine.outputs import run_outputs
 from sparsify_tui.formatting import plural
@@ -373,6 +374,7 @@ def _reference_set(src: Path, ref_path: Path, *, data, labels_key: Optional[str]
 
 def search_int8(
     model_path,
+    run: RunSpec = REFERENCE,
     *,
     max_drop: float,
     reference_path=None,
@@ -385,9 +387,7 @@ def search_int8(
     eval_batches: int = 64,
     ranking_batches: int = 4,
     loss_profile=None,
-    core_count: Optional[int] = None,
     timing: Optional[dict] = None,
-    engine: Any = None,
     keep_path=None,
     progress: Optional[ProgressFn] = None,
     cancel: Optional[CancelToken] = None,
@@ -409,8 +409,11 @@ def search_int8(
         ranking_batches: batches of the one-shot sensitivity measured now (when ``loss_profile`` has none).
         loss_profile: a typed :class:`~sparsify_tui.profiling.loss.LossProfile` whose one-shot INT8
             sensitivity ranks the layers (None or without it: measured now).
-        core_count: threads of the sessions (None: every available core); ``timing``: overrides of
-            :data:`TIMING` (``rounds``, ``warmup``, ``iterations``).
+        run: the runtime searched (:class:`~sparsify_tui.engine.run.RunSpec`): its engine quantizes (with its own
+            INT8 activation type), runs and times the trials in its precision, with the run's cores; the FP32
+            reference outputs come from the reference runtime (onnxruntime fp32), so a lower precision counts
+            against the budget, and FP32 is timed on the run's runtime. ``timing``: overrides of :data:`TIMING`
+            (``rounds``, ``warmup``, ``iterations``).
         keep_path: where to copy the INT8 model of :func:`kept_trial` (the chosen trial, else the fastest within
             budget; None: not kept; nothing is written when no trial is within budget), so a caller that times
             it against other candidates (the budget search) uses the model the search measured.
@@ -428,7 +431,7 @@ def search_int8(
 
     max_drop = settings.max_drop(max_drop)
     calibration_method = settings.calibration_method(calibration_method)
-    engine = get_engine(engine)
+    engine, core_count = run.runtime(), run.core_count
     prog = progress or (lambda step, frac: None)
     tm = {**TIMING, **(timing or {})}
     src = Path(model_path)
@@ -439,7 +442,8 @@ def search_int8(
 
     samples, reference, choice = _reference_set(src, ref_path, data=data, labels_key=labels_key, dims=dims,
                                                 calibration_size=calibration_size, eval_batches=eval_batches,
-                                                metric=metric, engine=engine, prog=prog, cancel=cancel)
+                                                metric=metric, engine=get_engine(REFERENCE.engine, REFERENCE.precision),
+                                                prog=prog, cancel=cancel)
     feeds, labels = samples.feeds, samples.labels
     calib = feeds[: max(1, int(calibration_size))]
     ref_eval = reference_evaluation(reference, choice, labels)
@@ -449,7 +453,7 @@ def search_int8(
                         data=str(data) if data else None, labels_key=samples.labels_key,
                         eval_items=samples.items, calibration_method=calibration_method,
                         calibration_size=len(calib), accuracy_fp32=ref_eval.accuracy_reference,
-                        timing={**tm, "cores": core_count})
+                        timing={**tm, "cores": core_count, "engine": run.engine, "precision": run.precision})
     work = make_temp_dir("int8search")  # named after this pid: removed at start-up if we are killed
     paths: Dict[int, Path] = {}
     try:

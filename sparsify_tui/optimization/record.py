@@ -310,7 +310,9 @@ class BudgetTrial(TrialMeasures):
     (``items``, ``consumers``, ``seconds``, ``peak_mb``, ``rel_error_before`` / ``rel_error_after``: the consumers'
     mean), ``seconds`` (wall time to build and score it), ``note`` (why it was tried), ``int8_search`` (an INT8
     trial: the INT8 search that chose its exclusions; the chosen trial's moves to the optimization's
-    ``quantization.search``)."""
+    ``quantization.search``), ``engine`` / ``precision`` (the runtime it was scored and timed on: :attr:`runtime`),
+    ``int8_mode`` ("dynamic": dynamic INT8 of the MatMul/Gemm weights, run-time activation scales; None: static
+    QDQ), ``model_of`` (the index of the trial whose model file this one runs on another runtime)."""
 
     index: int = 0
     target: float = 1.0
@@ -328,19 +330,37 @@ class BudgetTrial(TrialMeasures):
     seconds: float = 0.0
     note: str = ""
     int8_search: Optional[Int8Search] = field(default=None, metadata={"omit_none": True})
+    engine: Optional[str] = field(default=None, metadata={"omit_none": True})
+    precision: Optional[str] = field(default=None, metadata={"omit_none": True})
+    int8_mode: Optional[str] = field(default=None, metadata={"omit_none": True})
+    model_of: Optional[int] = field(default=None, metadata={"omit_none": True})
     extra: Dict[str, Any] = field(default_factory=dict)
 
     _nested: ClassVar[Dict[str, Any]] = {"int8_search": Int8Search}
     _base_at: ClassVar[Dict[type, str]] = {TrialMeasures: "reconstruction"}
 
     @property
+    def runtime(self) -> tuple:
+        """``(engine, precision)`` the trial ran on (``engine``/``precision``; onnxruntime fp32 when unset, as in
+        searches stored before the runtime was searched too)."""
+        return (self.engine or "onnxruntime", self.precision or "fp32")
+
+    @property
     def label(self) -> str:
-        """"2.25× target", "2.25× target + INT8 (3 groups FP32)", "INT8 only (3 groups FP32)"."""
+        """"2.25× target", "2.25× target + INT8 (3 groups FP32)", "INT8 only (3 groups FP32)", "dynamic INT8 only",
+        with the runtime when it is not onnxruntime fp32: "2.25× target · OpenVINO fp32", "unthinned · OpenVINO
+        bf16"."""
+        from sparsify_tui.engine.run import display_name
+
         thin = f"{self.target:.2f}× target" if self.target > 1.0 else ""
         if not self.quantized:
-            return thin or "unthinned"
-        q = f"INT8 ({self.fp32_groups} group(s) FP32)"
-        return f"{thin} + {q}" if thin else f"{q} only"
+            text = thin or "unthinned"
+        else:
+            q = "dynamic INT8" if self.int8_mode == "dynamic" else f"INT8 ({self.fp32_groups} group(s) FP32)"
+            text = f"{thin} + {q}" if thin else f"{q} only"
+        if self.runtime != ("onnxruntime", "fp32"):
+            text += f" · {display_name(self.runtime[0])} {self.runtime[1]}"
+        return text
 
 
 @dataclass
@@ -357,7 +377,9 @@ class BudgetSearch(SearchOutcome[BudgetTrial], SearchBudget):
     is kept), ``status`` ("within budget", "FP32 fastest within budget", "only FP32 within budget"),
     ``fp32_ms`` (FP32 median, same timing rounds), ``fp32_round_ms`` (its median in each round), ``accuracy_fp32`` (with labels, held-out items),
     ``reachable_speedup`` (the allocation's highest estimated speedup at the caps), ``timing`` (rounds, warm-up,
-    iterations, cores, phases), ``seconds`` (wall time), ``warnings``."""
+    iterations, cores, phases), ``seconds`` (wall time), ``warnings``, ``runtimes`` (the runtimes screened on the
+    unthinned model: ``[{"engine", "precision", "label", "median_ms", "speedup", "metric_value", "kept", "note"}]``,
+    the reference first; None in searches of onnxruntime fp32 alone)."""
 
     _nested: ClassVar[Dict[str, Any]] = {"trials": [BudgetTrial]}
     _base_at: ClassVar[Dict[type, str]] = {SearchBudget: "data_sha256", SearchOutcome: "reachable_speedup"}
@@ -374,6 +396,7 @@ class BudgetSearch(SearchOutcome[BudgetTrial], SearchBudget):
     timing: Dict[str, Any] = field(default_factory=dict)
     seconds: float = 0.0
     warnings: List[str] = field(default_factory=list)
+    runtimes: Optional[List[Dict[str, Any]]] = field(default=None, metadata={"omit_none": True})
     extra: Dict[str, Any] = field(default_factory=dict)
 
 

@@ -41,6 +41,7 @@ def apply_record(ws, project_id: str, opt_ref: str, *, out_path=None, data=None,
     16 for INT8, half the items up to 64 for channels). Returns the stored
     :class:`~sparsify_tui.optimization.record.AppliedModel` (``calibration_data`` says which data and why).
     """
+    from sparsify_tui.engine.run import RunSpec
     from sparsify_tui.optimization.apply import (
         apply_optimization, calibration_settings, export_model, optimization_fingerprint, quantization_settings,
     )
@@ -70,10 +71,11 @@ def apply_record(ws, project_id: str, opt_ref: str, *, out_path=None, data=None,
         source = "project"
     out = optimized_path(ws, project_id, opt)
     try:
+        engine, precision = opt.target_runtime
         res = apply_optimization(
-            ws.model_path(project_id), layer_sparsities(opt), quantize=quant, excluded=excluded,
-            structure=opt.settings.structure, settings=opt.settings,
-            batch_size=int(setup.get("batch_size") or 1),
+            ws.model_path(project_id), layer_sparsities(opt),
+            RunSpec(engine=engine, precision=precision, batch_size=int(setup.get("batch_size") or 1)),
+            quantize=quant, excluded=excluded, structure=opt.settings.structure, settings=opt.settings,
             out_path=out, dims=setup.get("dims") or {},
             data=cal.pop("data", None) or setup.get("data"), reconstruct=reconstruct, progress=progress,
             cancel=cancel, **cal,

@@ -26,7 +26,7 @@ def search_int8_optimization(ws, project_id: str, args: Dict[str, Any], *, progr
     from sparsify_tui.optimization import core
     from sparsify_tui.optimization.apply import apply_optimization
     from sparsify_tui.optimization.int8_search import excluded_nodes, search_int8
-    from sparsify_tui.optimization.record import Settings
+    from sparsify_tui.optimization.record import Settings, TargetRuntime
     from sparsify_tui.optimization.structures import load_optimization
 
     from sparsify_tui.services.job_settings import int8_settings
@@ -52,17 +52,18 @@ def search_int8_optimization(ws, project_id: str, args: Dict[str, Any], *, progr
         if sparsities:
             share = 0.1
             prog("pruning (the search quantizes the model apply writes)", 0.0)
-            candidate = apply_optimization(model, sparsities, quantize=False, measure_outputs=False,
+            candidate = apply_optimization(model, sparsities, s["run"], quantize=False, measure_outputs=False,
                                            structure=st.structure, out_path=Path(tmp) / "pruned.onnx",
                                            cancel=cancel).out_path
 
         def sprog(step, frac):
             prog(step, share + (1 - share) * frac)
 
-        search = search_int8(candidate, reference_path=model, max_drop=s["max_drop"], metric=s["metric"],
+        search = search_int8(candidate, s["run"], reference_path=model, max_drop=s["max_drop"], metric=s["metric"],
                              data=s["data"], labels_key=s["labels"], dims=s["dims"],
                              calibration_method=s["calibration"], calibration_size=s["calibration_size"],
-                             loss_profile=loss_prof, core_count=s["core_count"], progress=sprog, cancel=cancel)
+                             loss_profile=loss_prof, progress=sprog, cancel=cancel)
+    rec.runtime = TargetRuntime(engine=s["run"].engine, precision=s["run"].precision)
     q = rec.quantization
     q.search = search
     q.calibration_method = s["calibration"]

@@ -263,9 +263,9 @@ def calibration_settings(ws, project: Dict[str, Any], args: Dict[str, Any]) -> D
 # ------------------------------------------------------------------------------------------------ optimizations
 def int8_settings(project: Dict[str, Any], args: Dict[str, Any]) -> Dict[str, Any]:
     """Validated arguments of an INT8 search job: ``name, perf, loss, sparsity, balance, max_drop, metric, data,
-    labels, calibration, calibration_size, dims, core_count`` (module docstring; the data defaults to the
-    project's sample data)."""
-    d = project_defaults(project, args)
+    labels, calibration, calibration_size, dims, run`` (:class:`~sparsify_tui.engine.run.RunSpec`: the runtime
+    searched, batch 1, the cores) (module docstring; the data defaults to the project's sample data)."""
+    d = project_defaults(project, {**args, "batch_size": 1})
     name = str(args.get("name") or "").strip()
     if not name:
         raise ProjectError("an optimization needs a name: pass --name NAME")
@@ -283,7 +283,7 @@ def int8_settings(project: Dict[str, Any], args: Dict[str, Any]) -> Dict[str, An
         "calibration": settings.calibration_method(args.get("calibration")),
         "calibration_size": settings.calibration_size(args.get("calibration_size")),
         "dims": d.dims,
-        "core_count": settings.core_count(d.core_count),
+        "run": run_spec(d, args, _flags(PERF_FLAGS, None)),
     }
 
 
