@@ -1,4 +1,4 @@
-"""Channel calibration: the channel time model measured on this server (DESIGN.md, Optimization).
+"""Channel calibration: the channel time model measured on this server (docs/design.md, Optimization).
 
 Speedups from channel pruning are not MACs-proportional (calibration.md: 1.7-2.4x for 2.1x fewer MACs on one CPU,
 1.35x on a GPU), so a channel optimization estimates its time from measurements on the target:

@@ -1,4 +1,4 @@
-"""Performance profiles measured with onnxruntime (issue 3; DESIGN.md "Measuring").
+"""Performance profiles measured with onnxruntime (issue 3; docs/design.md "Measuring").
 
 How a profile is measured (:func:`profile_performance`):
 
