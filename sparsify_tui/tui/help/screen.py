@@ -24,7 +24,7 @@ DOC_PAGES = ("tui", "keys", "analyze", "optimize", "benchmark", "compare", "inte
              "fleet", "jobs", "reliability", "measurement", "cli", "development", "design", "architecture",
              "calibration")
 #: the help screen's line naming the documentation
-DOCS_LINE = "Docs: README.md, then docs/<page>.md for each of " + ", ".join(DOC_PAGES)
+DOCS_LINE = "Docs (README.md, docs/<page>.md): " + " ".join(DOC_PAGES)
 
 
 def known_classes(app_class: type) -> list[tuple[str, type]]:
