@@ -272,7 +272,7 @@ CALIBRATION_METHODS = ("minmax", "entropy", "percentile")
 MAX_DROP = 0.01
 """Default accuracy budget of the INT8 search (NNCF's default ``max_drop``)."""
 CALIBRATION_SIZE = 16
-"""Calibration batches (1 item each) of INT8 quantization (calibration.md used 16)."""
+"""Calibration batches (1 item each) of INT8 quantization (docs/calibration.md used 16)."""
 
 
 def max_drop(value: Any, flag: str = "--max-drop") -> float:

@@ -1,4 +1,4 @@
-"""Each rule of DESIGN.md is written once; these tests pin the rule and check its users agree.
+"""Each rule of docs/design.md is written once; these tests pin the rule and check its users agree.
 
 p90, the timing loop, the interleaved timing rounds, system info, available cores, the IR version, the node id
 and its ``#k`` suffix, the subgraph walk, the prunable layer, the pid-alive check, the protobuf varint reader, one

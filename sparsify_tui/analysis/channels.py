@@ -1,6 +1,6 @@
 """Channel dependency groups: which tensors' channel axes must shrink together when channels are removed.
 
-A **channel group** (DESIGN.md, Terms) is the set of tensors whose channel axis must shrink together: the
+A **channel group** (docs/design.md, Terms) is the set of tensors whose channel axis must shrink together: the
 producer's weight and bias, BatchNorm parameters, per-channel constants, residual partners, Concat slices and
 the consumers' input axis. **Thinning** (:mod:`sparsify_tui.engine.thinning`) removes a group's channels from
 every member. This module finds the groups on the ONNX graph itself (no PyTorch model needed), in the spirit
@@ -1668,7 +1668,7 @@ def default_round_to(instruction_sets: Optional[Sequence[str]] = None) -> int:
     AVX2; other channel counts take slower paths). ``instruction_sets``: names as in
     :class:`sparsify_tui.analysis.system.SystemInfo` (default: this machine's).
 
-    Measured (README, "Channel pruning"; ResNet-50 and MobileNetV2 at R = 0.3, AVX2, batch 1 and 8): 8 and 16
+    Measured (docs/optimize.md, "Channel pruning"; ResNet-50 and MobileNetV2 at R = 0.3, AVX2, batch 1 and 8): 8 and 16
     run equally fast (within the spread), while 1 is 15-20 % slower on ResNet-50 and makes MobileNetV2 *slower
     than the unpruned model*; so the finer of the fast options is the default on AVX2. 16 on AVX-512 follows from
     its block size (no AVX-512 machine was measured).

@@ -1,6 +1,6 @@
 """MACs and FLOPs per node, from the node's concrete input/output shapes.
 
-Conventions (DESIGN.md "Terms"; every count is for the whole batch, not per item):
+Conventions (docs/design.md "Terms"; every count is for the whole batch, not per item):
 
 * **MACs** (multiply-accumulates) are counted only for the matrix ops: Conv, ConvTranspose, Gemm,
   MatMul (and their integer/QLinear forms), two-operand Einsum, and the recurrent cells LSTM/GRU/RNN.

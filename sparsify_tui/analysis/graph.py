@@ -1,6 +1,6 @@
 """The graph rules every module shares: the node id, the subgraph walk, and a node reduced to its wiring.
 
-* **node id** (DESIGN.md, Terms): the ONNX node name; else its first output name; else
+* **node id** (docs/design.md, Terms): the ONNX node name; else its first output name; else
   ``<op_type>_<index>`` with the node's position in its own graph (:func:`node_id`). The node table
   (:mod:`sparsify_tui.analysis.nodes`) makes ids unique model-wide by appending ``#1``, ``#2`` ... to repeats
   (:class:`UniqueKeys`, the rule the engine's kernel times and perf attribution key repeats with too).

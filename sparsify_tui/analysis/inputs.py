@@ -1,6 +1,6 @@
 """Model inputs: what each one is, valid synthetic values, and user sample data.
 
-Kinds (DESIGN.md "Inputs"):
+Kinds (docs/design.md "Inputs"):
 
 * ``"float"``: float tensors; synthetic values are standard normal.
 * ``"ids"``: integer tensors used as indices: by a ``Gather`` of a constant table (embeddings; the

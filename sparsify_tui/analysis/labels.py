@@ -211,7 +211,7 @@ HELD_OUT_SEED = 10_000
 
 @dataclass
 class ItemSplit:
-    """Calibration items and held-out items of one sample set, never the same items (DESIGN.md, Reconstruction):
+    """Calibration items and held-out items of one sample set, never the same items (docs/design.md, Reconstruction):
     ``calibration`` / ``held_out`` (feed dicts, one per batch), ``held_out_labels`` (one int array per held-out
     batch, or None), ``labels_key``, ``source`` (the data path, or "synthetic"), ``batch_size`` and the item ranges
     ``calibration_items`` / ``held_out_items`` (``[first, last]`` item indices in the data file, inclusive; for

@@ -1,4 +1,4 @@
-"""The one definition of a **prunable layer** (DESIGN.md, Terms), shared by the node table, the loss
+"""The one definition of a **prunable layer** (docs/design.md, Terms), shared by the node table, the loss
 profiles and one-shot apply.
 
 A node is a prunable layer when all of these hold:
@@ -159,7 +159,7 @@ class LayerRef:
 
     @property
     def depthwise(self) -> bool:
-        """Conv with ``group > 1`` (depthwise or grouped): left dense by default (DESIGN.md)."""
+        """Conv with ``group > 1`` (depthwise or grouped): left dense by default (docs/design.md)."""
         return self.op_type == "Conv" and self.group > 1
 
     @property

@@ -1,6 +1,6 @@
 """Benchmarks: measured ms/batch of the baseline and optimized models across batch sizes and core counts.
 
-How a number is measured (DESIGN.md, Measuring):
+How a number is measured (docs/design.md, Measuring):
 
 * every (model, batch size, core count) combination runs **in this process**, with **one live
   session at a time** (opened by the engine, :mod:`sparsify_tui.engine`; onnxruntime: CPU EP,

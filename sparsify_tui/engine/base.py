@@ -2,7 +2,7 @@
 
 An engine turns an ONNX file into timed runs on this machine. sparsify-tui asks four things of it:
 
-1. **sessions configured as deployed** (:meth:`Engine.open_session`; DESIGN.md "Measuring": all
+1. **sessions configured as deployed** (:meth:`Engine.open_session`; docs/design.md "Measuring": all
    graph optimizations on, intra-op threads = core count, inter-op threads = 1, one live session at
    a time) that run a feed dict through a bound callable (:meth:`Session.runner`), a cancel
    terminating an in-flight run;

@@ -41,7 +41,7 @@ class ChannelPruneResult:
 
 def resolve_importance(importance: Optional[str], calibrated: bool) -> str:
     """The channel importance to use: ``"auto"`` (or None) is ThiNet's greedy choice when calibration data is
-    given (it did best on the real models, README "Which channels go") and the group L2 norm without; a data
+    given (it did best on the real models, docs/optimize.md "Which channels go") and the group L2 norm without; a data
     importance without data is refused (``SparsifyError``, one line)."""
     name = importance or "auto"
     if name == "auto":

@@ -1,4 +1,4 @@
-"""The onnxruntime engine: CPUExecutionProvider sessions configured as deployed (DESIGN.md, Measuring).
+"""The onnxruntime engine: CPUExecutionProvider sessions configured as deployed (docs/design.md, Measuring).
 
 Sessions: ``graph_optimization_level = ORT_ENABLE_ALL``, ``intra_op_num_threads = core count``,
 ``inter_op_num_threads = 1``, sequential execution, warnings off. A cancel sets ``RunOptions.terminate``

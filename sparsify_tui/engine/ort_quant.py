@@ -3,7 +3,7 @@
 Reached through :meth:`sparsify_tui.engine.ort.OnnxRuntimeEngine.quantize_int8`, the one INT8 path of
 perf profiles (measured INT8) and one-shot apply.
 
-Steps (see ../shared/calibration.md for why the first one matters):
+Steps (see docs/calibration.md for why the first one matters):
 
 1. ``onnxruntime.quantization.shape_inference.quant_pre_process`` into a temp file (symbolic shape
    inference + onnxruntime basic graph optimization, e.g. Conv+BatchNormalization folding). Without it,
@@ -236,7 +236,7 @@ def quantize_int8(
         ModelError: quantization failed (one line with onnxruntime's reason), or no calibration data.
         JobCanceled: on cancel.
 
-    Cost (calibration.md): ResNet-50 about 5 s (pre-processing 2.6 s + quantize_static 2.4 s),
+    Cost (docs/calibration.md): ResNet-50 about 5 s (pre-processing 2.6 s + quantize_static 2.4 s),
     MobileNetV2 about 1 s.
     """
     import onnx

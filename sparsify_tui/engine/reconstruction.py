@@ -44,7 +44,7 @@ How (all numpy and onnxruntime):
   in memory), run on 8 items at a time when the model batches them (checked on two items, :func:`_chunks`), whose
   outputs are cached; a cached tensor is dropped once no node left to run reads it, and kept in float16 (scaled by a
   power of two) once the cache holds :data:`COMPACT_ABOVE_BYTES`. So each node runs once per model and item.
-  Measured: ResNet-50 at R = 0.3 on 64 items, 39-48 s and +570-790 MB on a shared 2-core AVX-512 EPYC (README).
+  Measured: ResNet-50 at R = 0.3 on 64 items, 39-48 s and +570-790 MB on a shared 2-core AVX-512 EPYC (docs/optimize.md).
 
 :func:`reconstruct` is the core call; :func:`sparsify_tui.engine.channel_prune.thin_and_reconstruct` thins then
 reconstructs (what apply runs);
@@ -72,7 +72,7 @@ from sparsify_tui.engine.weights import placeholder_tensor
 from sparsify_tui.errors import SparsifyError
 from sparsify_tui.progress import CancelToken, ProgressFn, maybe_check
 
-#: default ridge: λ = RIDGE · mean(diag(XᵀX)) (measured, README "Reconstruction")
+#: default ridge: λ = RIDGE · mean(diag(XᵀX)) (measured, docs/optimize.md "Reconstruction")
 RIDGE = "auto"
 #: the ridges ``ridge="auto"`` chooses from per consumer (fit on the even calibration items, validated on the odd)
 RIDGES = (1e-3, 1e-2, 1e-1)

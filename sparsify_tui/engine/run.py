@@ -16,7 +16,7 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Optional
 
-#: engine and precision of the reference every speedup is stated against (DESIGN.md, Measuring)
+#: engine and precision of the reference every speedup is stated against (docs/design.md, Measuring)
 REFERENCE_ENGINE, REFERENCE_PRECISION = "onnxruntime", "fp32"
 
 

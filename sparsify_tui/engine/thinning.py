@@ -9,7 +9,7 @@ The channel groups come from :mod:`sparsify_tui.analysis.channels`; this module 
   the counts of kept channels, Reshape/Resize literal channel (or head) counts are rewritten (a Reshape
   reading a shape constant shared with other nodes gets its own copy), depthwise convs get their new
   ``group``. With ``mode="zero"`` it builds the **exactness reference** instead: the original
-  model with the consumers' input weights zeroed at the removed channels (DESIGN.md: "removing channel c
+  model with the consumers' input weights zeroed at the removed channels (docs/design.md: "removing channel c
   equals zeroing the inputs of every consumer that reads c").
 * :func:`thin_model` is the core call apply uses: plain data in (paths, ratios or kept indices,
   ``round_to``), a typed :class:`ThinResult` out: per group the kept channels, MACs before/after

@@ -1,4 +1,4 @@
-"""The measuring lock: one measuring job at a time (DESIGN.md, Jobs), safe against planted links.
+"""The measuring lock: one measuring job at a time (docs/design.md, Jobs), safe against planted links.
 
 Where it lives (:func:`measure_lock_path`):
 

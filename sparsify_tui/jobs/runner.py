@@ -1,4 +1,4 @@
-"""Background jobs: each runs in its own detached OS process (DESIGN.md, Jobs).
+"""Background jobs: each runs in its own detached OS process (docs/design.md, Jobs).
 
 * :func:`submit` records a ``pending`` job in the workspace and starts
   ``python -m sparsify_tui job run JOB_ID`` in a new session (``start_new_session=True``, stdin

@@ -503,7 +503,7 @@ def apply_model_level(model_path, sparsities: dict, run: RunSpec = REFERENCE, *,
     items (default half, at most 64) calibrate (reconstruction, INT8) and every other item is scored, with its
     labels when the file has them; without, synthetic calibration items and other synthetic items to score.
     ``reconstruct``: refit the consumers on the calibration items; None (default) = only with real ``data``
-    (reconstruction on synthetic inputs made every real model measured worse, README "Reconstruction").
+    (reconstruction on synthetic inputs made every real model measured worse, docs/optimize.md "Reconstruction").
     ``calibration``: explicit calibration feeds (then the held-out items are synthetic). ``ApplyResult.layers`` is
     empty; ``structure_result`` holds the structure's report. Raises as :func:`apply_optimization`."""
     from sparsify_tui.analysis.labels import split_items

@@ -20,7 +20,7 @@ and the model's latency ``L(k) = a · Σ_n t_n(k) + g``. Three kinds, named in e
   ``c0 = 0``, ``c1 = 1`` (each node's time proportional to its own work), special rows fixed, ``a`` = measured
   median / Σ node times, ``g = 0``. Not measured on thinned models: the estimate says so.
 * ``macs`` (the FLOPS profile): ``t0_n`` = MACs of the layer, other nodes 0: speedup = MACs reduction, and the
-  estimate says so (calibration.md: latency "roughly follows" MACs on CPU, not exactly).
+  estimate says so (docs/calibration.md: latency "roughly follows" MACs on CPU, not exactly).
 
 **Kept channels.** A group of ``C`` channels at ratio ``r`` keeps
 :func:`~sparsify_tui.analysis.channels.round_kept` ``(C, r, round_to)`` (the multiple of ``round_to`` nearest

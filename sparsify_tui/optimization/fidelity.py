@@ -1,5 +1,5 @@
 """How far an optimized model is from the original, in one rule that every card, ``optimization show`` and the report
-use ("accuracy beside speed", DESIGN.md).
+use ("accuracy beside speed", docs/design.md).
 
 * **Measured** (:func:`applied_fidelity`): an applied model's output difference (``applied.output_diff``, scored by
   apply on the data it was given: held-out items when it calibrated on others) as one line: accuracy against the

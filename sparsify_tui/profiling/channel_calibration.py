@@ -1,6 +1,6 @@
-"""Channel calibration: the channel time model measured on this server (DESIGN.md, Optimization).
+"""Channel calibration: the channel time model measured on this server (docs/design.md, Optimization).
 
-Speedups from channel pruning are not MACs-proportional (calibration.md: 1.7-2.4x for 2.1x fewer MACs on one CPU,
+Speedups from channel pruning are not MACs-proportional (docs/calibration.md: 1.7-2.4x for 2.1x fewer MACs on one CPU,
 1.35x on a GPU), so a channel optimization estimates its time from measurements on the target:
 
 1. **Thin** the model uniformly at a few ratios (default 0.25, 0.5 and 0.7; kept counts rounded to this CPU's

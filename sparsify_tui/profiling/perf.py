@@ -1,4 +1,4 @@
-"""Performance profiles measured with onnxruntime (issue 3; DESIGN.md "Measuring").
+"""Performance profiles measured with onnxruntime (issue 3; docs/design.md "Measuring").
 
 How a profile is measured (:func:`profile_performance`):
 
@@ -51,7 +51,7 @@ from sparsify_tui.progress import CancelToken, ProgressFn, maybe_check
 from sparsify_tui.records import JsonRecord
 from sparsify_tui.tempfiles import fast_tmp, make_temp_dir
 
-#: Calibration batches used for INT8 (calibration.md used 16).
+#: Calibration batches used for INT8 (docs/calibration.md used 16).
 INT8_CALIBRATION_BATCHES = 16
 #: What a profile records of the machine it ran on (keys of :class:`sparsify_tui.analysis.system.SystemInfo`).
 MACHINE_KEYS = ("hostname", "cpu_model", "instruction_sets", "available_cores", "physical_cores", "sockets",

@@ -1,7 +1,7 @@
 """Estimated per-layer times after unstructured pruning ("Pruned s", always labelled *est.*).
 
 **onnxruntime gains nothing from unstructured sparsity**: it has no sparse kernels, so a pruned model
-runs exactly as fast as the dense one (../shared/calibration.md: 1.0× at any sparsity). The estimates
+runs exactly as fast as the dense one (docs/calibration.md: 1.0× at any sparsity). The estimates
 here are for a **sparse-kernel CPU runtime of the DeepSparse class**, and they are calibrated against
 *measured* whole-model speedups of DeepSparse 1.8 (imposed kernel sparsity on every prunable layer,
 2-core Zen 5, batch 1), not against FLOPs (a FLOPs-proportional estimate claims 5× at 0.80 and 20× at

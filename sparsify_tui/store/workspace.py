@@ -1,4 +1,4 @@
-"""The workspace: projects, their records and blobs, and jobs, on TinyDB files (DESIGN.md, Data).
+"""The workspace: projects, their records and blobs, and jobs, on TinyDB files (docs/design.md, Data).
 
 Layout on disk::
 

@@ -2,7 +2,7 @@
 widgets (plus any widget currently mounted), with the binding id used to remap it.
 
 Remap keys with a JSON file `{binding id: "key[,key]"}` at `$SPARSIFY_TUI_KEYMAP` or
-`<workspace>/keymap.json`.
+`<workspace>/keymap.json`. A line under the title names the documentation pages (README.md and `docs/`).
 """
 
 from __future__ import annotations
@@ -17,6 +17,14 @@ from textual.screen import ModalScreen
 from textual.widgets import Static
 
 from sparsify_tui.tui.widgets.tables import Column, FilterableTable
+
+#: the pages of the repository's ``docs/`` folder, ``docs/<page>.md``, in the README's order (tests/test_docs.py
+#: checks this names every page there is)
+DOC_PAGES = ("tui", "keys", "analyze", "optimize", "benchmark", "compare", "integrate", "data", "runtimes", "serve",
+             "fleet", "jobs", "reliability", "measurement", "cli", "development", "design", "architecture",
+             "calibration")
+#: the help screen's line naming the documentation
+DOCS_LINE = "Docs (README.md, docs/<page>.md): " + " ".join(DOC_PAGES)
 
 
 def known_classes(app_class: type) -> list[tuple[str, type]]:
@@ -116,6 +124,7 @@ class HelpScreen(ModalScreen[None]):
     HelpScreen > Vertical { width: 100; max-width: 100%; height: 100%; border: thick $primary;
                             background: $surface; padding: 0 1; }
     HelpScreen .dialog-title { text-style: bold; height: auto; }
+    HelpScreen #help-docs { height: auto; color: $text-muted; }
     """
 
     BINDINGS = [
@@ -128,6 +137,7 @@ class HelpScreen(ModalScreen[None]):
         with Vertical():
             yield Static("Keys  [dim](escape closes · / filters · enter: the whole row · remap: keymap.json "
                          "{binding id: key})[/dim]", classes="dialog-title")
+            yield Static(DOCS_LINE, id="help-docs", markup=False)
             yield FilterableTable([
                 Column("key", "Key", filter=True, pin=True),
                 Column("where", "Where", filter=True, pin=True),
