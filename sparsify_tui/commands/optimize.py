@@ -249,8 +249,9 @@ def _optimize_budget(args, overrides: dict, flags: list) -> int:
                 "calibration_size": args.calibration_size, "max_trials": args.max_trials,
                 "importance": args.importance}
     # the defaults filled in; run_here's job check (name free, data and labels) refuses bad ones before a record
-    checked = budget_settings(project, job_args)
-    job_args = {k: v for k, v in checked.items() if k != "dims" and v is not None}
+    checked = budget_settings(project, {**job_args, **runtime_args(args)})
+    job_args = {k: v for k, v in checked.items() if k not in ("dims", "runtimes", "runtime_notes") and v is not None}
+    job_args.update(runtime_args(args))
     result = run_here(ws, project["id"], "budget_search", job_args, progress=stderr_progress(args.json))
     return _print_search_result(get_optimization(ws, project["id"], result["optimization"]), project["name"],
                                 args.json, render_budget_text)

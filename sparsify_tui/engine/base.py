@@ -235,6 +235,16 @@ class Engine(ABC):
         calibration data (pre-processed model, calibrated ranges); None reuses nothing.
         Raises ``ModelError`` (one line with the runtime's reason), ``JobCanceled``."""
 
+    def quantize_dynamic_int8(self, model_path: Union[str, Path], out_path: Union[str, Path], *,
+                              cancel: Optional[CancelToken] = None) -> QuantizationResult:
+        """Write the dynamic INT8 model of ``model_path`` (MatMul/Gemm weights per channel, activations quantized at
+        run time) to ``out_path``: one ONNX file every engine that reads its ops runs
+        (:func:`sparsify_tui.engine.ort_quant.quantize_dynamic_int8`). Raises ``ModelError`` (one line),
+        ``JobCanceled``."""
+        from sparsify_tui.engine.ort_quant import quantize_dynamic_int8
+
+        return quantize_dynamic_int8(model_path, out_path, cancel=cancel)
+
     def int8_graph(self, model_path: Union[str, Path], reuse_dir: Union[str, Path]) -> Path:
         """The graph :meth:`quantize_int8` quantizes (after the engine's own pre-processing, kept in ``reuse_dir``
         for the next :meth:`quantize_int8` with the same ``reuse_dir``): the node names ``excluded_nodes`` refer

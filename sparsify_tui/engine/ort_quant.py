@@ -314,3 +314,46 @@ def quantize_int8(
     return QuantizationResult(out_path=dst, seconds=seconds, excluded_nodes=excluded, error=None,
                               warnings=warnings, preprocess_seconds=pre_s, calibration_seconds=calib_s,
                               calibration_method=calibration_method)
+
+
+#: the ops dynamic INT8 quantizes (their weights per channel; their activations at run time)
+DYNAMIC_OPS = ("MatMul", "Gemm")
+
+
+def quantize_dynamic_int8(model_path: Union[str, Path], out_path: Union[str, Path], *,
+                          cancel: Optional[CancelToken] = None) -> QuantizationResult:
+    """Write the **dynamic** INT8 model of ``model_path`` to ``out_path``: the weights of its :data:`DYNAMIC_OPS`
+    nodes quantized per output channel to QInt8, their activations quantized at run time (``DynamicQuantizeLinear``
+    + ``MatMulInteger``: a scale per tensor per run, so no calibration data and no calibrated range to clip),
+    with ``onnxruntime.quantization.quantize_dynamic`` after the same pre-processing as :func:`quantize_int8`
+    (opset upgrade, ``quant_pre_process``). What Olive and calibration.md measured for transformers: BERT-base
+    NMSE 0.0009 against static QDQ's 0.0053. Any engine that reads those ops runs the file.
+
+    Raises ``ModelError`` (one line with onnxruntime's reason, or a model without a MatMul/Gemm weight),
+    ``JobCanceled``."""
+    import onnx
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+
+    src, dst = Path(model_path), Path(out_path)
+    t0 = time.perf_counter()
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    large = _needs_external_data(src)
+    maybe_check(cancel)
+    with temp_dir("dquant") as work:
+        source, per_channel, warnings, pre_s = _prepare(src, Path(work), True, large, lambda step, frac: None)
+        model = onnx.load(str(source), load_external_data=False)
+        inits = {t.name for t in model.graph.initializer}
+        if not any(n.op_type in DYNAMIC_OPS and any(i in inits for i in n.input) for n in model.graph.node):
+            raise ModelError(f"{src.name} has no MatMul or Gemm with a weight: dynamic INT8 has nothing to quantize; "
+                             "use static INT8")
+        del model
+        maybe_check(cancel)
+        try:
+            quantize_dynamic(str(source), str(dst), per_channel=per_channel, weight_type=QuantType.QInt8,
+                             op_types_to_quantize=list(DYNAMIC_OPS), use_external_data_format=large)
+        except Exception as err:
+            if dst.exists():
+                dst.unlink()
+            raise ModelError(f"dynamic INT8 quantization of {src.name} failed: {_first_line(err)}") from err
+    return QuantizationResult(out_path=dst, seconds=time.perf_counter() - t0, warnings=warnings,
+                              preprocess_seconds=pre_s, calibration_method="dynamic")

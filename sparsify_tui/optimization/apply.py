@@ -470,14 +470,17 @@ def _held_out_diff(measure_outputs: bool, prog, src: Path, out: Path, split, **s
 
 def _quantize_file(engine, src: Path, in_path: Path, out: Path, calibration, excluded, prog, cancel, what: str,
                    calibration_method: str = "minmax"):
-    """INT8 (the engine's ``quantize_int8``: static QDQ, per-channel, ``calibration_method``) of ``in_path`` into
-    ``out``, the progress bar's 30-70 %; returns the quantization result. A failure is one line naming ``what``
-    was quantized (e.g. "pruned")."""
+    """INT8 (the engine's ``quantize_int8``: static QDQ, per-channel, ``calibration_method``; or, with
+    ``calibration_method`` "dynamic", its ``quantize_dynamic_int8``: activation ranges taken at run time) of
+    ``in_path`` into ``out``, the progress bar's 30-70 %; returns the quantization result. A failure is one line
+    naming ``what`` was quantized (e.g. "pruned")."""
     def qprog(step, frac):
         prog(f"quantizing: {step}", 0.3 + 0.4 * frac)
 
     qkw = {"calibration_method": calibration_method} if calibration_method != "minmax" else {}
     try:
+        if calibration_method == "dynamic":
+            return engine.quantize_dynamic_int8(in_path, out, cancel=cancel)
         return engine.quantize_int8(in_path, out, list(calibration), per_channel=True,
                                     excluded_nodes=list(excluded), progress=qprog, cancel=cancel, **qkw)
     except ModelError as err:

@@ -45,6 +45,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Dict, List, Optional, Sequence
 
+from sparsify_tui.engine.run import REFERENCE, RunSpec
 from sparsify_tui.engine.timing import BEAT_MARGIN, beats_every_round
 from sparsify_tui.errors import SampleDataError
 from sparsify_tui.optimization.record import BudgetSearch, BudgetTrial, Optimization
@@ -63,6 +64,8 @@ MIN_TARGET = 1.05
 MAX_TRIALS = 7
 #: defaults of the final interleaved timing (FP32 and every trial)
 TIMING = {"rounds": 3, "warmup": 2, "iterations": 24}
+#: a runtime whose unthinned model is slower than this multiple of the fastest runtime's is not searched further
+SCREEN_KEEP = 1.3
 
 FP32_FASTEST = "FP32 fastest within budget"
 ONLY_FP32 = "only FP32 within budget"
@@ -169,20 +172,119 @@ def _ratios(rec: Optimization) -> Dict[str, float]:
 # ------------------------------------------------------------------------------------------------ the search
 
 
+class _Runtimes:
+    """The runtimes a search scores and times on: ``reference`` (onnxruntime fp32, whose FP32 model is the reference
+    of every speedup and whose outputs the reference of every metric), ``kept`` (the candidates still searched, the
+    screening's survivors, as engines bound to a precision) and ``core_count``."""
+
+    def __init__(self, runs: Sequence[RunSpec]):
+        from sparsify_tui.engine import get_engine
+
+        self.reference = get_engine(REFERENCE.engine, REFERENCE.precision)
+        self.core_count = runs[0].core_count if runs else None
+        self.kept: list = []
+        #: (engine, precision) -> the unthinned model's median ms in the screening (empty without one)
+        self.median: Dict[tuple, float] = {}
+        for r in [REFERENCE, *runs]:
+            e = r.runtime()
+            if all((e.name, e.precision) != (k.name, k.precision) for k in self.kept):
+                self.kept.append(e)
+
+    def of(self, trial: BudgetTrial):
+        """The engine a trial runs on."""
+        return next(e for e in self.kept + [self.reference] if (e.name, e.precision) == trial.runtime)
+
+    @property
+    def searched(self) -> bool:
+        """More than the reference runtime is searched."""
+        return len(self.kept) > 1 or (self.kept[0].name, self.kept[0].precision) != (REFERENCE.engine,
+                                                                                          REFERENCE.precision)
+
+    def extra(self) -> list:
+        """The kept runtimes other than the reference."""
+        return [e for e in self.kept if (e.name, e.precision) != (REFERENCE.engine, REFERENCE.precision)]
+
+    def has_reference(self) -> bool:
+        return any((e.name, e.precision) == (REFERENCE.engine, REFERENCE.precision) for e in self.kept)
+
+
+def _on(engine, **fields) -> BudgetTrial:
+    """A trial on ``engine``'s runtime (its engine and precision recorded off the reference runtime only, so a
+    search of onnxruntime fp32 alone writes what it always wrote)."""
+    t = BudgetTrial(**fields)
+    if (engine.name, engine.precision) != (REFERENCE.engine, REFERENCE.precision):
+        t.engine, t.precision = engine.name, engine.precision
+    return t
+
+
+def _screen_runtimes(result: BudgetSearch, rt: _Runtimes, src: Path, feeds: Sequence[dict], tm: dict, score: Callable,
+                     prog: ProgressFn, cancel: Optional[CancelToken]) -> None:
+    """Step 1 of the module docstring: the unthinned model on every candidate runtime, scored on the held-out items
+    (a lower precision moves the metric) and timed together with the reference (interleaved, one live session at a
+    time); a runtime over budget or slower than :data:`SCREEN_KEEP` × the fastest within budget is dropped (with its
+    reason), every other one is kept and its unthinned model becomes a trial. ``result.runtimes`` records all."""
+    from sparsify_tui.engine.timing import LatencyStats, interleaved_times
+    from sparsify_tui.errors import ModelError
+
+    rows, engines = [], []
+    for e in rt.kept:
+        row = {"engine": e.name, "precision": e.precision, "label": e.label, "median_ms": None, "speedup": None,
+               "metric_value": 0.0, "kept": False, "note": ""}
+        if (e.name, e.precision) != (REFERENCE.engine, REFERENCE.precision):
+            t = _on(e, index=-1, note="runtime screening")
+            try:
+                score(t, src, e)
+            except ModelError as err:
+                row["note"] = f"cannot run the model: {err}"
+                rows.append(row)
+                continue
+            row["metric_value"] = t.metric_value
+            if not t.within_budget:
+                row["note"] = f"over budget on the unthinned model ({t.metric_value:.4g} > {result.max_drop:g})"
+                rows.append(row)
+                continue
+        rows.append(row)
+        engines.append(e)
+    prog("timing the runtimes on the unthinned model (interleaved)", 0.04)
+    times = interleaved_times(engines, [str(src)] * len(engines), feeds, rt.core_count, rounds=tm["rounds"],
+                              warmup=tm["warmup"], iterations=tm["iterations"], cancel=cancel)
+    med = rt.median = {(e.name, e.precision): LatencyStats.from_times(ts).median for e, ts in zip(engines, times)}
+    best = min(med.values())
+    ref_ms = med[(REFERENCE.engine, REFERENCE.precision)]
+    kept = []
+    for row in rows:
+        key = (row["engine"], row["precision"])
+        if key not in med:
+            continue
+        row["median_ms"], row["speedup"] = med[key], ref_ms / med[key]
+        if med[key] <= SCREEN_KEEP * best:
+            row["kept"] = True
+            kept.append(next(e for e in engines if (e.name, e.precision) == key))
+        else:
+            row["note"] = f"{med[key] / best:.2f}× the fastest runtime on the unthinned model: dropped"
+    rt.kept = kept
+    result.runtimes = rows
+    for row in rows:
+        if not row["kept"]:
+            result.warnings.append(f"{row['label']} not searched: {row['note']}")
+
+
 def _thinned_trials(result: BudgetSearch, rec: Optimization, src: Path, calib: Sequence[dict],
-                    paths: Dict[int, Path], work: Path, *, max_trials: int, dims: Optional[dict], engine: Any, score: Callable,
-                    prog: ProgressFn, cancel: Optional[CancelToken]) -> None:
+                    paths: Dict[int, Path], work: Path, *, max_trials: int, dims: Optional[dict], rt: _Runtimes,
+                    score: Callable, prog: ProgressFn, cancel: Optional[CancelToken]) -> None:
     """Step 2 of the module docstring: the thinned trials over the target speedup (:func:`next_target`), each
     allocated (:func:`allocation`), built (:func:`build_thinned`: thinned, reconstructed on ``calib``) into ``work``
-    and scored on the held-out items (``score``); appended to ``result.trials``, their files in ``paths``. A target
-    whose rounded allocation repeats an earlier one is not rebuilt."""
+    and scored on the held-out items (``score``) on the reference runtime (its verdict drives the targets), then on
+    every other kept runtime as a trial of its own (``model_of``); appended to ``result.trials``, their files in
+    ``paths``. A target whose rounded allocation repeats an earlier one is not rebuilt."""
     top = allocation(rec, 1e6)
     result.reachable_speedup = top.estimates.max_reachable if top.estimates is not None else None
     del top
     seen: Dict[tuple, int] = {}
     tried: List[tuple] = []
     n_max = max(1, int(max_trials))
-    while len(result.trials) < n_max and len(tried) < 4 * n_max:  # repeats cost nothing but are bounded too
+    built = 0
+    while built < n_max and len(tried) < 4 * n_max:  # repeats cost nothing but are bounded too
         target = next_target(tried, result.reachable_speedup)
         if target is None:
             break
@@ -190,7 +292,7 @@ def _thinned_trials(result: BudgetSearch, rec: Optimization, src: Path, calib: S
         alloc = allocation(rec, target)
         ratios = _ratios(alloc)
         key = tuple(sorted(ratios.items()))
-        frac = 0.05 + 0.6 * len(result.trials) / n_max
+        frac = 0.05 + 0.6 * built / n_max
         if not ratios:
             tried.append((target, True))  # nothing to thin at this target: the unthinned model, within budget
             continue
@@ -212,36 +314,49 @@ def _thinned_trials(result: BudgetSearch, rec: Optimization, src: Path, calib: S
 
         t0 = time.perf_counter()
         path = work / f"trial_{idx}.onnx"
-        rep = build_thinned(src, path, ratios, alloc.settings, calib, dims=dims, engine=engine, progress=tprog,
-                            cancel=cancel)
+        rep = build_thinned(src, path, ratios, alloc.settings, calib, dims=dims, engine=rt.reference,
+                            progress=tprog, cancel=cancel)
         t.macs_reduction, t.importance = rep["macs_reduction"], rep["importance"]
         t.reconstruction = rep["reconstruction"]
         tprog("scoring the held-out items", 0.95)
-        score(t, path)
+        score(t, path, rt.reference)
         t.seconds = round(time.perf_counter() - t0, 3)
         result.trials.append(t)
         paths[idx] = path
         seen[key] = idx
         tried.append((target, t.within_budget))
+        built += 1
+        for e in rt.extra() if t.within_budget else ():  # over budget in FP32: not worth another runtime's time
+            other = _on(e, **{f: getattr(t, f) for f in _MODEL_FIELDS}, index=len(result.trials), model_of=idx,
+                        note=f"trial {idx} on {e.label}")
+            score(other, path, e)
+            result.trials.append(other)
+            paths[other.index] = path
+
+
+#: the fields of a trial that describe its model (what a copy of it on another runtime keeps)
+_MODEL_FIELDS = ("target", "quantized", "source", "fp32_groups", "excluded_count", "est_speedup", "groups_thinned",
+                 "kept_channels", "channels", "macs_reduction", "importance", "reconstruction", "int8_mode")
 
 
 def _time_and_choose(result: BudgetSearch, src: Path, paths: Dict[int, Path], feeds: Sequence[dict], tm: dict, *,
-                     core_count: Optional[int], engine: Any, keep_dir, label: str, prog: ProgressFn,
-                     cancel: Optional[CancelToken]) -> None:
-    """Step 4 of the module docstring: FP32 and every built trial timed together
-    (:func:`~sparsify_tui.engine.timing.interleaved_times` on ``feeds``, ``tm``'s rounds), each trial's median, p90,
-    per-round medians and speedup recorded, then the choice (:func:`choose`) or why FP32 is kept, in
-    ``result.status`` / ``chosen`` / ``warnings``; the chosen model is copied to ``keep_dir/chosen.onnx``."""
+                     rt: _Runtimes, keep_dir, label: str, prog: ProgressFn, cancel: Optional[CancelToken]) -> None:
+    """Step 4 of the module docstring: FP32 on the reference runtime and every built trial on a kept runtime, each
+    on its own runtime, timed together (:func:`~sparsify_tui.engine.timing.interleaved_times` on ``feeds``,
+    ``tm``'s rounds), each trial's median, p90, per-round medians and speedup recorded, then the choice
+    (:func:`choose`) or why FP32 is kept, in ``result.status`` / ``chosen`` / ``warnings``; the chosen model is copied
+    to ``keep_dir/chosen.onnx``."""
     from sparsify_tui.optimization.int8_search import time_with_fp32
 
     prog("timing FP32 and the trials (interleaved)", 0.85)
-    order = [t for t in result.trials if t.index in paths]
+    kept = {(e.name, e.precision) for e in rt.kept}
+    order = [t for t in result.trials if t.index in paths and t.runtime in kept]
 
     def step_prog(done, total):
         prog("timing FP32 and the trials (interleaved)", 0.85 + 0.14 * done / total)
 
-    fp32 = time_with_fp32(result, src, order, paths, feeds, tm, core_count=core_count, engine=engine,
-                          on_step=step_prog, cancel=cancel)
+    fp32 = time_with_fp32(result, src, order, paths, feeds, tm, core_count=rt.core_count, engine=rt.reference,
+                          on_step=step_prog, cancel=cancel, trial_engine=rt.of)
     within = [t for t in order if t.within_budget and t.median_ms is not None]
     if not within:
         result.status = ONLY_FP32
@@ -279,9 +394,8 @@ def search_budget(
     quantize: bool = False,
     calibration_method: str = "minmax",
     max_trials: int = MAX_TRIALS,
-    core_count: Optional[int] = None,
+    runs: Sequence[RunSpec] = (REFERENCE,),
     timing: Optional[dict] = None,
-    engine: Any = None,
     keep_dir=None,
     progress: Optional[ProgressFn] = None,
     cancel: Optional[CancelToken] = None,
@@ -299,27 +413,28 @@ def search_budget(
         dims: symbolic dims and scalar inputs.
         calibration_items: the split (:func:`check_split`; None: half the items, at most 64).
         quantize: run the INT8 search on the best thinned candidates (module docstring, step 3), calibrated on the
-            same ``calibration_items`` with ``calibration_method``.
+            same ``calibration_items`` with ``calibration_method``, on every kept runtime with that engine's INT8
+            activation type; and, for a model with MatMul/Gemm weights, dynamic INT8.
         max_trials: thinned trials at most.
-        core_count: threads of the sessions (None: every available core); ``timing``: overrides of :data:`TIMING`.
+        runs: the candidate runtimes (:class:`~sparsify_tui.engine.run.RunSpec`: engine and precision, the cores of
+            every session); the reference (onnxruntime fp32) is always one. ``timing``: overrides of :data:`TIMING`.
         keep_dir: a folder where the chosen trial's model is copied as ``chosen.onnx`` (None: not kept).
 
     Returns: :class:`~sparsify_tui.optimization.record.BudgetSearch`. Raises ``SampleDataError`` /
     ``DimensionError`` (data, labels, too few items), ``ModelError`` (a model that cannot run or quantize),
-    ``SparsifyError`` (bad budget), ``JobCanceled``.
+    ``SparsifyError`` (bad budget; a runtime not installed or a precision this CPU lacks), ``JobCanceled``.
     """
     from sparsify_tui import settings
     import numpy as np
 
     from sparsify_tui.analysis.labels import check_labels, item_count, split_items
-    from sparsify_tui.engine import get_engine
     from sparsify_tui.engine.outputs import run_outputs
     from sparsify_tui.optimization.int8_search import phase_timer
     from sparsify_tui.profiling.metrics import choose_metric, evaluate, reference_evaluation
 
     t_start = time.perf_counter()
     max_drop = settings.max_drop(max_drop)
-    engine = get_engine(engine)
+    rt = _Runtimes(list(runs))
     prog = progress or (lambda step, frac: None)
     tm = {**TIMING, **(timing or {})}
     src = Path(model_path)
@@ -336,7 +451,7 @@ def search_budget(
     calib, held, labels = split.calibration, split.held_out, split.held_out_labels
     maybe_check(cancel)
     prog("FP32 reference on the held-out items", 0.02)
-    reference = run_outputs(src, held, cancel=cancel, engine=engine)
+    reference = run_outputs(src, held, cancel=cancel, engine=rt.reference)
     choice = choose_metric(reference[0], metric, labelled=labels is not None)
     if labels is not None and choice.class_output is not None:
         check_labels(np.concatenate(labels), len(held), split.labels_key or "labels",
@@ -348,11 +463,11 @@ def search_budget(
         labelled=choice.labelled, data=str(data), labels_key=split.labels_key,
         calibration_items=len(calib), held_out_items=len(held), items=item_range(split.calibration_items),
         held_out=item_range(split.held_out_items), quantize=bool(quantize), accuracy_fp32=ref_eval.accuracy_reference,
-        timing={**tm, "cores": core_count})
+        timing={**tm, "cores": rt.core_count})
     paths: Dict[int, Path] = {}
     work = make_temp_dir("budgetsearch")  # named after this pid: removed at start-up if we are killed
 
-    def score(t: BudgetTrial, path: Path) -> None:
+    def score(t: BudgetTrial, path: Path, engine) -> None:
         outs = run_outputs(path, held, cancel=cancel, engine=engine)
         ev = evaluate(reference, outs, choice, labels)
         t.metric_value, t.within_budget = float(ev.drop), ev.within(max_drop)
@@ -360,21 +475,33 @@ def search_budget(
         t.top1_agreement, t.accuracy = ev.top1_agreement, ev.accuracy
 
     try:
+        # ---- the runtimes on the unthinned model: drop those that cannot win
+        if rt.searched:
+            _screen_runtimes(result, rt, src, held[:1], tm, score, prog, cancel)
+            for e in rt.extra():
+                t = _on(e, index=len(result.trials), note=f"the unthinned model on {e.label}")
+                score(t, src, e)
+                result.trials.append(t)
+                paths[t.index] = src
+            phase("runtimes")
+
         # ---- thinned trials over the target speedup
-        _thinned_trials(result, rec, src, calib, paths, work, max_trials=max_trials, dims=dims, engine=engine,
+        _thinned_trials(result, rec, src, calib, paths, work, max_trials=max_trials, dims=dims, rt=rt,
                         score=score, prog=prog, cancel=cancel)
         phase("trials")
 
-        # ---- INT8 on the best thinned candidates
+        # ---- INT8 on the best thinned candidates, on every kept runtime
         if quantize:
             _int8_trials(result, paths, src, rec=rec, max_drop=max_drop, data=data, labels_key=labels_key, dims=dims,
-                         n_cal=len(calib), calibration_method=calibration_method, core_count=core_count, timing=tm,
-                         engine=engine, work=work, score=score, prog=prog, cancel=cancel)
+                         n_cal=len(calib), calibration_method=calibration_method, rt=rt, timing=tm,
+                         work=work, score=score, prog=prog, cancel=cancel)
+            _dynamic_trials(result, paths, src, max_drop=max_drop, rt=rt, work=work, score=score, prog=prog,
+                            cancel=cancel)
             phase("int8")
 
         # ---- one interleaved timing of FP32 and every trial, then the choice
-        _time_and_choose(result, src, paths, held[:1], tm, core_count=core_count, engine=engine, keep_dir=keep_dir,
-                         label=choice.label, prog=prog, cancel=cancel)
+        _time_and_choose(result, src, paths, held[:1], tm, rt=rt, keep_dir=keep_dir, label=choice.label, prog=prog,
+                         cancel=cancel)
         phase("timing")
         result.seconds = round(time.perf_counter() - t_start, 3)
         result.timing["phases_s"] = phases
@@ -409,48 +536,97 @@ def build_thinned(src: Path, out: Path, ratios: Dict[str, float], settings, cali
 
 
 def _int8_trials(result: BudgetSearch, paths: Dict[int, Path], src: Path, *, rec, max_drop, data, labels_key, dims,
-                 n_cal, calibration_method, core_count, timing, engine, work: Path, score, prog, cancel) -> None:
-    """INT8 searches on :func:`int8_sources`; each chosen configuration becomes a trial (with its INT8 search,
-    ``BudgetTrial.int8_search``)."""
+                 n_cal, calibration_method, rt: _Runtimes, timing, work: Path, score, prog, cancel) -> None:
+    """INT8 searches on :func:`int8_sources`, on each kept runtime (one per engine: the fastest precision the
+    screening kept; the engine's own INT8 activation type); each chosen configuration becomes a trial on that runtime
+    (with its INT8 search, ``BudgetTrial.int8_search``)."""
     from sparsify_tui.optimization.int8_search import kept_trial, search_int8
 
-    sources = int8_sources(result.trials, max_drop)
-    for k, source in enumerate(sources):
+    sources = int8_sources(_built(result), max_drop)
+    engines, seen = [], set()
+    for e in sorted(rt.kept, key=lambda e: rt.median.get((e.name, e.precision), 0.0)):  # each engine once: its
+        if e.name not in seen:                                                            # fastest precision
+            seen.add(e.name)
+            engines.append(e)
+    jobs = [(source, e) for e in engines for source in sources]
+    for k, (source, engine) in enumerate(jobs):
         maybe_check(cancel)
         base = src if source is None else paths[source]
         base_trial = None if source is None else next(t for t in result.trials if t.index == source)
         what = "the unthinned model" if source is None else f"trial {source} ({base_trial.target:.2f}× target)"
+        where = "" if not rt.searched else f" on {engine.label}"
 
-        def qprog(step, f, _k=k):
-            prog(f"INT8 search on {what}: {step}", 0.7 + 0.15 * (_k + f) / len(sources))
+        def qprog(step, f, _k=k, _what=what, _where=where):
+            prog(f"INT8 search on {_what}{_where}: {step}", 0.7 + 0.15 * (_k + f) / len(jobs))
 
         idx = len(result.trials)
         keep = work / f"trial_{idx}.onnx"
         t0 = time.perf_counter()
-        search = search_int8(base, reference_path=src, max_drop=max_drop, metric=result.metric, data=data,
+        run = RunSpec(engine=engine.name, precision=engine.precision, core_count=rt.core_count)
+        search = search_int8(base, run, reference_path=src, max_drop=max_drop, metric=result.metric, data=data,
                              labels_key=labels_key, dims=dims, calibration_method=calibration_method,
-                             calibration_size=n_cal, eval_batches=n_cal, core_count=core_count,
-                             timing={k2: timing[k2] for k2 in ("rounds", "warmup", "iterations")}, engine=engine,
+                             calibration_size=n_cal, eval_batches=n_cal,
+                             timing={k2: timing[k2] for k2 in ("rounds", "warmup", "iterations")},
                              keep_path=keep, progress=qprog, cancel=cancel)
         chosen = kept_trial(search)
         if chosen is None or not keep.is_file():
-            result.warnings.append(f"INT8 on {what}: {search.status} (no INT8 configuration within budget)")
+            result.warnings.append(f"INT8 on {what}{where}: {search.status} (no INT8 configuration within budget)")
             continue
-        t = BudgetTrial(index=idx, target=base_trial.target if base_trial else 1.0, quantized=True, source=source,
-                        fp32_groups=chosen.groups, excluded_count=chosen.excluded_count,
-                        est_speedup=base_trial.est_speedup if base_trial else 1.0,
-                        groups_thinned=base_trial.groups_thinned if base_trial else 0,
-                        kept_channels=base_trial.kept_channels if base_trial else 0,
-                        channels=base_trial.channels if base_trial else 0,
-                        macs_reduction=base_trial.macs_reduction if base_trial else 1.0,
-                        importance=base_trial.importance if base_trial else None,
-                        reconstruction=dict(base_trial.reconstruction) if base_trial else {},
-                        note=f"INT8 search on {what}: {search.status}")
-        score(t, keep)
+        model = {f: getattr(base_trial, f) for f in _MODEL_FIELDS} if base_trial else {"est_speedup": 1.0,
+                                                                                       "macs_reduction": 1.0}
+        model.update(quantized=True, source=source, fp32_groups=chosen.groups, excluded_count=chosen.excluded_count)
+        t = _on(engine, index=idx, **model, note=f"INT8 search on {what}{where}: {search.status}")
+        t.reconstruction = dict(t.reconstruction or {})
+        score(t, keep, engine)
         t.seconds = round(time.perf_counter() - t0, 3)
         t.int8_search = search
         result.trials.append(t)
         paths[idx] = keep
+
+
+def _built(result: BudgetSearch) -> list:
+    """The thinned trials as built and scored on the reference runtime (not their copies on other runtimes, not
+    the unthinned model on another runtime, not INT8): what :func:`int8_sources` picks from."""
+    return [t for t in result.trials if t.model_of is None and t.engine is None and not t.quantized
+            and t.target > 1.0]
+
+
+def _dynamic_trials(result: BudgetSearch, paths: Dict[int, Path], src: Path, *, max_drop, rt: _Runtimes, work: Path,
+                    score, prog, cancel) -> None:
+    """Dynamic INT8 (MatMul/Gemm weights per channel, activations quantized at run time:
+    :meth:`~sparsify_tui.engine.base.Engine.quantize_dynamic_int8`) of :func:`int8_sources`, for a model with
+    MatMul/Gemm weights: one file each, scored and timed on every kept runtime that runs it. A model without such
+    weights gets none (no line: static INT8 covers it)."""
+    from sparsify_tui.errors import ModelError
+
+    for source in int8_sources(_built(result), max_drop):
+        maybe_check(cancel)
+        base = src if source is None else paths[source]
+        base_trial = None if source is None else next(t for t in result.trials if t.index == source)
+        what = "the unthinned model" if source is None else f"trial {source} ({base_trial.target:.2f}× target)"
+        prog(f"dynamic INT8 of {what}", 0.85)
+        path = work / f"dynamic_{'base' if source is None else source}.onnx"
+        try:
+            rt.reference.quantize_dynamic_int8(base, path, cancel=cancel)
+        except ModelError as err:
+            if "nothing to quantize" not in str(err):
+                result.warnings.append(f"dynamic INT8 of {what}: {err}")
+            return
+        first = None
+        for e in rt.kept:
+            model = {f: getattr(base_trial, f) for f in _MODEL_FIELDS} if base_trial else {"est_speedup": 1.0,
+                                                                                           "macs_reduction": 1.0}
+            model.update(quantized=True, source=source, int8_mode="dynamic")
+            t = _on(e, index=len(result.trials), **model, model_of=first,
+                    note=f"dynamic INT8 of {what}" + (f" on {e.label}" if rt.searched else ""))
+            try:
+                score(t, path, e)
+            except ModelError as err:
+                result.warnings.append(f"dynamic INT8 of {what} on {e.label}: {err}")
+                continue
+            result.trials.append(t)
+            paths[t.index] = path
+            first = t.index if first is None else first
 
 
 __all__ = ["START", "STEP", "RESOLUTION", "MAX_TRIALS", "TIMING", "next_target", "check_split", "item_range",

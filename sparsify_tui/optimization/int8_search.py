@@ -254,15 +254,17 @@ def _fewest_groups(trial: Callable, ranked: List[Int8Group], full_value: float, 
 
 def time_with_fp32(result: Any, ref_path: Path, trials: Sequence[Any], paths: Dict[int, Path],
                    feeds: Sequence[dict], tm: dict, *, core_count: Optional[int], engine: Any, on_step: Callable,
-                   cancel: Optional[CancelToken]):
+                   cancel: Optional[CancelToken], trial_engine: Optional[Callable] = None):
     """FP32 (``ref_path``) and ``trials`` (their files in ``paths`` by ``index``) timed together
     (:func:`~sparsify_tui.engine.timing.interleaved_times` on ``feeds``, ``tm``'s rounds, warm-up, iterations):
     each trial gets ``median_ms``, ``p90_ms``, ``round_ms`` (:func:`~sparsify_tui.engine.timing.round_medians`)
-    and ``speedup`` (FP32 median / its median); ``result`` gets ``fp32_ms`` and ``fp32_round_ms``. The INT8 and
-    budget searches' timing step. Returns FP32's :class:`~sparsify_tui.engine.timing.LatencyStats`."""
+    and ``speedup`` (FP32 median / its median); ``result`` gets ``fp32_ms`` and ``fp32_round_ms``. FP32 runs on
+    ``engine``, each trial on ``trial_engine(trial)`` (default ``engine`` too). The INT8 and budget searches'
+    timing step. Returns FP32's :class:`~sparsify_tui.engine.timing.LatencyStats`."""
     from sparsify_tui.engine.timing import LatencyStats, interleaved_times
 
-    times = interleaved_times(engine, [str(ref_path)] + [str(paths[t.index]) for t in trials], feeds, core_count,
+    engines = [engine] + [trial_engine(t) if trial_engine is not None else engine for t in trials]
+    times = interleaved_times(engines, [str(ref_path)] + [str(paths[t.index]) for t in trials], feeds, core_count,
                               rounds=tm["rounds"], warmup=tm["warmup"], iterations=tm["iterations"],
                               cancel=cancel, on_step=on_step)
     fp32 = LatencyStats.from_times(times[0])

@@ -24,6 +24,7 @@ def search_budget_optimization(ws, project_id: str, args: Dict[str, Any], *, pro
     """Create the channel optimization ``args["name"]`` at the configuration the budget search chose; returns it as
     stored. ``args``: see :func:`sparsify_tui.services.job_settings.budget_settings`; ``timing``: overrides of the
     search's timing rounds."""
+    from sparsify_tui.engine.run import RunSpec
     from sparsify_tui.optimization import core
     from sparsify_tui.optimization.budget_search import search_budget
     from sparsify_tui.optimization.structures import load_optimization
@@ -42,12 +43,14 @@ def search_budget_optimization(ws, project_id: str, args: Dict[str, Any], *, pro
         channel["importance"] = s["importance"]
     rec = build_record(ws, pid, s["name"], perf=s["perf"], loss=s["loss"], sparsity=0.3, balance=s["balance"],
                        settings=channel, loss_profile=sens)
+    runs = [RunSpec(engine=e, precision=p, core_count=s["core_count"]) for e, p in s["runtimes"]]
     search = search_budget(model, rec, max_drop=s["max_drop"], data=s["data"], metric=s["metric"],
                            labels_key=s["labels"], dims=s["dims"], calibration_items=s["calibration_size"],
                            quantize=s["quantize"], calibration_method=s["calibration"], max_trials=s["max_trials"],
-                           core_count=s["core_count"], timing=timing,
+                           runs=runs, timing=timing,
                            progress=lambda step, f: prog(step, 0.12 + 0.87 * f), cancel=cancel)
     search.data_sha256 = file_sha256(s["data"])
+    search.warnings = list(s["runtime_notes"]) + list(search.warnings)
     rec = chosen_record(rec, search, calibration_method=s["calibration"])
     rec = core.evaluate(rec)
     rec.warnings = list(search.warnings) + list(rec.warnings)
@@ -87,11 +90,13 @@ def sensitivities(ws, project_id: str, s: Dict[str, Any], *, progress: Optional[
 
 def chosen_record(rec: "Optimization", search, *, calibration_method: str = "minmax") -> "Optimization":
     """``rec`` set to the configuration ``search`` chose (in place; returned): the chosen trial's target speedup
-    (nothing thinned when FP32 was kept or the chosen trial is the unthinned model), the search's data file (apply
-    calibrates, reconstructs and scores on it) and, for an INT8 trial, INT8 on
-    with the nodes its INT8 search kept FP32 (that search moves to ``quantization.search``). ``rec.search`` holds
+    (nothing thinned when FP32 was kept or the chosen trial is the unthinned model), its runtime (``rec.runtime``,
+    when not onnxruntime fp32), the search's data file (apply calibrates, reconstructs and scores on it) and, for an
+    INT8 trial, INT8 on with the nodes its INT8 search kept FP32 (that search moves to ``quantization.search``), or
+    dynamic INT8 (``calibration_method`` "dynamic"). ``rec.search`` holds
     the search. Re-evaluate it afterwards."""
     from sparsify_tui.optimization.int8_search import excluded_nodes, kept_trial
+    from sparsify_tui.optimization.record import TargetRuntime
 
     chosen = search.chosen_trial
     data = {"data": search.data, "data_sha256": search.data_sha256, "labels_key": search.labels_key}
@@ -99,10 +104,14 @@ def chosen_record(rec: "Optimization", search, *, calibration_method: str = "min
         rec.settings = rec.settings.with_changes(target="speedup", target_speedup=chosen.target, **data)
     else:
         rec.settings = rec.settings.with_changes(target="uniform", sparsity=0.0, **data)
+    if chosen is not None and chosen.runtime != ("onnxruntime", "fp32"):
+        rec.runtime = TargetRuntime(engine=chosen.runtime[0], precision=chosen.runtime[1])
     q = rec.quantization
     q.enabled = bool(chosen is not None and chosen.quantized)
     q.excluded = []
-    if q.enabled:
+    if q.enabled and chosen.int8_mode == "dynamic":
+        q.calibration_method = "dynamic"  # activation ranges taken at run time (apply: quantize_dynamic_int8)
+    elif q.enabled:
         q.search, chosen.int8_search = chosen.int8_search, None
         if q.search.chosen is None:  # FP32 won the INT8 search's own timing, not the budget search's
             q.search.chosen = kept_trial(q.search).index

@@ -103,7 +103,7 @@ def runtimes(args: Dict[str, Any], flags: Optional[Mapping[str, str]] = None) ->
     if engines is None and precisions is None:
         return None, []
     if engines in (None, ["all"]):
-        engines = installed_engines() if engines else ["onnxruntime"]
+        engines = installed_engines()
     every_precision = precisions == ["all"]
     precisions = list(PRECISIONS) if every_precision else (precisions or ["fp32"])
     for e in engines:
@@ -124,8 +124,10 @@ def runtimes(args: Dict[str, Any], flags: Optional[Mapping[str, str]] = None) ->
                 if not every_precision:
                     notes.append(f"{e} {p} skipped: {problem}")
     for p in precisions:
-        if not every_precision and all(q != p for _, q in pairs):
-            raise SparsifyError(f"{f['precisions']} {p}: {problems[p]}")
+        if all(q != p for _, q in pairs):
+            if not every_precision:
+                raise SparsifyError(f"{f['precisions']} {p}: {problems[p]}")
+            notes.append(f"{p} skipped: {problems[p]}")  # every precision asked for: one line for one no engine runs
     return pairs, notes
 
 
@@ -291,8 +293,9 @@ def budget_settings(project: Dict[str, Any], args: Dict[str, Any]) -> Dict[str, 
     """Validated arguments of a budget search job (:mod:`sparsify_tui.services.budget`): ``name, perf, loss,
     balance, max_drop (required), metric, data (required; default the project's sample data), labels, quantize,
     calibration, calibration_size (items; None: the search's rule), max_trials, importance (None: the channel
-    default), dims, core_count`` (module
-    docstring)."""
+    default), dims, core_count, runtimes`` (the candidate ``(engine, precision)`` pairs: ``engines`` x
+    ``precisions``, default every installed engine and every precision this CPU runs, :func:`runtimes`) and
+    ``runtime_notes`` (module docstring)."""
     from sparsify_tui.optimization.budget_search import MAX_TRIALS
     from sparsify_tui.optimization.structures.channel import IMPORTANCES
 
@@ -314,7 +317,7 @@ def budget_settings(project: Dict[str, Any], args: Dict[str, Any]) -> Dict[str, 
     balance = 0.5 if args.get("balance") is None else float(args["balance"])
     if not 0.0 <= balance <= 1.0:
         raise SparsifyError(f"--balance {balance} is not allowed: --balance must be between 0 and 1")
-    return {
+    out = {
         "name": name,
         "perf": args.get("perf"),
         "loss": args.get("loss"),
@@ -331,6 +334,9 @@ def budget_settings(project: Dict[str, Any], args: Dict[str, Any]) -> Dict[str, 
         "dims": d.dims,
         "core_count": settings.core_count(d.core_count),
     }
+    out["runtimes"], out["runtime_notes"] = runtimes({"engines": args.get("engines") or "all",
+                                                      "precisions": args.get("precisions") or "all"})
+    return out
 
 
 def apply_settings(project: Dict[str, Any], args: Dict[str, Any], *, model_path=None, project_dir=None,
