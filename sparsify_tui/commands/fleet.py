@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import sys
 
+from sparsify_tui.commands import add_runtime_options, runtime_args
+
 ADDRESS_ENV = "RAY_ADDRESS"
 
 
@@ -61,7 +63,7 @@ def register(sub) -> None:
     fsub.required = True
 
     n = fsub.add_parser("nodes", help="list the cluster's alive nodes (id, hostname, CPU, cores, instruction sets, "
-                                      "onnxruntime, labels)")
+                                      "runtimes, labels)")
     n.add_argument("--address", default=None, metavar="HOST:PORT",
                    help=f"the Ray head node's address (default ${ADDRESS_ENV})")
     n.add_argument("--json", action="store_true", help="print JSON")
@@ -75,6 +77,7 @@ def register(sub) -> None:
     pr.add_argument("--batch-size", type=int, default=None, metavar="N",
                     help="items per batch (default the project's, or 1)")
     pr.add_argument("--no-int8", action="store_true", help="skip the measured INT8 profile")
+    add_runtime_options(pr)
     pr.set_defaults(handler=cmd_profile)
 
     b = fsub.add_parser("benchmark", help="baseline vs optimizations, measured on every target",
@@ -84,19 +87,21 @@ def register(sub) -> None:
     b.add_argument("--optimization", "-O", action="append", default=[], metavar="NAME",
                    help="optimization name or id to compare with the baseline (repeatable)")
     b.add_argument("--batch-sizes", default=None, metavar="B1,B2", help="batch sizes (default the project's)")
+    add_runtime_options(b, many=True)
     b.set_defaults(handler=cmd_benchmark)
 
 
 # ------------------------------------------------------------------------------------------------ nodes
 def _fmt_nodes(nodes) -> str:
-    rows = [("node id", "hostname", "address", "CPUs (Ray)", "cores", "CPU", "instruction sets", "onnxruntime",
+    rows = [("node id", "hostname", "address", "CPUs (Ray)", "cores", "CPU", "instruction sets", "runtimes",
              "labels / resources")]
     for n in nodes:
         tags = [f"{k}={v}" for k, v in sorted(n.labels.items())]
         tags += [f"{k}:{v:g}" for k, v in sorted(n.resources.items())]
         isa = ",".join(x for x in n.instruction_sets if x.startswith(("AVX", "AMX", "NEON", "SVE")))
         rows.append((n.short_id + (" (head)" if n.is_head else ""), n.hostname, n.address, f"{n.ray_cpus:g}",
-                     str(n.cores or "?"), (n.cpu_model or "?")[:40], isa or "-", n.ort_version or "?",
+                     str(n.cores or "?"), (n.cpu_model or "?")[:40], isa or "-",
+                     ", ".join(f"{k} {v}" for k, v in n.runtimes.items()) or n.ort_version or "?",
                      " ".join(tags) or "-"))
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows]
@@ -133,6 +138,7 @@ def _job_args(args) -> dict:
         from sparsify_tui.analysis.shapes import parse_dim_args
 
         out["dims"] = parse_dim_args(args.dim)  # added to the setup's by the job's settings
+    out.update(runtime_args(args))
     return {k: v for k, v in out.items() if v is not None}
 
 

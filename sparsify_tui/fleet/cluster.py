@@ -43,7 +43,8 @@ class NodeInfo:
     left out) and ``resources`` (custom resources such as ``ray start --resources '{"genoa": 1}'``).
     From the node itself (:func:`describe_this_node`; empty when it could not answer, with the reason in
     ``error``): ``cpu_model``, ``cores`` (cores a task process may use there), ``physical_cores``,
-    ``instruction_sets``, ``ort_version``, ``sparsify_tui_version``, ``python_version``.
+    ``instruction_sets``, ``ort_version``, ``runtimes`` (``{engine display name: version}`` of the engines installed
+    there), ``sparsify_tui_version``, ``python_version``.
     """
 
     node_id: str
@@ -58,6 +59,7 @@ class NodeInfo:
     physical_cores: Optional[int] = None
     instruction_sets: list = field(default_factory=list)
     ort_version: str = ""
+    runtimes: dict = field(default_factory=dict)
     sparsify_tui_version: str = ""
     python_version: str = ""
     error: Optional[str] = None
@@ -100,6 +102,7 @@ class NodeInfo:
         self.physical_cores = system.get("physical_cores")
         self.instruction_sets = list(system.get("instruction_sets") or [])
         self.ort_version = system.get("ort_version", "")
+        self.runtimes = dict(facts.get("runtimes") or {})
         self.python_version = system.get("python_version", "")
         self.sparsify_tui_version = facts.get("sparsify_tui_version", "")
 
@@ -112,11 +115,12 @@ class NodeInfo:
 
 def describe_this_node() -> dict:
     """What the node running this describes about itself: ``{"hostname", "system": SystemInfo dict (cores,
-    CPU, instruction sets, onnxruntime version), "sparsify_tui_version"}``. Runs on the node (a Ray task)."""
+    CPU, instruction sets, onnxruntime version), "runtimes": {engine: version} installed there,
+    "sparsify_tui_version"}``. Runs on the node (a Ray task)."""
     import sparsify_tui
-    from sparsify_tui.engine import system_info
+    from sparsify_tui.engine import runtime_versions, system_info
 
-    return {"hostname": socket.gethostname(), "system": system_info().to_dict(),
+    return {"hostname": socket.gethostname(), "system": system_info().to_dict(), "runtimes": runtime_versions(),
             "sparsify_tui_version": sparsify_tui.__version__}
 
 

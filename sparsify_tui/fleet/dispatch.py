@@ -33,6 +33,8 @@ How a task runs (:func:`run_on_targets`):
 
 from __future__ import annotations
 
+import dataclasses
+
 import contextlib
 import os
 import queue
@@ -80,7 +82,8 @@ class TargetCall:
     and Ray must be installed on every node, in the Python version of the driver). It is called as
     ``fn(**kwargs, progress=..., cancel=...)`` and its return value is the target's result.
     ``kwargs``: JSON-like arguments; :class:`ShippedFile` and :class:`NodeCores` placeholders (also inside
-    lists, tuples and dicts) are replaced on the node. ``files``: ``{name: local path}`` shipped to every node.
+    lists, tuples, dicts and dataclasses such as a :class:`~sparsify_tui.engine.run.RunSpec`) are replaced on the
+    node. ``files``: ``{name: local path}`` shipped to every node.
     ``guard``: optional ``guard(waiting, cancel)`` returning a context manager entered on the node before ``fn``
     (the node's measuring lock); ``waiting(step)`` reports why it waits.
     """
@@ -155,6 +158,9 @@ def _resolve(value: Any, paths: dict) -> Any:
         return {k: _resolve(v, paths) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
         return type(value)(_resolve(v, paths) for v in value)
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):  # a RunSpec whose cores are the node's
+        return dataclasses.replace(value, **{f.name: _resolve(getattr(value, f.name), paths)
+                                             for f in dataclasses.fields(value) if f.init})
     return value
 
 

@@ -131,6 +131,21 @@ def runtimes(args: Dict[str, Any], flags: Optional[Mapping[str, str]] = None) ->
     return pairs, notes
 
 
+def _runtime_names(engine: Any, precision: Any, f: Mapping[str, str]) -> tuple:
+    """``(engine, precision)`` named by the registry, not checked against this machine: a fleet target runs it if
+    it has that runtime and says so in one line if not (its own :meth:`RunSpec.runtime`)."""
+    from sparsify_tui.engine import ENGINES, PRECISIONS
+
+    engine, precision = str(engine or "onnxruntime"), str(precision or "fp32")
+    if engine not in ENGINES:
+        raise SparsifyError(f"{f.get('engine', '--engine')} {engine!r} is not an engine: use one of "
+                            f"{', '.join(sorted(ENGINES))}")
+    if precision not in PRECISIONS:
+        raise SparsifyError(f"{f.get('precision', '--precision')} {precision!r} is not a precision: use one of "
+                            f"{', '.join(PRECISIONS)}")
+    return engine, precision
+
+
 def run_spec(d: ProjectDefaults, args: Dict[str, Any], f: Mapping[str, str]):
     """The :class:`~sparsify_tui.engine.run.RunSpec` of a one-run job: ``args``' engine and precision (else the
     project setup's, else onnxruntime fp32, :func:`runtime`), its batch size and core count (``d``, validated)."""
@@ -405,8 +420,9 @@ def fleet_settings(kind: str, project: Dict[str, Any], args: Dict[str, Any], *, 
                    flags: Optional[Mapping[str, str]] = None) -> Dict[str, Any]:
     """Validated arguments of a fleet job, ``kind`` ``"profile"`` or ``"benchmark"``: ``address``, ``targets`` (the
     parsed ``--targets``), ``core_count`` (None: all of each node's cores), ``name`` (template), ``warmup``,
-    ``iterations``, ``dims``, ``data``; a profile adds ``batch_size`` and ``int8``, a benchmark ``batch_sizes`` and
-    ``optimizations``. Defaults come from the project's setup like a local job's (module docstring), except the
+    ``iterations``, ``dims``, ``data``; a profile adds ``batch_size``, ``int8``, ``engine`` and ``precision``, a
+    benchmark ``batch_sizes``, ``optimizations`` and ``runtimes`` (``(engine, precision)`` pairs; the names are checked
+    here, the runtime itself on each target). Defaults come from the project's setup like a local job's (module docstring), except the
     core count: a target's cores are its own."""
     f = _flags(FLEET_FLAGS, flags)
     d = project_defaults(project, {**args, "core_count": None})
@@ -423,8 +439,12 @@ def fleet_settings(kind: str, project: Dict[str, Any], args: Dict[str, Any], *, 
     if kind == "profile":
         out["batch_size"] = settings.batch_size(d.batch_size, f["batch_size"])
         out["int8"] = bool(args.get("int8", True))
+        out["engine"], out["precision"] = _runtime_names(args.get("engine") or d.setup.get("engine"),
+                                                         args.get("precision") or d.setup.get("precision"), f)
         batches = [out["batch_size"]]
     else:
+        out["runtimes"] = [_runtime_names(e, p, f) for e in (_names(args.get("engines")) or [None])
+                           for p in (_names(args.get("precisions")) or [None])]
         out["batch_sizes"] = settings.batch_sizes(args.get("batch_sizes"), int(d.setup.get("batch_size") or 1),
                                                   f["batch_sizes"])
         out["optimizations"] = [str(o) for o in args.get("optimizations") or []]

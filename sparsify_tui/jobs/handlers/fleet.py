@@ -165,10 +165,11 @@ def _guard(ctx):
 
 
 def run_profile(ctx) -> Dict[str, Any]:
-    """Args: ``{address, targets, batch_size, core_count ("all" or N), warmup, iterations, int8, dims, data, name}``
-    (:func:`fleet_settings`). Runs :func:`sparsify_tui.profiling.perf.profile_performance` on every target and
+    """Args: ``{address, targets, engine, precision, batch_size, core_count ("all" or N), warmup, iterations, int8,
+    dims, data, name}`` (:func:`fleet_settings`); a target without that runtime fails in one line, the others run. Runs :func:`sparsify_tui.profiling.perf.profile_performance` on every target and
     stores each profile (:func:`sparsify_tui.services.profiles.store_perf_profile`, tagged with its target).
     Returns ``{targets: [{node_id, label, hostname, status, error, record_id, name, seconds}], completed, failed}``."""
+    from sparsify_tui.engine.run import RunSpec
     from sparsify_tui.fleet.dispatch import NodeCores, ShippedFile, TargetCall, model_files
     from sparsify_tui.profiling.perf import profile_performance
     from sparsify_tui.services.profiles import store_perf_profile
@@ -181,9 +182,9 @@ def run_profile(ctx) -> Dict[str, Any]:
     if s["data"]:
         data_arg = ShippedFile(f"data/{os.path.basename(s['data'])}")
         files[data_arg.name] = s["data"]
-    kwargs = {"model_path": model_arg, "batch_size": s["batch_size"],
-              "core_count": s["core_count"] if s["core_count"] is not None else NodeCores(),
-              "dims": s["dims"], "warmup": s["warmup"], "iterations": s["iterations"], "data": data_arg,
+    run = RunSpec(engine=s["engine"], precision=s["precision"], batch_size=s["batch_size"],
+                  core_count=s["core_count"] if s["core_count"] is not None else NodeCores())
+    kwargs = {"model_path": model_arg, "run": run, "dims": s["dims"], "warmup": s["warmup"], "iterations": s["iterations"], "data": data_arg,
               "int8": s["int8"], "name": "fleet"}
     job_id = (ctx.job or {}).get("id")
 
@@ -199,8 +200,8 @@ def run_profile(ctx) -> Dict[str, Any]:
 
 
 def run_benchmark_job(ctx) -> Dict[str, Any]:
-    """Args: ``{address, targets, optimizations, batch_sizes, core_count ("all" or N), warmup, iterations, dims,
-    data, name}`` (:func:`fleet_settings`). Applies every optimization here first when needed (once), then runs
+    """Args: ``{address, targets, optimizations, batch_sizes, core_count ("all" or N), engines, precisions, warmup,
+    iterations, dims, data, name}`` (:func:`fleet_settings`). Applies every optimization here first when needed (once), then runs
     :func:`sparsify_tui.benchmark.runner.run_benchmark` on every target and stores each result
     (:func:`sparsify_tui.services.benchmarks.store_benchmark`, tagged with its target). Returns like
     :func:`run_profile`."""
@@ -223,7 +224,8 @@ def run_benchmark_job(ctx) -> Dict[str, Any]:
         data_arg = ShippedFile(f"data/{os.path.basename(s['data'])}")
         files[data_arg.name] = s["data"]
     cores = [s["core_count"]] if s["core_count"] is not None else [NodeCores()]
-    kwargs = {"models": models, "batch_sizes": s["batch_sizes"], "core_counts": cores, "warmup": s["warmup"],
+    kwargs = {"models": models, "batch_sizes": s["batch_sizes"], "core_counts": cores, "runtimes": s["runtimes"],
+              "warmup": s["warmup"],
               "iterations": s["iterations"], "dims": s["dims"], "data": data_arg, "name": "fleet"}
     job_id = (ctx.job or {}).get("id")
 
