@@ -274,6 +274,7 @@ def _export(args) -> int:
     print(f"recipe: {res['recipe_path']}  ({res['layers']} pruned weights, {len(res['modifiers'])} modifiers)")
     if res["code_path"]:
         print(f"code:   {res['code_path']}  ({res['framework']})")
+    print(f"deploy: {res['deploy_path']}  ({res['runtime']}: how to run the optimized model as it was measured)")
     for w in res["warnings"]:
         print(f"warning: {w}", file=sys.stderr)
     for n in res.get("notes") or []:

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping, Optional, Sequence, Union
 
+from sparsify_tui.errors import ModelError
 from sparsify_tui.progress import CancelToken, ProgressFn
 
 #: ``run(feed) -> outputs``: one inference of a feed dict ``{input name: np.ndarray}``.
@@ -238,12 +239,16 @@ class Engine(ABC):
     def quantize_dynamic_int8(self, model_path: Union[str, Path], out_path: Union[str, Path], *,
                               cancel: Optional[CancelToken] = None) -> QuantizationResult:
         """Write the dynamic INT8 model of ``model_path`` (MatMul/Gemm weights per channel, activations quantized at
-        run time) to ``out_path``: one ONNX file every engine that reads its ops runs
-        (:func:`sparsify_tui.engine.ort_quant.quantize_dynamic_int8`). Raises ``ModelError`` (one line),
-        ``JobCanceled``."""
-        from sparsify_tui.engine.ort_quant import quantize_dynamic_int8
+        run time) to ``out_path``: one ONNX file every engine that reads its ops runs (onnxruntime's:
+        :func:`sparsify_tui.engine.ort_quant.quantize_dynamic_int8`). Raises ``ModelError`` (one line; by default:
+        this engine has no dynamic INT8), ``JobCanceled``."""
+        raise ModelError(f"{self.display_name or self.name} has no dynamic INT8: use static INT8")
 
-        return quantize_dynamic_int8(model_path, out_path, cancel=cancel)
+    def deployment_code(self, model_path: str, core_count: Optional[int] = None) -> str:
+        """A short, runnable Python snippet that loads ``model_path`` in this runtime configured as it was measured
+        (precision, ``core_count`` threads; None: every core the process may use) and runs one feed: what
+        ``sparsify-tui export`` writes beside the recipe. Default: none for this engine (a one-line comment)."""
+        return f"# {self.display_name or self.name}: no deployment snippet\n"
 
     def int8_graph(self, model_path: Union[str, Path], reuse_dir: Union[str, Path]) -> Path:
         """The graph :meth:`quantize_int8` quantizes (after the engine's own pre-processing, kept in ``reuse_dir``

@@ -206,6 +206,40 @@ class OnnxRuntimeEngine(Engine):
                              excluded_nodes=excluded_nodes, progress=progress, cancel=cancel,
                              calibration_method=calibration_method, reuse_dir=reuse_dir)
 
+    def deployment_code(self, model_path: str, core_count: Optional[int] = None) -> str:
+        """The session options sparsify-tui measured with (:func:`session_options`), as a script."""
+        threads = str(int(core_count)) if core_count else "len(os.sched_getaffinity(0))  # every core this process may use"
+        return f'''"""Run {Path(model_path).name} as sparsify-tui measured it: onnxruntime {self.version}, CPU, {self.precision}."""
+import os
+
+import numpy as np
+import onnxruntime as ort
+
+so = ort.SessionOptions()
+so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+so.intra_op_num_threads = {threads}
+so.inter_op_num_threads = 1
+so.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+session = ort.InferenceSession({str(model_path)!r}, sess_options=so, providers=["CPUExecutionProvider"])
+
+
+def infer(feed: dict) -> list:
+    """``feed``: {{input name: np.ndarray}} -> the outputs, in the model's output order."""
+    return session.run(None, feed)
+
+
+if __name__ == "__main__":
+    feed = {{i.name: np.zeros([d if isinstance(d, int) else 1 for d in i.shape], np.float32)
+            for i in session.get_inputs()}}
+    print([o.shape for o in infer(feed)])
+'''
+
+    def quantize_dynamic_int8(self, model_path, out_path, *, cancel: Optional[CancelToken] = None
+                              ) -> QuantizationResult:
+        from sparsify_tui.engine.ort_quant import quantize_dynamic_int8
+
+        return quantize_dynamic_int8(model_path, out_path, cancel=cancel)
+
     def int8_graph(self, model_path, reuse_dir) -> Path:
         from sparsify_tui.engine.ort_quant import int8_graph
 

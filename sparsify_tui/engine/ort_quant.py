@@ -326,7 +326,7 @@ def quantize_dynamic_int8(model_path: Union[str, Path], out_path: Union[str, Pat
     nodes quantized per output channel to QInt8, their activations quantized at run time (``DynamicQuantizeLinear``
     + ``MatMulInteger``: a scale per tensor per run, so no calibration data and no calibrated range to clip),
     with ``onnxruntime.quantization.quantize_dynamic`` after the same pre-processing as :func:`quantize_int8`
-    (opset upgrade, ``quant_pre_process``). What Olive and calibration.md measured for transformers: BERT-base
+    (opset upgrade, ``quant_pre_process``). What Olive and docs/calibration.md measured for transformers: BERT-base
     NMSE 0.0009 against static QDQ's 0.0053. Any engine that reads those ops runs the file.
 
     Raises ``ModelError`` (one line with onnxruntime's reason, or a model without a MatMul/Gemm weight),

@@ -72,6 +72,25 @@ def _write(path: Path, text: str) -> None:
         raise ProjectError(f"cannot write {path}: {err.strerror or err}; choose another path") from None
 
 
+def deployment_code(rec: Optimization) -> str:
+    """How to run the optimized model on the runtime it targets, configured as measured: the engine's snippet
+    (:meth:`sparsify_tui.engine.base.Engine.deployment_code`) for the applied file (``MODEL.onnx`` with a note when
+    it is not applied yet) and the threads it was benchmarked with (else every core the process may use)."""
+    from sparsify_tui.engine import ENGINES
+
+    engine, precision = rec.target_runtime
+    applied = rec.applied.path if rec.applied is not None and rec.applied.path else None
+    cores = rec.measured.core_count if rec.measured is not None else None
+    cls = ENGINES.get(engine)
+    if cls is None:
+        return f"# {rec.name!r} targets {engine} {precision}, a runtime this sparsify-tui does not know\n"
+    text = cls(precision=precision).deployment_code(applied or "MODEL.onnx", cores)
+    if applied is None:
+        text = (f"# {rec.name!r} is not applied yet: `sparsify-tui apply PROJECT {rec.name!r}` writes the model; "
+                "put its path for MODEL.onnx\n") + text
+    return text
+
+
 def render_export(rec: Optimization, *, recipe_path: Path, framework: Optional[str] = None,
                   project_name: str = "", model_path: Optional[Path] = None) -> Dict[str, Any]:
     """Texts of an export without writing: ``{"recipe": yaml text, "code": text or None, "warnings",
@@ -90,8 +109,10 @@ def render_export(rec: Optimization, *, recipe_path: Path, framework: Optional[s
 def write_export(rec: Optimization, *, recipe_path: Path, framework: Optional[str] = None,
                  code_path: Optional[Path] = None, project_name: str = "",
                  model_path: Optional[Path] = None) -> Dict[str, Any]:
-    """Write the recipe (and code) files. Returns ``{"recipe_path", "code_path", "framework", "layers",
-    "modifiers", "avg_sparsity", "warnings", "notes"}``. Raises :class:`ProjectError` on unwritable paths."""
+    """Write the recipe (and code) files, and the deployment snippet of the optimization's runtime
+    (:func:`deployment_code`) as ``<recipe stem>_deploy.py`` beside the recipe. Returns ``{"recipe_path",
+    "code_path", "framework", "deploy_path", "runtime", "layers", "modifiers", "avg_sparsity", "warnings", "notes"}``.
+    Raises :class:`ProjectError` on unwritable paths."""
     recipe_path = Path(os.path.abspath(Path(recipe_path).expanduser()))
     out = render_export(rec, recipe_path=recipe_path, framework=framework, project_name=project_name,
                         model_path=model_path)
@@ -101,10 +122,13 @@ def write_export(rec: Optimization, *, recipe_path: Path, framework: Optional[st
         written_code = Path(os.path.abspath(Path(code_path).expanduser())) if code_path else \
             default_code_path(recipe_path, framework)
         _write(written_code, out["code"])
+    deploy_path = recipe_path.with_name(f"{recipe_path.stem}_deploy.py")
+    _write(deploy_path, deployment_code(rec))
     parsed = parse_recipe(out["recipe"])
     return {
         "optimization": rec.name, "recipe_path": str(recipe_path),
         "code_path": str(written_code) if written_code else None, "framework": framework,
+        "deploy_path": str(deploy_path), "runtime": "{} {}".format(*rec.target_runtime),
         "layers": len(parsed["sparsities"]), "modifiers": [m["type"] for m in parsed["modifiers"]],
         "avg_sparsity": rec.estimates.avg_sparsity if rec.estimates is not None else None, "warnings": out["warnings"],
         "notes": out["notes"],

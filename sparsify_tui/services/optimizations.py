@@ -82,7 +82,8 @@ def build_record(ws, project_id: str, name: str, perf: Optional[str] = None, los
                  settings: Optional[Dict[str, Any]] = None,
                  overrides: Optional[Dict[str, float]] = None, loss_profile=None) -> "Optimization":
     """The evaluated optimization :func:`create_optimization` stores (same arguments and errors), not stored: a
-    search (:mod:`sparsify_tui.services.budget`) sets its target before storing it. ``loss_profile``: a typed
+    search (:mod:`sparsify_tui.services.budget`) sets its target before storing it. It targets its perf profile's
+    runtime (``runtime``: the estimates are measured there). ``loss_profile``: a typed
     :class:`~sparsify_tui.profiling.loss.LossProfile` not stored yet, used instead of ``loss`` (its record id is
     the caller's to set once it stores it)."""
     from sparsify_tui.optimization import core
@@ -122,6 +123,11 @@ def build_record(ws, project_id: str, name: str, perf: Optional[str] = None, los
                                   model_file=(project.get("model") or {}).get("file", ""), extras=extras)
     for w, s in (overrides or {}).items():
         rec = core.override(rec, w, s)
+    if perf_prof is not None and (perf_prof.engine, perf_prof.precision) != ("onnxruntime", "fp32"):
+        from sparsify_tui.optimization.record import TargetRuntime
+
+        # its estimates are that profile's runtime's: the optimization targets it (apply, benchmark default)
+        rec.runtime = TargetRuntime(engine=perf_prof.engine, precision=perf_prof.precision)
     if skipped:
         rec.warnings = list(rec.warnings or []) + skipped
     return rec

@@ -18,6 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable, Dict, List, Optional
 
+from sparsify_tui.engine.run import display_name
 from sparsify_tui.formatting import format_count, format_fixed, plural
 from sparsify_tui.optimization.fidelity import applied_fidelity, predicted_change
 from sparsify_tui.text import Fact
@@ -80,15 +81,29 @@ def epochs_fact(opt: "Optimization") -> Fact:
                           f"{ep.total_epochs}, update every {ep.update_frequency}")
 
 
+def runtime_text(opt: "Optimization") -> str:
+    """The runtime an optimization targets, as its facts name it: "onnxruntime fp32", "OpenVINO bf16"."""
+    engine, precision = opt.target_runtime
+    return f"{display_name(engine)} {precision}"
+
+
+def runtime_fact(opt: "Optimization") -> Fact:
+    """The runtime the optimization targets: where its estimates were measured and apply quantizes for."""
+    return Fact("runtime", f"{runtime_text(opt)} (estimates measured there; apply quantizes for it)")
+
+
 def measured_fact(opt: "Optimization", hints: Hints) -> Fact:
-    """What a benchmark measured of the applied model: the speedup (benchmark, batch, cores) and the estimate then,
-    whether the optimization changed since; or where to measure it."""
+    """What a benchmark measured of the applied model on its runtime: the speedup against the reference (the
+    original model on onnxruntime fp32; benchmark, batch, cores) and the estimate then, whether the optimization
+    changed since; or where to measure it."""
     m = opt.measured
     if m is None or m.speedup is None:
         return Fact("speed", f"not measured yet ({hints.benchmark})")
     stale = " (stale: the optimization changed since)" if m.stale else ""
-    return Fact("measured", f"{_x(m.speedup)} ({m.benchmark_name!r}, batch {m.batch_size}, "
-                            f"{plural(m.core_count, 'core')}), estimated {_x(m.estimated_speedup)}{stale}")
+    on = "" if opt.target_runtime == ("onnxruntime", "fp32") else f" on {runtime_text(opt)}"
+    return Fact("measured", f"{_x(m.speedup)}{on} vs the original on onnxruntime fp32 ({m.benchmark_name!r}, batch "
+                            f"{m.batch_size}, {plural(m.core_count, 'core')}), estimated {_x(m.estimated_speedup)}"
+                            f"{stale}")
 
 
 def _applied_model(opt: "Optimization") -> List[Fact]:
@@ -130,6 +145,7 @@ def _unstructured(opt: "Optimization", hints: Hints) -> Dict[str, List[Fact]]:
     fp32 = sum(1 for l in opt.layers if l.node_id in excluded)  # an INT8 search also keeps nodes between layers
     fp32_text = f"{plural(fp32, 'layer')} kept FP32" + (f" ({len(excluded)} nodes)" if len(excluded) != fp32 else "")
     timed = est.baseline_ms is not None
+    rt = runtime_text(opt)
     return {
         "summary": [
             Fact("sparsity", f"{est.avg_sparsity or 0:.3f} (params-weighted; target {st.sparsity:.2f})"),
@@ -137,15 +153,16 @@ def _unstructured(opt: "Optimization", hints: Hints) -> Dict[str, List[Fact]]:
                                f"{len(opt.layers)} layers pruned, {plural(len(opt.overrides or {}), 'override')}"),
             Fact("est. recovery", recovery_text(est.est_recovery, opt.loss_profile)),
             Fact("quantization", f"INT8, {fp32_text}" if q.enabled else "off"),
+            runtime_fact(opt),
             *applied_facts(opt, hints)],
         "performance": [
-            Fact("estimated", f"{_x(est.sparse_speedup)} sparse-kernel CPU, {_x(est.ort_speedup)} onnxruntime"),
+            Fact("estimated", f"{_x(est.sparse_speedup)} sparse-kernel CPU, {_x(est.ort_speedup)} {rt}"),
             Fact("est. ms/batch", f"{format_fixed(est.sparse_ms, '.3f')} sparse-kernel CPU runtime (DeepSparse-class), "
-                                  f"{format_fixed(est.ort_ms, '.3f')} onnxruntime; baseline "
+                                  f"{format_fixed(est.ort_ms, '.3f')} {rt}; baseline "
                                   f"{format_fixed(est.baseline_ms, '.3f')} (measured)" if timed else
                                   NOT_TIMED),
-            Fact("on onnxruntime", "no gain from sparsity; INT8 " + ("measured" if est.int8_measured else "not measured")
-                                + (f" ({est.int8_source})" if est.int8_source else ""))],
+            Fact(f"on {rt}", "no gain from sparsity; INT8 " + ("measured" if est.int8_measured else "not measured")
+                             + (f" ({est.int8_source})" if est.int8_source else ""))],
         "flops": [Fact("FLOPs", f"{format_count(est.flops, none='n/a')} → {format_count(est.flops_pruned, none='n/a')}"
                                 f", {_x(est.flops_reduction)} fewer (est.)")],
         "params": [
@@ -175,10 +192,12 @@ def _channel(opt: "Optimization", hints: Hints) -> Dict[str, List[Fact]]:
             Fact("channels kept", f"{est.kept_channels} of {est.channels} prunable, "
                                   f"{plural(est.groups_thinned, 'group')} thinned"),
             Fact("predicted output change", predicted_change(opt)),
-            Fact("quantization", "INT8 after thinning" if q.enabled else "off"),
+            Fact("quantization", ("dynamic INT8 after thinning" if q.calibration_method == "dynamic" else
+                                  "INT8 after thinning") if q.enabled else "off"),
+            runtime_fact(opt),
             *applied_facts(opt, hints)],
         "performance": [
-            Fact("estimated", f"{_x(est.ort_speedup_fp32)} FP32{int8} on onnxruntime"),
+            Fact("estimated", f"{_x(est.ort_speedup_fp32)} FP32{int8} on {runtime_text(opt)}"),
             Fact("est. ms/batch", f"{format_fixed(est.ort_ms_fp32, '.3f')} thinned FP32 of "
                                   f"{format_fixed(est.baseline_ms, '.3f')} baseline (measured)" if timed else
                                   NOT_TIMED),
@@ -211,4 +230,4 @@ def header_facts(opt: "Optimization", hints: Hints) -> List[Fact]:
 
 
 __all__ = ["CARDS", "CHANNEL_TARGET", "Hints", "applied_facts", "epochs_fact", "estimate_facts", "header_facts",
-           "inline", "measured_fact", "profiles_fact", "target_text"]
+           "inline", "measured_fact", "profiles_fact", "runtime_fact", "runtime_text", "target_text"]
