@@ -131,7 +131,8 @@ class BenchmarkEntry:
     (``system``), ``engine`` (how sessions were configured), ``created`` and ``accuracy`` (every model's outputs
     against the baseline's on the same items: :func:`sparsify_tui.benchmark.runner.measure_accuracy`'s ``metric``,
     ``label``, ``labelled``, ``items``, ``data`` and per model ``accuracy`` (top-1 against labels, 0..1),
-    ``top1_agreement`` (0..1), ``nmse``; None when the benchmark measured none)."""
+    ``top1_agreement`` (0..1), ``nmse``; None when the benchmark measured none), ``runtimes`` (the runtime labels
+    measured, the reference first), ``reference`` (what every speedup is against) and ``warnings``."""
 
     name: str
     id: Optional[str]
@@ -143,6 +144,9 @@ class BenchmarkEntry:
     system: dict
     engine: str
     accuracy: Optional[dict] = None
+    runtimes: list = field(default_factory=list)
+    reference: str = ""
+    warnings: list = field(default_factory=list)
 
 
 @dataclass
@@ -260,4 +264,5 @@ def benchmark_entry(result) -> BenchmarkEntry:
     return BenchmarkEntry(name=result.name, id=result.id, created=result.created or "",
                           models=[m.label for m in result.models], rows=rows, warmup=result.warmup,
                           iterations=result.iterations, system=dict(result.system or {}), engine=result.engine,
-                          accuracy=result.accuracy)
+                          accuracy=result.accuracy, runtimes=[r["label"] for r in result.runtimes],
+                          reference=result.reference_label, warnings=list(result.warnings))

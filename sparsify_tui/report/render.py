@@ -230,8 +230,11 @@ def _benchmark_blocks(report: Report) -> list:
     for e in report.benchmarks:
         out.append(Heading(3, f"Benchmark {e.name}"))
         sysinfo = e.system or {}
+        runtimes = f"runtimes {', '.join(e.runtimes)}" if e.runtimes else e.engine
         out.append(Para(f"{e.created}; {e.warmup} warm-up and {e.iterations} timed runs per model, interleaved; "
-                        f"{e.engine}; on {_target(sysinfo)}."))
+                        f"{runtimes}; on {_target(sysinfo)}. Every speedup is against the "
+                        f"{e.reference or 'baseline'}."))
+        out += _warnings(e.warnings)
         noisy = any(r.noise for r in e.rows)
         out.append(Table(["Model", "Batch", "Cores", "Median ms", "p90 ms", "items/s", "Speedup"]
                          + (["Noise"] if noisy else []),
@@ -246,7 +249,7 @@ def _benchmark_blocks(report: Report) -> list:
         if acc is not None:  # accuracy beside speed: one column per model, the metric named
             out.append(Para(acc.title + "."))
             out.append(Table(acc.headers, acc.rows, right=set(range(1, len(acc.headers)))))
-        out.append(Chart(f"{e.name}: measured speedup vs baseline",
+        out.append(Chart(f"{e.name}: measured speedup vs the {e.reference or 'baseline'}",
                          [f"{r.model} · b{r.batch_size} · {r.core_count}c" for r in e.rows],
                          [r.speedup or 0.0 for r in e.rows], "x", [times(r.speedup) for r in e.rows], reference=1.0))
     return out
