@@ -34,12 +34,13 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 #: what the searches run with (set from the command line by :func:`main`)
-OPTIONS = {"cores": 2, "importance": "auto", "quantize": False}
+OPTIONS = {"cores": 2, "importance": "auto", "quantize": False, "runtimes": [("onnxruntime", "fp32")]}
 _DONE: dict = {}
 
 
 def _search(name: str, case: dict, split, model: Path, tmp: Path) -> list:
     """Both searches on one case (module docstring); ``[(label, model path), ...]``."""
+    from sparsify_tui.engine.run import RunSpec
     from sparsify_tui.optimization.budget_search import search_budget
     from sparsify_tui.optimization.int8_search import search_int8
     from sparsify_tui.services.budget import sensitivities
@@ -68,8 +69,9 @@ def _search(name: str, case: dict, split, model: Path, tmp: Path) -> list:
     settings = {"structure": "channel", "target": "speedup", "importance": OPTIONS["importance"]}
     rec = build_record(ws, pid, "budget", sparsity=0.3, settings=settings, loss_profile=sens)
 
+    runs = [RunSpec(engine=e, precision=p, core_count=OPTIONS["cores"]) for e, p in OPTIONS["runtimes"]]
     search = search_budget(ws.model_path(pid), rec, max_drop=budget, data=data, metric=metric, dims=case["dims"],
-                           calibration_items=n_cal, quantize=OPTIONS["quantize"], core_count=OPTIONS["cores"],
+                           calibration_items=n_cal, quantize=OPTIONS["quantize"], runs=runs,
                            keep_dir=work, progress=say("budget search"))
     print(f"  {name} budget search ({OPTIONS['importance']} importance): {search.status}; "
           f"{len(search.trials)} trials in {search.seconds:.0f} s", flush=True)
@@ -77,8 +79,8 @@ def _search(name: str, case: dict, split, model: Path, tmp: Path) -> list:
         print(f"    trial {t.index}: {t.label}, {search.metric} {t.metric_value:.4g}"
               f"{'' if t.within_budget else ' (over)'}, search timing {t.speedup or 0:.2f}x"
               f"{'  <- chosen' if t.index == search.chosen else ''}", flush=True)
-    i8 = search_int8(model, max_drop=budget, metric=metric, data=data, dims=case["dims"], calibration_size=n_cal,
-                     eval_batches=n_cal, core_count=OPTIONS["cores"], keep_path=work / "int8.onnx",
+    i8 = search_int8(model, RunSpec(core_count=OPTIONS["cores"]), max_drop=budget, metric=metric, data=data,
+                     dims=case["dims"], calibration_size=n_cal, eval_batches=n_cal, keep_path=work / "int8.onnx",
                      progress=say("INT8 search"))
     print(f"  {name} INT8-only search: {i8.status}; {len(i8.trials)} trials in {i8.seconds:.0f} s", flush=True)
     chosen = work / "chosen.onnx"

@@ -139,6 +139,7 @@ def main() -> int:
     args = ap.parse_args()
     from sparsify_tui.engine import get_engine
     from sparsify_tui.engine.timing import LatencyStats, interleaved_times
+    from sparsify_tui.engine.run import RunSpec
     from sparsify_tui.optimization.int8_search import excluded_nodes, search_int8
 
     engine = get_engine()
@@ -154,8 +155,8 @@ def main() -> int:
             data = tmp / "data.npz"
             inputs = make_data(key, path, dims, args.items, data)
             t0 = time.perf_counter()
-            res = search_int8(path, max_drop=args.max_drop, metric="nmse", data=data, dims=dims,
-                              calibration_size=16, eval_batches=args.items, core_count=2)
+            res = search_int8(path, RunSpec(core_count=2), max_drop=args.max_drop, metric="nmse", data=data,
+                              dims=dims, calibration_size=16, eval_batches=args.items)
             ours_s = time.perf_counter() - t0
             chosen = res.chosen_trial
             full = res.full_int8
