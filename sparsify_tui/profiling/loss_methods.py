@@ -75,7 +75,8 @@ def profile_loss(
     from sparsify_tui.engine import get_engine
 
     engine, batch_size, core_count = run.runtime(), run.batch_size, run.core_count
-    recorded = {"batch_size": batch_size, "dims": dict(dims or {}), "engine": run.engine, "precision": run.precision}
+    recorded = {"batch_size": batch_size, "dims": dict(dims or {}), "engine": run.engine, "precision": run.precision,
+                "engine_version": engine.version}
     if structure == "channel":
         prof = channel_profile(model_path, method=method, levels=levels, data=data, batches=batches,
                                batch_size=batch_size, dims=dims, metric=metric, name=name, core_count=core_count,
