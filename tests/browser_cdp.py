@@ -21,6 +21,7 @@ import base64
 import contextlib
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -29,6 +30,7 @@ import sys
 import time
 from pathlib import Path
 from typing import Any, Optional
+from urllib.parse import parse_qs, urlsplit
 
 ROOT = Path(__file__).resolve().parents[1]
 CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
@@ -52,13 +54,20 @@ def free_port() -> int:
 
 
 class ServedApp:
-    """``sparsify-tui serve --port PORT`` in a subprocess on workspace ``home``; ``url`` once it answers."""
+    """``sparsify-tui serve --port PORT`` in a subprocess (its own session) on workspace ``home``. Once it answers:
+    ``url``, the URL it printed (with its token, as a user copies it), ``token``, and ``base`` (the URL without)."""
 
     def __init__(self, home: Path, port: int, extra_args: tuple = ()) -> None:
         self.home, self.port, self.extra_args = Path(home), port, tuple(extra_args)
-        self.url = f"http://localhost:{port}/"
+        self.base = f"http://localhost:{port}/"
+        self.url = self.token = ""
         self.proc: Optional[subprocess.Popen] = None
         self.stderr_path = self.home.parent / f"serve-{port}.log"
+
+    def _printed_url(self) -> str:
+        """The ``http://.../?token=...`` URL serve printed on stderr ("" until it has)."""
+        found = re.search(r"open (http://\S+\?token=\S+)", self.stderr_path.read_text(errors="replace"))
+        return found.group(1) if found else ""
 
     async def __aenter__(self) -> "ServedApp":
         import aiohttp
@@ -74,10 +83,13 @@ class ServedApp:
             while time.monotonic() < deadline:
                 if self.proc.poll() is not None:
                     raise RuntimeError(f"serve exited: {self.stderr_path.read_text(errors='replace')}")
-                with contextlib.suppress(Exception):
-                    async with http.get(self.url) as r:
-                        if r.status == 200:
-                            return self
+                self.url = self.url or self._printed_url()
+                if self.url:
+                    with contextlib.suppress(Exception):
+                        async with http.get(self.url) as r:
+                            if r.status == 200:
+                                self.token = parse_qs(urlsplit(self.url).query)["token"][0]
+                                return self
                 await asyncio.sleep(0.2)
         raise RuntimeError(f"serve did not answer: {self.stderr_path.read_text(errors='replace')}")
 
@@ -100,6 +112,7 @@ class Page:
         self._next = 0
         self._pending: dict[int, asyncio.Future] = {}
         self.frames: list[bytes] = []  # what the app sent to the page, in order
+        self.sent: list[str] = []  # what the page sent to the app (its text frames: keys, resizes), in order
         self._reader = asyncio.create_task(self._read())
 
     async def _read(self) -> None:
@@ -107,6 +120,8 @@ class Page:
             data = json.loads(msg.data)
             if "id" in data and data["id"] in self._pending:
                 self._pending.pop(data["id"]).set_result(data)
+            elif data.get("method") == "Network.webSocketFrameSent":
+                self.sent.append(data["params"]["response"].get("payloadData", ""))
             elif data.get("method") == "Network.webSocketFrameReceived":
                 response = data["params"]["response"]
                 payload = response.get("payloadData", "")
