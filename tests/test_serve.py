@@ -213,7 +213,8 @@ def test_serve_ends_every_child_it_started(tmp_path, sig):
     async def run():
         async with ServedApp(home, port) as served, aiohttp.ClientSession() as http:
             origin = {"Origin": f"http://localhost:{port}"}
-            sockets = [await http.ws_connect(f"http://127.0.0.1:{port}/ws?token={served.token}", headers=origin) for _ in range(3)]
+            url = f"http://127.0.0.1:{port}/ws?token={served.token}"
+            sockets = [await http.ws_connect(url, headers=origin) for _ in range(3)]
             for ws in sockets:
                 await asyncio.wait_for(ws.receive(), 60)  # the session's process drew something
             deadline = time.monotonic() + 30
@@ -336,6 +337,37 @@ def test_token_file(tmp_path):
         assert done.returncode == 2, (path, done.stderr)
         lines = done.stderr.strip().splitlines()
         assert len(lines) == 1 and expected in lines[0] and "Traceback" not in done.stderr, done.stderr
+
+
+def test_token_file_contents_and_token_helpers(tmp_path):
+    """read_token_file: one word on one line (whitespace around it stripped), a short one with a warning; more than one
+    word, control characters, more than 4 KiB or non-UTF-8 are one-line errors. Tokens are compared in constant time
+    on their bytes (a non-ASCII guess is simply wrong), the cookie is not the token, and the log never shows it."""
+    from sparsify_tui.commands.serve import (cookie_value, read_token_file, redact_token, same_secret,
+                                             token_url)
+    from sparsify_tui.errors import SparsifyError
+
+    def token_file(data: bytes):
+        path = tmp_path / "t"
+        path.write_bytes(data)
+        path.chmod(0o600)
+        return str(path)
+
+    assert read_token_file(token_file(b"  abcdefghijklmnopqrstuvwxyz\n")) == ("abcdefghijklmnopqrstuvwxyz", None)
+    token, warning = read_token_file(token_file(b"short\n"))
+    assert token == "short" and "5 characters" in warning and "guessed" in warning
+    for data, expected in ((b"two words\n", "more than one word"), (b"a\nb\n", "more than one word"),
+                           (b"tok\x07en", "control characters"), (b"x" * 5000, "larger than 4096 bytes"),
+                           (b"\xff\xfe", "not UTF-8")):
+        with pytest.raises(SparsifyError) as err:
+            read_token_file(token_file(data))
+        assert expected in str(err.value) and "\n" not in str(err.value)
+    assert same_secret("abc", "abc") and not same_secret("abd", "abc") and not same_secret(None, "abc")
+    assert not same_secret("\u00e9\udcff", "abc")  # no TypeError on non-ASCII (hmac.compare_digest on str raises)
+    assert "abc" not in cookie_value("abc") and cookie_value("abc") != cookie_value("abd")
+    assert token_url("http://localhost:9000", "a+b/c") == "http://localhost:9000/?token=a%2Bb%2Fc"
+    assert redact_token('GET /ws?width=80&token=s3cret&height=24 "http://localhost/?token=s3cret"') == \
+        'GET /ws?width=80&token=...&height=24 "http://localhost/?token=..."'
 
 
 def test_a_browser_that_leaves_at_once_ends_its_app(tmp_path):

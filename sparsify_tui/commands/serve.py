@@ -224,7 +224,8 @@ def read_token_file(path: str) -> Tuple[str, Optional[str]]:
                                 f"e.g. {_MAKE_TOKEN} > FILE; chmod 600 FILE")
         if info.st_mode & 0o066:
             raise SparsifyError(f"--token-file {shown} can be read or written by other users (mode "
-                                f"{stat.S_IMODE(info.st_mode):04o}): make it private with chmod 600 {shlex.quote(str(path))}")
+                                f"{stat.S_IMODE(info.st_mode):04o}): make it private with "
+                                f"chmod 600 {shlex.quote(str(path))}")
         data = os.read(fd, TOKEN_FILE_MAX_BYTES + 1)
     except OSError as err:
         raise SparsifyError(f"--token-file {shown} cannot be read ({err.strerror}): give a readable file") from None
