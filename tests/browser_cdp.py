@@ -78,20 +78,25 @@ class ServedApp:
         self.proc = subprocess.Popen([sys.executable, "-m", "sparsify_tui", "serve", "--port", str(self.port),
                                       *self.extra_args], cwd=ROOT, env=env, stdout=self._log, stderr=self._log,
                                      start_new_session=True)
-        deadline = time.monotonic() + 30
-        async with aiohttp.ClientSession() as http:
-            while time.monotonic() < deadline:
-                if self.proc.poll() is not None:
-                    raise RuntimeError(f"serve exited: {self.stderr_path.read_text(errors='replace')}")
-                self.url = self.url or self._printed_url()
-                if self.url:
-                    with contextlib.suppress(Exception):
-                        async with http.get(self.url) as r:
-                            if r.status == 200:
-                                self.token = parse_qs(urlsplit(self.url).query)["token"][0]
-                                return self
-                await asyncio.sleep(0.2)
-        raise RuntimeError(f"serve did not answer: {self.stderr_path.read_text(errors='replace')}")
+        try:
+            deadline = time.monotonic() + 30
+            async with aiohttp.ClientSession() as http:
+                while time.monotonic() < deadline:
+                    if self.proc.poll() is not None:
+                        raise RuntimeError(f"serve exited: {self.stderr_path.read_text(errors='replace')}")
+                    self.url = self.url or self._printed_url()
+                    if self.url:
+                        token = parse_qs(urlsplit(self.url).query)["token"][0]
+                        with contextlib.suppress(Exception):  # on the bound port (a --public-url may be a tunnel's)
+                            async with http.get(self.base, params={"token": token}) as r:
+                                if r.status == 200:
+                                    self.token = token
+                                    return self
+                    await asyncio.sleep(0.2)
+            raise RuntimeError(f"serve did not answer: {self.stderr_path.read_text(errors='replace')}")
+        except BaseException:
+            await self.__aexit__()
+            raise
 
     async def __aexit__(self, *exc) -> None:
         if self.proc is not None and self.proc.poll() is None:

@@ -445,15 +445,16 @@ def test_serve_answers_only_its_own_page(tmp_path):
     async def run():
         async with ServedApp(tmp_path / "ws", port) as served, aiohttp.ClientSession() as http:
             url = f"http://127.0.0.1:{port}"
+            token = {"token": served.token}  # refused even with the token
             for headers in ({"Origin": "http://evil.example"}, {"Host": f"evil.example:{port}"}, {"Origin": "null"},
                             {"Origin": f"http://localhost:{port + 1}"}):
-                async with http.get(url + "/", headers=headers) as r:
+                async with http.get(url + "/", headers=headers, params=token) as r:
                     assert r.status == 403, headers
                 with pytest.raises(aiohttp.WSServerHandshakeError) as refused:
-                    await http.ws_connect(url + "/ws", headers=headers)
+                    await http.ws_connect(url + "/ws", headers=headers, params=token)
                 assert refused.value.status == 403
             for origin in (f"http://localhost:{port}", f"http://127.0.0.1:{port}"):
-                async with http.ws_connect(url + "/ws", headers={"Origin": origin}) as ws:
+                async with http.ws_connect(url + "/ws", headers={"Origin": origin}, params=token) as ws:
                     msg = await asyncio.wait_for(ws.receive(), 60)
                     assert msg.type == aiohttp.WSMsgType.BINARY  # the app's first frame
             assert "refused GET /ws: Origin 'http://evil.example'" in served.stderr_path.read_text()
@@ -472,8 +473,11 @@ def test_serve_public_url_is_the_page_it_answers(tmp_path):
 
     async def run():
         public = "http://localhost:9443"
-        async with ServedApp(tmp_path / "ws", port, ("--public-url", public)), aiohttp.ClientSession() as http:
-            async with http.get(f"http://127.0.0.1:{port}/", headers={"Host": "localhost:9443", "Origin": public}) as r:
+        async with ServedApp(tmp_path / "ws", port, ("--public-url", public)) as served, \
+                aiohttp.ClientSession() as http:
+            assert served.url == f"{public}/?token={served.token}"  # the URL it prints is the tunnel's
+            async with http.get(f"http://127.0.0.1:{port}/", headers={"Host": "localhost:9443", "Origin": public},
+                                params={"token": served.token}) as r:
                 assert r.status == 200 and "ws://localhost:9443/ws" in await r.text()
 
     (tmp_path / "ws").mkdir()
