@@ -510,6 +510,7 @@ def apply_model_level(model_path, sparsities: dict, run: RunSpec = REFERENCE, *,
     ``calibration``: explicit calibration feeds (then the held-out items are synthetic). ``ApplyResult.layers`` is
     empty; ``structure_result`` holds the structure's report. Raises as :func:`apply_optimization`."""
     from sparsify_tui.analysis.labels import split_items
+    from sparsify_tui.engine import get_engine
     from sparsify_tui.optimization.structures import get_structure
 
     engine, batch_size = run.runtime(), run.batch_size
@@ -535,9 +536,12 @@ def apply_model_level(model_path, sparsities: dict, run: RunSpec = REFERENCE, *,
         def sprog(step, frac):
             prog(f"{structure}: {step}", 0.02 + 0.5 * frac)
 
+        # the rewrite (channel importance, reconstruction's activations) is computed on the reference runtime: the
+        # model written does not depend on where it will run; the target's engine quantizes and scores it below
         report = kind.apply_model(src, pruned_path, sparsities, settings=settings, batch_size=batch_size,
                                   dims=dims, feeds=split.calibration[:4], calibration=split.calibration,
-                                  reconstruct=reconstruct, real_data=split.source != "synthetic", engine=engine,
+                                  reconstruct=reconstruct, real_data=split.source != "synthetic",
+                                  engine=get_engine(REFERENCE.engine, REFERENCE.precision),
                                   progress=sprog, cancel=cancel)
         if isinstance(report, dict) and "reconstruction" in report:
             if report["reconstruction"] is not None:
