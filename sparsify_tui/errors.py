@@ -34,6 +34,11 @@ class SampleDataError(SparsifyError):
     """User sample data (``.npz``/``.npy``) does not match the model inputs."""
 
 
+class MetricError(SparsifyError):
+    """A metric of the user's own (``--metric FILE.py:FUNCTION``) cannot be loaded, raised an exception, or did not
+    return one finite number: the message names the file and the line."""
+
+
 class ProjectError(SparsifyError):
     """A project cannot be found, created, or changed."""
 

@@ -266,7 +266,8 @@ def _outside_workspace(p, flag: str, text: str, workspace: Any) -> None:
 
 
 METRICS = ("top1", "nmse", "kl", "max_abs")
-"""Output metrics an accuracy budget can be stated in (:mod:`sparsify_tui.profiling.metrics`)."""
+"""Output metrics an accuracy budget can be stated in (:mod:`sparsify_tui.profiling.metrics`); a metric of the
+user's own (``FILE.py:FUNCTION``, :func:`is_user_metric`) is one more."""
 CALIBRATION_METHODS = ("minmax", "entropy", "percentile")
 """INT8 calibration methods (:data:`sparsify_tui.engine.ort_quant.CALIBRATION_METHODS`)."""
 MAX_DROP = 0.01
@@ -291,14 +292,63 @@ def max_drop(value: Any, flag: str = "--max-drop") -> float:
     return v
 
 
+def is_user_metric(value: Any) -> bool:
+    """True for a metric of the user's own, ``FILE.py:FUNCTION`` (:func:`metric` checks it;
+    :mod:`sparsify_tui.profiling.user_metric` loads and calls it)."""
+    return isinstance(value, str) and ":" in value and value.rpartition(":")[0].strip().lower().endswith(".py")
+
+
 def metric(value: Any, flag: str = "--metric") -> Optional[str]:
-    """An output metric of :data:`METRICS`, or None / "auto" for the default chosen from the model outputs."""
+    """An output metric of :data:`METRICS`, or None / "auto" for the default chosen from the model outputs, or a
+    metric of the user's own, ``FILE.py:FUNCTION``: returned as ``/absolute/FILE.py:FUNCTION`` once the file exists,
+    parses as Python and defines ``FUNCTION`` at its top level (read, not run: it runs in the job process)."""
     if value in (None, "", "auto"):
         return None
+    if is_user_metric(value):
+        return _user_metric_spec(str(value).strip(), flag)
     if value not in METRICS:
-        raise SparsifyError(f"{flag} {value!r} is not allowed: {flag} must be one of {', '.join(METRICS)} (or "
-                            "leave it out for the default from the model outputs)")
+        raise SparsifyError(f"{flag} {value!r} is not allowed: {flag} must be one of {', '.join(METRICS)}, or "
+                            "FILE.py:FUNCTION for a metric of your own (or leave it out for the default from the "
+                            "model outputs)")
     return str(value)
+
+
+def _user_metric_spec(value: str, flag: str) -> str:
+    """``/absolute/FILE.py:FUNCTION`` of ``FILE.py:FUNCTION`` (see :func:`metric`). Raises ``SparsifyError``."""
+    import ast
+
+    path_text, _, func = value.rpartition(":")
+    path = os.path.abspath(os.path.expanduser(path_text.strip()))
+    func = func.strip()
+    if not func.isidentifier():
+        raise SparsifyError(f"{flag} {value}: {func!r} is not a Python function name: give FILE.py:FUNCTION, e.g. "
+                            "examples/metrics/ctc_text.py:cer")
+    if not os.path.isfile(path):
+        raise SparsifyError(f"{flag} {value}: {path_text} does not exist or is not a file: give the path of your "
+                            "metric's .py file")
+    name = os.path.basename(path)
+    try:
+        with open(path, "rb") as fh:
+            tree = ast.parse(fh.read(), filename=path)
+    except SyntaxError as err:
+        raise SparsifyError(f"{flag} {value}: {name} line {err.lineno}: {err.msg}: fix the file") from None
+    except (OSError, ValueError) as err:
+        raise SparsifyError(f"{flag} {value}: {name} cannot be read ({err}): check the file") from None
+    defined = []
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            defined.append(node.name)
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            defined += [t.id for t in targets if isinstance(t, ast.Name)]
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            defined += [(a.asname or a.name).split(".")[0] for a in node.names]
+    if func not in defined:
+        funcs = [n.name for n in tree.body if isinstance(n, ast.FunctionDef) and not n.name.startswith("_")]
+        has = f" (it defines {', '.join(funcs[:6])})" if funcs else ""
+        raise SparsifyError(f"{flag} {value}: {name} defines no {func!r} at its top level{has}: give one of its "
+                            "functions, FILE.py:FUNCTION")
+    return f"{path}:{func}"
 
 
 def calibration_method(value: Any, flag: str = "--calibration") -> str:

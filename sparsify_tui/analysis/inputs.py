@@ -31,6 +31,9 @@ from sparsify_tui.formatting import plural
 #: the key labels are read from when ``--labels`` is not given (:mod:`sparsify_tui.analysis.labels`): a sample data
 #: file's array of that name is not an input
 DEFAULT_LABELS_KEY = "labels"
+#: the key of the class names stored beside the labels (``sparsify-tui data images``: a fixed-width unicode array,
+#: ``class_names[label]`` names class ``label``): not an input either
+CLASS_NAMES_KEY = "class_names"
 
 _PASS_OPS = {"Cast", "Reshape", "Unsqueeze", "Squeeze", "Expand", "Flatten", "Identity", "Transpose"}
 
@@ -353,9 +356,9 @@ def inspect_sample_data(path: Union[str, os.PathLike]) -> Optional[dict]:
 
 def _not_inputs(specs: list[InputSpec], ignore: tuple) -> set:
     """Keys of a sample data file that are not inputs: ``ignore`` plus the default labels key
-    (:data:`DEFAULT_LABELS_KEY`) unless an input has that name, so one labelled
-    ``.npz`` serves every command (perf and loss profiles, apply, benchmark, INT8 search)."""
-    return set(ignore) | ({DEFAULT_LABELS_KEY} - {s.name for s in specs})
+    (:data:`DEFAULT_LABELS_KEY`) and the class names (:data:`CLASS_NAMES_KEY`) unless an input has that name, so
+    one labelled ``.npz`` serves every command (perf and loss profiles, apply, benchmark, INT8 search)."""
+    return set(ignore) | ({DEFAULT_LABELS_KEY, CLASS_NAMES_KEY} - {s.name for s in specs})
 
 
 def check_sample_data(path: Union[str, os.PathLike], specs: list[InputSpec], batch_size: int,

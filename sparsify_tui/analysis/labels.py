@@ -8,6 +8,10 @@ array is not a model input: :func:`split_labels` takes it out before the inputs 
 Validation is as strict as for the inputs (one line that names the problem and the fix, ``SampleDataError``):
 a missing key that was asked for, a non-integer dtype, a wrong shape, a count different from the inputs' item
 count, negative values, or values at or above the number of classes of the model's class output.
+
+A metric of the user's own (``--metric FILE.py:FUNCTION``, :mod:`sparsify_tui.profiling.user_metric`) reads the
+labels itself: they may be any array ``np.load`` reads without pickle (texts as code points padded with -1, boxes,
+masks...) whose first axis is the items; only that count is checked (the functions here take ``metric=``).
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ import numpy as np
 from sparsify_tui.analysis.inputs import DEFAULT_LABELS_KEY  # noqa: F401 - where labels are read from by default
 from sparsify_tui.errors import SampleDataError
 from sparsify_tui.formatting import plural
+from sparsify_tui.settings import is_user_metric
 
 #: calibration items taken from the sample data by default (at most half of them; the rest are held out)
 DEFAULT_CALIBRATION_ITEMS = 64
@@ -60,26 +65,37 @@ def split_labels(path: Union[str, os.PathLike], key: Optional[str] = None) -> tu
                           "give the key of the labels array")
 
 
-def check_labels(labels: np.ndarray, items: int, key: str, classes: Optional[int] = None) -> np.ndarray:
+def check_labels(labels: np.ndarray, items: int, key: str, classes: Optional[int] = None,
+                 metric: Optional[str] = None) -> np.ndarray:
     """Validated labels: an int64 array ``(items,)`` of class indices.
 
     ``labels``: the raw array (``(items,)`` or ``(items, 1)``, any integer dtype); ``items``: the number of items
     of the inputs; ``classes``: the class count of the model's class output (values must be below it), None to
-    skip that check. Raises ``SampleDataError`` (one line)."""
+    skip that check. ``metric``: a user metric (``FILE.py:FUNCTION``) takes any labels whose first axis is the
+    items, returned as they are. Raises ``SampleDataError`` (one line)."""
     a = np.asarray(labels)
+    if is_user_metric(metric):
+        if a.ndim == 0 or len(a) != items:
+            n = "a single value" if a.ndim == 0 else plural(len(a), "item")
+            raise SampleDataError(f"labels {key!r} have {n} and the inputs {items}: give one row of labels per "
+                                  "input item, in the same order (first axis = items)")
+        return a
     if a.dtype.kind not in "iu":
         raise SampleDataError(f"labels {key!r} are {a.dtype.name}: save them as integer class indices "
-                              "(e.g. labels.astype(numpy.int64))")
+                              "(e.g. labels.astype(numpy.int64)), or score them with a metric of your own "
+                              "(--metric FILE.py:FUNCTION)")
     if a.ndim == 2 and a.shape[1] == 1:
         a = a[:, 0]
     if a.ndim != 1:
         raise SampleDataError(f"labels {key!r} have shape {list(a.shape)}: give one class index per item, "
-                              f"shape [items] (not one-hot)")
+                              f"shape [items] (not one-hot), or score them with a metric of your own "
+                              "(--metric FILE.py:FUNCTION)")
     if len(a) != items:
         raise SampleDataError(f"labels {key!r} have {plural(len(a), 'item')} and the inputs {items}: give one label per input "
                               "item, in the same order")
     if len(a) and int(a.min()) < 0:
-        raise SampleDataError(f"labels {key!r} contain {int(a.min())}: class indices start at 0")
+        raise SampleDataError(f"labels {key!r} contain {int(a.min())}: class indices start at 0 (padded labels need "
+                              "a metric of your own, --metric FILE.py:FUNCTION)")
     if len(a) and int(a.max()) > np.iinfo(np.int64).max:  # uint64 beyond int64 (2**64-1 is not -1)
         raise SampleDataError(f"labels {key!r} contain {int(a.max())} ({a.dtype.name}), far above any class count: "
                               "give class indices 0..classes-1")
@@ -128,8 +144,11 @@ def check_outputs_fit(model, *, metric: Optional[str] = None, labels: Optional[n
     """Refuse, from the graph's declared outputs alone, what :func:`sparsify_tui.profiling.metrics.choose_metric`
     would refuse after running the model: ``labels`` (validated, see :func:`check_labels`) or ``metric`` "top1"/"kl"
     when no float output can be class scores (rank 2 with a last dim unknown or >= 2), and labels at or above the
-    class count when the first such output declares it. Undeclared shapes pass (checked when the model runs).
+    class count when the first such output declares it. Undeclared shapes pass (checked when the model runs). A user
+    metric (``FILE.py:FUNCTION``) reads any outputs and labels: nothing to refuse here.
     Raises ``SampleDataError`` (one line)."""
+    if is_user_metric(metric):
+        return
     outs = declared_outputs(model)
     if not outs or any(d is None for _, d in outs):
         return
@@ -164,17 +183,18 @@ class SampleSet:
 
     def check_classes(self, classes: int) -> None:
         """Raise ``SampleDataError`` when a label is not below ``classes`` (the class output's size)."""
-        if self.labels:
+        if self.labels and self.labels[0].ndim == 1:
             check_labels(np.concatenate(self.labels), self.items, self.labels_key or DEFAULT_LABELS_KEY, classes)
 
 
 def sample_set(model_path: Union[str, os.PathLike], *, data: Optional[Union[str, os.PathLike]] = None,
                labels_key: Optional[str] = None, dims: Optional[dict] = None, batch_size: int = 1,
-               synthetic_batches: int = 16, max_batches: Optional[int] = None) -> SampleSet:
+               synthetic_batches: int = 16, max_batches: Optional[int] = None,
+               metric: Optional[str] = None) -> SampleSet:
     """Batches of ``batch_size`` items from ``data`` (``.npz``/``.npy``; its labels array, see
-    :func:`split_labels`, taken out and validated), at most ``max_batches``; without ``data``,
-    ``synthetic_batches`` seeded synthetic batches with valid values and no labels. Raises ``SampleDataError``
-    (bad file, bad labels, ``labels_key`` without ``data``) and ``DimensionError``."""
+    :func:`split_labels`, taken out and validated for ``metric``, :func:`check_labels`), at most ``max_batches``;
+    without ``data``, ``synthetic_batches`` seeded synthetic batches with valid values and no labels. Raises
+    ``SampleDataError`` (bad file, bad labels, ``labels_key`` without ``data``) and ``DimensionError``."""
     from sparsify_tui.analysis.inputs import input_specs, load_sample_data, synthetic_inputs
 
     specs = input_specs(str(model_path), batch_size=batch_size, dims=dims or {})
@@ -190,7 +210,7 @@ def sample_set(model_path: Union[str, os.PathLike], *, data: Optional[Union[str,
         feeds = feeds[: max(1, int(max_batches))]
     labels = None
     if raw is not None:
-        lab = check_labels(raw, n_items, key)
+        lab = check_labels(raw, n_items, key, metric=metric)
         labels = batch_labels(lab, batch_size, len(feeds))
     return SampleSet(feeds, labels, key, str(data), len(feeds) * batch_size)
 
@@ -236,15 +256,17 @@ class ItemSplit:
 
 def split_items(model_path: Union[str, os.PathLike], *, data: Optional[Union[str, os.PathLike]] = None,
                 labels_key: Optional[str] = None, dims: Optional[dict] = None, batch_size: int = 1,
-                calibration_items: Optional[int] = None, synthetic_items: int = 16) -> ItemSplit:
+                calibration_items: Optional[int] = None, synthetic_items: int = 16,
+                metric: Optional[str] = None) -> ItemSplit:
     """Split the sample data into calibration items and held-out items (:class:`ItemSplit`).
 
     With ``data``: the first ``calibration_items`` items calibrate (default half the items, at most
     :data:`DEFAULT_CALIBRATION_ITEMS`) and **every other item** is held out (scored). A file too small to hold
     both (one batch) calibrates and scores the same items: ``held_out_items`` is then None. Without data: the
     calibration items are synthetic (seeds ``0..n-1``) and the held-out items other synthetic items (seeds from
-    :data:`HELD_OUT_SEED`), ``synthetic_items`` of each. Raises ``SampleDataError`` / ``DimensionError`` as
-    :func:`sample_set` does, and for a calibration count below 1."""
+    :data:`HELD_OUT_SEED`), ``synthetic_items`` of each. ``metric``: what the labels are checked for
+    (:func:`check_labels`). Raises ``SampleDataError`` / ``DimensionError`` as :func:`sample_set` does, and for a
+    calibration count below 1."""
     from sparsify_tui.analysis.inputs import input_specs, synthetic_inputs
 
     if calibration_items is not None and int(calibration_items) < 1:
@@ -256,7 +278,7 @@ def split_items(model_path: Union[str, os.PathLike], *, data: Optional[Union[str
         held = [synthetic_inputs(specs, seed=HELD_OUT_SEED + i) for i in range(int(synthetic_items))]
         return ItemSplit(ss.feeds, held, None, None, "synthetic", batch_size, [0, len(ss.feeds) * batch_size - 1],
                          [HELD_OUT_SEED, HELD_OUT_SEED + len(held) * batch_size - 1])
-    ss = sample_set(model_path, data=data, labels_key=labels_key, dims=dims, batch_size=batch_size)
+    ss = sample_set(model_path, data=data, labels_key=labels_key, dims=dims, batch_size=batch_size, metric=metric)
     n = len(ss.feeds)
     want = DEFAULT_CALIBRATION_ITEMS if calibration_items is None else int(calibration_items)
     if calibration_items is None:

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Optional, Union
 
 from sparsify_tui.analysis.inputs import (
-    InputSpec, check_sample_data, check_scalar_values, input_specs, inspect_sample_data,
+    CLASS_NAMES_KEY, InputSpec, check_sample_data, check_scalar_values, input_specs, inspect_sample_data,
 )
 from sparsify_tui.analysis.labels import check_labels, check_outputs_fit, split_labels
 from sparsify_tui.errors import SampleDataError
@@ -55,8 +55,8 @@ def check_run_inputs(model_path: Union[str, os.PathLike], batch_size: int = 1, d
         batches_given = check_sample_data(data, specs, batch_size, ignore=(key,) if key else ())
         if raw is not None:
             items = next((int(shape[0]) for name, (shape, _dt) in inspect_sample_data(data).items()
-                          if name != key and len(shape)), batches_given * batch_size)
-            labels = check_labels(raw, items, key)
+                          if name not in (key, CLASS_NAMES_KEY) and len(shape)), batches_given * batch_size)
+            labels = check_labels(raw, items, key, metric=metric)
     else:
         if labels_key:
             raise SampleDataError(f"--labels {labels_key} needs --data FILE.npz holding the inputs and the labels")

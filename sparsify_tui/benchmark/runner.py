@@ -341,15 +341,17 @@ def measure_accuracy(specs: Sequence[ModelSpec], *, data=None, labels_key: Optio
     precision) measured, the reference's included or not. One session at a time, outside any timed loop.
 
     Returns ``{"metric", "reason", "labelled", "items", "data", "models": {entry label: Evaluation dict}}``
-    (:func:`entry_label`); each model's ``drop`` is the metric's budgeted quantity (absolute top-1 drop, or the
-    nmse/kl/max_abs value), and ``accuracy`` / ``accuracy_reference`` are top-1 against the labels. Raises
-    ``SampleDataError``."""
+    (:func:`entry_label`; and ``user_metric`` for a metric of the user's own); each model's ``drop`` is the metric's
+    budgeted quantity (absolute top-1 drop, the nmse/kl/max_abs value, or a user metric's worsening, with its
+    ``score``), and ``accuracy`` / ``accuracy_reference`` are top-1 against the labels. Raises ``SampleDataError``,
+    ``MetricError``."""
     from sparsify_tui.analysis.labels import sample_set
     from sparsify_tui.engine import get_engine
     from sparsify_tui.engine.outputs import run_outputs
     from sparsify_tui.profiling.metrics import choose_metric, evaluate
 
-    ss = sample_set(specs[0].path, data=data, labels_key=labels_key, dims=dims, max_batches=max_batches)
+    ss = sample_set(specs[0].path, data=data, labels_key=labels_key, dims=dims, max_batches=max_batches,
+                    metric=metric)
     reference = get_engine(REFERENCE_ENGINE, REFERENCE_PRECISION)
     runtimes = [reference] + [e for e in engines if (e.name, e.precision) != (reference.name, reference.precision)]
 
@@ -369,7 +371,8 @@ def measure_accuracy(specs: Sequence[ModelSpec], *, data=None, labels_key: Optio
             out = ref if label == specs[0].label else outputs(spec.path, engine)
             models[label] = evaluate(ref, out, choice, ss.labels).to_dict()
     return {"metric": choice.name, "label": choice.label, "reason": choice.reason, "labelled": choice.labelled,
-            "items": ss.items, "data": ss.source, "models": models}
+            "items": ss.items, "data": ss.source, "models": models,
+            **({"user_metric": choice.user_metric} if choice.user is not None else {})}
 
 
 def _runtimes(runtimes) -> list:

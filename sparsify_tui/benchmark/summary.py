@@ -10,6 +10,7 @@ only with labels in the data, top-1 agreement only for a class-score output.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any, Optional
 
 
@@ -44,6 +45,10 @@ def accuracy_table(accuracy: Optional[dict]) -> Optional[AccuracyTable]:
     synthetic = not data or str(data).startswith("synthetic")
     where = (f"{items} synthetic items" if items else "synthetic items") if synthetic else f"{items} items of {data}"
     metric = accuracy.get("label") or accuracy.get("metric") or "?"
+    user = accuracy.get("user_metric")
+    if user:  # a metric of the user's own: named with its file and hash
+        metric = (f"{user.get('name')} ({Path(str(user.get('path'))).name}, sha256 {str(user.get('sha256'))[:12]}, "
+                  f"{'higher' if user.get('higher_is_better', True) else 'lower'} is better)")
     title = f"Accuracy vs the baseline's outputs on {where}; metric: {metric}"
     rows = []
 
@@ -52,6 +57,8 @@ def accuracy_table(accuracy: Optional[dict]) -> Optional[AccuracyTable]:
         if any(v is not None for v in values):
             rows.append([label] + [fmt(v) for v in values])
 
+    if user:
+        row(str(user.get("name")), "score", _num)
     row("top-1 accuracy", "accuracy", _pct)  # against the labels (the title says the data)
     row("top-1 agreement", "top1_agreement", _pct)
     row("output NMSE", "nmse", _num)

@@ -9,6 +9,7 @@ line on stderr and exit code 2.
 # Order is the order shown in --help.
 COMMAND_MODULES = [
     "analyze",    # analyze
+    "data",       # data images, data show (sample sets from image folders)
     "projects",   # create, list, show, edit, delete, demo
     "perf",       # profile perf
     "loss",       # profile loss

@@ -71,7 +71,9 @@ def cmd_benchmark(args) -> int:
     if args.labels:
         job_args["labels"] = args.labels
     if args.metric:
-        job_args["metric"] = args.metric
+        from sparsify_tui import settings
+
+        job_args["metric"] = settings.metric(args.metric)
     # bad arguments and inputs are refused by run_here before a job record exists (jobs.registry.JOB_CHECKS)
     summary = run_here(ws, project["id"], "benchmark", job_args, progress=_stderr_progress(args.json))
     result = load_benchmark(ws, project["id"], summary["benchmark"])
@@ -100,6 +102,8 @@ def _fmt_accuracy(acc: dict) -> str:
 
 
 def cmd_apply(args) -> int:
+    from pathlib import Path
+
     from sparsify_tui.commands.output import print_json
     from sparsify_tui.jobs import run_here
     from sparsify_tui.services.optimizations import get_optimization
@@ -119,6 +123,10 @@ def cmd_apply(args) -> int:
         job_args["reconstruct"] = args.reconstruct
     if args.calibration_size is not None:
         job_args["calibration_size"] = args.calibration_size
+    if args.metric:
+        from sparsify_tui import settings
+
+        job_args["metric"] = settings.metric(args.metric)
     run_here(ws, project["id"], "apply", job_args, progress=_stderr_progress(args.json))
     applied = get_optimization(ws, project["id"], opt.id).applied
     if args.json:
@@ -147,7 +155,12 @@ def cmd_apply(args) -> int:
                   f"normalized MSE {d['nmse']:.4g}" + (f", top-1 agreement {top1:.1%}" if top1 is not None else "")
                   + (f", accuracy {d['accuracy']:.1%} (baseline {d['accuracy_baseline']:.1%})"
                      if d.get("accuracy") is not None else ""))
-            if d.get("metric_name"):
+            if d.get("user_metric"):
+                um = d["user_metric"]
+                print(f"  metric {um['name']} ({Path(um['path']).name}, sha256 {um['sha256'][:12]}): "
+                      f"{d['score']:.4g} (baseline {d['score_baseline']:.4g}; worsening {d['metric_value']:.4g}, "
+                      f"{'higher' if um['higher_is_better'] else 'lower'} is better) ({d.get('metric_reason')})")
+            elif d.get("metric_name"):
                 print(f"  metric {d['metric_name']}: {d['metric_value']:.4g} ({d.get('metric_reason')})")
         for w in applied.warnings or []:
             print(f"  note: {w}")
@@ -225,7 +238,8 @@ def register(sub) -> None:
     p.add_argument("--data", default=None, metavar="FILE", help="sample inputs (.npz keyed by input name, or .npy)")
     p.add_argument("--labels", default=None, metavar="KEY",
                    help="key of the labels array in --data: accuracy of baseline and optimized (default labels)")
-    p.add_argument("--metric", default=None, metavar="M", help="top1 | nmse | kl | max_abs (default from the outputs)")
+    p.add_argument("--metric", default=None, metavar="M",
+                   help="top1 | nmse | kl | max_abs | FILE.py:FUNCTION (a metric of your own; default from the outputs)")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
     p.set_defaults(handler=cmd_benchmark)
 
@@ -246,6 +260,9 @@ def register(sub) -> None:
     a.add_argument("--reconstruct", action=argparse.BooleanOptionalAction, default=None,
                    help="channel: refit the consumers of thinned groups on the calibration items (default: on with "
                         "sample data, off with synthetic inputs)")
+    a.add_argument("--metric", default=None, metavar="M",
+                   help="what the held-out items are scored in: top1 | nmse | kl | max_abs | FILE.py:FUNCTION "
+                        "(default: the search's metric, else from the outputs)")
     a.add_argument("--calibration-size", type=int, default=None, metavar="N",
                    help="items of --data that calibrate (default: 16 for INT8; channel: half the items, at most 64); "
                         "every other item is held out and scored")

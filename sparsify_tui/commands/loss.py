@@ -103,7 +103,7 @@ def register(sub) -> None:
     p.add_argument("--batch-size", type=int, default=None, help="batch size (default: the project's, else 1)")
     add_runtime_options(p)
     p.add_argument("--int8", action="store_true", help="also measure per-layer INT8 sensitivity")
-    p.add_argument("--metric", choices=("kl", "nmse"), default=None, help="one-shot metric (default: auto)")
+    p.add_argument("--metric", default=None, metavar="M", help="one-shot metric: kl | nmse (default: auto)")
     p.add_argument("--dim", action="append", metavar="NAME=VALUE", help="value of a symbolic input dim (repeatable)")
     p.add_argument("--json", action="store_true", help="print the profile as JSON")
     p.set_defaults(handler=cmd_profile_loss)

@@ -2,14 +2,14 @@
 
     sparsify-tui optimize PROJECT --name NAME [--perf NAME|flops] [--loss NAME|approximated]
                           [--sparsity 0.85] [--balance 0.5] [--quantize] [--override WEIGHT=S ...] [--json]
-    sparsify-tui optimize PROJECT --name NAME --quantize --max-drop D [--metric top1|nmse|kl|max_abs]
+    sparsify-tui optimize PROJECT --name NAME --quantize --max-drop D [--metric top1|nmse|kl|max_abs|FILE.py:FN]
                           [--data FILE.npz [--labels KEY]] [--calibration minmax|entropy|percentile] [--json]
     sparsify-tui optimize PROJECT --name NAME --structure channel
                           (--sparsity R [--allocate] | --target-speedup X | --macs-reduction X)
                           [--max-sparsity 0.7] [--round-to N] [--override GROUP=R ...] [--quantize]
                           [--data FILE.npz [--labels KEY]] [--importance auto|l2|bn_scale|activation|thinet] [--json]
     sparsify-tui optimize PROJECT --name NAME --structure channel --max-drop D --data FILE.npz
-                          [--metric top1|nmse|kl|max_abs] [--labels KEY] [--quantize] [--calibration-size N]
+                          [--metric top1|nmse|kl|max_abs|FILE.py:FN] [--labels KEY] [--quantize] [--calibration-size N]
                           [--importance ...] [--max-trials N] [--json]
     sparsify-tui export PROJECT OPTIMIZATION [-o recipe.yaml]
                         [--code pytorch|pytorch-plain|keras|tensorflow [-O file.py]] [--json]
@@ -63,9 +63,12 @@ def register(sub) -> None:
     g = o.add_argument_group("accuracy-controlled INT8 (with --quantize)")
     g.add_argument("--max-drop", default=None, metavar="D",
                    help="search the fastest INT8 config whose metric stays within D: absolute drop for top1 "
-                        "(0.01 = 1 point), the value itself for nmse/kl/max_abs")
+                        "(0.01 = 1 point), the value itself for nmse/kl/max_abs, the allowed worsening of a metric "
+                        "of your own vs FP32")
     g.add_argument("--metric", default=None, metavar="M",
-                   help="top1 | nmse | kl | max_abs (default from the model outputs; the choice is printed)")
+                   help="top1 | nmse | kl | max_abs | FILE.py:FUNCTION, a metric of your own called as "
+                        "FUNCTION(outputs, reference, labels) -> float (default from the model outputs; the choice "
+                        "is printed)")
     g.add_argument("--data", default=None, metavar="FILE", help="sample inputs .npz (+ labels) or .npy")
     g.add_argument("--labels", default=None, metavar="KEY", help="key of the labels array in --data (default labels)")
     g.add_argument("--calibration", default=None, metavar="METHOD", help="minmax (default) | entropy | percentile")

@@ -236,6 +236,8 @@ def output_difference(baseline_path, model_path, feeds: Sequence[dict], *, cance
     diff = compare_outputs(base, new, len(feeds))
     diff.update({"kl": ev.kl, "accuracy": ev.accuracy, "accuracy_baseline": ev.accuracy_reference,
                  "metric_name": choice.name, "metric_reason": choice.reason, "metric_value": ev.drop})
+    if choice.user is not None:  # a metric of the user's own: its value on both models, and which file ran
+        diff.update({"user_metric": choice.user_metric, "score": ev.score, "score_baseline": ev.score_reference})
     if ev.top1_agreement is not None:
         diff["top1_agreement"] = ev.top1_agreement
     return diff
@@ -340,7 +342,7 @@ def apply_optimization(
         if not 0.0 <= float(s) <= 1.0:
             raise SparsifyError(f"sparsity {s} of {w} is outside [0, 1]: fix the optimization's layer sparsity")
     split = _weight_level_split(src, calibration, data=data, labels_key=labels_key, dims=dims,
-                                calibration_samples=calibration_samples)
+                                calibration_samples=calibration_samples, metric=metric)
     prog("loading", 0.0)
     external = _writes_external(src)
     model = _load(src)
@@ -387,14 +389,14 @@ def _writes_external(src: Path) -> bool:
     return _has_external_data(src) or src.stat().st_size >= EXTERNAL_DATA_BYTES
 
 
-def _weight_level_split(src: Path, calibration, *, data, labels_key, dims, calibration_samples):
+def _weight_level_split(src: Path, calibration, *, data, labels_key, dims, calibration_samples, metric=None):
     """The items of a per-weight apply: calibrate on the first items of ``data`` (or synthetic ones), score every
     other one (held out); given ``calibration`` feeds, those do both (labels then cannot be given)."""
     from sparsify_tui.analysis.labels import ItemSplit, split_items
 
     if calibration is None:
         return split_items(src, data=data, labels_key=labels_key, dims=dims,
-                           calibration_items=calibration_samples or 16)
+                           calibration_items=calibration_samples or 16, metric=metric)
     if labels_key:
         from sparsify_tui.errors import SampleDataError
 
@@ -523,7 +525,7 @@ def apply_model_level(model_path, sparsities: dict, run: RunSpec = REFERENCE, *,
     out.parent.mkdir(parents=True, exist_ok=True)
     prog("calibration inputs", 0.0)
     split = split_items(src, data=None if calibration is not None else data, labels_key=labels_key, dims=dims,
-                        batch_size=batch_size, calibration_items=calibration_samples)
+                        batch_size=batch_size, calibration_items=calibration_samples, metric=metric)
     if calibration is not None:
         split.calibration = list(calibration)
     asked = reconstruct

@@ -409,7 +409,8 @@ def search_budget(
         max_drop: the budget, in the metric's units (:data:`sparsify_tui.profiling.metrics.BUDGET_UNITS`).
         data / labels_key: the sample data (``.npz``/``.npy``, required: reconstruction fits real items) and the
             key of its labels (default ``labels`` when present).
-        metric: one of :data:`sparsify_tui.profiling.metrics.METRICS`, or None for the default from the outputs.
+        metric: one of :data:`sparsify_tui.profiling.metrics.METRICS`, a user metric (``/path/FILE.py:FUNCTION``,
+            :mod:`sparsify_tui.profiling.user_metric`), or None for the default from the outputs.
         dims: symbolic dims and scalar inputs.
         calibration_items: the split (:func:`check_split`; None: half the items, at most 64).
         quantize: run the INT8 search on the best thinned candidates (module docstring, step 3), calibrated on the
@@ -447,7 +448,7 @@ def search_budget(
     prog("loading data", 0.0)
     check_split(item_count(src, data, labels_key=labels_key, dims=dims), calibration_items)
     split = split_items(src, data=data, labels_key=labels_key, dims=dims, batch_size=1,
-                        calibration_items=calibration_items)
+                        calibration_items=calibration_items, metric=metric)
     calib, held, labels = split.calibration, split.held_out, split.held_out_labels
     maybe_check(cancel)
     prog("FP32 reference on the held-out items", 0.02)
@@ -463,14 +464,14 @@ def search_budget(
         labelled=choice.labelled, data=str(data), labels_key=split.labels_key,
         calibration_items=len(calib), held_out_items=len(held), items=item_range(split.calibration_items),
         held_out=item_range(split.held_out_items), quantize=bool(quantize), accuracy_fp32=ref_eval.accuracy_reference,
-        timing={**tm, "cores": rt.core_count})
+        timing={**tm, "cores": rt.core_count}, user_metric=choice.user_metric, score_fp32=ref_eval.score)
     paths: Dict[int, Path] = {}
     work = make_temp_dir("budgetsearch")  # named after this pid: removed at start-up if we are killed
 
     def score(t: BudgetTrial, path: Path, engine) -> None:
         outs = run_outputs(path, held, cancel=cancel, engine=engine)
         ev = evaluate(reference, outs, choice, labels)
-        t.metric_value, t.within_budget = float(ev.drop), ev.within(max_drop)
+        t.metric_value, t.within_budget, t.score = float(ev.drop), ev.within(max_drop), ev.score
         t.nmse, t.max_abs, t.kl = ev.nmse, ev.max_abs, ev.kl
         t.top1_agreement, t.accuracy = ev.top1_agreement, ev.accuracy
 

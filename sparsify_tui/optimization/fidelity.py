@@ -7,7 +7,9 @@ use ("accuracy beside speed", docs/design.md).
 * **Too far** (:func:`too_far`): top-1 agreement with FP32 below :data:`AGREEMENT_FLOOR` (0.9), or, when the model
   has no class output, NMSE above :data:`NMSE_CEILING` (0.1). Such a model needs fine-tuning, not deployment: the
   cards say :data:`TOO_FAR`. The thresholds are the issue's (#23, deliverable 6): at 0.9 agreement one item in ten
-  already gets another class than the original's; an NMSE of 0.1 is an error energy of 10 % of the output's.
+  already gets another class than the original's; an NMSE of 0.1 is an error energy of 10 % of the output's. A
+  model scored by a metric of the user's own (``--metric FILE.py:FUNCTION``) is judged by that metric and its
+  budget, not by these proxies: its line leads with the metric's value beside FP32's.
 * **Predicted** (:func:`predicted_change`): before apply, what the optimization expects: the budget search's held-out
   metric of the chosen trial when a search made it, else the estimate summed from the loss curves.
 """
@@ -79,6 +81,11 @@ def applied_fidelity(diff: Optional[Mapping[str, Any]]) -> Optional[Fidelity]:
     if not diff:
         return None
     parts = []
+    user = diff.get("user_metric")
+    if user and diff.get("score") is not None:
+        base = diff.get("score_baseline")
+        parts.append(f"{user.get('name')} {float(diff['score']):.4g}"
+                     + (f" (FP32 {float(base):.4g})" if base is not None else ""))
     if diff.get("accuracy") is not None:
         base = diff.get("accuracy_baseline")
         parts.append(f"accuracy {float(diff['accuracy']):.1%}" + (f" (FP32 {float(base):.1%})" if base is not None
@@ -89,7 +96,7 @@ def applied_fidelity(diff: Optional[Mapping[str, Any]]) -> Optional[Fidelity]:
         parts.append(f"NMSE {float(diff['nmse']):.3g}")
     where = _items(diff)
     text = ", ".join(parts) + (f" on {where}" if where else "")
-    far, why = too_far(diff.get("top1_agreement"), diff.get("nmse"))
+    far, why = too_far(diff.get("top1_agreement"), diff.get("nmse")) if not user else (False, "")
     return Fidelity(text=text, too_far=far, why=why)
 
 
@@ -98,13 +105,18 @@ def predicted_change(rec: "Optimization") -> str:
     s = rec.search
     t = s.chosen_trial if s is not None else None
     if t is not None:
-        parts = [f"{s.metric} {t.metric_value:.4g} (budget {s.max_drop:g})"]
+        if s.user_metric and t.score is not None:
+            parts = [f"{s.metric_label} {t.score:.4g}" + (f" (FP32 {s.score_fp32:.4g})" if s.score_fp32 is not None
+                                                          else "")
+                     + f", worsening {t.metric_value:.4g} (budget {s.max_drop:g})"]
+        else:
+            parts = [f"{s.metric} {t.metric_value:.4g} (budget {s.max_drop:g})"]
         if t.accuracy is not None:
             parts.append(f"accuracy {t.accuracy:.1%}" + (f" (FP32 {s.accuracy_fp32:.1%})"
                                                          if s.accuracy_fp32 is not None else ""))
         if t.top1_agreement is not None and s.metric != "top1":
             parts.append(f"top-1 agreement {t.top1_agreement:.1%}")
-        far, why = too_far(t.top1_agreement, t.nmse)
+        far, why = too_far(t.top1_agreement, t.nmse) if not s.user_metric else (False, "")
         return (f"measured by the budget search on {s.held_out_items} held-out items: " + ", ".join(parts)
                 + (f"; {TOO_FAR} ({why})" if far else ""))
     if s is not None:

@@ -153,7 +153,7 @@ def _ranking(model_path, groups, loss_profile, feeds, metric_choice, dims, engin
             return sens, f"loss profile {prof.name!r} (one-shot INT8 sensitivity)", prof.metric
     from sparsify_tui.profiling.loss_oneshot import one_shot_profile
 
-    proxy = "nmse" if metric_choice.name in ("nmse", "max_abs") else "kl"
+    proxy = "nmse" if metric_choice.name in ("nmse", "max_abs") else ("auto" if metric_choice.user else "kl")
     prof = one_shot_profile(model_path, levels=[0.0], int8=True, feeds=list(feeds), metric=proxy, dims=dims,
                             core_count=core_count, engine=engine, name="int8 ranking", progress=progress,
                             cancel=cancel)
@@ -342,7 +342,7 @@ class _TrialRunner:
         outs = run_outputs(path, self.feeds, cancel=self.cancel, engine=self.engine)
         ev = evaluate(self.reference, outs, self.choice, self.labels)
         t = Int8Trial(index=idx, groups=k, excluded_count=len(excluded), metric_value=ev.drop,
-                      within_budget=ev.within(result.max_drop), nmse=ev.nmse, max_abs=ev.max_abs, kl=ev.kl,
+                      within_budget=ev.within(result.max_drop), score=ev.score, nmse=ev.nmse, max_abs=ev.max_abs, kl=ev.kl,
                       top1_agreement=ev.top1_agreement, accuracy=ev.accuracy, quantize_s=round(t1 - t0, 3),
                       eval_s=round(time.perf_counter() - t1, 3), note=note)
         t.extra["outputs"] = outs  # dropped before the search returns
@@ -364,7 +364,7 @@ def _reference_set(src: Path, ref_path: Path, *, data, labels_key: Optional[str]
     prog("loading data", 0.0)
     n_eval = max(int(eval_batches), int(calibration_size)) if data else int(calibration_size)
     samples = sample_set(src, data=data, labels_key=labels_key, dims=dims, batch_size=1,
-                         synthetic_batches=int(calibration_size), max_batches=n_eval)
+                         synthetic_batches=int(calibration_size), max_batches=n_eval, metric=metric)
     maybe_check(cancel)
     prog("FP32 reference", 0.02)
     reference = run_outputs(ref_path, samples.feeds, cancel=cancel, engine=engine)
@@ -402,7 +402,8 @@ def search_int8(
             ``model_path``; the original model when ``model_path`` is its pruned copy, so pruning counts
             against the budget as it does in apply's output difference).
         max_drop: the budget, in the metric's units (:data:`sparsify_tui.profiling.metrics.BUDGET_UNITS`).
-        metric: one of :data:`sparsify_tui.profiling.metrics.METRICS`, or None for the default from the outputs.
+        metric: one of :data:`sparsify_tui.profiling.metrics.METRICS`, a user metric (``/path/FILE.py:FUNCTION``,
+            :mod:`sparsify_tui.profiling.user_metric`), or None for the default from the outputs.
         data / labels_key: sample data (``.npz``/``.npy``) and the key of its labels (default ``labels`` when
             present); None: ``calibration_size`` synthetic batches.
         dims: symbolic dims and scalar inputs (``{"x:2": 640}``).
@@ -455,7 +456,8 @@ def search_int8(
                         data=str(data) if data else None, labels_key=samples.labels_key,
                         eval_items=samples.items, calibration_method=calibration_method,
                         calibration_size=len(calib), accuracy_fp32=ref_eval.accuracy_reference,
-                        timing={**tm, "cores": core_count, "engine": run.engine, "precision": run.precision})
+                        timing={**tm, "cores": core_count, "engine": run.engine, "precision": run.precision},
+                        user_metric=choice.user_metric, score_fp32=ref_eval.score)
     work = make_temp_dir("int8search")  # named after this pid: removed at start-up if we are killed
     paths: Dict[int, Path] = {}
     try:

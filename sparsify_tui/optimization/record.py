@@ -186,12 +186,14 @@ class TrialMeasures(JsonRecord):
     """What an accuracy-budgeted search measured of one candidate (the fields :class:`Int8Trial` and
     :class:`BudgetTrial` share, written in the middle of their keys: ``_base_at``): ``metric_value`` (the budgeted
     quantity, in the search's ``metric``'s units), ``within_budget``, the other measures on the search's items
-    (``nmse``, ``max_abs``, ``kl``, ``top1_agreement`` 0..1, ``accuracy`` 0..1 with labels), ``median_ms`` /
+    (``score``: a user metric's own value, None for the others; ``nmse``, ``max_abs``, ``kl``, ``top1_agreement``
+    0..1, ``accuracy`` 0..1 with labels), ``median_ms`` /
     ``p90_ms`` (ms per batch, the search's interleaved timing; None when not timed), ``round_ms`` (its median in
     each timing round), ``speedup`` (FP32 median / ``median_ms``, same rounds)."""
 
     metric_value: float = 0.0
     within_budget: bool = False
+    score: Optional[float] = field(default=None, metadata={"omit_none": True})
     nmse: Optional[float] = None
     max_abs: Optional[float] = None
     kl: Optional[float] = None
@@ -209,7 +211,9 @@ class SearchBudget(JsonRecord):
     among their keys: ``_base_at``): ``max_drop`` in ``metric``'s units (``budget_units``: absolute drop for top1,
     the value itself for nmse/kl/max_abs), ``metric_reason`` (why that metric,
     :func:`~sparsify_tui.profiling.metrics.choose_metric`), ``labelled`` (top-1 against labels), ``data``
-    (the sample file; None = synthetic)."""
+    (the sample file; None = synthetic). A metric of the user's own (``metric`` = ``/path/FILE.py:FUNCTION``):
+    ``user_metric`` (``{"name", "path", "sha256", "higher_is_better"}``) and ``score_fp32`` (its value on the FP32
+    model, the same items); both left out for the built-in metrics."""
 
     max_drop: float = 0.01
     metric: str = "top1"
@@ -217,6 +221,13 @@ class SearchBudget(JsonRecord):
     budget_units: str = ""
     labelled: bool = False
     data: Optional[str] = None
+    user_metric: Optional[Dict[str, Any]] = field(default=None, metadata={"omit_none": True})
+    score_fp32: Optional[float] = field(default=None, metadata={"omit_none": True})
+
+    @property
+    def metric_label(self) -> str:
+        """The metric's short name: a user metric's function name (``cer``), else ``metric``."""
+        return str(self.user_metric.get("name")) if self.user_metric else self.metric
 
 
 @dataclass

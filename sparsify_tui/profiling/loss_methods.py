@@ -30,6 +30,12 @@ def check_loss_arguments(method: str, metric: Optional[str] = None, structure: s
     f = {"method": "--method", "metric": "--metric", "structure": "--structure", "int8": "--int8", **(flags or {})}
     if method not in METHODS:
         raise SparsifyError(f"unknown loss {f['method']} {method!r}: use one of {', '.join(METHODS)}")
+    from sparsify_tui.settings import is_user_metric
+
+    if is_user_metric(metric):
+        raise SparsifyError(f"{f['metric']} {metric}: a metric of your own scores whole models (optimize's searches, "
+                            "apply, benchmark); a loss profile ranks each layer by how far the outputs move: use kl, "
+                            "nmse or auto")
     if metric not in METRICS:
         raise SparsifyError(f"unknown {f['metric']} {metric!r}: use kl, nmse or auto")
     if structure not in STRUCTURES:

@@ -18,6 +18,11 @@ Metrics (``y`` = reference (FP32) output, ``ŷ`` = the changed model's output, o
 
 For ``nmse``, ``kl`` and ``max_abs`` the reference scores 0, so the budgeted quantity is the value itself.
 
+* a metric of the user's own, ``FILE.py:FUNCTION`` (:mod:`sparsify_tui.profiling.user_metric`): its **score** is
+  ``FUNCTION(outputs, reference, labels)`` on every item at once; the reference's own score is
+  ``FUNCTION(reference, reference, labels)``; the budgeted quantity is the worsening of the score against it (a
+  drop when the function's ``higher_is_better`` is True, its default; a rise otherwise).
+
 The default (:func:`choose_metric`) comes from the model outputs: ``top1`` when the first float output is
 class scores (``[batch, classes]`` with at least 2 classes), ``nmse`` otherwise (detectors, segmenters,
 embeddings, regressors); :class:`MetricChoice` carries the reason, which the CLI always prints.
@@ -26,14 +31,14 @@ embeddings, regressors); :class:`MetricChoice` carries the reason, which the CLI
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from typing import Mapping, Optional, Sequence
+from typing import Any, Mapping, Optional, Sequence
 
 import numpy as np
 
 from sparsify_tui.analysis.labels import labels_need_class_output, metric_needs_class_output
 from sparsify_tui.engine.outputs import max_abs, nmse  # noqa: F401 (the one definition of each)
 from sparsify_tui.errors import ModelError, SampleDataError, SparsifyError
-from sparsify_tui.settings import METRICS  # noqa: F401 (every metric a budget can be stated in)
+from sparsify_tui.settings import METRICS, is_user_metric  # noqa: F401 (every metric a budget can be stated in)
 #: what the budget (``max_drop``) of each metric means
 BUDGET_UNITS = {
     "top1": "absolute drop of top-1 accuracy (with labels) or of top-1 agreement with FP32 (0.01 = 1 point)",
@@ -172,29 +177,61 @@ class OutputMetric:
 
 @dataclass
 class MetricChoice:
-    """The metric a comparison or a budget is stated in: ``name`` (one of :data:`METRICS`), ``reason`` (one
-    line, printed with every result), ``class_output`` (the output top-1/KL read, or None), ``labelled``
-    (accuracy against labels rather than agreement with FP32)."""
+    """The metric a comparison or a budget is stated in: ``name`` (one of :data:`METRICS`, or a user metric's
+    ``/path/FILE.py:FUNCTION``), ``reason`` (one line, printed with every result), ``class_output`` (the output
+    top-1/KL read, or None), ``labelled`` (accuracy against labels rather than agreement with FP32, or labels given
+    to a user metric), ``user`` (the loaded :class:`~sparsify_tui.profiling.user_metric.UserMetric`, or None)."""
 
     name: str
     reason: str
     class_output: Optional[str] = None
     labelled: bool = False
+    user: Any = field(default=None, repr=False, compare=False)
+    _reference: Any = field(default=None, repr=False, compare=False)  # (reference list, stacked, labels, score)
 
     @property
     def budget_units(self) -> str:
         """What ``max_drop`` means for this metric."""
-        return BUDGET_UNITS[self.name]
+        return self.user.budget_units if self.user is not None else BUDGET_UNITS[self.name]
 
     @property
     def label(self) -> str:
-        """Short display name: "top-1 accuracy", "top-1 agreement", "NMSE", "KL", "max |diff|"."""
+        """Short display name: "top-1 accuracy", "top-1 agreement", "NMSE", "KL", "max |diff|", or a user metric's
+        function name."""
+        if self.user is not None:
+            return self.user.label
         if self.name == "top1":
             return "top-1 accuracy" if self.labelled else "top-1 agreement"
         return {"nmse": "NMSE", "kl": "KL", "max_abs": "max |diff|"}[self.name]
 
+    @property
+    def user_metric(self) -> Optional[dict]:
+        """A user metric's ``{"name", "path", "sha256", "higher_is_better"}`` (stored with every record it scored),
+        else None."""
+        return self.user.to_dict() if self.user is not None else None
+
     def to_dict(self) -> dict:
-        return asdict(self)
+        d = {"name": self.name, "reason": self.reason, "class_output": self.class_output, "labelled": self.labelled}
+        if self.user is not None:
+            d["user_metric"] = self.user_metric
+        return d
+
+    def reference_score(self, reference: Sequence[Mapping[str, np.ndarray]], labels) -> tuple:
+        """``(stacked reference outputs, stacked labels, the reference's own score)`` of a user metric, computed once
+        per ``reference`` list (a search scores every trial against one)."""
+        cached = self._reference
+        if cached is not None and cached[0] is reference and cached[1] is labels:
+            return cached[2], cached[3], cached[4]
+        from sparsify_tui.profiling.user_metric import stack_items
+
+        names = list(reference[0]) if reference else []
+        stacked = [stack_items([r[n] for r in reference], n) for n in names]
+        lab = None
+        if labels is not None:
+            lab = np.concatenate([np.asarray(x) for x in labels], axis=0) if len(labels) else None
+        score = self.user(stacked, stacked, lab)
+        self._reference = (reference, labels, stacked, lab, score)
+        return stacked, lab, score
 
 
 def _shape(y) -> str:
@@ -211,8 +248,15 @@ def choose_metric(outputs: Mapping[str, np.ndarray], requested: Optional[str] = 
     search's metric" when apply re-measures a searched configuration). Raises ``SparsifyError`` for an unknown metric, ``SampleDataError`` when labels or top1/kl are
     asked of a model without a class output, ``ModelError`` when no output is float.
     """
+    if is_user_metric(requested):
+        from sparsify_tui.profiling.user_metric import load_user_metric
+
+        um = load_user_metric(requested)
+        with_labels = "with the data's labels" if labelled else "no labels: against FP32's outputs"
+        return MetricChoice(um.spec, f"{asked_by} {um.file_name}:{um.function}: your metric, {um.direction}, "
+                            f"{with_labels} (sha256 {um.sha256[:12]})", None, labelled, um)
     if requested not in (None, "auto") and requested not in METRICS:
-        raise SparsifyError(f"unknown metric {requested!r}: use one of {', '.join(METRICS)}")
+        raise SparsifyError(f"unknown metric {requested!r}: use one of {', '.join(METRICS)}, or FILE.py:FUNCTION")
     floats = [(n, y) for n, y in outputs.items() if isinstance(y, np.ndarray) and y.dtype.type in _FLOAT_TYPES]
     if not floats:
         raise ModelError("the model has no float outputs to compare: accuracy metrics need float outputs")
@@ -246,9 +290,11 @@ class Evaluation:
     """A model's outputs against the reference on a data set (every field over all items).
 
     ``metric``: the budgeted metric's name; ``drop``: its budgeted quantity (module docstring: absolute
-    top-1 drop, or the value of nmse/kl/max_abs); ``nmse``, ``max_abs`` (all float outputs), ``kl`` (class
-    output, None without one), ``top1_agreement`` (0..1, None without a class output), ``accuracy`` and
-    ``accuracy_reference`` (0..1 against labels, None without labels), ``items``."""
+    top-1 drop, the value of nmse/kl/max_abs, or a user metric's worsening); ``nmse``, ``max_abs`` (all float
+    outputs), ``kl`` (class output, None without one), ``top1_agreement`` (0..1, None without a class output),
+    ``accuracy`` and ``accuracy_reference`` (0..1 against labels, None without labels), ``items``; ``score`` and
+    ``score_reference``: a user metric's value on the outputs and on the reference (None for the others; in
+    ``extra``, so other metrics' dicts keep their keys)."""
 
     metric: str
     drop: float
@@ -260,6 +306,14 @@ class Evaluation:
     accuracy_reference: Optional[float] = None
     items: int = 0
     extra: dict = field(default_factory=dict)
+
+    @property
+    def score(self) -> Optional[float]:
+        return self.extra.get("score")
+
+    @property
+    def score_reference(self) -> Optional[float]:
+        return self.extra.get("score_reference")
 
     def within(self, max_drop: float) -> bool:
         """``drop ≤ max_drop`` (with a 1e-12 tolerance for rounding)."""
@@ -289,8 +343,10 @@ def evaluate(reference: Sequence[Mapping[str, np.ndarray]], outputs: Sequence[Ma
     """Compare ``outputs`` (one ``{name: array}`` per batch) with ``reference`` (same batches, FP32).
 
     ``labels``: one int array ``(batch items,)`` per batch (:func:`sparsify_tui.analysis.labels.load_labels`),
-    used for accuracies. Float outputs present in both with equal shapes are compared; others are skipped.
-    Returns :class:`Evaluation`. Raises ``SparsifyError`` when the batch counts differ.
+    used for accuracies; for a user metric, any array per batch (first axis = items), given to the function stacked.
+    Float outputs present in both with equal shapes are compared; others are skipped.
+    Returns :class:`Evaluation`. Raises ``SparsifyError`` when the batch counts differ, ``MetricError`` from a user
+    metric.
     """
     if len(reference) != len(outputs):
         raise SparsifyError(f"{len(outputs)} output batches against {len(reference)} reference batches")
@@ -318,13 +374,28 @@ def evaluate(reference: Sequence[Mapping[str, np.ndarray]], outputs: Sequence[Ma
         t_ref, t_new = top1(ys), top1(yhs)
         out.top1_agreement = float(np.mean(t_ref == t_new)) if len(ys) else None
         out.kl = kl_divergence(ys, yhs, is_probability(ys))
-        if labels is not None:
+        if labels is not None and choice.user is None:
             lab = np.concatenate([np.asarray(x).reshape(-1) for x in labels]) if len(labels) else np.zeros(0)
             if len(lab) != len(ys):
                 raise SampleDataError(f"{len(lab)} labels for {len(ys)} items: give one label per item")
             out.accuracy = float(np.mean(t_new == lab)) if len(lab) else None
             out.accuracy_reference = float(np.mean(t_ref == lab)) if len(lab) else None
-    if choice.name == "top1":
+    if choice.user is not None:
+        ref_stacked, lab, ref_score = choice.reference_score(reference, labels)
+        names = list(reference[0]) if reference else []
+        from sparsify_tui.profiling.user_metric import stack_items
+
+        if outputs is reference:
+            score = ref_score
+        else:
+            missing = [n for n in names if any(n not in o for o in outputs)]
+            if missing:
+                raise ModelError(f"the scored model has no output '{missing[0]}' that the reference has: a metric of "
+                                 "your own needs every output")
+            score = choice.user([stack_items([o[n] for o in outputs], n) for n in names], ref_stacked, lab)
+        out.extra.update({"score": score, "score_reference": ref_score})
+        out.drop = choice.user.worsening(score, ref_score)
+    elif choice.name == "top1":
         if choice.labelled and out.accuracy is not None:
             out.drop = float(out.accuracy_reference - out.accuracy)
         else:

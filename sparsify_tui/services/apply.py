@@ -32,13 +32,16 @@ def is_applied(ws, project_id: str, opt: "Optimization") -> bool:
 
 def apply_record(ws, project_id: str, opt_ref: str, *, out_path=None, data=None, labels_key=None,
                  reconstruct: Optional[bool] = None, calibration_items: Optional[int] = None,
-                 progress: Optional[ProgressFn] = None, cancel: Optional[CancelToken] = None) -> "AppliedModel":
+                 metric: Optional[str] = None, progress: Optional[ProgressFn] = None,
+                 cancel: Optional[CancelToken] = None) -> "AppliedModel":
     """Apply optimization ``opt_ref`` (id or name) of a project, store ``applied`` on its record and
     optionally export to ``out_path``. ``data``/``labels_key``: sample data (and its labels) to calibrate on and to
     score the held-out items of; default the data the optimization was built with (:func:`recorded_data`), else the
     INT8 search's, else the project's. ``reconstruct``: a channel optimization refits its consumers on the
     calibration items (None: when there is real data). ``calibration_items``: how many items calibrate (default:
-    16 for INT8, half the items up to 64 for channels). Returns the stored
+    16 for INT8, half the items up to 64 for channels). ``metric``: what the held-out items are scored in
+    (``--metric``: a built-in name or ``/path/FILE.py:FUNCTION``; default the search's metric, else the default
+    from the outputs). Returns the stored
     :class:`~sparsify_tui.optimization.record.AppliedModel` (``calibration_data`` says which data and why).
     """
     from sparsify_tui.engine.run import RunSpec
@@ -67,6 +70,8 @@ def apply_record(ws, project_id: str, opt_ref: str, *, out_path=None, data=None,
         source = "optimization"
     if calibration_items is not None:
         cal["calibration_samples"] = int(calibration_items)
+    if metric:
+        cal.update({"metric": metric, "metric_asked_by": "--metric"})
     if not cal.get("data") and setup.get("data"):
         source = "project"
     out = optimized_path(ws, project_id, opt)

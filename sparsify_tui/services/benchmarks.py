@@ -33,8 +33,11 @@ def benchmark_record(result, args: dict) -> dict:
                      "median_ms": r.median_ms, "items_per_second": r.items_per_second, "speedup": r.speedup}
                     for r in result.runs],
         **({"accuracy": {"metric": result.accuracy["metric"], "label": result.accuracy["label"],
+                         **({"user_metric": result.accuracy["user_metric"]} if result.accuracy.get("user_metric")
+                            else {}),
                          "models": {k: {"drop": v["drop"], "accuracy": v["accuracy"],
-                                        "top1_agreement": v["top1_agreement"], "nmse": v["nmse"]}
+                                        "top1_agreement": v["top1_agreement"], "nmse": v["nmse"],
+                                        **({"score": v["score"]} if "score" in v else {})}
                                     for k, v in result.accuracy["models"].items()}}}
            if result.accuracy else {}),
     }
@@ -133,9 +136,10 @@ def benchmark_project(ws, project_id: str, args: dict, *, progress: Optional[Pro
         stored_args["precisions"] = sorted({p for _, p in s["runtimes"]})
     if args.get("data"):
         stored_args["data"] = str(args["data"])
-    for key in ("labels", "metric"):
-        if args.get(key):
-            stored_args[key] = str(args[key])
+    if args.get("labels"):
+        stored_args["labels"] = str(args["labels"])
+    if s["metric"]:
+        stored_args["metric"] = s["metric"]  # a user metric as /absolute/FILE.py:FUNCTION
     store_benchmark(ws, project_id, result, stored_args, rerun_of=args.get("record_id"))
     from sparsify_tui.services.measured import record_measured
 

@@ -32,7 +32,7 @@ LOSS_FLAGS = {**RUN_FLAGS, "batches": "--batches", "batch_size": "--batch-size",
 BENCHMARK_FLAGS = {"batch_sizes": "--batch-sizes", "core_counts": "--cores", "warmup": "--warmup",
                    "iterations": "--iterations", "engines": "--engines", "precisions": "--precisions"}
 APPLY_FLAGS = {"optimization": "OPTIMIZATION", "out_path": "-o", "data": "--data", "labels": "--labels",
-               "reconstruct": "--no-reconstruct", "calibration_size": "--calibration-size"}
+               "reconstruct": "--no-reconstruct", "calibration_size": "--calibration-size", "metric": "--metric"}
 FLEET_FLAGS = {**RUN_FLAGS, "address": "--address", "targets": "--targets", "batch_size": "--batch-size",
                "batch_sizes": "--batch-sizes", "core_count": "--cores", "warmup": "--warmup",
                "iterations": "--iterations", "name": "--name"}
@@ -360,7 +360,8 @@ def apply_settings(project: Dict[str, Any], args: Dict[str, Any], *, model_path=
     exist, :func:`sparsify_tui.settings.output_path`, except the project's own ``optimized/`` folder under
     ``project_dir``, created on demand), ``data`` (optional calibration data), ``labels`` (the key of its
     labels array, :mod:`sparsify_tui.analysis.labels`), ``reconstruct`` (True/False/None: a channel optimization's
-    reconstruction, None = with real data), ``calibration_size`` (items that calibrate, or None). With ``model_path`` the calibration inputs are checked
+    reconstruction, None = with real data), ``calibration_size`` (items that calibrate, or None), ``metric`` (what
+    the applied model is scored in; None: the search's, else the default from the outputs). With ``model_path`` the calibration inputs are checked
     too (the project's dims, 16 batches of one item, the sample data)."""
     f = _flags(APPLY_FLAGS, flags)
     if not args.get("optimization"):
@@ -384,10 +385,11 @@ def apply_settings(project: Dict[str, Any], args: Dict[str, Any], *, model_path=
             raise SparsifyError(f"{f['calibration_size']} {args.get('calibration_size')!r}: give a number of items, 1 "
                                 "or more")
     out = {"optimization": str(args["optimization"]), "out_path": out_path, "data": args.get("data") or None,
-           "labels": args.get("labels") or None, "reconstruct": rec, "calibration_size": size}
+           "labels": args.get("labels") or None, "reconstruct": rec, "calibration_size": size,
+           "metric": settings.metric(args.get("metric"), f["metric"])}
     if model_path is not None:  # calibration: 16 batches of one item (analysis.labels.split_items)
         _check_inputs(model_path, [1], settings.dims(project_defaults(project, {}).dims), out["data"], batches=16,
-                      labels_key=out["labels"], scores_outputs=True)
+                      labels_key=out["labels"], metric=out["metric"], scores_outputs=True)
     return out
 
 

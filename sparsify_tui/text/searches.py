@@ -17,7 +17,23 @@ def _pct(v: Optional[float]) -> str:
 
 
 def _fp32_accuracy(s) -> str:
-    return f", FP32 accuracy {_pct(s.accuracy_fp32)}" if s.accuracy_fp32 is not None else ""
+    score = f", FP32 {s.metric_label} {s.score_fp32:.4g}" if s.user_metric and s.score_fp32 is not None else ""
+    return (f", FP32 accuracy {_pct(s.accuracy_fp32)}" if s.accuracy_fp32 is not None else "") + score
+
+
+def _measured(s, t) -> str:
+    """A trial's budgeted figure: "cer 0.031 (FP32 0.025, worsening 0.006)" for a metric of the user's own, else
+    the metric's name and value ("nmse 0.012")."""
+    if s.user_metric and t.score is not None:
+        base = f"FP32 {s.score_fp32:.4g}, " if s.score_fp32 is not None else ""
+        return f"{s.metric_label} {t.score:.4g} ({base}worsening {format_fixed(t.metric_value, '.4g')})"
+    return f"{s.metric} {format_fixed(t.metric_value, '.4g')}"
+
+
+def _metric(s) -> Fact:
+    """The metric and why: a metric of the user's own by its function name (the reason names the file, the
+    direction and the sha256), a built-in one by its name."""
+    return Fact("metric", f"{s.metric_label} ({s.metric_reason or ''})")
 
 
 def _result(s, timing: str) -> Fact:
@@ -31,13 +47,13 @@ def int8_search_facts(s) -> list:
     ranked, the result, and the chosen trial (groups and nodes kept FP32, metric, measured speedup over FP32)."""
     chosen = s.chosen_trial
     if chosen is not None:
+        what = _measured(s, chosen) if s.user_metric else f"metric {format_fixed(chosen.metric_value, '.4g')}"
         choice = (f"trial {chosen.index}, {plural(chosen.groups, 'group')} FP32 ({chosen.excluded_count} nodes), "
-                  f"metric {format_fixed(chosen.metric_value, '.4g')}, measured {format_fixed(chosen.speedup)}× vs "
-                  "FP32")
+                  f"{what}, measured {format_fixed(chosen.speedup)}× vs FP32")
     else:
         choice = "none: every layer stays FP32"
     return [
-        Fact("metric", f"{s.metric} ({s.metric_reason or ''})"),
+        _metric(s),
         Fact("budget", f"max drop {s.max_drop:g} = {s.budget_units or ''}"),
         Fact("data", f"{s.data or 'synthetic'}, {s.eval_items} items evaluated, calibration "
                      f"{s.calibration_method or 'minmax'} on {s.calibration_size} batches{_fp32_accuracy(s)}"),
@@ -55,7 +71,7 @@ def budget_search_facts(s) -> list:
     if chosen is not None:
         acc = f", accuracy {_pct(chosen.accuracy)}" if chosen.accuracy is not None else ""
         choice = (f"trial {chosen.index}, {chosen.label}: measured {format_fixed(chosen.speedup)}× vs FP32, "
-                  f"{s.metric} {format_fixed(chosen.metric_value, '.4g')}{acc} (held out)")
+                  f"{_measured(s, chosen)}{acc} (held out)")
     elif s.status == FP32_FASTEST:
         choice = ("FP32: no trial within budget beat it in every timing round (a busy machine makes the rounds "
                   "disagree: search again when it is quiet); nothing thinned, INT8 off")
@@ -63,7 +79,7 @@ def budget_search_facts(s) -> list:
         choice = "FP32 (no trial within budget): nothing thinned, INT8 off"
     result = _result(s, "interleaved timing")
     return [
-        Fact("metric", f"{s.metric} ({s.metric_reason or ''})"),
+        _metric(s),
         Fact("budget", f"max drop {s.max_drop:g} = {s.budget_units or ''}"),
         Fact("data", f"{s.data} (sha256 {str(s.data_sha256 or '')[:12]}): calibration items {s.items}, held-out "
                      f"items {s.held_out} ({s.held_out_items} scored){_fp32_accuracy(s)}"),

@@ -17,7 +17,7 @@ def check(ws, project: Dict[str, Any], args: Dict[str, Any]) -> None:
 
 def run(ctx) -> Dict[str, Any]:
     """Args: ``{optimization: id or name, out_path: optional export path, data: optional sample data, labels: its
-    labels key, reconstruct: true/false/unset, calibration_size: items}`` (:func:`apply_settings`). Stores ``applied`` on the optimization record; returns a summary."""
+    labels key, reconstruct: true/false/unset, calibration_size: items, metric: optional}`` (:func:`apply_settings`). Stores ``applied`` on the optimization record; returns a summary."""
     from sparsify_tui.services.apply import apply_record
     from sparsify_tui.services.optimizations import get_optimization
 
@@ -26,6 +26,7 @@ def run(ctx) -> Dict[str, Any]:
     opt = get_optimization(ctx.ws, ctx.project_id, s["optimization"])
     applied = apply_record(ctx.ws, ctx.project_id, opt.id, out_path=s["out_path"],
                            data=s["data"], labels_key=s["labels"], reconstruct=s["reconstruct"],
-                           calibration_items=s["calibration_size"], progress=ctx.progress, cancel=ctx.cancel)
+                           calibration_items=s["calibration_size"], metric=s["metric"], progress=ctx.progress,
+                           cancel=ctx.cancel)
     return {"optimization": opt.id, "name": opt.name, "path": applied.path, "exported_to": applied.exported_to,
             "quantized": applied.quantized, "layers_exact": applied.layers_exact, "output_diff": applied.output_diff}

@@ -92,7 +92,8 @@ class BudgetCard(Vertical):
 
     def _plot(self, rec: Optimization) -> None:
         s = rec.search
-        plot_search(self.query_one("#bs-plot", Plot), s, f"{s.metric} (held out)" if s is not None else "",
+        plot_search(self.query_one("#bs-plot", Plot), s, f"{s.metric_label} worsening (held out)" if s is not None and s.user_metric else
+                    f"{s.metric} (held out)" if s is not None else "",
                     lambda timed: [([t for t in timed if t.quantized == quantized], marker, label)
                                    for quantized, marker, label in ((False, "●", "thinned"), (True, "▲", "+ INT8"))],
                     fp32=True)

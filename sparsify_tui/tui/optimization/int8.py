@@ -115,7 +115,7 @@ class Int8Card(Widget):
 
     def _plot(self, rec: Optimization) -> None:
         s = rec.quantization.search
-        plot_search(self.query_one("#i8-plot", Plot), s, str(s.metric or "metric") if s is not None else "",
+        plot_search(self.query_one("#i8-plot", Plot), s, str(s.metric_label or "metric") if s is not None else "",
                     lambda timed: [(timed, "●", "trials")])
 
 
