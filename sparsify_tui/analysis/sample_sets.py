@@ -647,7 +647,7 @@ class SetSummary:
             return f"{plural(n, 'class', 'classes')} ({shown}{more})"
         if self.label_kind == "sequences":
             a, b = self.sequence_lengths or (0, 0)
-            return f"sequences of {a}-{b} values padded with -1 (e.g. texts as code points), {self.labels.dtype}"
+            return f"{self.labels.dtype} sequences of {a}-{b} (padded with -1: e.g. texts as code points)"
         return f"{self.labels.dtype} {self.labels.shape}"
 
     def line(self) -> str:

@@ -12,6 +12,7 @@ from textual.containers import Horizontal, Vertical
 from textual.widgets import Input, Label, OptionList, Static
 from textual.widgets.option_list import Option
 
+from sparsify_tui.tui.widgets.data_summary import DataSummary
 from sparsify_tui.tui.widgets.dialogs import FormDialog, form_buttons
 from sparsify_tui.tui.widgets.inputs import TextInput
 from sparsify_tui.tui.widgets.labels import elide_middle
@@ -86,6 +87,7 @@ class BenchmarkDialog(FormDialog[Optional[dict]]):
             with Horizontal(classes="row"):
                 yield Label("Sample data")
                 yield TextInput("", placeholder="synthetic; or FILE.npz / .npy", id="data", compact=True)
+            yield DataSummary("#data")
             yield from form_buttons("Run")
 
     def on_mount(self) -> None:
@@ -158,6 +160,7 @@ class ApplyDialog(FormDialog[Optional[dict]]):
                 yield Label("Sample data")
                 yield TextInput("", placeholder="INT8 calibration: synthetic; or FILE.npz / .npy", id="data",
                                 compact=True)
+            yield DataSummary("#data")
             yield Static("", id="status", classes="hint")
             yield from form_buttons("Apply", "apply", run_disabled=not self.optimizations)
 

@@ -9,6 +9,7 @@ from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.widgets import Input, Label, Select, Static
 
+from sparsify_tui.tui.widgets.data_summary import DataSummary
 from sparsify_tui.tui.widgets.dialogs import FormDialog, form_buttons
 from sparsify_tui.tui.widgets.inputs import TextInput
 from sparsify_tui.tui.widgets.toggles import TextCheckbox
@@ -61,6 +62,7 @@ class LossProfileDialog(FormDialog[Optional[dict]]):
                 yield Label("Data file")
                 yield TextInput(str(d["data"] or ""), placeholder="synthetic; or FILE.npz / .npy", id="data",
                                 compact=True)
+            yield DataSummary("#data")
             with Horizontal(classes="row"):
                 yield Label("Batches")
                 yield TextInput(str(d["batches"]), id="batches", type="integer", compact=True)

@@ -9,9 +9,12 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.screen import ModalScreen
+from textual.suggester import SuggestFromList
 from textual.widgets import Button, Input, Label, Select, Static, TabbedContent, TabPane, TextArea
 
+from sparsify_tui.settings import METRICS
 from sparsify_tui.tui.optimization.messages import ExportPreviewed, ExportWritten
+from sparsify_tui.tui.widgets.data_summary import DataSummary
 from sparsify_tui.tui.widgets.dialogs import FormDialog, form_buttons
 from sparsify_tui.tui.widgets.inputs import TextInput
 from sparsify_tui.tui.widgets.toggles import TextCheckbox
@@ -58,9 +61,9 @@ SEARCH_DIALOG_CSS = """
 (``.format(name=<the dialog class>)``)."""
 
 
-METRIC_OPTIONS = [("auto (from outputs)", "auto"), ("top1", "top1"), ("nmse", "nmse"), ("kl", "kl"),
-                  ("max_abs", "max_abs")]
-"""The accuracy metrics a search dialog offers ("auto": the search picks it from the model's outputs)."""
+METRIC_HINT = "auto; top1, nmse, kl, max_abs or FILE.py:FUNCTION (yours)"
+"""What a search dialog's Metric field takes: "auto" (the search picks it from the model's outputs), a built-in
+metric (suggested as it is typed), or a metric of the user's own (``--metric FILE.py:FUNCTION``)."""
 
 
 def search_keys(prefix: str, job: str) -> list[Binding]:
@@ -73,8 +76,9 @@ def search_keys(prefix: str, job: str) -> list[Binding]:
 
 class SearchDialog(FormDialog[Optional[dict]]):
     """Base of the dialogs that start a search job within an accuracy budget (INT8 search, budget search): a title,
-    one-line text fields (name, max drop, sample data, labels key, then :meth:`more_fields`), the metric and
-    :meth:`more_selects`, the error line and Search / Cancel; :attr:`SEARCH_DIALOG_CSS` layout, so it fits 80x24.
+    one-line text fields (name, max drop, sample data with its summary line, labels key, the metric: a built-in one
+    or the user's own ``FILE.py:FUNCTION``, then :meth:`more_fields`), :meth:`more_selects`, the error line and
+    Search / Cancel; :attr:`SEARCH_DIALOG_CSS` layout, so it fits 80x24.
     Every widget id starts with :attr:`PREFIX` (``"i8d-name"``). The subclass gives :meth:`values` (the job
     arguments, from :meth:`search_values` and its own fields; raises a one-line error shown under the fields, the
     dialog staying open). ``ctrl+r`` runs, ``escape`` closes (the subclass's ``BINDINGS``)."""
@@ -94,7 +98,7 @@ class SearchDialog(FormDialog[Optional[dict]]):
         return []
 
     def more_selects(self) -> list[tuple[str, str, list, str]]:
-        """The search's own selects after the metric: ``(label, id suffix, options, value)``."""
+        """The search's own selects after the text fields: ``(label, id suffix, options, value)``."""
         return []
 
     def compose(self) -> ComposeResult:
@@ -105,11 +109,15 @@ class SearchDialog(FormDialog[Optional[dict]]):
                     ("Name", "name", self.default_name, ""),
                     ("Max drop", "drop", "0.01", "in the metric's units, e.g. 0.01 = 1 point of top-1"),
                     ("Sample data", "data", self.default_data, self.DATA_HINT),
-                    ("Labels key", "labels", "", "none; or the labels array in the .npz"), *self.more_fields()):
+                    ("Labels key", "labels", "", "none; or the labels array in the .npz"),
+                    ("Metric", "metric", "", METRIC_HINT), *self.more_fields()):
                 with Horizontal(classes="row"):
                     yield Label(label)
-                    yield self.INPUT(value, placeholder=hint, id=f"{p}-{key}", compact=True)
-            for label, key, options, value in (("Metric", "metric", METRIC_OPTIONS, "auto"), *self.more_selects()):
+                    yield self.INPUT(value, placeholder=hint, id=f"{p}-{key}", compact=True,
+                                     suggester=SuggestFromList(("auto", *METRICS)) if key == "metric" else None)
+                if key == "data":
+                    yield DataSummary(f"#{p}-data")
+            for label, key, options, value in self.more_selects():
                 with Horizontal(classes="row"):
                     yield Label(label)
                     yield Select(options, value=value, allow_blank=False, id=f"{p}-{key}", compact=True)
@@ -131,10 +139,9 @@ class SearchDialog(FormDialog[Optional[dict]]):
         ``labels``, ``metric`` (None: auto). Raises ``SparsifyError`` (one line)."""
         from sparsify_tui import settings
 
-        metric = self.choice("metric")
         return {"name": self.text("name"), "max_drop": settings.max_drop(self.text("drop"), "Max drop"),
                 "data": settings.data_file(self.text("data"), "Sample data"),
-                "labels": self.text("labels") or None, "metric": None if metric == "auto" else metric}
+                "labels": self.text("labels") or None, "metric": settings.metric(self.text("metric"), "Metric")}
 
     def values(self) -> dict:  # pragma: no cover - every subclass defines it
         raise NotImplementedError

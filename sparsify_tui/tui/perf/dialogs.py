@@ -12,6 +12,7 @@ from textual.containers import Horizontal, Vertical
 from textual.widgets import Button, Input, Label, Static
 
 from sparsify_tui.tui.perf.messages import PerfJobSubmitted
+from sparsify_tui.tui.widgets.data_summary import DataSummary
 from sparsify_tui.tui.widgets.dialogs import FormDialog
 from sparsify_tui.tui.widgets.inputs import TextInput
 from sparsify_tui.tui.widgets.jobs import JobProgress
@@ -68,6 +69,7 @@ class PerfProfileDialog(FormDialog[Optional[dict]]):
                     yield Label("Sample data")
                     yield TextInput(str(d.get("data") or ""), placeholder="synthetic; or FILE.npz / .npy", id="data",
                                     compact=True)
+                yield DataSummary("#data")
                 yield TextCheckbox("Also quantize to INT8 and measure it", bool(d.get("int8", True)), id="int8",
                                    compact=True)
             yield Static("", id="error")
