@@ -231,3 +231,20 @@ def test_a_failing_metric_stops_the_job_with_one_line_and_no_record(demo, tmp_pa
     assert "metric broken failed at m.py line 2 (IndexError" in err and err.count("\n") == 1
     p = demo.get_project("demo")
     assert [o["name"] for o in demo.list_records(p["id"], "optimizations")] == ["v1"]
+
+
+def test_an_int8_search_by_a_user_metric_is_named_by_optimize_show_and_the_report(demo, tmp_path, capsys,
+                                                                                  flat_timing):  # noqa: F811
+    f = _metric_file(tmp_path / "m.py", NMSE_FILE)
+    sha = hashlib.sha256(f.read_bytes()).hexdigest()
+    capsys.readouterr()
+    assert main(["optimize", "demo", "--name", "q", "--quantize", "--max-drop", "100", "--metric", f"{f}:rel_error",
+                 "--calibration-size", "2"]) == 0  # full INT8 within budget: one trial
+    out = capsys.readouterr().out
+    assert f"metric: rel_error (--metric m.py:rel_error: your metric, lower is better" in out and sha[:12] in out
+    assert main(["optimization", "show", "demo", "q", "--json"]) == 0
+    search = json.loads(capsys.readouterr().out)["quantization"]["search"]
+    assert search["user_metric"]["sha256"] == sha and search["score_fp32"] == 0.0
+    assert main(["report", "demo"]) == 0
+    report = capsys.readouterr().out
+    assert f"metric: rel\\_error (m.py, sha256 {sha[:12]}, lower is better), budget 100" in report  # Markdown

@@ -91,8 +91,10 @@ class OptimizationEntry:
     :meth:`~sparsify_tui.optimization.structures.base.PruningStructure.settings_rows`), ``estimates`` (labelled
     *est.*), ``layers`` / ``pruned_layers`` (counts of its rows: layers, or channel groups) and ``rows_summary``
     (``"5 of 18 groups thinned"``), ``applied`` (output difference and file sizes of the applied model, or None),
-    ``benchmarks`` (its measured runs: batch, cores, median, items/s, speedup) and ``warnings`` (every one
-    ``optimization show`` prints: :meth:`~sparsify_tui.optimization.record.Optimization.all_warnings`)."""
+    ``benchmarks`` (its measured runs: batch, cores, median, items/s, speedup), ``warnings`` (every one
+    ``optimization show`` prints: :meth:`~sparsify_tui.optimization.record.Optimization.all_warnings`) and
+    ``predicted`` (what the budget search measured on its held-out items, in its metric, or the estimate:
+    :func:`~sparsify_tui.optimization.fidelity.predicted_change`)."""
 
     name: str
     id: Optional[str]
@@ -108,6 +110,23 @@ class OptimizationEntry:
     rows_summary: str = ""
     warnings: list = field(default_factory=list)
     setting_rows: list = field(default_factory=list)
+    predicted: str = ""
+    search_metric: str = ""
+
+
+def search_metric(rec: Any) -> str:
+    """The metric the optimization's search (budget search, else INT8 search) judged it by, with why: a metric of
+    the user's own by its name, file and sha256; "" when no search made it."""
+    s = rec.search if rec.search is not None else rec.quantization.search
+    if s is None:
+        return ""
+    um = s.user_metric
+    if um:
+        from pathlib import Path
+
+        return (f"{um.get('name')} ({Path(str(um.get('path'))).name}, sha256 {str(um.get('sha256'))[:12]}, "
+                f"{'higher' if um.get('higher_is_better', True) else 'lower'} is better), budget {s.max_drop:g}")
+    return f"{s.metric} ({s.metric_reason}), budget {s.max_drop:g}"
 
 
 @dataclass
@@ -226,8 +245,8 @@ ESTIMATE_FIELDS = (
 def optimization_entry(record: Any, measured: Optional[dict] = None) -> OptimizationEntry:
     """The report entry of an optimization (typed record or stored dict) with what was measured of it
     (:func:`sparsify_tui.services.comparisons.measured_results`)."""
+    from sparsify_tui.optimization.fidelity import predicted_change
     from sparsify_tui.optimization.record import Optimization
-
     from sparsify_tui.optimization.structures import load_optimization, structure_of
 
     rec = record if isinstance(record, Optimization) else load_optimization(record)
@@ -250,7 +269,8 @@ def optimization_entry(record: Any, measured: Optional[dict] = None) -> Optimiza
         estimates={k: est.get(k) for k, _ in ESTIMATE_FIELDS},
         layers=len(rec.layers), pruned_layers=sum(1 for l in rec.layers if (l.sparsity or 0) > 0),
         applied=measured.get("applied"), benchmarks=list(measured.get("benchmarks") or []),
-        rows_summary=kind.rows_summary(rec), warnings=rec.all_warnings(), setting_rows=rows)
+        rows_summary=kind.rows_summary(rec), warnings=rec.all_warnings(), setting_rows=rows,
+        predicted=predicted_change(rec), search_metric=search_metric(rec))
 
 
 def benchmark_entry(result) -> BenchmarkEntry:

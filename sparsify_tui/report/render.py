@@ -192,6 +192,9 @@ def _optimization_blocks(report: Report) -> list:
         pruned = e.rows_summary or f"{e.pruned_layers} of {e.layers} layers pruned"
         out.append(Para(f"Built from perf profile {e.perf_profile} and loss profile {e.loss_profile}; {pruned}."))
         out += _warnings(e.warnings)
+        if e.search_metric:
+            out.append(Para(f"Searched within an accuracy budget; metric: {e.search_metric}. Predicted output change: "
+                            f"{e.predicted}."))
         out.append(Table(["Setting", "Value"], [[k, num(v)] for k, v in e.setting_rows]))
         est = e.estimates
         out.append(Table(["Estimate", "Value"], [
