@@ -45,10 +45,10 @@ def test_data_field_summary_and_own_metric_in_the_search_dialog(workspace_home, 
             # a metric of the user's own: checked in the dialog (one line, the dialog stays), then submitted
             app.screen.query_one("#bsd-data").value = str(data)
             app.screen.query_one("#bsd-drop").value = "0.02"
-            app.screen.query_one("#bsd-own-metric").value = f"{metric}:nope"
+            app.screen.query_one("#bsd-metric").value = f"{metric}:nope"
             app.screen.query_one("#bsd-ok").press()
             await wait_for(pilot, lambda: "defines no 'nope'" in str(app.screen.query_one("#error").render()))
-            app.screen.query_one("#bsd-own-metric").value = f"{metric}:hits"
+            app.screen.query_one("#bsd-metric").value = f"{metric}:hits"
             app.screen.query_one("#bsd-ok").press()
             await wait_for(pilot, lambda: submitted)
             assert submitted[0][0] == "budget_search" and submitted[0][1]["metric"] == f"{metric}:hits"

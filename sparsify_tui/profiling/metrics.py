@@ -187,7 +187,7 @@ class MetricChoice:
     class_output: Optional[str] = None
     labelled: bool = False
     user: Any = field(default=None, repr=False, compare=False)
-    _reference: Any = field(default=None, repr=False, compare=False)  # (reference list, stacked, labels, score)
+    _reference: Any = field(default=None, repr=False, compare=False)  # (reference, labels, stacked, lab, score)
 
     @property
     def budget_units(self) -> str:

@@ -133,8 +133,8 @@ def load_user_metric(spec: str) -> UserMetric:
         with open(path, "rb") as fh:
             data = fh.read()
     except OSError as err:
-        raise MetricError(f"metric file {path} cannot be read ({err.strerror}): check --metric FILE.py:FUNCTION") \
-            from None
+        raise MetricError(f"metric file {path} cannot be read ({err.strerror}): restore it, or give another --metric "
+                          "(a built-in one, or FILE.py:FUNCTION)") from None
     sha = hashlib.sha256(data).hexdigest()
     known = _LOADED.get((path, sha))
     if known is not None and known.function == function:
