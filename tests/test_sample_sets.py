@@ -256,3 +256,20 @@ def test_missing_pillow_names_the_extra(tmp_path, capsys, monkeypatch):
     monkeypatch.setitem(sys.modules, "PIL", None)  # `import PIL` raises ImportError
     err = _one_line_error(capsys, main(["data", "images", str(tmp_path / "imgs"), "-o", str(tmp_path / "o.npz")]))
     assert "pip install 'sparsify-tui[data]'" in err
+
+
+def test_text_labels_do_not_stop_a_run_that_scores_no_outputs(tmp_path):
+    """A perf or loss profile never reads the labels: a set with texts as code points (``--text-labels``) feeds it as
+    any other; a run that scores outputs with a built-in metric still wants class indices (one line)."""
+    from sparsify_tui.analysis.run_inputs import check_run_inputs
+    from sparsify_tui.errors import SampleDataError
+
+    model = _image_model(tmp_path / "m.onnx")
+    np.savez(tmp_path / "t.npz", img=np.zeros((3, 3, 8, 12), np.float32),
+             labels=np.array([[72, 105, -1], [79, -1, -1], [65, 66, 67]], np.int32))
+    check_run_inputs(model, 1, {}, str(tmp_path / "t.npz"))  # perf and loss profiles
+    with pytest.raises(SampleDataError, match=r"have shape \[3, 3\]: give one class index per item"):
+        check_run_inputs(model, 1, {}, str(tmp_path / "t.npz"), scores_outputs=True)
+    np.savez(tmp_path / "short.npz", img=np.zeros((3, 3, 8, 12), np.float32), labels=np.zeros((2, 3), np.int32))
+    with pytest.raises(SampleDataError, match="have 2 items and the inputs 3"):
+        check_run_inputs(model, 1, {}, str(tmp_path / "short.npz"))

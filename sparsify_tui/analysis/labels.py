@@ -65,6 +65,17 @@ def split_labels(path: Union[str, os.PathLike], key: Optional[str] = None) -> tu
                           "give the key of the labels array")
 
 
+def check_label_rows(labels: np.ndarray, items: int, key: str) -> np.ndarray:
+    """Labels of any kind (a user metric's, or of a run that does not score outputs): one row per input item
+    (first axis = items), returned as they are. Raises ``SampleDataError`` (one line)."""
+    a = np.asarray(labels)
+    if a.ndim == 0 or len(a) != items:
+        n = "a single value" if a.ndim == 0 else plural(len(a), "item")
+        raise SampleDataError(f"labels {key!r} have {n} and the inputs {items}: give one row of labels per "
+                              "input item, in the same order (first axis = items)")
+    return a
+
+
 def check_labels(labels: np.ndarray, items: int, key: str, classes: Optional[int] = None,
                  metric: Optional[str] = None) -> np.ndarray:
     """Validated labels: an int64 array ``(items,)`` of class indices.
@@ -75,11 +86,7 @@ def check_labels(labels: np.ndarray, items: int, key: str, classes: Optional[int
     items, returned as they are. Raises ``SampleDataError`` (one line)."""
     a = np.asarray(labels)
     if is_user_metric(metric):
-        if a.ndim == 0 or len(a) != items:
-            n = "a single value" if a.ndim == 0 else plural(len(a), "item")
-            raise SampleDataError(f"labels {key!r} have {n} and the inputs {items}: give one row of labels per "
-                                  "input item, in the same order (first axis = items)")
-        return a
+        return check_label_rows(a, items, key)
     if a.dtype.kind not in "iu":
         raise SampleDataError(f"labels {key!r} are {a.dtype.name}: save them as integer class indices "
                               "(e.g. labels.astype(numpy.int64)), or score them with a metric of your own "
@@ -305,5 +312,5 @@ def _item_count(data, specs, key: Optional[str]) -> int:
 
 
 __all__ = ["DEFAULT_LABELS_KEY", "DEFAULT_CALIBRATION_ITEMS", "HELD_OUT_SEED", "ItemSplit", "split_items",
-           "SampleSet", "sample_set", "item_count", "split_labels", "check_labels", "batch_labels",
+           "SampleSet", "sample_set", "item_count", "split_labels", "check_labels", "check_label_rows", "batch_labels",
            "declared_outputs", "check_outputs_fit", "labels_need_class_output", "metric_needs_class_output"]

@@ -11,7 +11,7 @@ from typing import Optional, Union
 from sparsify_tui.analysis.inputs import (
     CLASS_NAMES_KEY, InputSpec, check_sample_data, check_scalar_values, input_specs, inspect_sample_data,
 )
-from sparsify_tui.analysis.labels import check_labels, check_outputs_fit, split_labels
+from sparsify_tui.analysis.labels import check_label_rows, check_labels, check_outputs_fit, split_labels
 from sparsify_tui.errors import SampleDataError
 
 
@@ -26,7 +26,8 @@ def check_run_inputs(model_path: Union[str, os.PathLike], batch_size: int = 1, d
     loads the model: :func:`sparsify_tui.analysis.shapes.check_shapes`), and the sample data ``data`` (headers only, :func:`~sparsify_tui.analysis.inputs.check_sample_data`) matches the
     inputs, or else every scalar input has a value; ``batches`` synthetic batches kept together must fit in
     memory too. The labels array of ``data`` (``labels_key``, default ``labels`` when present,
-    :mod:`sparsify_tui.analysis.labels`) is not an input: it is validated as labels. ``scores_outputs``: the run
+    :mod:`sparsify_tui.analysis.labels`) is not an input: it is validated as labels (one row per item; class
+    indices for a run that scores outputs with a built-in metric). ``scores_outputs``: the run
     scores the outputs (apply, benchmark, INT8 search), so the labels and ``metric`` (``--metric``, None for the
     default) are checked against the model's declared outputs too
     (:func:`sparsify_tui.analysis.labels.check_outputs_fit`: labels or top1/kl need a class-score output, labels
@@ -56,7 +57,9 @@ def check_run_inputs(model_path: Union[str, os.PathLike], batch_size: int = 1, d
         if raw is not None:
             items = next((int(shape[0]) for name, (shape, _dt) in inspect_sample_data(data).items()
                           if name not in (key, CLASS_NAMES_KEY) and len(shape)), batches_given * batch_size)
-            labels = check_labels(raw, items, key, metric=metric)
+            # labels matter to a run that scores outputs; any other run (perf, loss) only needs one row per item
+            labels = check_labels(raw, items, key, metric=metric) if scores_outputs else \
+                check_label_rows(raw, items, key)
     else:
         if labels_key:
             raise SampleDataError(f"--labels {labels_key} needs --data FILE.npz holding the inputs and the labels")
