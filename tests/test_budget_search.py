@@ -440,7 +440,7 @@ def test_optimization_show_puts_the_held_out_score_beside_the_speed_and_flags(wo
     assert main(["optimization", "show", "cnn", "b"]) == 0
     out = capsys.readouterr().out
     assert ("applied: accuracy 61.0% (FP32 100.0%), top-1 agreement 61.0%, NMSE 0.4 on 16 batches; measured "
-            "1.70× ('bench', batch 1, 2 cores)") in out
+            "1.70× vs the original on onnxruntime fp32 ('bench', batch 1, 2 cores)") in out
     assert "warning: too far from the original to use without fine-tuning: export the training code (`e`)" in out
     _applied(ws, project["id"], "b", {"top1_agreement": 0.97, "nmse": 0.01, "samples": 16})
     assert main(["optimization", "show", "cnn", "b"]) == 0

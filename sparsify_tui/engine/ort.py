@@ -22,7 +22,6 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any, Callable, Mapping, Optional, Sequence, Union
 
-from sparsify_tui.analysis.graph import UniqueKeys
 from sparsify_tui.engine.base import Engine, KernelTimes, ModelSource, ProfiledPass, QuantizationResult, Session
 from sparsify_tui.errors import ModelError
 from sparsify_tui.progress import CancelToken, ProgressFn
@@ -112,8 +111,7 @@ class OnnxRuntimeEngine(Engine):
     def precision_problem(self, precision: str) -> Optional[str]:
         if precision == "fp32":
             return None
-        return (f"onnxruntime's CPU provider runs fp32 sessions only, not {precision}: use --precision fp32, "
-                "or --engine openvino")
+        return f"onnxruntime's CPU provider runs fp32 sessions only, not {precision}: use --precision fp32"
 
     def settings(self, core_count: int) -> dict:
         return {
@@ -268,6 +266,8 @@ def parse_trace(trace: Union[str, Path, list, dict], skip_runs: int = 0) -> Kern
     kernels (If/Loop/Scan) enclose the kernels of their subgraphs: nested events are subtracted from the
     enclosing one, so nothing is counted twice.
     """
+    from sparsify_tui.analysis.graph import UniqueKeys  # (imports onnx: not when the package is imported)
+
     if isinstance(trace, (str, Path)):
         with open(trace, "r", encoding="utf-8") as fh:
             trace = json.load(fh)

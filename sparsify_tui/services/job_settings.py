@@ -120,14 +120,15 @@ def runtimes(args: Dict[str, Any], flags: Optional[Mapping[str, str]] = None) ->
             if problem is None:
                 pairs.append((e, p))
             else:
-                problems[p] = problem
+                problems.setdefault(p, []).append(problem)
                 if not every_precision:
                     notes.append(f"{e} {p} skipped: {problem}")
     for p in precisions:
         if all(q != p for _, q in pairs):
+            why = "; ".join(problems[p])
             if not every_precision:
-                raise SparsifyError(f"{f['precisions']} {p}: {problems[p]}")
-            notes.append(f"{p} skipped: {problems[p]}")  # every precision asked for: one line for one no engine runs
+                raise SparsifyError(f"{f['precisions']} {p}: {why}")
+            notes.append(f"{p} skipped: {why}")  # every precision asked for: one line for one no engine runs
     return pairs, notes
 
 
