@@ -18,7 +18,7 @@ import os
 from typing import Any, Iterable, Mapping, Optional
 
 from sparsify_tui.errors import SparsifyError
-from sparsify_tui.formatting import plural
+from sparsify_tui.formatting import name_problem, plural, safe_line
 
 WARMUP = 5
 """Untimed runs before timing (perf profiles and benchmarks)."""
@@ -48,6 +48,19 @@ def _whole(value: Any, flag: str) -> int:
     if not ok:
         raise SparsifyError(f"{flag} {value!r} is not allowed: {flag} must be a whole number")
     return number
+
+
+def name(value: Any, flag: str = "--name", what: str = "a name") -> str:
+    """A record or project name (stripped; empty stays empty, for the caller's default): no control character
+    (newline and tab included), bidirectional control or zero-width character (:func:`sparsify_tui.formatting.
+    name_problem`): a newline forged a row of ``sparsify-tui list``, and a right-to-left override reordered
+    what the terminal showed."""
+    text = str(value if value is not None else "").strip()
+    problem = name_problem(text)
+    if problem:
+        raise SparsifyError(f"{flag} {safe_line(text)!r} is not allowed: {what} cannot hold {problem}; give "
+                            "printable text (no control characters, bidirectional controls or zero-width characters)")
+    return text
 
 
 def batch_size(value: Any, flag: str = "--batch-size") -> int:
@@ -241,6 +254,10 @@ def output_path(value: Any, flag: str = "-o", *, allow_dir: bool = False, worksp
     text = str(value or "").strip()
     if not text:
         raise SparsifyError(f"{flag} is empty: give the path of the file to write")
+    problem = name_problem(text)
+    if problem:
+        raise SparsifyError(f"{flag} {safe_line(text)!r} is not allowed: a file path written here cannot hold "
+                            f"{problem}; give a path of printable characters")
     p = Path(text).expanduser()
     if p.is_dir() and not p.is_symlink():
         if allow_dir and os.access(p, os.W_OK):

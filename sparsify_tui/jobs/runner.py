@@ -278,6 +278,37 @@ def list_jobs(ws: Workspace, project_id: Optional[str] = None) -> List[Dict[str,
     return ws.list_jobs(project_id)
 
 
+def active_jobs(ws: Workspace, project_id: str) -> List[Dict[str, Any]]:
+    """The pending and running jobs of a project (id or name), after :func:`refresh` (a job whose process is gone
+    is not active): what deleting the project would cancel."""
+    return [j for j in list_jobs(ws, project_id) if j.get("status") in ACTIVE]
+
+
+def active_jobs_phrase(jobs: List[Dict[str, Any]]) -> str:
+    """The active jobs a deletion would cancel, in words, once for the CLI and the TUI:
+    ``a running job (perf profile 'baseline')``, ``2 jobs (perf profile 'a', running; loss profile 'b', queued)``."""
+    def state(j: Dict[str, Any]) -> str:
+        return "running" if j.get("status") == "running" else "queued"
+
+    if len(jobs) == 1:
+        return f"a {state(jobs[0])} job ({jobs[0].get('title') or jobs[0].get('type')})"
+    return f"{len(jobs)} jobs (" + "; ".join(f"{j.get('title') or j.get('type')}, {state(j)}" for j in jobs) + ")"
+
+
+def delete_project(ws: Workspace, project_id: str) -> None:
+    """Delete a project (:meth:`Workspace.delete_project`, an unindexed folder too) after asking each of its active
+    jobs to stop (:func:`cancel`: marked canceled, SIGTERM): the CLI's ``delete --force`` and the TUI's confirmed
+    delete. The caller has told the user about those jobs (:func:`active_jobs_phrase`)."""
+    entry = ws.project_entry(project_id, orphans=True)
+    if not entry.get("orphan"):
+        for job in active_jobs(ws, entry["id"]):
+            try:
+                cancel(ws, job["id"])
+            except SparsifyError:  # finished and gone meanwhile
+                pass
+    ws.delete_project(entry["id"])
+
+
 def cancel(ws: Workspace, job_id: str) -> Dict[str, Any]:
     """Ask a job to stop: sets ``cancel_requested`` and sends SIGTERM to its process.
 

@@ -173,7 +173,7 @@ def perf_settings(project: Dict[str, Any], args: Dict[str, Any], *, model_path=N
     f = _flags(PERF_FLAGS, flags)
     d = project_defaults(project, args)
     out = {
-        "name": args.get("name") or d.setup.get("perf_name") or "baseline",
+        "name": settings.name(args.get("name")) or d.setup.get("perf_name") or "baseline",
         "run": run_spec(d, args, f),
         "warmup": settings.warmup(args.get("warmup"), f["warmup"]),
         "iterations": settings.iterations(args.get("iterations"), f["iterations"]),
@@ -214,7 +214,7 @@ def loss_settings(project: Dict[str, Any], args: Dict[str, Any], *, model_path=N
         raise SparsifyError(f"{f['data']} is used by the one-shot method only, not {method}: drop it or choose "
                             f"{f['method']} one-shot")
     out = {
-        "name": args.get("name") or d.setup.get("loss_name") or "baseline",
+        "name": settings.name(args.get("name")) or d.setup.get("loss_name") or "baseline",
         "method": method,
         "levels": levels,
         "data": data,
@@ -283,7 +283,7 @@ def int8_settings(project: Dict[str, Any], args: Dict[str, Any]) -> Dict[str, An
     labels, calibration, calibration_size, dims, run`` (:class:`~sparsify_tui.engine.run.RunSpec`: the runtime
     searched, batch 1, the cores) (module docstring; the data defaults to the project's sample data)."""
     d = project_defaults(project, {**args, "batch_size": 1})
-    name = str(args.get("name") or "").strip()
+    name = settings.name(args.get("name"))
     if not name:
         raise ProjectError("an optimization needs a name: pass --name NAME")
     sp = args.get("sparsity")
@@ -315,7 +315,7 @@ def budget_settings(project: Dict[str, Any], args: Dict[str, Any]) -> Dict[str, 
     from sparsify_tui.optimization.structures.channel import IMPORTANCES
 
     d = project_defaults(project, args)
-    name = str(args.get("name") or "").strip()
+    name = settings.name(args.get("name"))
     if not name:
         raise SparsifyError("an optimization needs a name: pass --name NAME")
     if args.get("max_drop") in (None, ""):

@@ -308,8 +308,10 @@ class SparsifyApp(App[int]):
     def _update_chrome(self) -> None:
         bar = self.query_one(SectionBar)
         bar.show(self.section, self.project_id is not None)
+        from sparsify_tui.formatting import safe_line
+
         name = self.project_name()
-        self.sub_title = f"project: {name}" if name else "no project open"
+        self.sub_title = f"project: {safe_line(name)}" if name else "no project open"
 
     def project_name(self) -> Optional[str]:
         """The open project's name (its id until the name is read), None when no project is open."""
