@@ -63,6 +63,38 @@ def name(value: Any, flag: str = "--name", what: str = "a name") -> str:
     return text
 
 
+MAX_MEMORY_ENV = "SPARSIFY_TUI_MAX_MEMORY"
+"""Environment variable of the memory a job may allocate (``--max-memory`` sets it for the jobs a command runs; set
+it before ``sparsify-tui`` for the TUI's jobs): a size such as ``16G``, or ``none``."""
+_UNITS = {"": 1, "B": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
+
+
+def memory_size(value: Any, flag: str = "--max-memory") -> Optional[int]:
+    """A memory limit in bytes: a number with an optional binary unit (``512M``, ``16G``, ``1.5T``; ``KiB``/``GB``
+    spellings too, all powers of 1024), at least 64 MiB; ``none``/``unlimited`` is None (no limit)."""
+    import re
+
+    text = str(value if value is not None else "").strip()
+    if text.lower() in ("none", "unlimited", "off"):
+        return None
+    m = re.fullmatch(r"(\d+(?:\.\d+)?)\s*([KMGT]?)(?:i?B)?", text, flags=re.IGNORECASE)
+    if not m:
+        raise SparsifyError(f"{flag} {text!r} is not allowed: give a size such as 16G, 512M or 1.5T (or none)")
+    n = int(float(m.group(1)) * _UNITS[m.group(2).upper()])
+    if n < 64 << 20:
+        raise SparsifyError(f"{flag} {text} is not allowed: {flag} must be 64M or more (or none)")
+    return n
+
+
+def max_memory_setting() -> tuple[Optional[int], bool]:
+    """``(bytes, set)``: the job memory limit :data:`MAX_MEMORY_ENV` gives (None: no limit) and whether it is set
+    at all (unset: the memory available when the job starts, :func:`sparsify_tui.analysis.system.job_memory_limit`)."""
+    text = os.environ.get(MAX_MEMORY_ENV)
+    if text is None or not text.strip():
+        return None, False
+    return memory_size(text, MAX_MEMORY_ENV), True
+
+
 def batch_size(value: Any, flag: str = "--batch-size") -> int:
     """A batch size in 1..:data:`MAX_BATCH_SIZE` items."""
     n = _whole(value, flag)

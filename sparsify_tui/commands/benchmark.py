@@ -198,6 +198,8 @@ def _data_lines(applied) -> list:
 
 
 def register(sub) -> None:
+    from sparsify_tui.commands.output import add_memory_option
+
     import argparse
 
     p = sub.add_parser(
@@ -227,6 +229,7 @@ def register(sub) -> None:
                    help="key of the labels array in --data: accuracy of baseline and optimized (default labels)")
     p.add_argument("--metric", default=None, metavar="M", help="top1 | nmse | kl | max_abs (default from the outputs)")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
+    add_memory_option(p)
     p.set_defaults(handler=cmd_benchmark)
 
     a = sub.add_parser(
@@ -250,4 +253,5 @@ def register(sub) -> None:
                    help="items of --data that calibrate (default: 16 for INT8; channel: half the items, at most 64); "
                         "every other item is held out and scored")
     a.add_argument("--json", action="store_true", help="print the result as JSON")
+    add_memory_option(a)
     a.set_defaults(handler=cmd_apply)

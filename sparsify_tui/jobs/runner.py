@@ -19,6 +19,10 @@
   :func:`list_jobs`, so a job is never left ``running`` forever.
 * :func:`run_here` runs a job in the calling process (the headless CLI) with the same lock and
   records.
+* A job may allocate at most its memory limit (:func:`sparsify_tui.analysis.system.job_memory_limit`: ``--max-memory``
+  / ``$SPARSIFY_TUI_MAX_MEMORY``, else the memory available when it starts); an allocation beyond it ends the job in
+  one line naming the limit and how to raise it (:func:`_run_handler`). Python warnings of a foreground job go to
+  its log, not to the terminal.
 """
 
 from __future__ import annotations
@@ -280,8 +284,11 @@ def list_jobs(ws: Workspace, project_id: Optional[str] = None) -> List[Dict[str,
 
 def active_jobs(ws: Workspace, project_id: str) -> List[Dict[str, Any]]:
     """The pending and running jobs of a project (id or name), after :func:`refresh` (a job whose process is gone
-    is not active): what deleting the project would cancel."""
-    return [j for j in list_jobs(ws, project_id) if j.get("status") in ACTIVE]
+    is not active): what deleting the project would cancel. Its index entry is enough (a damaged project has jobs
+    too)."""
+    pid = ws.project_entry(project_id)["id"]
+    refresh(ws)
+    return [j for j in ws.list_jobs(pid) if j.get("status") in ACTIVE]
 
 
 def active_jobs_phrase(jobs: List[Dict[str, Any]]) -> str:
@@ -405,6 +412,45 @@ def _watch(ws: Workspace, job_id: str, token: CancelToken, reporter: _Reporter, 
             pass
 
 
+def _run_handler(handler, ctx: JobContext, log=None) -> Any:
+    """``handler(ctx)`` under the job's memory limit (:func:`sparsify_tui.engine.memory.memory_limit` of
+    :func:`sparsify_tui.analysis.system.job_memory_limit`), with Python warnings (numpy's RuntimeWarnings...) written to
+    the job's ``log`` (a foreground job's; a detached job's stderr is its log). A failed allocation
+    (:func:`sparsify_tui.engine.memory.allocation_failure`) becomes a :class:`JobError`: one line naming what was
+    asked, the limit and how to raise it."""
+    import warnings
+
+    from sparsify_tui.analysis.system import job_memory_limit
+    from sparsify_tui.engine.memory import allocation_failure, memory_limit
+    from sparsify_tui.formatting import format_bytes
+
+    limit, source = job_memory_limit()
+    out = log if log is not None else sys.stderr
+
+    def to_log(message, category, filename, lineno, file=None, line=None) -> None:
+        _log_line(out, warnings.formatwarning(message, category, filename, lineno, line).strip())
+
+    try:
+        with warnings.catch_warnings(), memory_limit(limit):
+            warnings.showwarning = to_log
+            return handler(ctx)
+    except (JobCanceled, KeyboardInterrupt):
+        raise
+    except BaseException as err:  # noqa: BLE001 - only a failed allocation is turned into a line here
+        asked = allocation_failure(err)
+        if asked is None:
+            raise
+        what = ctx.job.get("title") or ctx.job.get("type") or "the job"
+        asked_text = f"{format_bytes(asked)} at once" if asked else "more memory"
+        if limit is None:
+            raise JobError(f"{what} ran out of memory: it asked for {asked_text}, more than this machine could give: "
+                           "give smaller inputs (--batch-size, --dim) or run it on a machine with more memory") from err
+        raise JobError(f"{what} ran out of memory: it asked for {asked_text}, beyond its limit of "
+                       f"{format_bytes(limit)} ({source}): give smaller inputs (--batch-size, --dim), or raise the "
+                       f"limit with --max-memory SIZE (or SPARSIFY_TUI_MAX_MEMORY=SIZE before starting the TUI) if "
+                       "the machine has the memory") from err
+
+
 def _execute(ws: Workspace, job: Dict[str, Any], token: CancelToken, extra: Optional[ProgressFn],
              log=None) -> Dict[str, Any]:
     """Wait for the lock, run the handler, record the outcome. Returns the final job dict.
@@ -437,7 +483,7 @@ def _execute(ws: Workspace, job: Dict[str, Any], token: CancelToken, extra: Opti
             )
             ctx = JobContext(ws=ws, job=job, project_id=job.get("project_id"), args=dict(job.get("args") or {}),
                              progress=reporter, cancel=token)
-            result = handler(ctx)
+            result = _run_handler(handler, ctx, log)
             result = json.loads(json.dumps(result if result is not None else {}, default=str))
             stop.set()
             with reporter.lock:

@@ -181,7 +181,12 @@ def perf_settings(project: Dict[str, Any], args: Dict[str, Any], *, model_path=N
         "int8": bool(args.get("int8", True)),
         "dims": settings.dims(d.dims),
     }
-    _check_inputs(model_path, [out["run"].batch_size], out["dims"], out["data"], user_dims=args.get("dims"))
+    if model_path is not None:
+        from sparsify_tui.profiling.perf import sample_batches_used
+
+        _check_inputs(model_path, [out["run"].batch_size], out["dims"], out["data"], user_dims=args.get("dims"),
+                      data_batches=sample_batches_used(out["warmup"], out["iterations"], out["int8"]),
+                      finite=out["int8"])
     return out
 
 
@@ -227,7 +232,7 @@ def loss_settings(project: Dict[str, Any], args: Dict[str, Any], *, model_path=N
     }
     if model_path is not None and method == "one-shot":
         _check_inputs(model_path, [out["run"].batch_size], out["dims"], out["data"], batches=out["batches"],
-                      user_dims=args.get("dims"))
+                      user_dims=args.get("dims"), data_batches=out["batches"], finite=out["int8"])
     elif model_path is not None:
         from sparsify_tui.analysis.loading import load_model
         from sparsify_tui.analysis.shapes import check_shapes, check_user_dims, dim_keys

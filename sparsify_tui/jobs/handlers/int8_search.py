@@ -18,7 +18,7 @@ def check(ws, project: Dict[str, Any], args: Dict[str, Any]) -> None:
     check_name_free(ws, project["id"], s["name"])
     check_loss_structure(ws, project["id"], s["loss"], "unstructured")
     check_run_inputs(ws.model_path(project["id"]), 1, s["dims"], s["data"], labels_key=s["labels"],
-                     metric=s["metric"], scores_outputs=True)
+                     metric=s["metric"], scores_outputs=True, finite=True)
 
 
 def run(ctx) -> Dict[str, Any]:
