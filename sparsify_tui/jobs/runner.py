@@ -212,6 +212,11 @@ def _reap(ws: Workspace, job_id: str, proc: subprocess.Popen) -> None:
 
 def _death_fields(ws: Workspace, job: Dict[str, Any], returncode: Optional[int]) -> Dict[str, Any]:
     tail = log_tail(ws, job["id"])
+    if "Fatal Python error" not in tail:  # a native crash's header sits above a long stack dump: keep it
+        fatal = [ln for ln in log_tail(ws, job["id"], lines=200, max_chars=64 * 1024).splitlines()
+                 if ln.startswith("Fatal Python error")]
+        if fatal:
+            tail = f"{fatal[-1]}\n...\n{tail}"
     if job.get("cancel_requested"):
         return {"status": "canceled", "finished": now_iso(), "stderr_tail": tail or None}
     if returncode is not None and returncode < 0:
