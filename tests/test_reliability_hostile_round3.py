@@ -209,7 +209,7 @@ def test_runtime_allocation_beyond_the_limit_is_one_line(home, tmp_path, capsys,
 
 def test_a_bad_max_memory_is_one_line(home, capsys):
     before = snapshot(home)
-    for value in ("12x", "-1G", "1K"):
+    for value in ("12x", "lots", "1K"):
         assert_refused(run_main(capsys, "profile", "perf", "demo", "--max-memory", value), "--max-memory", "is not allowed")
     assert_nothing_left(before, home)
 
