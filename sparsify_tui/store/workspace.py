@@ -595,13 +595,15 @@ class Workspace:
                 return {"id": ref, "name": ref, "created": None, "orphan": True}
             raise
 
-    def _orphan_folder(self, ref: str) -> Optional[Path]:
-        """``projects/<ref>`` when it is a project folder (or a link in its place) the index lacks and no create is
-        building; None otherwise."""
+    def _orphan_folder(self, ref: str, indexed: Optional[set] = None) -> Optional[Path]:
+        """``projects/<ref>`` when it is a project folder (or a link in its place) the index lacks (``indexed``: the
+        ids it has, read when not given) and no create is building; None otherwise."""
         if not isinstance(ref, str) or not _PROJECT_ID.fullmatch(ref):
             return None
         path = self.projects_dir / ref
-        if not os.path.lexists(path) or folder_claimed(path) or ref in {e["id"] for e in self._index()}:
+        if not os.path.lexists(path) or folder_claimed(path):
+            return None
+        if ref in (indexed if indexed is not None else {e["id"] for e in self._index()}):
             return None
         return path
 
@@ -638,8 +640,9 @@ class Workspace:
             names = sorted(e.name for e in os.scandir(self.projects_dir))
         except OSError:
             names = []
+        indexed = {e["id"] for e in index}
         for name in names:
-            if self._orphan_folder(name) is not None:
+            if self._orphan_folder(name, indexed) is not None:
                 out.append({"id": name, "name": "", "problem": (
                     f"folder {self.projects_dir / name} is in no project index and holds no readable project.json: "
                     f"remove it with `sparsify-tui delete {name} --yes`")})
