@@ -443,7 +443,7 @@ def fleet_name(value: Any, flag: str = "--name") -> str:
     :data:`FLEET_NAME_FIELDS` in braces."""
     import string
 
-    text = str(value or "").strip() or FLEET_NAME
+    text = name(value, flag) or FLEET_NAME
     try:
         fields = [f for _, f, _, _ in string.Formatter().parse(text) if f is not None]
     except ValueError as err:

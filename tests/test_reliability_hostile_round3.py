@@ -326,7 +326,7 @@ def test_names_refuse_newlines_and_invisible_characters(home, tmp_path, capsys, 
     before = snapshot(home)
     for args in (["create", DEMO, "--name", name, *DIMS], ["edit", "demo", "--name", name],
                  ["profile", "perf", "demo", "--name", name], ["profile", "loss", "demo", "--name", name],
-                 ["optimize", "demo", "--name", name]):
+                 ["optimize", "demo", "--name", name], ["benchmark", "demo", "--name", name]):
         line = assert_refused(run_main(capsys, *args), needle)
         assert "\u202e" not in line and "\u200b" not in line
     assert_nothing_left(before, home)

@@ -405,6 +405,7 @@ def benchmark_settings(project: Dict[str, Any], args: Dict[str, Any], *, model_p
     every batch size (``args["data"]`` and its ``labels`` too)."""
     f = _flags(BENCHMARK_FLAGS, flags)
     d = project_defaults(project, {"dims": args.get("dims")})
+    settings.name(args.get("name"))  # a benchmark's name is shown like a profile's: no newline, no invisible character
     pairs, notes = runtimes(args, f)
     out = {
         "runtimes": pairs,
