@@ -31,6 +31,13 @@ file. One more writer is killed with ``SIGKILL`` midway. Afterwards every record
 finished writers must be there and every JSON file must parse.
 
 The figures printed are what the issue quotes: iterations, corrupt files, lost records, time.
+
+**The hostile set** (``--hostile``, instead of the loops above): every hostile-input case of the reliability issues
+(11, 21, 29), as the tests of :data:`HOSTILE_FILES` run them, in one command; prints per file and in total how many
+cases pass, fail or are skipped, and the failing ones::
+
+    python benchmarks/reliability.py --hostile            # all of them (about 10 min on a busy 2-core machine)
+    python benchmarks/reliability.py --hostile -k keymap  # a subset (pytest's -k)
 """
 
 from __future__ import annotations
@@ -418,6 +425,39 @@ def concurrent_writers(root: Path, writers: int = 4, writes: int = 50) -> Dict[s
             "leftovers": len(workspace_files(root)["leftovers"]), "seconds": round(time.perf_counter() - t0, 1)}
 
 
+# ----------------------------------------------------------------------------------------------- the hostile set
+HOSTILE_FILES = ("tests/test_bad_input.py", "tests/test_reliability_bad_input.py", "tests/test_reliability_hostile.py",
+                 "tests/test_reliability_store.py", "tests/test_reliability_hostile_round3.py")
+"""The tests holding the hostile cases: bad models (issue 11), bad data and arguments, the store under kills and
+races, the hostile set of issue 21 and the one of issue 29 (round 3)."""
+
+
+def hostile_set(select: Optional[str] = None, workers: int = 0) -> Dict[str, Any]:
+    """Run the hostile cases (:data:`HOSTILE_FILES`) with pytest in a child process; returns ``{"files": {file:
+    {"passed", "failed", "skipped"}}, "failed": [case ids], "total": {...}, "seconds"}`` read from its JUnit XML."""
+    import tempfile
+    import xml.etree.ElementTree as ET
+
+    t0 = time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix="sparsify-hostile-") as tmp:
+        xml_path = Path(tmp) / "hostile.xml"
+        cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-n", str(workers),
+               f"--junitxml={xml_path}", *HOSTILE_FILES] + (["-k", select] if select else [])
+        subprocess.run(cmd, cwd=ROOT, env=dict(os.environ, PYTHONPATH=str(ROOT)), stdout=subprocess.DEVNULL)
+        files: Dict[str, Dict[str, int]] = {f: {"passed": 0, "failed": 0, "skipped": 0} for f in HOSTILE_FILES}
+        failed: List[str] = []
+        for case in ET.parse(xml_path).getroot().iter("testcase"):
+            module = (case.get("classname") or "").split(".")[-1]
+            name = f"tests/{module}.py"
+            outcome = "skipped" if case.find("skipped") is not None else \
+                "failed" if case.find("failure") is not None or case.find("error") is not None else "passed"
+            files.setdefault(name, {"passed": 0, "failed": 0, "skipped": 0})[outcome] += 1
+            if outcome == "failed":
+                failed.append(f"{name}::{case.get('name')}")
+    total = {k: sum(f[k] for f in files.values()) for k in ("passed", "failed", "skipped")}
+    return {"files": files, "failed": failed, "total": total, "seconds": round(time.perf_counter() - t0, 1)}
+
+
 def main(argv=None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv[:1] == ["--writer"]:  # one concurrent writer process (see concurrent_writers)
@@ -431,7 +471,21 @@ def main(argv=None) -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--workdir", default=None, help="where the workspaces go (default a new temp folder)")
     parser.add_argument("--verbose", action="store_true")
+    parser.add_argument("--hostile", action="store_true",
+                        help="run the hostile set (the cases of HOSTILE_FILES) instead of the kill/crash/writer loops")
+    parser.add_argument("-k", dest="select", default=None, help="with --hostile: only the cases pytest -k selects")
+    parser.add_argument("-n", dest="workers", type=int, default=0, help="with --hostile: pytest-xdist workers (0)")
     args = parser.parse_args(argv)
+    if args.hostile:
+        h = hostile_set(args.select, args.workers)
+        for name, counts in h["files"].items():
+            print(f"{name}: {counts['passed']} passed, {counts['failed']} failed, {counts['skipped']} skipped")
+        t = h["total"]
+        print(f"hostile set: {t['passed']} of {t['passed'] + t['failed']} cases pass ({t['skipped']} skipped), "
+              f"time {h['seconds']} s")
+        for case in h["failed"]:
+            print(f"  FAILED {case}")
+        return 1 if t["failed"] or not t["passed"] else 0
     import tempfile
 
     work = Path(args.workdir or tempfile.mkdtemp(prefix="sparsify-reliability-"))

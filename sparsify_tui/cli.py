@@ -19,7 +19,7 @@ from typing import Optional, Sequence
 from sparsify_tui import __version__
 from sparsify_tui.commands import COMMAND_MODULES
 from sparsify_tui.commands.output import (  # noqa: F401 - the CLI's output helpers, also used from here
-    print_json, print_warnings, stderr_progress, terminal_problem,
+    print_json, print_warnings, stderr_progress, terminal_problem, use_memory_option,
 )
 
 
@@ -122,6 +122,7 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
             recover_on_start()
             return _run_tui(positional[0] if positional else None, opts.no_mouse)
         args = parser.parse_args(argv)
+        use_memory_option(args)
         recover_on_start()
         if args.command == "serve":  # textual-serve's own colourful log, and a TUI in each browser tab
             return int(args.handler(args) or 0)

@@ -57,23 +57,58 @@ def plural(n: Any, word: str, words: str = "") -> str:
 
 CONTROL_PICTURES = {c: 0x2400 + c for c in range(0x20) if c not in (0x09, 0x0A)}
 """Every C0 control character but tab and newline shown as its Unicode control picture (ESC as ``␛``, BEL as
-``␇``), DEL as ``␡``, and every C1 control (0x80-0x9f, e.g. the one-byte CSI 0x9b) and lone surrogate (a byte that
-was not UTF-8, as Python decodes a command line) as ``�``: one character for one, so positions and widths do not
-move. A ``str.translate`` table."""
+``␇``), DEL as ``␡``, and every C1 control (0x80-0x9f, e.g. the one-byte CSI 0x9b), lone surrogate (a byte that
+was not UTF-8, as Python decodes a command line), and invisible character that reorders or hides text
+(:data:`INVISIBLE`: bidirectional overrides and isolates, zero-width characters, line separators) as ``�``: one
+character for one, so positions do not move. A ``str.translate`` table."""
+INVISIBLE = frozenset({0x061C, 0x180E, 0x200B, 0x200C, 0x200D, 0x200E, 0x200F, 0x2028, 0x2029, 0x202A, 0x202B,
+                       0x202C, 0x202D, 0x202E, 0x2060, 0x2061, 0x2062, 0x2063, 0x2064, 0x2066, 0x2067, 0x2068,
+                       0x2069, 0xFEFF})
+"""Characters a terminal draws as nothing while they reorder the text around them or hide a difference between
+two names ("Trojan Source", CVE-2021-42574): the bidirectional embeddings, overrides, isolates and marks, the
+zero-width space, joiners and word joiner, the invisible operators, the byte-order mark, and the line and paragraph
+separators."""
 CONTROL_PICTURES.update({0x7F: 0x2421, **{c: 0xFFFD for c in range(0x80, 0xA0)},
-                         **{c: 0xFFFD for c in range(0xD800, 0xE000)}})
+                         **{c: 0xFFFD for c in range(0xD800, 0xE000)}, **{c: 0xFFFD for c in INVISIBLE}})
+_ONE_LINE = {**CONTROL_PICTURES, 0x09: 0x2409, 0x0A: 0x2424}
 
 
 def safe_text(value: Any) -> str:
     """``str(value)`` with control characters shown, not obeyed (:data:`CONTROL_PICTURES`): a project, node or
     profile name holding ``ESC ]0;title BEL`` or ``ESC [2J`` can neither retitle nor clear a terminal, nor hide
-    text, whether it is printed by the CLI, drawn by the TUI or written in a report."""
+    or reorder text, whether it is printed by the CLI, drawn by the TUI or written in a report."""
     return str(value).translate(CONTROL_PICTURES)
+
+
+def safe_line(value: Any) -> str:
+    """:func:`safe_text` on one line: a newline shown as ``␤`` and a tab as ``␉`` too. For a name in a list row (a
+    name stored before names were checked, or by hand, cannot forge a row of ``sparsify-tui list``)."""
+    return str(value).translate(_ONE_LINE)
 
 
 def has_control(value: str) -> bool:
     """True when ``value`` holds a character :func:`safe_text` would change."""
     return any(ord(ch) in CONTROL_PICTURES for ch in value)
+
+
+_CHAR_NAMES = {"\n": "a newline", "\r": "a carriage return", "\t": "a tab", "\x1b": "an escape character"}
+
+
+def name_problem(value: str) -> Any:
+    """What makes ``value`` unfit as a name (of a project, profile, optimization or output file) that terminals
+    show, or None: the first control character (newline and tab included), format character (bidirectional
+    controls, zero-width characters, the soft hyphen...: Unicode category Cf), lone surrogate (a byte that was
+    not UTF-8) or line/paragraph separator, as ``"a newline (U+000A)"``."""
+    import unicodedata
+
+    for ch in str(value):
+        if unicodedata.category(ch) in ("Cc", "Cf", "Cs", "Zl", "Zp") or ord(ch) in CONTROL_PICTURES:
+            what = _CHAR_NAMES.get(ch)
+            if what is None:
+                label = unicodedata.name(ch, "")
+                what = f"the invisible character {label.lower()}" if label else "a control character"
+            return f"{what} (U+{ord(ch):04X})"
+    return None
 
 
 def shell_arg(value: Any) -> str:

@@ -18,7 +18,7 @@ import os
 from typing import Any, Iterable, Mapping, Optional
 
 from sparsify_tui.errors import SparsifyError
-from sparsify_tui.formatting import plural
+from sparsify_tui.formatting import name_problem, plural, safe_line
 
 WARMUP = 5
 """Untimed runs before timing (perf profiles and benchmarks)."""
@@ -48,6 +48,51 @@ def _whole(value: Any, flag: str) -> int:
     if not ok:
         raise SparsifyError(f"{flag} {value!r} is not allowed: {flag} must be a whole number")
     return number
+
+
+def name(value: Any, flag: str = "--name", what: str = "a name") -> str:
+    """A record or project name (stripped; empty stays empty, for the caller's default): no control character
+    (newline and tab included), bidirectional control or zero-width character (:func:`sparsify_tui.formatting.
+    name_problem`): a newline forged a row of ``sparsify-tui list``, and a right-to-left override reordered
+    what the terminal showed."""
+    text = str(value if value is not None else "").strip()
+    problem = name_problem(text)
+    if problem:
+        raise SparsifyError(f"{flag} {safe_line(text)!r} is not allowed: {what} cannot hold {problem}; give "
+                            "printable text (no control characters, bidirectional controls or zero-width characters)")
+    return text
+
+
+MAX_MEMORY_ENV = "SPARSIFY_TUI_MAX_MEMORY"
+"""Environment variable of the memory a job may allocate (``--max-memory`` sets it for the jobs a command runs; set
+it before ``sparsify-tui`` for the TUI's jobs): a size such as ``16G``, or ``none``."""
+_UNITS = {"": 1, "B": 1, "K": 1 << 10, "M": 1 << 20, "G": 1 << 30, "T": 1 << 40}
+
+
+def memory_size(value: Any, flag: str = "--max-memory") -> Optional[int]:
+    """A memory limit in bytes: a number with an optional binary unit (``512M``, ``16G``, ``1.5T``; ``KiB``/``GB``
+    spellings too, all powers of 1024), at least 64 MiB; ``none``/``unlimited`` is None (no limit)."""
+    import re
+
+    text = str(value if value is not None else "").strip()
+    if text.lower() in ("none", "unlimited", "off"):
+        return None
+    m = re.fullmatch(r"(\d+(?:\.\d+)?)\s*([KMGT]?)(?:i?B)?", text, flags=re.IGNORECASE)
+    if not m:
+        raise SparsifyError(f"{flag} {text!r} is not allowed: give a size such as 16G, 512M or 1.5T (or none)")
+    n = int(float(m.group(1)) * _UNITS[m.group(2).upper()])
+    if n < 64 << 20:
+        raise SparsifyError(f"{flag} {text} is not allowed: {flag} must be 64M or more (or none)")
+    return n
+
+
+def max_memory_setting() -> tuple[Optional[int], bool]:
+    """``(bytes, set)``: the job memory limit :data:`MAX_MEMORY_ENV` gives (None: no limit) and whether it is set
+    at all (unset: the memory available when the job starts, :func:`sparsify_tui.analysis.system.job_memory_limit`)."""
+    text = os.environ.get(MAX_MEMORY_ENV)
+    if text is None or not text.strip():
+        return None, False
+    return memory_size(text, MAX_MEMORY_ENV), True
 
 
 def batch_size(value: Any, flag: str = "--batch-size") -> int:
@@ -241,6 +286,10 @@ def output_path(value: Any, flag: str = "-o", *, allow_dir: bool = False, worksp
     text = str(value or "").strip()
     if not text:
         raise SparsifyError(f"{flag} is empty: give the path of the file to write")
+    problem = name_problem(text)
+    if problem:
+        raise SparsifyError(f"{flag} {safe_line(text)!r} is not allowed: a file path written here cannot hold "
+                            f"{problem}; give a path of printable characters")
     p = Path(text).expanduser()
     if p.is_dir() and not p.is_symlink():
         if allow_dir and os.access(p, os.W_OK):
@@ -444,7 +493,7 @@ def fleet_name(value: Any, flag: str = "--name") -> str:
     :data:`FLEET_NAME_FIELDS` in braces."""
     import string
 
-    text = str(value or "").strip() or FLEET_NAME
+    text = name(value, flag) or FLEET_NAME
     try:
         fields = [f for _, f, _, _ in string.Formatter().parse(text) if f is not None]
     except ValueError as err:

@@ -261,6 +261,10 @@ def check_scalar_values(specs: list[InputSpec], values: Optional[dict] = None) -
 
 _NPY_MAGIC = b"\x93NUMPY"
 _ZIP_MAGICS = (b"PK\x03\x04", b"PK\x05\x06")
+MAX_ARRAYS = 256
+"""Most arrays a sample data ``.npz`` may hold (one per model input, plus labels). Counted from the zip's directory
+before any array is opened: a file of 100,000 members is refused at once, in one short line."""
+_CHUNK = 1 << 24  # bytes read at a time while streaming an array (16 MiB)
 
 
 def _describe_head(head: bytes) -> str:
@@ -269,19 +273,27 @@ def _describe_head(head: bytes) -> str:
     return f"it looks like text starting with {text[0][:40]!r}" if printable else "unknown binary format"
 
 
-def _npy_header(fh, where: str, size: Optional[int] = None) -> tuple[tuple, np.dtype]:
-    """(shape, dtype) from an open .npy stream positioned at its magic; refuses object (pickled) arrays and,
-    given the stream's ``size`` in bytes, data shorter than the header declares (a cut file)."""
+def _some(names, k: int = 5) -> str:
+    """``a, b, c`` or ``a, b, c, d, e and 99,995 more``: a list of names that stays short."""
+    names = [str(n) for n in names]
+    head = ", ".join(names[:k])
+    return head + (f" and {len(names) - k:,} more" if len(names) > k else "")
+
+
+def _npy_header_full(fh, where: str, size: Optional[int] = None) -> tuple[tuple, bool, np.dtype]:
+    """(shape, fortran order, dtype) from an open .npy stream positioned at its magic, left at the data; refuses
+    object (pickled) arrays and, given the stream's ``size`` in bytes (a zip member's declared size), data shorter
+    than the header declares (a cut file)."""
     from numpy.lib import format as npformat
 
     try:
         version = npformat.read_magic(fh)
         if version == (1, 0):
-            shape, _fortran, dtype = npformat.read_array_header_1_0(fh)
+            shape, fortran, dtype = npformat.read_array_header_1_0(fh)
         else:
-            shape, _fortran, dtype = npformat.read_array_header_2_0(fh) if version == (2, 0) else \
+            shape, fortran, dtype = npformat.read_array_header_2_0(fh) if version == (2, 0) else \
                 npformat._read_array_header(fh, version)  # noqa: SLF001 - 3.0 headers
-    except Exception as err:  # noqa: BLE001 - ValueError, EOFError...
+    except Exception as err:  # noqa: BLE001 - ValueError, EOFError, zlib.error...
         raise SampleDataError(f"{where} has a damaged .npy header ({str(err).splitlines()[0][:80]}): "
                               "save it again with numpy.save/numpy.savez") from None
     if dtype.hasobject:
@@ -293,7 +305,179 @@ def _npy_header(fh, where: str, size: Optional[int] = None) -> tuple[tuple, np.d
         if size < need:
             raise SampleDataError(f"{where} is truncated ({size} bytes, its header needs {need}): save it again "
                                   "with numpy.save/numpy.savez")
+    return shape, bool(fortran), dtype
+
+
+def _npy_header(fh, where: str, size: Optional[int] = None) -> tuple[tuple, np.dtype]:
+    """(shape, dtype) of :func:`_npy_header_full`."""
+    shape, _fortran, dtype = _npy_header_full(fh, where, size)
     return shape, dtype
+
+
+def _zip_entries(p: Path) -> Optional[int]:
+    """The member count a zip file declares in its end-of-central-directory record (the zip64 one when the count is
+    too large for 16 bits; else, for a count of 65,535 or more, what the directory's size allows), read from the
+    file's last 64 KiB in constant time; None when no such record is found (``zipfile`` then says why)."""
+    import struct
+
+    try:
+        with open(p, "rb") as fh:
+            size = fh.seek(0, os.SEEK_END)
+            fh.seek(max(0, size - (1 << 16) - 22))
+            tail = fh.read()
+    except OSError:
+        return None
+    at = tail.rfind(b"PK\x05\x06")
+    if at < 0 or len(tail) < at + 22:
+        return None
+    _sig, _disk, _cd_disk, _here, total, cd_size, _cd_off, _comment = struct.unpack("<IHHHHIIH", tail[at:at + 22])
+    if total != 0xFFFF:
+        return total
+    loc = tail.rfind(b"PK\x06\x06", 0, at)  # zip64 end of central directory record
+    if loc >= 0 and len(tail) >= loc + 56:
+        return struct.unpack("<Q", tail[loc + 32:loc + 40])[0]
+    return max(total, cd_size // 46)  # 46 bytes: the smallest central directory entry
+
+
+def _open_npz(p: Path):
+    """The ``zipfile.ZipFile`` of a sample ``.npz`` and its ``.npy`` members, the member count checked against
+    :data:`MAX_ARRAYS` first from the count the file declares (:func:`_zip_entries`: a file of 100,000 members is
+    refused without parsing its directory), then from the directory itself."""
+    import zipfile
+
+    declared = _zip_entries(p)
+    if declared is not None and declared > MAX_ARRAYS:
+        raise SampleDataError(f"sample data {p.name} holds {declared:,} arrays, more than the {MAX_ARRAYS} a "
+                              "sample data file may hold: save one array per model input (and the labels) with "
+                              "numpy.savez(path, input_name=array)")
+    try:
+        zf = zipfile.ZipFile(p)
+    except (zipfile.BadZipFile, zipfile.LargeZipFile, EOFError, ValueError) as err:
+        raise SampleDataError(f"sample data {p.name} is a damaged .npz ({err}): save it again with "
+                              "numpy.savez") from None
+    infos = zf.infolist()
+    if len(infos) > MAX_ARRAYS:
+        zf.close()
+        raise SampleDataError(f"sample data {p.name} holds {len(infos):,} arrays, more than the {MAX_ARRAYS} a "
+                              "sample data file may hold: save one array per model input (and the labels) with "
+                              "numpy.savez(path, input_name=array)")
+    for info in infos:
+        if not info.filename.endswith(".npy"):
+            zf.close()
+            raise SampleDataError(f"sample data {p.name} holds {info.filename[:80]!r}, which is not a .npy array: "
+                                  "save it with numpy.savez(path, input_name=array)")
+    return zf
+
+
+def _damaged(p: Path, name: Optional[str], err: BaseException) -> SampleDataError:
+    where = f"array '{name}' of sample data {p.name}" if name else f"sample data {p.name}"
+    reason = str(err).splitlines()[0][:120] if str(err) else type(err).__name__
+    return SampleDataError(f"{where} is damaged ({reason}): save it again with numpy.save/numpy.savez")
+
+
+def _stream_errors():
+    import zipfile
+    import zlib
+
+    return (zipfile.BadZipFile, zlib.error, EOFError, OSError, ValueError)
+
+
+def _read_rows(fh, shape: tuple, dtype: np.dtype, items: Optional[int], where: str) -> np.ndarray:
+    """The first ``items`` rows (all: None) of a C-order array whose data starts at ``fh``'s position, read in
+    :data:`_CHUNK` pieces into one buffer (the rest of the stream is never read or inflated)."""
+    n = shape[0] if shape and items is None else (min(int(items), shape[0]) if shape else 1)
+    out_shape = (n, *shape[1:]) if shape else ()
+    out = np.empty(out_shape, dtype)
+    view = memoryview(out.reshape(-1).view(np.uint8)) if out.size else memoryview(b"")
+    pos, total = 0, out.nbytes
+    while pos < total:
+        chunk = fh.read(min(_CHUNK, total - pos))
+        if not chunk:
+            raise SampleDataError(f"{where} is truncated (its data ends after {pos} of {total} bytes): save it "
+                                  "again with numpy.save/numpy.savez")
+        view[pos:pos + len(chunk)] = chunk
+        pos += len(chunk)
+    return out
+
+
+def _array_items(p: Path, member: Optional[str], items: Optional[int], zf=None) -> np.ndarray:
+    """The first ``items`` items (all: None) of one array of a sample data file: an ``.npy`` is memory-mapped and
+    only those rows copied; an ``.npz`` member (``member``, with ``.npy``) is streamed and only its first rows read
+    (so inflated): a 2 MB file that inflates to 2 GiB costs what the items used take. A Fortran-order array is read
+    whole. Raises ``SampleDataError`` for a damaged stream."""
+    label = member[:-4] if member else None
+    where = f"array '{label}' of sample data {p.name}" if member else f"sample data {p.name}"
+    try:
+        if member is None:
+            arr = np.load(p, mmap_mode="r", allow_pickle=False)
+            return np.array(arr if items is None or arr.ndim == 0 else arr[:items])
+        with zf.open(member) as fh:
+            shape, fortran, dtype = _npy_header_full(fh, where, zf.getinfo(member).file_size)
+            if fortran and len(shape) > 1:
+                from numpy.lib import format as npformat
+
+                fh.seek(0)
+                arr = npformat.read_array(fh, allow_pickle=False)
+                return np.ascontiguousarray(arr if items is None else arr[:items])
+            return _read_rows(fh, shape, dtype, items, where)
+    except SampleDataError:
+        raise
+    except _stream_errors() as err:
+        raise _damaged(p, label, err) from None
+
+
+VERIFY_WHOLE_BYTES = 1 << 28
+"""An ``.npz`` array up to this size (256 MiB inflated) is checked to its end before a run (a damaged stream or wrong
+CRC anywhere is refused); a larger one only as far as the run reads it (the rest is never read, by the check or the
+run: a 2 MB file that inflates to 2 GiB costs a 2-iteration profile what its first batches take)."""
+
+
+def _scan_items(p: Path, member: Optional[str], items: Optional[int], zf=None) -> int:
+    """Stream one array of a sample data file without keeping it (constant memory): a damaged deflate stream, data
+    cut short or a wrong CRC is found now, before a job is recorded. The stream is read to its end (CRC included)
+    when it inflates to at most :data:`VERIFY_WHOLE_BYTES`, else through the first ``items`` items (all: None), what
+    the run reads. Returns the NaN/Inf values among those first ``items`` items (float arrays; 0 otherwise)."""
+    label = member[:-4] if member else None
+    where = f"array '{label}' of sample data {p.name}" if member else f"sample data {p.name}"
+    bad = 0
+    try:
+        if member is None:
+            arr = np.load(p, mmap_mode="r", allow_pickle=False)
+            part = arr if items is None or arr.ndim == 0 else arr[:items]
+            if part.dtype.kind in "fc":
+                for i in range(0, max(1, part.shape[0] if part.ndim else 1), 4096):
+                    block = np.asarray(part[i:i + 4096] if part.ndim else part)
+                    bad += int(block.size - np.count_nonzero(np.isfinite(block)))
+            return bad
+        with zf.open(member) as fh:
+            shape, fortran, dtype = _npy_header_full(fh, where, zf.getinfo(member).file_size)
+            total = int(np.prod(shape, dtype=object)) * dtype.itemsize
+            if fortran or not shape or items is None:
+                counted = total
+            else:
+                counted = min(int(items), shape[0]) * int(np.prod(shape[1:], dtype=object)) * dtype.itemsize
+            step = max(dtype.itemsize, (_CHUNK // dtype.itemsize) * dtype.itemsize)
+            whole = total <= VERIFY_WHOLE_BYTES or counted == total
+            if not whole:
+                total = counted
+            pos = 0
+            while pos < total:
+                chunk = fh.read(min(step, total - pos))
+                if not chunk:
+                    raise SampleDataError(f"{where} is truncated (its data ends after {pos} of {total} bytes): "
+                                          "save it again with numpy.save/numpy.savez")
+                if dtype.kind in "fc" and pos < counted:
+                    usable = chunk[: min(len(chunk), counted - pos)]
+                    vals = np.frombuffer(usable[: len(usable) - len(usable) % dtype.itemsize], dtype)
+                    bad += int(vals.size - np.count_nonzero(np.isfinite(vals)))
+                pos += len(chunk)
+            if whole:
+                fh.read()  # to the member's end: its CRC is checked there
+    except SampleDataError:
+        raise
+    except _stream_errors() as err:
+        raise _damaged(p, label, err) from None
+    return bad
 
 
 def inspect_sample_data(path: Union[str, os.PathLike]) -> Optional[dict]:
@@ -303,11 +487,9 @@ def inspect_sample_data(path: Union[str, os.PathLike]) -> Optional[dict]:
 
     Raises:
         SampleDataError: the path is missing or not a file, the file is neither a .npy nor a .npz (a text
-            file, say), a header is damaged, an array holds Python objects (pickles are never loaded), or
-            the arrays need more memory than is available.
+            file, say), it holds more than :data:`MAX_ARRAYS` arrays, a header is damaged, or an array holds
+            Python objects (pickles are never loaded) or less data than its header declares.
     """
-    import zipfile
-
     p = Path(path)
     if not p.exists():
         raise SampleDataError(f"sample data {p} does not exist: give a .npz (one array per input) or .npy file")
@@ -318,40 +500,28 @@ def inspect_sample_data(path: Union[str, os.PathLike]) -> Optional[dict]:
             head = fh.read(64)
             if head.startswith(_NPY_MAGIC):
                 fh.seek(0)
-                arrays: dict = {None: _npy_header(fh, f"sample data {p.name}", os.fstat(fh.fileno()).st_size)}
-            elif head[:4] in _ZIP_MAGICS:
-                arrays = {}
+                return {None: _npy_header(fh, f"sample data {p.name}", os.fstat(fh.fileno()).st_size)}
+        if head[:4] not in _ZIP_MAGICS:
+            kind = "is empty" if not head else f"is not a .npy or .npz file ({_describe_head(head)})"
+            raise SampleDataError(f"sample data {p} {kind}: save arrays with numpy.save (.npy, one input) or "
+                                  "numpy.savez (.npz, one array per input name)")
+        arrays: dict = {}
+        with _open_npz(p) as zf:
+            for info in zf.infolist():
+                name = info.filename[:-4]
                 try:
-                    with zipfile.ZipFile(p) as zf:
-                        for member in zf.namelist():
-                            if not member.endswith(".npy"):
-                                raise SampleDataError(f"sample data {p.name} holds {member!r}, which is not a .npy "
-                                                      "array: save it with numpy.savez(path, input_name=array)")
-                            with zf.open(member) as mf:
-                                arrays[member[:-4]] = _npy_header(mf, f"array '{member[:-4]}' of sample data {p.name}",
-                                                                  zf.getinfo(member).file_size)
-                except (zipfile.BadZipFile, zipfile.LargeZipFile, EOFError) as err:
-                    raise SampleDataError(f"sample data {p.name} is a damaged .npz ({err}): save it again with "
-                                          "numpy.savez") from None
-                if not arrays:
-                    raise SampleDataError(f"sample data {p.name} holds no arrays: save one per model input with "
-                                          "numpy.savez(path, input_name=array)")
-            else:
-                kind = "is empty" if not head else f"is not a .npy or .npz file ({_describe_head(head)})"
-                raise SampleDataError(f"sample data {p} {kind}: save arrays with numpy.save (.npy, one input) or "
-                                      "numpy.savez (.npz, one array per input name)")
+                    with zf.open(info) as mf:
+                        arrays[name] = _npy_header(mf, f"array '{name}' of sample data {p.name}", info.file_size)
+                except SampleDataError:
+                    raise
+                except _stream_errors() as err:
+                    raise _damaged(p, name, err) from None
+        if not arrays:
+            raise SampleDataError(f"sample data {p.name} holds no arrays: save one per model input with "
+                                  "numpy.savez(path, input_name=array)")
+        return arrays
     except OSError as err:
         raise SampleDataError(f"sample data {p} cannot be read ({err.strerror}): check its permissions") from None
-    need = sum(int(np.prod(shape, dtype=object)) * dt.itemsize for shape, dt in arrays.values())
-    if need > 1 << 28:
-        from sparsify_tui.analysis.system import available_memory_bytes
-        from sparsify_tui.formatting import format_bytes
-
-        free = available_memory_bytes()
-        if free is not None and need > free:
-            raise SampleDataError(f"sample data {p.name} needs {format_bytes(need)} in memory, more than the "
-                                  f"{format_bytes(free)} available: give fewer items")
-    return arrays
 
 
 def _not_inputs(specs: list[InputSpec], ignore: tuple) -> set:
@@ -362,30 +532,42 @@ def _not_inputs(specs: list[InputSpec], ignore: tuple) -> set:
 
 
 def check_sample_data(path: Union[str, os.PathLike], specs: list[InputSpec], batch_size: int,
-                      ignore: tuple = ()) -> int:
-    """Check a sample data file against the model inputs from its headers alone (no data is read), so a bad
-    file is refused before anything runs. Returns the number of batches it gives. Keys in ``ignore`` and the
-    default labels key (unless an input has that name) are not inputs and are skipped.
+                      ignore: tuple = (), *, max_batches: Optional[int] = None, verify: bool = False,
+                      finite: bool = False) -> int:
+    """Check a sample data file against the model inputs from its headers, so a bad file is refused before anything
+    runs or is recorded. Returns the number of batches it gives. Keys in ``ignore`` and the default labels key (unless
+    an input has that name) are not inputs and are skipped.
+
+    The items a run reads (the first ``max_batches`` batches, or all) must fit in the job's memory limit
+    (:func:`sparsify_tui.analysis.system.job_memory_limit`), counted from the declared sizes before anything is
+    inflated. ``verify``: every input array is streamed once and dropped (:func:`_scan_items`, constant memory: to
+    its end up to :data:`VERIFY_WHOLE_BYTES`, else as far as the run reads), so a damaged deflate stream or a wrong
+    CRC is one line now, not a job in error later; ``finite`` (the
+    data calibrates INT8): NaN/Inf values among the items used are refused, naming the input (INT8 calibration
+    cannot scale them: onnxruntime's "scale issue").
 
     Raises:
         SampleDataError: as :func:`inspect_sample_data`, plus an unknown or missing input name, a wrong shape or
-            dtype kind, different item counts, or fewer items than ``batch_size``.
+            dtype kind, different item counts, fewer items than ``batch_size``, items that need more memory than
+            the limit, a damaged stream, or NaN/Inf calibration values.
     """
     p = Path(path)
     skip = _not_inputs(specs, ignore)
     headers = {k: v for k, v in inspect_sample_data(p).items() if k not in skip}
     by_name = {s.name: s for s in specs}
     tensors = [s for s in specs if s.kind != "scalar"]
+    members = {k: (f"{k}.npy" if k is not None else None) for k in headers}
     if None in headers:
         if len(tensors) != 1:
             raise SampleDataError(
-                f"{p.name} holds one array but the model has inputs {', '.join(by_name)}: "
+                f"{p.name} holds one array but the model has inputs {_some(by_name)}: "
                 "save a .npz with one array per input name (numpy.savez(path, **arrays))")
         headers = {tensors[0].name: headers[None]}
+        members = {tensors[0].name: None}
     unknown = [k for k in headers if k not in by_name]
     if unknown:
-        raise SampleDataError(f"sample data has array(s) {', '.join(unknown)} that are not model inputs "
-                              f"({', '.join(by_name)}): rename them to the input names")
+        raise SampleDataError(f"sample data has array(s) {_some(unknown)} that are not model inputs "
+                              f"({_some(by_name)}): rename them to the input names")
     counts = {}
     for s in specs:
         if s.name not in headers:
@@ -412,18 +594,51 @@ def check_sample_data(path: Union[str, os.PathLike], specs: list[InputSpec], bat
     if counts and items < batch_size:
         raise SampleDataError(f"sample data has {plural(items, 'item')}, fewer than the batch size {batch_size}: "
                               "add items or lower the batch size")
-    return items // batch_size if counts else 1
+    n_batches = items // batch_size if counts else 1
+    used_batches = min(n_batches, int(max_batches)) if max_batches else n_batches
+    used = {name: (used_batches * batch_size if name in counts else None) for name in headers}
+    need = sum(int(np.prod((used[name], *shape[1:]) if used[name] is not None else shape, dtype=object)) * dt.itemsize
+               for name, (shape, dt) in headers.items())
+    if need > 1 << 26:
+        from sparsify_tui.analysis.system import job_memory_limit
+        from sparsify_tui.formatting import format_bytes
+
+        limit, source = job_memory_limit()
+        if limit is not None and need > limit:
+            raise SampleDataError(f"sample data {p.name} needs {format_bytes(need)} in memory for the "
+                                  f"{plural(used_batches, 'batch', 'batches')} used, more than the limit of "
+                                  f"{format_bytes(limit)} ({source}): give fewer items, or raise the limit with "
+                                  "--max-memory SIZE if the machine has the memory")
+    if verify or finite:
+        zf = _open_npz(p) if any(m is not None for m in members.values()) else None
+        try:
+            for name in headers:
+                if members[name] is None and not finite:  # a .npy has no stream or CRC to check
+                    continue
+                bad = _scan_items(p, members[name], used[name], zf)
+                if finite and bad:
+                    total = int(np.prod((used[name], *headers[name][0][1:]) if used[name] is not None
+                                        else headers[name][0], dtype=object))
+                    raise SampleDataError(
+                        f"sample input '{name}' has {bad:,} NaN/Inf values among the {total:,} used (sample data "
+                        f"{p.name}): INT8 calibration needs finite values to set its scales; fix the data (e.g. "
+                        "numpy.nan_to_num), or run without INT8")
+        finally:
+            if zf is not None:
+                zf.close()
+    return n_batches
 
 
 def load_sample_data(path: Union[str, os.PathLike], specs: list[InputSpec], batch_size: int,
-                     ignore: tuple = ()) -> list[dict]:
-    """Split user sample data into batches of ``batch_size`` items.
+                     ignore: tuple = (), *, max_batches: Optional[int] = None) -> list[dict]:
+    """Split user sample data into batches of ``batch_size`` items: the first ``max_batches`` batches (all: None).
 
     ``.npz``: one array per input name; ``.npy``: one array for a model with one non-scalar input. Arrays
     are ``[items, ...]`` with the remaining dims equal to the spec shape without its batch axis; scalar
     inputs may be given as a 0-d array (used for every batch) and otherwise come from ``spec.value``.
     Leftover items (fewer than ``batch_size``) are dropped. The file is checked from its headers first
-    (:func:`check_sample_data`), then loaded with ``allow_pickle=False``. Keys in ``ignore`` (the labels
+    (:func:`check_sample_data`), then only the items of the batches used are read (:func:`_array_items`:
+    a ``.npy`` memory-mapped, an ``.npz`` member streamed; never a pickle). Keys in ``ignore`` (the labels
     array under ``--labels KEY``, :mod:`sparsify_tui.analysis.labels`) and the default labels key ``labels``
     (unless an input has that name) are not inputs and are skipped.
 
@@ -435,19 +650,22 @@ def load_sample_data(path: Union[str, os.PathLike], specs: list[InputSpec], batc
             not fit the input's dtype.
     """
     p = Path(path)
-    n_batches = check_sample_data(p, specs, batch_size, ignore)
+    n_batches = check_sample_data(p, specs, batch_size, ignore, max_batches=max_batches)
+    if max_batches:
+        n_batches = min(n_batches, int(max_batches))
     skip = _not_inputs(specs, ignore)
     tensors = [s for s in specs if s.kind != "scalar"]
-    try:
-        loaded = np.load(p, allow_pickle=False)
-        if isinstance(loaded, np.ndarray):
-            arrays = {tensors[0].name: loaded}
-        else:
-            with loaded:
-                arrays = {k: loaded[k] for k in loaded.files if k not in skip}
-    except Exception as err:  # noqa: BLE001 - ValueError, OSError, zip errors, EOFError on a cut file
-        raise SampleDataError(f"sample data {p} cannot be read ({str(err).splitlines()[0][:120] if str(err) else type(err).__name__}): "
-                              "save it again with numpy.savez (plain numeric arrays)") from None
+    headers = {k: v for k, v in inspect_sample_data(p).items() if k not in skip}
+    by_name = {s.name: s for s in specs}
+    arrays: dict[str, np.ndarray] = {}
+    if None in headers:
+        arrays[tensors[0].name] = _array_items(p, None, n_batches * batch_size)
+    else:
+        with _open_npz(p) as zf:
+            for name, (shape, _dt) in headers.items():
+                s = by_name.get(name)
+                rows = None if s is None or s.kind == "scalar" or len(s.shape) == 0 else n_batches * batch_size
+                arrays[name] = _array_items(p, f"{name}.npy", rows, zf)
     fixed: dict[str, np.ndarray] = {}
     counts = {}
     for s in specs:

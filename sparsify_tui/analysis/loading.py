@@ -36,7 +36,7 @@ import numpy as np
 import onnx
 from onnx import TensorProto
 
-from sparsify_tui.analysis.graph import iter_graphs, replace_nodes, subgraphs
+from sparsify_tui.analysis.graph import iter_graphs, outer_scope_reads, replace_nodes, subgraphs
 from sparsify_tui.errors import ModelError
 from sparsify_tui.formatting import plural
 
@@ -123,9 +123,17 @@ def _check_opsets(model: onnx.ModelProto, name: str) -> None:
 
 
 def _check_wiring(model: onnx.ModelProto, name: str) -> None:
-    """Refuse a graph onnxruntime cannot load: a name that is not valid UTF-8, a node input that nothing
-    provides (no graph input, initializer, node output or outer-scope value), or a cycle. Nodes need not
-    be sorted (onnxruntime sorts them), only acyclic. Subgraphs see the names of every enclosing graph."""
+    """Refuse a graph onnxruntime cannot load: a name that is not valid UTF-8, two nodes of one graph with the
+    same name, a tensor a graph defines twice, a node input that nothing provides (no graph input, initializer,
+    node output or outer-scope value), or a cycle. Nodes need not be sorted (onnxruntime sorts them), only acyclic.
+
+    Scopes (what onnxruntime 1.2x loads, checked by building such models: tests/test_reliability_hostile_round3.py):
+    a subgraph (If/Loop/Scan body) may read every name of its enclosing graphs. It may define again (shadow) a name
+    of an enclosing graph, except one that graph has defined before the node runs: its inputs, initializers and the
+    outputs of the nodes the node depends on (onnxruntime: "Graph must be in single static assignment (SSA) form").
+    So an If whose branches name their outputs like the If's own outputs, at any nesting depth, is valid; so is a
+    branch reusing the name of a node that runs after the If. (A node that neither feeds nor follows the If is
+    accepted: onnxruntime's answer depends on its own node order.)"""
 
     def text(value, what: str) -> str:
         if not isinstance(value, str):
@@ -133,11 +141,24 @@ def _check_wiring(model: onnx.ModelProto, name: str) -> None:
                              "damaged or was written by a broken exporter; re-export the model")
         return value
 
-    def walk(graph: onnx.GraphProto, outer: frozenset) -> None:
-        known = set(outer)
-        known.update(text(vi.name, "graph input name") for vi in graph.input)
-        known.update(text(t.name, "tensor name") for t in graph.initializer)
-        known.update(text(t.values.name, "tensor name") for t in graph.sparse_initializer)
+    def ancestors(graph: onnx.GraphProto, i: int, producer: dict) -> set:
+        """Indices of the nodes of ``graph`` that node ``i`` depends on (its inputs and its subgraphs' outer reads)."""
+        seen: set = set()
+        todo = [i]
+        while todo:
+            node = graph.node[todo.pop()]
+            for x in (*node.input, *outer_scope_reads(node)):
+                j = producer.get(x)
+                if j is not None and j not in seen:
+                    seen.add(j)
+                    todo.append(j)
+        return seen
+
+    def walk(graph: onnx.GraphProto, visible: frozenset, taken: frozenset) -> None:
+        # visible: names of the enclosing graphs a node may read; taken: the ones it may not define again
+        own = {text(vi.name, "graph input name") for vi in graph.input}
+        own.update(text(t.name, "tensor name") for t in graph.initializer)
+        own.update(text(t.values.name, "tensor name") for t in graph.sparse_initializer)
         producer: dict = {}
         names: dict = {}
         for i, node in enumerate(graph.node):
@@ -152,12 +173,12 @@ def _check_wiring(model: onnx.ModelProto, name: str) -> None:
                 names[node.name] = i
             for o in node.output:
                 if text(o, "tensor name"):
-                    if o in producer or o in known:  # onnxruntime: "Duplicate definition-site"
+                    if o in producer or o in own or o in taken:  # onnxruntime: "Duplicate definition-site"
                         raise ModelError(f"{name} defines tensor '{o}' twice (node '{node.name or node.op_type}' "
                                          "and an earlier node, input or initializer): onnxruntime refuses it; "
                                          "re-export the model")
                     producer[o] = i
-        defined = known | set(producer)
+        defined = visible | own | set(producer)
         for node in graph.node:
             for inp in node.input:
                 if text(inp, "tensor name") and inp not in defined:
@@ -167,7 +188,7 @@ def _check_wiring(model: onnx.ModelProto, name: str) -> None:
         users: dict = {}
         needs = []
         for i, node in enumerate(graph.node):
-            deps = {producer[x] for x in node.input if x in producer and x not in known}
+            deps = {producer[x] for x in node.input if x in producer}  # a name defined here shadows an outer one
             needs.append(len(deps))
             for d in deps:
                 users.setdefault(d, []).append(i)
@@ -184,11 +205,14 @@ def _check_wiring(model: onnx.ModelProto, name: str) -> None:
             stuck = next(graph.node[i] for i, n in enumerate(needs) if n > 0)
             raise ModelError(f"{name} has a cycle in its graph (through node '{stuck.name or stuck.op_type}'): "
                              "onnxruntime refuses cyclic graphs; re-export the model")
-        for node in graph.node:
-            for _label, sub in subgraphs(node):
-                walk(sub, frozenset(defined))
+        for i, node in enumerate(graph.node):
+            subs = subgraphs(node)
+            if subs:
+                before = {o for j in ancestors(graph, i, producer) for o in graph.node[j].output if o}
+                for _label, sub in subs:
+                    walk(sub, frozenset(defined), taken | own | before)
 
-    walk(model.graph, frozenset())
+    walk(model.graph, frozenset(), frozenset())
 
 
 def external_data_info(tensor: TensorProto, model_name: str = "the model") -> Optional[dict]:
@@ -575,7 +599,8 @@ def load_model(
     Raises:
         ModelError: one line naming the problem and the fix, for a missing path, a directory, an empty
             file, a text file, a truncated or non-ONNX file, an op from an unknown domain, a missing or
-            short external data file, or an IR version onnxruntime cannot load.
+            short external data file, an IR version onnxruntime cannot load, no graph output, or wiring onnxruntime refuses
+            (:func:`_check_wiring`).
     """
     p = Path(path)
     name = p.name or str(p)
@@ -612,6 +637,9 @@ def load_model(
             f"{p} is truncated or not an ONNX model ({size} bytes; no graph/opset after parsing): "
             "re-export or re-copy the file"
         )
+    if not model.graph.output:  # onnxruntime: "At least one output should be requested" on every run
+        raise ModelError(f"{name} has no graph output, so onnxruntime has nothing to compute: re-export the model "
+                         "with its outputs (the exported function must return its result tensors)")
     if constants_as_initializers:
         constants_to_initializers(model)
     _check_opsets(model, name)

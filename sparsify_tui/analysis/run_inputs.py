@@ -18,7 +18,8 @@ from sparsify_tui.errors import SampleDataError
 def check_run_inputs(model_path: Union[str, os.PathLike], batch_size: int = 1, dims: Optional[dict] = None,
                      data: Optional[Union[str, os.PathLike]] = None, batches: int = 1,
                      labels_key: Optional[str] = None, metric: Optional[str] = None,
-                     scores_outputs: bool = False, user_dims: Optional[dict] = None) -> list[InputSpec]:
+                     scores_outputs: bool = False, user_dims: Optional[dict] = None,
+                     data_batches: Optional[int] = None, finite: bool = False) -> list[InputSpec]:
     """Everything about a run's inputs that can be refused before anything runs, is allocated or is recorded:
     the model loads (``load_model`` without weights: external-data locations, tensor sizes, input types),
     every ``dims`` name exists in the model and every symbolic dim has a value >= 1, one batch fits in the
@@ -32,8 +33,10 @@ def check_run_inputs(model_path: Union[str, os.PathLike], batch_size: int = 1, d
     default) are checked against the model's declared outputs too
     (:func:`sparsify_tui.analysis.labels.check_outputs_fit`: labels or top1/kl need a class-score output, labels
     below its class count). ``user_dims``: the dims the user typed for this run (a part of ``dims``): one
-    naming a batch dim is refused (:func:`sparsify_tui.analysis.shapes.check_user_dims`). Returns the input
-    specs.
+    naming a batch dim is refused (:func:`sparsify_tui.analysis.shapes.check_user_dims`). The sample data items the run
+    reads (its first ``data_batches`` batches, or all) must fit the job's memory limit, and are read once now so a
+    damaged stream is refused before a job is recorded; with ``finite`` (the data calibrates INT8) they must hold
+    no NaN/Inf (:func:`~sparsify_tui.analysis.inputs.check_sample_data`). Returns the input specs.
 
     Raises:
         ModelError, DimensionError, SampleDataError: one line each.
@@ -53,7 +56,8 @@ def check_run_inputs(model_path: Union[str, os.PathLike], batch_size: int = 1, d
     if data:
         raw, key = split_labels(data, labels_key) if not any(s.name == (labels_key or "labels") for s in specs) \
             else (None, None)
-        batches_given = check_sample_data(data, specs, batch_size, ignore=(key,) if key else ())
+        batches_given = check_sample_data(data, specs, batch_size, ignore=(key,) if key else (),
+                                          max_batches=data_batches, verify=True, finite=finite)
         if raw is not None:
             items = next((int(shape[0]) for name, (shape, _dt) in inspect_sample_data(data).items()
                           if name not in (key, CLASS_NAMES_KEY) and len(shape)), batches_given * batch_size)

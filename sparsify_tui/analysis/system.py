@@ -157,6 +157,18 @@ def _int_file(path: str) -> Optional[int]:
         return None  # "max" (no cgroup limit), missing file
 
 
+def job_memory_limit() -> tuple[Optional[int], str]:
+    """``(bytes, what set it)``: the memory a job may allocate, beyond what its process holds when it starts.
+    ``$SPARSIFY_TUI_MAX_MEMORY`` (``--max-memory SIZE`` sets it; ``none``: no limit), else the memory available
+    now (:func:`available_memory_bytes`), so a model that allocates more (a ConstantOfShape of 160 GB) fails in one
+    line instead of swapping the machine or meeting the kernel's OOM killer. The job runner enforces it
+    (:func:`sparsify_tui.engine.memory.memory_limit`)."""
+    limit, given = settings.max_memory_setting()
+    if given:
+        return limit, f"--max-memory / {settings.MAX_MEMORY_ENV}"
+    return available_memory_bytes(), "the memory available when it started"
+
+
 def available_memory_bytes() -> Optional[int]:
     """Bytes this process can still allocate, or None when unknown (non-Linux).
 

@@ -211,6 +211,8 @@ def _data_lines(applied) -> list:
 
 
 def register(sub) -> None:
+    from sparsify_tui.commands.output import add_memory_option
+
     import argparse
 
     p = sub.add_parser(
@@ -241,6 +243,7 @@ def register(sub) -> None:
     p.add_argument("--metric", default=None, metavar="M",
                    help="top1 | nmse | kl | max_abs | FILE.py:FUNCTION (a metric of your own; default from the outputs)")
     p.add_argument("--json", action="store_true", help="print the result as JSON")
+    add_memory_option(p)
     p.set_defaults(handler=cmd_benchmark)
 
     a = sub.add_parser(
@@ -267,4 +270,5 @@ def register(sub) -> None:
                    help="items of --data that calibrate (default: 16 for INT8; channel: half the items, at most 64); "
                         "every other item is held out and scored")
     a.add_argument("--json", action="store_true", help="print the result as JSON")
+    add_memory_option(a)
     a.set_defaults(handler=cmd_apply)

@@ -61,6 +61,8 @@ def cmd_show(args) -> int:
 
 
 def register(sub) -> None:
+    from sparsify_tui.commands.output import add_memory_option
+
     group = profile_group(sub)
     c = group.add_parser(
         "channel-calibration",
@@ -74,6 +76,7 @@ def register(sub) -> None:
     c.add_argument("--ratios", default=None, metavar="R1,R2",
                    help="uniform ratios of channels removed that are measured (default 0.25,0.5,0.7)")
     c.add_argument("--json", action="store_true", help="print the calibration as JSON")
+    add_memory_option(c)
     c.set_defaults(handler=cmd_calibrate)
 
     o = sub.add_parser("optimization", help="show an optimization (estimates next to its measured benchmark)")

@@ -81,6 +81,8 @@ def cmd_profile_loss(args) -> int:
 
 
 def register(sub) -> None:
+    from sparsify_tui.commands.output import add_memory_option
+
     group = profile_group(sub)
     p = group.add_parser(
         "loss",
@@ -106,4 +108,5 @@ def register(sub) -> None:
     p.add_argument("--metric", default=None, metavar="M", help="one-shot metric: kl | nmse (default: auto)")
     p.add_argument("--dim", action="append", metavar="NAME=VALUE", help="value of a symbolic input dim (repeatable)")
     p.add_argument("--json", action="store_true", help="print the profile as JSON")
+    add_memory_option(p)
     p.set_defaults(handler=cmd_profile_loss)

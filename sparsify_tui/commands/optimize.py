@@ -25,6 +25,8 @@ FRAMEWORK_CHOICES = ["pytorch", "pytorch-plain", "keras", "tensorflow"]
 
 
 def register(sub) -> None:
+    from sparsify_tui.commands.output import add_memory_option
+
     o = sub.add_parser("optimize", help="create an optimization (per-layer pruning + INT8) from a project's profiles")
     o.add_argument("project", metavar="PROJECT", help="project id or name")
     o.add_argument("--name", required=True, help="name of the new optimization")
@@ -81,6 +83,7 @@ def register(sub) -> None:
                    help="thinned trials at most (7): targets on a ladder from 1.5x, then bisection")
     add_runtime_options(b, many=True)
     o.add_argument("--json", action="store_true", help="print the optimization as JSON")
+    add_memory_option(o)
     o.set_defaults(handler=_optimize)
 
     e = sub.add_parser("export", help="write an optimization's SparseML recipe (YAML) and integration code")

@@ -24,6 +24,27 @@ def print_json(data: Any) -> None:
     sys.stdout.write("\n")
 
 
+def add_memory_option(parser) -> None:
+    """``--max-memory SIZE`` on a command that runs a job: the memory the job may allocate (default: what is
+    available when it starts; :func:`sparsify_tui.analysis.system.job_memory_limit`). :func:`use_memory_option` applies
+    it."""
+    parser.add_argument("--max-memory", default=None, metavar="SIZE",
+                        help="memory the job may allocate, e.g. 16G or none (default: what is available when it "
+                             "starts; also SPARSIFY_TUI_MAX_MEMORY); beyond it the job ends in one line")
+
+
+def use_memory_option(args) -> None:
+    """Check ``--max-memory`` (one line when bad) and hand it to the job through ``$SPARSIFY_TUI_MAX_MEMORY``."""
+    import os
+
+    from sparsify_tui import settings
+
+    value = getattr(args, "max_memory", None)
+    if value is not None:
+        settings.memory_size(value)
+        os.environ[settings.MAX_MEMORY_ENV] = str(value).strip()
+
+
 def print_warnings(warnings) -> None:
     """Print each warning (for example NaN/Inf weights) as ``sparsify-tui: warning: ...`` on stderr."""
     for w in warnings or []:

@@ -20,6 +20,8 @@ from sparsify_tui.text.perf import summary_facts
 
 
 def register(sub) -> None:
+    from sparsify_tui.commands.output import add_memory_option
+
     prof = profile_group(sub)
     p = prof.add_parser(
         "perf",
@@ -42,6 +44,7 @@ def register(sub) -> None:
     p.add_argument("--no-int8", action="store_true", help="skip the measured INT8 profile")
     p.add_argument("--json", action="store_true", help="print the profile as JSON on stdout")
     p.add_argument("--quiet", action="store_true", help="no progress on stderr")
+    add_memory_option(p)
     p.set_defaults(handler=cmd_profile_perf)
 
 

@@ -50,6 +50,8 @@ def register(sub) -> None:
     d = sub.add_parser("delete", help="delete a project and everything in its folder")
     d.add_argument("project", metavar="PROJECT", help="project id or name")
     d.add_argument("--yes", action="store_true", help="confirm the deletion")
+    d.add_argument("--force", action="store_true",
+                   help="delete even while a job of the project runs or waits: the job is canceled")
     d.add_argument("--json", action="store_true", help="print JSON")
     d.set_defaults(handler=_delete)
 
@@ -73,12 +75,12 @@ def _ws():
 
 
 def _print_summary(s: dict) -> None:
-    from sparsify_tui.formatting import format_bytes, format_count
+    from sparsify_tui.formatting import format_bytes, format_count, safe_line
 
     m = s["model"]
     t = s["training"]
     st = s["setup"]
-    print(f"{s['name']} ({s['id']})" + (f": {s['description']}" if s.get("description") else ""))
+    print(f"{safe_line(s['name'])} ({s['id']})" + (f": {s['description']}" if s.get("description") else ""))
     print(f"  model     {m['file']}{' (linked: ' + m['path'] + ')' if m.get('linked') else ''}, "
           f"opset {m.get('opset')}, sha256 {m['sha256'][:12]}")
     print(f"            params {format_count(m.get('params'), '', '?')}, MACs {format_count(m.get('macs'), '', '?')}, "
@@ -121,17 +123,27 @@ def _list(args) -> int:
     from sparsify_tui.commands.output import print_json
     from sparsify_tui.formatting import format_count
 
-    projects = _ws().list_projects()
+    from sparsify_tui.commands.output import print_warnings
+    from sparsify_tui.formatting import safe_line
+
+    ws = _ws()
+    projects = ws.list_projects()
+    damaged = ws.damaged_projects()
     if args.json:
         print_json(projects)
+        print_warnings(f"project {safe_line(d['name'] or d['id'])} ({d['id']}) is damaged: {d['problem']}"
+                       for d in damaged)
         return 0
-    if not projects:
+    if not projects and not damaged:
         print("no projects: create one with `sparsify-tui create MODEL.onnx --name NAME`")
         return 0
-    width = max(len(p["name"]) for p in projects)
+    names = {p["id"]: safe_line(p["name"]) for p in projects + damaged}  # a newline cannot forge a row
+    width = max(len(n) for n in names.values())
     for p in projects:
-        print(f"{p['id']}  {p['name']:<{width}}  {p['model']['file']:<24} {format_count(p['model'].get('params'), '', '?'):>8} params"
-              f"  modified {p['modified'][:19].replace('T', ' ')}")
+        print(f"{p['id']}  {names[p['id']]:<{width}}  {safe_line(p['model']['file']):<24} "
+              f"{format_count(p['model'].get('params'), '', '?'):>8} params  modified {p['modified'][:19].replace('T', ' ')}")
+    for d in damaged:
+        print(f"{d['id']}  {names[d['id']] or '?':<{width}}  DAMAGED: {d['problem']}")
     return 0
 
 
@@ -172,17 +184,26 @@ def _delete(args) -> int:
     from sparsify_tui.commands.output import print_json
     from sparsify_tui.errors import ProjectError
 
+    from sparsify_tui.formatting import safe_line
+    from sparsify_tui.jobs import active_jobs, active_jobs_phrase, delete_project
+
     ws = _ws()
-    project = ws.project_entry(args.project)  # not the project's data: a damaged or linked-away folder is deletable
+    # not the project's data: a damaged or linked-away folder is deletable, and so is a folder the index lacks
+    project = ws.project_entry(args.project, orphans=True)
+    name = safe_line(project["name"])
+    jobs = [] if project.get("orphan") else active_jobs(ws, project["id"])
+    if jobs and not args.force:
+        ids = " ".join(j["id"] for j in jobs)
+        raise ProjectError(f"project {name} ({project['id']}) has {active_jobs_phrase(jobs)}, which deleting it "
+                           f"would cancel: wait for it, or cancel it (`sparsify-tui job cancel {ids}`), or add "
+                           "--yes --force to cancel it and delete the project")
     if not args.yes:
-        raise ProjectError(
-            f"refusing to delete project {project['name']} ({project['id']}) without confirmation: add --yes"
-        )
-    ws.delete_project(project["id"])
+        raise ProjectError(f"refusing to delete project {name} ({project['id']}) without confirmation: add --yes")
+    delete_project(ws, project["id"])
     if args.json:
         print_json({"deleted": project["id"], "name": project["name"]})
     else:
-        print(f"deleted project {project['name']} ({project['id']})")
+        print(f"deleted project {name} ({project['id']})")
     return 0
 
 

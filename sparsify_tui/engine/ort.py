@@ -50,7 +50,7 @@ def session_options(core_count: Optional[int] = None, *, profiling: bool = False
     so.intra_op_num_threads = int(core_count or available_cores())
     so.inter_op_num_threads = 1
     so.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
-    so.log_severity_level = 3
+    so.log_severity_level = 4  # fatal only: a failed run's error comes back as its exception (one line), not a log line too
     if profiling:
         so.enable_profiling = True
         if profile_prefix:

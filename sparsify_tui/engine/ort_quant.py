@@ -142,6 +142,22 @@ class _Reader:
         self._i = 0
 
 
+def _check_finite(reader: _Reader, model_name: str) -> None:
+    """Refuse calibration items holding NaN/Inf (the data is the cause: onnxruntime's calibrator would fail with
+    "scale issue", or set scales from infinities), naming the input, before anything is calibrated."""
+    for name in sorted({k for item in reader._items for k in item}):
+        bad = total = 0
+        for item in reader._items:
+            a = item.get(name)
+            if a is not None and a.dtype.kind in "fc":
+                bad += int(a.size - np.count_nonzero(np.isfinite(a)))
+                total += int(a.size)
+        if bad:
+            raise ModelError(f"INT8 quantization of {model_name} failed: its calibration input '{name}' holds {bad:,} "
+                             f"NaN/Inf values of {total:,}, which INT8 scales cannot be set from; fix the sample data "
+                             "(e.g. numpy.nan_to_num)")
+
+
 def _prepare(src: Path, work: Path, per_channel: bool, large: bool, prog) -> tuple:
     """(model to quantize, per_channel, warnings, seconds): the opset upgrade and ``quant_pre_process`` of
     ``src`` into ``work``, or what an earlier call left there (``preprocess.json``)."""
@@ -282,6 +298,7 @@ def quantize_int8(
         if missing:
             warnings.append(f"excluded nodes not in the pre-processed graph (folded or renamed): {', '.join(missing[:5])}")
         reader = _Reader(calibration or [], input_names, cancel)
+        _check_finite(reader, src.name)
         cached = cache is not None and cache.is_file()
         tc = time.perf_counter()
         try:

@@ -7,8 +7,11 @@ from sparsify_tui.jobs.baseline import baseline_jobs
 from sparsify_tui.jobs.runner import (
     ACTIVE,
     FINAL,
+    active_jobs,
+    active_jobs_phrase,
     JobContext,
     cancel,
+    delete_project,
     get_job,
     list_jobs,
     log_path,
@@ -22,6 +25,6 @@ from sparsify_tui.jobs.runner import (
 )
 
 __all__ = [
-    "ACTIVE", "FINAL", "JobContext", "baseline_jobs", "cancel", "get_job", "list_jobs", "log_path", "log_tail",
+    "ACTIVE", "FINAL", "JobContext", "active_jobs", "active_jobs_phrase", "delete_project", "baseline_jobs", "cancel", "get_job", "list_jobs", "log_path", "log_tail",
     "measure_lock_path", "refresh", "run_here", "run_job", "submit", "wait",
 ]

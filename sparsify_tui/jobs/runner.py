@@ -19,6 +19,10 @@
   :func:`list_jobs`, so a job is never left ``running`` forever.
 * :func:`run_here` runs a job in the calling process (the headless CLI) with the same lock and
   records.
+* A job may allocate at most its memory limit (:func:`sparsify_tui.analysis.system.job_memory_limit`: ``--max-memory``
+  / ``$SPARSIFY_TUI_MAX_MEMORY``, else the memory available when it starts); an allocation beyond it ends the job in
+  one line naming the limit and how to raise it (:func:`_run_handler`). Python warnings of a foreground job go to
+  its log, not to the terminal.
 """
 
 from __future__ import annotations
@@ -208,6 +212,11 @@ def _reap(ws: Workspace, job_id: str, proc: subprocess.Popen) -> None:
 
 def _death_fields(ws: Workspace, job: Dict[str, Any], returncode: Optional[int]) -> Dict[str, Any]:
     tail = log_tail(ws, job["id"])
+    if "Fatal Python error" not in tail:  # a native crash's header sits above a long stack dump: keep it
+        fatal = [ln for ln in log_tail(ws, job["id"], lines=200, max_chars=64 * 1024).splitlines()
+                 if ln.startswith("Fatal Python error")]
+        if fatal:
+            tail = f"{fatal[-1]}\n...\n{tail}"
     if job.get("cancel_requested"):
         return {"status": "canceled", "finished": now_iso(), "stderr_tail": tail or None}
     if returncode is not None and returncode < 0:
@@ -276,6 +285,40 @@ def list_jobs(ws: Workspace, project_id: Optional[str] = None) -> List[Dict[str,
         project_id = ws.get_project(project_id)["id"]
     refresh(ws)
     return ws.list_jobs(project_id)
+
+
+def active_jobs(ws: Workspace, project_id: str) -> List[Dict[str, Any]]:
+    """The pending and running jobs of a project (id or name), after :func:`refresh` (a job whose process is gone
+    is not active): what deleting the project would cancel. Its index entry is enough (a damaged project has jobs
+    too)."""
+    pid = ws.project_entry(project_id)["id"]
+    refresh(ws)
+    return [j for j in ws.list_jobs(pid) if j.get("status") in ACTIVE]
+
+
+def active_jobs_phrase(jobs: List[Dict[str, Any]]) -> str:
+    """The active jobs a deletion would cancel, in words, once for the CLI and the TUI:
+    ``a running job (perf profile 'baseline')``, ``2 jobs (perf profile 'a', running; loss profile 'b', queued)``."""
+    def state(j: Dict[str, Any]) -> str:
+        return "running" if j.get("status") == "running" else "queued"
+
+    if len(jobs) == 1:
+        return f"a {state(jobs[0])} job ({jobs[0].get('title') or jobs[0].get('type')})"
+    return f"{len(jobs)} jobs (" + "; ".join(f"{j.get('title') or j.get('type')}, {state(j)}" for j in jobs) + ")"
+
+
+def delete_project(ws: Workspace, project_id: str) -> None:
+    """Delete a project (:meth:`Workspace.delete_project`, an unindexed folder too) after asking each of its active
+    jobs to stop (:func:`cancel`: marked canceled, SIGTERM): the CLI's ``delete --force`` and the TUI's confirmed
+    delete. The caller has told the user about those jobs (:func:`active_jobs_phrase`)."""
+    entry = ws.project_entry(project_id, orphans=True)
+    if not entry.get("orphan"):
+        for job in active_jobs(ws, entry["id"]):
+            try:
+                cancel(ws, job["id"])
+            except SparsifyError:  # finished and gone meanwhile
+                pass
+    ws.delete_project(entry["id"])
 
 
 def cancel(ws: Workspace, job_id: str) -> Dict[str, Any]:
@@ -374,6 +417,45 @@ def _watch(ws: Workspace, job_id: str, token: CancelToken, reporter: _Reporter, 
             pass
 
 
+def _run_handler(handler, ctx: JobContext, log=None) -> Any:
+    """``handler(ctx)`` under the job's memory limit (:func:`sparsify_tui.engine.memory.memory_limit` of
+    :func:`sparsify_tui.analysis.system.job_memory_limit`), with Python warnings (numpy's RuntimeWarnings...) written to
+    the job's ``log`` (a foreground job's; a detached job's stderr is its log). A failed allocation
+    (:func:`sparsify_tui.engine.memory.allocation_failure`) becomes a :class:`JobError`: one line naming what was
+    asked, the limit and how to raise it."""
+    import warnings
+
+    from sparsify_tui.analysis.system import job_memory_limit
+    from sparsify_tui.engine.memory import allocation_failure, memory_limit
+    from sparsify_tui.formatting import format_bytes
+
+    limit, source = job_memory_limit()
+    out = log if log is not None else sys.stderr
+
+    def to_log(message, category, filename, lineno, file=None, line=None) -> None:
+        _log_line(out, warnings.formatwarning(message, category, filename, lineno, line).strip())
+
+    try:
+        with warnings.catch_warnings(), memory_limit(limit):
+            warnings.showwarning = to_log
+            return handler(ctx)
+    except (JobCanceled, KeyboardInterrupt):
+        raise
+    except BaseException as err:  # noqa: BLE001 - only a failed allocation is turned into a line here
+        asked = allocation_failure(err)
+        if asked is None:
+            raise
+        what = ctx.job.get("title") or ctx.job.get("type") or "the job"
+        asked_text = f"{format_bytes(asked)} at once" if asked else "more memory"
+        if limit is None:
+            raise JobError(f"{what} ran out of memory: it asked for {asked_text}, more than this machine could give: "
+                           "give smaller inputs (--batch-size, --dim) or run it on a machine with more memory") from err
+        raise JobError(f"{what} ran out of memory: it asked for {asked_text}, beyond its limit of "
+                       f"{format_bytes(limit)} ({source}): give smaller inputs (--batch-size, --dim), or raise the "
+                       f"limit with --max-memory SIZE (or SPARSIFY_TUI_MAX_MEMORY=SIZE before starting the TUI) if "
+                       "the machine has the memory") from err
+
+
 def _execute(ws: Workspace, job: Dict[str, Any], token: CancelToken, extra: Optional[ProgressFn],
              log=None) -> Dict[str, Any]:
     """Wait for the lock, run the handler, record the outcome. Returns the final job dict.
@@ -406,7 +488,7 @@ def _execute(ws: Workspace, job: Dict[str, Any], token: CancelToken, extra: Opti
             )
             ctx = JobContext(ws=ws, job=job, project_id=job.get("project_id"), args=dict(job.get("args") or {}),
                              progress=reporter, cancel=token)
-            result = handler(ctx)
+            result = _run_handler(handler, ctx, log)
             result = json.loads(json.dumps(result if result is not None else {}, default=str))
             stop.set()
             with reporter.lock:

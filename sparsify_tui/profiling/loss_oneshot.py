@@ -426,7 +426,7 @@ def sample_batches(model_path, data, batches: int, batch_size: int, dims) -> lis
 
     specs = input_specs(str(model_path), batch_size=batch_size, dims=dims or {})
     if data:
-        return list(load_sample_data(data, specs, batch_size))[: max(1, int(batches))]
+        return load_sample_data(data, specs, batch_size, max_batches=max(1, int(batches)))
     return [synthetic_inputs(specs, seed=i) for i in range(max(1, int(batches)))]
 
 

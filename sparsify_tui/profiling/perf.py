@@ -449,6 +449,14 @@ class PerfProfile:
 
 
 # ------------------------------------------------------------------------------------------- timing
+def sample_batches_used(warmup: int, iterations: int, int8: bool) -> int:
+    """Batches of sample data a perf profile reads: its warm-up, timed and profiled runs each take the next batch
+    (cycling), and INT8 calibrates on the first :data:`INT8_CALIBRATION_BATCHES`; the rest of the file is never read
+    (:func:`sparsify_tui.analysis.inputs.load_sample_data` ``max_batches``)."""
+    return max(1, int(warmup), int(iterations), profiled_runs_for(iterations) + 1,
+               INT8_CALIBRATION_BATCHES if int8 else 0)
+
+
 def profiled_runs_for(iterations: int) -> int:
     """Runs in the profiled pass (after one ignored warm-up run): a third of the timed iterations, 3..20."""
     return max(3, min(20, int(iterations) // 3))
@@ -608,7 +616,8 @@ def profile_performance(
     prog("preparing inputs", 0.0)
     phases: dict = {}
     t_phase = time.perf_counter()
-    model, batch_size, feeds, source, warnings = _model_and_feeds(path, batch_size, dims, data)
+    model, batch_size, feeds, source, warnings = _model_and_feeds(path, batch_size, dims, data,
+                                                                  sample_batches_used(warmup, iterations, int8))
     phases["inputs_s"] = time.perf_counter() - t_phase
 
     share_int8 = 0.45 if int8 else 0.0
@@ -673,11 +682,12 @@ def profile_performance(
     return prof
 
 
-def _model_and_feeds(path: Path, batch_size: int, dims: dict, data) -> tuple:
+def _model_and_feeds(path: Path, batch_size: int, dims: dict, data, max_batches: Optional[int] = None) -> tuple:
     """``(model, batch size, feeds, inputs record, warnings)``: one parse of the model for input specs and the node
     table (no weights when stored externally; large values dropped), the batch size the model fixes (the items in a
     batch fed: what ms per item divides by), the sample data's batches (validated) or one synthetic batch, and
-    the ``inputs`` record of the profile (source, shapes, dtypes)."""
+    the ``inputs`` record of the profile (source, shapes, dtypes). Only the first ``max_batches`` batches of the
+    sample data are read (:func:`sample_batches_used`)."""
     from sparsify_tui.analysis import inputs as ainputs
     from sparsify_tui.analysis.loading import load_model, nonfinite_weights, weight_warnings
     from sparsify_tui.analysis.shapes import fixed_batch
@@ -688,7 +698,7 @@ def _model_and_feeds(path: Path, batch_size: int, dims: dict, data) -> tuple:
     specs = ainputs.input_specs(model, batch_size=batch_size, dims=dims)
     batch_size = fixed_batch(model) or batch_size
     if data:
-        feeds = ainputs.load_sample_data(str(data), specs, batch_size)
+        feeds = ainputs.load_sample_data(str(data), specs, batch_size, max_batches=max_batches)
         warnings += ainputs.sample_data_warnings(feeds)
         source = {"source": "sample data", "path": str(data), "batches": len(feeds)}
     else:

@@ -144,10 +144,9 @@ def import_perf_profile(ws, project_ref: str, path: Union[str, Path], *, name: O
     host = prof.machine.hostname
     taken = {r.get("name") for r in ws.list_records(pid, PERF_TABLE)}
     if name:
-        from sparsify_tui.formatting import has_control, safe_text
+        from sparsify_tui import settings
 
-        if has_control(name):
-            raise SparsifyError(f"--name {safe_text(name)!r} holds control characters: give printable text")
+        name = settings.name(name)
         if name in taken:
             raise ProjectError(f"perf profile {name!r} already exists in project {project['name']!r}: "
                                "choose another --name")

@@ -37,7 +37,7 @@ def search_int8_optimization(ws, project_id: str, args: Dict[str, Any], *, progr
     check_name_free(ws, pid, s["name"])
     prog = progress or (lambda step, frac: None)
     perf_prof, perf_ref, perf_name = profiles.resolve_perf_profile(ws, pid, s["perf"])
-    loss_prof, loss_ref, loss_name = profiles.resolve_loss_profile(ws, pid, s["loss"])
+    loss_prof, loss_ref, loss_name = profiles.resolve_loss_profile(ws, pid, s["loss"], require=True)
     st = Settings(sparsity=s["sparsity"], balance=s["balance"]).with_changes()
     rec = core.build_optimization(s["name"], model_analysis(ws, pid), perf_prof, loss_prof,
                                   training=project.get("training"), sparsity=st.sparsity, balance=st.balance,

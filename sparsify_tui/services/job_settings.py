@@ -174,7 +174,7 @@ def perf_settings(project: Dict[str, Any], args: Dict[str, Any], *, model_path=N
     f = _flags(PERF_FLAGS, flags)
     d = project_defaults(project, args)
     out = {
-        "name": args.get("name") or d.setup.get("perf_name") or "baseline",
+        "name": settings.name(args.get("name")) or d.setup.get("perf_name") or "baseline",
         "run": run_spec(d, args, f),
         "warmup": settings.warmup(args.get("warmup"), f["warmup"]),
         "iterations": settings.iterations(args.get("iterations"), f["iterations"]),
@@ -182,7 +182,12 @@ def perf_settings(project: Dict[str, Any], args: Dict[str, Any], *, model_path=N
         "int8": bool(args.get("int8", True)),
         "dims": settings.dims(d.dims),
     }
-    _check_inputs(model_path, [out["run"].batch_size], out["dims"], out["data"], user_dims=args.get("dims"))
+    if model_path is not None:
+        from sparsify_tui.profiling.perf import sample_batches_used
+
+        _check_inputs(model_path, [out["run"].batch_size], out["dims"], out["data"], user_dims=args.get("dims"),
+                      data_batches=sample_batches_used(out["warmup"], out["iterations"], out["int8"]),
+                      finite=out["int8"])
     return out
 
 
@@ -215,7 +220,7 @@ def loss_settings(project: Dict[str, Any], args: Dict[str, Any], *, model_path=N
         raise SparsifyError(f"{f['data']} is used by the one-shot method only, not {method}: drop it or choose "
                             f"{f['method']} one-shot")
     out = {
-        "name": args.get("name") or d.setup.get("loss_name") or "baseline",
+        "name": settings.name(args.get("name")) or d.setup.get("loss_name") or "baseline",
         "method": method,
         "levels": levels,
         "data": data,
@@ -228,7 +233,7 @@ def loss_settings(project: Dict[str, Any], args: Dict[str, Any], *, model_path=N
     }
     if model_path is not None and method == "one-shot":
         _check_inputs(model_path, [out["run"].batch_size], out["dims"], out["data"], batches=out["batches"],
-                      user_dims=args.get("dims"))
+                      user_dims=args.get("dims"), data_batches=out["batches"], finite=out["int8"])
     elif model_path is not None:
         from sparsify_tui.analysis.loading import load_model
         from sparsify_tui.analysis.shapes import check_shapes, check_user_dims, dim_keys
@@ -284,7 +289,7 @@ def int8_settings(project: Dict[str, Any], args: Dict[str, Any]) -> Dict[str, An
     labels, calibration, calibration_size, dims, run`` (:class:`~sparsify_tui.engine.run.RunSpec`: the runtime
     searched, batch 1, the cores) (module docstring; the data defaults to the project's sample data)."""
     d = project_defaults(project, {**args, "batch_size": 1})
-    name = str(args.get("name") or "").strip()
+    name = settings.name(args.get("name"))
     if not name:
         raise ProjectError("an optimization needs a name: pass --name NAME")
     sp = args.get("sparsity")
@@ -316,7 +321,7 @@ def budget_settings(project: Dict[str, Any], args: Dict[str, Any]) -> Dict[str, 
     from sparsify_tui.optimization.structures.channel import IMPORTANCES
 
     d = project_defaults(project, args)
-    name = str(args.get("name") or "").strip()
+    name = settings.name(args.get("name"))
     if not name:
         raise SparsifyError("an optimization needs a name: pass --name NAME")
     if args.get("max_drop") in (None, ""):
@@ -403,6 +408,7 @@ def benchmark_settings(project: Dict[str, Any], args: Dict[str, Any], *, model_p
     every batch size (``args["data"]`` and its ``labels`` too)."""
     f = _flags(BENCHMARK_FLAGS, flags)
     d = project_defaults(project, {"dims": args.get("dims")})
+    settings.name(args.get("name"))  # a benchmark's name is shown like a profile's: no newline, no invisible character
     pairs, notes = runtimes(args, f)
     out = {
         "runtimes": pairs,

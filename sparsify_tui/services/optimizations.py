@@ -67,8 +67,10 @@ def create_optimization(ws, project_id: str, name: str, perf: Optional[str] = No
 def check_name_free(ws, project_id: str, name: str) -> str:
     """The stripped ``name``; ``ProjectError`` (one line) when it is empty or the project already has an
     optimization of that name."""
+    from sparsify_tui import settings
+
     project = ws.get_project(project_id)
-    name = (name or "").strip()
+    name = settings.name(name)
     if not name:
         raise ProjectError("an optimization needs a name: pass --name NAME")
     if any(r.get("name") == name for r in ws.list_records(project["id"], TABLE)):
@@ -104,7 +106,7 @@ def build_record(ws, project_id: str, name: str, perf: Optional[str] = None, los
         loss_prof, loss_ref, loss_name = loss_profile, "", loss_profile.name
     else:
         loss_prof, loss_ref, loss_name = profiles.resolve_loss_profile(ws, pid, loss, skipped,
-                                                                       structure=kind.loss_structure)
+                                                                       structure=kind.loss_structure, require=True)
     if kind.loss_structure != UNSTRUCTURED and loss_ref == profiles.APPROXIMATED:
         # no loss profile of this structure: the structure computes its own curves from the weights
         loss_prof, loss_name = None, getattr(kind, "computed_loss_name", "computed from the weights")
@@ -222,6 +224,10 @@ def copy_optimization(ws, project_id: str, ref: str, new_name: Optional[str] = N
     ``"<name> v2"``, ``v3``... the first free one). Returns the stored copy."""
     rec = ws.find_record(project_id, TABLE, ref)
     names = {r.get("name") for r in ws.list_records(project_id, TABLE)}
+    if new_name:
+        from sparsify_tui import settings
+
+        new_name = settings.name(new_name)
     if new_name:
         if new_name in names:
             raise ProjectError(f"optimization {new_name!r} already exists: choose another name")

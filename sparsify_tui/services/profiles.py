@@ -189,6 +189,23 @@ def loss_structure(record: Dict[str, Any]) -> str:
     return str((record.get("settings") or {}).get("structure") or "unstructured")
 
 
+def check_loss_structure(ws, project_id: str, ref: Optional[str], structure: str) -> None:
+    """Refuse (:class:`ProjectError`, one line) an optimization of ``structure`` on the stored loss profile ``ref``
+    (id or name) when that profile measured another structure: an unstructured optimization reads per-weight
+    sensitivities, a channel one reads channel groups. None and ``"approximated"`` pass."""
+    if ref is None or str(ref).lower() == APPROXIMATED:
+        return
+    rec = ws.find_record(project_id, LOSS_TABLE, ref)
+    measured = loss_structure(rec)
+    if measured != structure:
+        from sparsify_tui.errors import ProjectError
+
+        raise ProjectError(f"loss profile {rec.get('name', rec['id'])!r} measured {measured} pruning, but a "
+                           f"{structure} optimization reads {structure} sensitivities: give --loss a {structure} loss "
+                           f"profile (sparsify-tui profile loss PROJECT --structure {structure}), or --loss "
+                           "approximated")
+
+
 def loss_profile_structure(ws, project_id: str, ref: str) -> str:
     """:func:`loss_structure` of the stored loss profile ``ref`` (id or name); ``""`` when there is none."""
     from sparsify_tui.errors import RecordNotFound
@@ -200,11 +217,13 @@ def loss_profile_structure(ws, project_id: str, ref: str) -> str:
 
 
 def resolve_loss_profile(ws, project_id: str, ref: Optional[str], skipped: Optional[list] = None,
-                         structure: str = "unstructured"):
+                         structure: str = "unstructured", *, require: bool = False):
     """``(profile, record id or "approximated", display name)`` for an optimization's loss profile: ``ref`` an
     id or name, ``"approximated"``, None = the newest completed loss profile of ``structure``
     (:func:`loss_structure`) whose data loads (records without data are skipped and reported in ``skipped``),
-    else Approximated."""
+    else Approximated. ``require``: a profile named by ``ref`` must have measured ``structure`` (an optimization
+    reads the sensitivities of its own structure: per-weight rows for unstructured, channel groups for channel);
+    :class:`ProjectError` (one line) otherwise."""
     if ref is None:
         found = _newest_readable(ws, project_id, LOSS_TABLE, load_loss_profile, skipped,
                                  keep=lambda r: loss_structure(r) == structure)
@@ -214,4 +233,6 @@ def resolve_loss_profile(ws, project_id: str, ref: Optional[str], skipped: Optio
     if ref is None or str(ref).lower() == APPROXIMATED:
         return approximated_loss_profile(ws, project_id), APPROXIMATED, "Approximated"
     rec = ws.find_record(project_id, LOSS_TABLE, ref)
+    if require:
+        check_loss_structure(ws, project_id, rec["id"], structure)
     return load_loss_profile(ws, project_id, rec["id"]), rec["id"], rec.get("name", rec["id"])

@@ -26,7 +26,7 @@ from typing import Any, Callable, Dict, Iterator, Optional
 from tinydb import TinyDB
 from tinydb.storages import Storage
 
-from sparsify_tui.errors import ProjectError
+from sparsify_tui.errors import ProjectError, RecordNotFound
 from sparsify_tui.tempfiles import (  # noqa: F401 - pid_alive: used by Workspace.recover
     TMP_SUFFIX, WRITE_ERRNOS, fsync_dir, pid_alive, write_error)
 
@@ -60,14 +60,16 @@ def writing(path: Path) -> Iterator[None]:
         raise
 
 
-def atomic_write_text(path: Path, text: str) -> None:
+def atomic_write_text(path: Path, text: str, *, make_parents: bool = True) -> None:
     """Write ``text`` to ``path`` atomically: temp file in the same folder (named after this process's pid, so
     a killed write is recognised and removed at start-up: :meth:`sparsify_tui.store.Workspace.recover`),
     fsync, os.replace, fsync dir. A full disk or a read-only file system is a one-line :class:`ProjectError`
-    (:func:`writing`), the temp file removed."""
+    (:func:`writing`), the temp file removed. ``make_parents=False``: the folder must exist (``FileNotFoundError``
+    otherwise): a project's files are never written into a folder a delete has just moved away."""
     path = Path(path)
     with writing(path):
-        path.parent.mkdir(parents=True, exist_ok=True)
+        if make_parents:
+            path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.{os.getpid()}.", suffix=TMP_SUFFIX, dir=str(path.parent))
         try:
             with os.fdopen(fd, "w", encoding="utf-8") as fh:
@@ -82,9 +84,9 @@ def atomic_write_text(path: Path, text: str) -> None:
     fsync_dir(path.parent)
 
 
-def atomic_write_json(path: Path, obj: Any) -> None:
+def atomic_write_json(path: Path, obj: Any, *, make_parents: bool = True) -> None:
     """:func:`atomic_write_text` of ``json.dumps(obj)`` (compact, UTF-8)."""
-    atomic_write_text(path, json.dumps(obj, separators=(",", ":"), ensure_ascii=False))
+    atomic_write_text(path, json.dumps(obj, separators=(",", ":"), ensure_ascii=False), make_parents=make_parents)
 
 
 def read_json(path: Path) -> Any:
@@ -100,10 +102,13 @@ def read_json(path: Path) -> Any:
 
 
 class AtomicJSONStorage(Storage):
-    """TinyDB storage that reads the file fresh on every ``read`` and writes it atomically."""
+    """TinyDB storage that reads the file fresh on every ``read`` and writes it atomically. ``gone``: the file's
+    folder must exist, and this message is the :class:`~sparsify_tui.errors.RecordNotFound` raised when it does
+    not (default: the folder is created)."""
 
-    def __init__(self, path: str, **_: Any) -> None:
+    def __init__(self, path: str, gone: Optional[str] = None, **_: Any) -> None:
         self.path = Path(path)
+        self.gone = gone
 
     def read(self) -> Optional[Dict[str, Dict[str, Any]]]:
         try:
@@ -113,7 +118,13 @@ class AtomicJSONStorage(Storage):
         return data or None
 
     def write(self, data: Dict[str, Dict[str, Any]]) -> None:
-        atomic_write_json(self.path, data)
+        if self.gone is None:
+            atomic_write_json(self.path, data)
+            return
+        try:
+            atomic_write_json(self.path, data, make_parents=False)
+        except FileNotFoundError:
+            raise RecordNotFound(self.gone) from None
 
     def close(self) -> None:
         pass
@@ -126,12 +137,13 @@ class _FileLock:
         self.fd: Optional[int] = None
         self.depth = 0
 
-    def acquire(self) -> None:
+    def acquire(self, make_parents: bool = True) -> None:
         self.rlock.acquire()
         try:
             if self.depth == 0:
                 with writing(Path(self.path)):
-                    Path(self.path).parent.mkdir(parents=True, exist_ok=True)
+                    if make_parents:
+                        Path(self.path).parent.mkdir(parents=True, exist_ok=True)
                     fd = os.open(self.path, os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), 0o644)
                 try:
                     fcntl.flock(fd, fcntl.LOCK_EX)
@@ -159,8 +171,9 @@ _PID = os.getpid()
 
 
 @contextlib.contextmanager
-def file_lock(db_path: Path) -> Iterator[None]:
-    """Hold an exclusive cross-process lock for ``db_path`` (file ``<db_path>.lock``); re-entrant."""
+def file_lock(db_path: Path, make_parents: bool = True) -> Iterator[None]:
+    """Hold an exclusive cross-process lock for ``db_path`` (file ``<db_path>.lock``); re-entrant.
+    ``make_parents=False``: the folder must exist (``FileNotFoundError`` otherwise; the lock never creates it)."""
     global _PID
     key = os.path.abspath(str(db_path)) + ".lock"
     with _LOCKS_GUARD:
@@ -170,7 +183,7 @@ def file_lock(db_path: Path) -> Iterator[None]:
         lock = _LOCKS.get(key)
         if lock is None:
             lock = _LOCKS[key] = _FileLock(key)
-    lock.acquire()
+    lock.acquire(make_parents)
     try:
         yield
     finally:
@@ -197,12 +210,25 @@ def _check_schema(db: TinyDB, kind: str, path: Path, *, write: bool) -> None:
 
 
 @contextlib.contextmanager
-def open_db(path: Path, kind: str, *, write: bool = False) -> Iterator[TinyDB]:
+def open_db(path: Path, kind: str, *, write: bool = False, gone: Optional[str] = None) -> Iterator[TinyDB]:
     """A fresh TinyDB on ``path``. ``write=True`` holds the file lock for the whole block (read-modify-write)
-    and migrates an old schema forward; reads take no lock (files are replaced atomically)."""
+    and migrates an old schema forward; reads take no lock (files are replaced atomically).
+
+    ``gone``: the file must exist (a project's database: its folder is never made again by a write that raced
+    its delete); when it does not, or its folder vanishes before the write, :class:`RecordNotFound` with this
+    message, and nothing is written."""
     path = Path(path)
-    with file_lock(path) if write else contextlib.nullcontext():
-        db = TinyDB(str(path), storage=AtomicJSONStorage)
+    with contextlib.ExitStack() as stack:
+        if write:
+            try:
+                stack.enter_context(file_lock(path, make_parents=gone is None))
+            except FileNotFoundError:
+                if gone is None:
+                    raise
+                raise RecordNotFound(gone) from None
+            if gone is not None and not path.is_file():
+                raise RecordNotFound(gone)
+        db = TinyDB(str(path), storage=AtomicJSONStorage, gone=gone)
         try:
             _check_schema(db, kind, path, write=write)
             yield db

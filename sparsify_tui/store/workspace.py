@@ -157,7 +157,11 @@ class Workspace:
         return self.projects_dir / project_id / "project.json"
 
     def _project_db(self, project_id: str, write: bool = False):
-        return open_db(self._project_db_path(project_id), "project", write=write)
+        """The project's TinyDB. A write needs its ``project.json`` to exist and never creates the project's folder:
+        a write that raced the project's delete is :class:`RecordNotFound`, and the folder stays gone."""
+        return open_db(self._project_db_path(project_id), "project", write=write,
+                       gone=f"project {project_id} no longer exists (deleted while this ran): nothing was written; "
+                            "run `sparsify-tui list` to see the projects")
 
     def project_dir(self, project_id: str) -> Path:
         """Folder of a project (raises :class:`RecordNotFound` if the project does not exist)."""
@@ -272,7 +276,7 @@ class Workspace:
         """
         src = Path(model_path).expanduser()
         name = (name or src.stem).strip()
-        _check_printable(name, "a project name")
+        _check_name(name)
         _check_printable(description or "", "a project description")
         self.check_name_free(name)
         adict = dict(analysis)
@@ -547,10 +551,11 @@ class Workspace:
         return {"id": project_id, "name": doc["name"], "created": str(doc.get("created") or now_iso())}
 
     def check_name_free(self, name: str, db=None, exclude: Optional[str] = None) -> None:
-        """Raise :class:`ProjectError` when ``name`` is empty or another project (not ``exclude``) has it
-        (case-insensitive)."""
+        """Raise :class:`ProjectError` when ``name`` is empty, holds a character a name cannot (:func:`_check_name`),
+        or another project (not ``exclude``) has it (case-insensitive)."""
         if not name.strip():
             raise ProjectError("a project name cannot be empty: pass --name NAME")
+        _check_name(name)
         entries = [dict(d) for d in db.table("projects").all()] if db is not None else self._index()
         for e in entries:
             if e["id"] != exclude and str(e["name"]).lower() == name.lower():
@@ -578,11 +583,70 @@ class Workspace:
             raise RecordNotFound(f"project {project_id} is empty: delete it with `sparsify-tui delete {project_id} --yes`")
         return dict(docs[0])
 
-    def project_entry(self, ref: str) -> Dict[str, Any]:
+    def project_entry(self, ref: str, *, orphans: bool = False) -> Dict[str, Any]:
         """The index entry ``{"id", "name", "created"}`` of a project by id or (unique, case-insensitive) name,
         whether or not its folder can be read (:meth:`delete_project` needs no more);
-        :class:`RecordNotFound` otherwise."""
-        return dict(self._index_entry(ref))
+        :class:`RecordNotFound` otherwise. ``orphans``: an unindexed project folder named ``ref``
+        (:meth:`damaged_projects` lists them) is ``{"id": ref, "name": ref, "created": None, "orphan": True}``."""
+        try:
+            return dict(self._index_entry(ref))
+        except RecordNotFound:
+            if orphans and self._orphan_folder(ref) is not None:
+                return {"id": ref, "name": ref, "created": None, "orphan": True}
+            raise
+
+    def _orphan_folder(self, ref: str, indexed: Optional[set] = None) -> Optional[Path]:
+        """``projects/<ref>`` when it is a project folder (or a link in its place) the index lacks (``indexed``: the
+        ids it has, read when not given) and no create is building; None otherwise."""
+        if not isinstance(ref, str) or not _PROJECT_ID.fullmatch(ref):
+            return None
+        path = self.projects_dir / ref
+        if not os.path.lexists(path) or folder_claimed(path):
+            return None
+        if ref in (indexed if indexed is not None else {e["id"] for e in self._index()}):
+            return None
+        return path
+
+    def project_problem(self, project_id: str) -> Optional[str]:
+        """Why an indexed project cannot be read, with the fix, or None when it can: its ``project.json`` is
+        missing, not JSON (a truncated write, a disk error) or holds no project."""
+        path = self._project_db_path(project_id)
+        fix = f"restore {path} from a backup, or remove the project with `sparsify-tui delete {project_id} --yes`"
+        try:
+            self._read_project(project_id)
+        except FileNotFoundError:
+            return f"its project.json is missing: {fix}"
+        except RecordNotFound:
+            return f"its project.json {'is missing' if not path.exists() else 'holds no project'}: {fix}"
+        except ProjectError as err:
+            reason = str(err).split(": restore", 1)[0].replace(str(path), "its project.json")
+            return f"{reason}: {fix}"
+        except (OSError, ValueError) as err:
+            return f"its project.json cannot be read ({getattr(err, 'strerror', None) or err}): {fix}"
+        return None
+
+    def damaged_projects(self) -> List[Dict[str, Any]]:
+        """The projects :meth:`list_projects` skips, each ``{"id", "name", "problem"}`` (``problem`` ends with the
+        fix): indexed projects whose ``project.json`` cannot be read (:meth:`project_problem`), and project folders
+        the index lacks that start-up recovery could not index again (no readable ``project.json``; ``name`` is
+        empty). ``sparsify-tui list`` shows them, so a damaged project is never reported as "no projects"."""
+        out = []
+        index = self._index()
+        for entry in index:
+            problem = self.project_problem(entry["id"])
+            if problem:
+                out.append({"id": entry["id"], "name": entry["name"], "problem": problem})
+        try:
+            names = sorted(e.name for e in os.scandir(self.projects_dir))
+        except OSError:
+            names = []
+        indexed = {e["id"] for e in index}
+        for name in names:
+            if self._orphan_folder(name, indexed) is not None:
+                out.append({"id": name, "name": "", "problem": (
+                    f"folder {self.projects_dir / name} is in no project index and holds no readable project.json: "
+                    f"remove it with `sparsify-tui delete {name} --yes`")})
+        return out
 
     def get_project(self, ref: str) -> Dict[str, Any]:
         """The project dict for an id or a (unique, case-insensitive) name; :class:`RecordNotFound` otherwise."""
@@ -616,11 +680,14 @@ class Workspace:
             top["name"] = str(top["name"] or "").strip()
             if not top["name"]:
                 raise ProjectError("a project name cannot be empty: pass a name")
-            _check_printable(top["name"], "a project name")
+            _check_name(top["name"])
         if "description" in top:
             top["description"] = str(top["description"] or "")
             _check_printable(top["description"], "a project description")
         with self._ws_db(write=True) as wdb:
+            if not wdb.table("projects").contains(Query().id == pid):  # deleted since it was looked up
+                raise RecordNotFound(f"no project {project_id!r}: it was deleted meanwhile, nothing was changed; "
+                                     "run `sparsify-tui list` to see the projects")
             if "name" in top:
                 self.check_name_free(top["name"], db=wdb, exclude=pid)
                 wdb.table("projects").update({"name": top["name"]}, Query().id == pid)
@@ -643,13 +710,15 @@ class Workspace:
             db.table("project").update({"modified": now_iso()})
 
     def delete_project(self, project_id: str) -> None:
-        """Delete a project: its index entry, its folder (model copy, records, blobs) and its jobs.
+        """Delete a project: its index entry, its folder (model copy, records, blobs) and its jobs; or a project
+        folder the index lacks (:meth:`damaged_projects`), by its folder name.
 
-        Running jobs of the project get SIGTERM first. A linked model file is never deleted.
+        Running jobs of the project get SIGTERM first (``sparsify-tui delete`` asks before: ``--force``). A linked
+        model file is never deleted.
         """
         import signal
 
-        pid = self._index_entry(project_id)["id"]
+        pid = self.project_entry(project_id, orphans=True)["id"]  # an unindexed folder goes the same way
         with self._ws_db(write=True) as db:
             jobs = db.table("jobs")
             for job in jobs.search(Query().project_id == pid):
@@ -883,7 +952,16 @@ class Workspace:
         """Write a JSON blob (atomically) next to the project DB, e.g. key ``perf_profiles/<id>.json``."""
         pid = self._index_entry(project_id)["id"]
         path = self._blob_path(pid, key)
-        atomic_write_json(path, obj)
+        base = (self.projects_dir / pid).resolve()
+        gone = RecordNotFound(f"project {pid} no longer exists (deleted while this ran): nothing was written; run "
+                              "`sparsify-tui list` to see the projects")
+        try:  # the folders under the project's, never the project's own (a delete may just have moved it away)
+            for folder in reversed([d for d in path.parents if base in d.parents]):
+                with writing(folder):
+                    folder.mkdir(exist_ok=True)
+            atomic_write_json(path, obj, make_parents=False)
+        except FileNotFoundError:
+            raise gone from None
         return path
 
     def read_blob(self, project_id: str, key: str) -> Any:
@@ -947,9 +1025,22 @@ class Workspace:
             db.table("jobs").remove(Query().id == job_id)
 
 
+def _check_name(text: str, what: str = "a project name") -> None:
+    """Refuse a name holding a control character (newline and tab included), a bidirectional control or a
+    zero-width character (:func:`sparsify_tui.formatting.name_problem`): a newline forged a row of ``list``, a
+    right-to-left override reordered what the terminal showed."""
+    from sparsify_tui.formatting import name_problem, safe_line
+
+    problem = name_problem(text)
+    if problem:
+        raise ProjectError(f"{what} cannot hold {problem} ({safe_line(text)!r}): give printable text (no "
+                           "control characters, bidirectional controls or zero-width characters)")
+
+
 def _check_printable(text: str, what: str) -> None:
-    """Refuse control characters (escape sequences would retitle or clear the user's terminal) and bytes that
-    are not UTF-8."""
+    """Refuse control characters (escape sequences would retitle or clear the user's terminal), invisible
+    characters that reorder or hide text, and bytes that are not UTF-8 (newlines and tabs are allowed: a
+    description may have several lines)."""
     from sparsify_tui.formatting import has_control, safe_text
 
     if has_control(text):

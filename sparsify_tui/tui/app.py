@@ -13,10 +13,8 @@ place that turns it into the error dialog.
 from __future__ import annotations
 
 import asyncio
-import json
 import os
 from functools import partial
-from pathlib import Path
 from typing import Any, Optional
 
 from textual import events, on
@@ -268,6 +266,7 @@ class SparsifyApp(App[int]):
         yield KeysFooter()  # one line of text (ctrl+p is an ordinary binding: it fits 80 cols)
 
     def on_mount(self) -> None:
+        self._name_keymap_problems(self._user_keymap.problems)
         self.call_after_refresh(self._preload_sections)
         self._update_chrome()
         if self._start_project:
@@ -297,6 +296,13 @@ class SparsifyApp(App[int]):
                     importlib.import_module(module)
                 except Exception:  # noqa: BLE001 - the section reports it when it is opened
                     break
+            if self._user_keymap.entries:  # every binding id now declared: name the ones nothing declares
+                from sparsify_tui.tui.keymap import declared_ids
+
+                try:
+                    self.call_from_thread(self._check_keymap_ids, declared_ids())
+                except Exception:  # noqa: BLE001 - the app closed meanwhile
+                    pass
             if gc.get_freeze_count() == 0:
                 gc.freeze()
 
@@ -308,8 +314,10 @@ class SparsifyApp(App[int]):
     def _update_chrome(self) -> None:
         bar = self.query_one(SectionBar)
         bar.show(self.section, self.project_id is not None)
+        from sparsify_tui.formatting import safe_line
+
         name = self.project_name()
-        self.sub_title = f"project: {name}" if name else "no project open"
+        self.sub_title = f"project: {safe_line(name)}" if name else "no project open"
 
     def project_name(self) -> Optional[str]:
         """The open project's name (its id until the name is read), None when no project is open."""
@@ -333,14 +341,56 @@ class SparsifyApp(App[int]):
 
     # -- keymap ---------------------------------------------------------------------------
     def _apply_user_keymap(self) -> None:
-        """Remap keys from `$SPARSIFY_TUI_KEYMAP` or `<workspace>/keymap.json` ({binding id: "key,key"})."""
-        path = os.environ.get("SPARSIFY_TUI_KEYMAP") or str(Path(self.workspace.root) / "keymap.json")
-        try:
-            keymap = json.loads(Path(path).read_text())
-        except (OSError, ValueError):
+        """Remap keys from `$SPARSIFY_TUI_KEYMAP` or `<workspace>/keymap.json` ({binding id: "key,key"}), read and
+        checked by :func:`sparsify_tui.tui.keymap.read_keymap` (a regular file of at most 64 KiB; reserved keys,
+        unknown key names and app-wide keys refused): what it refuses is named once on start (:meth:`on_mount`)."""
+        from sparsify_tui.tui.keymap import keymap_path, read_keymap
+
+        self._user_keymap = read_keymap(keymap_path(self.workspace.root), self._app_bindings())
+        self._keymap_named: set = set()
+        if self._user_keymap.entries:
+            self.set_keymap(dict(self._user_keymap.entries))
+
+    def _app_bindings(self) -> list:
+        """The bindings that work everywhere: this app's and Textual's own app-level ones."""
+        out = []
+        for klass in reversed(type(self).__mro__):
+            out.extend(b for b in klass.__dict__.get("BINDINGS", []) if isinstance(b, Binding))
+        return out
+
+    def _name_keymap_problems(self, problems) -> None:
+        """Each keymap problem as a notification, once per app."""
+        for line in problems:
+            if line not in self._keymap_named:
+                self._keymap_named.add(line)
+                self.notify(line, title="keymap.json", severity="warning", timeout=20, markup=False)
+
+    def _check_keymap_ids(self, ids: set) -> None:
+        """Once the sections are imported: name (and drop) keymap entries whose id nothing declares."""
+        from sparsify_tui.tui.keymap import unknown_ids
+
+        problems = unknown_ids(self._user_keymap, ids)
+        if problems:
+            self.set_keymap(dict(self._user_keymap.entries))
+            self._name_keymap_problems(problems)
+
+    def handle_bindings_clash(self, clashed_bindings: set, node) -> None:
+        """A keymap entry moved a binding onto the key of another binding of the same place, which Textual then
+        dropped: the entry goes (both keep their default keys) and is named once."""
+        keys = {normalize for b in clashed_bindings for normalize in str(b.key).split(",")}
+        culprits = [bid for bid, value in self._user_keymap.entries.items()
+                    if set(value.split(",")) & keys and bid not in {b.id for b in clashed_bindings}]
+        if not culprits:
             return
-        if isinstance(keymap, dict):
-            self.set_keymap({str(k): str(v) for k, v in keymap.items()})
+        lines = []
+        for bid in culprits:
+            value = self._user_keymap.entries.pop(bid)
+            other = next(b for b in clashed_bindings if set(str(b.key).split(",")) & set(value.split(",")))
+            lines.append(f"keymap {self._user_keymap.path}: {bid!r} -> {value!r} is refused: it is the key of "
+                         f"{other.description or other.action} ({other.id or other.key}) there; choose another key "
+                         "(it keeps its default)")
+        self.set_keymap(dict(self._user_keymap.entries))
+        self._name_keymap_problems(lines)
 
     # -- sections -------------------------------------------------------------------------
     def check_action(self, action: str, parameters: tuple) -> Optional[bool]:

@@ -19,7 +19,8 @@ def check(ws, project: Dict[str, Any], args: Dict[str, Any]) -> None:
     s = budget_settings(project, args)
     check_name_free(ws, project["id"], s["name"])
     model = ws.model_path(project["id"])
-    check_run_inputs(model, 1, s["dims"], s["data"], labels_key=s["labels"], metric=s["metric"], scores_outputs=True)
+    check_run_inputs(model, 1, s["dims"], s["data"], labels_key=s["labels"], metric=s["metric"], scores_outputs=True,
+                     finite=bool(s.get("quantize")))
     check_split(item_count(model, s["data"], labels_key=s["labels"], dims=s["dims"]), s["calibration_size"])
 
 

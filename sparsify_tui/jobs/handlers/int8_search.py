@@ -7,15 +7,18 @@ from typing import Any, Dict
 
 def check(ws, project: Dict[str, Any], args: Dict[str, Any]) -> None:
     """Refuse bad arguments before a job record exists: :func:`sparsify_tui.services.job_settings.int8_settings`, a free
-    name, and the sample data with its labels (:func:`sparsify_tui.analysis.run_inputs.check_run_inputs`)."""
+    name, a loss profile of unstructured pruning, and the sample data with its labels
+    (:func:`sparsify_tui.analysis.run_inputs.check_run_inputs`)."""
     from sparsify_tui.analysis.run_inputs import check_run_inputs
     from sparsify_tui.services.int8 import check_name_free
     from sparsify_tui.services.job_settings import int8_settings
+    from sparsify_tui.services.profiles import check_loss_structure
 
     s = int8_settings(project, args)
     check_name_free(ws, project["id"], s["name"])
+    check_loss_structure(ws, project["id"], s["loss"], "unstructured")
     check_run_inputs(ws.model_path(project["id"]), 1, s["dims"], s["data"], labels_key=s["labels"],
-                     metric=s["metric"], scores_outputs=True)
+                     metric=s["metric"], scores_outputs=True, finite=True)
 
 
 def run(ctx) -> Dict[str, Any]:

@@ -343,8 +343,10 @@ class LossSection(ViewKeys, RecordListSection):
 
     # -- list ------------------------------------------------------------------------------------
     def record_option(self, record: dict) -> Option:
+        from sparsify_tui.formatting import safe_line
+
         method = f" ({record.get('method', '?')})"
-        return Option(elide_middle(str(record.get("name") or record["id"]), self.LIST_WIDTH - len(method)) + method,
+        return Option(elide_middle(safe_line(record.get("name") or record["id"]), self.LIST_WIDTH - len(method)) + method,
                       id=str(record["id"]))
 
     def record_signature(self, record: dict) -> tuple:

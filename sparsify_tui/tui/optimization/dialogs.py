@@ -170,6 +170,8 @@ class CreateOptimizationDialog(ModalScreen[Optional[dict]]):
     Dismisses with ``{"name", "perf", "loss", "structure", "target", "sparsity", "balance", "quantize"}`` (``target``
     None for unstructured; ``sparsity`` is the value) or None. ``choices``: the Prune choices, ``(label,
     "structure[:target]", default value)`` (the ``CREATE_CHOICES`` of the structure panes), the first preselected.
+    ``loss_structures``: the structure each loss profile measured (by id): the Loss choice offers only the profiles
+    of the chosen structure (and Approximated), so an unstructured optimization is never built on channel groups.
     """
 
     DEFAULT_CSS = _DIALOG_CSS.format(name="CreateOptimizationDialog") + """
@@ -182,8 +184,9 @@ class CreateOptimizationDialog(ModalScreen[Optional[dict]]):
 
     def __init__(self, perf_options: list[tuple[str, str]], loss_options: list[tuple[str, str]],
                  default_name: str = "optimization", calibrated_perf: Optional[str] = None, *,
-                 choices: list[tuple[str, str, str]]) -> None:
+                 choices: list[tuple[str, str, str]], loss_structures: Optional[dict] = None) -> None:
         super().__init__()
+        self.loss_structures = dict(loss_structures or {})
         self.choices = choices
         self.default_values = {value: default for _label, value, default in choices}
         self.perf_options = perf_options
@@ -202,7 +205,8 @@ class CreateOptimizationDialog(ModalScreen[Optional[dict]]):
                 yield Select(self.perf_options, value=self.perf_options[0][1], allow_blank=False, id="create-perf")
             with Horizontal(classes="row"):
                 yield Label("Loss")
-                yield Select(self.loss_options, value=self.loss_options[0][1], allow_blank=False, id="create-loss")
+                self._loss_shown = self._loss_options_for(self.choices[0][1])
+                yield Select(self._loss_shown, value=self._loss_shown[0][1], allow_blank=False, id="create-loss")
             with Horizontal(classes="row"):
                 yield Label("Prune")
                 yield Select([(label, value) for label, value, _default in self.choices], value=self.choices[0][1],
@@ -226,8 +230,22 @@ class CreateOptimizationDialog(ModalScreen[Optional[dict]]):
     def action_cancel(self) -> None:
         self.dismiss(None)
 
+    def _loss_options_for(self, choice: str) -> list[tuple[str, str]]:
+        """The loss profiles a choice ``structure[:target]`` can read: those that measured its structure, and
+        Approximated (an option whose structure is unknown stays)."""
+        structure = str(choice).partition(":")[0]
+        return [(label, value) for label, value in self.loss_options
+                if self.loss_structures.get(value, structure) == structure]
+
     @on(Select.Changed, "#create-structure")
     def _structure_changed(self, event: Select.Changed) -> None:
+        loss = self.query_one("#create-loss", Select)
+        shown = self._loss_options_for(str(event.value))
+        if shown != self._loss_shown:
+            keep = loss.value
+            self._loss_shown = shown
+            loss.set_options(shown)
+            loss.value = keep if any(v == keep for _label, v in shown) else shown[0][1]
         inp = self.query_one("#create-sparsity", Input)
         if inp.value in self.default_values.values():  # not edited by hand: the new choice's default
             inp.value = self.default_values.get(str(event.value), inp.value)

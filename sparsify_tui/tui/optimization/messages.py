@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Optional
 
 from textual.message import Message
@@ -34,6 +34,7 @@ class CreateDialogReady(Message):
     loss_options: list[tuple[str, str]]
     default_name: str
     calibrated_perf: Optional[str] = None
+    loss_structures: dict = field(default_factory=dict)  # loss profile id -> the structure it measured
 
 
 @dataclass

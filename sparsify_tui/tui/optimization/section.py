@@ -284,10 +284,12 @@ class OptimizationSection(Widget):
 
     # ---------------------------------------------------------------------------------- list
     def _fill_list(self) -> None:
+        from sparsify_tui.formatting import safe_line
+
         ol = self.query_one("#opt-list", OptionList)
         ol.clear_options()
         for r in self.records:
-            ol.add_option(Option(f"{escape(r.name)}\n{structure_pane(r).list_text(r)}", id=r.id))
+            ol.add_option(Option(f"{escape(safe_line(r.name))}\n{structure_pane(r).list_text(r)}", id=r.id))
         if not self.records:
             self.rec = None
             self._show_main(False)
@@ -564,14 +566,16 @@ class OptimizationSection(Widget):
                       r.get("id")) for r in perf_records]
         calibrated = next((r.get("id") for r in perf_records if is_calibrated(r)), None)
         perf_opts.append(("FLOPS (time ∝ FLOPs)", "flops"))
+        loss_records = newest_first("loss_profiles")
         loss_opts = [(f"{r.get('name', r.get('id'))} ({r.get('method', 'measured')}{loss_label(loss_structure(r))})",
-                      r.get("id")) for r in newest_first("loss_profiles")]
+                      r.get("id")) for r in loss_records]
         loss_opts.append(("Approximated", "approximated"))
+        structures = {r.get("id"): loss_structure(r) for r in loss_records}
         names = {r.name for r in self.records}
         k = 1
         while f"opt{k}" in names:
             k += 1
-        post_result(self, CreateDialogReady(perf_opts, loss_opts, f"opt{k}", calibrated))
+        post_result(self, CreateDialogReady(perf_opts, loss_opts, f"opt{k}", calibrated, structures))
 
     @on(CreateDialogReady)
     def _show_create(self, message: CreateDialogReady) -> None:
@@ -582,7 +586,7 @@ class OptimizationSection(Widget):
         choices = [c for pane in STRUCTURE_PANES.values() for c in pane.CREATE_CHOICES]
         self.app.show_dialog(CreateOptimizationDialog(message.perf_options, message.loss_options,
                                                       message.default_name, message.calibrated_perf,
-                                                      choices=choices), done)
+                                                      choices=choices, loss_structures=message.loss_structures), done)
 
     def action_copy(self) -> None:
         if self.rec is not None:

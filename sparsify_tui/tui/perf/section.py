@@ -68,7 +68,9 @@ def record_label(record: dict, width: int = 0) -> str:
     rest always shows)."""
     from sparsify_tui.services.profiles import is_calibrated
 
-    label = str(record.get("name") or record.get("id"))
+    from sparsify_tui.formatting import safe_line
+
+    label = safe_line(record.get("name") or record.get("id"))
     extra = []
     if record.get("batch_size"):
         extra.append(f"b{record['batch_size']}")

@@ -11,7 +11,8 @@ from textual.widget import Widget
 from textual.widgets import Static
 
 from sparsify_tui.tui import messages
-from sparsify_tui.tui.projects.messages import ProjectsListed
+from sparsify_tui.formatting import safe_line
+from sparsify_tui.tui.projects.messages import DeleteAsked, ProjectsListed
 from sparsify_tui.tui.widgets import keys, tables
 from sparsify_tui.tui.widgets.dialogs import ConfirmDialog
 from sparsify_tui.tui.widgets.tables import Column, FilterableTable, format_count
@@ -39,6 +40,23 @@ def jobs_text(jobs: list) -> str:
     return f"last: {last.get('status')}" if last is not None and last.get("status") in ("error", "canceled") else ""
 
 
+def delete_question(ws, project_id: str, name: str) -> tuple[str, str]:
+    """``(question, confirm label)`` before deleting a project (in a worker thread: it reads the jobs): what goes,
+    and the project's running or queued jobs, which the delete cancels (:func:`sparsify_tui.jobs.delete_project`)."""
+    from sparsify_tui.formatting import safe_line
+    from sparsify_tui.jobs import active_jobs, active_jobs_phrase
+
+    question = (f"Delete project {safe_line(name)!r}? Its model copy, profiles, optimizations and benchmarks are "
+                "removed from disk (a linked model file is kept).")
+    try:
+        jobs = active_jobs(ws, project_id)
+    except Exception:  # noqa: BLE001 - a damaged jobs table: the question without them
+        jobs = []
+    if not jobs:
+        return question, "Delete"
+    return f"{question} It has {active_jobs_phrase(jobs)}: deleting the project cancels it.", "Cancel job, delete"
+
+
 class ProjectsSection(Widget):
     """Table of projects: name, model file, params, profiles, jobs, modified."""
 
@@ -51,6 +69,7 @@ class ProjectsSection(Widget):
     def __init__(self, **kwargs) -> None:
         super().__init__(**kwargs)
         self._signature: tuple = ()
+        self._damaged_shown: set = set()  # damaged projects already named (once per app)
 
     def compose(self) -> ComposeResult:
         yield Static("Projects", classes="section-title")
@@ -88,6 +107,10 @@ class ProjectsSection(Widget):
         ws = self.app.workspace
         projects = ws.list_projects()
         try:
+            damaged = ws.damaged_projects()
+        except Exception:  # noqa: BLE001 - the list must show
+            damaged = []
+        try:
             jobs = list_jobs(ws)
         except Exception:  # noqa: BLE001 - the list must show even if the jobs table is unreadable
             jobs = []
@@ -100,15 +123,20 @@ class ProjectsSection(Widget):
                     counts[table] = 0
             p["_counts"] = counts
             p["_jobs"] = [j for j in jobs if j.get("project_id") == p["id"]]
-        post_result(self, ProjectsListed(projects))
+        post_result(self, ProjectsListed(projects, damaged))
 
     @on(ProjectsListed)
     def _show(self, message: ProjectsListed) -> None:
         projects = message.projects
+        for d in message.damaged:  # named once, as `sparsify-tui list` shows them (never "no projects")
+            if d["id"] not in self._damaged_shown:
+                self._damaged_shown.add(d["id"])
+                self.notify(f"Project {safe_line(d['name'] or d['id'])} ({d['id']}) is damaged: {d['problem']}",
+                            severity="error", timeout=30, markup=False)
         rows = [{
             "_key": p["id"],
             "id": p["id"],
-            "name": p.get("name", ""),
+            "name": safe_line(p.get("name", "")),  # a newline stored by hand or an old version: shown, one row
             "model_file": (p.get("model") or {}).get("file", ""),
             "params": (p.get("model") or {}).get("params"),
             "profiles": profiles_text(p.get("_counts") or {}),
@@ -145,15 +173,23 @@ class ProjectsSection(Widget):
         if row is None:
             return
 
+        self._ask_delete(row["id"], row["name"])
+
+    @app_work(group="projects-delete", description="ask before deleting a project")
+    def _ask_delete(self, project_id: str, name: str) -> None:
+        post_result(self, DeleteAsked(project_id, *delete_question(self.app.workspace, project_id, name)))
+
+    @on(DeleteAsked)
+    def _confirm_delete(self, message: DeleteAsked) -> None:
         def answered(yes: bool | None) -> None:
             if yes:
-                self._delete(row["id"])
+                self._delete(message.project_id)
 
-        self.app.push_screen(ConfirmDialog(
-            f"Delete project {row['name']!r}? Its model copy, profiles, optimizations and benchmarks "
-            "are removed from disk (a linked model file is kept).", confirm_label="Delete"), answered)
+        self.app.push_screen(ConfirmDialog(message.question, confirm_label=message.confirm_label), answered)
 
     @app_work(group="projects-delete", description="delete project")
     def _delete(self, project_id: str) -> None:
-        self.app.workspace.delete_project(project_id)
+        from sparsify_tui.jobs import delete_project
+
+        delete_project(self.app.workspace, project_id)
         post_result(self, messages.ProjectsChanged(project_id, deleted=True))

@@ -11,6 +11,7 @@ from textual.widget import Widget
 from textual.widgets import Button, Input, Label, Select, Static
 
 from sparsify_tui.tui import messages
+from sparsify_tui.tui.projects.messages import DeleteAsked
 from sparsify_tui.tui.settings.messages import ProjectDeleted, ProjectSettingsLoaded
 from sparsify_tui.tui.widgets.dialogs import ConfirmDialog
 from sparsify_tui.tui.widgets.inputs import TextInput
@@ -136,18 +137,27 @@ class SettingsSection(Widget):
         post_result(self, ProjectSettingsLoaded(project, ws.project_size_bytes(self.project_id), saved=True))
 
     def action_delete_project(self) -> None:
-        name = self.query_one("#name", Input).value or self.project_id
+        self._ask_delete(self.project_id, self.query_one("#name", Input).value or self.project_id)
 
+    @app_work(group="settings-delete", description="ask before deleting the project")
+    def _ask_delete(self, project_id: str, name: str) -> None:
+        from sparsify_tui.tui.projects.section import delete_question
+
+        post_result(self, DeleteAsked(project_id, *delete_question(self.app.workspace, project_id, name)))
+
+    @on(DeleteAsked)
+    def _confirm_delete(self, message: DeleteAsked) -> None:
         def answered(yes: bool | None) -> None:
-            if yes:
+            if yes and message.project_id == self.project_id:
                 self._delete()
 
-        self.app.push_screen(ConfirmDialog(
-            f"Delete project {name!r} with all its profiles, optimizations and benchmarks?"), answered)
+        self.app.push_screen(ConfirmDialog(message.question, confirm_label=message.confirm_label), answered)
 
     @app_work(group="settings-delete", description="delete project")
     def _delete(self) -> None:
-        self.app.workspace.delete_project(self.project_id)
+        from sparsify_tui.jobs import delete_project
+
+        delete_project(self.app.workspace, self.project_id)
         post_result(self, ProjectDeleted(self.project_id))
 
     @on(Button.Pressed, "#save")
