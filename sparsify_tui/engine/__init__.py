@@ -10,13 +10,15 @@ Profiling, benchmarks and apply obtain their runtime here, by name::
 Modules: :mod:`~sparsify_tui.engine.base` (the :class:`Engine` / :class:`Session` interface and its neutral
 results), :mod:`~sparsify_tui.engine.timing` (the one timing loop and the latency statistics, p90
 included), :mod:`~sparsify_tui.engine.ort` (onnxruntime: sessions, profiled pass, trace parsing),
-:mod:`~sparsify_tui.engine.ort_quant` (INT8 with ``onnxruntime.quantization``),
+:mod:`~sparsify_tui.engine.openvino` (OpenVINO's CPU plugin: sessions per precision, ``PERF_COUNT`` profiled
+pass, S8S8 QDQ INT8), :mod:`~sparsify_tui.engine.ort_quant` (INT8 with ``onnxruntime.quantization``, the
+activation type each engine asks for),
 :mod:`~sparsify_tui.engine.weights` (weight get/set, writing models, in-memory weights) and
 :mod:`~sparsify_tui.engine.pruning` (magnitude pruning).
 
-**Adding a runtime** (OpenVINO, say): write ``engine/openvino.py`` with an :class:`Engine` subclass and its
-:class:`Session`, and add one line to :data:`ENGINES`. Nothing else changes: every core entry point takes
-an ``engine`` name. Importing this package does not import a runtime.
+**Adding a runtime**: write ``engine/<name>.py`` with an :class:`Engine` subclass and its :class:`Session`
+(``engine/openvino.py`` is one), and add one line to :data:`ENGINES`. Nothing else changes: every core entry
+point takes an ``engine`` name. Importing this package does not import a runtime.
 """
 
 from __future__ import annotations
@@ -24,13 +26,15 @@ from __future__ import annotations
 from typing import Optional, Union
 
 from sparsify_tui.engine.base import (  # noqa: F401
-    PRECISIONS, Engine, KernelTimes, ProfiledPass, QuantizationResult, Session)
+    PRECISIONS, Engine, KernelTimes, ProfiledPass, QuantizationResult, RuntimeNode, Session)
+from sparsify_tui.engine.openvino import OpenVinoEngine
 from sparsify_tui.engine.ort import OnnxRuntimeEngine
 from sparsify_tui.errors import SparsifyError
 
 #: name -> Engine subclass. One line per runtime.
 ENGINES: dict[str, type] = {
     "onnxruntime": OnnxRuntimeEngine,
+    "openvino": OpenVinoEngine,
 }
 #: the engine used when none is named
 DEFAULT_ENGINE = "onnxruntime"

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping, Optional, Sequence, Union
 
+from sparsify_tui.analysis.graph import GraphNode
 from sparsify_tui.errors import ModelError
 from sparsify_tui.progress import CancelToken, ProgressFn
 
@@ -92,11 +93,25 @@ class KernelTimes:
 
 
 @dataclass
+class RuntimeNode(GraphNode):
+    """A node of the graph an engine ran that names the original ONNX nodes it computes, for a runtime that
+    records them (OpenVINO: the runtime model's ``originalLayersNames``). ``origins``: those names, as the runtime
+    gives them (names it made up for nodes of its own match no original node and are ignored); ``layout``: the
+    node is one of the runtime's layout or precision conversions (OpenVINO Reorder, Transpose, Convert), which
+    attribution puts on the layout row unless ``origins`` names an original node.
+    :func:`sparsify_tui.profiling.attribution.attribute` then matches kernels to original nodes by these names
+    instead of by graph matching."""
+
+    origins: tuple = ()
+    layout: bool = False
+
+
+@dataclass
 class ProfiledPass:
     """What a profiled pass measured: ``kernels`` (:class:`KernelTimes`), ``nodes``: the graph the engine
-    ran, as :class:`sparsify_tui.analysis.graph.GraphNode` (kernel keys are their names),
-    ``initializers``: its constant tensor names; ``seconds``: wall time of its phases
-    (``session_s``, ``runs_s``, ``end_profiling_s``, ``parse_s``)."""
+    ran, as :class:`sparsify_tui.analysis.graph.GraphNode` (kernel keys are their names; :class:`RuntimeNode`
+    when the engine names the original nodes of each), ``initializers``: its constant tensor names;
+    ``seconds``: wall time of its phases (``session_s``, ``runs_s``, ``end_profiling_s``, ``parse_s``)."""
 
     kernels: KernelTimes
     nodes: list

@@ -202,7 +202,7 @@ class OnnxRuntimeEngine(Engine):
 
         return quantize_int8(model_path, out_path, calibration, per_channel=per_channel,
                              excluded_nodes=excluded_nodes, progress=progress, cancel=cancel,
-                             calibration_method=calibration_method, reuse_dir=reuse_dir)
+                             calibration_method=calibration_method, reuse_dir=reuse_dir, activation_type="QUInt8")
 
     def deployment_code(self, model_path: str, core_count: Optional[int] = None) -> str:
         """The session options sparsify-tui measured with (:func:`session_options`), as a script."""

@@ -60,6 +60,17 @@ original node by name, else by output tensor; Q/DQ nodes map to ``[quantize/dequ
 
 Control-flow kernels (If/Loop/Scan) include the time of the subgraph kernels they run; the engine's
 trace parsing subtracts nested kernel events from the enclosing one, so nothing is counted twice.
+
+**Engines that name the original nodes** (OpenVINO: each node of the runtime model lists the ONNX nodes fused
+into it, ``originalLayersNames``) hand over :class:`~sparsify_tui.engine.base.RuntimeNode` rows. Step 1 then
+anchors each kernel at the original nodes it names (by node name, else node id, else the producer of the tensor
+so named; names the runtime made up match nothing). Steps 2-3 collect what the runtime left unnamed (OpenVINO drops the name of a Conv whose
+BatchNormalization it folds, keeping the BN's: walking back from the BN finds the Conv); as the runtime names no
+kernel inputs, the walk back stops at a layer (a layer's inputs are its kernel's). Step 4 splits the time the
+same way, except that a kernel without a layer gives its time to the first node it covers that computes
+something (not Q/DQ, Identity, Reshape...). A node named by two kernels counts in both. The runtime's layout
+and precision conversions (``RuntimeNode.layout``) that name no original node are the
+``[layout conversion]`` row; kernels that name none and are no conversion, ``[unattributed]``.
 """
 
 from __future__ import annotations
@@ -70,6 +81,7 @@ from dataclasses import dataclass, field
 from typing import Iterable, Optional, Sequence
 
 from sparsify_tui.analysis.graph import GraphNode, UniqueKeys
+from sparsify_tui.engine.base import RuntimeNode
 
 LAYOUT_ROW = "[layout conversion]"
 UNATTRIBUTED_ROW = "[unattributed]"
@@ -82,6 +94,9 @@ LAYER_OPS = {"Conv", "ConvTranspose", "Gemm", "MatMul", "QLinearConv", "QLinearM
 _LAYOUT_OPS = {"ReorderInput", "ReorderOutput", "Transpose"}
 _QDQ_OPS = {"QuantizeLinear", "DequantizeLinear", "DynamicQuantizeLinear"}
 _SUFFIXES = re.compile(r"(_nchwc|_token_\d+|/MatMulAddFusion)$")
+#: ops that move or relabel data without computing (an explicit-origins kernel without a layer gives its time to
+#: the first node it covers that is none of these)
+_PASS_THROUGH_OPS = {"Identity", "Reshape", "Flatten", "Squeeze", "Unsqueeze", "Dropout"} | _QDQ_OPS
 
 
 # --------------------------------------------------------------------------- attribution
@@ -133,7 +148,9 @@ def attribute(
     Args:
         original: original nodes in graph order; objects with ``id, name, op_type, inputs, outputs``
             and optionally ``flops`` (e.g. ``analysis.nodes.NodeInfo`` or :class:`GraphNode`).
-        optimized: nodes of the optimized model (:attr:`sparsify_tui.engine.base.ProfiledPass.nodes`).
+        optimized: nodes of the optimized model (:attr:`sparsify_tui.engine.base.ProfiledPass.nodes`); when they
+            are :class:`~sparsify_tui.engine.base.RuntimeNode` rows, kernels are matched by the original node names
+            they carry (module docstring).
         kernel_ms: kernel key -> ms per run (:attr:`sparsify_tui.engine.base.KernelTimes.ms`).
         optimized_initializers: initializer names of the optimized model (never treated as activations).
         kernel_op_types: kernel key -> op type from the trace, for kernels missing from ``optimized``.
@@ -141,7 +158,10 @@ def attribute(
     Returns: :class:`Attribution`; ``total_ms`` equals ``sum(kernel_ms.values())``.
     """
     att = _Attributor(list(original), optimized, kernel_ms, set(optimized_initializers), kernel_op_types or {})
-    att.anchor_kernels()  # 1
+    if att.explicit:
+        att.anchor_origins()  # 1, by the names the engine gives
+    else:
+        att.anchor_kernels()  # 1
     att.fuse_post_ops()  # 2a
     att.fuse_pre_ops()  # 2b
     att.assign_leftovers()  # 3
@@ -173,8 +193,11 @@ class _Attributor:
             for t in n.inputs:
                 if t:
                     self.consumers[t].append(i)
+        self.by_id = {n.id: i for i, n in enumerate(orig)}
+        #: the engine names each kernel's original nodes (module docstring)
+        self.explicit = any(isinstance(n, RuntimeNode) for n in optimized)
         self.opt_by_key = self._match_kernels()
-        self.equiv = self._tensor_equivalence()
+        self.equiv = {} if self.explicit else self._tensor_equivalence()
         self.kernel_anchor: dict = {}  # kernel key -> anchor orig indices
         self.owner: dict = {}  # orig index -> kernel key
 
@@ -218,13 +241,39 @@ class _Attributor:
 
     # -- the kernels' anchors ------------------------------------------------------------------------------
     def is_layout(self, n: GraphNode) -> bool:
-        """A layout conversion onnxruntime added (its own row), not an original Transpose."""
+        """A layout conversion the engine added (its own row), not an original Transpose."""
+        if isinstance(n, RuntimeNode):
+            return n.layout and not self.origin_nodes(n)
         if n.op_type in ("ReorderInput", "ReorderOutput"):
             return True
         if n.op_type == "Transpose":
             i = self.by_name.get(n.name, self.by_name.get(_strip(n.name)))
             return i is None or self.orig[i].op_type != "Transpose"
         return False
+
+    def origin_nodes(self, n: RuntimeNode) -> list:
+        """The original nodes a :class:`RuntimeNode` names (by node name, else node id, else as the producer of the
+        tensor so named: OpenVINO names a node that writes a graph output after that output), in its order."""
+        found = []
+        for name in n.origins:
+            i = self.by_name.get(name, self.by_id.get(name, self.producer.get(name)))
+            if i is not None and i not in found:
+                found.append(i)
+        return found
+
+    def anchor_origins(self) -> None:
+        """Step 1 for an engine that names each kernel's original nodes: those nodes are its anchors; a node
+        named by several kernels is owned by the first (and still counts in each, :meth:`distribute`)."""
+        for key in self.kernel_ms:
+            n = self.opt_by_key.get(key)
+            if not isinstance(n, RuntimeNode) or self.is_layout(n):
+                continue
+            a = self.origin_nodes(n)
+            if a:
+                self.kernel_anchor[key] = a
+        for key, a in self.kernel_anchor.items():
+            for i in a:
+                self.owner.setdefault(i, key)
 
     def anchors(self, n: GraphNode) -> list:
         """The original nodes a kernel is by name, by a stripped name, or by its outputs."""
@@ -306,6 +355,8 @@ class _Attributor:
             stack = [i for i in a if owner.get(i) == key]
             while stack:
                 v = stack.pop()
+                if self.explicit and self.orig[v].op_type in LAYER_OPS:
+                    continue  # the engine names no kernel inputs: a layer's inputs are its kernel's
                 for t in self.orig[v].inputs:
                     if not t or t in stop or t not in self.producer:
                         continue
@@ -360,9 +411,17 @@ class _Attributor:
         groups: dict = defaultdict(list)
         for i in sorted(owner):
             groups[owner[i]].append(i)
+        if self.explicit:  # a node two kernels name counts in both
+            for key, a in self.kernel_anchor.items():
+                groups[key].extend(i for i in a if i not in groups[key])
         res = Attribution(node_ms={n.id: 0.0 for n in orig}, special_ms={})
         for i, key in owner.items():
             res.kernels.setdefault(orig[i].id, []).append(key)
+        if self.explicit:
+            for key, a in self.kernel_anchor.items():
+                for i in a:
+                    if key not in res.kernels[orig[i].id]:
+                        res.kernels[orig[i].id].append(key)
         for key, ms in self.kernel_ms.items():
             ms = float(ms)
             n = self.opt_by_key.get(key)
@@ -401,6 +460,12 @@ class _Attributor:
             tot = sum(fl)
             shares = [f / tot for f in fl] if tot > 0 else [1.0 / len(layers)] * len(layers)
             return list(zip(layers, shares))
+        if self.explicit:  # the first named node that computes, else the first walked-in one, else the anchor
+            named = self.kernel_anchor.get(key, [])
+            for i in named + sorted(members):
+                if self.orig[i].op_type not in _PASS_THROUGH_OPS:
+                    return [(i, 1.0)]
+            return [((named or members)[0], 1.0)]
         a = [i for i in self.kernel_anchor.get(key, []) if self.owner.get(i) == key] or members[-1:]
         return [(a[0], 1.0)]
 
