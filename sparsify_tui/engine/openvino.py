@@ -17,8 +17,9 @@ outputs are copied, so they survive the next run) plus one tuple of shapes compa
 **Cancel.** ``InferRequest.cancel()`` from the canceling thread stops a running ``infer`` within milliseconds
 (measured: 60 ms into a 0.9 s run); the run then raises ``RuntimeError("Infer Request was canceled")``.
 
-**Profiled pass** (:meth:`OpenVinoEngine.profile`). ``PERF_COUNT`` on, one warm-up run, then ``runs`` runs, the
-counters read after each (``InferRequest.get_profiling_info``). The CPU plugin's counters are the **running
+**Profiled pass** (:meth:`OpenVinoEngine.profile`). ``PERF_COUNT`` on, one warm-up run, then ``runs`` runs of
+the one timing loop, the counters read after each (``InferRequest.get_profiling_info``, outside the timed
+interval). The CPU plugin's counters are the **running
 mean since compile, in whole µs** (``PerfCount::avg``: measured, a run slowed by another process moves every
 later reading), so a single run's kernel time is known only to ± its run index µs: ``KernelTimes.ms`` is the mean
 over the counted runs (the warm-up subtracted, exact to ~1 µs), and ``KernelTimes.median_ms`` the mean over the
@@ -360,7 +361,7 @@ class OpenVinoEngine(Engine):
         (one compiled model: the counters are its own). Writes nothing to ``workdir``."""
         import numpy as np
 
-        from sparsify_tui.engine.timing import canceled_as_job
+        from sparsify_tui.engine.timing import time_runs
 
         seconds = {"session_s": 0.0, "runs_s": 0.0, "end_profiling_s": 0.0, "parse_s": 0.0}
         t0 = time.perf_counter()
@@ -370,44 +371,33 @@ class OpenVinoEngine(Engine):
         same = [f for f in feeds if {k: np.shape(v) for k, v in f.items()} == first]
         compiled, request = session.compiled_for(same[0])
         seconds["session_s"] = time.perf_counter() - t0
-        if cancel is not None:
-            cancel.on_cancel(session._cancel_all)
-        runs = max(1, int(runs))
-        total = runs + 1
-        clock = session.clock
-        infer = request.infer
-        readings: list = []  # after the warm-up and each run: the profiling info's real_time per executed kernel
-        runs_ns: list = []
-        t0 = time.perf_counter()
-        with canceled_as_job(cancel):
-            infer(same[0], share_inputs=True)
+        executed_status = _ov().ProfilingInfo.Status.EXECUTED
+        executed: list = []  # indices of the executed kernels in the profiling info
+        names: list = []
+        readings: list = []  # after the warm-up and each run: each executed kernel's real_time (running mean)
+
+        def read_counters(done: int, total: int) -> None:
             info = request.get_profiling_info()
-            done = _ov().ProfilingInfo.Status.EXECUTED
-            executed = [i for i, p in enumerate(info) if p.status == done]
+            if not executed:
+                executed.extend(i for i, p in enumerate(info) if p.status == executed_status)
+                names.extend(info[i].node_name for i in executed)
             readings.append([info[i].real_time for i in executed])
             if on_run is not None:
-                on_run(1, total)
-            for r in range(runs):
-                if cancel is not None:
-                    cancel.check()
-                feed = same[r % len(same)]
-                t = clock()
-                infer(feed, share_inputs=True)
-                runs_ns.append(clock() - t)
-                info = request.get_profiling_info()
-                readings.append([info[i].real_time for i in executed])
-                if on_run is not None:
-                    on_run(r + 2, total)
-        seconds["runs_s"] = time.perf_counter() - t0
+                on_run(done, total)
+
         t0 = time.perf_counter()
-        names = [info[i].node_name for i in executed]
-        runtime = _runtime_nodes(compiled, set(names))
+        try:
+            times_ms = time_runs(session, same, warmup=1, iterations=max(1, int(runs)), cancel=cancel,
+                                 on_run=read_counters)
+            seconds["runs_s"] = time.perf_counter() - t0
+            t0 = time.perf_counter()
+            runtime = _runtime_nodes(compiled, set(names))
+        finally:
+            session.close()
         rows = [runtime.get(n, ("", ())) for n in names]
-        del compiled, request, infer
-        session.close()
         seconds["end_profiling_s"] = time.perf_counter() - t0
         t0 = time.perf_counter()
-        kernels, nodes = _kernel_times(names, rows, readings, runs_ns)
+        kernels, nodes = _kernel_times(names, rows, readings, times_ms)
         seconds["parse_s"] = time.perf_counter() - t0
         return ProfiledPass(kernels=kernels, nodes=nodes, initializers=set(), seconds=seconds)
 
@@ -443,20 +433,20 @@ def _runtime_nodes(compiled, names: set) -> dict:
     return out
 
 
-def _kernel_times(names: list, rows: list, readings: list, runs_ns: list) -> tuple:
+def _kernel_times(names: list, rows: list, readings: list, runs_ms: list) -> tuple:
     """``(KernelTimes, RuntimeNode list)`` from the cumulative-mean counters (module docstring).
 
     ``readings[n]``: each kernel's ``real_time`` (a ``timedelta``, the mean over the ``n + 1`` runs so far, whole µs)
-    after run ``n`` (run 0 is the warm-up); ``runs_ns``: each counted run's whole-run time (ns); ``rows``: each
-    kernel's (layer type, original names)."""
+    after run ``n`` (run 0 is the warm-up); ``runs_ms``: each counted run's whole-run time (ms, the timing loop's);
+    ``rows``: each kernel's (layer type, original names)."""
     us = [[td.days * 86_400e6 + td.seconds * 1e6 + td.microseconds for td in reading] for reading in readings]
     # totals since compile after each run (µs): n runs x their running mean
     totals = [[v * (n + 1) for v in reading] for n, reading in enumerate(us)]
-    counted = len(runs_ns)
+    counted = len(runs_ms)
     out = KernelTimes()
     keys = UniqueKeys()
     nodes = []
-    runs_ms = [t / 1e6 for t in runs_ns]
+    runs_ms = [float(t) for t in runs_ms]
     median_run = statistics.median(runs_ms) if runs_ms else 0.0
     slow = [r for r, t in enumerate(runs_ms) if t > SLOW_RUN * median_run]
     kept = counted - len(slow)

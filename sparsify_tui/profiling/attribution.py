@@ -66,7 +66,9 @@ into it, ``originalLayersNames``) hand over :class:`~sparsify_tui.engine.base.Ru
 anchors each kernel at the original nodes it names (by node name, else node id, else the producer of the tensor
 so named; names the runtime made up match nothing). Steps 2-3 collect what the runtime left unnamed (OpenVINO drops the name of a Conv whose
 BatchNormalization it folds, keeping the BN's: walking back from the BN finds the Conv); as the runtime names no
-kernel inputs, the walk back stops at a layer (a layer's inputs are its kernel's). Step 4 splits the time the
+kernel inputs, the walk back stops at a layer (a layer's inputs are its kernel's), and it runs before the
+post-ops (a Softmax the runtime names after the Identity behind it is that kernel's, not a post-op of the
+MatMul before it). Step 4 splits the time the
 same way, except that a kernel without a layer gives its time to the first node it covers that computes
 something (not Q/DQ, Identity, Reshape...). A node named by two kernels counts in both. The runtime's layout
 and precision conversions (``RuntimeNode.layout``) that name no original node are the
@@ -158,12 +160,14 @@ def attribute(
     Returns: :class:`Attribution`; ``total_ms`` equals ``sum(kernel_ms.values())``.
     """
     att = _Attributor(list(original), optimized, kernel_ms, set(optimized_initializers), kernel_op_types or {})
-    if att.explicit:
-        att.anchor_origins()  # 1, by the names the engine gives
+    if att.explicit:  # 1 by the names the engine gives, then 2b before 2a (module docstring)
+        att.anchor_origins()
+        att.fuse_pre_ops()
+        att.fuse_post_ops()
     else:
         att.anchor_kernels()  # 1
-    att.fuse_post_ops()  # 2a
-    att.fuse_pre_ops()  # 2b
+        att.fuse_post_ops()  # 2a
+        att.fuse_pre_ops()  # 2b
     att.assign_leftovers()  # 3
     return att.distribute()  # 4
 
