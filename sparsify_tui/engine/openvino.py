@@ -11,11 +11,15 @@ to f32 silently where BF16 is missing) raises instead of measuring it.
 **Shapes.** Static shapes are what the CPU plugin runs fast, so a model with symbolic dims is reshaped to the
 shapes of the feed and compiled on the first run of each shape set (the warm-up of :func:`timing.time_runs
 <sparsify_tui.engine.timing.time_runs>`; at most :data:`MAX_SHAPES` compiled per session); a model with static
-shapes compiles when opened. The bound runner is ``InferRequest.infer(feed, share_inputs=True)`` (no input copy;
-outputs are copied, so they survive the next run) plus one tuple of shapes compared per call.
+shapes compiles when opened. The bound runner is ``InferRequest.start_async(feed, share_inputs=True)`` (no input
+copy) and ``wait()``, then ``results`` (copies, so outputs survive the next run), plus one tuple of shapes
+compared per call; ``benchmarks/openvino_engine.py`` times it against a bare ``infer`` loop.
 
-**Cancel.** ``InferRequest.cancel()`` from the canceling thread stops a running ``infer`` within milliseconds
-(measured: 60 ms into a 0.9 s run); the run then raises ``RuntimeError("Infer Request was canceled")``.
+**Cancel.** ``InferRequest.cancel()`` from the canceling thread stops a running request within milliseconds; the
+``wait()`` then raises (``Infer Request was canceled``). Not the synchronous ``infer()``: with one thread
+(``INFERENCE_NUM_THREADS`` 1) the plugin runs it in the calling thread and ignores the cancel (measured,
+OpenVINO 2026.4: a 1.3 s run of the PP-OCRv4 detector ran to its end), while ``start_async`` + ``wait`` stopped
+0.2 s in at 1 and 2 threads, and timed the same as ``infer`` (PP-OCR cls, 600 alternating runs each).
 
 **Profiled pass** (:meth:`OpenVinoEngine.profile`). ``PERF_COUNT`` on, one warm-up run, then ``runs`` runs of
 the one timing loop, the counters read after each (``InferRequest.get_profiling_info``, outside the timed
@@ -241,16 +245,19 @@ class OpenVinoSession(Session):
             raise ModelError(f"{self._name} has no output {missing[0]!r}: use one of {', '.join(self.output_names)}")
         idx = tuple(self.output_names.index(n) for n in names)
         every = idx == tuple(range(len(self.output_names)))
-        current: list = [None, None]  # feed shapes, bound infer of the request compiled for them
+        current: list = [None, None]  # feed shapes, the request compiled for them
         if cancel is not None:
             cancel.on_cancel(self._cancel_all)
 
         def run(feed, _cur=current, _compiled_for=self.compiled_for, _idx=idx, _every=every):
             key = tuple([v.shape for v in feed.values()])
             if key != _cur[0]:
-                _cur[1] = _compiled_for(feed)[1].infer
+                _cur[1] = _compiled_for(feed)[1]
                 _cur[0] = key
-            values = _cur[1](feed, share_inputs=True).to_tuple()
+            request = _cur[1]
+            request.start_async(feed, share_inputs=True)
+            request.wait()
+            values = request.results.to_tuple()  # copies
             return list(values) if _every else [values[i] for i in _idx]
         return run
 
