@@ -271,13 +271,17 @@ def test_openvino_perf_profile_attributes_its_time_to_onnx_nodes(name):
     from sparsify_tui.analysis.layers import PRUNABLE_OPS
     from sparsify_tui.profiling.perf import profile_performance
 
+    from sparsify_tui.engine.run import RunSpec
+
     path, dims = (DEMO_MODEL, DEMO_DIMS) if name == "demo" else (shared_model(name), {})
     engine = engines.get_engine("openvino")
-    prof = profile_performance(path, dims=dims, core_count=1, warmup=1, iterations=6, int8=False, engine=engine)
+    prof = profile_performance(path, RunSpec(engine="openvino", core_count=1), dims=dims, warmup=1, iterations=6,
+                               int8=False)
     assert _attributed_share(prof) >= 0.9
     convs = [n for n in prof.nodes if n.op_type in PRUNABLE_OPS]
     assert convs and all(n.time_ms > 0 for n in convs)  # every layer carries OpenVINO's time
-    assert prof.ort_version == engine.version and prof.settings["compiled"]["INFERENCE_PRECISION_HINT"] == "f32"
+    assert (prof.engine, prof.precision, prof.engine_version) == ("openvino", "fp32", engine.version)
+    assert prof.settings["compiled"]["INFERENCE_PRECISION_HINT"] == "f32"
     assert prof.profiled.kernels and prof.profiled.runs == 3  # max(3, iterations // 3)
     assert sum(n.time_ms for n in prof.nodes) == pytest.approx(prof.profiled.kernel_total_ms)
 

@@ -15,7 +15,7 @@ Steps (see docs/calibration.md for why the first one matters):
    (:data:`CALIBRATION_METHODS`: MinMax by default, Entropy or Percentile from a histogram), QInt8 weights and
    the **activation type the engine asks for** (:data:`ACTIVATION_TYPES`; each engine passes the one its CPU
    kernels are fastest on: onnxruntime QUInt8, the U8S8 path of its x86 kernels, VNNI avoiding the U8S8
-   saturation problem; OpenVINO QInt8, S8S8. Measured in calibration.md: ResNet-50's QDQ file runs 6.5 ms on
+   saturation problem; OpenVINO QInt8, S8S8. Measured in docs/calibration.md: ResNet-50's QDQ file runs 6.5 ms on
    onnxruntime U8S8 but 22.7 ms S8S8; OpenVINO 5.1 ms S8S8, 5.4 ms U8S8). ``nodes_to_exclude`` takes original
    ONNX node names: pre-processing keeps the names of the nodes it keeps (a folded BatchNormalization
    disappears into its Conv, whose name stays).
