@@ -236,7 +236,8 @@ def test_cancel_stops_the_search_and_leaves_nothing(workspace_home, tmp_path, si
     tmp.mkdir()
     monkeypatch.setattr(tempfile, "tempdir", str(tmp))
     with pytest.raises(JobCanceled):
-        search_budget_optimization(ws, project["id"], {"name": "b", "max_drop": 0.1, "data": str(data)},
+        search_budget_optimization(ws, project["id"], {"name": "b", "max_drop": 0.1, "data": str(data),
+                                                             "engines": "onnxruntime"},
                                    progress=progress, cancel=token, timing=TIMING)
     assert any(s.startswith("sensitivities") for s in steps) and any(s.startswith("trial 1") for s in steps)
     assert ws.list_records(project["id"], "optimizations") == []
