@@ -118,7 +118,7 @@ def _name(model: ModelSource) -> str:
     return Path(model).name if isinstance(model, (str, Path)) else "the model"
 
 
-def _type_name(value) -> str:
+def _type_name(value) -> Any:
     """A compiled-model property as plain JSON: ``ov.Type`` -> ``"f32"``, enums -> their name, lists kept."""
     if isinstance(value, (list, tuple)):
         return [_type_name(v) for v in value]
