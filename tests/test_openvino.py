@@ -368,3 +368,45 @@ def test_openvino_int8_is_s8s8_qdq_that_both_runtimes_run(tmp_path):
         _, out = _outputs(runtime, ov_q.out_path, feed)
         assert out[0].shape == fp32[0].shape and np.isfinite(out[0]).all()
         assert np.abs(out[0] - fp32[0]).max() < 0.2  # softmax probabilities close to FP32's
+
+
+@needs_openvino
+def test_dynamic_int8_file_runs_on_openvino(tmp_path):
+    """onnxruntime's dynamic INT8 (DynamicQuantizeLinear + MatMulInteger) is a file OpenVINO runs too."""
+    rng = np.random.default_rng(0)
+    w = helper.make_tensor("w", TensorProto.FLOAT, [64, 64], (rng.standard_normal((64, 64)) / 8).astype(np.float32).ravel())
+    g = helper.make_graph([helper.make_node("MatMul", ["x", "w"], ["m"], name="mm"),
+                           helper.make_node("Relu", ["m"], ["y"], name="relu")], "g",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 64])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4, 64])], [w])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    m.ir_version = 8
+    onnx.save(m, str(tmp_path / "mm.onnx"))
+    q = engines.get_engine("openvino").quantize_dynamic_int8(tmp_path / "mm.onnx", tmp_path / "dyn.onnx")
+    assert "MatMulInteger" in {n.op_type for n in onnx.load(str(q.out_path)).graph.node}
+    feed = {"x": rng.standard_normal((4, 64)).astype(np.float32)}
+    _, fp32 = _outputs("onnxruntime", tmp_path / "mm.onnx", feed)
+    _, ov = _outputs("openvino", q.out_path, feed)
+    _, ort = _outputs("onnxruntime", q.out_path, feed)
+    # each close to FP32 (not to each other: onnxruntime's U8S8 kernels saturate without VNNI, OpenVINO's do not)
+    for out in (ov, ort):
+        assert float(np.mean((out[0] - fp32[0]) ** 2) / np.mean(fp32[0] ** 2)) < 0.02
+
+
+@needs_openvino
+def test_deployment_snippet_runs_the_model_as_measured(tmp_path):
+    import importlib
+
+    engine = engines.get_engine("openvino")
+    code = engine.deployment_code(str(DEMO_MODEL), 1)
+    assert '"INFERENCE_PRECISION_HINT": "f32"' in code and '"INFERENCE_NUM_THREADS": 1,' in code
+    (tmp_path / "deploy_ov.py").write_text(code)
+    sys.path.insert(0, str(tmp_path))
+    try:
+        snippet = importlib.import_module("deploy_ov")
+        feed = _x()
+        _, want = _outputs("openvino", DEMO_MODEL, feed)
+        np.testing.assert_allclose(snippet.infer(feed)[0], want[0], rtol=1e-5, atol=1e-6)
+    finally:
+        sys.path.remove(str(tmp_path))
+        sys.modules.pop("deploy_ov", None)

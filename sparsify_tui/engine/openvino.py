@@ -419,10 +419,61 @@ class OpenVinoEngine(Engine):
                              excluded_nodes=excluded_nodes, progress=progress, cancel=cancel,
                              calibration_method=calibration_method, reuse_dir=reuse_dir, activation_type="QInt8")
 
+    def quantize_dynamic_int8(self, model_path, out_path, *, cancel: Optional[CancelToken] = None
+                              ) -> QuantizationResult:
+        """onnxruntime's dynamic INT8 file (:func:`sparsify_tui.engine.ort_quant.quantize_dynamic_int8`): OpenVINO
+        reads its ``DynamicQuantizeLinear`` + ``MatMulInteger`` nodes and runs them (checked against onnxruntime on
+        a MatMul stack, ``tests/test_openvino.py``)."""
+        from sparsify_tui.engine.ort_quant import quantize_dynamic_int8
+
+        return quantize_dynamic_int8(model_path, out_path, cancel=cancel)
+
     def int8_graph(self, model_path, reuse_dir) -> Path:
         from sparsify_tui.engine.ort_quant import int8_graph
 
         return int8_graph(model_path, reuse_dir)
+
+    def deployment_code(self, model_path: str, core_count: Optional[int] = None) -> str:
+        """The compile configuration sparsify-tui measured with (:meth:`config`), as a script that compiles the model
+        for the input shapes of each feed, as the sessions do. Needs no openvino here (the version is named when
+        installed)."""
+        threads = str(int(core_count)) if core_count else "len(os.sched_getaffinity(0))  # every core this process may use"
+        version = "" if self.available() else f" {self.version}"
+        hint = PRECISION_HINTS[self.precision]
+        return f'''"""Run {Path(model_path).name} as sparsify-tui measured it: OpenVINO{version}, CPU, {self.precision}."""
+import os
+
+import numpy as np
+import openvino as ov
+
+PATH = {str(model_path)!r}
+CONFIG = {{
+    "INFERENCE_PRECISION_HINT": "{hint}",  # always explicit: OpenVINO runs bf16 by default on a CPU with BF16
+    "INFERENCE_NUM_THREADS": {threads},
+    "NUM_STREAMS": 1,
+    "PERFORMANCE_HINT": "LATENCY",
+}}
+core = ov.Core()
+_requests = {{}}  # input shapes -> an infer request compiled for them (static shapes run fastest)
+
+
+def infer(feed: dict) -> list:
+    """``feed``: {{input name: np.ndarray}} -> the outputs, in the model's output order."""
+    key = tuple(sorted((name, np.shape(value)) for name, value in feed.items()))
+    request = _requests.get(key)
+    if request is None:
+        model = core.read_model(PATH)
+        if model.is_dynamic():
+            model.reshape({{name: list(np.shape(value)) for name, value in feed.items()}})
+        request = _requests[key] = core.compile_model(model, "CPU", CONFIG).create_infer_request()
+    return list(request.infer(feed).to_tuple())
+
+
+if __name__ == "__main__":
+    feed = {{i.get_any_name(): np.zeros([d.get_length() if d.is_static else 1 for d in i.get_partial_shape()],
+                                        np.float32) for i in core.read_model(PATH).inputs}}
+    print([o.shape for o in infer(feed)])
+'''
 
 
 def _runtime_nodes(compiled, names: set) -> dict:
