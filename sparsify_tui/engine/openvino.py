@@ -141,7 +141,7 @@ def _read(model: ModelSource, external_initializers: Optional[dict]):
     """``(ov.Model, arrays kept alive)``: ``model`` read by OpenVINO's ONNX frontend. With
     ``external_initializers`` (placeholders of :func:`sparsify_tui.engine.weights.strip_initializers`), the
     placeholders become graph inputs of the ONNX bytes read and those Parameters are then replaced by Constants
-    sharing the arrays' memory. Raises ``ModelError`` with OpenVINO's reason."""
+    sharing the arrays' memory (a copy of a read-only array). Raises ``ModelError`` with OpenVINO's reason."""
     ov = _ov()
     core = _core()
     arrays: dict = {}
@@ -157,7 +157,8 @@ def _read(model: ModelSource, external_initializers: Optional[dict]):
                     continue
                 arr = np.ascontiguousarray(external_initializers[name])
                 arrays[name] = arr
-                const = ov.op.Constant(arr, shared_memory=True)
+                # shared when the array is writeable (openvino's binding shares no read-only buffer), else copied
+                const = ov.op.Constant(arr, shared_memory=bool(arr.flags.writeable))
                 for target in p.output(0).get_target_inputs():
                     target.replace_source_output(const.output(0))
                 m.remove_parameter(p)
