@@ -414,3 +414,35 @@ def test_deployment_snippet_runs_the_model_as_measured(tmp_path):
     finally:
         sys.path.remove(str(tmp_path))
         sys.modules.pop("deploy_ov", None)
+
+
+@needs_openvino
+def test_overridable_initializers_take_the_fed_value_or_their_default():
+    """The one-shot loss profile feeds a pruned weight (or an INT8 gate) into one session and leaves it out for the
+    other runs: a graph input with an initializer is fed when given, its initializer otherwise."""
+    from sparsify_tui.engine.weights import strip_initializers
+
+    rng = np.random.default_rng(0)
+    w = rng.standard_normal((8, 8)).astype(np.float32)
+    g = helper.make_graph([helper.make_node("MatMul", ["x", "w"], ["y"], name="mm"),
+                           helper.make_node("Mul", ["y", "gate"], ["z"], name="gated")], "g",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 8]),
+                           helper.make_tensor_value_info("w", TensorProto.FLOAT, [8, 8]),
+                           helper.make_tensor_value_info("gate", TensorProto.FLOAT, [])],
+                          [helper.make_tensor_value_info("z", TensorProto.FLOAT, [2, 8])],
+                          [helper.make_tensor("w", TensorProto.FLOAT, [8, 8], w.ravel()),
+                           helper.make_tensor("gate", TensorProto.FLOAT, [], [1.0])])
+    m = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+    m.ir_version = 8
+    arrays = strip_initializers(m, min_bytes=64)  # w becomes an in-memory placeholder, gate stays in the model
+    assert list(arrays) == ["w"]
+    x = rng.standard_normal((2, 8)).astype(np.float32)
+    for engine in ("openvino", "onnxruntime"):
+        with engines.get_engine(engine).open_session(m.SerializeToString(), 1, external_initializers=arrays) as s:
+            assert s.input_names == ["x"]
+            run = s.runner()
+            np.testing.assert_allclose(run({"x": x})[0], x @ w, rtol=1e-5, atol=1e-5)
+            pruned = np.where(np.abs(w) > 1.0, w, 0).astype(np.float32)
+            np.testing.assert_allclose(run({"x": x, "w": pruned, "gate": np.array(2.0, np.float32)})[0],
+                                       2 * (x @ pruned), rtol=1e-5, atol=1e-5)
+            np.testing.assert_allclose(run({"x": x})[0], x @ w, rtol=1e-5, atol=1e-5)  # the defaults again

@@ -12,7 +12,7 @@ to f32 silently where BF16 is missing) raises instead of measuring it.
 shapes of the feed and compiled on the first run of each shape set (the warm-up of :func:`timing.time_runs
 <sparsify_tui.engine.timing.time_runs>`; at most :data:`MAX_SHAPES` compiled per session); a model with static
 shapes compiles when opened. The bound runner is ``InferRequest.start_async(feed, share_inputs=True)`` (no input
-copy) and ``wait()``, then ``results`` (copies, so outputs survive the next run), plus one tuple of shapes
+copy; a read-only array, which openvino will not share, is copied) and ``wait()``, then ``results`` (copies, so outputs survive the next run), plus one tuple of shapes
 compared per call; ``benchmarks/openvino_engine.py`` times it against a bare ``infer`` loop.
 
 **Cancel.** ``InferRequest.cancel()`` from the canceling thread stops a running request within milliseconds; the
@@ -138,24 +138,32 @@ def _origin_name(name: str) -> str:
 
 
 def _read(model: ModelSource, external_initializers: Optional[dict]):
-    """``(ov.Model, arrays kept alive)``: ``model`` read by OpenVINO's ONNX frontend. With
-    ``external_initializers`` (placeholders of :func:`sparsify_tui.engine.weights.strip_initializers`), the
+    """``(ov.Model, arrays kept alive, defaults)``: ``model`` read by OpenVINO's ONNX frontend.
+
+    With ``external_initializers`` (placeholders of :func:`sparsify_tui.engine.weights.strip_initializers`), the
     placeholders become graph inputs of the ONNX bytes read and those Parameters are then replaced by Constants
-    sharing the arrays' memory (a copy of a read-only array). Raises ``ModelError`` with OpenVINO's reason."""
+    sharing the arrays' memory (a copy of a read-only array). **Overridable initializers** (graph inputs that also
+    have an initializer, IR >= 4: a value fed at run time replaces the default) have no OpenVINO form: OpenVINO
+    folds them into constants. In a model given as bytes or with ``external_initializers`` they stay Parameters
+    and ``defaults`` holds their values (``{name: array}``), which the runner feeds when the feed does not (the
+    one-shot loss profile feeds a pruned weight or an INT8 gate into one session). Raises ``ModelError`` with
+    OpenVINO's reason."""
     ov = _ov()
     core = _core()
     arrays: dict = {}
+    defaults: dict = {}
     try:
-        if external_initializers:
+        if external_initializers or isinstance(model, bytes):
             import numpy as np
 
-            src = _placeholders_as_inputs(model, external_initializers)
+            ext = external_initializers or {}
+            src, defaults = _as_parameters(model, ext)
             m = core.read_model(src)
             for p in list(m.get_parameters()):
                 name = p.output(0).get_any_name()
-                if name not in external_initializers:
+                if name not in ext or name in defaults:
                     continue
-                arr = np.ascontiguousarray(external_initializers[name])
+                arr = np.ascontiguousarray(ext[name])
                 arrays[name] = arr
                 # shared when the array is writeable (openvino's binding shares no read-only buffer), else copied
                 const = ov.op.Constant(arr, shared_memory=bool(arr.flags.writeable))
@@ -164,32 +172,41 @@ def _read(model: ModelSource, external_initializers: Optional[dict]):
                 m.remove_parameter(p)
             m.validate_nodes_and_infer_types()
         else:
-            m = core.read_model(str(model) if isinstance(model, Path) else model)
+            m = core.read_model(str(model))
     except SparsifyError:
         raise
     except Exception as err:
         raise ModelError(f"OpenVINO cannot read {_name(model)} ({_reason(err)}): check the model, or use "
                          "--engine onnxruntime") from err
-    return m, arrays
+    return m, arrays, defaults
 
 
-def _placeholders_as_inputs(model: ModelSource, names) -> bytes:
-    """The ONNX bytes of ``model`` with the initializers ``names`` turned into graph inputs (same type and
-    dims; no data is copied: they are data-less placeholders)."""
+def _as_parameters(model: ModelSource, ext: dict) -> tuple:
+    """``(ONNX bytes, defaults)`` of ``model`` with the placeholder initializers named in ``ext`` and the overridable
+    initializers turned into graph inputs (same type and dims; placeholders carry no data, so nothing is copied),
+    and ``defaults``: the overridable ones' values (from ``ext`` for a placeholder). ``model`` itself (its bytes)
+    when there is nothing to turn."""
     import onnx
+    from onnx import numpy_helper
 
     proto = onnx.load_from_string(model) if isinstance(model, bytes) else onnx.load(str(model),
                                                                                     load_external_data=False)
     g = proto.graph
-    moved = [t for t in g.initializer if t.name in names]
-    keep = [t for t in g.initializer if t.name not in names]
+    listed = {i.name for i in g.input}
+    overridable = {t.name for t in g.initializer if t.name in listed} if proto.ir_version >= 4 else set()
+    turn = {t.name for t in g.initializer if t.name in ext} | overridable
+    if not turn:
+        return (model if isinstance(model, bytes) else proto.SerializeToString()), {}
+    defaults = {t.name: (ext[t.name] if t.name in ext else numpy_helper.to_array(t))
+                for t in g.initializer if t.name in overridable}
+    moved = [t for t in g.initializer if t.name in turn]
+    keep = [t for t in g.initializer if t.name not in turn]
     del g.initializer[:]
     g.initializer.extend(keep)
-    listed = {i.name for i in g.input}
     for t in moved:
         if t.name not in listed:
             g.input.append(onnx.helper.make_tensor_value_info(t.name, t.data_type, list(t.dims)))
-    return proto.SerializeToString()
+    return proto.SerializeToString(), defaults
 
 
 class OpenVinoSession(Session):
@@ -198,11 +215,13 @@ class OpenVinoSession(Session):
     first compile)."""
 
     def __init__(self, engine: "OpenVinoEngine", model, core_count: Optional[int], name: str,
-                 keep_alive: Optional[dict] = None, perf_count: bool = False):
+                 keep_alive: Optional[dict] = None, defaults: Optional[dict] = None, perf_count: bool = False):
         self._engine, self._model, self._name = engine, model, name
         self._config = engine.config(core_count, perf_count=perf_count)
         self._keep_alive = keep_alive or {}
-        self.input_names = [p.get_any_name() for p in model.inputs]
+        #: overridable initializers: fed when a feed does not name them (:func:`_read`)
+        self._defaults = {k: v if v.flags.writeable else v.copy() for k, v in (defaults or {}).items()}
+        self.input_names = [p.get_any_name() for p in model.inputs if p.get_any_name() not in self._defaults]
         self.output_names = [o.get_any_name() for o in model.outputs]
         self._compiled: dict = {}  # shape key -> (compiled model, infer request)
         self._dynamic = model.is_dynamic()
@@ -237,7 +256,9 @@ class OpenVinoSession(Session):
             return self._compiled[None]
         import numpy as np
 
-        return self._compile({k: np.shape(feed[k]) for k in self.input_names if k in feed})
+        names = self.input_names + list(self._defaults)
+        return self._compile({k: np.shape(feed[k] if k in feed else self._defaults[k]) for k in names
+                              if k in feed or k in self._defaults})
 
     def runner(self, outputs: Optional[Sequence[str]] = None, cancel: Optional[CancelToken] = None):
         names = list(outputs) if outputs is not None else list(self.output_names)
@@ -250,13 +271,18 @@ class OpenVinoSession(Session):
         if cancel is not None:
             cancel.on_cancel(self._cancel_all)
 
-        def run(feed, _cur=current, _compiled_for=self.compiled_for, _idx=idx, _every=every):
+        def run(feed, _cur=current, _compiled_for=self.compiled_for, _idx=idx, _every=every, _defaults=self._defaults):
+            if _defaults:
+                feed = {**_defaults, **feed}
             key = tuple([v.shape for v in feed.values()])
             if key != _cur[0]:
                 _cur[1] = _compiled_for(feed)[1]
                 _cur[0] = key
             request = _cur[1]
-            request.start_async(feed, share_inputs=True)
+            try:
+                request.start_async(feed, share_inputs=True)
+            except ValueError:  # openvino shares no read-only array: copied instead
+                request.start_async(feed, share_inputs=False)
             request.wait()
             values = request.results.to_tuple()  # copies
             return list(values) if _every else [values[i] for i in _idx]
@@ -359,8 +385,8 @@ class OpenVinoEngine(Engine):
 
     def open_session(self, model: ModelSource, core_count: Optional[int] = None, *,
                      external_initializers: Optional[dict] = None) -> OpenVinoSession:
-        m, arrays = _read(model, external_initializers)
-        return OpenVinoSession(self, m, core_count, _name(model), keep_alive=arrays)
+        m, arrays, defaults = _read(model, external_initializers)
+        return OpenVinoSession(self, m, core_count, _name(model), keep_alive=arrays, defaults=defaults)
 
     def profile(self, model_path: Union[str, Path], feeds: Sequence[Mapping[str, Any]], core_count: int, *,
                 runs: int, workdir: Path, tag: str = "model", cancel: Optional[CancelToken] = None,
@@ -373,7 +399,7 @@ class OpenVinoEngine(Engine):
 
         seconds = {"session_s": 0.0, "runs_s": 0.0, "end_profiling_s": 0.0, "parse_s": 0.0}
         t0 = time.perf_counter()
-        m, _ = _read(model_path, None)
+        m, _, _ = _read(model_path, None)
         session = OpenVinoSession(self, m, core_count, _name(model_path), perf_count=True)
         first = {k: np.shape(v) for k, v in feeds[0].items()}
         same = [f for f in feeds if {k: np.shape(v) for k, v in f.items()} == first]
