@@ -294,7 +294,7 @@ def test_cli_budget_search_stores_every_trial_and_the_choice(workspace_home, tmp
     ws, project, model = _project(tmp_path)
     data = _data(model, tmp_path / "d.npz", n=48)
     assert main(["optimize", "cnn", "--name", "b", "--structure", "channel", "--max-drop", "0.1", "--data",
-                 str(data), "--max-trials", "3", "--json"]) == 0
+                 str(data), "--max-trials", "3", "--engines", "onnxruntime", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
     s = out["search"]
     assert s["max_drop"] == 0.1 and s["metric"] == "top1" and s["items"] == "0-23" and s["held_out"] == "24-47"
@@ -429,7 +429,7 @@ def test_optimization_show_puts_the_held_out_score_beside_the_speed_and_flags(wo
     ws, project, model = _project(tmp_path)
     data = _data(model, tmp_path / "d.npz", n=32)
     assert main(["optimize", "cnn", "--name", "b", "--structure", "channel", "--max-drop", "0.5", "--data",
-                 str(data), "--max-trials", "2"]) == 0
+                 str(data), "--max-trials", "2", "--engines", "onnxruntime"]) == 0
     capsys.readouterr()
     assert main(["optimization", "show", "cnn", "b"]) == 0
     out = capsys.readouterr().out

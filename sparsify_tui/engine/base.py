@@ -25,7 +25,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping, Optional, Sequence, Union
 
-from sparsify_tui.analysis.graph import GraphNode
 from sparsify_tui.errors import ModelError
 from sparsify_tui.progress import CancelToken, ProgressFn
 
@@ -93,15 +92,22 @@ class KernelTimes:
 
 
 @dataclass
-class RuntimeNode(GraphNode):
+class RuntimeNode:
     """A node of the graph an engine ran that names the original ONNX nodes it computes, for a runtime that
-    records them (OpenVINO: the runtime model's ``originalLayersNames``). ``origins``: those names, as the runtime
-    gives them (names it made up for nodes of its own match no original node and are ignored); ``layout``: the
-    node is one of the runtime's layout or precision conversions (OpenVINO Reorder, Transpose, Convert), which
-    attribution puts on the layout row unless ``origins`` names an original node.
-    :func:`sparsify_tui.profiling.attribution.attribute` then matches kernels to original nodes by these names
-    instead of by graph matching."""
+    records them (OpenVINO: the runtime model's ``originalLayersNames``); the fields of
+    :class:`sparsify_tui.analysis.graph.GraphNode` (not a subclass: that module imports onnx, this package does
+    not) plus ``origins``: those names, as the runtime gives them (names it made up for nodes of its own match no
+    original node and are ignored), and ``layout``: the node is one of the runtime's layout or precision
+    conversions (OpenVINO Reorder, Transpose, Convert), which attribution puts on the layout row unless
+    ``origins`` names an original node. :func:`sparsify_tui.profiling.attribution.attribute` matches these kernels
+    to original nodes by those names instead of by graph matching."""
 
+    id: str
+    name: str
+    op_type: str
+    inputs: list = field(default_factory=list)
+    outputs: list = field(default_factory=list)
+    flops: int = 0
     origins: tuple = ()
     layout: bool = False
 

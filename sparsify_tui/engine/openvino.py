@@ -56,7 +56,6 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Mapping, Optional, Sequence, Union
 
-from sparsify_tui.analysis.graph import UniqueKeys
 from sparsify_tui.engine.base import (
     Engine, KernelTimes, ModelSource, ProfiledPass, QuantizationResult, RuntimeNode, Session)
 from sparsify_tui.errors import ModelError, SparsifyError
@@ -524,6 +523,8 @@ def _kernel_times(names: list, rows: list, readings: list, runs_ms: list) -> tup
     ``readings[n]``: each kernel's ``real_time`` (a ``timedelta``, the mean over the ``n + 1`` runs so far, whole µs)
     after run ``n`` (run 0 is the warm-up); ``runs_ms``: each counted run's whole-run time (ms, the timing loop's);
     ``rows``: each kernel's (layer type, original names)."""
+    from sparsify_tui.analysis.graph import UniqueKeys  # (imports onnx: not when the package is imported)
+
     us = [[td.days * 86_400e6 + td.seconds * 1e6 + td.microseconds for td in reading] for reading in readings]
     # totals since compile after each run (µs): n runs x their running mean
     totals = [[v * (n + 1) for v in reading] for n, reading in enumerate(us)]
