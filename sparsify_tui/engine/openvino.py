@@ -1,4 +1,4 @@
-"""The OpenVINO engine: the ``openvino`` package's CPU plugin reading the same ``.onnx`` (DESIGN.md, Measuring).
+"""The OpenVINO engine: the ``openvino`` package's CPU plugin reading the same ``.onnx`` (docs/design.md, Measuring).
 
 **Sessions.** ``Core.read_model`` on the ONNX file (or bytes), compiled for ``"CPU"`` with
 ``INFERENCE_NUM_THREADS`` = core count, ``NUM_STREAMS`` = 1, ``PERFORMANCE_HINT`` = ``LATENCY`` and always an
