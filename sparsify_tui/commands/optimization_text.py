@@ -82,7 +82,7 @@ def _search_lines(facts: list, s, head: str, columns) -> list:
         score = f"{s.metric_label} {t.score:.4g}; " if getattr(t, "score", None) is not None else ""
         lines.append(f"{mark} {t.index:>4}  {columns(t)}{t.metric_value:<10.4g}  "
                      f"{'yes' if t.within_budget else 'no ':<6}  {_fmt(t.median_ms, '.3f'):>9}  "
-                     f"{_fmt(t.speedup):>6}x  {score}{t.note}")
+                     f"{(_fmt(t.speedup) + 'x') if t.speedup is not None else 'n/a':>7}  {score}{t.note}")
     lines.append("  (* = chosen: the fastest trial within budget)")
     return lines
 

@@ -172,6 +172,9 @@ class Engine(ABC):
     name: str = ""
     #: the name shown to users ("onnxruntime", "OpenVINO")
     display_name: str = ""
+    #: the :data:`PRECISIONS` this runtime has sessions for on some CPU (:meth:`precision_problem` says whether this
+    #: CPU runs them)
+    session_precisions: tuple = ("fp32",)
     #: one line: how sessions are configured (the ``engine`` field of a benchmark)
     description: str = ""
     #: one line: how :meth:`quantize_int8` quantizes (the ``method`` of a perf profile's INT8 part)

@@ -305,6 +305,7 @@ class OpenVinoEngine(Engine):
 
     name = "openvino"
     display_name = "OpenVINO"
+    session_precisions = ("fp32", "bf16")
     description = ("OpenVINO CPU plugin, INFERENCE_NUM_THREADS=cores, NUM_STREAMS=1, PERFORMANCE_HINT=LATENCY, "
                    "explicit INFERENCE_PRECISION_HINT")
     quantization_method = ("onnxruntime.quantization quantize_static: QDQ, per-channel, MinMax, QInt8 weights, "

@@ -1,5 +1,6 @@
 """Budget search: the fastest *measured* model whose held-out metric stays within an accuracy budget, over the
-channel target speedup (and INT8 on the best thinned candidates); FP32 itself is a candidate.
+runtime (engine and precision), the channel target speedup and INT8; FP32 on onnxruntime (the deployment the user has
+today, the reference of every speedup) is always a candidate, so the search never returns a slower model.
 
 :func:`search_budget` (``sparsify-tui optimize PROJECT --name N --structure channel --max-drop D --data F.npz``):
 
@@ -7,30 +8,40 @@ channel target speedup (and INT8 on the best thinned candidates); FP32 itself is
    (:func:`sparsify_tui.analysis.labels.split_items`): the first ``calibration_items`` (default half the items, at
    most 64) fit the reconstruction (and calibrate INT8), **every other item** scores the trials. The two never
    overlap and are named in the result (``items`` / ``held_out``); a file too small to hold both is refused. The
-   FP32 model runs once on the held-out items: its outputs are the reference, and the metric is chosen from them
-   (:func:`sparsify_tui.profiling.metrics.choose_metric`, reason recorded; with labels, top-1 accuracy against
-   them).
+   FP32 model runs once on the held-out items on the reference runtime (onnxruntime fp32): its outputs are the
+   reference of every trial on every runtime (a lower precision counts against the budget like any other change),
+   and the metric is chosen from them (:func:`sparsify_tui.profiling.metrics.choose_metric`, reason recorded; with
+   labels, top-1 accuracy against them).
+   **Runtimes** (``runs``, default every installed engine and every precision this CPU runs): the unthinned model is
+   scored on each and timed on each, interleaved with the reference; a runtime over budget, or slower than
+   :data:`SCREEN_KEEP` × the fastest, is dropped with its reason (``runtimes``), every other one is **kept** and its
+   unthinned model is a trial.
 2. **Trials over the target speedup.** A trial asks the channel allocation of the optimization record
    (:meth:`~sparsify_tui.optimization.structures.channel.ChannelPruning.allocate_record`: its loss curves and time
    model) for ``target``× estimated speedup and writes that model as apply writes it (the structure's
    :meth:`~sparsify_tui.optimization.structures.channel.ChannelPruning.apply_model`: thinned with the record's
    channel importance, every consumer of a thinned group refit on the calibration items,
    :func:`sparsify_tui.engine.channel_prune.thin_and_reconstruct`), so the model the search measured is the model
-   apply writes; then scores it on the held-out items (:func:`sparsify_tui.profiling.metrics.evaluate`). The
+   apply writes; then scores it on the held-out items (:func:`sparsify_tui.profiling.metrics.evaluate`) on the
+   reference runtime, and, within budget there, on every other kept runtime (a trial of its own, ``model_of``). The
    targets are a short ladder then a bisection (:func:`next_target`): from :data:`START` up by ×:data:`STEP` while
    within budget (capped at the speedup the caps allow), then between the last target within budget and the first
-   over it, in log space, until they are within a factor :data:`RESOLUTION` or ``max_trials`` trials were made. The metric is taken as non-decreasing in
-   the target; a trial whose allocation equals an earlier one is not rebuilt.
+   over it, in log space, until they are within a factor :data:`RESOLUTION` or ``max_trials`` trials were made. The
+   metric is taken as non-decreasing in the target; a trial whose allocation equals an earlier one is not rebuilt.
 3. **INT8** (``quantize``): the INT8 search (:func:`sparsify_tui.optimization.int8_search.search_int8`, the
    original model as the reference, so thinning counts against the same budget) runs on the best thinned
    candidates (:func:`int8_sources`: the highest target within budget, the highest with at least half the budget
-   left, and the unthinned model); the configuration it chose is scored on the held-out items like any trial.
-4. **Speed.** FP32 and every trial are timed together (:func:`sparsify_tui.engine.timing.interleaved_times`:
-   ``rounds`` rounds, one live session at a time, on a held-out item). The result is the **fastest measured trial
-   within budget** (lowest median) that beats FP32 by more than
-   :data:`~sparsify_tui.engine.timing.BEAT_MARGIN` **in every round**, paired (:func:`choose`, with
-   :func:`sparsify_tui.engine.timing.beats_every_round`, the INT8 search's rule too). Otherwise the result says so
-   (``chosen`` None): FP32 is within any budget, so the search never returns a model slower than the original.
+   left, and the unthinned model), on each kept engine with its own INT8 activation type; the configuration it
+   chose is scored on the held-out items like any trial. A model whose MatMul/Gemm weights carry
+   :data:`DYNAMIC_MIN_SHARE` of its MACs (a transformer) also gets **dynamic INT8** trials (weights per channel,
+   activations quantized at run time: no calibrated range to clip).
+4. **Speed.** FP32 on the reference runtime and every trial on its kept runtime are timed together
+   (:func:`sparsify_tui.engine.timing.interleaved_times`: ``rounds`` rounds, one live session at a time, on a
+   held-out item). The result is the **fastest measured trial within budget** (lowest median) that beats FP32 by more
+   than :data:`~sparsify_tui.engine.timing.BEAT_MARGIN` **in every round**, paired (:func:`choose`, with
+   :func:`sparsify_tui.engine.timing.beats_every_round`, the INT8 search's rule too); INT8 must beat its own model
+   before INT8 the same way, or that model is kept. Otherwise the result says so (``chosen`` None): FP32 is within
+   any budget, so the search never returns a model slower than the original.
 
 The reconstruction's normal equations, the thinning and the metrics are the engine's and the profiling
 package's: this module only chooses what to try and what to keep.
@@ -66,6 +77,8 @@ MAX_TRIALS = 7
 TIMING = {"rounds": 3, "warmup": 2, "iterations": 24}
 #: a runtime whose unthinned model is slower than this multiple of the fastest runtime's is not searched further
 SCREEN_KEEP = 1.3
+#: dynamic INT8 is tried when MatMul/Gemm weights carry at least this share of the MACs
+DYNAMIC_MIN_SHARE = 0.25
 
 FP32_FASTEST = "FP32 fastest within budget"
 ONLY_FP32 = "only FP32 within budget"
@@ -146,10 +159,31 @@ def int8_sources(trials: Sequence[BudgetTrial], max_drop: float) -> List[Optiona
 def choose(trials: Sequence[BudgetTrial], fp32_rounds_ms: Sequence[float], margin: float = BEAT_MARGIN
            ) -> Optional[BudgetTrial]:
     """The trial to keep (module docstring, step 4): among the timed trials within budget, fastest median first,
-    the first that beats FP32 in every round (:func:`beats_every_round`); None when none does (keep FP32)."""
+    the first that beats FP32 in every round (:func:`beats_every_round`); None when none does (keep FP32). INT8 must
+    pay for itself: a quantized trial that does not beat its own model before INT8 on the same runtime
+    (:func:`unquantized_of`) in every round gives way to that model, when it is within budget and beats FP32 too."""
     within = sorted((t for t in trials if t.within_budget and t.median_ms is not None),
                     key=lambda t: (t.median_ms, t.metric_value, t.index))
-    return next((t for t in within if beats_every_round(t.round_ms, fp32_rounds_ms, margin)), None)
+    best = next((t for t in within if beats_every_round(t.round_ms, fp32_rounds_ms, margin)), None)
+    plain = unquantized_of(best, within) if best is not None and best.quantized else None
+    if plain is not None and beats_every_round(plain.round_ms, fp32_rounds_ms, margin) \
+            and not beats_every_round(best.round_ms, plain.round_ms, margin):
+        return plain
+    return best
+
+
+def unquantized_of(trial: BudgetTrial, trials: Sequence[BudgetTrial]) -> Optional[BudgetTrial]:
+    """The trial among ``trials`` that runs ``trial``'s model before INT8 on the same runtime (the thinned trial it
+    quantized, or its copy on that runtime; the unthinned model on that runtime for INT8 of the unthinned model), or
+    None (the unthinned model on the reference runtime is FP32 itself, not a trial)."""
+    for t in trials:
+        if t.quantized or t.runtime != trial.runtime:
+            continue
+        if trial.source is None and t.target <= 1.0 and t.model_of is None and t.source is None:
+            return t
+        if trial.source is not None and trial.source in (t.index, t.model_of):
+            return t
+    return None
 
 
 # ------------------------------------------------------------------------------------------------ allocation
@@ -357,6 +391,9 @@ def _time_and_choose(result: BudgetSearch, src: Path, paths: Dict[int, Path], fe
 
     fp32 = time_with_fp32(result, src, order, paths, feeds, tm, core_count=rt.core_count, engine=rt.reference,
                           on_step=step_prog, cancel=cancel, trial_engine=rt.of)
+    for t in result.trials:
+        if t.index in paths and t.runtime not in kept:
+            t.note += " (not timed: the screening dropped its runtime)"
     within = [t for t in order if t.within_budget and t.median_ms is not None]
     if not within:
         result.status = ONLY_FP32
@@ -496,8 +533,8 @@ def search_budget(
             _int8_trials(result, paths, src, rec=rec, max_drop=max_drop, data=data, labels_key=labels_key, dims=dims,
                          n_cal=len(calib), calibration_method=calibration_method, rt=rt, timing=tm,
                          work=work, score=score, prog=prog, cancel=cancel)
-            _dynamic_trials(result, paths, src, max_drop=max_drop, rt=rt, work=work, score=score, prog=prog,
-                            cancel=cancel)
+            _dynamic_trials(result, paths, src, max_drop=max_drop, dims=dims, rt=rt, work=work, score=score,
+                            prog=prog, cancel=cancel)
             phase("int8")
 
         # ---- one interleaved timing of FP32 and every trial, then the choice
@@ -592,14 +629,28 @@ def _built(result: BudgetSearch) -> list:
             and t.target > 1.0]
 
 
-def _dynamic_trials(result: BudgetSearch, paths: Dict[int, Path], src: Path, *, max_drop, rt: _Runtimes, work: Path,
-                    score, prog, cancel) -> None:
+def dynamic_share(src: Path, dims: Optional[dict]) -> float:
+    """The share (0..1) of the model's MACs (batch 1) in MatMul/Gemm nodes with a weight: what dynamic INT8 speeds up."""
+    from sparsify_tui.analysis.nodes import analyze_model
+    from sparsify_tui.engine import get_engine
+
+    a = analyze_model(str(src), batch_size=1, dims=dict(dims or {}), include_system=False, count_zeros=False,
+                      engine=get_engine())
+    total = sum(float(n.macs or 0) for n in a.nodes)
+    mm = sum(float(n.macs or 0) for n in a.nodes if n.op_type in ("MatMul", "Gemm") and n.prunable)
+    return mm / total if total > 0 else 0.0
+
+
+def _dynamic_trials(result: BudgetSearch, paths: Dict[int, Path], src: Path, *, max_drop, dims, rt: _Runtimes,
+                    work: Path, score, prog, cancel) -> None:
     """Dynamic INT8 (MatMul/Gemm weights per channel, activations quantized at run time:
-    :meth:`~sparsify_tui.engine.base.Engine.quantize_dynamic_int8`) of :func:`int8_sources`, for a model with
-    MatMul/Gemm weights: one file each, scored and timed on every kept runtime that runs it. A model without such
-    weights gets none (no line: static INT8 covers it)."""
+    :meth:`~sparsify_tui.engine.base.Engine.quantize_dynamic_int8`) of :func:`int8_sources`, for a model whose
+    MatMul/Gemm weights carry at least :data:`DYNAMIC_MIN_SHARE` of its MACs (a transformer; not a CNN whose only
+    MatMul is its classifier): one file each, scored and timed on every kept runtime that runs it."""
     from sparsify_tui.errors import ModelError
 
+    if dynamic_share(src, dims) < DYNAMIC_MIN_SHARE:
+        return
     for source in int8_sources(_built(result), max_drop):
         maybe_check(cancel)
         base = src if source is None else paths[source]
@@ -630,6 +681,7 @@ def _dynamic_trials(result: BudgetSearch, paths: Dict[int, Path], src: Path, *, 
             first = t.index if first is None else first
 
 
-__all__ = ["START", "STEP", "RESOLUTION", "MAX_TRIALS", "TIMING", "next_target", "check_split", "item_range",
-           "int8_sources", "choose", "allocation", "search_budget",
+__all__ = ["START", "STEP", "RESOLUTION", "MAX_TRIALS", "TIMING", "SCREEN_KEEP", "DYNAMIC_MIN_SHARE", "next_target",
+           "check_split", "item_range", "int8_sources", "choose", "unquantized_of", "dynamic_share", "allocation",
+           "search_budget",
            "build_thinned"]

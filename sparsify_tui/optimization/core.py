@@ -116,9 +116,10 @@ def evaluate(rec: Optimization) -> Optimization:
     rec.estimates = kind.model_estimates(rec, alloc.sparsities)
     rec.warnings = list(alloc.warnings)
     f = rec.estimates.int8_factor
-    if rec.quantization.enabled and f and f > 1.0:
-        rec.warnings.append(f"measured INT8 is slower than FP32 on this server ({1 / f:.2f}x): "
-                            f"consider turning quantization off for onnxruntime")
+    if rec.quantization.enabled and rec.quantization.calibration_method != "dynamic" and f and f > 1.0:
+        engine, precision = rec.target_runtime
+        rec.warnings.append(f"measured INT8 is slower than FP32 on this server ({1 / f:.2f}x) on {engine} "
+                            f"{precision}: consider turning quantization off")
     rec.estimates.max_reachable = alloc.max_reachable
     return rec
 

@@ -113,19 +113,20 @@ def runtimes(args: Dict[str, Any], flags: Optional[Mapping[str, str]] = None) ->
     for p in precisions:
         if p not in PRECISIONS:
             raise SparsifyError(f"{f['precisions']}: {p!r} is not a precision: use some of {', '.join(PRECISIONS)}")
-    pairs, notes, problems = [], [], {}
+    pairs, notes = [], []
     for e in engines:
         for p in precisions:
             problem = get_engine(e).precision_problem(p)
             if problem is None:
                 pairs.append((e, p))
-            else:
-                problems.setdefault(p, []).append(problem)
-                if not every_precision:
-                    notes.append(f"{e} {p} skipped: {problem}")
+            elif not every_precision:
+                notes.append(f"{e} {p} skipped: {problem}")
     for p in precisions:
         if all(q != p for _, q in pairs):
-            why = "; ".join(problems[p])
+            # why: the engines that have such sessions say what this CPU lacks; none has them: say so
+            why = "; ".join(get_engine(e).precision_problem(p) for e in engines
+                            if p in ENGINES[e].session_precisions) or \
+                f"none of {', '.join(engines)} runs {p} sessions: use {f['precisions']} fp32"
             if not every_precision:
                 raise SparsifyError(f"{f['precisions']} {p}: {why}")
             notes.append(f"{p} skipped: {why}")  # every precision asked for: one line for one no engine runs
