@@ -9,7 +9,7 @@ alternating order:
   profiled pass, trace parsing and attribution);
 * **bare**: a plain onnxruntime loop doing the same work a profile has to do at minimum: a session,
   the same warm-up and timed runs, then a profiled session (``enable_profiling``) with the same profiled
-  pass (1 + iterations//3 runs), ``end_profiling``.
+  pass (1 + ``profiled_runs_for(iterations)`` runs), ``end_profiling``.
 
 Printed per round: ``profile s / bare s`` (goal <= 1.3); ``(bare + overhead) / bare`` where overhead is the
 profile's wall time outside session creation, runs and ``end_profiling`` (the work the bare loop does too:

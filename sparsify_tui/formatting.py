@@ -48,6 +48,15 @@ def format_ms(value: Any) -> str:
     return f"{value:.4g}" if abs(value) < 0.001 and value else f"{value:.3f}"
 
 
+def format_ratio(ratio: Any, rounds: Any = ()) -> str:
+    """A measured ratio with its spread over timing rounds: ``"0.84× (rounds 0.80–0.88×)"`` (min–max of ``rounds``,
+    the ratio in each round), ``"0.84×"`` with fewer than two rounds, ``"-"`` for None."""
+    if ratio is None:
+        return "-"
+    r = [float(x) for x in rounds or () if x is not None]
+    return f"{float(ratio):.2f}×" + (f" (rounds {min(r):.2f}–{max(r):.2f}×)" if len(r) > 1 else "")
+
+
 def plural(n: Any, word: str, words: str = "") -> str:
     """``"1 core"``, ``"2 cores"``, ``"0 groups"``: the count and the word in the form that agrees with it
     (``words``: an irregular plural; default ``word + "s"``). A count that is not a number (``"?"``) takes the

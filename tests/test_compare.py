@@ -87,8 +87,8 @@ def test_fp32_vs_int8_of_one_profile(capsys, demo):
     pid, a, _ = demo
     d = run_json(capsys, "compare", "demo", "b1", "b1:int8", "--json")
     assert d["a"]["view"] == "fp32" and d["b"]["view"] == "int8" and d["b"]["label"] == "b1 INT8"
-    assert sum(r["b_ms"] for r in d["rows"]) == pytest.approx(a.int8.median)
-    assert d["totals"]["b_latency_ms"] == a.int8.median
+    assert sum(r["b_ms"] for r in d["rows"]) == pytest.approx(a.int8_ms)  # the INT8 time the summary shows
+    assert d["totals"]["b_latency_ms"] == pytest.approx(a.int8_ms)
     conv = next(r for r in d["rows"] if r["op_type"] == "Conv")
     assert conv["ratio"] == pytest.approx(0.4 * a.int8_scale / a.scale) and conv["matched"]
     text = main(["compare", "demo", "b1", "b1:int8"])
@@ -290,7 +290,7 @@ def test_measured_demo_profiles_fp32_int8_and_batch(ws, demo_model):
         store_perf_profile(ws, pid, prof)
     b1, b2 = load_perf_profile(ws, pid, "b1"), load_perf_profile(ws, pid, "b2")
     for spec_a, spec_b, pa, pb, key_b, median_b in (
-            ("b1", "b1:int8", b1, b1, "int8", b1.int8.median),
+            ("b1", "b1:int8", b1, b1, "int8", b1.int8_ms),
             ("b1", "b2", b1, b2, "baseline", b2.latency_ms.median)):
         cmp = compare_perf_profiles(ws, pid, spec_a, spec_b)
         assert sum(r.a_ms or 0 for r in cmp.rows) == pytest.approx(pa.latency_ms.median)
@@ -302,8 +302,10 @@ def test_measured_demo_profiles_fp32_int8_and_batch(ws, demo_model):
             if r.ratio is not None:
                 assert r.ratio == pytest.approx(by_b[r.id] / by_a[r.id])
     cmp = compare_perf_profiles(ws, pid, "b1", "b1:int8")
-    assert cmp.totals["b_latency_ms"] == b1.int8.median
-    # the raw INT8 kernel times, scaled: the profiled pass's total maps onto the INT8 median
+    # the INT8 side is on the FP32 median's clock: its latency over FP32's is the profile's one INT8 ratio
+    assert cmp.totals["b_latency_ms"] == pytest.approx(b1.int8_ms)
+    assert b1.latency_ms.median / cmp.totals["b_latency_ms"] == pytest.approx(b1.int8.speedup_interleaved)
+    # the raw INT8 kernel times, scaled: the profiled pass's total maps onto the INT8 time
     assert sum(r.b_ms for r in cmp.rows) == pytest.approx(b1.int8.profiled.kernel_total_ms * b1.int8_scale)
 
 

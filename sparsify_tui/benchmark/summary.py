@@ -5,6 +5,11 @@ The numbers come from :func:`sparsify_tui.benchmark.runner.measure_accuracy` (st
 ``accuracy``; a benchmark record keeps ``metric``, ``label`` and per model ``drop``, ``accuracy``,
 ``top1_agreement`` and ``nmse``): every model's outputs against the baseline's on the same items; top-1 accuracy
 only with labels in the data, top-1 agreement only for a class-score output.
+
+**Synthetic inputs are not data.** A benchmark without data compares the models on seeded random inputs: that says
+whether the outputs moved, never how accurate a model is (a model that scores 100% on real data agreed 0% with
+itself thinned on random inputs). Its table is headed :data:`NO_DATA` and its rows say "on synthetic inputs"; no
+"top-1" word, and no column of the speed table, carries them (:func:`synthetic`).
 """
 
 from __future__ import annotations
@@ -14,14 +19,24 @@ from pathlib import Path
 from typing import Any, Optional
 
 
+NO_DATA = "no accuracy: no data"
+"""The head of a benchmark's accuracy measured without data (on synthetic inputs)."""
+
+
 @dataclass
 class AccuracyTable:
-    """``title`` (the data, the items and the metric), ``headers`` (``""`` then one model label per column) and
-    ``rows`` (a quantity's label, then its value per model, as text)."""
+    """``title`` (the data, the items and the metric; :data:`NO_DATA` first without data), ``headers`` (``""`` then
+    one model label per column) and ``rows`` (a quantity's label, then its value per model, as text)."""
 
     title: str
     headers: list
     rows: list
+
+
+def synthetic(accuracy: Optional[dict]) -> bool:
+    """The accuracy block was measured on synthetic inputs (the benchmark had no data), so it holds no accuracy."""
+    data = (accuracy or {}).get("data")
+    return not data or str(data).startswith("synthetic")
 
 
 def _pct(v: Any) -> str:
@@ -42,14 +57,6 @@ def accuracy_table(accuracy: Optional[dict]) -> Optional[AccuracyTable]:
     models = accuracy["models"]
     labels = list(models)
     items, data = accuracy.get("items"), accuracy.get("data")
-    synthetic = not data or str(data).startswith("synthetic")
-    where = (f"{items} synthetic items" if items else "synthetic items") if synthetic else f"{items} items of {data}"
-    metric = accuracy.get("label") or accuracy.get("metric") or "?"
-    user = accuracy.get("user_metric")
-    if user:  # a metric of the user's own: named with its file and hash
-        metric = (f"{user.get('name')} ({Path(str(user.get('path'))).name}, sha256 {str(user.get('sha256'))[:12]}, "
-                  f"{'higher' if user.get('higher_is_better', True) else 'lower'} is better)")
-    title = f"Accuracy vs the baseline's outputs on {where}; metric: {metric}"
     rows = []
 
     def row(label: str, key: str, fmt) -> None:
@@ -57,6 +64,19 @@ def accuracy_table(accuracy: Optional[dict]) -> Optional[AccuracyTable]:
         if any(v is not None for v in values):
             rows.append([label] + [fmt(v) for v in values])
 
+    if synthetic(accuracy):  # random inputs: no accuracy, whatever the metric
+        where = f"{items} synthetic items" if items else "synthetic items"
+        title = (f"{NO_DATA[:1].upper()}{NO_DATA[1:]} (benchmark with sample data to measure it). Outputs against "
+                 f"the baseline's on {where}, random inputs that say nothing about accuracy:")
+        row("agreement on synthetic inputs", "top1_agreement", _pct)
+        row("output NMSE on synthetic inputs", "nmse", _num)
+        return AccuracyTable(title, [""] + labels, rows)
+    metric = accuracy.get("label") or accuracy.get("metric") or "?"
+    user = accuracy.get("user_metric")
+    if user:  # a metric of the user's own: named with its file and hash
+        metric = (f"{user.get('name')} ({Path(str(user.get('path'))).name}, sha256 {str(user.get('sha256'))[:12]}, "
+                  f"{'higher' if user.get('higher_is_better', True) else 'lower'} is better)")
+    title = f"Accuracy vs the baseline's outputs on {items} items of {data}; metric: {metric}"
     if user:
         row(str(user.get("name")), "score", _num)
     row("top-1 accuracy", "accuracy", _pct)  # against the labels (the title says the data)

@@ -94,10 +94,10 @@ def cmd_benchmark(args) -> int:
 def _fmt_accuracy(acc: dict) -> str:
     """Accuracy of each model against the baseline, next to the speed table (the TUI and the report show the same
     table: :func:`sparsify_tui.benchmark.summary.accuracy_table`)."""
-    from sparsify_tui.benchmark.summary import accuracy_table, format_table
+    from sparsify_tui.benchmark.summary import accuracy_table, format_table, synthetic
 
     table = accuracy_table(acc)
-    reason = f" ({acc['reason']})" if acc.get("reason") else ""
+    reason = f" ({acc['reason']})" if acc.get("reason") and not synthetic(acc) else ""
     return f"{table.title}{reason}\n{format_table(table.headers, table.rows)}"
 
 

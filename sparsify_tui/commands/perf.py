@@ -86,15 +86,20 @@ def cmd_profile_perf(args) -> int:
 
 
 def format_profile(prof, top: int = 15) -> str:
-    """Human-readable summary: model latency, INT8, estimates, and the ``top`` slowest nodes."""
+    """Human-readable summary: model latency, INT8, estimates, and the ``top`` slowest nodes (ms: the median over
+    the profiled runs, scaled to the measured median; its mean and interquartile range over the runs beside it)."""
     facts = summary_facts(prof)
     lines = cli_lines(facts[:1]) + cli_lines(facts[1:], "  ") + [""]
-    rows = [("node id", "op", "ms", "raw ms", "share", "GFLOP/s", "est. 0.9 ms", "INT8 ms")]
+    rows = [("node id", "op", "ms", "mean ms", "IQR ms", "raw ms", "share", "GFLOP/s", "est. 0.9 ms", "INT8 ms")]
+
+    def ms(v) -> str:
+        return f"{v:.3f}" if v is not None else "-"
+
     for n in sorted(prof.nodes, key=lambda n: -n.time_ms)[:top]:
-        int8 = prof.node_ms(n, "int8")
-        rows.append((n.id[-48:], n.op_type, f"{prof.node_ms(n):.3f}", f"{n.time_ms:.3f}", f"{n.share * 100:.1f}%",
+        rows.append((n.id[-48:], n.op_type, ms(prof.node_ms(n)), ms(prof.node_ms(n, "mean")),
+                     ms(prof.node_ms(n, "spread")), ms(n.time_ms), f"{n.share * 100:.1f}%",
                      f"{n.gflops_per_s:.1f}" if n.gflops_per_s else "-",
-                     f"{prof.node_ms(n, '0.9'):.3f}", f"{int8:.3f}" if int8 is not None else "-"))
+                     ms(prof.node_ms(n, '0.9')), ms(prof.node_ms(n, "int8"))))
     widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
     for r in rows:
         lines.append("  " + "  ".join(c.ljust(w) if i < 2 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths))))

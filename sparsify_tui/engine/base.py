@@ -73,7 +73,9 @@ class KernelTimes:
     median: what the channel calibration reads on a busy machine); ``op_type``: key -> op;
     ``order``: keys in first-execution order; ``runs``: number of runs averaged; ``run_ms``: mean
     whole-run duration (ms, includes framework overhead between kernels); ``runs_ms``: each counted
-    run's duration (ms, in run order; empty when the trace has no run markers).
+    run's duration (ms, in run order; empty when the trace has no run markers); ``per_run``: each counted run's
+    kernel times (``{key: ms}``, in run order; a kernel absent from a run took 0 ms in it), what per-node medians
+    over the runs are computed from (:func:`sparsify_tui.profiling.attribution.over_runs`).
     Keys are the names of the nodes in :attr:`ProfiledPass.nodes`; a name that occurs k>1 times within
     one run (e.g. unnamed nodes) gets keys ``name``, ``name#1``, ... in execution order.
     """
@@ -85,6 +87,7 @@ class KernelTimes:
     runs: int = 0
     run_ms: float = 0.0
     runs_ms: list = field(default_factory=list)
+    per_run: list = field(default_factory=list)
 
     @property
     def total_ms(self) -> float:

@@ -45,6 +45,8 @@ def _quant_epochs(ep: Epochs) -> Dict[str, float]:
 
 
 def _model_summary(analysis: "ModelAnalysis", perf: Optional["PerfProfile"], model_file: str) -> ModelSummary:
+    from sparsify_tui.profiling.perf import profile_noise
+
     nodes = perf.nodes if perf is not None else []
     return ModelSummary(
         file=model_file, baseline_ms=perf_model_ms(perf), int8_ms=perf_int8_ms(perf),
@@ -53,6 +55,8 @@ def _model_summary(analysis: "ModelAnalysis", perf: Optional["PerfProfile"], mod
         totals=dict(analysis.totals or {}),
         perf_nodes=[NodeTime(id=n.id, time_ms=perf.node_ms(n), int8_time_ms=perf.node_ms(n, "int8"))
                     for n in nodes if n.int8_time_ms is not None],
+        int8_round_ratios=(perf.int8.round_ratios or None) if perf is not None else None,
+        noise=(profile_noise(perf) or None) if perf is not None else None,
     )
 
 
@@ -101,7 +105,8 @@ def build_optimization(name: str, analysis: "ModelAnalysis", perf: Optional["Per
 
 def evaluate(rec: Optimization) -> Optimization:
     """Re-run the allocation and estimates of a record in place (overrides of known layers kept; the others
-    dropped) and return it. Warnings: the allocation's, and measured INT8 slower than FP32 when quantizing."""
+    dropped) and return it. Warnings: the allocation's, and measured INT8 slower than FP32 when quantizing. The
+    estimates carry the noise of the measurements they come from (:meth:`Optimization.noise_sources`)."""
     st = type(rec.settings).from_dict(rec.settings.to_dict())  # a copy: allocation validates it
     kind = structure_of(rec)
     known = {l.weight_name for l in rec.layers}
@@ -121,6 +126,7 @@ def evaluate(rec: Optimization) -> Optimization:
         rec.warnings.append(f"measured INT8 is slower than FP32 on this server ({1 / f:.2f}x) on {engine} "
                             f"{precision}: consider turning quantization off")
     rec.estimates.max_reachable = alloc.max_reachable
+    rec.estimates.noise = rec.noise_sources() or None
     return rec
 
 

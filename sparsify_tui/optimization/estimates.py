@@ -157,6 +157,19 @@ def model_estimates(layers: List[LayerRow], sparsities: Dict[str, float], *, mod
     )
 
 
+def noise_flag(noise: Optional[List[str]]) -> Optional[str]:
+    """The flag of estimates made from noisy measurements (``Estimates.noise``: lines naming their source, "perf
+    profile ...: ..." or "channel calibration: ..."), as the cards, ``optimization show`` and the report show it:
+    "estimated from a noisy profile: rerun it" (or calibration, or both); None when nothing was noisy."""
+    if not noise:
+        return None
+    perf = any(not n.startswith("channel calibration:") for n in noise)
+    calibration = any(n.startswith("channel calibration:") for n in noise)
+    what = ("profile and channel calibration" if perf and calibration else
+            "channel calibration" if calibration else "profile")
+    return f"estimated from a noisy {what}: rerun {'them' if perf and calibration else 'it'}"
+
+
 def recovery_text(est_recovery: Optional[float], loss_ref: Optional[str]) -> str:
     """``est_recovery`` as the CLI and the TUI show it: the relative heuristic (0-1), or "unavailable" with the
     reason (the Approximated loss profile has no measured loss; see the module docstring)."""

@@ -110,18 +110,10 @@ def perf_model_ms(perf: Optional["PerfProfile"]) -> Optional[float]:
 
 
 def perf_int8_ms(perf: Optional["PerfProfile"]) -> Optional[float]:
-    """Measured INT8 ms per batch of a perf profile on the clock of its FP32 median, or None when INT8 was not
-    measured or failed: FP32 median / ``int8.speedup_interleaved`` (the ratio of one interleaved timing of
-    both models, :func:`sparsify_tui.profiling.perf._int8_pass`), or ``int8.latency_ms.median`` for
-    profiles measured before that ratio was recorded."""
-    if perf is None or perf.int8.error:
-        return None
-    ratio = perf.int8.speedup_interleaved
-    base = perf.latency_ms.median
-    if ratio and ratio > 0 and base and base > 0:
-        return float(base) / float(ratio)
-    median = perf.int8.median
-    return float(median) if median and median > 0 else None
+    """Measured INT8 ms per batch of a perf profile on the clock of its FP32 median
+    (:attr:`~sparsify_tui.profiling.perf.PerfProfile.int8_ms`: FP32 median / the interleaved INT8 ratio, the one the
+    perf summary and the report show), or None when INT8 was not measured or failed."""
+    return perf.int8_ms if perf is not None else None
 
 
 def _prod(shape: Any) -> int:

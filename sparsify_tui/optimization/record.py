@@ -466,9 +466,13 @@ class NodeTime(JsonRecord):
 class ModelSummary(JsonRecord):
     """What the estimates need of the model and its perf profile, so re-evaluation needs no profile:
     ``file`` (the project's model file name), ``baseline_ms`` (measured FP32 median ms per batch; None with
-    the FLOPS profile), ``int8_ms`` (measured INT8 median, None when not measured), ``nodes_total_ms`` (sum of
-    the profiled per-node times, to scale per-node savings to the median; None with the FLOPS profile),
-    ``totals`` (the analysis totals: ``params``, ``flops``, ``macs``...), ``perf_nodes`` (rows with an INT8 time)."""
+    the FLOPS profile), ``int8_ms`` (measured INT8 ms per batch: the FP32 median over the perf profile's interleaved
+    INT8 ratio, :attr:`~sparsify_tui.profiling.perf.PerfProfile.int8_ms`; None when not measured),
+    ``int8_round_ratios`` (that ratio in each interleaved round, its spread; absent when not recorded),
+    ``nodes_total_ms`` (sum of the profiled per-node times, to scale per-node savings to the median; None with the
+    FLOPS profile), ``totals`` (the analysis totals: ``params``, ``flops``, ``macs``...), ``perf_nodes`` (rows with
+    an INT8 time), ``noise`` (why the perf profile's measurement is noisy, one line each:
+    :func:`~sparsify_tui.profiling.perf.profile_noise`; absent when it is not)."""
 
     _nested: ClassVar[Dict[str, Any]] = {"perf_nodes": [NodeTime]}
 
@@ -478,6 +482,8 @@ class ModelSummary(JsonRecord):
     nodes_total_ms: Optional[float] = None
     totals: Dict[str, Any] = field(default_factory=dict)
     perf_nodes: List[NodeTime] = field(default_factory=list)
+    int8_round_ratios: Optional[List[float]] = field(default=None, metadata={"omit_none": True})
+    noise: Optional[List[str]] = field(default=None, metadata={"omit_none": True})
     extra: Dict[str, Any] = field(default_factory=dict)
 
 
@@ -528,6 +534,11 @@ class Estimates(JsonRecord):
     """Heuristic 0..1 from the loss profile, to compare configurations (not an accuracy)."""
     max_reachable: Optional[float] = None
     """The highest average sparsity the caps, exclusions, filters and overrides allow."""
+    noise: Optional[List[str]] = field(default=None, metadata={"omit_none": True})
+    """Why the measurements these estimates come from are noisy (the perf profile's noisy timing, the channel
+    calibration taken on a busy machine), one line each naming its source; None when they are not
+    (:meth:`Optimization.noise_sources`). Shown as "estimated from a noisy profile: rerun it"
+    (:func:`sparsify_tui.optimization.estimates.noise_flag`)."""
     extra: Dict[str, Any] = field(default_factory=dict)
 
 
@@ -734,12 +745,19 @@ class Optimization(JsonRecord):
         """True when built without a measured perf profile (relative time units)."""
         return self.perf_profile == FLOPS
 
-    def all_warnings(self) -> List[str]:
-        """Every warning about this optimization, in the words ``optimization show`` prints them: the channel time
-        model's calibration warnings (a busy machine, say: its speedups are then off), the record's own, and the
-        INT8 search's and apply's; the TUI card and the report list the same."""
+    def noise_sources(self) -> List[str]:
+        """Why the measurements the estimates come from are noisy, one line each naming its source: the perf
+        profile's noise warnings (``model.noise``: noisy timing, a noisy profiled pass) and the channel time model's
+        calibration warnings (a busy machine: its speedups are then off). [] when neither is noisy."""
         calibration = ((self.model.extra.get("channel_time_model") or {}).get("calibration") or {})
-        out = [f"channel calibration: {w}" for w in calibration.get("warnings") or []]
+        return ([f"perf profile {self.perf_profile_name}: {w}" for w in self.model.noise or []]
+                + [f"channel calibration: {w}" for w in calibration.get("warnings") or []])
+
+    def all_warnings(self) -> List[str]:
+        """Every warning about this optimization, in the words ``optimization show`` prints them: why the
+        measurements its estimates come from are noisy (:meth:`noise_sources`), the record's own, and the INT8
+        search's and apply's; the TUI card and the report list the same."""
+        out = self.noise_sources()
         out += list(self.warnings or [])
         if self.quantization.search is not None:
             out += [f"INT8 search: {w}" for w in self.quantization.search.warnings or []]

@@ -109,7 +109,9 @@ class Attribution:
     ``node_ms``: node id -> ms (0 for nodes fused into another or removed); ``special_ms``: special row
     -> ms; ``fused_into``: node id -> recipient node id (for covered nodes that got no time);
     ``kernels``: node id -> optimized kernel names covering it; ``kernel_recipients``: kernel ->
-    list of (recipient id or special row, ms).
+    list of (recipient id or special row, ms). After :func:`over_runs`, ``node_ms`` / ``special_ms`` are each
+    row's median over the profiled runs, and ``mean_ms`` / ``spread_ms`` (node id or special row -> ms) its mean
+    and interquartile range over them (empty before).
     """
 
     node_ms: dict = field(default_factory=dict)
@@ -117,10 +119,48 @@ class Attribution:
     fused_into: dict = field(default_factory=dict)
     kernels: dict = field(default_factory=dict)
     kernel_recipients: dict = field(default_factory=dict)
+    mean_ms: dict = field(default_factory=dict)
+    spread_ms: dict = field(default_factory=dict)
 
     @property
     def total_ms(self) -> float:
         return float(sum(self.node_ms.values()) + sum(self.special_ms.values()))
+
+
+def over_runs(att: Attribution, runs: Sequence[dict]) -> Attribution:
+    """Each row's time as the **median over the profiled runs** (DESIGN.md: a mean follows one interrupted run).
+
+    ``att``: an attribution of one profiled pass (:func:`attribute` or :func:`attribute_int8`, from any per-kernel
+    times of the pass, e.g. their means: which kernel goes to which rows, and in which shares, does not depend on
+    the times); ``runs``: the pass's kernel times of each run (:attr:`sparsify_tui.engine.base.KernelTimes.per_run`,
+    ``{kernel key: ms}``). Each run's kernel times are attributed with the same shares (a kernel's time split over
+    its recipients as in ``att``), giving each row (node or special row) its ms in every run; the result's
+    ``node_ms`` / ``special_ms`` are the medians of those, ``mean_ms`` the means and ``spread_ms`` the interquartile
+    range (p75 − p25, linear interpolation: :func:`sparsify_tui.engine.timing.percentile`). The rows' medians need
+    not add up to the median run: the whole run's median is the unprofiled timing's, which the rows are scaled to
+    (:func:`sparsify_tui.profiling.perf.fill_scaled`). ``att`` unchanged when there are no runs."""
+    import numpy as np
+
+    if not runs:
+        return att
+    n = len(runs)
+    per_row: dict = {rid: np.zeros(n) for rid in list(att.node_ms) + list(att.special_ms)}
+    for key, recips in att.kernel_recipients.items():
+        total = sum(float(ms) for _, ms in recips)
+        if total <= 0:
+            continue
+        times = np.array([float(run.get(key, 0.0)) for run in runs])
+        for rid, ms in recips:
+            per_row.setdefault(rid, np.zeros(n))
+            per_row[rid] += times * (float(ms) / total)
+    stats = {rid: np.percentile(v, [25, 50, 75]) for rid, v in per_row.items()}
+    out = Attribution(fused_into=dict(att.fused_into), kernels=dict(att.kernels),
+                      kernel_recipients=dict(att.kernel_recipients))
+    for rid, (p25, p50, p75) in stats.items():
+        (out.special_ms if rid in SPECIAL_ROWS else out.node_ms)[rid] = float(p50)
+        out.mean_ms[rid] = float(per_row[rid].mean())
+        out.spread_ms[rid] = float(p75 - p25)
+    return out
 
 
 def _strip(name: str) -> str:

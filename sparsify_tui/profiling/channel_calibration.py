@@ -188,7 +188,8 @@ def calibrate_channels(model_path, run: RunSpec = REFERENCE, *, ratios: Sequence
 
     ``ratios``: uniform fractions of channels removed (each in (0, 1)); ``dims``,
     ``data``, ``warmup``, ``iterations`` as a perf profile takes them (``iterations`` timed runs per model, split
-    over ``rounds`` interleaved rounds; the profiled pass runs ``iterations // 3`` (3..20) times). Raises
+    over ``rounds`` interleaved rounds; the profiled pass runs :func:`~sparsify_tui.profiling.perf.profiled_runs_for`
+    times). Raises
     ``SparsifyError`` for bad ratios or a model without prunable channel groups, ``ModelError`` /
     ``DimensionError`` / ``SampleDataError`` as a perf profile does, ``JobCanceled``."""
     from sparsify_tui import settings

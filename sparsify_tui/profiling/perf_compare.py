@@ -216,11 +216,13 @@ def view_times(profile, view: str) -> dict:
 
 def profile_side(profile, view: str = "fp32", *, label: Optional[str] = None, project: str = "",
                  model_sha256: Optional[str] = None) -> ProfileSide:
-    """The :class:`ProfileSide` of ``profile`` in ``view`` (its latency is the INT8 model's for "int8")."""
+    """The :class:`ProfileSide` of ``profile`` in ``view`` (its latency is the INT8 model's for "int8", on the clock of
+    the FP32 median: :attr:`~sparsify_tui.profiling.perf.PerfProfile.int8_latency_ms`, whose median over the FP32
+    median is the profile's one INT8 ratio)."""
     times = view_times(profile, view)
     if view == "int8":
-        i8 = profile.int8
-        lat, ips = (i8.latency_ms.to_dict() if i8.latency_ms else {}), i8.items_per_second
+        lat = profile.int8_latency_ms
+        ips = 1000.0 * profile.batch_size / profile.int8_ms if profile.int8_ms else None
     else:
         lat, ips = profile.latency_ms.to_dict(), profile.items_per_second
     settings = profile.settings or {}

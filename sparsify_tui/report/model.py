@@ -29,7 +29,10 @@ class LayerTime:
 @dataclass
 class PerfEntry:
     """One perf profile: settings, measured latency (``latency_ms``: median/p90/mean/min of unprofiled runs),
-    ``items_per_second``, INT8 (``int8_median_ms``, ``int8_speedup``, ``int8_error``), ``target`` (the machine:
+    ``items_per_second``, INT8 (``int8_median_ms``: ms per batch on the FP32 median's clock,
+    :attr:`~sparsify_tui.profiling.perf.PerfProfile.int8_ms`; ``int8_speedup``: the one INT8 ratio, FP32 / INT8
+    timed interleaved, :attr:`~sparsify_tui.profiling.perf.Int8Profile.ratio`, and ``int8_round_ratios`` its value
+    in each round; ``int8_error``), ``profiled_runs`` (each node's time is its median over them), ``target`` (the machine:
     hostname, cpu_model, instruction_sets, cores, runtime: engine, version, precision), ``node_total_ms`` (sum of all rows),
     ``op_types`` (time per op type, most first, as :class:`LayerTime` with ``id`` = op type) and ``top`` (the slowest
     nodes), ``imported`` (where an imported profile came from), ``warnings`` (noisy timing, a failed INT8 pass...:
@@ -51,6 +54,8 @@ class PerfEntry:
     created: str = ""
     imported: Optional[dict] = None
     warnings: list = field(default_factory=list)
+    int8_round_ratios: list = field(default_factory=list)
+    profiled_runs: Optional[int] = None
 
 
 @dataclass
@@ -92,9 +97,11 @@ class OptimizationEntry:
     *est.*), ``layers`` / ``pruned_layers`` (counts of its rows: layers, or channel groups) and ``rows_summary``
     (``"5 of 18 groups thinned"``), ``applied`` (output difference and file sizes of the applied model, or None),
     ``benchmarks`` (its measured runs: batch, cores, median, items/s, speedup), ``warnings`` (every one
-    ``optimization show`` prints: :meth:`~sparsify_tui.optimization.record.Optimization.all_warnings`) and
+    ``optimization show`` prints: :meth:`~sparsify_tui.optimization.record.Optimization.all_warnings`),
     ``predicted`` (what the budget search measured on its held-out items, in its metric, or the estimate:
-    :func:`~sparsify_tui.optimization.fidelity.predicted_change`)."""
+    :func:`~sparsify_tui.optimization.fidelity.predicted_change`) and ``unreliable`` (the estimates' flag when the
+    measurements they come from were noisy: :func:`~sparsify_tui.optimization.estimates.noise_flag`; None
+    otherwise)."""
 
     name: str
     id: Optional[str]
@@ -112,6 +119,7 @@ class OptimizationEntry:
     setting_rows: list = field(default_factory=list)
     predicted: str = ""
     search_metric: str = ""
+    unreliable: Optional[str] = None
 
 
 def search_metric(rec: Any) -> str:
@@ -211,8 +219,9 @@ def perf_entry(profile, *, record_id: Optional[str] = None, top: int = 10, impor
     return PerfEntry(
         name=profile.name, id=record_id, batch_size=int(profile.batch_size), core_count=int(profile.core_count),
         latency_ms=profile.latency_ms.to_dict(), items_per_second=float(profile.items_per_second or 0.0),
-        int8_median_ms=i8.median if ok else None,
-        int8_speedup=i8.speedup if ok else None, int8_error=i8.error, target=target,
+        int8_median_ms=profile.int8_ms if ok else None,
+        int8_speedup=i8.ratio if ok else None, int8_error=i8.error, target=target,
+        int8_round_ratios=i8.round_ratios if ok else [], profiled_runs=profile.profiled.runs,
         node_total_ms=total, op_types=op_types,
         top=[LayerTime(n.id, n.op_type, ms[n.id], ms[n.id] / total if total else 0.0,
                        profile.node_ms(n, "int8")) for n in nodes],
@@ -245,6 +254,7 @@ ESTIMATE_FIELDS = (
 def optimization_entry(record: Any, measured: Optional[dict] = None) -> OptimizationEntry:
     """The report entry of an optimization (typed record or stored dict) with what was measured of it
     (:func:`sparsify_tui.services.comparisons.measured_results`)."""
+    from sparsify_tui.optimization.estimates import noise_flag
     from sparsify_tui.optimization.fidelity import predicted_change
     from sparsify_tui.optimization.record import Optimization
     from sparsify_tui.optimization.structures import load_optimization, structure_of
@@ -270,7 +280,8 @@ def optimization_entry(record: Any, measured: Optional[dict] = None) -> Optimiza
         layers=len(rec.layers), pruned_layers=sum(1 for l in rec.layers if (l.sparsity or 0) > 0),
         applied=measured.get("applied"), benchmarks=list(measured.get("benchmarks") or []),
         rows_summary=kind.rows_summary(rec), warnings=rec.all_warnings(), setting_rows=rows,
-        predicted=predicted_change(rec), search_metric=search_metric(rec))
+        predicted=predicted_change(rec), search_metric=search_metric(rec),
+        unreliable=noise_flag(rec.estimates.noise if rec.estimates is not None else None))
 
 
 def benchmark_entry(result) -> BenchmarkEntry:

@@ -18,7 +18,7 @@ from html import escape
 from typing import Any, Optional
 
 from sparsify_tui.benchmark.summary import accuracy_table
-from sparsify_tui.formatting import format_bytes, format_count, plural, safe_text
+from sparsify_tui.formatting import format_bytes, format_count, format_ratio, plural, safe_text
 from sparsify_tui.optimization.fidelity import applied_fidelity
 from sparsify_tui.report.model import ESTIMATE_FIELDS, Report
 from sparsify_tui.report.svg import bar_chart
@@ -127,11 +127,13 @@ def _perf_blocks(report: Report) -> list:
         out.append(Para("No measured perf profile."))
     else:
         out.append(Table(
-            ["Profile", "Batch", "Cores", "Median ms", "p90 ms", "items/s", "INT8 median ms", "INT8 speedup",
+            ["Profile", "Batch", "Cores", "Median ms", "p90 ms", "items/s", "INT8 ms", "INT8 speedup (interleaved)",
              "Measured on"],
             [[e.name, e.batch_size, e.core_count, ms(e.latency_ms.get("median")), ms(e.latency_ms.get("p90")),
               f"{e.items_per_second:.1f}", ms(e.int8_median_ms),
-              times(e.int8_speedup) if not e.int8_error else f"failed: {e.int8_error}", _target(e.target)]
+              f"failed: {e.int8_error}" if e.int8_error else times(None) if e.int8_speedup is None else
+              format_ratio(e.int8_speedup, e.int8_round_ratios),
+              _target(e.target)]
              for e in report.perf], right={1, 2, 3, 4, 5, 6, 7}))
         out.append(Chart("Measured median latency per profile", [e.name for e in report.perf],
                          [e.latency_ms.get("median") or 0.0 for e in report.perf], "ms",
@@ -143,9 +145,10 @@ def _perf_blocks(report: Report) -> list:
             out.append(Para(f"Measured median {ms(lat.get('median'))} ms/batch (p90 {ms(lat.get('p90'))}, min "
                             f"{ms(lat.get('min'))}), {e.items_per_second:.1f} items/s, on {_target(e.target)}, "
                             f"{e.target.get('runtime') or 'onnxruntime ' + (e.target.get('ort_version') or '?')}. "
-                            f"Per-node times come from a separate "
-                            f"profiled pass, scaled to the median (the profiler's own overhead taken out); they add "
-                            f"up to {ms(e.node_total_ms)} ms.{extra}"))
+                            f"Per-node times come from a separate profiled pass, each node's median over its "
+                            f"{e.profiled_runs or 'profiled'} runs, scaled to the median (the profiler's own overhead "
+                            f"taken out); they add up to {ms(e.node_total_ms)} ms. The INT8 speedup is FP32 / INT8 "
+                            f"timed interleaved, its spread over the rounds in brackets.{extra}"))
             out += _warnings(e.warnings)
             ops = [g for g in e.op_types if g.time_ms > 0]
             out.append(Chart(f"{e.name}: time per op type (ms per batch; {len(e.op_types) - len(ops)} op types "
@@ -197,6 +200,8 @@ def _optimization_blocks(report: Report) -> list:
                             f"{e.predicted}."))
         out.append(Table(["Setting", "Value"], [[k, num(v)] for k, v in e.setting_rows]))
         est = e.estimates
+        if e.unreliable:
+            out.append(Para(f"Unreliable: {e.unreliable}."))
         out.append(Table(["Estimate", "Value"], [
             [label, (ms(est.get(k)) + " ms") if k.endswith("_ms") and est.get(k) is not None else
              times(est.get(k)) if k.endswith(("speedup", "reduction", "compression")) else num(est.get(k), ".3f")]
@@ -250,7 +255,7 @@ def _benchmark_blocks(report: Report) -> list:
                               "speedups may be off; measure again on a quiet machine"])
         acc = accuracy_table(e.accuracy)
         if acc is not None:  # accuracy beside speed: one column per model, the metric named
-            out.append(Para(acc.title + "."))
+            out.append(Para(acc.title + ("" if acc.title.endswith((":", ".")) else ".")))
             out.append(Table(acc.headers, acc.rows, right=set(range(1, len(acc.headers)))))
         out.append(Chart(f"{e.name}: measured speedup vs the {e.reference or 'baseline'}",
                          [f"{r.model} · b{r.batch_size} · {r.core_count}c" for r in e.rows],

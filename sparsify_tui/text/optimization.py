@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable, Dict, List, Optional
 
 from sparsify_tui.engine.run import display_name
-from sparsify_tui.formatting import format_count, format_fixed, plural
+from sparsify_tui.formatting import format_count, format_fixed, format_ratio, plural
 from sparsify_tui.optimization.fidelity import applied_fidelity, predicted_change
 from sparsify_tui.text import Fact
 
@@ -57,6 +57,24 @@ def inline(facts: List[Fact]) -> str:
 
 def _x(v: Optional[float]) -> str:
     return format_fixed(v) + "×"
+
+
+def unreliable_facts(opt: "Optimization") -> List[Fact]:
+    """``unreliable: estimated from a noisy profile: rerun it`` when the measurements the estimates come from were
+    noisy (:func:`~sparsify_tui.optimization.estimates.noise_flag`; the warnings say which and why), else none."""
+    from sparsify_tui.optimization.estimates import noise_flag
+
+    flag = noise_flag(opt.estimates.noise if opt.estimates is not None else None)
+    return [Fact("unreliable", flag)] if flag else []
+
+
+def int8_ratio(opt: "Optimization") -> str:
+    """The perf profile's INT8 ratio an estimate used (FP32 / INT8, timed interleaved) with its spread over the
+    rounds: ``"0.84× (rounds 0.80–0.88×) FP32, interleaved"``; "-" when not measured."""
+    m = opt.model
+    if not m.baseline_ms or not m.int8_ms:
+        return "-"
+    return f"{format_ratio(m.baseline_ms / m.int8_ms, m.int8_round_ratios)} FP32, interleaved"
 
 
 def target_text(settings) -> str:
@@ -161,8 +179,10 @@ def _unstructured(opt: "Optimization", hints: Hints) -> Dict[str, List[Fact]]:
                                   f"{format_fixed(est.ort_ms, '.3f')} {rt}; baseline "
                                   f"{format_fixed(est.baseline_ms, '.3f')} (measured)" if timed else
                                   NOT_TIMED),
-            Fact(f"on {rt}", "no gain from sparsity; INT8 " + ("measured" if est.int8_measured else "not measured")
-                             + (f" ({est.int8_source})" if est.int8_source else ""))],
+            Fact(f"on {rt}", "no gain from sparsity; INT8 " + (
+                "not measured" if not est.int8_measured else f"measured ({est.int8_source})" if est.int8_source
+                else f"measured {int8_ratio(opt)}")),
+            *unreliable_facts(opt)],
         "flops": [Fact("FLOPs", f"{format_count(est.flops, none='n/a')} → {format_count(est.flops_pruned, none='n/a')}"
                                 f", {_x(est.flops_reduction)} fewer (est.)")],
         "params": [
@@ -180,7 +200,7 @@ def _channel(opt: "Optimization", hints: Hints) -> Dict[str, List[Fact]]:
     if not q.enabled:
         int8 = ""
     elif est.int8_measured:
-        int8 = f", {_x(est.ort_speedup)} with INT8"
+        int8 = f", {_x(est.ort_speedup)} with INT8 (measured {int8_ratio(opt)} on the dense model)"
     else:  # no measured INT8 time (the FLOPS profile, or a profile without INT8): the gain is not known
         int8 = ", with INT8: not estimated (no measured INT8 time; benchmark the applied model)"
     timed = est.baseline_ms is not None  # ms only from a measured perf profile (FLOPS: relative units)
@@ -201,7 +221,8 @@ def _channel(opt: "Optimization", hints: Hints) -> Dict[str, List[Fact]]:
             Fact("est. ms/batch", f"{format_fixed(est.ort_ms_fp32, '.3f')} thinned FP32 of "
                                   f"{format_fixed(est.baseline_ms, '.3f')} baseline (measured)" if timed else
                                   NOT_TIMED),
-            Fact("time model", est.time_model_note or "-")],
+            Fact("time model", est.time_model_note or "-"),
+            *unreliable_facts(opt)],
         "flops": [Fact("MACs", f"{format_count(est.macs)} → {format_count(est.macs_pruned)}, "
                                f"{_x(est.macs_reduction)} fewer (est.; apply counts the file)")],
         "params": [
@@ -223,11 +244,14 @@ def estimate_facts(opt: "Optimization", hints: Hints) -> Dict[str, List[Fact]]:
 
 def header_facts(opt: "Optimization", hints: Hints) -> List[Fact]:
     """The header's facts: the first summary fact (sparsity, or the channel target) and the speed: measured (with
-    the estimate then), else estimated."""
+    the estimate then), else estimated, flagged when it comes from noisy measurements (:func:`unreliable_facts`)."""
     cards = estimate_facts(opt, hints)
     measured = measured_fact(opt, hints)
-    return [cards["summary"][0], measured if measured.label == "measured" else cards["performance"][0]]
+    if measured.label == "measured":
+        return [cards["summary"][0], measured]
+    return [cards["summary"][0], cards["performance"][0], *unreliable_facts(opt)]
 
 
 __all__ = ["CARDS", "CHANNEL_TARGET", "Hints", "applied_facts", "epochs_fact", "estimate_facts", "header_facts",
-           "inline", "measured_fact", "profiles_fact", "runtime_fact", "runtime_text", "target_text"]
+           "inline", "int8_ratio", "measured_fact", "profiles_fact", "runtime_fact", "runtime_text", "target_text",
+           "unreliable_facts"]

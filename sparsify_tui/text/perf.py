@@ -6,19 +6,31 @@ from __future__ import annotations
 from typing import Optional
 
 from sparsify_tui.engine.run import display_name, runtime_label
-from sparsify_tui.formatting import format_ms, plural
+from sparsify_tui.formatting import format_ms, format_ratio, plural
 from sparsify_tui.text import Fact
 
 
+def int8_ratio_text(prof) -> str:
+    """The one INT8 ratio of a profile (:attr:`~sparsify_tui.profiling.perf.Int8Profile.ratio`) with its spread and
+    how it was timed: ``"0.84× (rounds 0.80–0.88×) FP32, timed interleaved with it"``; a profile measured before the
+    interleaved timing says its two blocks were timed apart."""
+    i8 = prof.int8
+    if not i8.speedup_interleaved:
+        return f"{format_ratio(i8.ratio)} FP32, timed apart from it (rerun the profile for the interleaved ratio)"
+    return f"{format_ratio(i8.ratio, i8.round_ratios)} FP32, timed interleaved with it"
+
+
 def _int8_fact(prof) -> Fact:
-    """The measured INT8 model: ms per batch, items/s and speedup over FP32; why it failed; or not measured."""
+    """The measured INT8 model: ms per batch and items/s (:attr:`~sparsify_tui.profiling.perf.PerfProfile.int8_ms`)
+    and the one INT8 ratio (:func:`int8_ratio_text`); why it failed; or not measured."""
     i8 = prof.int8
     if i8.error:
         return Fact("INT8", f"failed: {i8.error}")
     if not i8.enabled:
         return Fact("INT8", "not measured")
-    return Fact("INT8 measured", f"{format_ms(i8.median)} ms/batch · {(i8.items_per_second or 0):.1f} items/s · "
-                                 f"{(i8.speedup or 0):.2f}× FP32")
+    ms = prof.int8_ms
+    ips = 1000.0 * prof.batch_size / ms if ms else 0.0
+    return Fact("INT8 measured", f"{format_ms(ms)} ms/batch · {ips:.1f} items/s · {int8_ratio_text(prof)}")
 
 
 def _estimate_fact(prof, level: Optional[str]) -> Fact:
@@ -36,14 +48,21 @@ def _estimate_fact(prof, level: Optional[str]) -> Fact:
 
 
 def overhead_fact(prof) -> Fact:
-    """What the per-node ms are: the profiled times scaled to the unprofiled median (the factor), and the
-    profiler's overhead (the profiled kernels' total over that median)."""
+    """What the per-node ms are: each node's median over the profiled runs (the mean in profiles measured before),
+    scaled to the unprofiled median (the factor) so the rows add up to it, and why the raw rows do not (the
+    profiler's overhead: the rows' sum over that median)."""
+    runs = prof.profiled.runs
+    medians = any(n.mean_ms is not None for n in prof.nodes)
+    what = (f"each node's median over {plural(runs, 'profiled run') if runs else 'the profiled runs'} (mean and IQR "
+            "beside it)" if medians else
+            f"each node's mean over {plural(runs, 'profiled run') if runs else 'the profiled runs'} (measured before "
+            "medians were kept: rerun the profile)")
     ratio = prof.overhead_ratio
     if ratio is None:
-        return Fact("per-node ms", "as profiled (no unprofiled median to scale to)")
+        return Fact("per-node ms", f"{what}, as profiled (no unprofiled median to scale to)")
     why = "profiler overhead" if ratio >= 1 else "the rest of the median is spent between kernels"
-    return Fact("per-node ms", f"profiled times scaled ×{prof.scale:.3g} to the measured median (the profiled "
-                               f"kernels took {ratio:.1f}× it: {why}; the raw figures are in 'raw ms')")
+    return Fact("per-node ms", f"{what}, scaled ×{prof.scale:.3g} so the rows add up to the measured median (the "
+                               f"raw rows add up to {ratio:.1f}× it: {why}; the raw figures are in 'raw ms')")
 
 
 def summary_facts(prof, level: Optional[str] = None) -> list:

@@ -139,8 +139,11 @@ def shorten_label(label: str, limit: int = 12) -> str:
 
 def table_rows(result) -> list[dict]:
     """One row per (model, batch, cores) with every number, and the model's accuracy against the baseline (the
-    same at every batch and core count: it is measured once per model)."""
-    models = (result.accuracy or {}).get("models") or {}
+    same at every batch and core count: it is measured once per model; none without data: agreement on synthetic
+    inputs is no accuracy, the accuracy block shows it labelled so)."""
+    from sparsify_tui.benchmark.summary import synthetic
+
+    models = {} if synthetic(result.accuracy) else (result.accuracy or {}).get("models") or {}
     rows = []
     for i, r in enumerate(result.runs):
         acc = models.get(r.model) or {}

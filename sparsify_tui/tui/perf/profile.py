@@ -8,8 +8,9 @@ measured profile is selected. Tabs (keys m / l / g, or `<` / `>`, from the secti
   times were scaled and the profiler's overhead; noise warnings with the offer to rerun) and Layer
   Summaries: a bar chart of time per op type. `y` cycles the Summary Type (Baseline ms, Pruned s ms
   (est.) for each level, INT8 ms (measured)); `v` (chart) cycles values / % / log; `t` shows the table.
-* **Layer Results**: every node in graph order (index, node id, op type, weight, ms, raw profiled ms, % of
-  total, FLOPs, GFLOP/s, est. pruned ms at the chosen level, INT8 ms), sortable (`s`) and filterable (`/`,
+* **Layer Results**: every node in graph order (index, node id, op type, weight, ms: its median over the profiled
+  runs, its mean and interquartile range over them, raw profiled ms, % of total, FLOPs, GFLOP/s, est. pruned ms
+  at the chosen level, INT8 ms), sortable (`s`) and filterable (`/`,
   on node id, op type and weight); `[` / `]` change the pruned level; `enter` or `i` shows a row's full record.
 * **Top Layers**: chart of the top N nodes by ms (`+` / `-`: 10, 20, 50, all); clicking a bar shows its record.
 
@@ -73,13 +74,14 @@ def op_label(op: str) -> str:
 
 
 def node_rows(profile, level: str) -> list[dict]:
-    """Table rows (graph order, special rows last) for the Layer Results table: times scaled to the median,
-    the raw profiled time next to them."""
+    """Table rows (graph order, special rows last) for the Layer Results table: times scaled to the median (each
+    node's median over the profiled runs, its mean and interquartile range), the raw profiled time next to them."""
     rows = []
     for n in profile.nodes:
         rows.append({
             "_key": n.index, "index": n.index, "id": n.id, "op_type": n.op_type, "weight_name": n.weight_name or "",
-            "time_ms": profile.node_ms(n), "raw_ms": n.time_ms, "share": n.share, "flops": n.flops,
+            "time_ms": profile.node_ms(n), "mean_ms": profile.node_ms(n, "mean"),
+            "iqr_ms": profile.node_ms(n, "spread"), "raw_ms": n.time_ms, "share": n.share, "flops": n.flops,
             "gflops": n.gflops_per_s, "est_ms": profile.node_ms(n, level), "int8_ms": profile.node_ms(n, "int8"),
             "fused_into": n.fused_into or "",
         })
@@ -98,7 +100,9 @@ def node_record(profile, node, analysis_node: Optional[dict]) -> list:
     """Every field of one node of a perf profile (with the analysis' weight and shapes) for RecordDialog."""
     fields = analysis_fields(analysis_node) or [("Node id", node.id), ("Op type", node.op_type)]
     fields += [
-        ("ms (scaled to the median)", profile.node_ms(node)),
+        ("ms (median over the profiled runs, scaled to the median latency)", profile.node_ms(node)),
+        ("Mean ms over the profiled runs (scaled)", profile.node_ms(node, "mean")),
+        ("IQR ms over the profiled runs (p75 − p25, scaled)", profile.node_ms(node, "spread")),
         ("ms (raw, profiled pass)", node.time_ms),
         ("% of total", f"{node.share * 100:.2f}%"),
         ("GFLOP/s", node.gflops_per_s),
@@ -166,6 +170,8 @@ class PerfProfileView(RecordView):
             Column("share", "%", numeric=True, fmt=format_percent),
             Column("est_ms", "Est. ms", numeric=True, fmt=format_ms),
             Column("int8_ms", "INT8 ms", numeric=True, fmt=format_ms),
+            Column("mean_ms", "Mean ms", numeric=True, fmt=format_ms),
+            Column("iqr_ms", "IQR ms", numeric=True, fmt=format_ms),
             Column("raw_ms", "Raw ms", numeric=True, fmt=format_ms),
             Column("op_type", "Op type", filter=True),
             Column("weight_name", "Weight", filter=True),
