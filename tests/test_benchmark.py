@@ -81,6 +81,12 @@ def test_run_benchmark_every_combination(tmp_path, demo_model):
                         progress=lambda s, f: calls.append(f))
     check_shape(res.to_dict(), ["baseline", "copy"], [1, 2], [1, 2], 3)
     assert calls[-1] == 1.0 and calls == sorted(calls)
+    # no data: the outputs were compared on synthetic inputs, which is no accuracy (issue 29, deliverable 5)
+    from sparsify_tui.benchmark.summary import accuracy_table, synthetic
+
+    table = accuracy_table(res.accuracy)
+    assert synthetic(res.accuracy) and table.title.startswith("No accuracy: no data")
+    assert [r[0] for r in table.rows][:1] == ["agreement on synthetic inputs"]
     res2 = run_benchmark([("baseline", str(small))], batch_sizes=[3], core_counts=[1], warmup=0, iterations=2)
     assert res2.runs[0].speedup == 1.0 and res2.runs[0].batch_size == 3
 

@@ -324,3 +324,49 @@ def test_accuracy_shows_beside_speed(workspace_home, demo_model):
             await wait_for(pilot, lambda: "model" not in first_words() and "top-1" in first_words())
 
     asyncio.run(run())
+
+
+#: what a benchmark without data measures of a model that agrees with no item of the baseline on random inputs
+SYNTHETIC_ACCURACY = {
+    "metric": "top1", "label": "top-1 agreement", "labelled": False, "items": 16, "data": "synthetic",
+    "reason": "output 'softmax_0.tmp_0' is class scores [1, 2]: top-1 agreement with FP32 (no labels)",
+    "models": {"baseline": {"metric": "top1", "drop": 0.0, "nmse": 0.0, "top1_agreement": 1.0, "accuracy": None},
+               "opt one": {"metric": "top1", "drop": 1.0, "nmse": 0.52, "top1_agreement": 0.0, "accuracy": None}},
+}
+
+
+def test_a_benchmark_without_data_shows_no_accuracy(workspace_home, demo_model):
+    """Issue 29, deliverable 5: without data the Compare tab says "No accuracy: no data", labels the agreement it
+    measured on random inputs as that (never top-1), and the Table has no accuracy column filled from it."""
+    from screen_text import text_of
+
+    from sparsify_tui.store import Workspace
+    from sparsify_tui.tui.widgets.tables import FilterableTable
+
+    ws = Workspace()
+    pid, _ = seed(ws, demo_model)
+    for rid in ("bench0", "bench1"):
+        res = BenchmarkResult.from_dict(ws.read_record_blob(pid, "benchmarks", rid))
+        res.accuracy = SYNTHETIC_ACCURACY
+        ws.write_blob(pid, f"benchmarks/{rid}.json", res.to_dict())
+
+    async def run():
+        async with make_app(ws, pid).run_test(size=(100, 30)) as pilot:
+            sec = await open_section(pilot)
+            accuracy = sec.query_one("#compare-accuracy")
+            await wait_for(pilot, lambda: "synthetic" in text_of(pilot.app, accuracy.region))
+            shown = " ".join(text_of(pilot.app, accuracy.region).split())
+            assert shown.startswith("No accuracy: no data (benchmark with sample data to measure it).")
+            assert "agreement on synthetic inputs 100.0% 0.0%" in shown and "top-1" not in shown
+            rows = sec.query_one("#bench-table", FilterableTable).all_rows
+            assert all(r["top1"] is None and r["agree"] is None and r["nmse"] is None for r in rows)
+
+    asyncio.run(run())
+
+
+def test_the_cli_prints_no_accuracy_without_data(capsys):
+    from sparsify_tui.commands.benchmark import _fmt_accuracy
+
+    text = _fmt_accuracy(SYNTHETIC_ACCURACY)
+    assert text.splitlines()[0].startswith("No accuracy: no data (benchmark with sample data to measure it).")
+    assert "agreement on synthetic inputs" in text and "top-1" not in text

@@ -273,3 +273,55 @@ def test_depthwise_share_is_the_share_of_prunable_time_in_grouped_convs():
     layers = [("Conv", {"group": 1}, 3.0), ("Conv", {"group": 32}, 1.0), ("Gemm", None, 4.0)]
     assert pe.depthwise_share(layers) == pytest.approx(1.0 / 8.0)
     assert pe.depthwise_share([]) == 0.0
+
+
+def test_estimates_from_a_noisy_profile_say_so(demo_analysis):
+    """Issue 29, deliverable 3: a perf profile flagged noisy (on its own screen) flags every optimization built
+    from it: the estimates store why, the performance card says "unreliable: estimated from a noisy profile: rerun
+    it" and the warnings name the profile; a quiet profile gives no flag."""
+    from sparsify_tui.optimization.core import evaluate
+    from sparsify_tui.optimization.structures import load_optimization
+    from sparsify_tui.text import cli_lines
+    from sparsify_tui.text.optimization import Hints, estimate_facts, header_facts
+
+    hints = Hints(apply="a", benchmark="b")
+    perf, loss = fake_profiles(demo_analysis)
+    quiet = build_optimization("o", ModelAnalysis.from_dict(demo_analysis), perf, loss, sparsity=0.7, quantize=True,
+                               perf_ref="p", perf_name="baseline", loss_ref="l")
+    assert quiet.estimates.noise is None and quiet.model.noise is None and quiet.all_warnings() == []
+    assert not any(f.label == "unreliable" for f in estimate_facts(quiet, hints)["performance"])
+    noise = ("noisy timing: p90 2.234 ms is 2.5× the median 0.896 ms (was the machine busy?); rerun the profile")
+    perf.warnings = ["1 initializer holds NaN", noise]
+    rec = build_optimization("o", ModelAnalysis.from_dict(demo_analysis), perf, loss, sparsity=0.7, quantize=True,
+                             perf_ref="p", perf_name="baseline", loss_ref="l")
+    assert rec.model.noise == [noise]  # what the profile flagged, not its other warnings
+    assert rec.estimates.noise == [f"perf profile baseline: {noise}"]
+    assert rec.all_warnings()[0] == f"perf profile baseline: {noise}"
+    perf_card = cli_lines(estimate_facts(rec, hints)["performance"])
+    assert "unreliable: estimated from a noisy profile: rerun it" in perf_card
+    assert any(f.label == "unreliable" for f in header_facts(rec, hints))
+    stored = load_optimization(rec.to_dict())  # stored and read back; evaluated again
+    assert stored.estimates.noise == rec.estimates.noise and evaluate(stored).estimates.noise == rec.estimates.noise
+
+
+def test_a_channel_estimate_from_a_noisy_calibration_says_it_is_unreliable():
+    """Issue 29 goal: a channel optimization's estimate says it is unreliable when its calibration was noisy (the
+    calibration's busy-machine warning travels with the time model it fitted)."""
+    from sparsify_tui.optimization.estimates import noise_flag
+    from sparsify_tui.optimization.structures import load_optimization
+    from sparsify_tui.text import cli_lines
+    from sparsify_tui.text.optimization import Hints, estimate_facts
+
+    busy = "the machine was busy while measuring (other processes' 1-minute load about 3.1 next to our 2 threads)"
+    rec = load_optimization({"name": "c", "perf_profile": "p", "perf_profile_name": "baseline",
+                             "settings": {"structure": "channel", "target": "speedup", "target_speedup": 1.5},
+                             "model": {"baseline_ms": 1.0, "channel_time_model": {
+                                 "kind": "calibrated", "calibration": {"warnings": [busy]}}},
+                             "estimates": {"time_model": "calibrated", "ort_speedup_fp32": 1.65}})
+    assert rec.noise_sources() == [f"channel calibration: {busy}"]
+    card = cli_lines(estimate_facts(rec, Hints(apply="a", benchmark="b"))["performance"])
+    assert card[0] == "estimated: 1.65× FP32 on onnxruntime"
+    assert card[-1] == "unreliable: estimated from a noisy channel calibration: rerun it"
+    assert noise_flag(["perf profile p: noisy timing", "channel calibration: busy"]) == \
+        "estimated from a noisy profile and channel calibration: rerun them"
+    assert noise_flag([]) is None and noise_flag(None) is None

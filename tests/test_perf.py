@@ -394,3 +394,148 @@ def test_a_stored_profile_gets_its_noise_warnings_on_load():
     quiet = PerfProfile.from_dict({"profile": {"name": "q", "latency_ms": {"median": 1.0, "p90": 1.2},
                                                "warnings": []}, "nodes": []})
     assert quiet.warnings == []
+
+
+# --------------------------------------------------------------------------------------- medians, one INT8 ratio
+def test_parse_trace_keeps_each_runs_kernel_times():
+    """The per-run kernel times the per-node medians are taken from (issue 29, deliverable 3)."""
+    ev = []
+    for t0, conv_us in ((0, 100), (10000, 100), (20000, 5000), (30000, 120)):
+        ev.append({"cat": "Session", "name": "model_run", "ts": t0, "dur": 9000})
+        ev.append({"cat": "Node", "name": "conv_kernel_time", "ts": t0 + 10, "dur": conv_us, "args": {"op_name": "Conv"}})
+        ev.append({"cat": "Node", "name": "relu_kernel_time", "ts": t0 + 6000, "dur": 30, "args": {"op_name": "Relu"}})
+    kt = parse_trace(ev, skip_runs=1)
+    assert kt.per_run == [pytest.approx({"conv": 0.1, "relu": 0.03}), pytest.approx({"conv": 5.0, "relu": 0.03}),
+                          pytest.approx({"conv": 0.12, "relu": 0.03})]
+
+
+def test_over_runs_gives_each_row_its_median_mean_and_iqr():
+    """A kernel split over two layers and a layout kernel: each run's times go to the rows with the attribution's
+    shares; the row's time is the median over the runs, the mean and the interquartile range kept beside it."""
+    att = attr.Attribution(node_ms={"a": 1.0, "b": 1.5, "c": 0.5}, special_ms={attr.LAYOUT_ROW: 0.2},
+                           fused_into={"d": "a"}, kernels={"a": ["k1"]},
+                           kernel_recipients={"k1": [("a", 1.0)], "k2": [("b", 1.5), ("c", 0.5)],
+                                              "k3": [(attr.LAYOUT_ROW, 0.2)]})
+    runs = [{"k1": 1.0, "k2": 2.0, "k3": 0.2}, {"k1": 1.0, "k2": 2.0, "k3": 0.2}, {"k1": 41.0, "k2": 2.0, "k3": 0.2},
+            {"k1": 1.0, "k2": 2.0}, {"k1": 1.0, "k2": 2.0, "k3": 0.2}]  # k1 preempted once; k3 absent from one run
+    out = attr.over_runs(att, runs)
+    assert out.node_ms == pytest.approx({"a": 1.0, "b": 1.5, "c": 0.5})  # the preempted run moves no median
+    assert out.mean_ms["a"] == pytest.approx(9.0) and out.spread_ms["a"] == 0.0
+    assert out.special_ms == pytest.approx({attr.LAYOUT_ROW: 0.2}) and out.mean_ms[attr.LAYOUT_ROW] == pytest.approx(0.16)
+    assert out.fused_into == {"d": "a"} and out.kernels == {"a": ["k1"]}
+    assert attr.over_runs(att, []) is att  # a pass without per-run times keeps its times
+
+
+@pytest.fixture
+def preempted(monkeypatch):
+    """A stub runtime (tests/test_engine_registry.py) whose profiled pass saw one kernel preempted in one run by
+    another process: the engine's mean carries that run, its per-run times say which run it was."""
+    from test_engine_registry import StubEngine
+
+    from sparsify_tui import engine as engines
+
+    class PreemptedEngine(StubEngine):
+        name = "preempted"
+        victim = None
+
+        def profile(self, model_path, feeds, core_count, *, runs, **kw):
+            pp = super().profile(model_path, feeds, core_count, runs=runs, **kw)
+            keys = pp.kernels.order
+            type(self).victim = next(k for k in keys if pp.kernels.op_type[k] == "Conv")
+            per_run = [dict(pp.kernels.ms) for _ in range(runs)]
+            per_run[1][self.victim] *= 200  # one run of 20: 200x as long
+            pp.kernels.per_run = per_run
+            pp.kernels.ms = {k: float(np.mean([r[k] for r in per_run])) for k in keys}
+            return pp
+
+    monkeypatch.setitem(engines.ENGINES, "preempted", PreemptedEngine)
+    return PreemptedEngine
+
+
+def test_a_run_another_process_interrupted_moves_no_node(preempted):
+    """Issue 29, deliverable 3: per-node times are medians over the profiled runs, so one interrupted run does not
+    decide the chart (it did: the mean made the preempted Conv the largest node); the mean and spread are kept."""
+    from test_engine_registry import DEMO, DEMO_DIMS, FP32_MS
+
+    from sparsify_tui.commands.perf import format_profile
+    from sparsify_tui.text import cli_lines
+    from sparsify_tui.text.perf import overhead_fact
+    from sparsify_tui.tui.perf.profile import node_rows
+
+    prof = profile_performance(DEMO, RunSpec(engine="preempted", core_count=1), dims=DEMO_DIMS, warmup=1,
+                               iterations=30, int8=False)
+    assert prof.profiled.runs == 20  # two thirds of the timed runs (a burst of preemption spans runs)
+    victim = next(n for n in prof.nodes if preempted.victim in n.kernels)
+    others = [n for n in prof.nodes if n.time_ms > 0 and n is not victim]
+    assert victim.time_ms == pytest.approx(others[0].time_ms)  # the median: as long as every other node
+    assert victim.share == pytest.approx(max(n.share for n in prof.nodes))
+    assert victim.share < 0.02 < victim.mean_ms / sum(n.mean_ms for n in prof.nodes if n.mean_ms)
+    assert victim.spread_ms == 0.0 and victim.mean_ms == pytest.approx(victim.time_ms * (1 + 199 / 20))
+    assert prof.total_node_ms == pytest.approx(FP32_MS)
+    again = PerfProfile.from_dict(json.loads(json.dumps(prof.to_dict())))  # stored and read back
+    assert [(n.mean_ms, n.spread_ms) for n in again.nodes] == [(n.mean_ms, n.spread_ms) for n in prof.nodes]
+    # shown as columns: the CLI's table and the Layer Results (scaled to the median like the ms)
+    head, *rows = format_profile(prof).split("\n\n", 1)[1].splitlines()
+    assert head.split()[3:8] == ["ms", "mean", "ms", "IQR", "ms"] and "IQR ms" in head
+    row = next(r for r in node_rows(prof, "0.9") if r["id"] == victim.id)
+    assert row["mean_ms"] == pytest.approx(prof.node_ms(victim, "mean")) and row["iqr_ms"] == 0.0
+    assert row["mean_ms"] > 5 * row["time_ms"]
+    assert cli_lines([overhead_fact(prof)])[0].startswith(
+        "per-node ms: each node's median over 20 profiled runs (mean and IQR beside it), scaled ×")
+
+
+STORED_INT8 = next(d for d in STORED_PROFILES["stored"] if d["profile"]["int8"].get("speedup_interleaved"))
+
+
+def test_one_int8_ratio_the_interleaved_one():
+    """Issue 29, deliverable 4: a stored profile whose INT8 block ratio (0.60x) and interleaved ratio (0.30x)
+    disagree shows the interleaved one in its summary, its INT8 column, its report and the estimates built from
+    it (the summary said 0.60x while the estimates used 0.30x); its per-node ms say they were means."""
+    from sparsify_tui.report.model import Report, perf_entry
+    from sparsify_tui.report.render import render_markdown
+    from sparsify_tui.text import cli_lines
+    from sparsify_tui.text.perf import summary_facts
+
+    prof = PerfProfile.from_dict(STORED_INT8)
+    i8 = prof.int8
+    assert i8.speedup == pytest.approx(0.6008, abs=1e-4) and i8.speedup_interleaved == pytest.approx(0.3047, abs=1e-4)
+    assert i8.ratio == i8.speedup_interleaved
+    assert prof.int8_ms == pytest.approx(prof.latency_ms.median / i8.speedup_interleaved)
+    lines = cli_lines(summary_facts(prof))
+    int8 = next(line for line in lines if line.startswith("INT8"))
+    assert int8 == f"INT8 measured: {prof.int8_ms:.3f} ms/batch · {1000 / prof.int8_ms:.1f} items/s · 0.30× FP32, " \
+                   "timed interleaved with it"
+    assert "0.60" not in "\n".join(lines)
+    per_node = next(line for line in lines if line.startswith("per-node ms"))
+    assert "each node's mean over 3 profiled runs (measured before medians were kept: rerun the profile)" in per_node
+    # the INT8 column adds up to the INT8 time shown: FP32 column / INT8 column = the one ratio
+    fp32, int8_total = (sum(prof.node_ms(n, k) or 0.0 for n in prof.nodes) for k in ("baseline", "int8"))
+    assert fp32 / int8_total == pytest.approx(i8.speedup_interleaved)
+    entry = perf_entry(prof)
+    assert entry.int8_speedup == i8.speedup_interleaved and entry.int8_median_ms == pytest.approx(prof.int8_ms)
+    md = render_markdown(Report(title="t", generated="", version="", project={}, model={}, machine={}, perf=[entry]))
+    assert "| 0.30× |" in md and "0.60×" not in md
+
+
+def test_the_int8_ratio_shows_its_spread_over_the_rounds():
+    """The interleaved timing records the ratio of each round; the summary and the report show their range."""
+    from test_engine_registry import DEMO, DEMO_DIMS, FP32_MS, INT8_MS, StubEngine
+
+    from sparsify_tui import engine as engines
+    from sparsify_tui.report.model import perf_entry
+    from sparsify_tui.text import cli_lines
+    from sparsify_tui.text.perf import summary_facts
+
+    engines.ENGINES["stub"] = StubEngine
+    try:
+        prof = profile_performance(DEMO, RunSpec(engine="stub", core_count=1), dims=DEMO_DIMS, warmup=1,
+                                   iterations=6, int8=True)
+    finally:
+        del engines.ENGINES["stub"]
+    assert prof.int8.interleaved.round_ratios == pytest.approx([FP32_MS / INT8_MS] * 3)
+    doc = json.loads(json.dumps(prof.to_dict()))
+    doc["profile"]["int8"]["interleaved"]["round_ratios"] = [1.8, 2.0, 2.3]  # a busy machine: the rounds disagree
+    prof = PerfProfile.from_dict(doc)
+    int8 = next(line for line in cli_lines(summary_facts(prof)) if line.startswith("INT8"))
+    assert int8.endswith("· 2.00× (rounds 1.80–2.30×) FP32, timed interleaved with it")
+    assert perf_entry(prof).int8_round_ratios == [1.8, 2.0, 2.3]

@@ -238,3 +238,40 @@ def test_report_of_a_channel_optimization_lists_only_its_settings(ws, demo, caps
         assert absent not in chan, absent
     assert re.search(r"; \d+ of \d+ groups thinned\.", chan)
     assert "| kept channels round to | 8 |" in chan and "| max ratio removed per group | 0.7 |" in chan
+
+
+def test_report_flags_estimates_from_noisy_measurements(ws, demo, capsys):
+    """Issue 29, deliverable 3: the demo's perf profile is noisy and the channel optimization's calibration was
+    taken on a busy machine: each optimization's estimates are flagged unreliable in the report, as in
+    `optimization show`, and the profile's noise is named among its warnings."""
+    md = write(capsys, "report", "demo", "--format", "md").out
+    unstructured = md[md.index("### Optimization pruned 0.7 + INT8"):]
+    unstructured = unstructured[:unstructured.index("\n### ", 5)]
+    chan = md[md.index("### Optimization channel 1.5x"):]
+    chan = chan[:chan.index("\n### ", 5)]
+    assert "Unreliable: estimated from a noisy profile: rerun it." in unstructured
+    assert "Unreliable: estimated from a noisy profile and channel calibration: rerun them." in chan
+    assert "Warning: perf profile baseline: noisy timing: p90 1.400 ms" in unstructured
+    shown = write(capsys, "optimization", "show", "demo", "channel 1.5x").out
+    assert "unreliable: estimated from a noisy profile and channel calibration: rerun them" in shown
+
+
+def test_a_benchmark_without_data_reports_no_accuracy(ws, demo, capsys):
+    """Issue 29, deliverable 5: agreement on synthetic inputs is no accuracy: the report says "No accuracy: no
+    data" and labels what it shows as synthetic, never as top-1."""
+    from sparsify_tui.benchmark.runner import BenchmarkResult
+
+    blob = ws.read_record_blob(demo, "benchmarks", "bench1")
+    res = BenchmarkResult.from_dict(blob)
+    res.data = None
+    res.accuracy = {**res.accuracy, "metric": "top1", "label": "top-1 agreement", "labelled": False, "items": 16,
+                    "data": "synthetic", "reason": "output 'softmax_0.tmp_0' is class scores [1, 2]: top-1 agreement "
+                                                   "with FP32 (no labels)",
+                    "models": {k: {**v, "accuracy": None, "top1_agreement": 1.0 if k == "baseline" else 0.0}
+                               for k, v in res.accuracy["models"].items()}}
+    ws.write_blob(demo, "benchmarks/bench1.json", res.to_dict())
+    md = write(capsys, "report", "demo", "--format", "md").out
+    bench = md[md.index("### Benchmark "):]
+    assert "No accuracy: no data (benchmark with sample data to measure it)." in bench
+    assert "| agreement on synthetic inputs | 100.0% | 0.0% |" in bench
+    assert "top-1" not in bench

@@ -45,8 +45,6 @@ def _quant_epochs(ep: Epochs) -> Dict[str, float]:
 
 
 def _model_summary(analysis: "ModelAnalysis", perf: Optional["PerfProfile"], model_file: str) -> ModelSummary:
-    from sparsify_tui.profiling.perf import profile_noise
-
     nodes = perf.nodes if perf is not None else []
     return ModelSummary(
         file=model_file, baseline_ms=perf_model_ms(perf), int8_ms=perf_int8_ms(perf),
@@ -56,7 +54,7 @@ def _model_summary(analysis: "ModelAnalysis", perf: Optional["PerfProfile"], mod
         perf_nodes=[NodeTime(id=n.id, time_ms=perf.node_ms(n), int8_time_ms=perf.node_ms(n, "int8"))
                     for n in nodes if n.int8_time_ms is not None],
         int8_round_ratios=(perf.int8.round_ratios or None) if perf is not None else None,
-        noise=(profile_noise(perf) or None) if perf is not None else None,
+        noise=(perf.noise or None) if perf is not None else None,
     )
 
 

@@ -472,7 +472,7 @@ class ModelSummary(JsonRecord):
     ``nodes_total_ms`` (sum of the profiled per-node times, to scale per-node savings to the median; None with the
     FLOPS profile), ``totals`` (the analysis totals: ``params``, ``flops``, ``macs``...), ``perf_nodes`` (rows with
     an INT8 time), ``noise`` (why the perf profile's measurement is noisy, one line each:
-    :func:`~sparsify_tui.profiling.perf.profile_noise`; absent when it is not)."""
+    :attr:`~sparsify_tui.profiling.perf.PerfProfile.noise`; absent when it is not)."""
 
     _nested: ClassVar[Dict[str, Any]] = {"perf_nodes": [NodeTime]}
 

@@ -8,10 +8,10 @@ Speedups from channel pruning are not MACs-proportional (docs/calibration.md: 1.
 2. **Latency**: the dense and thinned models timed *unprofiled*, interleaved in ``rounds`` rounds (a fresh session
    per model per round, order alternating, one live session at a time), median ms per batch each.
 3. **Per node**: one profiled pass per model, attributed to the original nodes exactly as a perf profile is
-   (:func:`sparsify_tui.profiling.attribution.attribute`; thinning keeps node names), each kernel's time the
-   *median* over the pass's runs (``KernelTimes.median_ms``: on a shared machine a kernel preempted in one run
-   moves the mean by milliseconds; measured on the demo model under load, the kernels' shares moved 10x less
-   between passes with the median). Each node's work fraction
+   (:func:`sparsify_tui.profiling.attribution.attribute`; thinning keeps node names), each node's time its
+   *median* over the pass's runs (:func:`sparsify_tui.profiling.attribution.over_runs`, the perf profile's rule: on
+   a shared machine a kernel preempted in one run moves the mean by milliseconds; measured on the demo model under
+   load, the kernels' shares moved 10x less between passes with the median). Each node's work fraction
    ``f`` at a ratio comes from the node tables of the two files: a Conv/Gemm/MatMul's MACs after / before, any
    other node's output elements after / before; rows onnxruntime adds (layout conversions) use the model's
    Conv/Gemm/MatMul MACs fraction.
@@ -298,8 +298,9 @@ def _profiled_passes(engine, paths: list, tables: list, feeds, cores: int, itera
         pp = engine.profile(path, feeds, cores, runs=profiled_runs_for(iterations), workdir=tmp, tag=f"cal{m}",
                             cancel=cancel)
         main = [n for n in tables[m].nodes if not n.graph]
-        passes.append(attr.attribute(main, pp.nodes, pp.kernels.median_ms, optimized_initializers=pp.initializers,
-                                     kernel_op_types=pp.kernels.op_type))
+        att = attr.attribute(main, pp.nodes, pp.kernels.ms, optimized_initializers=pp.initializers,
+                             kernel_op_types=pp.kernels.op_type)
+        passes.append(attr.over_runs(att, pp.kernels.per_run))
     return passes
 
 
@@ -412,7 +413,8 @@ def profile_node_ms(model_path, run: RunSpec = REFERENCE, *, dims: Optional[dict
         pp = engine.profile(path, feeds, cores, runs=max(1, int(runs)), workdir=tmp, tag="nodes", cancel=cancel)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    a = attr.attribute([n for n in table.nodes if not n.graph], pp.nodes, pp.kernels.median_ms,
-                       optimized_initializers=pp.initializers, kernel_op_types=pp.kernels.op_type)
+    a = attr.over_runs(attr.attribute([n for n in table.nodes if not n.graph], pp.nodes, pp.kernels.ms,
+                                      optimized_initializers=pp.initializers, kernel_op_types=pp.kernels.op_type),
+                       pp.kernels.per_run)
     return {"node_ms": {k: float(v) for k, v in a.node_ms.items()},
             "special_ms": {k: float(v) for k, v in a.special_ms.items()}, "kernel_total_ms": float(a.total_ms)}

@@ -17,8 +17,8 @@ How a profile is measured (:func:`profile_performance`):
    row's time is its **median over the runs** (:func:`sparsify_tui.profiling.attribution.over_runs`; a mean follows
    one run another process interrupted), its mean and interquartile range kept beside it. A control-flow node
    (If/Loop/Scan) keeps only its own time: the engine subtracts its body's kernels, which have rows of their own,
-   so each ms is counted once. Profiling adds a few µs per kernel (on a tiny model the profiled kernels take several times the
-   unprofiled median), so latency comes from step 2 and per-node times are **scaled to it**:
+   so each ms is counted once. Profiling adds a few µs per kernel (on a tiny model the profiled kernels take several
+   times the unprofiled median), so latency comes from step 2 and per-node times are **scaled to it**:
    ``scaled_ms = time_ms · median / Σ time_ms`` (the rows add up to the measured median; ``time_ms`` keeps
    the raw profiled figure). ``profiled.overhead_ratio`` = Σ time_ms / median states the profiler's
    inflation, and :func:`noise_warnings` flags noisy runs (p90 > 2× median, or profiled runs spread > 2×).
@@ -68,14 +68,14 @@ class NodePerf:
     ``time_ms``: ms per batch attributed to this node, its **median** over the profiled pass's runs (raw: includes
     the profiler's overhead; 0 when fused into another node, see ``fused_into``); ``mean_ms`` and ``spread_ms``: its
     mean and interquartile range (p75 − p25) over the same runs (raw; absent from profiles measured before they were
-    recorded, whose ``time_ms`` is the mean: :func:`sparsify_tui.profiling.attribution.over_runs`); ``scaled_ms``: ``time_ms``
-    scaled to the unprofiled median (:attr:`PerfProfile.scale`; the rows add up to the median; what
+    recorded, whose ``time_ms`` is the mean: :func:`sparsify_tui.profiling.attribution.over_runs`); ``scaled_ms``:
+    ``time_ms`` scaled to the unprofiled median (:attr:`PerfProfile.scale`; the rows add up to the median; what
     screens show); ``share``: fraction of the sum of all rows; ``flops``: per batch;
     ``gflops_per_s``: flops / time (None when time is 0); ``est_pruned_ms``: *estimated* ms at each
     sparsity level (keys "0.4" ... "0.99", raw like ``time_ms``); ``int8_time_ms``: measured ms in the INT8
     model (raw, the median over the INT8 pass's runs; None when no INT8 profile); ``int8_scaled_ms``: the same
-    scaled to the INT8 time (:attr:`PerfProfile.int8_scale`). Special rows have ids ``[layout conversion]``, ``[quantize/dequantize]``,
-    ``[unattributed]`` and ``index`` after the last node.
+    scaled to the INT8 time (:attr:`PerfProfile.int8_scale`). Special rows have ids ``[layout conversion]``,
+    ``[quantize/dequantize]``, ``[unattributed]`` and ``index`` after the last node.
     """
 
     index: int
@@ -416,7 +416,7 @@ class PerfProfile:
                 kw[k] = record.from_dict(kw[k])
         prof = cls(**kw)
         prof._legacy = legacy
-        if not any("noisy " in str(w) for w in prof.warnings):  # stored before noise checks: run them on its data
+        if not prof.noise:  # stored before noise checks: run them on its data
             prof.warnings = list(prof.warnings) + profile_noise(prof)
         return prof
 
@@ -440,6 +440,12 @@ class PerfProfile:
         if self._scales is None:
             fill_scaled(self)
         return self._scales[1]
+
+    @property
+    def noise(self) -> list:
+        """The profile's noise warnings (:func:`noise_warnings`: "noisy timing...", "noisy profiled pass...", their
+        INT8 twins), as it stores them: what an optimization built from it carries (``ModelSummary.noise``)."""
+        return [str(w) for w in self.warnings or [] if "noisy " in str(w)]
 
     @property
     def int8_ms(self) -> Optional[float]:

@@ -32,8 +32,9 @@ class PerfEntry:
     ``items_per_second``, INT8 (``int8_median_ms``: ms per batch on the FP32 median's clock,
     :attr:`~sparsify_tui.profiling.perf.PerfProfile.int8_ms`; ``int8_speedup``: the one INT8 ratio, FP32 / INT8
     timed interleaved, :attr:`~sparsify_tui.profiling.perf.Int8Profile.ratio`, and ``int8_round_ratios`` its value
-    in each round; ``int8_error``), ``profiled_runs`` (each node's time is its median over them), ``target`` (the machine:
-    hostname, cpu_model, instruction_sets, cores, runtime: engine, version, precision), ``node_total_ms`` (sum of all rows),
+    in each round; ``int8_error``), ``profiled_runs`` (each node's time is its median over them), ``target`` (the
+    machine: hostname, cpu_model, instruction_sets, cores, runtime: engine, version, precision), ``node_total_ms``
+    (sum of all rows),
     ``op_types`` (time per op type, most first, as :class:`LayerTime` with ``id`` = op type) and ``top`` (the slowest
     nodes), ``imported`` (where an imported profile came from), ``warnings`` (noisy timing, a failed INT8 pass...:
     the profile's own, as the TUI's summary shows them)."""
@@ -281,7 +282,7 @@ def optimization_entry(record: Any, measured: Optional[dict] = None) -> Optimiza
         applied=measured.get("applied"), benchmarks=list(measured.get("benchmarks") or []),
         rows_summary=kind.rows_summary(rec), warnings=rec.all_warnings(), setting_rows=rows,
         predicted=predicted_change(rec), search_metric=search_metric(rec),
-        unreliable=noise_flag(rec.estimates.noise if rec.estimates is not None else None))
+        unreliable=noise_flag(rec.noise_sources()))
 
 
 def benchmark_entry(result) -> BenchmarkEntry:

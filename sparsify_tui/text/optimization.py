@@ -61,20 +61,21 @@ def _x(v: Optional[float]) -> str:
 
 def unreliable_facts(opt: "Optimization") -> List[Fact]:
     """``unreliable: estimated from a noisy profile: rerun it`` when the measurements the estimates come from were
-    noisy (:func:`~sparsify_tui.optimization.estimates.noise_flag`; the warnings say which and why), else none."""
+    noisy (:meth:`~sparsify_tui.optimization.record.Optimization.noise_sources`, stored as ``estimates.noise`` when
+    evaluated; :func:`~sparsify_tui.optimization.estimates.noise_flag`; the warnings say which and why), else none."""
     from sparsify_tui.optimization.estimates import noise_flag
 
-    flag = noise_flag(opt.estimates.noise if opt.estimates is not None else None)
+    flag = noise_flag(opt.noise_sources())
     return [Fact("unreliable", flag)] if flag else []
 
 
 def int8_ratio(opt: "Optimization") -> str:
-    """The perf profile's INT8 ratio an estimate used (FP32 / INT8, timed interleaved) with its spread over the
-    rounds: ``"0.84× (rounds 0.80–0.88×) FP32, interleaved"``; "-" when not measured."""
+    """The perf profile's INT8 ratio an estimate used (FP32 / INT8, timed interleaved: the one its summary shows)
+    with its spread over the timing rounds: ``"0.84× (rounds 0.80–0.88×) FP32"``; "-" when not measured."""
     m = opt.model
     if not m.baseline_ms or not m.int8_ms:
         return "-"
-    return f"{format_ratio(m.baseline_ms / m.int8_ms, m.int8_round_ratios)} FP32, interleaved"
+    return f"{format_ratio(m.baseline_ms / m.int8_ms, m.int8_round_ratios)} FP32"
 
 
 def target_text(settings) -> str:
