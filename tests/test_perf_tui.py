@@ -8,7 +8,9 @@ import pytest
 from conftest import steady, wait_for
 
 from sparsify_tui.profiling import perf_estimate as est
-from sparsify_tui.profiling.perf import Int8Profile, LatencySummary, NodePerf, PerfProfile, _model_estimates
+from sparsify_tui.profiling.perf import (
+    Int8Profile, LatencySummary, NodePerf, PerfProfile, ProfiledRecord, _model_estimates,
+)
 from sparsify_tui.services.profiles import perf_record as record_summary
 from sparsify_tui.services.projects import create_project
 
@@ -17,7 +19,8 @@ DEMO_DIMS = {"x:2": 48, "x:3": 192}
 
 
 def seeded_profile(analysis: dict) -> PerfProfile:
-    """A deterministic profile over the demo model's nodes: convs 0.02-0.08 ms, others 0.005 ms."""
+    """A deterministic profile over the demo model's nodes: convs 0.02-0.08 ms, others 0.005 ms (medians over 20
+    profiled runs, each mean 10% above and IQR 5% of it); INT8 2.5× faster, timed interleaved in 3 rounds."""
     nodes = []
     for n in analysis["nodes"]:
         prunable = bool(n.get("prunable"))
@@ -26,7 +29,7 @@ def seeded_profile(analysis: dict) -> PerfProfile:
                               time_ms=t, flops=int(n.get("flops") or 0),
                               gflops_per_s=(n.get("flops") or 0) / (t * 1e-3) / 1e9 if t else None,
                               est_pruned_ms=est.estimate_node_ms(t, prunable, 0.2),
-                              int8_time_ms=t * 0.4, prunable=prunable))
+                              int8_time_ms=t * 0.4, prunable=prunable, mean_ms=t * 1.1, spread_ms=t * 0.05))
     nodes.append(NodePerf(index=len(nodes), id="[layout conversion]", op_type="layout conversion", time_ms=0.03,
                           est_pruned_ms=est.estimate_node_ms(0.03, False, 0.0), int8_time_ms=0.01))
     total = sum(n.time_ms for n in nodes)
@@ -36,8 +39,13 @@ def seeded_profile(analysis: dict) -> PerfProfile:
                        latency_ms=LatencySummary(median=1.25, p90=1.4, mean=1.3, min=1.2), items_per_second=800.0,
                        int8=Int8Profile.from_dict({"enabled": True, "error": None,
                                                    "latency_ms": {"median": 0.5, "p90": 0.6, "mean": 0.55, "min": 0.45},
-                                                   "items_per_second": 2000.0, "speedup": 2.5}),
-                       nodes=nodes, engine_version="1.31.1", created="2026-01-01T00:00:00Z", warmup=5, iterations=30)
+                                                   "items_per_second": 2000.0, "speedup": 2.5,
+                                                   "interleaved": {"fp32_ms": 1.3, "int8_ms": 0.52, "rounds": 3,
+                                                                   "iterations": 15,
+                                                                   "round_ratios": [2.4, 2.5, 2.6]},
+                                                   "speedup_interleaved": 2.5}),
+                       nodes=nodes, engine_version="1.31.1", created="2026-01-01T00:00:00Z", warmup=5, iterations=30,
+                       profiled=ProfiledRecord(runs=20))
     prof.pruned_estimate = _model_estimates(nodes, 1.25, 0.2)
     return prof
 
@@ -103,7 +111,8 @@ async def test_navigate_a_finished_profile(ws, demo_model):
         assert "est." in summary and "no speedup" in summary
         # per-node times are scaled to the measured median, and the summary says by how much
         scale = 1.25 / prof.total_node_ms
-        assert f"×{scale:.3g}" in summary and f"took {1 / scale:.1f}× it" in summary
+        assert f"×{scale:.3g}" in summary and f"add up to {1 / scale:.1f}× it" in summary
+        assert "each node's median over 20 profiled runs" in summary and "2.50× (rounds 2.40–2.60×) FP32" in summary
         chart = view.query_one("#op-chart", BarChart)
         assert chart.labels[0] == "Conv" and "Baseline ms" in chart.title
         conv_total = sum(n.time_ms for n in prof.nodes if n.op_type == "Conv") * scale
