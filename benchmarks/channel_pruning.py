@@ -30,8 +30,9 @@ a perf profile, a channel calibration stored with it, a one-shot channel loss pr
 ``--targets`` (1.5, 2) an optimization ``--target-speedup X`` and a **uniform** optimization whose estimated
 speedup is the same (its ratio R found on the same time model, the first layer's group dense in both), all applied
 (exact thinning) and measured interleaved (``--goal-rounds`` rounds). Printed per model and target: estimated vs
-measured speedup (median of the per-round ratios; p10 speedup beside it) and the error, and the output NMSE
-against the baseline of the allocated vs the uniform config on the same 4 synthetic batches.
+measured speedup (median of the per-round ratios; p10 speedup beside it) and the error, the estimate's
+"unreliable" flag when its perf profile or calibration was noisy (issue 29), and the output NMSE against the
+baseline of the allocated vs the uniform config on the same 4 synthetic batches.
 
 Usage (from the repo root):
     python benchmarks/channel_pruning.py [--models resnet50,mobilenet_v2] [--ratios 0.3,0.5] [--batch-sizes 1,8]
@@ -273,7 +274,7 @@ def uniform_ratio_for(rec, speedup: float) -> float:
 
 
 def run_goals(args) -> int:
-    from sparsify_tui.optimization.record import Optimization
+    from sparsify_tui.optimization.estimates import noise_flag
     from sparsify_tui.profiling.channel_calibration import calibrate_channels
     from sparsify_tui.profiling.loss_channel import channel_profile
     from sparsify_tui.profiling.perf import profile_performance
@@ -313,6 +314,8 @@ def run_goals(args) -> int:
             profiles.store_channel_calibration(ws, pid, perf_id, cal.to_dict())
             print(f"  perf profile median {perf.latency_ms.median:.2f} ms; channel calibration {cal.seconds:.1f} s: "
                   + ", ".join(f"R{p['ratio']:g} {p['speedup']:.2f}x" for p in cal.points[1:]), flush=True)
+            for w in perf.noise + [f"channel calibration: {w}" for w in cal.warnings]:
+                print(f"  noisy: {w}", flush=True)
             loss = channel_profile(model, method="one-shot", dims=dims, metric="nmse", name="chos", progress=log)
             profiles.store_loss_profile(ws, pid, loss)
             print(f"  one-shot channel loss profile: {loss.seconds:.1f} s, {loss.extras.get('runs')} runs, "
@@ -320,21 +323,22 @@ def run_goals(args) -> int:
             variants = [("baseline", str(model))]
             rows = {}
             for x in targets:
-                alloc = Optimization.from_dict(opts.create_optimization(
+                alloc = opts.create_optimization(
                     ws, pid, f"alloc{x:g}", perf=perf_id, loss=loss.name,
-                    settings={"structure": "channel", "target": "speedup", "target_speedup": x}))
+                    settings={"structure": "channel", "target": "speedup", "target_speedup": x})
                 r_uni = uniform_ratio_for(alloc, alloc.estimates.ort_speedup)
-                uni = Optimization.from_dict(opts.create_optimization(
+                uni = opts.create_optimization(
                     ws, pid, f"uniform{x:g}", perf=perf_id, loss=loss.name, sparsity=r_uni,
-                    settings={"structure": "channel", "target": "uniform"}))
+                    settings={"structure": "channel", "target": "uniform"})
                 for rec in (alloc, uni):
                     applied = apply_record(ws, pid, rec.id, progress=None)
                     rows[rec.name] = {"est": rec.estimates.ort_speedup, "macs_est": rec.estimates.macs_reduction,
-                                      "macs": applied["macs_reduction"], "nmse": applied["output_diff"]["nmse"],
-                                      "exact": applied["exactness_max_rel_diff"], "target": x,
+                                      "macs": applied.macs_reduction, "nmse": applied.diff["nmse"],
+                                      "exact": applied.exactness_max_rel_diff, "target": x,
                                       "ratio": rec.settings.sparsity if rec.name.startswith("uniform") else None,
-                                      "groups_thinned": rec.estimates.groups_thinned}
-                    variants.append((rec.name, applied["path"]))
+                                      "groups_thinned": rec.estimates.groups_thinned,
+                                      "unreliable": noise_flag(rec.noise_sources())}
+                    variants.append((rec.name, applied.path))
             figures, _res = measure(variants, [1], args.cores, args.goal_rounds, args.goal_iterations, args.warmup,
                                     dims=dims)
             fig = figures[1]
@@ -356,7 +360,8 @@ def run_goals(args) -> int:
                         f"p10 {base_p10 / p10:.2f}x  error {err * 100:+5.1f}% [{'within' if ok else 'OUTSIDE'} "
                         f"+-15%]  MACs {row['macs']:.2f}x fewer  NMSE {row['nmse']:.4f}"
                         + (f"  (uniform R={row['ratio']:.3f})" if row["ratio"] is not None else
-                           f"  ({row['groups_thinned']} groups thinned)"))
+                           f"  ({row['groups_thinned']} groups thinned)")
+                        + (f"  [unreliable: {row['unreliable']}]" if row["unreliable"] else ""))
                 if label == "alloc1.5" and name in GOAL_MIN_SPEEDUP:
                     line += f"  [goal >= {GOAL_MIN_SPEEDUP[name]}x: {'met' if measured >= GOAL_MIN_SPEEDUP[name] else 'NOT met'}]"
                 print(line, flush=True)
