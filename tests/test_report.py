@@ -275,3 +275,31 @@ def test_a_benchmark_without_data_reports_no_accuracy(ws, demo, capsys):
     assert "No accuracy: no data (benchmark with sample data to measure it)." in bench
     assert "| agreement on synthetic inputs | 100.0% | 0.0% |" in bench
     assert "top-1" not in bench
+
+
+def test_a_measured_speedup_from_a_noisy_benchmark_says_so(ws, demo, capsys):
+    """Issue 29, deliverable 3: the benchmark's own noise flag travels with the speedup it records on the
+    optimization: `optimization show` says the benchmark was noisy there and to rerun it; a quiet one says nothing."""
+    from sparsify_tui.benchmark.runner import BenchmarkResult, BenchmarkRun
+    from sparsify_tui.services.measured import record_measured
+    from sparsify_tui.services.optimizations import get_optimization
+
+    opt = get_optimization(ws, demo, "pruned 0.7 + INT8")
+    res = BenchmarkResult.from_dict(ws.read_record_blob(demo, "benchmarks", "bench1"))
+    res.id = "bench1"
+    record_measured(ws, demo, res, [opt.id], baseline_path=str(ws.model_path(demo)))
+    m = get_optimization(ws, demo, opt.id).measured
+    assert m.speedup and m.noise is None
+    assert "noisy benchmark" not in write(capsys, "optimization", "show", "demo", opt.name).out
+    ref = next(r for r in res.runs if r.model == "baseline" and (r.batch_size, r.core_count) == (m.batch_size,
+                                                                                                 m.core_count))
+    med = ref.median_ms
+    noisy = BenchmarkRun.from_times("baseline", None, ref.batch_size, ref.core_count,
+                                    [med * f for f in (1.0, 1.0, 3.0, 3.1, 1.0, 1.0)])  # round 2: a busy machine
+    res.runs[res.runs.index(ref)] = noisy
+    res.compute_speedups()
+    record_measured(ws, demo, res, [opt.id], baseline_path=str(ws.model_path(demo)))
+    noise = get_optimization(ws, demo, opt.id).measured.noise
+    assert len(noise) == 2 and noise[0].startswith("baseline: p90 3.") and noise[1] == "baseline: rounds ±205%"
+    shown = write(capsys, "optimization", "show", "demo", opt.name).out
+    assert f"(noisy benchmark, {noise[0]}; baseline: rounds ±205%: rerun it)" in shown

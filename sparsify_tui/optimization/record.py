@@ -639,7 +639,8 @@ class Measured(JsonRecord):
     benchmarked), ``fingerprint`` (of the file measured), ``stale`` (the optimization changed since), ``runs``
     (:class:`MeasuredRun` per batch size and core count), ``measured_at`` (UTC ISO) and, for a structure with
     per-group measured times (:meth:`~sparsify_tui.optimization.structures.PruningStructure.measured_groups`),
-    ``groups`` (group id -> :class:`GroupTime`)."""
+    ``groups`` (group id -> :class:`GroupTime`); ``noise``: why the benchmark's runs at the reference are noisy
+    (:meth:`sparsify_tui.benchmark.runner.BenchmarkRun.noise`, "baseline: p90 3.0× median"), absent when they agree."""
 
     _nested: ClassVar[Dict[str, Any]] = {"runs": [MeasuredRun]}
 
@@ -657,6 +658,7 @@ class Measured(JsonRecord):
     runs: Optional[List[MeasuredRun]] = _sparse()
     measured_at: Optional[str] = _sparse()
     groups: Optional[Dict[str, GroupTime]] = _sparse()
+    noise: Optional[List[str]] = _sparse()
     extra: Dict[str, Any] = field(default_factory=dict)
 
     @classmethod

@@ -5,7 +5,8 @@ measurement are shown side by side (``measured`` on the optimization record; ``e
 ``measured`` (on the runtime the optimization targets; its speedup against the reference, the baseline on onnxruntime
 fp32): ``{"benchmark", "benchmark_name", "batch_size", "core_count", "speedup", "median_ms", "baseline_ms",
 "estimated_speedup" (the record's estimate when it was benchmarked), "fingerprint" (of the applied file), "stale"
-(the optimization changed since), "runs": [{batch_size, core_count, speedup, median_ms}], "groups"}``. The
+(the optimization changed since), "runs": [{batch_size, core_count, speedup, median_ms}], "groups", "noise" (why
+the runs at the reference are noisy, when they are)}``. The
 reference (batch, cores) is the one the estimate is for (its perf profile's), else the benchmark's first.
 
 A structure with per-group measured times (channel: the ms per batch of each group's nodes in the thinned and the
@@ -54,6 +55,9 @@ def record_measured(ws, project_id: str, result, opt_ids: list, *, baseline_path
                       "median_ms": r.median_ms} for r in runs],
             "measured_at": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
         })
+        noise = [f"{label}: {n}" for label, r in ((opt.name, ref), ("baseline", base)) if r is not None
+                 for n in r.noise(result.rounds)]
+        opt.measured.noise = noise or None
         # per-group times compare the two models on the same runtime: the baseline's run on the optimization's
         same = next((r for r in result.runs if r.optimization_id is None and r.runtime == ref.runtime
                      and r.batch_size == ref.batch_size and r.core_count == ref.core_count), None)

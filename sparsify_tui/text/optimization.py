@@ -114,11 +114,14 @@ def runtime_fact(opt: "Optimization") -> Fact:
 def measured_fact(opt: "Optimization", hints: Hints) -> Fact:
     """What a benchmark measured of the applied model on its runtime: the speedup against the reference (the
     original model on onnxruntime fp32; benchmark, batch, cores) and the estimate then, whether the optimization
-    changed since; or where to measure it."""
+    changed since, and whether the benchmark was noisy there (its runs disagree: rerun it); or where to measure
+    it."""
     m = opt.measured
     if m is None or m.speedup is None:
         return Fact("speed", f"not measured yet ({hints.benchmark})")
     stale = " (stale: the optimization changed since)" if m.stale else ""
+    if m.noise:
+        stale += f" (noisy benchmark, {'; '.join(m.noise)}: rerun it)"
     on = "" if opt.target_runtime == ("onnxruntime", "fp32") else f" on {runtime_text(opt)}"
     return Fact("measured", f"{_x(m.speedup)}{on} vs the original on onnxruntime fp32 ({m.benchmark_name!r}, batch "
                             f"{m.batch_size}, {plural(m.core_count, 'core')}), estimated {_x(m.estimated_speedup)}"
