@@ -128,7 +128,7 @@ class Attribution:
 
 
 def over_runs(att: Attribution, runs: Sequence[dict]) -> Attribution:
-    """Each row's time as the **median over the profiled runs** (DESIGN.md: a mean follows one interrupted run).
+    """Each row's time as the **median over the profiled runs** (docs/design.md: a mean follows one interrupted run).
 
     ``att``: an attribution of one profiled pass (:func:`attribute` or :func:`attribute_int8`, from any per-kernel
     times of the pass, e.g. their means: which kernel goes to which rows, and in which shares, does not depend on
