@@ -45,7 +45,7 @@ def seeded_profile(analysis: dict) -> PerfProfile:
                                                                    "round_ratios": [2.4, 2.5, 2.6]},
                                                    "speedup_interleaved": 2.5}),
                        nodes=nodes, engine_version="1.31.1", created="2026-01-01T00:00:00Z", warmup=5, iterations=30,
-                       profiled=ProfiledRecord(runs=20))
+                       profiled=ProfiledRecord(runs=20, node_time="median"))
     prof.pruned_estimate = _model_estimates(nodes, 1.25, 0.2)
     return prof
 

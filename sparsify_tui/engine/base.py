@@ -68,18 +68,23 @@ class Session(ABC):
 class KernelTimes:
     """Per-kernel times of a profiled pass, averaged over the counted runs.
 
-    ``ms``: kernel key -> ms per run (exclusive of nested kernels), the mean over the runs; ``op_type``: key -> op;
+    ``ms``: kernel key -> ms per run (exclusive of nested kernels), the mean over the runs; ``median_ms``: the
+    engine's robust figure of the same (onnxruntime: the median over the runs; OpenVINO, whose counters are running
+    means: the mean over the runs no other process slowed), what is attributed when ``per_run`` is empty;
+    ``op_type``: key -> op;
     ``order``: keys in first-execution order; ``runs``: number of runs averaged; ``run_ms``: mean
     whole-run duration (ms, includes framework overhead between kernels); ``runs_ms``: each counted
     run's duration (ms, in run order; empty when the trace has no run markers); ``per_run``: each counted run's
-    kernel times (``{key: ms}``, in run order; a kernel absent from a run took 0 ms in it), what per-node medians
-    over the runs are computed from (:func:`sparsify_tui.profiling.attribution.over_runs`: a kernel another process
-    preempted in one run moves the mean, not the median).
+    kernel times (``{key: ms}``, in run order; a kernel absent from a run took 0 ms in it; empty when the engine
+    cannot tell one run's times), what per-node medians over the runs are computed from
+    (:func:`sparsify_tui.profiling.attribution.over_runs`: a kernel another process preempted in one run moves the
+    mean, not the median).
     Keys are the names of the nodes in :attr:`ProfiledPass.nodes`; a name that occurs k>1 times within
     one run (e.g. unnamed nodes) gets keys ``name``, ``name#1``, ... in execution order.
     """
 
     ms: dict = field(default_factory=dict)
+    median_ms: dict = field(default_factory=dict)
     op_type: dict = field(default_factory=dict)
     order: list = field(default_factory=list)
     runs: int = 0

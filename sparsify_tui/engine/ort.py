@@ -16,6 +16,7 @@ from __future__ import annotations
 import functools
 import json
 import os
+import statistics
 import time
 from collections import defaultdict
 from pathlib import Path
@@ -310,6 +311,7 @@ def parse_trace(trace: Union[str, Path, list, dict], skip_runs: int = 0) -> Kern
         ri += 1
     out.runs = ri
     out.ms = {k: totals[k] / ri for k in out.order}
+    out.median_ms = {k: statistics.median([r.get(k, 0.0) for r in per_run]) for k in out.order}
     out.per_run = [dict(r) for r in per_run]
     out.run_ms = sum((b - a) for a, b in counted) / 1000.0 / ri
     out.runs_ms = [(b - a) / 1000.0 for a, b in counted] if marked else []

@@ -127,6 +127,15 @@ class Attribution:
         return float(sum(self.node_ms.values()) + sum(self.special_ms.values()))
 
 
+def attributed_ms(kernels) -> dict:
+    """The per-kernel times a pass is attributed with (``kernels``: a
+    :class:`~sparsify_tui.engine.base.KernelTimes`): the means when the engine gives each run's times (``per_run``:
+    :func:`over_runs` then takes each row's median over the runs; the means only fix which rows a kernel's time goes
+    to, and a kernel that ran in any run has a mean above 0), else the engine's robust per-kernel figure
+    (``median_ms``; OpenVINO's counters are running means, so one run's times are not known)."""
+    return kernels.ms if kernels.per_run else (kernels.median_ms or kernels.ms)
+
+
 def over_runs(att: Attribution, runs: Sequence[dict]) -> Attribution:
     """Each row's time as the **median over the profiled runs** (docs/design.md: a mean follows one interrupted run).
 

@@ -298,7 +298,7 @@ def _profiled_passes(engine, paths: list, tables: list, feeds, cores: int, itera
         pp = engine.profile(path, feeds, cores, runs=profiled_runs_for(iterations), workdir=tmp, tag=f"cal{m}",
                             cancel=cancel)
         main = [n for n in tables[m].nodes if not n.graph]
-        att = attr.attribute(main, pp.nodes, pp.kernels.ms, optimized_initializers=pp.initializers,
+        att = attr.attribute(main, pp.nodes, attr.attributed_ms(pp.kernels), optimized_initializers=pp.initializers,
                              kernel_op_types=pp.kernels.op_type)
         passes.append(attr.over_runs(att, pp.kernels.per_run))
     return passes
@@ -413,7 +413,7 @@ def profile_node_ms(model_path, run: RunSpec = REFERENCE, *, dims: Optional[dict
         pp = engine.profile(path, feeds, cores, runs=max(1, int(runs)), workdir=tmp, tag="nodes", cancel=cancel)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    a = attr.over_runs(attr.attribute([n for n in table.nodes if not n.graph], pp.nodes, pp.kernels.ms,
+    a = attr.over_runs(attr.attribute([n for n in table.nodes if not n.graph], pp.nodes, attr.attributed_ms(pp.kernels),
                                       optimized_initializers=pp.initializers, kernel_op_types=pp.kernels.op_type),
                        pp.kernels.per_run)
     return {"node_ms": {k: float(v) for k, v in a.node_ms.items()},

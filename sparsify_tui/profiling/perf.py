@@ -146,8 +146,11 @@ class ProfiledRecord(JsonRecord):
     timed; ``session_seconds``: the timing session's creation (s); ``times_ms``: the unprofiled timed runs (ms);
     ``phase_seconds``: seconds per phase of the measurement; ``scale_to_median``: median / kernel_total_ms;
     ``overhead_ratio``: kernel_total_ms / median (the profiler's inflation); ``run_overhead_ratio``: run_ms /
-    median. Empty (``{}``) in profiles stored before it was recorded. ``int8.profiled`` is one too, with the
-    keys it has (no ``session_seconds``, ``times_ms``, ``phase_seconds``, ``run_overhead_ratio``), in its own order."""
+    median. ``node_time``: what each row's time is: ``"median"`` over the runs (the engine gave each run's kernel
+    times), ``"engine"`` (the engine's robust per-kernel figure: its counters keep no single run); absent in profiles
+    stored before it was recorded, whose rows are means over the runs. Empty (``{}``) in profiles stored before it
+    was recorded. ``int8.profiled`` is one too, with the keys it has (no ``session_seconds``, ``times_ms``,
+    ``phase_seconds``, ``run_overhead_ratio``), in its own order."""
 
     _exact: ClassVar[bool] = True
 
@@ -162,6 +165,7 @@ class ProfiledRecord(JsonRecord):
     scale_to_median: Optional[float] = None
     overhead_ratio: Optional[float] = None
     run_overhead_ratio: Optional[float] = None
+    node_time: Optional[str] = _opt()
     extra: Dict[str, Any] = field(default_factory=dict)
 
 
@@ -799,8 +803,9 @@ def _attribute_fp32(model, analysis, fp: "_Measured", batch_size: int, dims: dic
     phases["analysis_s"] = time.perf_counter() - t_phase
     t_phase = time.perf_counter()
     orig = list(analysis.nodes)
-    fa = attr.over_runs(attr.attribute(orig, fp.opt_nodes, fp.kernels.ms, optimized_initializers=fp.opt_inits,
-                                       kernel_op_types=fp.kernels.op_type), fp.kernels.per_run)
+    fa = attr.over_runs(attr.attribute(orig, fp.opt_nodes, attr.attributed_ms(fp.kernels),
+                                       optimized_initializers=fp.opt_inits, kernel_op_types=fp.kernels.op_type),
+                        fp.kernels.per_run)
     phases["attribution_s"] = time.perf_counter() - t_phase
     return orig, fa
 
@@ -829,6 +834,7 @@ def _profiled_summary(fp: "_Measured", kernel_total: float, median: Optional[flo
         scale_to_median=_scale(median, kernel_total),
         overhead_ratio=(kernel_total / median) if median and kernel_total > 0 else None,
         run_overhead_ratio=(fp.kernels.run_ms / median) if median else None,
+        node_time="median" if fp.kernels.per_run else "engine",
     )
 
 
@@ -887,7 +893,7 @@ def _int8_pass(engine, path: Path, orig: list, feeds: list, cores: int, warmup: 
     try:
         m = _measure(engine, str(q_path), feeds, cores, warmup, iterations, tmp, "int8", cancel, prog, fq, f1)
         qdq_nodes = graph_nodes(onnx.load(str(q_path), load_external_data=False))
-        ia = attr.over_runs(attr.attribute_int8(orig, qdq_nodes, m.opt_nodes, m.kernels.ms,
+        ia = attr.over_runs(attr.attribute_int8(orig, qdq_nodes, m.opt_nodes, attr.attributed_ms(m.kernels),
                                                 optimized_initializers=m.opt_inits, kernel_op_types=m.kernels.op_type),
                             m.kernels.per_run)
         from sparsify_tui.engine.timing import interleaved_times

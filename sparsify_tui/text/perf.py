@@ -51,12 +51,11 @@ def overhead_fact(prof) -> Fact:
     """What the per-node ms are: each node's median over the profiled runs (the mean in profiles measured before),
     scaled to the unprofiled median (the factor) so the rows add up to it, and why the raw rows do not (the
     profiler's overhead: the rows' sum over that median)."""
-    runs = prof.profiled.runs
-    medians = any(n.mean_ms is not None for n in prof.nodes)
-    what = (f"each node's median over {plural(runs, 'profiled run') if runs else 'the profiled runs'} (mean and IQR "
-            "beside it)" if medians else
-            f"each node's mean over {plural(runs, 'profiled run') if runs else 'the profiled runs'} (measured before "
-            "medians were kept: rerun the profile)")
+    runs = plural(prof.profiled.runs, "profiled run") if prof.profiled.runs else "the profiled runs"
+    what = {"median": f"each node's median over {runs} (mean and IQR beside it)",
+            "engine": f"each node's time over {runs} as the runtime's counters give it (they keep no single run)",
+            }.get(prof.profiled.node_time or "", f"each node's mean over {runs} (measured before medians were "
+                                                  "kept: rerun the profile)")
     ratio = prof.overhead_ratio
     if ratio is None:
         return Fact("per-node ms", f"{what}, as profiled (no unprofiled median to scale to)")
