@@ -115,7 +115,7 @@ def run_case(name: str, args, tmp: Path) -> dict:
                                   "chosen": pick.label if pick else "FP32 (original)",
                                   "runtime": list(opt.target_runtime), "search_speedup": pick.speedup if pick else 1.0,
                                   "trials": len(s.trials), "warnings": list(s.warnings),
-                                  "screened": s.runtimes or []}
+                                  "screened": s.runtimes or [], "phases_s": dict(s.timing.get("phases_s") or {})}
         chosen.append((label, applied.path, opt.target_runtime))
     runtimes = [(e, p) for e in installed_engines() for p in PRECISIONS if get_engine(e).precision_problem(p) is None]
     models = [("original", str(model))] + [(label, path) for label, path, _ in chosen]
@@ -169,6 +169,7 @@ def main(argv=None) -> int:
             for label, s in r["searches"].items():
                 print(f"  search [{label}]: {s['seconds']:.0f} s ({s['seconds'] / ort_s:.2f}x the onnxruntime-only "
                       f"search), {s['trials']} trials, {s['status']}: {s['chosen']} on {' '.join(s['runtime'])}")
+                print("      phases: " + ", ".join(f"{k} {v:.0f} s" for k, v in s["phases_s"].items()))
                 for row in s["screened"]:
                     print(f"      screened {row['label']}: {row['median_ms'] or 0:.3f} ms "
                           f"({row['speedup'] or 0:.2f}x), {'kept' if row['kept'] else 'dropped: ' + row['note']}")
