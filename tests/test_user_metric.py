@@ -216,7 +216,7 @@ def test_apply_and_benchmark_name_the_metric_and_store_its_hash(demo, tmp_path, 
                  f"{f}:rel_error"]) == 0
     out = capsys.readouterr().out
     assert f"metric: rel_error (m.py, sha256 {sha[:12]}, lower is better)" in out
-    assert any(line.strip().startswith("rel_error") for line in out.splitlines())
+    assert any(line.strip().startswith("rel_error on synthetic inputs") for line in out.splitlines())
     rec = demo.list_records(p["id"], "benchmarks")[-1]
     assert rec["accuracy"]["user_metric"]["sha256"] == sha and rec["args"]["metric"] == f"{f}:rel_error"
 

@@ -64,18 +64,21 @@ def accuracy_table(accuracy: Optional[dict]) -> Optional[AccuracyTable]:
         if any(v is not None for v in values):
             rows.append([label] + [fmt(v) for v in values])
 
+    user = accuracy.get("user_metric")
+    named = (f"{user.get('name')} ({Path(str(user.get('path'))).name}, sha256 {str(user.get('sha256'))[:12]}, "
+             f"{'higher' if user.get('higher_is_better', True) else 'lower'} is better)") if user else None
     if synthetic(accuracy):  # random inputs: no accuracy, whatever the metric
         where = f"{items} synthetic items" if items else "synthetic items"
         title = (f"{NO_DATA[:1].upper()}{NO_DATA[1:]} (benchmark with sample data to measure it). Outputs against "
-                 f"the baseline's on {where}, random inputs that say nothing about accuracy:")
+                 f"the baseline's on {where}, random inputs that say nothing about accuracy"
+                 + (f"; metric: {named}:" if named else ":"))
+        if user:  # the user asked for it: their function of the outputs, said to be on synthetic inputs
+            row(f"{user.get('name')} on synthetic inputs", "score", _num)
         row("agreement on synthetic inputs", "top1_agreement", _pct)
         row("output NMSE on synthetic inputs", "nmse", _num)
         return AccuracyTable(title, [""] + labels, rows)
-    metric = accuracy.get("label") or accuracy.get("metric") or "?"
-    user = accuracy.get("user_metric")
-    if user:  # a metric of the user's own: named with its file and hash
-        metric = (f"{user.get('name')} ({Path(str(user.get('path'))).name}, sha256 {str(user.get('sha256'))[:12]}, "
-                  f"{'higher' if user.get('higher_is_better', True) else 'lower'} is better)")
+    # a metric of the user's own is named with its file and hash
+    metric = named or accuracy.get("label") or accuracy.get("metric") or "?"
     title = f"Accuracy vs the baseline's outputs on {items} items of {data}; metric: {metric}"
     if user:
         row(str(user.get("name")), "score", _num)
