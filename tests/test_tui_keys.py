@@ -164,11 +164,9 @@ async def test_every_tab_stop_is_visible_and_shows_its_focus(workspace_home, dem
     in both themes and under NO_COLOR."""
     from seeded_workspace import seed_demo
 
-    from sparsify_tui.tui.widgets.records import RecordListSection
-
-    # the lists are read again every 5 s, and one that finds nothing focused focuses itself: not while a stop is
-    # drawn unfocused here
-    monkeypatch.setattr(RecordListSection, "POLL_SECONDS", 600.0)
+    # a list read again (the project's change stamp moved) focuses itself when it finds nothing focused: not while
+    # a stop is drawn unfocused here
+    monkeypatch.setattr(SparsifyApp, "WATCH_SECONDS", 600.0)
     if no_color:
         monkeypatch.setenv("NO_COLOR", "1")
     ws = Workspace()

@@ -29,9 +29,7 @@ STEPS = [
 async def test_no_text_is_cut_in_any_section_or_dialog(workspace_home, demo_model, monkeypatch, size):
     from seeded_workspace import seed_demo
 
-    from sparsify_tui.tui.widgets.records import RecordListSection
-
-    monkeypatch.setattr(RecordListSection, "POLL_SECONDS", 600.0)
+    monkeypatch.setattr(SparsifyApp, "WATCH_SECONDS", 600.0)
     ws = Workspace()
     pid = seed_demo(ws, demo_model)
     app = SparsifyApp(project=pid, workspace=ws)

@@ -159,6 +159,17 @@ class Workspace:
     def _project_db(self, project_id: str, write: bool = False):
         return open_db(self._project_db_path(project_id), "project", write=write)
 
+    def project_stamp(self, project_id: str) -> Optional[tuple]:
+        """What changes whenever anything of project ``project_id`` (its id, not a name) is written, by any
+        process: a record added, changed or deleted, its settings saved. ``(mtime_ns, size, inode)`` of its
+        ``project.json``, which every write replaces (:func:`~sparsify_tui.store.db.atomic_write_text`); None
+        when the file is missing. One ``stat``, nothing read: cheap enough to watch every second."""
+        try:
+            st = self._project_db_path(project_id).stat()
+        except OSError:
+            return None
+        return (st.st_mtime_ns, st.st_size, st.st_ino)
+
     def project_dir(self, project_id: str) -> Path:
         """Folder of a project (raises :class:`RecordNotFound` if the project does not exist)."""
         entry = self._index_entry(project_id)

@@ -212,6 +212,8 @@ class SparsifyApp(App[int]):
 
     section: reactive[str] = reactive("projects", init=False)
     project_id: reactive[Optional[str]] = reactive(None, init=False)
+    #: how often the open project's change stamp is read (:meth:`_watch_project`: one ``stat`` in a thread)
+    WATCH_SECONDS: float = 1.0
 
     def __init__(self, *, model: Optional[str] = None, project: Optional[str] = None,
                  workspace: Any = None, **kwargs) -> None:
@@ -233,6 +235,8 @@ class SparsifyApp(App[int]):
         self._key_buffer: Any = None  # the KeyBuffer of the dialog coming (hold_keys / show_dialog)
         self._start_model = model
         self._start_project = project
+        self._stamp: Any = None  # the open project's change stamp, last read (Workspace.project_stamp)
+        self._stamp_reading = False
         self._apply_user_keymap()
 
     # -- keys, in the order they are typed ------------------------------------------------------
@@ -269,6 +273,7 @@ class SparsifyApp(App[int]):
 
     def on_mount(self) -> None:
         self.call_after_refresh(self._preload_sections)
+        self.set_interval(self.WATCH_SECONDS, self._watch_project)
         self._update_chrome()
         if self._start_project:
             self._find_start_project(self._start_project)
@@ -374,6 +379,7 @@ class SparsifyApp(App[int]):
         self._update_chrome()
         if mounting is None:
             self._focus_section(section)
+            self.call_later(self._watch_project)  # shown again: its data as it is now
         else:
             self.call_later(self._focus_when_mounted, mounting, section)
 
@@ -401,6 +407,39 @@ class SparsifyApp(App[int]):
                 return
         self.set_focus(None)
 
+    # -- current data: the section on screen follows what any process writes ----------------------------
+    async def _watch_project(self) -> None:
+        """Read the open project's change stamp (:meth:`~sparsify_tui.store.Workspace.project_stamp`: one ``stat``,
+        in a thread) and have the section on screen read its data again when it was read at another stamp
+        (:meth:`_refresh_section`). Every write to the project changes the stamp: a job's record (from this TUI, the
+        CLI or another TUI), an edit made in another section or another process, saved settings. Runs every
+        :attr:`WATCH_SECONDS` and when a section is shown; a section out of view is read when it is shown again."""
+        pid = self.project_id
+        if pid is None or self._stamp_reading:
+            return
+        self._stamp_reading = True
+        try:
+            stamp = await asyncio.to_thread(self.workspace.project_stamp, pid)
+        finally:
+            self._stamp_reading = False
+        if pid != self.project_id:
+            return
+        if stamp != self._stamp and self._stamp is not None:
+            self._load_project(pid)  # renamed from the CLI: the header follows
+        self._stamp = stamp
+        self._refresh_section()
+
+    def _refresh_section(self) -> None:
+        """The section on screen reads its data again (its ``reload_data()``) when its ``data_stamp`` (the stamp its
+        load worker read before reading) is not the project's stamp now; nothing for an up-to-date one."""
+        widget = self.current_section_widget()
+        if self.section == "projects" or widget is None or not widget.is_mounted or self._stamp is None:
+            return
+        reload = getattr(widget, "reload_data", None)
+        if callable(reload) and getattr(widget, "data_stamp", None) != self._stamp:
+            widget.data_stamp = self._stamp  # read again once, not on every tick until its worker is done
+            reload()
+
     def current_section_widget(self) -> Optional[Widget]:
         try:
             return self.query_one(f"#sections > #{self.section}")
@@ -416,6 +455,7 @@ class SparsifyApp(App[int]):
                 old.remove()
         self.project_id = project_id
         self._project_name = name
+        self._stamp = None
         if name is None:
             self._load_project(project_id)
         self._update_chrome()

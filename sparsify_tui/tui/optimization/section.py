@@ -151,6 +151,9 @@ class OptimizationSection(Widget):
         self._rows_tab: Optional[str] = None  # the structure tab to show once render_record's tabs are drawn
         self._quiet = False
         self.project_training: Optional[dict] = None  # the project's training settings now
+        self.data_stamp: Any = None  # the project's change stamp read before the last list (SparsifyApp)
+        self._options: list[tuple[str, str]] = []  # (id, text) of the list's options
+        self._rendered: Any = None  # what render_record last drew: (record id, modified, project training)
 
     # ---------------------------------------------------------------------------------- layout
     def compose(self) -> ComposeResult:
@@ -209,10 +212,16 @@ class OptimizationSection(Widget):
         return self.app.workspace
 
     # ---------------------------------------------------------------------------------- workers
+    def reload_data(self) -> None:
+        """The project changed on disk (the app's change-stamp watch: an apply, a benchmark, a search, saved
+        settings, an edit from the CLI): read the optimizations and the training settings again."""
+        self.load_records()
+
     @app_work(group="opt-load", description="list optimizations")
     def load_records(self) -> None:
         from sparsify_tui.services.optimizations import list_optimizations
 
+        self.data_stamp = self.ws.project_stamp(self.project_id)
         records = list_optimizations(self.ws, self.project_id)
         post_result(self, OptimizationsListed(records, (self.ws.get_project(self.project_id) or {}).get("training")))
 
@@ -284,20 +293,29 @@ class OptimizationSection(Widget):
 
     # ---------------------------------------------------------------------------------- list
     def _fill_list(self) -> None:
+        """The list from :attr:`records` (rebuilt only when an option's text changed) and the selected record
+        (drawn again only when it, or the project's training settings, changed since it was drawn)."""
         ol = self.query_one("#opt-list", OptionList)
-        ol.clear_options()
-        for r in self.records:
-            ol.add_option(Option(f"{escape(r.name)}\n{structure_pane(r).list_text(r)}", id=r.id))
+        options = [(r.id, f"{escape(r.name)}\n{structure_pane(r).list_text(r)}") for r in self.records]
+        if options != self._options:
+            self._options = options
+            ol.clear_options()
+            ol.add_options([Option(text, id=rid) for rid, text in options])
         if not self.records:
-            self.rec = None
+            self.rec = self._rendered = None
             self._show_main(False)
             return
         want = self._select_after or (self.rec.id if self.rec is not None else None) or self.records[-1].id
         idx = next((i for i, r in enumerate(self.records) if r.id == want), len(self.records) - 1)
         self._select_after = None
-        ol.highlighted = idx
+        if ol.highlighted != idx:
+            ol.highlighted = idx
         self.rec = self.records[idx]
-        self.render_record()
+        if self._render_key(self.rec) != self._rendered:
+            self.render_record()
+
+    def _render_key(self, rec: Optional[Optimization]) -> Any:
+        return (rec.id, rec.extra.get("modified"), repr(self.project_training)) if rec is not None else None
 
     @on(OptionList.OptionSelected, "#opt-list")
     def _selected(self, event: OptionList.OptionSelected) -> None:
@@ -321,6 +339,7 @@ class OptimizationSection(Widget):
     # ---------------------------------------------------------------------------------- render
     def render_record(self) -> None:
         rec = self.rec
+        self._rendered = self._render_key(rec)
         if rec is None:
             self._show_main(False)
             return

@@ -32,6 +32,8 @@ class SettingsSection(Widget):
     def __init__(self, project_id: str, **kwargs) -> None:
         super().__init__(**kwargs)
         self.project_id = project_id
+        self.data_stamp = None  # the project's change stamp read before the last read (SparsifyApp)
+        self._filled: dict | None = None  # form_values() as last read: the form has no edit of the user's
 
     def compose(self) -> ComposeResult:
         with VerticalScroll():
@@ -62,9 +64,16 @@ class SettingsSection(Widget):
         # the scroll container, not a field: digits 1-6 must keep switching sections
         self.query_one(VerticalScroll).focus()
 
+    def reload_data(self) -> None:
+        """The project changed on disk (the app's change-stamp watch: the CLI, another TUI): read it again, unless
+        the form holds an edit not saved yet (it is kept; ctrl+s saves it)."""
+        if self._filled is None or self.form_values() == self._filled:
+            self._load()
+
     @app_work(group="settings", description="read project")
     def _load(self) -> None:
         ws = self.app.workspace
+        self.data_stamp = ws.project_stamp(self.project_id)
         project = ws.get_project(self.project_id)
         try:
             size = ws.project_size_bytes(self.project_id)
@@ -114,6 +123,7 @@ class SettingsSection(Widget):
             f"[b]modified[/b] {format_timestamp(project.get('modified'))}",
         ]
         self.query_one("#setup-info", Static).update("\n".join(lines))
+        self._filled = self.form_values()
 
     def form_values(self) -> dict:
         """The edited fields, as passed to `Workspace.update_project` (validation happens there)."""
