@@ -623,14 +623,7 @@ class Workspace:
                 top[key] = value
         training = _validate_training(training)
         setup = _validate_setup(setup)
-        if "name" in top:
-            top["name"] = str(top["name"] or "").strip()
-            if not top["name"]:
-                raise ProjectError("a project name cannot be empty: pass a name")
-            _check_printable(top["name"], "a project name")
-        if "description" in top:
-            top["description"] = str(top["description"] or "")
-            _check_printable(top["description"], "a project description")
+        top.update(_checked_text(top))
         with self._ws_db(write=True) as wdb:
             if "name" in top:
                 self.check_name_free(top["name"], db=wdb, exclude=pid)
@@ -966,6 +959,29 @@ def _check_printable(text: str, what: str) -> None:
     if has_control(text):
         raise ProjectError(f"{what} cannot hold control characters or bytes that are not UTF-8 ({safe_text(text)!r}, "
                            "each shown as a symbol): use printable text")
+
+
+def _checked_text(fields: Dict[str, Any]) -> Dict[str, Any]:
+    """``name`` (stripped, not empty) and ``description`` of ``fields`` as stored; :class:`ProjectError` for a bad
+    one."""
+    out: Dict[str, Any] = {}
+    if "name" in fields:
+        out["name"] = str(fields["name"] or "").strip()
+        if not out["name"]:
+            raise ProjectError("a project name cannot be empty: pass a name")
+        _check_printable(out["name"], "a project name")
+    if "description" in fields:
+        out["description"] = str(fields["description"] or "")
+        _check_printable(out["description"], "a project description")
+    return out
+
+
+def check_project_fields(fields: Dict[str, Any]) -> None:
+    """Raise :class:`ProjectError` (one line) for a value of ``fields`` (``name``, ``description``, the training
+    settings) that :meth:`Workspace.update_project` would refuse, writing nothing: a form checks a field in place
+    with it. (Whether a name is free is checked when it is saved.)"""
+    _checked_text(fields)
+    _validate_training({k: v for k, v in fields.items() if k in _TRAINING_KEYS})
 
 
 def _valid_entry(entry: Any) -> bool:

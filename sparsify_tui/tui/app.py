@@ -70,11 +70,16 @@ PRELOAD_CORE = ["sparsify_tui.services.profiles", "sparsify_tui.profiling.perf",
 
 
 def takes_keys(widget: Any, event: events.Key) -> bool:
-    """True when ``widget`` handles keys itself before any binding: it may consume this one (a text field and a
-    printable key) or a class of its own (not Textual's Widget/Screen base) has a key handler (``_on_key``,
-    ``on_key`` or ``key_*``: a select's type-to-search, a text area's enter)."""
+    """True when ``widget`` handles keys itself before any binding: it says so (``takes_key(event)``: a text field
+    takes printable keys and its own editing keys, a section's field only while it is edited,
+    :mod:`sparsify_tui.tui.widgets.inputs`), it may consume this one (a printable key), or a class of its own (not
+    Textual's Widget/Screen base) has a key handler (``_on_key``, ``on_key`` or ``key_*``: a select's
+    type-to-search)."""
     from textual.screen import Screen
 
+    own = getattr(widget, "takes_key", None)
+    if callable(own):
+        return bool(own(event))
     if widget.check_consume_key(event.key, event.character):
         return True
     for cls in type(widget).__mro__:
@@ -83,6 +88,33 @@ def takes_keys(widget: Any, event: events.Key) -> bool:
         if any(name in ("_on_key", "on_key") or name.startswith(("key_", "_key_")) for name in cls.__dict__):
             return True
     return False
+
+
+def _unfuse_escape_digits() -> None:
+    """Read escape followed at once by a digit, ``-`` or ``=`` as those two keys (issue 30 bug 4).
+
+    Textual's key table maps ``ESC 5`` to "∞" (``ESC 1`` to "¡"...: macOS Option-digit glyphs), so escape then a
+    digit typed within its escape delay (0.1 s; over SSH keys come that fast) reached the app as one glyph key and
+    the digit was lost. Without these entries the parser reads ``ESC 5`` as alt+5, which is also what a terminal
+    sends for alt+5, and :meth:`SparsifyApp.on_event` hands on alt+KEY as escape then KEY (the app binds no alt
+    key). A glyph typed as itself (a UTF-8 "£") is unchanged. ``ESC f`` / ``ESC b`` (word moves) stay."""
+    from textual._ansi_sequences import ANSI_SEQUENCES_KEYS
+
+    for char in "1234567890-=§":
+        value = ANSI_SEQUENCES_KEYS.get("\x1b" + char)
+        if isinstance(value, str):
+            del ANSI_SEQUENCES_KEYS["\x1b" + char]
+
+
+def escape_then_key(event: events.Key) -> Optional[list[events.Key]]:
+    """alt+KEY (the terminal's ``ESC KEY``: escape and a key typed within the parser's escape delay) as the two keys
+    escape, KEY; None for any other key."""
+    if not event.key.startswith("alt+") or not event.character or len(event.character) != 1:
+        return None
+    from textual._xterm_parser import XTermParser
+
+    keys = [k for k in XTermParser().feed(event.character) if isinstance(k, events.Key)]
+    return [events.Key("escape", "\x1b"), *keys] if len(keys) == 1 else None
 
 
 def section_class(section: str) -> type[Widget]:
@@ -219,6 +251,7 @@ class SparsifyApp(App[int]):
                  workspace: Any = None, **kwargs) -> None:
         from sparsify_tui.tui.safe_text import install as show_control_characters
 
+        _unfuse_escape_digits()
         show_control_characters()  # names from models and files never reach the terminal as escape sequences
         super().__init__(**kwargs)
         if "TEXTUAL_ANIMATIONS" not in os.environ:
@@ -248,6 +281,12 @@ class SparsifyApp(App[int]):
         paste, ``tmux send-keys``), "n" then a name sent the name to the list under the coming dialog, and "enter
         l" opened a profile after "l" had acted on the old one. A widget that takes keys itself (a text field, a
         select's search, the :class:`~sparsify_tui.tui.widgets.dialogs.KeyBuffer`) still gets them first."""
+        if isinstance(event, events.Key) and not event.is_forwarded:
+            keys = escape_then_key(event)
+            if keys is not None:
+                for key in keys:
+                    await self.on_event(key)
+                return
         if isinstance(event, events.Key) and not event.is_forwarded and self.screen.maximized is None:
             target = self.focused or self.screen
             if not takes_keys(target, event):
@@ -351,11 +390,12 @@ class SparsifyApp(App[int]):
     def check_action(self, action: str, parameters: tuple) -> Optional[bool]:
         if action == "show_section" and parameters and parameters[0] != "projects" and self.project_id is None:
             return None  # shown greyed out; pressing it explains why
-        if action == "leave_field":  # in the footer only while a text field of a section has the focus
+        if action == "leave_field":  # in the footer only while a text field of a section takes the keys typed
             from textual.screen import ModalScreen
-            from textual.widgets import Input, Select, TextArea
 
-            return isinstance(self.focused, (Input, TextArea, Select)) and not isinstance(self.screen, ModalScreen)
+            focused = self.focused
+            return (focused is not None and not isinstance(self.screen, ModalScreen)
+                    and getattr(focused, "editing", None) is None and focused.check_consume_key("a", "a"))
         if action == "report" and self.project_id is None:
             return None
         return True
@@ -496,11 +536,10 @@ class SparsifyApp(App[int]):
 
     # -- actions --------------------------------------------------------------------------
     def action_leave_field(self) -> None:
-        """escape in a text field: move focus to the closest focusable container (keys work again)."""
-        from textual.widgets import Input, Select, TextArea
-
+        """escape in a text field that takes the keys typed (not a section's field: escape reverts its edit): move
+        focus to the closest focusable container (keys work again)."""
         focused = self.focused
-        if not isinstance(focused, (Input, TextArea, Select)):
+        if focused is None:
             return
         for ancestor in focused.ancestors:
             if isinstance(ancestor, Widget) and ancestor.focusable and ancestor is not focused:

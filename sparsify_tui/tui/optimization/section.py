@@ -55,7 +55,7 @@ from sparsify_tui.tui.optimization.schedule import LrPane, TrainingPane, trainin
 from sparsify_tui.tui.widgets import keys
 from sparsify_tui.tui.widgets.charts import BarChart
 from sparsify_tui.tui.widgets.dialogs import ConfirmDialog, RecordDialog
-from sparsify_tui.tui.widgets.inputs import TextInput
+from sparsify_tui.tui.widgets.inputs import FieldError, SectionField
 from sparsify_tui.tui.widgets.jobs import JobProgress, SectionJobs
 from sparsify_tui.tui.widgets.tables import FilterableTable
 from sparsify_tui.tui.widgets.tabs import ViewTabs
@@ -177,19 +177,24 @@ class OptimizationSection(Widget):
     def _compose_settings(self) -> ComposeResult:
         with VerticalScroll(id="pruning-scroll"):
             # one-line inputs sized to their content: nothing scrolls out of view when focused
+            # section fields: tab stops the section keys work on; enter edits, enter again applies, escape reverts
+            def field(fid: str, check) -> SectionField:
+                return SectionField(id=fid, compact=True, check=check, error_id="pruning-error")
+
             with Horizontal(classes="inputs"):
                 yield Label("Sparsity", id="lbl-sparsity")
-                yield TextInput(id="in-sparsity", compact=True)
+                yield field("in-sparsity", self._check_target)
                 yield Label("Balance")
-                yield TextInput(id="in-balance", compact=True)
+                yield field("in-balance", self._check_balance)
             with Horizontal(classes="inputs"):
                 yield Label("Pruning epochs")
-                yield TextInput(id="in-start", compact=True)
+                yield field("in-start", lambda text: self._check_epochs("pruning_start_epoch", text))
                 yield Label("to")
-                yield TextInput(id="in-end", compact=True)
+                yield field("in-end", lambda text: self._check_epochs("pruning_end_epoch", text))
                 yield Label("update every")
-                yield TextInput(id="in-update", compact=True)
-            yield Static("enter applies · balance 0 = time saved, 1 = loss", classes="hint")
+                yield field("in-update", lambda text: self._check_epochs("update_frequency", text))
+            yield FieldError(id="pruning-error")
+            yield Static("enter: edit, apply · escape: revert · balance 0 = time saved, 1 = loss", classes="hint")
             # the estimate cards, one under the other
             for key, title in CARDS.items():
                 yield Static(title, classes="card-title", id=f"est-{key}-title")
@@ -397,8 +402,8 @@ class OptimizationSection(Widget):
         for wid, val in (("#in-sparsity", f"{getattr(st, target_field):.2f}"), ("#in-balance", f"{st.balance:.2f}"),
                          ("#in-start", f"{ep.pruning_start_epoch:g}"),
                          ("#in-end", f"{ep.pruning_end_epoch:g}"), ("#in-update", f"{ep.update_frequency:g}")):
-            inp = self.query_one(wid, Input)
-            if not inp.has_focus:
+            inp = self.query_one(wid, SectionField)
+            if not inp.editing:
                 inp.value = val
         for key, text in pane.estimate_texts(rec).items():
             self.query_one(f"#est-{key}-text", Static).update(text)
@@ -490,16 +495,58 @@ class OptimizationSection(Widget):
         self.refresh_bindings()
 
     # ---------------------------------------------------------------------------------- edits
+    # the checks of the Pruning tab's fields (in place, under the fields): the core's own rules on the value typed
+    def _number(self, label: str, text: str) -> tuple[Optional[float], Optional[str]]:
+        try:
+            value = float(text)
+        except ValueError:
+            return None, f"{label}: {text.strip()!r} is not a number: type one, e.g. 0.5 (escape puts it back)"
+        if value != value or value in (float("inf"), float("-inf")):
+            return None, f"{label}: {text.strip()!r} is not a number: type one, e.g. 0.5 (escape puts it back)"
+        return value, None
+
+    def _check_setting(self, field: str, label: str, text: str) -> Optional[str]:
+        from sparsify_tui.errors import SparsifyError
+
+        value, problem = self._number(label, text)
+        if problem or self.rec is None:
+            return problem
+        try:
+            self.rec.settings.with_changes(**{field: value})
+        except SparsifyError as err:
+            return f"{label}: {str(err).replace(': fix the optimization setting', '')} (escape puts it back)"
+        return None
+
+    def _check_target(self, text: str) -> Optional[str]:
+        if self.rec is None:
+            return None
+        field, label = structure_pane(self.rec).target(self.rec)
+        return self._check_setting(field, label, text)
+
+    def _check_balance(self, text: str) -> Optional[str]:
+        return self._check_setting("balance", "Balance", text)
+
+    def _check_epochs(self, key: str, text: str) -> Optional[str]:
+        from sparsify_tui.errors import SparsifyError
+        from sparsify_tui.optimization.core import changed_epochs
+
+        label = {"pruning_start_epoch": "Pruning start", "pruning_end_epoch": "Pruning end",
+                 "update_frequency": "Update every"}[key]
+        value, problem = self._number(label, text)
+        if problem or self.rec is None:
+            return problem
+        try:
+            changed_epochs(self.rec, {key: value})
+        except SparsifyError as err:
+            return f"{label}: {err} (escape puts it back)"
+        return None
+
     @on(Input.Submitted, "#in-sparsity, #in-balance")
     def _settings_submitted(self) -> None:
         if self.rec is None:
             return
-        try:
-            sp = float(self.query_one("#in-sparsity", Input).value)
-            bal = float(self.query_one("#in-balance", Input).value)
-        except ValueError:
-            self.app.show_error(ValueError("sparsity and balance must be numbers between 0 and 1"))
-            return
+        sp = float(self.query_one("#in-sparsity", Input).value)  # checked by the field
+        bal = float(self.query_one("#in-balance", Input).value)
         field, _label = structure_pane(self.rec).target(self.rec)
         self._reevaluate(self.rec.id, balance=bal, **{field: sp})
 
@@ -507,23 +554,14 @@ class OptimizationSection(Widget):
     def _epochs_submitted(self) -> None:
         if self.rec is None:
             return
-        try:
-            ep = {"pruning_start_epoch": float(self.query_one("#in-start", Input).value),
-                  "pruning_end_epoch": float(self.query_one("#in-end", Input).value),
-                  "update_frequency": float(self.query_one("#in-update", Input).value)}
-        except ValueError:
-            self.app.show_error(ValueError("epochs and update frequency must be numbers"))
-            return
+        ep = {"pruning_start_epoch": float(self.query_one("#in-start", Input).value),  # checked by the field
+              "pruning_end_epoch": float(self.query_one("#in-end", Input).value),
+              "update_frequency": float(self.query_one("#in-update", Input).value)}
         self._update_schedule(self.rec.id, epochs=ep)
 
     def action_apply_lr(self) -> None:
-        if self.rec is None:
-            return
-        from sparsify_tui.errors import ProjectError
-
-        error = self.query_one(LrPane).apply_text()
-        if error:
-            self.app.show_error(ProjectError(error))
+        if self.rec is not None:
+            self.query_one(LrPane).apply_text()  # a parse error is said under the text
 
     def _rows_pane(self) -> StructurePane:
         return self.query_one(structure_pane(self.rec))
