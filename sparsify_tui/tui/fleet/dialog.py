@@ -67,8 +67,8 @@ class FleetDialog(FormDialog[Optional[dict]]):
     FleetDialog .row > Input { width: 1fr; }
     FleetDialog #find { min-width: 14; height: 1; border: none; margin-left: 1; }
     FleetDialog #nodes-status { height: auto; color: $text-muted; }
-    FleetDialog #targets { height: auto; max-height: 6; border: none; }
-    FleetDialog #optimizations { height: auto; max-height: 4; border: none; }
+    FleetDialog #targets { height: auto; max-height: 6; }
+    FleetDialog #optimizations { height: auto; max-height: 4; }
     FleetDialog #kind { height: auto; border: none; layout: horizontal; }
     FleetDialog #error { color: $error; height: auto; }
     FleetDialog #error.done { color: $success; }

@@ -118,7 +118,7 @@ class OptimizationCompareScreen(ModalScreen[None]):
     OptimizationCompareScreen > Vertical { width: 100%; height: 100%; }
     OptimizationCompareScreen #ocmp-title { height: 1; padding: 0 1; text-style: bold; background: $panel; }
     OptimizationCompareScreen #ocmp-left { width: 24; border-right: solid $primary-darken-2; }
-    OptimizationCompareScreen #ocmp-list { height: 1fr; border: none; }
+    OptimizationCompareScreen #ocmp-list { height: 1fr; }
     OptimizationCompareScreen .hint { color: $text-muted; height: auto; padding: 0 1; }
     OptimizationCompareScreen ViewTabs { height: 1fr; width: 1fr; }
     OptimizationCompareScreen TabPane { padding: 0; }
