@@ -37,8 +37,8 @@ class SettingsSection(Widget):
 
     def compose(self) -> ComposeResult:
         with VerticalScroll():
-            yield Static("Settings  [dim](tab: next field · enter: edit it · escape: put it back · ctrl+s: "
-                         "save)[/dim]", classes="section-title")
+            yield Static("Settings  [dim](enter: edit a field · escape: put it back · ctrl+s: save)[/dim]",
+                         classes="section-title")
             with Grid(classes="form"):
                 yield Label("Name")
                 yield self._field("name")
