@@ -64,6 +64,10 @@ SECTION_CLASSES = {
 }
 
 
+# a notification's width (Textual's Toast: 60 cells, at most half the screen) and what its frame takes (padding 1
+# on both sides, the left bar, the rack's edge)
+TOAST_WIDTH, TOAST_FRAME = 60, 4
+
 # what the sections' first workers import (numpy, onnx): opening a project loads its perf profile through these,
 # which took most of the first open of a 1,500-node project when imported then
 PRELOAD_CORE = ["sparsify_tui.services.profiles", "sparsify_tui.profiling.perf", "sparsify_tui.profiling.loss"]
@@ -639,6 +643,15 @@ class SparsifyApp(App[int]):
 
     def action_quit(self) -> None:
         self.exit(0)
+
+    def notify(self, message: str, *, title: str = "", severity: Any = "information", timeout: Optional[float] = None,
+               markup: bool = True) -> None:
+        """Textual's notification, with every word that is wider than the toast elided in its middle (a path keeps
+        its file name): the toast folded such a word across two lines ("budget-1.o" / "nnx")."""
+        from sparsify_tui.tui.widgets.labels import fit_words
+
+        width = min(TOAST_WIDTH, self.size.width // 2) - TOAST_FRAME
+        super().notify(fit_words(message, width), title=title, severity=severity, timeout=timeout, markup=markup)
 
     def show_error(self, error: Any, title: str = "Error") -> None:
         """Show an exception or message in the error dialog (the app stays up). The same message already on

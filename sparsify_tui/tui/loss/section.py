@@ -30,7 +30,7 @@ from sparsify_tui.tui.loss.messages import LossProfileLoaded
 from sparsify_tui.tui.widgets import keys
 from sparsify_tui.tui.widgets.charts import BarChart
 from sparsify_tui.tui.widgets.dialogs import RecordDialog, analysis_fields, fresh_name
-from sparsify_tui.tui.widgets.labels import elide_middle
+from sparsify_tui.tui.widgets.labels import fit_name
 from sparsify_tui.tui.widgets.records import RecordListSection, RecordView, ViewKeys
 from sparsify_tui.tui.widgets.tables import Column, FilterableTable, format_count, format_percent
 from sparsify_tui.tui.widgets.tabs import ViewTabs
@@ -344,7 +344,7 @@ class LossSection(ViewKeys, RecordListSection):
     # -- list ------------------------------------------------------------------------------------
     def record_option(self, record: dict) -> Option:
         method = f" ({record.get('method', '?')})"
-        return Option(elide_middle(str(record.get("name") or record["id"]), self.LIST_WIDTH - len(method)) + method,
+        return Option(fit_name(str(record.get("name") or record["id"]), self.LIST_WIDTH - len(method)) + method,
                       id=str(record["id"]))
 
     def record_signature(self, record: dict) -> tuple:

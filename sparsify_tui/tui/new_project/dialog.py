@@ -26,6 +26,7 @@ from sparsify_tui.tui.new_project.messages import CreateProgress, ModelInspected
 from sparsify_tui.tui.widgets.dialogs import error_message
 from sparsify_tui.tui.widgets.inputs import TextInput
 from sparsify_tui.tui.widgets.jobs import JobProgress
+from sparsify_tui.tui.widgets.labels import FittedLabel
 from sparsify_tui.tui.workers import app_work, post_result
 
 
@@ -284,8 +285,11 @@ class NewProjectDialog(ModalScreen[Optional[str]]):
             await grid.remove_children()
             grid.display = bool(dims)
             widgets = []
-            for i, d in enumerate(dims):
-                widgets.append(Label(f"dim {d['label']}"))
+            labels = [f"dim {d['label']}" for d in dims]
+            # the labels' column as wide as the longest (within reason): a dim named DynamicDimension.1 was cut
+            grid.styles.grid_columns = f"{max(15, min(max(map(len, labels), default=0), 32))} 1fr"
+            for i, (d, label) in enumerate(zip(dims, labels)):
+                widgets.append(FittedLabel(label))
                 widgets.append(Input(placeholder=f"required, e.g. {d['suggestion']}", id=f"dim-{i}",
                                      type="integer", compact=True))
             if widgets:

@@ -30,7 +30,7 @@ from sparsify_tui.tui.perf.profile import TABLE, TABS, PerfProfileView
 from sparsify_tui.tui.widgets import keys
 from sparsify_tui.tui.widgets.charts import BarChart
 from sparsify_tui.tui.widgets.dialogs import ConfirmDialog, RecordDialog, analysis_fields, fresh_name
-from sparsify_tui.tui.widgets.labels import elide_middle
+from sparsify_tui.tui.widgets.labels import fit_name
 from sparsify_tui.tui.widgets.records import RecordListSection, RecordView, ViewKeys, newest
 from sparsify_tui.tui.widgets.tables import (Column, FilterableTable, format_count, format_percent,
                                              format_shape)
@@ -77,7 +77,7 @@ def record_label(record: dict, width: int = 0) -> str:
     if is_calibrated(record):
         extra.append("cal")
     suffix = f" ({', '.join(extra)})" if extra else ""
-    return elide_middle(label, width - len(suffix) if width else 0) + suffix
+    return fit_name(label, width - len(suffix) if width else 0) + suffix
 
 
 def op_type_flops(analysis: dict) -> list[tuple[str, float]]:
