@@ -354,8 +354,9 @@ class SparsifyApp(App[int]):
         self._update_chrome()
 
     def _update_chrome(self) -> None:
-        bar = self.query_one(SectionBar)
-        bar.show(self.section, self.project_id is not None)
+        # the bar is on the app's first screen, under any dialog (a project renamed by the CLI while one is open)
+        for bar in (b for screen in self.screen_stack for b in screen.query(SectionBar)):
+            bar.show(self.section, self.project_id is not None)
         name = self.project_name()
         self.sub_title = f"project: {name}" if name else "no project open"
 
