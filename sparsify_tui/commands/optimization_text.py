@@ -76,10 +76,12 @@ def _search_lines(facts: list, s, head: str, columns) -> list:
     speedup vs FP32, note."""
     from sparsify_tui.formatting import format_fixed as _fmt
 
-    lines = cli_lines(facts) + ["  " + head]
+    top1 = s.metric == "top1"  # the value is a drop of top-1 accuracy, shown in points (as the head says it)
+    lines = cli_lines(facts) + ["  " + head.replace("metric      ", f"{'drop (pts)' if top1 else s.metric:<12}")]
     for t in s.trials:
         mark = "*" if t.index == s.chosen else " "
-        lines.append(f"{mark} {t.index:>4}  {columns(t)}{t.metric_value:<10.4g}  "
+        value = f"{t.metric_value * 100:<10.1f}" if top1 else f"{t.metric_value:<10.4g}"
+        lines.append(f"{mark} {t.index:>4}  {columns(t)}{value}  "
                      f"{'yes' if t.within_budget else 'no ':<6}  {_fmt(t.median_ms, '.3f'):>9}  "
                      f"{_fmt(t.speedup):>6}x  {t.note}")
     lines.append("  (* = chosen: the fastest trial within budget)")

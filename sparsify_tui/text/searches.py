@@ -12,6 +12,22 @@ from sparsify_tui.optimization.budget_search import FP32_FASTEST
 from sparsify_tui.text import Fact
 
 
+def metric_name(metric: Optional[str]) -> str:
+    """What a search's ``metric_value`` is, as a column or axis names it: for ``top1`` the drop of top-1 accuracy from
+    FP32 (the budget is a drop), else the metric itself ("nmse")."""
+    return "top-1 drop" if metric == "top1" else str(metric or "metric")
+
+
+def metric_text(metric: Optional[str], value: Optional[float]) -> str:
+    """A search's ``metric_value`` in words and units: ``top1`` -> "top-1 drop 0.8 points" (a drop of 0.008 in
+    accuracy; "top1 0" read as a top-1 of 0), else "nmse 0.0123" (4 significant digits)."""
+    if value is None:
+        return f"{metric_name(metric)} n/a"
+    if metric == "top1":
+        return f"top-1 drop {float(value) * 100:.1f} points"
+    return f"{metric} {format_fixed(value, '.4g')}"
+
+
 def _pct(v: Optional[float]) -> str:
     return "" if v is None else f"{float(v):.1%}"
 
@@ -32,8 +48,7 @@ def int8_search_facts(s) -> list:
     chosen = s.chosen_trial
     if chosen is not None:
         choice = (f"trial {chosen.index}, {plural(chosen.groups, 'group')} FP32 ({chosen.excluded_count} nodes), "
-                  f"metric {format_fixed(chosen.metric_value, '.4g')}, measured {format_fixed(chosen.speedup)}× vs "
-                  "FP32")
+                  f"{metric_text(s.metric, chosen.metric_value)}, measured {format_fixed(chosen.speedup)}× vs FP32")
     else:
         choice = "none: every layer stays FP32"
     return [
@@ -55,7 +70,7 @@ def budget_search_facts(s) -> list:
     if chosen is not None:
         acc = f", accuracy {_pct(chosen.accuracy)}" if chosen.accuracy is not None else ""
         choice = (f"trial {chosen.index}, {chosen.label}: measured {format_fixed(chosen.speedup)}× vs FP32, "
-                  f"{s.metric} {format_fixed(chosen.metric_value, '.4g')}{acc} (held out)")
+                  f"{metric_text(s.metric, chosen.metric_value)}{acc} (held out)")
     elif s.status == FP32_FASTEST:
         choice = ("FP32: no trial within budget beat it in every timing round (a busy machine makes the rounds "
                   "disagree: search again when it is quiet); nothing thinned, INT8 off")
@@ -73,4 +88,4 @@ def budget_search_facts(s) -> list:
     ]
 
 
-__all__ = ["budget_search_facts", "int8_search_facts"]
+__all__ = ["budget_search_facts", "int8_search_facts", "metric_name", "metric_text"]

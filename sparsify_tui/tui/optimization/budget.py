@@ -22,8 +22,8 @@ from textual.widgets import Input, Static
 
 from sparsify_tui.formatting import format_fixed
 from sparsify_tui.text import markup_lines
-from sparsify_tui.text.searches import budget_search_facts
-from sparsify_tui.tui.optimization.pane import PaneContext, RecordPane, plot_search
+from sparsify_tui.text.searches import budget_search_facts, metric_name
+from sparsify_tui.tui.optimization.pane import PaneContext, RecordPane, plot_search, show_trials
 from sparsify_tui.tui.widgets.charts import Plot
 from sparsify_tui.tui.optimization.dialogs import SEARCH_DIALOG_CSS, SearchDialog, search_keys
 from sparsify_tui.tui.widgets.tables import Column, FilterableTable
@@ -37,7 +37,7 @@ TRIAL_COLUMNS = [
     Column("target", "Target", numeric=True, fmt=lambda v: format_fixed(v) + "×"),
     Column("int8", "INT8"),
     Column("kept", "Kept ch"),
-    Column("metric_value", "Metric", numeric=True, fmt=lambda v: format_fixed(v, ".4g")),
+    Column("metric_value", "Metric", numeric=True, fmt=lambda v: format_fixed(v, ".4g")),  # named per search
     Column("within", "Fits"),
     Column("median_ms", "ms", numeric=True, fmt=lambda v: format_fixed(v, ".3f", "")),
     Column("speedup", "Speedup", numeric=True, fmt=lambda v: format_fixed(v) + "×" if v else ""),
@@ -86,13 +86,13 @@ class BudgetCard(Vertical):
 
     def show(self, rec: Optimization) -> None:
         self.query_one("#bs-summary", Static).update(summary_text(rec))
-        self.query_one("#bs-trials", FilterableTable).set_rows(trial_rows(rec))
+        show_trials(self.query_one("#bs-trials", FilterableTable), TRIAL_COLUMNS, rec.search, trial_rows(rec))
         self.query_one("#bs-trials", FilterableTable).display = rec.search is not None
         self._plot(rec)
 
     def _plot(self, rec: Optimization) -> None:
         s = rec.search
-        plot_search(self.query_one("#bs-plot", Plot), s, f"{s.metric} (held out)" if s is not None else "",
+        plot_search(self.query_one("#bs-plot", Plot), s, f"{metric_name(s.metric)}{', points' if s.metric == 'top1' else ''} (held out)" if s is not None else "",
                     lambda timed: [([t for t in timed if t.quantized == quantized], marker, label)
                                    for quantized, marker, label in ((False, "●", "thinned"), (True, "▲", "+ INT8"))],
                     fp32=True)

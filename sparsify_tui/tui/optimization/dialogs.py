@@ -105,7 +105,8 @@ class SearchDialog(FormDialog[Optional[dict]]):
                     ("Name", "name", self.default_name, ""),
                     ("Max drop", "drop", "0.01", "in the metric's units, e.g. 0.01 = 1 point of top-1"),
                     ("Sample data", "data", self.default_data, self.DATA_HINT),
-                    ("Labels key", "labels", "", "none; or the labels array in the .npz"), *self.more_fields()):
+                    ("Labels key", "labels", "", "labels (if the .npz has it); or the key of the labels array"),
+                    *self.more_fields()):
                 with Horizontal(classes="row"):
                     yield Label(label)
                     yield self.INPUT(value, placeholder=hint, id=f"{p}-{key}", compact=True)

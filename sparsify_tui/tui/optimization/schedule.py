@@ -44,9 +44,13 @@ def training_text(rec: Optimization, project_training: Optional[Dict[str, Any]] 
         lines.append(f"[b reverse] ! [/] [b]The project's settings changed since: {p.get('optimizer', '?')} · epochs "
                      f"{p.get('epochs', '?')} · LR {p.get('init_lr', '?')} → {p.get('final_lr', '?')}.[/b] "
                      "Press [b]u[/b] to take them (the epoch plan and LR schedule are rebuilt).")
+    from rich.markup import escape
+
+    from sparsify_tui.text.optimization import epochs_why
+
     lines += [
         "",
-        "[b]Recipe epochs[/b]",
+        f"[b]Recipe epochs[/b]: {escape(epochs_why(rec))}",
         f"Stabilization 0 → {ep.pruning_start_epoch} ({ep.stabilization_epochs} epochs)",
         f"Pruning {ep.pruning_start_epoch} → {ep.pruning_end_epoch} "
         f"({ep.pruning_epochs} epochs, GMP cubic, update every {ep.update_frequency}, "

@@ -36,16 +36,9 @@ from textual.message import Message
 from textual.widget import Widget
 from textual.widgets import DataTable, Input, Static
 
-from sparsify_tui.formatting import format_bytes, format_count  # noqa: F401 (column formatters)
+from sparsify_tui.formatting import format_bytes, format_count, format_percent  # noqa: F401 (column formatters)
 from sparsify_tui.tui.widgets.inputs import TextInput
 from sparsify_tui.tui.widgets.labels import abbreviate, fit_parts, shorten_labels
-
-
-def format_percent(value: Any) -> str:
-    """Fraction 0..1 as a percentage with two decimals ('12.34%')."""
-    if value is None or value == "":
-        return ""
-    return f"{float(value) * 100:.2f}%"
 
 
 def format_shape(value: Any) -> str:
