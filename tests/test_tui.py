@@ -423,7 +423,9 @@ async def test_keymap_file_remaps_a_binding(ws):
 
 
 async def test_path_completion_and_browser_filter(tmp_path):
-    from sparsify_tui.tui.new_project.dialog import OnnxTree, PathSuggester
+    from types import SimpleNamespace
+
+    from sparsify_tui.tui.widgets.paths import SAMPLE_DATA, FileTree, PathSuggester
 
     (tmp_path / "models").mkdir()
     (tmp_path / "models" / "resnet50.onnx").write_bytes(b"x")
@@ -433,8 +435,15 @@ async def test_path_completion_and_browser_filter(tmp_path):
     assert await suggester.get_suggestion(str(tmp_path / "mo")) == str(tmp_path / "models") + "/"
     assert await suggester.get_suggestion(str(tmp_path / "models" / "r")) == str(tmp_path / "models" / "resnet50.onnx")
     assert await suggester.get_suggestion(str(tmp_path / "nothing")) is None
-    shown = OnnxTree.filter_paths(None, list(tmp_path.iterdir()) + list((tmp_path / "models").iterdir()))
+    shown = FileTree.filter_paths(SimpleNamespace(suffixes=(".onnx",)),
+                                  list(tmp_path.iterdir()) + list((tmp_path / "models").iterdir()))
     assert sorted(p.name for p in shown) == ["models", "resnet50.onnx"]
+    # a sample-data field completes and lists .npz / .npy files, not models (issue 30)
+    (tmp_path / "models" / "rotated.npz").write_bytes(b"x")
+    data = PathSuggester(SAMPLE_DATA)
+    assert await data.get_suggestion(str(tmp_path / "models" / "r")) == str(tmp_path / "models" / "rotated.npz")
+    shown = FileTree.filter_paths(SimpleNamespace(suffixes=SAMPLE_DATA), list((tmp_path / "models").iterdir()))
+    assert [p.name for p in shown] == ["rotated.npz"]
 
 
 async def test_open_bad_model_path_shows_error_and_stays_up(ws, demo_model, tmp_path):

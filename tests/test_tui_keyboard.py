@@ -173,3 +173,44 @@ async def test_lr_text_is_read_only_until_enter(workspace_home, demo_model):
         assert len(app.screen_stack) == 1 and ta.editing
         await pilot.press("escape")
         assert ta.text == before and not ta.editing
+
+
+async def test_budget_and_int8_searches_are_in_the_optimization_footer_and_hints(workspace_home, demo_model):
+    """`B` (the budget search, which delivered the walk's result) and `I` were in neither the footer nor the hints."""
+    ws, pid = project(demo_model)
+    app = SparsifyApp(project=pid, workspace=ws)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await wait_project_open(pilot)
+        await pilot.press("4")
+        sec = app.query_one("#optimization")
+        await wait_for(pilot, lambda: sec.rec is not None and app.focused is not None)
+        await pilot.pause(0.3)
+        footer = app.query_one("KeysFooter").text
+        assert "B Budget" in footer and "I INT8" in footer and "? Help" in footer and "q Quit" in footer
+        hints = str(sec.query_one("#opt-left .hint").render())
+        assert "B budget" in hints and "I INT8" in hints
+
+
+async def test_help_opens_at_the_focused_sections_keys(workspace_home, demo_model):
+    """`?` listed the app's keys first wherever it was pressed; now the keys of where the focus is come first."""
+    from sparsify_tui.tui.help.screen import HelpScreen
+
+    ws, pid = project(demo_model)
+    app = SparsifyApp(project=pid, workspace=ws)
+    async with app.run_test(size=SIZE) as pilot:
+        await wait_project_open(pilot)
+        await pilot.press("4")
+        await wait_for(pilot, lambda: app.query("#optimization") and app.query_one("#optimization").rec is not None)
+        await pilot.press("question_mark")
+        await wait_for(pilot, lambda: isinstance(app.screen, HelpScreen))
+        rows = app.screen.query_one("#help-table").rows_shown()
+        assert rows[0]["where"] == "Optimization" and "Optimization's first" in str(
+            app.screen.query_one(".dialog-title").render())
+        assert {r["where"] for r in rows[:5]} == {"Optimization"}
+        await pilot.press("escape", "l")  # the layer table: its keys (Tables) first, then Optimization's
+        await wait_for(pilot, lambda: len(app.screen_stack) == 1)
+        await pilot.pause(0.3)
+        await pilot.press("question_mark")
+        await wait_for(pilot, lambda: isinstance(app.screen, HelpScreen))
+        wheres = [r["where"] for r in app.screen.query_one("#help-table").rows_shown()]
+        assert wheres[0] == "Tables" and wheres.index("Optimization") < wheres.index("Everywhere")

@@ -118,3 +118,34 @@ async def test_the_file_tree_shows_whole_names(project, tmp_path):
         shown = text_of(app, tree.region)
         for name in ("alpha.onnx", "beta_model.onnx", "zeta"):
             assert any(name in line for line in shown.splitlines()), shown
+
+
+async def test_a_data_field_completes_and_browses_like_the_model_field(project, tmp_path):
+    """Issue 30: the sample-data fields had no completion and no file browser while the model field had both."""
+    from textual.widgets import DirectoryTree
+
+    from sparsify_tui.tui.widgets.paths import FileBrowser, PathInput
+
+    ws, pid = project
+    (tmp_path / "lines.npz").write_bytes(b"")
+    (tmp_path / "model.onnx").write_bytes(b"")
+    app = SparsifyApp(project=pid, workspace=ws)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await wait_project_open(pilot)
+        await pilot.press("4", "B")  # the budget search dialog: its data file is required
+        await wait_for(pilot, lambda: app.screen.query("#bsd-data"))
+        field = app.screen.query_one("#bsd-data", PathInput)
+        field.focus()
+        field.value = str(tmp_path) + "/li"
+        await wait_for(pilot, lambda: field._suggestion == str(tmp_path / "lines.npz"))
+        await pilot.press("ctrl+b")
+        await wait_for(pilot, lambda: isinstance(app.screen, FileBrowser))
+        tree = app.screen.query_one(DirectoryTree)
+        await wait_for(pilot, lambda: tree.cursor_node is not None and tree.root.children)
+        names = [str(n.label) for n in tree.root.children]  # folders and sample data, no model
+        assert "lines.npz" in names and "model.onnx" not in names
+        tree.move_cursor(tree.root.children[names.index("lines.npz")])
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: not isinstance(app.screen, FileBrowser))
+        assert field.value == str(tmp_path / "lines.npz")
+        await wait_for(pilot, lambda: field.has_focus, timeout=5)

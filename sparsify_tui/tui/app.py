@@ -556,7 +556,7 @@ class SparsifyApp(App[int]):
         from sparsify_tui.tui.help import HelpScreen
 
         if not isinstance(self.screen, HelpScreen):
-            self.push_screen(HelpScreen())
+            self.push_screen(HelpScreen(self.focused))  # the keys of the focused section come first
 
     def action_jobs(self) -> None:
         """`j`: the Jobs view (every job of every project)."""

@@ -14,6 +14,7 @@ from textual.widgets.option_list import Option
 
 from sparsify_tui.tui.widgets.dialogs import FormDialog, form_buttons
 from sparsify_tui.tui.widgets.inputs import TextInput
+from sparsify_tui.tui.widgets.paths import PathInput
 from sparsify_tui.tui.widgets.labels import elide_middle
 from sparsify_tui.tui.widgets.toggles import TextSelectionList
 
@@ -85,7 +86,8 @@ class BenchmarkDialog(FormDialog[Optional[dict]]):
                 yield TextInput(str(d["iterations"]), id="iterations", type="integer", compact=True)
             with Horizontal(classes="row"):
                 yield Label("Sample data")
-                yield TextInput("", placeholder="synthetic; or FILE.npz / .npy", id="data", compact=True)
+                yield PathInput("", placeholder="synthetic; or FILE.npz / .npy (ctrl+b: browse)", id="data",
+                                compact=True)
             yield from form_buttons("Run")
 
     def on_mount(self) -> None:
@@ -156,8 +158,8 @@ class ApplyDialog(FormDialog[Optional[dict]]):
                 yield TextInput("", placeholder="path of the .onnx to write", id="out_path", compact=True)
             with Horizontal(classes="row"):
                 yield Label("Sample data")
-                yield TextInput("", placeholder="INT8 calibration: synthetic; or FILE.npz / .npy", id="data",
-                                compact=True)
+                yield PathInput("", placeholder="INT8 calibration: synthetic; or FILE.npz (ctrl+b: browse)",
+                                id="data", compact=True)
             yield Static("", id="status", classes="hint")
             yield from form_buttons("Apply", "apply", run_disabled=not self.optimizations)
 

@@ -11,6 +11,7 @@ from textual.widgets import Input, Label, Select, Static
 
 from sparsify_tui.tui.widgets.dialogs import FormDialog, form_buttons
 from sparsify_tui.tui.widgets.inputs import TextInput
+from sparsify_tui.tui.widgets.paths import PathInput
 from sparsify_tui.tui.widgets.toggles import TextCheckbox
 
 
@@ -59,8 +60,8 @@ class LossProfileDialog(FormDialog[Optional[dict]]):
                                 compact=True)
             with Horizontal(classes="row"):
                 yield Label("Data file")
-                yield TextInput(str(d["data"] or ""), placeholder="synthetic; or FILE.npz / .npy", id="data",
-                                compact=True)
+                yield PathInput(str(d["data"] or ""), placeholder="synthetic; or FILE.npz / .npy (ctrl+b: browse)",
+                                id="data", compact=True)
             with Horizontal(classes="row"):
                 yield Label("Batches")
                 yield TextInput(str(d["batches"]), id="batches", type="integer", compact=True)

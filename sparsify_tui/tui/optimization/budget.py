@@ -127,7 +127,7 @@ class BudgetSearchDialog(SearchDialog):
 
     PREFIX = "bsd"
     TITLE = "Fastest model within an accuracy budget (a job: a new optimization)"
-    DATA_HINT = "FILE.npz (inputs + labels): required"
+    DATA_HINT = "FILE.npz (inputs + labels): required; ctrl+b browses"
     INPUT = Input
     RUN_BUTTON_ID = "bsd-ok"
     DEFAULT_CSS = SEARCH_DIALOG_CSS.format(name="BudgetSearchDialog")

@@ -14,6 +14,7 @@ from textual.widgets import Button, Input, Label, Select, Static, TabbedContent,
 from sparsify_tui.tui.optimization.messages import ExportPreviewed, ExportWritten
 from sparsify_tui.tui.widgets.dialogs import FormDialog, form_buttons
 from sparsify_tui.tui.widgets.inputs import TextInput
+from sparsify_tui.tui.widgets.paths import PathInput
 from sparsify_tui.tui.widgets.toggles import TextCheckbox
 from sparsify_tui.tui.workers import app_work, post_result
 
@@ -109,7 +110,10 @@ class SearchDialog(FormDialog[Optional[dict]]):
                     *self.more_fields()):
                 with Horizontal(classes="row"):
                     yield Label(label)
-                    yield self.INPUT(value, placeholder=hint, id=f"{p}-{key}", compact=True)
+                    if key == "data":  # completion and ctrl+b: the file browser, as the model field has
+                        yield PathInput(value, placeholder=hint, id=f"{p}-{key}", compact=True)
+                    else:
+                        yield self.INPUT(value, placeholder=hint, id=f"{p}-{key}", compact=True)
             for label, key, options, value in (("Metric", "metric", METRIC_OPTIONS, "auto"), *self.more_selects()):
                 with Horizontal(classes="row"):
                     yield Label(label)

@@ -176,7 +176,7 @@ class Int8SearchDialog(SearchDialog):
 
     PREFIX = "i8d"
     TITLE = "INT8 search within an accuracy budget (a job; makes an optimization)"
-    DATA_HINT = "synthetic; or FILE.npz (inputs + labels)"
+    DATA_HINT = "synthetic; or FILE.npz (inputs + labels); ctrl+b browses"
     RUN_BUTTON_ID = "i8d-ok"
     DEFAULT_CSS = SEARCH_DIALOG_CSS.format(name="Int8SearchDialog")
     BINDINGS = search_keys("optimization.int8", "INT8 search")

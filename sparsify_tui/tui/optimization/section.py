@@ -115,8 +115,13 @@ class OptimizationSection(Widget):
         keys.new("optimization", "optimization from the perf and loss profiles"),
         Binding("e", "export", "Export", id="optimization.export",
                 tooltip="Export the recipe (.yaml) and integration code"),
-        Binding("C", "copy", "Copy", id="optimization.copy", tooltip="Copy the optimization as a new version",
-                key_display="C"),
+        Binding("B", "budget_search", "Budget", id="optimization.budget_search", key_display="B",
+                tooltip="Search the fastest model within an accuracy budget: channels + reconstruction, INT8 "
+                        "optional, measured (a background job making a channel optimization)"),
+        Binding("I", "int8_search", "INT8", id="optimization.int8_search", key_display="I",
+                tooltip="Search the fastest INT8 config within an accuracy budget (a background job)"),
+        Binding("C", "copy", "Copy", show=False, id="optimization.copy",
+                tooltip="Copy the optimization as a new version", key_display="C"),
         keys.delete("optimization", "optimization"),
         Binding("u", "sync_training", "Update", id="optimization.sync_training",
                 tooltip="Take the project's changed training settings (the epoch plan and LR schedule are rebuilt)"),
@@ -135,11 +140,6 @@ class OptimizationSection(Widget):
                 tooltip="Apply the edited learning-rate modifiers"),
         keys.cancel_job("optimization"),
         keys.compare("optimization", "Optimizations (versions) side by side: settings, layers, estimates, measured"),
-        Binding("I", "int8_search", "INT8 search", show=False, id="optimization.int8_search", key_display="I",
-                tooltip="Search the fastest INT8 config within an accuracy budget (a background job)"),
-        Binding("B", "budget_search", "Budget search", show=False, id="optimization.budget_search", key_display="B",
-                tooltip="Search the fastest model within an accuracy budget: channels + reconstruction, INT8 "
-                        "optional, measured (a background job making a channel optimization)"),
     ]
 
     def __init__(self, project_id: str, **kwargs) -> None:
@@ -161,12 +161,14 @@ class OptimizationSection(Widget):
             with Vertical(id="opt-left"):
                 yield Static("Optimizations", classes="title")
                 yield OptionList(id="opt-list")
-                yield Static("n new · C copy\ne export · d del\n= compare · I INT8", classes="hint")
+                yield Static("n new · C copy\ne export · d del\n= compare · B budget\nI INT8 search", classes="hint")
                 yield SectionJobs(self.project_id, SEARCH_JOBS, section="optimization", id="opt-jobs")
             with Vertical(id="opt-main"):
                 yield Static("", id="opt-header")
                 yield Static("No optimization yet. Press [b]n[/b] to create one from the perf profile "
-                             "(or FLOPS) and the loss profile (or Approximated).", id="opt-empty")
+                             "(or FLOPS) and the loss profile (or Approximated), [b]B[/b] to search the fastest "
+                             "model within an accuracy budget (measured), or [b]I[/b] for INT8 within a budget.",
+                             id="opt-empty")
                 with ViewTabs(id="opt-tabs"):
                     with TabPane("Pruning (m)", id="tab-pruning"):
                         yield from self._compose_settings()

@@ -14,6 +14,7 @@ from textual.widgets import Button, Input, Label, Static
 from sparsify_tui.tui.perf.messages import PerfJobSubmitted
 from sparsify_tui.tui.widgets.dialogs import FormDialog
 from sparsify_tui.tui.widgets.inputs import TextInput
+from sparsify_tui.tui.widgets.paths import PathInput
 from sparsify_tui.tui.widgets.jobs import JobProgress
 from sparsify_tui.tui.widgets.toggles import TextCheckbox
 
@@ -66,8 +67,8 @@ class PerfProfileDialog(FormDialog[Optional[dict]]):
                         yield TextInput(str(d.get(key, "")), id=key, type=kind, compact=True)
                 with Horizontal(classes="row"):
                     yield Label("Sample data")
-                    yield TextInput(str(d.get("data") or ""), placeholder="synthetic; or FILE.npz / .npy", id="data",
-                                    compact=True)
+                    yield PathInput(str(d.get("data") or ""), placeholder="synthetic; or FILE.npz / .npy "
+                                    "(ctrl+b: browse)", id="data", compact=True)
                 yield TextCheckbox("Also quantize to INT8 and measure it", bool(d.get("int8", True)), id="int8",
                                    compact=True)
             yield Static("", id="error")
