@@ -214,3 +214,32 @@ async def test_help_opens_at_the_focused_sections_keys(workspace_home, demo_mode
         await wait_for(pilot, lambda: isinstance(app.screen, HelpScreen))
         wheres = [r["where"] for r in app.screen.query_one("#help-table").rows_shown()]
         assert wheres[0] == "Tables" and wheres.index("Optimization") < wheres.index("Everywhere")
+
+
+async def test_a_refused_search_keeps_the_dialog_and_what_was_typed(workspace_home, demo_model, tmp_path):
+    """Issue 30 deliverable 6: a validation error closed the budget dialog and dropped the path typed; and the
+    footer of the screen under a dialog showed keys that do nothing there."""
+    import numpy as np
+
+    from sparsify_tui.tui.optimization.budget import BudgetSearchDialog
+
+    ws, pid = project(demo_model)
+    bad = tmp_path / "wrong.npz"
+    np.savez(bad, nothing=np.zeros((4, 3), np.float32))  # no array for the model's input: the job's check refuses
+    app = SparsifyApp(project=pid, workspace=ws)
+    async with app.run_test(size=(80, 24)) as pilot:
+        await wait_project_open(pilot)
+        footer = app.query_one("KeysFooter")
+        await pilot.press("4", "B")
+        await wait_for(pilot, lambda: isinstance(app.screen, BudgetSearchDialog))
+        dialog = app.screen
+        await wait_for(pilot, lambda: not footer.display)  # the section's keys are not shown under the dialog
+        dialog.query_one("#bsd-data").value = str(bad)
+        await pilot.press("ctrl+r")
+        error = dialog.query_one("#error")
+        await wait_for(pilot, lambda: str(error.render()).strip() != "")
+        assert app.screen is dialog and dialog.query_one("#bsd-data").value == str(bad)
+        assert "Unexpected" not in str(error.render()) and not ws.list_records(pid, "optimizations")[1:]
+        assert not dialog.query_one("#bsd-ok").disabled  # it can be run again once fixed
+        await pilot.press("escape")
+        await wait_for(pilot, lambda: footer.display and app.screen is not dialog)

@@ -115,10 +115,10 @@ class NewProjectDialog(ModalScreen[Optional[str]]):
                              "Symbolic dims (other than the batch) need a value. tab: next field · "
                              "→: complete the path · ctrl+b: browse", id="run-hint", classes="hint")
                 yield Vertical(id="progress-area")
-            with Horizontal(classes="buttons"):
-                yield Button("Cancel", id="cancel", compact=True)
+            with Horizontal(classes="buttons"):  # the actions first, Cancel last (every dialog)
                 yield Button("RUN (ctrl+r)", variant="primary", id="run", compact=True)
                 yield Button("COMPLETE", variant="success", id="complete", compact=True, disabled=True)
+                yield Button("Cancel", id="cancel", compact=True)
 
     async def on_mount(self) -> None:
         self.query_one("#model_path", Input).focus()

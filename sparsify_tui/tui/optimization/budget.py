@@ -25,7 +25,8 @@ from sparsify_tui.text import markup_lines
 from sparsify_tui.text.searches import budget_search_facts, metric_name
 from sparsify_tui.tui.optimization.pane import PaneContext, RecordPane, plot_search, show_trials
 from sparsify_tui.tui.widgets.charts import Plot
-from sparsify_tui.tui.optimization.dialogs import SEARCH_DIALOG_CSS, SearchDialog, search_keys
+from sparsify_tui.tui.optimization.dialogs import SearchDialog, search_keys
+from sparsify_tui.tui.widgets.dialogs import dialog_css
 from sparsify_tui.tui.widgets.tables import Column, FilterableTable
 
 if TYPE_CHECKING:
@@ -127,10 +128,10 @@ class BudgetSearchDialog(SearchDialog):
 
     PREFIX = "bsd"
     TITLE = "Fastest model within an accuracy budget (a job: a new optimization)"
-    DATA_HINT = "FILE.npz (inputs + labels): required; ctrl+b browses"
+    DATA_HINT = "a .npz of inputs + labels (required); ctrl+b"
     INPUT = Input
-    RUN_BUTTON_ID = "bsd-ok"
-    DEFAULT_CSS = SEARCH_DIALOG_CSS.format(name="BudgetSearchDialog")
+    JOB_TYPE = "budget_search"
+    DEFAULT_CSS = dialog_css("BudgetSearchDialog")
     BINDINGS = search_keys("optimization.budget", "budget search")
 
     def more_fields(self) -> list[tuple[str, str, str, str]]:

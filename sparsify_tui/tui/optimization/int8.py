@@ -29,7 +29,8 @@ from sparsify_tui.text.searches import int8_search_facts, metric_name
 from sparsify_tui.tui.optimization.pane import (HINTS, PaneContext, RecordPane, ScheduleEdited, facts_markup,
                                                 plot_search, show_trials)
 from sparsify_tui.tui.widgets.charts import Plot
-from sparsify_tui.tui.optimization.dialogs import SEARCH_DIALOG_CSS, SearchDialog, search_keys
+from sparsify_tui.tui.optimization.dialogs import SearchDialog, search_keys
+from sparsify_tui.tui.widgets.dialogs import dialog_css
 from sparsify_tui.tui.widgets.labels import elide_middle
 from sparsify_tui.tui.widgets.tables import Column, FilterableTable
 from sparsify_tui.tui.widgets.toggles import TextCheckbox, TextSelectionList
@@ -176,9 +177,9 @@ class Int8SearchDialog(SearchDialog):
 
     PREFIX = "i8d"
     TITLE = "INT8 search within an accuracy budget (a job; makes an optimization)"
-    DATA_HINT = "synthetic; or FILE.npz (inputs + labels); ctrl+b browses"
-    RUN_BUTTON_ID = "i8d-ok"
-    DEFAULT_CSS = SEARCH_DIALOG_CSS.format(name="Int8SearchDialog")
+    DATA_HINT = "synthetic, or .npz of inputs + labels; ctrl+b"
+    JOB_TYPE = "int8_search"
+    DEFAULT_CSS = dialog_css("Int8SearchDialog")
     BINDINGS = search_keys("optimization.int8", "INT8 search")
 
     def more_selects(self) -> list[tuple[str, str, list, str]]:

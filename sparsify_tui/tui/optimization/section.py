@@ -49,7 +49,7 @@ from sparsify_tui.tui.optimization.dialogs import CreateOptimizationDialog, Expo
 from sparsify_tui.tui.optimization.int8 import Int8SearchDialog, QuantPane
 from sparsify_tui.tui.optimization.layers import LayersPane
 from sparsify_tui.tui.optimization.messages import (CreateDialogReady, ExportDialogReady, OptimizationChanged,
-                                                    OptimizationsListed, SearchSubmitted)
+                                                    OptimizationsListed)
 from sparsify_tui.tui.optimization.pane import PaneContext, RecordPane, ScheduleEdited, StructurePane
 from sparsify_tui.tui.optimization.schedule import LrPane, TrainingPane, training_stale
 from sparsify_tui.tui.widgets import keys
@@ -424,37 +424,16 @@ class OptimizationSection(Widget):
         return f"{prefix}-{k}"
 
     def action_int8_search(self) -> None:
-        def done(values: Optional[dict]) -> None:
-            if values:
-                self._submit_search("int8_search", values)
-
-        self.app.push_screen(Int8SearchDialog(self._free_name("int8")), done)
+        """`I`: the INT8 search dialog; it submits the job (a refused argument is said in it, the dialog stays)."""
+        self.app.push_screen(Int8SearchDialog(self.project_id, self._free_name("int8")),
+                             lambda job: self._search_started("int8_search", job))
 
     def action_budget_search(self) -> None:
-        """`B`: the budget search dialog (its data file defaults to the selected optimization's search's)."""
+        """`B`: the budget search dialog (its data file defaults to the selected optimization's search's); it
+        submits the job (a refused argument is said in it, the dialog stays open with what was typed)."""
         data = (self.rec.search.data if self.rec is not None and self.rec.search is not None else None) or ""
-
-        def done(values: Optional[dict]) -> None:
-            if values:
-                self._submit_search("budget_search", values)
-
-        self.app.push_screen(BudgetSearchDialog(self._free_name("budget"), data), done)
-
-    @app_work(group="opt-search-submit", description="submit a search job")
-    def _submit_search(self, job_type: str, values: dict) -> None:
-        from sparsify_tui.jobs import submit
-        from sparsify_tui.services.job_settings import budget_settings, int8_settings
-        from sparsify_tui.services.optimizations import check_name_free
-
-        validate = {"int8_search": int8_settings, "budget_search": budget_settings}[job_type]
-        try:
-            s = validate(self.ws.get_project(self.project_id), values)
-            check_name_free(self.ws, self.project_id, s.get("name"))
-            # submit checks the data and labels before a job record exists (jobs.registry.JOB_CHECKS)
-            args = {k: v for k, v in s.items() if k != "dims" and v is not None}
-            post_result(self, SearchSubmitted(job_type, submit(self.ws, self.project_id, job_type, args)))
-        except Exception as err:  # noqa: BLE001 - the answer to the dialog: shown, the app stays up
-            post_result(self, SearchSubmitted(job_type, None, err))
+        self.app.push_screen(BudgetSearchDialog(self.project_id, self._free_name("budget"), data),
+                             lambda job: self._search_started("budget_search", job))
 
     @on(JobProgress.Finished)
     def _search_job_finished(self, event: JobProgress.Finished) -> None:
@@ -468,16 +447,15 @@ class OptimizationSection(Widget):
             self.app.notify(f"{what} finished: {(job.get('result') or {}).get('status')}.", timeout=5)
         self.load_records()
 
-    @on(SearchSubmitted)
-    def _search_submitted(self, message: SearchSubmitted) -> None:
-        if message.error is not None:
-            self.app.show_error(message.error)
+    def _search_started(self, job_type: str, job: Optional[dict]) -> None:
+        """A search dialog submitted ``job`` (None: closed without searching): its progress shows under the list."""
+        if job is None:
             return
-        self.query_one(SectionJobs).follow(message.job)
-        if self.rec is not None and message.job_type == "int8_search":
+        self.query_one(SectionJobs).follow(job)
+        if self.rec is not None and job_type == "int8_search":
             self.query_one("#opt-tabs", ViewTabs).active = "tab-quant"
-        what = SEARCH_JOBS[message.job_type]
-        self.app.notify(f"{what} started (job {message.job.get('id')}): its progress shows under the list (c "
+        what = SEARCH_JOBS[job_type]
+        self.app.notify(f"{what} started (job {job.get('id')}): its progress shows under the list (c "
                         "cancels); the optimization appears when it ends. It keeps running if you quit.")
 
     def action_cancel_job(self) -> None:
