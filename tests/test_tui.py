@@ -132,9 +132,12 @@ async def test_layer_results_filter_and_sort(ws, demo_project):
         assert weight in [r["weight_name"] for r in table.rows_shown()]
         await pilot.press("escape")  # clears the filter
         assert len(table.rows_shown()) == len(nodes)
-        # s cycles the sort column: #, Node id, FLOPs (the numbers come first, next to the node id)
-        for _ in range(3):
-            await pilot.press("s")
+        # s: the columns with their keys (#, Node id, FLOPs: 3); the key sorts, numbers largest first
+        await pilot.press("s")
+        await wait_for(pilot, lambda: type(app.screen).__name__ == "SortMenu")
+        assert "3  FLOPs" in str(app.screen.query_one("#sort-columns").get_option_at_index(2).prompt)
+        await pilot.press("3")
+        await wait_for(pilot, lambda: table.sort_key == "flops")
         flops = [r["flops"] for r in table.rows_shown()]
         assert flops == sorted(flops, reverse=True) and table.sort_key == "flops"
         await pilot.press("S")

@@ -238,6 +238,9 @@ class SparsifyApp(App[int]):
         Binding("question_mark", "help", "Help", id="app.help", tooltip="List every key"),
         Binding("w", "report", "Report", show=False, id="app.report",
                 tooltip="Write a report of the open project (Markdown, HTML or JSON)"),
+        Binding("z", "toggle_list", "List pane", show=False, id="app.toggle_list",
+                tooltip="Hide the list pane of the sections (its width goes to the view: at 80 columns the "
+                        "tables show more columns); again: show it"),
         Binding("escape", "leave_field", "Leave field", id="app.leave_field",
                 tooltip="Leave a text field (then 1-6 and the section keys work again)"),
         Binding("q", "quit", "Quit", id="app.quit", tooltip="Quit sparsify-tui (jobs keep running)"),
@@ -551,6 +554,22 @@ class SparsifyApp(App[int]):
                 ancestor.focus()
                 return
         self.set_focus(None)
+
+    def action_toggle_list(self) -> None:
+        """`z`: hide (or show again) the list pane of every section and comparison (app.tcss ``.list-pane``); the
+        focus leaves a hidden list for the view."""
+        self.toggle_class("-list-collapsed")
+        collapsed = self.has_class("-list-collapsed")
+        focused = self.focused
+        if collapsed and focused is not None and any(a.has_class("list-pane") for a in focused.ancestors_with_self):
+            widget = self.current_section_widget()
+            view = getattr(widget, "current_view", lambda: None)() if widget is not None else None
+            target = next((w for w in (view.query("*") if view is not None else []) if w.focusable), None)
+            if target is None and widget is not None:
+                target = next((w for w in widget.query("*") if w.focusable and not any(
+                    a.has_class("list-pane") for a in w.ancestors_with_self)), None)
+            self.set_focus(target)
+        self.notify("List pane hidden: z shows it again." if collapsed else "List pane shown.", timeout=2)
 
     def action_help(self) -> None:
         from sparsify_tui.tui.help import HelpScreen

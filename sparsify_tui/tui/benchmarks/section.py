@@ -295,7 +295,7 @@ class BenchmarksSection(RecordListSection):
     # -- layout ----------------------------------------------------------------------------
     def compose(self) -> ComposeResult:
         with Horizontal():
-            with Vertical(id="bench-left"):
+            with Vertical(id="bench-left", classes="list-pane"):
                 yield Static("Benchmarks, newest first", classes="pane-title")
                 yield from self.compose_list()
             with Vertical(id="bench-right"):

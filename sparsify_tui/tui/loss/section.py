@@ -323,7 +323,7 @@ class LossSection(ViewKeys, RecordListSection):
 
     def compose(self) -> ComposeResult:
         with Horizontal():
-            with Vertical(id="loss-pane"):
+            with Vertical(id="loss-pane", classes="list-pane"):
                 yield Static("Loss profiles", classes="pane-title")
                 yield from self.compose_list()
             yield Vertical(LossProfileView(self.project_id, APPROX_ID), id="loss-view")

@@ -137,7 +137,7 @@ class OptimizationCompareScreen(ModalScreen[None]):
         with Vertical():
             yield Static("Compare optimizations  [dim](escape: back)[/dim]", id="ocmp-title")
             with Horizontal():
-                with Vertical(id="ocmp-left"):
+                with Vertical(id="ocmp-left", classes="list-pane"):
                     yield TextSelectionList[str](id="ocmp-list")
                     yield Static("space: check", classes="hint")
                 with ViewTabs(initial="settings"):
@@ -245,4 +245,5 @@ class OptimizationCompareScreen(ModalScreen[None]):
         self.action_tab(keys.cycle(["settings", "layers", "measured"], self.query_one(ViewTabs).active, step))
 
     def action_focus_list(self) -> None:
+        self.app.remove_class("-list-collapsed")  # `p` shows the list again if `z` hid it
         self.query_one("#ocmp-list", SelectionList).focus()

@@ -158,10 +158,10 @@ class OptimizationSection(Widget):
     # ---------------------------------------------------------------------------------- layout
     def compose(self) -> ComposeResult:
         with Horizontal():
-            with Vertical(id="opt-left"):
+            with Vertical(id="opt-left", classes="list-pane"):
                 yield Static("Optimizations", classes="title")
                 yield OptionList(id="opt-list")
-                yield Static("n new · C copy\ne export · d del\n= compare · B budget\nI INT8 search", classes="hint")
+                yield Static("n new · C copy\ne export · d del\n= compare\nB budget · I INT8", classes="hint")
                 yield SectionJobs(self.project_id, SEARCH_JOBS, section="optimization", id="opt-jobs")
             with Vertical(id="opt-main"):
                 yield Static("", id="opt-header")
@@ -410,7 +410,7 @@ class OptimizationSection(Widget):
         for key, text in pane.estimate_texts(rec).items():
             self.query_one(f"#est-{key}-text", Static).update(text)
         self.query_one("#sparsity-chart", BarChart).set_data(
-            [l.weight_name for l in rec.layers], [float(l.sparsity or 0) for l in rec.layers],
+            [l.node_id or l.weight_name for l in rec.layers], [float(l.sparsity or 0) for l in rec.layers],
             title=pane.chart_title(rec))
 
     def _unquiet(self) -> None:
@@ -577,10 +577,11 @@ class OptimizationSection(Widget):
             value = float(text) if text else None
             self._set_override(self.rec.id, layer.weight_name, value)
 
-        self.app.push_screen(SparsityDialog(layer.weight_name, float(layer.sparsity or 0)), done)
+        self.app.push_screen(SparsityDialog(layer.node_id or layer.weight_name, float(layer.sparsity or 0)), done)
 
     # ---------------------------------------------------------------------------------- actions
     def action_focus_list(self) -> None:
+        self.app.remove_class("-list-collapsed")  # `p` shows the list again if `z` hid it
         self.query_one("#opt-list").focus()
 
     def action_new(self) -> None:
@@ -701,7 +702,7 @@ class OptimizationSection(Widget):
         layer = self._current_layer()
         if layer is not None:
             pane = structure_pane(self.rec)
-            self.app.push_screen(RecordDialog(f"{layer.weight_name} · {layer.op_type}",
+            self.app.push_screen(RecordDialog(f"{layer.node_id or layer.weight_name} · {layer.op_type}",
                                               pane.layer_record(self.rec, layer)))
 
     def action_sync_training(self) -> None:

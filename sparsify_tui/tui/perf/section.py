@@ -282,7 +282,7 @@ class PerfSection(ViewKeys, RecordListSection):
 
     def compose(self) -> ComposeResult:
         with Horizontal():
-            with Vertical(id="profile-pane"):
+            with Vertical(id="profile-pane", classes="list-pane"):
                 yield Static("Profiles", classes="pane-title")
                 yield from self.compose_list()
             # the measured view is mounted with the section (most projects open on a measured profile) and the

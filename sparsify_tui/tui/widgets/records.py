@@ -206,6 +206,7 @@ class RecordListSection(Widget):
         self.option_list.focus()
 
     def action_focus_list(self) -> None:
+        self.app.remove_class("-list-collapsed")  # `p` shows the list again if `z` hid it
         self.focus_default()
 
     # -- the list ---------------------------------------------------------------------------------------
