@@ -56,7 +56,7 @@ def section_steps(project_row: int) -> list[tuple[str, list[str]]]:
         # Performance
         ("perf: main/table/chart", ["2", "m", "l", "g"]),
         ("perf: list moves", ["p", D, D, U, U]),
-        ("perf: layer table keys", ["l", "/", "conv", N, "s", "s", "S", "o", E, E]),
+        ("perf: layer table keys", ["l", "/", "conv", N, "s", "3", "S", "s", E, "o", E, E]),
         ("perf: chart keys", ["g", "+", "+", "-", "t", "t", "v", "v", "y", "y"]),
         ("perf: tabs", ["p"] + tabs),
         ("perf: inspect", ["p", "i", E]),
@@ -70,7 +70,7 @@ def section_steps(project_row: int) -> list[tuple[str, list[str]]]:
         # Loss
         ("loss: main/table/chart", ["3", "m", "l", "g"]),
         ("loss: level and int8", ["g", "]", "]", "[", "y", "y", "v", "t", "t"]),
-        ("loss: layer table keys", ["l", "/", "conv", N, "s", "S", "o", E, E]),
+        ("loss: layer table keys", ["l", "/", "conv", N, "s", "2", "S", "o", E, E]),
         ("loss: tabs", ["p"] + tabs),
         ("loss: inspect/compare", ["p", "i", E, "=", E]),
         ("loss: new dialog", ["p", "n", T, E, E]),

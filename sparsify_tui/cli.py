@@ -2,6 +2,7 @@
 
 * ``sparsify-tui`` opens the TUI on the projects screen.
 * ``sparsify-tui MODEL.onnx`` creates (or reopens) a project for that model, then opens the TUI on it.
+* ``sparsify-tui PROJECT`` (a project's name or id) opens the TUI on that project.
 * ``sparsify-tui COMMAND ...`` runs a headless command; see ``sparsify-tui --help``.
 * The TUI needs a terminal: with stdin or stdout not a TTY (``sparsify-tui | tee log``) it refuses with one
   line (``demo`` runs headless instead).
@@ -91,19 +92,43 @@ def recover_on_start() -> None:
         pass
 
 
-def _run_tui(model: Optional[str], no_mouse: bool) -> int:
-    from sparsify_tui.errors import SparsifyError
+def tui_target(ws, ref: Optional[str]) -> tuple[Optional[str], Optional[str]]:
+    """What ``sparsify-tui REF`` opens: ``(model path, None)`` for a model file, ``(None, project id)`` for a project's
+    name or id. A path with a folder in it, an ``.onnx`` name or a file that exists is a model; else a project of
+    that name or id; else :class:`~sparsify_tui.errors.SparsifyError` (one line, with the fix)."""
+    import os
+    from pathlib import Path
 
+    from sparsify_tui.errors import RecordNotFound, SparsifyError
+
+    if ref is None:
+        return None, None
+    if os.sep in ref or ref.lower().endswith(".onnx"):
+        return ref, None
+    try:
+        return None, ws.project_entry(ref)["id"]
+    except RecordNotFound:
+        pass
+    if Path(ref).expanduser().exists():
+        return ref, None
+    raise SparsifyError(f"{ref!r} is neither a project (by name or id) nor a model file: `sparsify-tui list` shows "
+                        "the projects; give the path of an .onnx file to start a new one")
+
+
+def _run_tui(ref: Optional[str], no_mouse: bool) -> int:
+    from sparsify_tui.errors import SparsifyError
+    from sparsify_tui.store import Workspace
+
+    ws = Workspace()
+    ws.check_root()  # a bad SPARSIFY_TUI_HOME is one line here, not a dialog in a half-drawn app
+    model, project = tui_target(ws, ref)
     problem = terminal_problem()
     if problem:
         raise SparsifyError(f"the TUI needs a terminal ({problem}): run sparsify-tui without a pipe or "
                             "redirection, or use a command such as `sparsify-tui list` (see --help)")
-    from sparsify_tui.store import Workspace
-
-    Workspace().check_root()  # a bad SPARSIFY_TUI_HOME is one line here, not a dialog in a half-drawn app
     from sparsify_tui.tui.app import run_app
 
-    return run_app(model=model, mouse=not no_mouse)
+    return run_app(model=model, project=project, mouse=not no_mouse)
 
 
 def main(argv: Optional[Sequence[str]] = None) -> int:
@@ -112,7 +137,8 @@ def main(argv: Optional[Sequence[str]] = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser()
     known = parser.get_default("command_names")
-    # `sparsify-tui MODEL.onnx` (a path, not a command) opens the TUI on that model's project.
+    # `sparsify-tui MODEL.onnx` (a path, not a command) opens the TUI on that model's project; `sparsify-tui NAME`
+    # on the project of that name or id
     positional = [a for a in argv if not a.startswith("-")]
     try:
         if not positional or positional[0] not in known:

@@ -24,15 +24,44 @@ def format_count(value: Any, sep: str = " ", none: str = "") -> str:
 
 
 def format_bytes(n: Any, none: str = "") -> str:
-    """Bytes in binary units: 512 -> ``"512 B"``, 1536 -> ``"1.5 KiB"`` (KiB = 1024 B ... TiB); None -> ``none``."""
+    """A size in MB (1 MB = 10**6 bytes: one size unit on every screen, in the CLI and the README), two decimals:
+    705123 -> ``"0.71 MB"``, 6756831 -> ``"6.76 MB"``; None -> ``none``."""
     if n is None:
         return none
-    n = float(n)
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if abs(n) < 1024:
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024
-    return f"{n:.1f} TiB"
+    return f"{float(n) / 1e6:.2f} MB"
+
+
+def format_percent(value: Any, none: str = "") -> str:
+    """A fraction 0..1 as a percentage with two decimals: 0.1875 -> ``"18.75%"``; None or "" -> ``none``."""
+    if value is None or value == "":
+        return none
+    return f"{float(value) * 100:.2f}%"
+
+
+def format_x(value: Any, none: str = "-") -> str:
+    """A factor (speedup, reduction): two decimals and ×: 2.368 -> ``"2.37×"``; None -> ``none``."""
+    return none if value is None else f"{float(value):.2f}×"
+
+
+def format_value(value: Any, unit: str = "") -> str:
+    """A value in its unit, with the unit's fixed decimals: ``"ms"`` :func:`format_ms` + " ms", ``"x"``
+    :func:`format_x`, ``"MB"`` (a value already in MB) two decimals + " MB", ``"%"`` (a fraction 0..1)
+    :func:`format_percent`, ``""`` 4 significant digits; yes/no for booleans, ``"-"`` for None, text as is."""
+    if value is None:
+        return "-"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if not isinstance(value, (int, float)):
+        return str(value)
+    if unit == "ms":
+        return f"{format_ms(value)} ms"
+    if unit == "x":
+        return format_x(value)
+    if unit == "MB":
+        return f"{value:.2f} MB"
+    if unit == "%":
+        return format_percent(value)
+    return f"{value:.4g}" if isinstance(value, float) else str(value)
 
 
 def format_fixed(value: Any, spec: str = ".2f", none: str = "n/a") -> str:

@@ -105,10 +105,13 @@ def fake_isa(request, monkeypatch) -> str:
 
 @pytest.fixture
 def snapshot(snapshot):
-    """syrupy's snapshot, named after the test function alone: the ``fake_isa`` runs of one snapshot test
-    compare against ONE stored SVG, so a screen that differs between an AVX2 and an AVX-512 machine fails."""
+    """syrupy's snapshot, named without the ``fake_isa`` parameter: the runs of one snapshot test under each ISA
+    compare against ONE stored SVG, so a screen that differs between an AVX2 and an AVX-512 machine fails. Other
+    parameters stay in the name (``test_x[budget_metric]``: one SVG per case)."""
     loc = snapshot.test_location
-    loc.testname = loc.methodname
+    name = loc.testname
+    kept = [p for p in name[name.index("[") + 1:-1].split("-") if p not in FAKE_ISAS] if "[" in name else []
+    loc.testname = f"{loc.methodname}[{'-'.join(kept)}]" if kept else loc.methodname
     return snapshot
 
 

@@ -57,12 +57,15 @@ def _words(text: str) -> list[str]:
 def _plain(widget) -> str:
     """The full text a Static or Label is given (what it would show with room enough); "" for a visual that is no
     text (a Rich table lays itself out)."""
+    full = getattr(widget, "full_text", None)  # a FittedLabel: the text as given, before its words were fitted
+    if isinstance(full, str):
+        return full
     plain = getattr(widget.render(), "plain", None)
     return plain if isinstance(plain, str) else ""
 
 
 def cut_text(app) -> list[str]:
-    """Every place on the top screen where text is cut: a Static or Label whose shown lines end (or start) inside
+    """Every place on the top screen where text is cut: a Static, Label or notification whose shown lines end (or start) inside
     a word of its full text (``"…measured: not yet (a Benchmarks run with this"`` is cut when the text goes on:
     words left out), and a list option whose line wrapped (``"baseline (b1,"`` / ``"2c)"``). A word shortened with
     ``…`` counts as cut; a whole word followed by ``…``, or a path elided in the middle (``/wor…/opt1.onnx``, both
@@ -74,7 +77,8 @@ def cut_text(app) -> list[str]:
     for widget, (region, clip) in visible.items():
         if not widget.display or region.area == 0:
             continue
-        ours = type(widget).__module__.startswith(("sparsify_tui", "textual.widgets._static", "textual.widgets._label"))
+        ours = type(widget).__module__.startswith(("sparsify_tui", "textual.widgets._static", "textual.widgets._label",
+                                                   "textual.widgets._toast"))  # and every notification
         if isinstance(widget, (Static, Label)) and ours:
             full = _plain(widget)
             if not full.strip():

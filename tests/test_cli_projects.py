@@ -164,3 +164,22 @@ def test_not_a_terminal_the_tui_refuses_and_the_demo_runs_headless(cli):
     assert r.returncode == 0, r.stderr
     assert "running the demo headless" in r.stderr
     assert r.stdout.startswith("demo (") and "ppocr_cls.onnx" in r.stdout and "\x1b[" not in r.stdout
+
+
+def test_a_project_name_or_id_opens_that_project(cli, workspace_home, demo_model):
+    """`sparsify-tui cls` with `cls` a project's name (or its id) opens that project; it said "cls does not exist:
+    check the path of the .onnx file". A word that is neither: one line naming both fixes, exit 2."""
+    from sparsify_tui.cli import tui_target
+    from sparsify_tui.store import Workspace
+
+    pid = json.loads(cli("create", str(demo_model), "--name", "cls", "--dim", "x:2=48", "--dim", "x:3=192",
+                         "--json").stdout)["id"]
+    ws = Workspace()
+    assert tui_target(ws, "cls") == (None, pid)
+    assert tui_target(ws, "CLS") == (None, pid)
+    assert tui_target(ws, pid) == (None, pid)
+    assert tui_target(ws, str(demo_model)) == (str(demo_model), None)
+    assert tui_target(ws, "new.onnx") == ("new.onnx", None)
+    r = cli("nosuch", ok=False)
+    assert r.returncode == 2 and r.stderr.strip().count("\n") == 0
+    assert "neither a project" in r.stderr and "sparsify-tui list" in r.stderr

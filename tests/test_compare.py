@@ -210,7 +210,7 @@ def test_optimizations_side_by_side(capsys, ws, demo_model):
     assert d["measured"] == [{"applied": None, "benchmarks": []}] * 2
     assert main(["compare", "demo", "--optimizations", "opt,opt v2"]) == 0
     out = capsys.readouterr().out
-    assert "*  sparsity" in out and "not applied" in out
+    assert "*  sparsity" in out and "applied: not yet" in out
     assert "two or more" in run_error(capsys, "compare", "demo", "--optimizations", "opt")
 
 

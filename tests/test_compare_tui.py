@@ -165,7 +165,7 @@ async def test_optimizations_side_by_side(ws, demo_model):
         assert layers.all_rows[0]["diff"] == "*"
         await pilot.press("less_than_sign")  # `<` twice from Layers: Settings, then Measured (it wraps)
         await pilot.press("less_than_sign")
-        assert "not applied" in str(screen.query_one("#ocmp-measured").render())
+        assert "Applied: not yet" in str(screen.query_one("#ocmp-measured").render())
         await pilot.press("p", "down", "space")  # uncheck one: nothing to compare
         await wait_for(pilot, lambda: "two or more" in str(screen.query_one("#ocmp-status").render()))
         await pilot.press("escape")

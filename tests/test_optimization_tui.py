@@ -111,8 +111,7 @@ def test_create_edit_export_flow(workspace_home, demo_model, tmp_path):
             await wait_for(pilot, lambda: inp.has_focus)
             # the inputs are as wide as their content: focused, they still show every digit
             assert inp.size.width >= len(inp.value) + 1
-            inp.value = "0.6"
-            await pilot.press("enter")
+            await pilot.press("enter", "0", ".", "6", "enter")  # enter edits (the text selected), enter applies
             await wait_for(pilot, lambda: stored(ws, pid)["tui opt"]["settings"]["sparsity"] == 0.6)
             rec = stored(ws, pid)["tui opt"]
             assert rec["overrides"] == {layer: 0.5}
@@ -179,14 +178,16 @@ def test_copy_quantization_and_lr_edit(workspace_home, demo_model):
             sec.query_one("#opt-tabs").active = "tab-lr"
             await pilot.pause(0.1)
             ta = sec.query_one("#lr-text")
-            # focus first, as a user does: a refresh still pending from the exclusion edit reloads the text
-            # only while the editor is not focused
+            # focus and enter first, as a user does: a refresh still pending from the exclusion edit reloads the
+            # text only while the editor is not being edited
             for _ in range(200):  # the LR tab may still be appearing: focus once it can take focus
                 ta.focus()
                 await pilot.pause(0.05)
                 if ta.has_focus:
                     break
             assert ta.has_focus
+            await pilot.press("enter")
+            await wait_for(pilot, lambda: ta.editing)
             ta.load_text("set 0 lr=0.05\nstep 2-30 lr=0.05 step=5 gamma=0.5")
             await pilot.pause(0.1)
             await pilot.press("ctrl+s")

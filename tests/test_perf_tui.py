@@ -254,9 +254,7 @@ async def test_a_profile_stored_by_another_process_shows_while_the_section_is_op
     Performance section shows a measured profile is listed, and shown when the user has not picked one; the view
     is reused, and switching between measured profiles and FLOPS back and forth in one frame does not crash."""
     from sparsify_tui.tui.perf.profile import PerfProfileView
-    from sparsify_tui.tui.perf.section import PerfSection
 
-    monkeypatch.setattr(PerfSection, "POLL_SECONDS", 0.5)  # the list is read again every 5 s: sooner here
     pid, prof = seed(ws, demo_model)
     exported = tmp_path / "perf1.json"
     _cli("profile", "export", pid, "perf1", "-o", str(exported))

@@ -571,9 +571,10 @@ def test_perf_profile_summary_is_one_wording_in_the_cli_and_the_tui():
         prof = PerfProfile.from_dict(doc)
         cli = [line.strip() for line in format_profile(prof).split("\n\n")[0].splitlines()]
         tui = _tui_plain(model_summary_text(prof, "0.9"))
-        assert len(cli) == 7 and cli[4].startswith("est. pruned speedup: ") and tui[4].startswith("est. pruned 0.9: ")
+        assert len(cli) == 8 and cli[5].startswith("est. pruned speedup: ") and tui[5].startswith("est. pruned 0.9: ")
+        assert cli[1].startswith("inputs: ")  # the shapes it ran at (a model with symbolic dims said none)
         warnings = len(prof.warnings or [])
-        assert cli[:4] + cli[5:] == tui[:4] + tui[5:len(tui) - 1 - warnings] + tui[-1:], doc["profile"]["name"]
+        assert cli[:5] + cli[6:] == tui[:5] + tui[6:len(tui) - 1 - warnings] + tui[-1:], doc["profile"]["name"]
 
 
 def test_search_heads_are_one_wording_in_the_cli_and_the_tui(tmp_path):

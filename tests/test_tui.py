@@ -132,9 +132,12 @@ async def test_layer_results_filter_and_sort(ws, demo_project):
         assert weight in [r["weight_name"] for r in table.rows_shown()]
         await pilot.press("escape")  # clears the filter
         assert len(table.rows_shown()) == len(nodes)
-        # s cycles the sort column: #, Node id, FLOPs (the numbers come first, next to the node id)
-        for _ in range(3):
-            await pilot.press("s")
+        # s: the columns with their keys (#, Node id, FLOPs: 3); the key sorts, numbers largest first
+        await pilot.press("s")
+        await wait_for(pilot, lambda: type(app.screen).__name__ == "SortMenu")
+        assert "3  FLOPs" in str(app.screen.query_one("#sort-columns").get_option_at_index(2).prompt)
+        await pilot.press("3")
+        await wait_for(pilot, lambda: table.sort_key == "flops")
         flops = [r["flops"] for r in table.rows_shown()]
         assert flops == sorted(flops, reverse=True) and table.sort_key == "flops"
         await pilot.press("S")
@@ -186,12 +189,13 @@ async def test_settings_edit_and_bad_value(ws, demo_project):
         assert project["description"] == "ocr direction classifier"
         assert project["training"] == {"optimizer": "AdamW", "epochs": 30, "init_lr": 0.05, "final_lr": 0.0001}
         await wait_for(pilot, lambda: "renamed" in app.sub_title)
-        # a bad value: error dialog, nothing saved, the app stays up
+        # a bad value: said under the form (issue 30: in place, no dialog), nothing saved, the edit kept
         app.query_one("#settings #final_lr").value = "-1"
         await pilot.press("ctrl+s")
-        await wait_for(pilot, lambda: isinstance(app.screen, ErrorDialog))
+        line = app.query_one("#settings #settings-error")
+        await wait_for(pilot, lambda: "Not saved" in line.text and "final_lr" in line.text)
         assert ws.get_project(demo_project["id"])["training"]["final_lr"] == 0.0001
-        await pilot.press("escape")
+        assert app.query_one("#settings #final_lr").value == "-1" and len(app.screen_stack) == 1
         assert app.section == "settings"
 
 
@@ -423,7 +427,9 @@ async def test_keymap_file_remaps_a_binding(ws):
 
 
 async def test_path_completion_and_browser_filter(tmp_path):
-    from sparsify_tui.tui.new_project.dialog import OnnxTree, PathSuggester
+    from types import SimpleNamespace
+
+    from sparsify_tui.tui.widgets.paths import SAMPLE_DATA, FileTree, PathSuggester
 
     (tmp_path / "models").mkdir()
     (tmp_path / "models" / "resnet50.onnx").write_bytes(b"x")
@@ -433,8 +439,15 @@ async def test_path_completion_and_browser_filter(tmp_path):
     assert await suggester.get_suggestion(str(tmp_path / "mo")) == str(tmp_path / "models") + "/"
     assert await suggester.get_suggestion(str(tmp_path / "models" / "r")) == str(tmp_path / "models" / "resnet50.onnx")
     assert await suggester.get_suggestion(str(tmp_path / "nothing")) is None
-    shown = OnnxTree.filter_paths(None, list(tmp_path.iterdir()) + list((tmp_path / "models").iterdir()))
+    shown = FileTree.filter_paths(SimpleNamespace(suffixes=(".onnx",)),
+                                  list(tmp_path.iterdir()) + list((tmp_path / "models").iterdir()))
     assert sorted(p.name for p in shown) == ["models", "resnet50.onnx"]
+    # a sample-data field completes and lists .npz / .npy files, not models (issue 30)
+    (tmp_path / "models" / "rotated.npz").write_bytes(b"x")
+    data = PathSuggester(SAMPLE_DATA)
+    assert await data.get_suggestion(str(tmp_path / "models" / "r")) == str(tmp_path / "models" / "rotated.npz")
+    shown = FileTree.filter_paths(SimpleNamespace(suffixes=SAMPLE_DATA), list((tmp_path / "models").iterdir()))
+    assert [p.name for p in shown] == ["rotated.npz"]
 
 
 async def test_open_bad_model_path_shows_error_and_stays_up(ws, demo_model, tmp_path):

@@ -9,7 +9,7 @@ import time
 import pytest
 from textual.binding import Binding
 from textual.geometry import Region
-from textual.widgets import (Input, Select, TextArea)
+from textual.widgets import (Input, TextArea)
 
 from sparsify_tui.services import optimizations
 from sparsify_tui.services.projects import create_project
@@ -95,7 +95,9 @@ async def test_every_footer_fits_80_columns_with_help_and_quit(project):
             for _step in range(3):  # the section's first focus, then two tab stops further
                 shown = footer(app)
                 text = shown.text
-                if isinstance(app.focused, (Input, TextArea, Select)):  # q and ? type into a text field
+                # q and ? type into a text field that takes the keys typed; a section's field takes them only
+                # while it is edited (enter), so the section's and the app's keys work on it
+                if isinstance(app.focused, (Input, TextArea)) and getattr(app.focused, "editing", None) is None:
                     assert "Leave field" in text, (section, text)
                 else:
                     assert "? Help" in text and "q Quit" in text, (section, text)
@@ -164,11 +166,9 @@ async def test_every_tab_stop_is_visible_and_shows_its_focus(workspace_home, dem
     in both themes and under NO_COLOR."""
     from seeded_workspace import seed_demo
 
-    from sparsify_tui.tui.widgets.records import RecordListSection
-
-    # the lists are read again every 5 s, and one that finds nothing focused focuses itself: not while a stop is
-    # drawn unfocused here
-    monkeypatch.setattr(RecordListSection, "POLL_SECONDS", 600.0)
+    # a list read again (the project's change stamp moved) focuses itself when it finds nothing focused: not while
+    # a stop is drawn unfocused here
+    monkeypatch.setattr(SparsifyApp, "WATCH_SECONDS", 600.0)
     if no_color:
         monkeypatch.setenv("NO_COLOR", "1")
     ws = Workspace()

@@ -29,9 +29,7 @@ STEPS = [
 async def test_no_text_is_cut_in_any_section_or_dialog(workspace_home, demo_model, monkeypatch, size):
     from seeded_workspace import seed_demo
 
-    from sparsify_tui.tui.widgets.records import RecordListSection
-
-    monkeypatch.setattr(RecordListSection, "POLL_SECONDS", 600.0)
+    monkeypatch.setattr(SparsifyApp, "WATCH_SECONDS", 600.0)
     ws = Workspace()
     pid = seed_demo(ws, demo_model)
     app = SparsifyApp(project=pid, workspace=ws)
@@ -53,4 +51,49 @@ async def test_no_text_is_cut_in_any_section_or_dialog(workspace_home, demo_mode
                 while len(app.screen_stack) > 1:
                     await pilot.press("escape")
                     await pilot.pause(0.2)
+    assert not problems, "\n".join(problems)
+
+
+#: a step name as long as a node id gets ("deepc" / "opy_124" was shown folded under the list)
+LONG_STEP = "one-shot deepcopy_124_conv_features.13.conv.0.0_weight_quantized 3/10"
+LONG_PATH = "/home/engineer/.local/share/sparsify-tui/projects/0a1b2c3d4e/optimized/budget-1.onnx"
+
+
+@pytest.mark.parametrize("size", [(80, 24), (120, 40)])
+async def test_no_word_is_cut_in_job_progress_and_notifications(workspace_home, demo_model, monkeypatch, size):
+    """A running job's progress under a section's list and a notification naming a long path: every word whole
+    or elided in its middle, never folded across two lines."""
+    import os
+
+    from seeded_workspace import seed_demo
+
+    monkeypatch.setattr(SparsifyApp, "WATCH_SECONDS", 600.0)
+    ws = Workspace()
+    pid = seed_demo(ws, demo_model)
+    ws.add_job({"id": "j0123456789", "project_id": pid, "type": "loss_profile", "status": "running",
+                "pid": os.getpid(), "title": "loss profile 'budget search channel sensitivity'",
+                "args": {"name": "budget search channel sensitivity"}, "created": "2026-01-01T00:00:00+00:00",
+                "progress": {"step": LONG_STEP, "fraction": 0.3, "eta_s": 75}})
+    loss = ws.list_records(pid, "loss_profiles")[0]
+    name = "budget search channel sensitivity"
+    ws.update_record(pid, "loss_profiles", loss["id"], name=name)
+    app = SparsifyApp(project=pid, workspace=ws)
+    async with app.run_test(size=size, notifications=True) as pilot:
+        await wait_for(pilot, lambda: app.section == "perf" and app.focused is not None)
+        await pilot.press("3")
+        await wait_for(pilot, lambda: app.query("#loss JobProgress") and "deep" in str(
+            app.query_one("#loss JobProgress #job-status").render()))
+        await pilot.pause(0.5)
+        problems = cut_text(app)
+        # the list shows the name's whole words, then … ("budg…earch" joined the ends of two words)
+        option = str(app.query_one("#loss #loss-list").get_option(loss["id"]).prompt)
+        assert all(word in name.split() for word in option.split("…")[0].split()), option
+        app.notify(f"Applied: wrote {LONG_PATH} (3 groups thinned)", timeout=30)
+        app.notify(f"Benchmark finished: {LONG_STEP}", severity="warning", timeout=30)
+        await wait_for(pilot, lambda: len(app.screen.query("Toast")) == 2)
+        await pilot.pause(0.5)
+        # the notifications (the text under them is checked above: they cover some of it now)
+        problems += [p for p in cut_text(app) if p.startswith("Toast")]
+        shown = "\n".join(strip.text for strip in app.screen._compositor.render_strips())
+        assert "budget-1.onnx" in shown, shown  # the file name of the path shows whole
     assert not problems, "\n".join(problems)

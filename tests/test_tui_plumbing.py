@@ -111,9 +111,7 @@ class FailingWorkspace(Workspace):
 
 
 async def test_a_worker_failure_shows_one_error_dialog_and_the_app_stays_up(workspace_home, project, monkeypatch):
-    from sparsify_tui.tui.perf.section import PerfSection
-
-    monkeypatch.setattr(PerfSection, "POLL_SECONDS", 600.0)  # one failing list read, not one per poll
+    monkeypatch.setattr(SparsifyApp, "WATCH_SECONDS", 0.2)  # still one failing list read, not one per look
     hook = Recorder()
     app = SparsifyApp(project=project["id"], workspace=FailingWorkspace())
     async with app.run_test(size=SIZE, message_hook=hook) as pilot:

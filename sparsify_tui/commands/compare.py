@@ -150,15 +150,9 @@ def format_loss(cmp, top: int = 30) -> str:
 
 
 def _val(v, unit: str = "") -> str:
-    if v is None:
-        return "-"
-    if isinstance(v, bool):
-        return "yes" if v else "no"
-    if isinstance(v, float):
-        if unit == "x":
-            return f"{v:.2f}x"
-        return f"{v:.4g}"
-    return str(v)
+    from sparsify_tui.formatting import format_value
+
+    return format_value(v, unit)
 
 
 def format_optimizations(cmp, top: int = 30) -> str:
@@ -186,18 +180,10 @@ def format_optimizations(cmp, top: int = 30) -> str:
                      + ("  ".join(f"{k}: {' / '.join(_val(v) for v in vals)}" for k, vals in r.extra.items()),)
                      for r in shown], set(range(2, 2 + len(names))))
     lines += ["", "measured:"]
+    from sparsify_tui.text import cli_lines
+    from sparsify_tui.text.comparison import measured_facts
+
     for name, m in zip(names, cmp.measured):
-        a = m.get("applied")
-        if a:
-            d = a.get("output_diff") or {}
-            lines.append(f"  {name}: applied{' (stale: settings changed since)' if a.get('stale') else ''}, "
-                         f"file {a.get('file_size_bytes')} B, output NMSE {_f(d.get('nmse'), '.3g')}, "
-                         f"max |diff| {_f(d.get('max_abs'), '.3g')}, top-1 agreement {_f(d.get('top1_agreement'), '.3f')}")
-        else:
-            lines.append(f"  {name}: not applied")
-        for b in m.get("benchmarks") or []:
-            lines.append(f"    benchmark {b['benchmark']!r}: batch {b['batch_size']}, {b['core_count']} cores: "
-                         f"median {b['median_ms']:.3f} ms, {b['items_per_second']:.1f} items/s, "
-                         f"speedup {b['speedup']:.2f}x (measured)")
+        lines += [f"  {name}:"] + cli_lines(measured_facts(m), "    ")
     lines += [f"note: {n}" for n in cmp.notes]
     return "\n".join(lines)

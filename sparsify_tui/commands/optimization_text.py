@@ -76,11 +76,13 @@ def _search_lines(facts: list, s, head: str, columns) -> list:
     speedup vs FP32, note."""
     from sparsify_tui.formatting import format_fixed as _fmt
 
-    lines = cli_lines(facts) + ["  " + head]
+    top1 = s.metric == "top1"  # the value is a drop of top-1 accuracy, shown in points (as the head says it)
+    lines = cli_lines(facts) + ["  " + head.replace("metric      ", f"{'drop (pts)' if top1 else s.metric:<12}")]
     for t in s.trials:
         mark = "*" if t.index == s.chosen else " "
         score = f"{s.metric_label} {t.score:.4g}; " if getattr(t, "score", None) is not None else ""
-        lines.append(f"{mark} {t.index:>4}  {columns(t)}{t.metric_value:<10.4g}  "
+        value = f"{t.metric_value * 100:<10.1f}" if top1 else f"{t.metric_value:<10.4g}"
+        lines.append(f"{mark} {t.index:>4}  {columns(t)}{value}  "
                      f"{'yes' if t.within_budget else 'no ':<6}  {_fmt(t.median_ms, '.3f'):>9}  "
                      f"{(_fmt(t.speedup) + 'x') if t.speedup is not None else 'n/a':>7}  {score}{t.note}")
     lines.append("  (* = chosen: the fastest trial within budget)")

@@ -39,5 +39,7 @@ def cmd_report(args) -> int:
         sys.stdout.write(report.render_report(ws, args.project, fmt, top=args.top, level=args.level))
         return 0
     res = report.write_report(ws, args.project, args.output, args.format, top=args.top, level=args.level)
-    print(f"wrote {res['format']} report ({res['bytes']} bytes) to {res['path']}", file=sys.stderr)
+    from sparsify_tui.formatting import format_bytes
+
+    print(f"wrote {res['format']} report ({format_bytes(res['bytes'])}) to {res['path']}", file=sys.stderr)
     return 0

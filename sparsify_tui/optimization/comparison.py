@@ -26,7 +26,7 @@ ESTIMATE_ROWS = (
     ("params_compression", "params compression", "x"),
     ("est_size_mb", "est. weights MB", "MB"),
     ("avg_sparsity", "average sparsity (params-weighted)", ""),
-    ("est_recovery", "est. recovery (heuristic)", ""),
+    ("est_recovery", "est. recovery (heuristic)", "%"),
 )
 _BASE_ROW_FIELDS = {f.name for f in fields(LayerRow)}
 
@@ -38,7 +38,8 @@ def _differs(values: Sequence[Any]) -> bool:
 
 @dataclass
 class ValueRow:
-    """One compared quantity: ``key``, ``label``, ``unit`` ("ms", "x", "MB" or ""), one value per optimization
+    """One compared quantity: ``key``, ``label``, ``unit`` ("ms", "x", "MB", "%" (a fraction shown as a percentage)
+    or ""), one value per optimization
     (None when it has none) and ``differs``."""
 
     key: str

@@ -188,6 +188,26 @@ def change_training(rec: Optimization, training: Dict[str, Any]) -> Optimization
     return evaluate(rec)
 
 
+def changed_epochs(rec: Optimization, epochs: Dict[str, Any]) -> Dict[str, Any]:
+    """``rec``'s epoch plan (as a dict) with ``epochs`` changed (None values skipped), checked: raises
+    :class:`ProjectError` (one line, the rule) unless 0 <= pruning start < pruning end <= total epochs, 0 < update
+    frequency <= the pruning epochs and 0 <= init_sparsity < 1. ``rec`` is not changed (a form checks a value with
+    it before storing it)."""
+    ep = rec.epochs.to_dict()
+    try:
+        ep.update({k: float(v) for k, v in epochs.items() if v is not None})
+    except (TypeError, ValueError):
+        raise ProjectError(f"epochs must be numbers, got {epochs}") from None
+    if not (0 <= ep["pruning_start_epoch"] < ep["pruning_end_epoch"] <= ep["total_epochs"]):
+        raise ProjectError(f"epochs must satisfy 0 <= pruning start < pruning end <= total epochs "
+                           f"({ep['total_epochs']:g})")
+    if not 0 < ep["update_frequency"] <= ep["pruning_end_epoch"] - ep["pruning_start_epoch"]:
+        raise ProjectError("update frequency must be > 0 and at most the pruning epochs")
+    if not 0 <= ep["init_sparsity"] < 1:
+        raise ProjectError("init_sparsity must be in [0, 1)")
+    return ep
+
+
 def change_schedule(rec: Optimization, *, epochs: Optional[Dict[str, Any]] = None,
                     lr_modifiers: Optional[List[Dict[str, Any]]] = None,
                     quantization: Optional[Dict[str, Any]] = None) -> Optimization:
@@ -197,14 +217,7 @@ def change_schedule(rec: Optimization, *, epochs: Optional[Dict[str, Any]] = Non
     Without quantization epochs, an epoch change moves QAT to the second half of fine-tuning. Raises
     :class:`ProjectError` on inconsistent values."""
     if epochs:
-        ep = rec.epochs.to_dict()
-        ep.update({k: float(v) for k, v in epochs.items() if v is not None})
-        if not (0 <= ep["pruning_start_epoch"] < ep["pruning_end_epoch"] <= ep["total_epochs"]):
-            raise ProjectError("epochs must satisfy 0 <= pruning start < pruning end <= total epochs")
-        if not 0 < ep["update_frequency"] <= ep["pruning_end_epoch"] - ep["pruning_start_epoch"]:
-            raise ProjectError("update frequency must be > 0 and at most the pruning epochs")
-        if not 0 <= ep["init_sparsity"] < 1:
-            raise ProjectError("init_sparsity must be in [0, 1)")
+        ep = changed_epochs(rec, epochs)
         ep["stabilization_epochs"] = ep["pruning_start_epoch"]
         ep["pruning_epochs"] = round(ep["pruning_end_epoch"] - ep["pruning_start_epoch"], 3)
         ep["fine_tune_epochs"] = round(ep["total_epochs"] - ep["pruning_end_epoch"], 3)

@@ -171,12 +171,13 @@ def noise_flag(noise: Optional[List[str]]) -> Optional[str]:
 
 
 def recovery_text(est_recovery: Optional[float], loss_ref: Optional[str]) -> str:
-    """``est_recovery`` as the CLI and the TUI show it: the relative heuristic (0-1), or "unavailable" with the
-    reason (the Approximated loss profile has no measured loss; see the module docstring)."""
+    """``est_recovery`` as the CLI and the TUI show it: the relative heuristic as a percentage (one scale with the
+    loss profile's: ``93.0%``), or "unavailable" with the reason (the Approximated loss profile has no measured
+    loss; see the module docstring)."""
     from sparsify_tui.optimization.record import APPROXIMATED
 
     if loss_ref == APPROXIMATED:
         return "unavailable (Approximated loss profile: no measured loss)"
     if est_recovery is None:
         return "unavailable"
-    return f"{est_recovery:.2f} (relative heuristic, 0-1)"
+    return f"{est_recovery * 100:.1f}% (relative heuristic)"

@@ -125,8 +125,11 @@ def predicted_change(rec: "Optimization") -> str:
     value = getattr(est, "est_output_change", None)
     if value is None:
         return "not estimated"
-    return (f"est. {value:.4g} ({getattr(est, 'loss_metric', '') or 'loss metric'}, summed over the groups): "
-            "apply with --data measures it")
+    profile = getattr(est, "loss_metric", "") or "?"  # the channel estimate stores the loss profile's name there
+    unit = ("relative sensitivity, unitless" if profile == "Approximated" else
+            f"in the metric of loss profile {profile!r}")
+    return (f"est. {value:.4g} ({unit}: its sensitivities summed over the thinned groups, a ranking score, not a "
+            "measured change): apply with --data measures it")
 
 
 __all__ = ["AGREEMENT_FLOOR", "NMSE_CEILING", "TOO_FAR", "Fidelity", "too_far", "applied_fidelity",

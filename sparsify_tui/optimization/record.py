@@ -633,8 +633,8 @@ class GroupTime(JsonRecord):
 class Measured(JsonRecord):
     """What a benchmark measured of an optimization's applied model (stored under ``measured``;
     :func:`sparsify_tui.services.measured.record_measured` makes it): ``benchmark`` / ``benchmark_name`` (the
-    benchmark record), the reference ``batch_size`` / ``core_count`` (those of the estimate, else the
-    benchmark's first), ``speedup`` and ``median_ms`` there, ``baseline_ms`` (the baseline's median, same
+    benchmark record), the reference ``batch_size`` / ``core_count`` (those of the estimate, else the smallest
+    batch on the most cores), ``speedup`` and ``median_ms`` there, ``baseline_ms`` (the baseline's median, same
     rounds), ``estimated_speedup`` / ``estimated_ms`` (the record's onnxruntime estimate when it was
     benchmarked), ``fingerprint`` (of the file measured), ``stale`` (the optimization changed since), ``runs``
     (:class:`MeasuredRun` per batch size and core count), ``measured_at`` (UTC ISO) and, for a structure with

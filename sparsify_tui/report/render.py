@@ -6,7 +6,7 @@ table with a text bar column in Markdown. The HTML is one file: inline CSS, inli
 image file, no URL.
 
 Number formats: ms with 3 decimals, shares as % with 1 decimal, speedups and ratios as ``2.50×``, counts with an
-SI suffix (``1.23 M``), bytes in binary units (``1.5 MiB``).
+SI suffix (``1.23 M``), sizes in MB (``6.76 MB``).
 """
 
 from __future__ import annotations
@@ -172,7 +172,8 @@ def _loss_blocks(report: Report) -> list:
     for e in report.loss:
         out.append(Heading(3, f"Loss profile {e.name}: {e.method}, sensitivity at sparsity {e.level:g}"))
         out.append(Para(f"Metric: {e.metric_description}. {e.layers} layers; average sensitivity (0.95 − 0) "
-                        f"{num(e.average_sensitivity)}; est. recovery (heuristic) {num(e.est_recovery, '.2f')}."))
+                        f"{num(e.average_sensitivity)}; est. recovery (heuristic) "
+                        f"{'n/a' if e.est_recovery is None else f'{e.est_recovery * 100:.1f}%'}."))
         out.append(Chart(f"{e.name}: most sensitive layers at {e.level:g}", [r.id for r in e.most],
                          [r.value for r in e.most], "", [num(r.value) for r in e.most]))
         for title, rows in (("Most sensitive", e.most), ("Least sensitive", e.least)):
@@ -204,7 +205,8 @@ def _optimization_blocks(report: Report) -> list:
             out.append(Para(f"Unreliable: {e.unreliable}."))
         out.append(Table(["Estimate", "Value"], [
             [label, (ms(est.get(k)) + " ms") if k.endswith("_ms") and est.get(k) is not None else
-             times(est.get(k)) if k.endswith(("speedup", "reduction", "compression")) else num(est.get(k), ".3f")]
+             times(est.get(k)) if k.endswith(("speedup", "reduction", "compression")) else
+             f"{est[k] * 100:.1f}%" if k == "est_recovery" else num(est.get(k), ".3f")]
             for k, label in ESTIMATE_FIELDS if est.get(k) is not None]))  # not estimated by the structure: left out
         a = e.applied
         if a:

@@ -7,7 +7,8 @@ fp32): ``{"benchmark", "benchmark_name", "batch_size", "core_count", "speedup", 
 "estimated_speedup" (the record's estimate when it was benchmarked), "fingerprint" (of the applied file), "stale"
 (the optimization changed since), "runs": [{batch_size, core_count, speedup, median_ms}], "groups", "noise" (why
 the runs at the reference are noisy, when they are)}``. The
-reference (batch, cores) is the one the estimate is for (its perf profile's), else the benchmark's first.
+reference (batch, cores) is the one the estimate is for (its perf profile's), else the smallest batch on the most
+cores; the text names the other runs too (:func:`sparsify_tui.text.optimization.measured_fact`).
 
 A structure with per-group measured times (channel: the ms per batch of each group's nodes in the thinned and the
 baseline model) adds ``groups`` through its hook
@@ -41,7 +42,10 @@ def record_measured(ws, project_id: str, result, opt_ids: list, *, baseline_path
             continue
         kind = structure_of(opt)
         want_b, want_c = kind.measured_reference(opt)
-        ref = next((r for r in runs if r.batch_size == want_b and r.core_count == want_c), runs[0])
+        # the estimate's (batch, cores), else the deployment's: the smallest batch on the most cores (the first run,
+        # 1 core, made two optimizations of one benchmark quote different core counts)
+        ref = next((r for r in runs if r.batch_size == want_b and r.core_count == want_c),
+                   min(runs, key=lambda r: (r.batch_size or 0, -(r.core_count or 0))))
         base = next((r for r in result.runs if r.optimization_id is None and r.batch_size == ref.batch_size
                      and r.core_count == ref.core_count and r.model == result.baseline_label), None)
         est = opt.estimates

@@ -163,6 +163,17 @@ class Workspace:
                        gone=f"project {project_id} no longer exists (deleted while this ran): nothing was written; "
                             "run `sparsify-tui list` to see the projects")
 
+    def project_stamp(self, project_id: str) -> Optional[tuple]:
+        """What changes whenever anything of project ``project_id`` (its id, not a name) is written, by any
+        process: a record added, changed or deleted, its settings saved. ``(mtime_ns, size, inode)`` of its
+        ``project.json``, which every write replaces (:func:`~sparsify_tui.store.db.atomic_write_text`); None
+        when the file is missing. One ``stat``, nothing read: cheap enough to watch every second."""
+        try:
+            st = self._project_db_path(project_id).stat()
+        except OSError:
+            return None
+        return (st.st_mtime_ns, st.st_size, st.st_ino)
+
     def project_dir(self, project_id: str) -> Path:
         """Folder of a project (raises :class:`RecordNotFound` if the project does not exist)."""
         entry = self._index_entry(project_id)
@@ -676,14 +687,7 @@ class Workspace:
                 top[key] = value
         training = _validate_training(training)
         setup = _validate_setup(setup)
-        if "name" in top:
-            top["name"] = str(top["name"] or "").strip()
-            if not top["name"]:
-                raise ProjectError("a project name cannot be empty: pass a name")
-            _check_name(top["name"])
-        if "description" in top:
-            top["description"] = str(top["description"] or "")
-            _check_printable(top["description"], "a project description")
+        top.update(_checked_text(top))
         with self._ws_db(write=True) as wdb:
             if not wdb.table("projects").contains(Query().id == pid):  # deleted since it was looked up
                 raise RecordNotFound(f"no project {project_id!r}: it was deleted meanwhile, nothing was changed; "
@@ -1046,6 +1050,29 @@ def _check_printable(text: str, what: str) -> None:
     if has_control(text):
         raise ProjectError(f"{what} cannot hold control characters or bytes that are not UTF-8 ({safe_text(text)!r}, "
                            "each shown as a symbol): use printable text")
+
+
+def _checked_text(fields: Dict[str, Any]) -> Dict[str, Any]:
+    """``name`` (stripped, not empty) and ``description`` of ``fields`` as stored; :class:`ProjectError` for a bad
+    one."""
+    out: Dict[str, Any] = {}
+    if "name" in fields:
+        out["name"] = str(fields["name"] or "").strip()
+        if not out["name"]:
+            raise ProjectError("a project name cannot be empty: pass a name")
+        _check_name(out["name"])
+    if "description" in fields:
+        out["description"] = str(fields["description"] or "")
+        _check_printable(out["description"], "a project description")
+    return out
+
+
+def check_project_fields(fields: Dict[str, Any]) -> None:
+    """Raise :class:`ProjectError` (one line) for a value of ``fields`` (``name``, ``description``, the training
+    settings) that :meth:`Workspace.update_project` would refuse, writing nothing: a form checks a field in place
+    with it. (Whether a name is free is checked when it is saved.)"""
+    _checked_text(fields)
+    _validate_training({k: v for k, v in fields.items() if k in _TRAINING_KEYS})
 
 
 def _valid_entry(entry: Any) -> bool:

@@ -1,12 +1,14 @@
 """The two sides and the totals of a perf profile comparison
 (:class:`~sparsify_tui.profiling.perf_compare.PerfComparison`): ``sparsify-tui compare`` prints them above its
-tables, the compare screen (`=` in Performance Profiles) shows them in its header."""
+tables, the compare screen (`=` in Performance Profiles) shows them in its header. The measured part of an
+optimization comparison (:class:`~sparsify_tui.optimization.comparison.OptimizationComparison`): ``sparsify-tui
+compare --optimizations`` prints it, the Measured tab of `=` in Optimization shows it."""
 
 from __future__ import annotations
 
 from typing import Optional
 
-from sparsify_tui.formatting import format_ms, plural
+from sparsify_tui.formatting import format_bytes, format_ms, format_percent, format_value, format_x, plural
 from sparsify_tui.text import Fact
 
 
@@ -36,4 +38,29 @@ def comparison_facts(cmp) -> list:
                            f"latency B/A {_x(t['latency_ratio'])} · {u['rows']} unmatched")]
 
 
-__all__ = ["comparison_facts", "side_fact"]
+def measured_facts(measured: dict) -> list:
+    """What was measured of one compared optimization (``measured``: its entry of
+    ``OptimizationComparison.measured``; the front end puts its name above): the applied model (stale or not, its
+    file size in MB, its output difference from the baseline: NMSE, max |diff|, top-1 agreement as %) and each
+    benchmark run of it (batch, cores, median ms per batch, items/s, measured speedup)."""
+    a = measured.get("applied")
+    if a:
+        d = a.get("output_diff") or {}
+        stale = " (stale: settings changed since)" if a.get("stale") else ""
+        facts = [Fact("applied", f"yes{stale}, {format_bytes(a.get('file_size_bytes'), none='? MB')}; output vs "
+                                 f"baseline: NMSE {format_value(d.get('nmse'))}, max |diff| "
+                                 f"{format_value(d.get('max_abs'))}, top-1 agreement "
+                                 f"{format_percent(d.get('top1_agreement'), none='-')}")]
+    else:
+        facts = [Fact("applied", "not yet (a in Benchmarks, or sparsify-tui apply)")]
+    for b in measured.get("benchmarks") or []:
+        facts.append(Fact(f"benchmark {b['benchmark']}",
+                          f"batch {b['batch_size']}, {plural(b['core_count'], 'core')}: median "
+                          f"{format_ms(b['median_ms'])} ms, {b['items_per_second']:.1f} items/s, "
+                          f"{format_x(b['speedup'])} (measured)"))
+    if not measured.get("benchmarks"):
+        facts.append(Fact("benchmarks", "none yet"))
+    return facts
+
+
+__all__ = ["comparison_facts", "measured_facts", "side_fact"]

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable, Dict, List, Optional
 
 from sparsify_tui.engine.run import display_name
-from sparsify_tui.formatting import format_count, format_fixed, format_ratio, plural
+from sparsify_tui.formatting import format_bytes, format_count, format_fixed, format_ratio, plural
 from sparsify_tui.optimization.fidelity import applied_fidelity, predicted_change
 from sparsify_tui.text import Fact
 
@@ -88,16 +88,48 @@ def target_text(settings) -> str:
         return str(st.get("target"))
 
 
+def achieved_text(settings, achieved: Optional[float]) -> str:
+    """What a channel optimization reached, in its target's unit: "2.37×" for a speedup or MACs target (est.), the
+    fraction of channels removed (two decimals) for a ratio; "achieved 2.368" had no unit."""
+    if achieved is None:
+        return "n/a"
+    target = settings.to_dict().get("target") or "uniform"
+    if target == "speedup":
+        return f"{achieved:.2f}× (est.)"
+    if target == "macs":
+        return f"{achieved:.2f}× fewer MACs"
+    return f"{achieved:.2f} of the channels"
+
+
 def profiles_fact(opt: "Optimization") -> Fact:
     """The perf and loss profiles the optimization was made from."""
     return Fact("profiles", f"perf {opt.perf_profile_name} · loss {opt.loss_profile_name}")
 
 
+def epochs_why(opt: "Optimization") -> str:
+    """Why the recipe has the epochs it has: from the training epochs E of the optimization's copy of the project's
+    settings, 1 stabilization epoch, E/3 pruning, E/4 fine-tuning (Sparsify's defaults; 100 training epochs give a
+    59.3-epoch recipe), or edited since."""
+    from sparsify_tui.optimization.schedule import default_epochs
+
+    ep, e = opt.epochs, (opt.training or {}).get("epochs")
+    try:
+        plan = default_epochs(float(e)) if e is not None else None
+    except (TypeError, ValueError):
+        plan = None
+    if plan is not None and all(abs(float(plan[k]) - float(getattr(ep, k))) < 1e-6 for k in
+                                ("pruning_start_epoch", "pruning_end_epoch", "total_epochs")):
+        return (f"{ep.total_epochs:g} epochs from {e} training epochs: 1 to stabilize, {e}/3 to prune, {e}/4 to "
+                "fine-tune (Sparsify's defaults)")
+    return f"{ep.total_epochs:g} epochs, set by hand (the defaults from {e} training epochs differ)"
+
+
 def epochs_fact(opt: "Optimization") -> Fact:
-    """The pruning schedule: stabilize, prune, fine-tune (epochs) and the mask update frequency."""
+    """The pruning schedule: stabilize, prune, fine-tune (epochs), the mask update frequency, and where the numbers
+    come from (:func:`epochs_why`)."""
     ep = opt.epochs
-    return Fact("epochs", f"stabilize to {ep.pruning_start_epoch}, prune to {ep.pruning_end_epoch}, fine-tune to "
-                          f"{ep.total_epochs}, update every {ep.update_frequency}")
+    return Fact("epochs", f"stabilize to {ep.pruning_start_epoch:g}, prune to {ep.pruning_end_epoch:g}, fine-tune to "
+                          f"{ep.total_epochs:g}, update every {ep.update_frequency:g} ({epochs_why(opt)})")
 
 
 def runtime_text(opt: "Optimization") -> str:
@@ -114,8 +146,8 @@ def runtime_fact(opt: "Optimization") -> Fact:
 def measured_fact(opt: "Optimization", hints: Hints) -> Fact:
     """What a benchmark measured of the applied model on its runtime: the speedup against the reference (the
     original model on onnxruntime fp32; benchmark, batch, cores) and the estimate then, whether the optimization
-    changed since, and whether the benchmark was noisy there (its runs disagree: rerun it); or where to measure
-    it."""
+    changed since, whether the benchmark was noisy there (its runs disagree: rerun it), and the benchmark's other
+    runs of it; or where to measure it."""
     m = opt.measured
     if m is None or m.speedup is None:
         return Fact("speed", f"not measured yet ({hints.benchmark})")
@@ -123,9 +155,11 @@ def measured_fact(opt: "Optimization", hints: Hints) -> Fact:
     if m.noise:
         stale += f" (noisy benchmark, {'; '.join(m.noise)}: rerun it)"
     on = "" if opt.target_runtime == ("onnxruntime", "fp32") else f" on {runtime_text(opt)}"
+    others = [f"{_x(r.speedup)} at batch {r.batch_size}, {plural(r.core_count, 'core')}" for r in m.runs or []
+              if (r.batch_size, r.core_count) != (m.batch_size, m.core_count) and r.speedup is not None]
     return Fact("measured", f"{_x(m.speedup)}{on} vs the original on onnxruntime fp32 ({m.benchmark_name!r}, batch "
                             f"{m.batch_size}, {plural(m.core_count, 'core')}), estimated {_x(m.estimated_speedup)}"
-                            f"{stale}")
+                            f"{stale}" + (f"; also {', '.join(others)}" if others else ""))
 
 
 def _applied_model(opt: "Optimization") -> List[Fact]:
@@ -142,8 +176,8 @@ def _applied_model(opt: "Optimization") -> List[Fact]:
                                   f"→ {format_count(a.macs_after)} ({_x(a.macs_reduction)} fewer); exactness "
                                   f"{format_fixed(a.exactness_max_rel_diff, '.1e')}; max |Δ| "
                                   f"{format_fixed(a.diff.get('max_abs'), '.3g')}; "
-                                  f"{format_fixed((a.file_size_bytes or 0) / 1e6, '.2f')} MB (baseline "
-                                  f"{format_fixed((a.baseline_size_bytes or 0) / 1e6, '.2f')} MB)")]
+                                  f"file {format_bytes(a.file_size_bytes or 0)} (baseline file "
+                                  f"{format_bytes(a.baseline_size_bytes or 0)})")]
 
 
 def applied_facts(opt: "Optimization", hints: Hints) -> List[Fact]:
@@ -192,8 +226,9 @@ def _unstructured(opt: "Optimization", hints: Hints) -> Dict[str, List[Fact]]:
         "params": [
             Fact("params", f"{format_count(est.params, none='n/a')}, {format_count(est.params_nonzero, none='n/a')} "
                            f"nonzero after pruning: {_x(est.params_compression)} compression (est.)"),
-            Fact("size", f"{format_fixed(est.size_mb_fp32, '.2f')} MB FP32 → ~{format_fixed(est.est_size_mb, '.2f')} "
-                         f"MB nonzero weights{' INT8' if q.enabled else ''}")],
+            Fact("weights size", f"{format_fixed(est.size_mb_fp32, '.2f')} MB FP32 → ~{format_fixed(est.est_size_mb, '.2f')} "
+                                 f"MB nonzero{' INT8' if q.enabled else ''} (params × bytes each; the file holds "
+                                 "the graph too)")],
     }
 
 
@@ -210,7 +245,7 @@ def _channel(opt: "Optimization", hints: Hints) -> Dict[str, List[Fact]]:
     timed = est.baseline_ms is not None  # ms only from a measured perf profile (FLOPS: relative units)
     return {
         "summary": [
-            Fact("target", f"{target_text(st)}, achieved {format_fixed(est.achieved, '.3f')}"),
+            Fact("target", f"{target_text(st)}, achieved {achieved_text(st, est.achieved)}"),
             Fact("allocation", f"balance {st.balance:.2f}, cap {st.max_sparsity:.2f} per group, round to "
                                f"{st.round_to}"),
             Fact("channels kept", f"{est.kept_channels} of {est.channels} prunable, "
@@ -232,8 +267,9 @@ def _channel(opt: "Optimization", hints: Hints) -> Dict[str, List[Fact]]:
         "params": [
             Fact("params", f"{format_count(est.params)} → {format_count(est.params_nonzero)} "
                            "(dense)"),
-            Fact("size", f"{format_fixed(est.size_mb_fp32, '.2f')} MB FP32 → ~{format_fixed(est.est_size_mb, '.2f')} "
-                         f"MB{' INT8' if q.enabled else ''}")],
+            Fact("weights size", f"{format_fixed(est.size_mb_fp32, '.2f')} MB FP32 → ~{format_fixed(est.est_size_mb, '.2f')} "
+                                 f"MB{' INT8' if q.enabled else ''} (params × bytes each; the file holds the graph "
+                                 "too)")],
     }
 
 
@@ -256,6 +292,6 @@ def header_facts(opt: "Optimization", hints: Hints) -> List[Fact]:
     return [cards["summary"][0], cards["performance"][0], *unreliable_facts(opt)]
 
 
-__all__ = ["CARDS", "CHANNEL_TARGET", "Hints", "applied_facts", "epochs_fact", "estimate_facts", "header_facts",
-           "inline", "int8_ratio", "measured_fact", "profiles_fact", "runtime_fact", "runtime_text", "target_text",
-           "unreliable_facts"]
+__all__ = ["CARDS", "CHANNEL_TARGET", "Hints", "applied_facts", "epochs_fact", "epochs_why", "estimate_facts",
+           "header_facts", "inline", "int8_ratio", "measured_fact", "profiles_fact", "runtime_fact", "runtime_text",
+           "target_text", "unreliable_facts"]

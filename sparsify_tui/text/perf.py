@@ -64,8 +64,19 @@ def overhead_fact(prof) -> Fact:
                                f"raw rows add up to {ratio:.1f}× it: {why}; the raw figures are in 'raw ms')")
 
 
+def inputs_fact(prof) -> Fact:
+    """The shapes the model ran at (the first batch, by input: a model with symbolic dims says which sizes it was
+    measured at, ``x 1×3×320×320``), where they came from (synthetic or the sample data) and the dims set."""
+    shapes = prof.inputs.shapes or {}
+    shown = " · ".join(f"{name} {'×'.join(str(d) for d in shape) or 'scalar'}" for name, shape in shapes.items())
+    dims = ", ".join(f"{k}={v}" for k, v in (prof.dims or {}).items())
+    source = prof.inputs.source or "synthetic"
+    return Fact("inputs", f"{shown or 'not recorded'} ({source}{'; dims ' + dims if dims else ''})")
+
+
 def summary_facts(prof, level: Optional[str] = None) -> list:
-    """The summary of a perf profile: name, batch, cores and the runtime (engine, version, precision); the instruction sets; the measured latency
+    """The summary of a perf profile: name, batch, cores and the runtime (engine, version, precision); the input
+    shapes it ran at; the instruction sets; the measured latency
     (median, p90, mean, min ms per batch) and items/s; the measured INT8 model; the pruned estimates (``level``:
     one sparsity level such as ``"0.9"``, or None for every level); what the per-node ms are; and why onnxruntime
     gains nothing from unstructured sparsity (the last fact)."""
@@ -73,6 +84,7 @@ def summary_facts(prof, level: Optional[str] = None) -> list:
     return [
         Fact("perf profile", f"{prof.name} · batch {prof.batch_size} · {plural(prof.core_count, 'core')} · "
                              f"{runtime_label(prof.engine, prof.engine_version or '?', prof.precision)}"),
+        inputs_fact(prof),
         Fact("instruction sets", ", ".join(prof.instruction_sets) or "unknown"),
         Fact("measured", f"{format_ms(lat.median)} ms/batch (p90 {format_ms(lat.p90)}, mean {format_ms(lat.mean)}, "
                          f"min {format_ms(lat.min)}) · {prof.items_per_second:.1f} items/s"),
@@ -85,4 +97,4 @@ def summary_facts(prof, level: Optional[str] = None) -> list:
     ]
 
 
-__all__ = ["overhead_fact", "summary_facts"]
+__all__ = ["inputs_fact", "overhead_fact", "summary_facts"]

@@ -12,6 +12,22 @@ from sparsify_tui.optimization.budget_search import FP32_FASTEST
 from sparsify_tui.text import Fact
 
 
+def metric_name(metric: Optional[str]) -> str:
+    """What a search's ``metric_value`` is, as a column or axis names it: for ``top1`` the drop of top-1 accuracy from
+    FP32 (the budget is a drop), else the metric itself ("nmse")."""
+    return "top-1 drop" if metric == "top1" else str(metric or "metric")
+
+
+def metric_text(metric: Optional[str], value: Optional[float]) -> str:
+    """A search's ``metric_value`` in words and units: ``top1`` -> "top-1 drop 0.8 points" (a drop of 0.008 in
+    accuracy; "top1 0" read as a top-1 of 0), else "nmse 0.0123" (4 significant digits)."""
+    if value is None:
+        return f"{metric_name(metric)} n/a"
+    if metric == "top1":
+        return f"top-1 drop {float(value) * 100:.1f} points"
+    return f"{metric} {format_fixed(value, '.4g')}"
+
+
 def _pct(v: Optional[float]) -> str:
     return "" if v is None else f"{float(v):.1%}"
 
@@ -23,11 +39,11 @@ def _fp32_accuracy(s) -> str:
 
 def _measured(s, t) -> str:
     """A trial's budgeted figure: "cer 0.031 (FP32 0.025, worsening 0.006)" for a metric of the user's own, else
-    the metric's name and value ("nmse 0.012")."""
+    the metric in words (:func:`metric_text`: "nmse 0.012", "top-1 drop 0.8 points")."""
     if s.user_metric and t.score is not None:
         base = f"FP32 {s.score_fp32:.4g}, " if s.score_fp32 is not None else ""
         return f"{s.metric_label} {t.score:.4g} ({base}worsening {format_fixed(t.metric_value, '.4g')})"
-    return f"{s.metric} {format_fixed(t.metric_value, '.4g')}"
+    return metric_text(s.metric, t.metric_value)
 
 
 def _metric(s) -> Fact:
@@ -47,7 +63,7 @@ def int8_search_facts(s) -> list:
     ranked, the result, and the chosen trial (groups and nodes kept FP32, metric, measured speedup over FP32)."""
     chosen = s.chosen_trial
     if chosen is not None:
-        what = _measured(s, chosen) if s.user_metric else f"metric {format_fixed(chosen.metric_value, '.4g')}"
+        what = _measured(s, chosen)
         choice = (f"trial {chosen.index}, {plural(chosen.groups, 'group')} FP32 ({chosen.excluded_count} nodes), "
                   f"{what}, measured {format_fixed(chosen.speedup)}× vs FP32")
     else:
@@ -89,4 +105,4 @@ def budget_search_facts(s) -> list:
     ]
 
 
-__all__ = ["budget_search_facts", "int8_search_facts"]
+__all__ = ["budget_search_facts", "int8_search_facts", "metric_name", "metric_text"]

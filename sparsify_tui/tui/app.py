@@ -62,17 +62,26 @@ SECTION_CLASSES = {
 }
 
 
+# a notification's width (Textual's Toast: 60 cells, at most half the screen) and what its frame takes (padding 1
+# on both sides, the left bar, the rack's edge)
+TOAST_WIDTH, TOAST_FRAME = 60, 4
+
 # what the sections' first workers import (numpy, onnx): opening a project loads its perf profile through these,
 # which took most of the first open of a 1,500-node project when imported then
 PRELOAD_CORE = ["sparsify_tui.services.profiles", "sparsify_tui.profiling.perf", "sparsify_tui.profiling.loss"]
 
 
 def takes_keys(widget: Any, event: events.Key) -> bool:
-    """True when ``widget`` handles keys itself before any binding: it may consume this one (a text field and a
-    printable key) or a class of its own (not Textual's Widget/Screen base) has a key handler (``_on_key``,
-    ``on_key`` or ``key_*``: a select's type-to-search, a text area's enter)."""
+    """True when ``widget`` handles keys itself before any binding: it says so (``takes_key(event)``: a text field
+    takes printable keys and its own editing keys, a section's field only while it is edited,
+    :mod:`sparsify_tui.tui.widgets.inputs`), it may consume this one (a printable key), or a class of its own (not
+    Textual's Widget/Screen base) has a key handler (``_on_key``, ``on_key`` or ``key_*``: a select's
+    type-to-search)."""
     from textual.screen import Screen
 
+    own = getattr(widget, "takes_key", None)
+    if callable(own):
+        return bool(own(event))
     if widget.check_consume_key(event.key, event.character):
         return True
     for cls in type(widget).__mro__:
@@ -81,6 +90,33 @@ def takes_keys(widget: Any, event: events.Key) -> bool:
         if any(name in ("_on_key", "on_key") or name.startswith(("key_", "_key_")) for name in cls.__dict__):
             return True
     return False
+
+
+def _unfuse_escape_digits() -> None:
+    """Read escape followed at once by a digit, ``-`` or ``=`` as those two keys (issue 30 bug 4).
+
+    Textual's key table maps ``ESC 5`` to "∞" (``ESC 1`` to "¡"...: macOS Option-digit glyphs), so escape then a
+    digit typed within its escape delay (0.1 s; over SSH keys come that fast) reached the app as one glyph key and
+    the digit was lost. Without these entries the parser reads ``ESC 5`` as alt+5, which is also what a terminal
+    sends for alt+5, and :meth:`SparsifyApp.on_event` hands on alt+KEY as escape then KEY (the app binds no alt
+    key). A glyph typed as itself (a UTF-8 "£") is unchanged. ``ESC f`` / ``ESC b`` (word moves) stay."""
+    from textual._ansi_sequences import ANSI_SEQUENCES_KEYS
+
+    for char in "1234567890-=§":
+        value = ANSI_SEQUENCES_KEYS.get("\x1b" + char)
+        if isinstance(value, str):
+            del ANSI_SEQUENCES_KEYS["\x1b" + char]
+
+
+def escape_then_key(event: events.Key) -> Optional[list[events.Key]]:
+    """alt+KEY (the terminal's ``ESC KEY``: escape and a key typed within the parser's escape delay) as the two keys
+    escape, KEY; None for any other key."""
+    if not event.key.startswith("alt+") or not event.character or len(event.character) != 1:
+        return None
+    from textual._xterm_parser import XTermParser
+
+    keys = [k for k in XTermParser().feed(event.character) if isinstance(k, events.Key)]
+    return [events.Key("escape", "\x1b"), *keys] if len(keys) == 1 else None
 
 
 def section_class(section: str) -> type[Widget]:
@@ -200,6 +236,9 @@ class SparsifyApp(App[int]):
         Binding("question_mark", "help", "Help", id="app.help", tooltip="List every key"),
         Binding("w", "report", "Report", show=False, id="app.report",
                 tooltip="Write a report of the open project (Markdown, HTML or JSON)"),
+        Binding("z", "toggle_list", "List pane", show=False, id="app.toggle_list",
+                tooltip="Hide the list pane of the sections (its width goes to the view: at 80 columns the "
+                        "tables show more columns); again: show it"),
         Binding("escape", "leave_field", "Leave field", id="app.leave_field",
                 tooltip="Leave a text field (then 1-6 and the section keys work again)"),
         Binding("q", "quit", "Quit", id="app.quit", tooltip="Quit sparsify-tui (jobs keep running)"),
@@ -210,11 +249,14 @@ class SparsifyApp(App[int]):
 
     section: reactive[str] = reactive("projects", init=False)
     project_id: reactive[Optional[str]] = reactive(None, init=False)
+    #: how often the open project's change stamp is read (:meth:`_watch_project`: one ``stat`` in a thread)
+    WATCH_SECONDS: float = 1.0
 
     def __init__(self, *, model: Optional[str] = None, project: Optional[str] = None,
                  workspace: Any = None, **kwargs) -> None:
         from sparsify_tui.tui.safe_text import install as show_control_characters
 
+        _unfuse_escape_digits()
         show_control_characters()  # names from models and files never reach the terminal as escape sequences
         super().__init__(**kwargs)
         if "TEXTUAL_ANIMATIONS" not in os.environ:
@@ -231,6 +273,8 @@ class SparsifyApp(App[int]):
         self._key_buffer: Any = None  # the KeyBuffer of the dialog coming (hold_keys / show_dialog)
         self._start_model = model
         self._start_project = project
+        self._stamp: Any = None  # the open project's change stamp, last read (Workspace.project_stamp)
+        self._stamp_reading = False
         self._apply_user_keymap()
 
     # -- keys, in the order they are typed ------------------------------------------------------
@@ -242,6 +286,12 @@ class SparsifyApp(App[int]):
         paste, ``tmux send-keys``), "n" then a name sent the name to the list under the coming dialog, and "enter
         l" opened a profile after "l" had acted on the old one. A widget that takes keys itself (a text field, a
         select's search, the :class:`~sparsify_tui.tui.widgets.dialogs.KeyBuffer`) still gets them first."""
+        if isinstance(event, events.Key) and not event.is_forwarded:
+            keys = escape_then_key(event)
+            if keys is not None:
+                for key in keys:
+                    await self.on_event(key)
+                return
         if isinstance(event, events.Key) and not event.is_forwarded and self.screen.maximized is None:
             target = self.focused or self.screen
             if not takes_keys(target, event):
@@ -268,6 +318,7 @@ class SparsifyApp(App[int]):
     def on_mount(self) -> None:
         self._name_keymap_problems(self._user_keymap.problems)
         self.call_after_refresh(self._preload_sections)
+        self.set_interval(self.WATCH_SECONDS, self._watch_project)
         self._update_chrome()
         if self._start_project:
             self._find_start_project(self._start_project)
@@ -312,8 +363,9 @@ class SparsifyApp(App[int]):
         self._update_chrome()
 
     def _update_chrome(self) -> None:
-        bar = self.query_one(SectionBar)
-        bar.show(self.section, self.project_id is not None)
+        # the bar is on the app's first screen, under any dialog (a project renamed by the CLI while one is open)
+        for bar in (b for screen in self.screen_stack for b in screen.query(SectionBar)):
+            bar.show(self.section, self.project_id is not None)
         from sparsify_tui.formatting import safe_line
 
         name = self.project_name()
@@ -396,11 +448,12 @@ class SparsifyApp(App[int]):
     def check_action(self, action: str, parameters: tuple) -> Optional[bool]:
         if action == "show_section" and parameters and parameters[0] != "projects" and self.project_id is None:
             return None  # shown greyed out; pressing it explains why
-        if action == "leave_field":  # in the footer only while a text field of a section has the focus
+        if action == "leave_field":  # in the footer only while a text field of a section takes the keys typed
             from textual.screen import ModalScreen
-            from textual.widgets import Input, Select, TextArea
 
-            return isinstance(self.focused, (Input, TextArea, Select)) and not isinstance(self.screen, ModalScreen)
+            focused = self.focused
+            return (focused is not None and not isinstance(self.screen, ModalScreen)
+                    and getattr(focused, "editing", None) is None and focused.check_consume_key("a", "a"))
         if action == "report" and self.project_id is None:
             return None
         return True
@@ -424,6 +477,7 @@ class SparsifyApp(App[int]):
         self._update_chrome()
         if mounting is None:
             self._focus_section(section)
+            self.call_later(self._watch_project)  # shown again: its data as it is now
         else:
             self.call_later(self._focus_when_mounted, mounting, section)
 
@@ -451,6 +505,39 @@ class SparsifyApp(App[int]):
                 return
         self.set_focus(None)
 
+    # -- current data: the section on screen follows what any process writes ----------------------------
+    async def _watch_project(self) -> None:
+        """Read the open project's change stamp (:meth:`~sparsify_tui.store.Workspace.project_stamp`: one ``stat``,
+        in a thread) and have the section on screen read its data again when it was read at another stamp
+        (:meth:`_refresh_section`). Every write to the project changes the stamp: a job's record (from this TUI, the
+        CLI or another TUI), an edit made in another section or another process, saved settings. Runs every
+        :attr:`WATCH_SECONDS` and when a section is shown; a section out of view is read when it is shown again."""
+        pid = self.project_id
+        if pid is None or self._stamp_reading:
+            return
+        self._stamp_reading = True
+        try:
+            stamp = await asyncio.to_thread(self.workspace.project_stamp, pid)
+        finally:
+            self._stamp_reading = False
+        if pid != self.project_id:
+            return
+        if stamp != self._stamp and self._stamp is not None:
+            self._load_project(pid)  # renamed from the CLI: the header follows
+        self._stamp = stamp
+        self._refresh_section()
+
+    def _refresh_section(self) -> None:
+        """The section on screen reads its data again (its ``reload_data()``) when its ``data_stamp`` (the stamp its
+        load worker read before reading) is not the project's stamp now; nothing for an up-to-date one."""
+        widget = self.current_section_widget()
+        if self.section == "projects" or widget is None or not widget.is_mounted or self._stamp is None:
+            return
+        reload = getattr(widget, "reload_data", None)
+        if callable(reload) and getattr(widget, "data_stamp", None) != self._stamp:
+            widget.data_stamp = self._stamp  # read again once, not on every tick until its worker is done
+            reload()
+
     def current_section_widget(self) -> Optional[Widget]:
         try:
             return self.query_one(f"#sections > #{self.section}")
@@ -466,6 +553,7 @@ class SparsifyApp(App[int]):
                 old.remove()
         self.project_id = project_id
         self._project_name = name
+        self._stamp = None
         if name is None:
             self._load_project(project_id)
         self._update_chrome()
@@ -506,11 +594,10 @@ class SparsifyApp(App[int]):
 
     # -- actions --------------------------------------------------------------------------
     def action_leave_field(self) -> None:
-        """escape in a text field: move focus to the closest focusable container (keys work again)."""
-        from textual.widgets import Input, Select, TextArea
-
+        """escape in a text field that takes the keys typed (not a section's field: escape reverts its edit): move
+        focus to the closest focusable container (keys work again)."""
         focused = self.focused
-        if not isinstance(focused, (Input, TextArea, Select)):
+        if focused is None:
             return
         for ancestor in focused.ancestors:
             if isinstance(ancestor, Widget) and ancestor.focusable and ancestor is not focused:
@@ -518,11 +605,27 @@ class SparsifyApp(App[int]):
                 return
         self.set_focus(None)
 
+    def action_toggle_list(self) -> None:
+        """`z`: hide (or show again) the list pane of every section and comparison (app.tcss ``.list-pane``); the
+        focus leaves a hidden list for the view."""
+        self.toggle_class("-list-collapsed")
+        collapsed = self.has_class("-list-collapsed")
+        focused = self.focused
+        if collapsed and focused is not None and any(a.has_class("list-pane") for a in focused.ancestors_with_self):
+            widget = self.current_section_widget()
+            view = getattr(widget, "current_view", lambda: None)() if widget is not None else None
+            target = next((w for w in (view.query("*") if view is not None else []) if w.focusable), None)
+            if target is None and widget is not None:
+                target = next((w for w in widget.query("*") if w.focusable and not any(
+                    a.has_class("list-pane") for a in w.ancestors_with_self)), None)
+            self.set_focus(target)
+        self.notify("List pane hidden: z shows it again." if collapsed else "List pane shown.", timeout=2)
+
     def action_help(self) -> None:
         from sparsify_tui.tui.help import HelpScreen
 
         if not isinstance(self.screen, HelpScreen):
-            self.push_screen(HelpScreen())
+            self.push_screen(HelpScreen(self.focused))  # the keys of the focused section come first
 
     def action_jobs(self) -> None:
         """`j`: the Jobs view (every job of every project)."""
@@ -610,6 +713,15 @@ class SparsifyApp(App[int]):
 
     def action_quit(self) -> None:
         self.exit(0)
+
+    def notify(self, message: str, *, title: str = "", severity: Any = "information", timeout: Optional[float] = None,
+               markup: bool = True) -> None:
+        """Textual's notification, with every word that is wider than the toast elided in its middle (a path keeps
+        its file name): the toast folded such a word across two lines ("budget-1.o" / "nnx")."""
+        from sparsify_tui.tui.widgets.labels import fit_words
+
+        width = min(TOAST_WIDTH, self.size.width // 2) - TOAST_FRAME
+        super().notify(fit_words(message, width), title=title, severity=severity, timeout=timeout, markup=markup)
 
     def show_error(self, error: Any, title: str = "Error") -> None:
         """Show an exception or message in the error dialog (the app stays up). The same message already on

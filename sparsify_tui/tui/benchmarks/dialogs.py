@@ -13,34 +13,25 @@ from textual.widgets import Input, Label, OptionList, Static
 from textual.widgets.option_list import Option
 
 from sparsify_tui.tui.widgets.data_summary import DataSummary
-from sparsify_tui.tui.widgets.dialogs import FormDialog, form_buttons
+from sparsify_tui.tui.widgets.dialogs import FormDialog, dialog_css, form_buttons
 from sparsify_tui.tui.widgets.inputs import TextInput
+from sparsify_tui.tui.widgets.paths import PathInput
 from sparsify_tui.tui.widgets.labels import elide_middle
 from sparsify_tui.tui.widgets.toggles import TextSelectionList
 
 
-_DIALOG_CSS = """
-{cls} {{ align: center middle; }}
-{cls} > Vertical {{
-    width: 72; max-width: 98%; height: auto; max-height: 100%;
-    border: thick $accent; background: $surface; padding: 0 1;
-}}
-{cls} .bench-dialog-title {{ text-style: bold; height: auto; margin-bottom: 1; }}
-{cls} .row {{ height: 1; }}
-{cls} .row Label {{ width: 16; }}
-{cls} .row Input {{ width: 1fr; }}
-{cls} .hint {{ color: $text-muted; }}
-{cls} .dialog-error {{ color: $error; height: auto; }}
-{cls} .buttons {{ height: auto; align: right middle; }}
-{cls} .buttons Button {{ margin-left: 1; }}
-"""
+def _dialog_css(cls: str) -> str:
+    """The one dialog style (:func:`~sparsify_tui.tui.widgets.dialogs.dialog_css`), 72 wide."""
+    return dialog_css(cls, 72) + f"""
+    {cls} .bench-dialog-title {{ text-style: bold; height: auto; margin-bottom: 1; }}
+    """
 
 
 class BenchmarkDialog(FormDialog[Optional[dict]]):
     """Create a benchmark: models (baseline always, plus the chosen optimizations), batch sizes, core
     counts, warm-up, iterations and sample data. Dismisses with the ``benchmark`` job args, or None."""
 
-    DEFAULT_CSS = _DIALOG_CSS.format(cls="BenchmarkDialog") + """
+    DEFAULT_CSS = _dialog_css("BenchmarkDialog") + """
     BenchmarkDialog TextSelectionList { height: auto; max-height: 8; margin-bottom: 1; }
     BenchmarkDialog .dialog-error { margin-top: 1; }
     """
@@ -86,7 +77,8 @@ class BenchmarkDialog(FormDialog[Optional[dict]]):
                 yield TextInput(str(d["iterations"]), id="iterations", type="integer", compact=True)
             with Horizontal(classes="row"):
                 yield Label("Sample data")
-                yield TextInput("", placeholder="synthetic; or FILE.npz / .npy", id="data", compact=True)
+                yield PathInput("", placeholder="synthetic, or .npz/.npy: ctrl+b", id="data",
+                                compact=True)
             yield DataSummary("#data")
             yield from form_buttons("Run")
 
@@ -129,7 +121,7 @@ class ApplyDialog(FormDialog[Optional[dict]]):
 
     RUN_BUTTON_ID = "apply"
 
-    DEFAULT_CSS = _DIALOG_CSS.format(cls="ApplyDialog") + """
+    DEFAULT_CSS = _dialog_css("ApplyDialog") + """
     ApplyDialog OptionList { height: auto; max-height: 7; margin-bottom: 1; }
     """
 
@@ -158,8 +150,8 @@ class ApplyDialog(FormDialog[Optional[dict]]):
                 yield TextInput("", placeholder="path of the .onnx to write", id="out_path", compact=True)
             with Horizontal(classes="row"):
                 yield Label("Sample data")
-                yield TextInput("", placeholder="INT8 calibration: synthetic; or FILE.npz / .npy", id="data",
-                                compact=True)
+                yield PathInput("", placeholder="INT8 calibration: synthetic, or .npz: ctrl+b",
+                                id="data", compact=True)
             yield DataSummary("#data")
             yield Static("", id="status", classes="hint")
             yield from form_buttons("Apply", "apply", run_disabled=not self.optimizations)

@@ -36,7 +36,7 @@ from sparsify_tui.tui.benchmarks.messages import ApplyDialogReady, BenchmarkDial
 from sparsify_tui.tui.widgets import keys
 from sparsify_tui.tui.widgets.charts import BarChart, LineChart
 from sparsify_tui.tui.widgets.dialogs import fresh_name
-from sparsify_tui.tui.widgets.labels import elide_middle
+from sparsify_tui.tui.widgets.labels import elide_middle, fit_name
 from sparsify_tui.tui.widgets.records import RecordListSection
 from sparsify_tui.tui.widgets.tables import Column, FilterableTable
 from sparsify_tui.tui.widgets.tabs import ViewTabs
@@ -62,7 +62,7 @@ def card_text(rec: dict, width: int = 0) -> str:
     best = [s.get("speedup") for s in rec.get("summary") or [] if s.get("model") != "baseline"
             and isinstance(s.get("speedup"), (int, float))]
     best_text = f" best {max(best):.2f}×" if best else ""
-    return (f"{elide_middle(str(rec.get('name') or rec['id']), width)}\n"
+    return (f"{fit_name(str(rec.get('name') or rec['id']), width)}\n"
             f"  {created} · {len(models)} model{'s' if len(models) != 1 else ''}\n"
             f"  b{_fmt_list(rec.get('batch_sizes'))} c{_fmt_list(rec.get('core_counts'))}{best_text}")
 
@@ -298,7 +298,7 @@ class BenchmarksSection(RecordListSection):
     # -- layout ----------------------------------------------------------------------------
     def compose(self) -> ComposeResult:
         with Horizontal():
-            with Vertical(id="bench-left"):
+            with Vertical(id="bench-left", classes="list-pane"):
                 yield Static("Benchmarks, newest first", classes="pane-title")
                 yield from self.compose_list()
             with Vertical(id="bench-right"):

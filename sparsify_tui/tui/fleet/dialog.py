@@ -27,7 +27,7 @@ from textual.widgets import Button, Checkbox, DataTable, Input, Label, RadioButt
 
 from sparsify_tui.formatting import plural
 from sparsify_tui.tui.fleet.messages import FleetDefaultsLoaded, FleetJobPolled, FleetJobSubmitted, FleetNodesFound
-from sparsify_tui.tui.widgets.dialogs import FormDialog
+from sparsify_tui.tui.widgets.dialogs import FormDialog, dialog_css, form_buttons
 from sparsify_tui.tui.widgets.inputs import TextInput
 from sparsify_tui.tui.widgets.jobs import JobProgress
 from sparsify_tui.tui.workers import app_work, post_result
@@ -56,26 +56,17 @@ class FleetDialog(FormDialog[Optional[dict]]):
     one selected at first). Dismisses with the final job dict when the job ends while the dialog is open, else
     None."""
 
-    DEFAULT_CSS = """
-    FleetDialog { align: center middle; }
-    FleetDialog > Vertical { width: 90; max-width: 100%; height: auto; max-height: 100%;
-        border: thick $accent; background: $surface; padding: 0 1; }
-    FleetDialog .dialog-title { text-style: bold; height: auto; }
+    DEFAULT_CSS = dialog_css("FleetDialog", 90) + """
+    FleetDialog .dialog-title { margin-bottom: 0; }
     FleetDialog VerticalScroll { height: auto; max-height: 1fr; }
-    FleetDialog .row { height: 1; }
-    FleetDialog .row > Label { width: 16; }
-    FleetDialog .row > Input { width: 1fr; }
     FleetDialog #find { min-width: 14; height: 1; border: none; margin-left: 1; }
     FleetDialog #nodes-status { height: auto; color: $text-muted; }
-    FleetDialog #targets { height: auto; max-height: 6; border: none; }
-    FleetDialog #optimizations { height: auto; max-height: 4; border: none; }
+    FleetDialog #targets { height: auto; max-height: 6; }
+    FleetDialog #optimizations { height: auto; max-height: 4; }
     FleetDialog #kind { height: auto; border: none; layout: horizontal; }
-    FleetDialog #error { color: $error; height: auto; }
     FleetDialog #error.done { color: $success; }
     FleetDialog #progress { height: auto; }
     FleetDialog #target-table { height: auto; max-height: 8; }
-    FleetDialog .buttons { height: auto; align-horizontal: right; }
-    FleetDialog .buttons Button { margin-left: 1; min-width: 10; }
     """
 
     BINDINGS = [
@@ -122,11 +113,8 @@ class FleetDialog(FormDialog[Optional[dict]]):
                     yield TextInput("30", id="iterations", type="integer", compact=True)
                 yield Checkbox("Also quantize to INT8 and measure it", True, id="int8", compact=True)
                 yield SelectionList(id="optimizations", compact=True)
-            yield Static("", id="error")
             yield Vertical(id="progress")
-            with Horizontal(classes="buttons"):
-                yield Button("Run ^r", variant="primary", id="run")
-                yield Button("Close", id="close")
+            yield from form_buttons("Run ^r", "run", "close", cancel_label="Close")
 
     def on_mount(self) -> None:
         self._show_kind()

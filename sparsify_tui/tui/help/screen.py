@@ -81,9 +81,22 @@ def _own_bindings(cls: type) -> list[Binding]:
     return out
 
 
-def binding_rows(app) -> list[dict]:
-    """One row per (key, where): key display, description, where, binding id."""
-    classes = known_classes(type(app))
+def focused_first(classes: list[tuple[str, type]], focused) -> list[tuple[str, type]]:
+    """``classes`` with the ones the focused widget is in first, the closest first (a table in Optimization:
+    Tables, Optimization), then "Everywhere" and the rest in their order (posting's F1: the focused widget's keys
+    first)."""
+    if focused is None:
+        return classes
+    chain = [type(node) for node in focused.ancestors_with_self]
+    near = sorted((c for c in classes if any(issubclass(k, c[1]) for k in chain) and c[0] != "Everywhere"),
+                  key=lambda c: next(i for i, k in enumerate(chain) if issubclass(k, c[1])))
+    return near + [c for c in classes if c not in near]
+
+
+def binding_rows(app, focused=None) -> list[dict]:
+    """One row per (key, where): key display, description, where, binding id; the keys of what ``focused`` is in
+    first (:func:`focused_first`)."""
+    classes = focused_first(known_classes(type(app)), focused)
     seen = {cls for _w, cls in classes}
     for node in _mounted(app):  # other widgets and dialogs with bindings that are on screen now
         cls = type(node)
@@ -131,12 +144,19 @@ class HelpScreen(ModalScreen[None]):
         Binding("escape,q,question_mark", "close", "Close", id="help.close", tooltip="Close the help screen"),
     ]
 
+    def __init__(self, focused=None) -> None:
+        """``focused``: the widget that had the focus when `?` was pressed: the keys of where it is come first."""
+        super().__init__()
+        self.focused_before = focused
+
     def compose(self) -> ComposeResult:
         # "Does" takes the width left by the key and where (a longer text ends in "…"; enter shows it whole)
         does = max(24, min(self.app.size.width, 100) - 4 - 10 - 16 - 4)
+        near = focused_first(known_classes(type(self.app)), self.focused_before)[0][0]
+        first = f" · {near}'s first" if near != "Everywhere" else ""
         with Vertical():
-            yield Static("Keys  [dim](escape closes · / filters · enter: the whole row · remap: keymap.json "
-                         "{binding id: key})[/dim]", classes="dialog-title")
+            yield Static(f"Keys{first}  [dim](escape closes · / filters · enter: the whole row · remap: "
+                         "keymap.json {binding id: key})[/dim]", classes="dialog-title")
             yield Static(DOCS_LINE, id="help-docs", markup=False)
             yield FilterableTable([
                 Column("key", "Key", filter=True, pin=True),
@@ -147,7 +167,7 @@ class HelpScreen(ModalScreen[None]):
 
     def on_mount(self) -> None:
         table = self.query_one(FilterableTable)
-        table.set_rows(binding_rows(self.app))
+        table.set_rows(binding_rows(self.app, self.focused_before))
         table.focus()
 
     @on(FilterableTable.RowChosen)

@@ -61,6 +61,32 @@ def progress_text(job: dict) -> str:
     return "100% · done"
 
 
+def job_seconds(job: dict, now: Optional[float] = None) -> Optional[float]:
+    """How long the job has run (s): from ``started`` to ``finished``, or to ``now`` while it runs; None before it
+    started (queued) or without times."""
+    import datetime as dt
+    import time
+
+    def parse(text) -> Optional[float]:
+        try:
+            return dt.datetime.fromisoformat(str(text)).timestamp() if text else None
+        except ValueError:
+            return None
+
+    start = parse(job.get("started"))
+    if start is None:
+        return None
+    end = parse(job.get("finished")) or (now if now is not None else time.time())
+    return max(0.0, end - start)
+
+
+def duration_text(seconds: Optional[float]) -> str:
+    """``"12 s"``, ``"3 min 04 s"``, ``"1 h 02 min"`` (the ETA's format); "" for None."""
+    from sparsify_tui.tui.widgets.jobs import _fmt_eta
+
+    return "" if seconds is None else _fmt_eta(seconds)
+
+
 def job_rows(jobs: list, projects: dict) -> list[dict]:
     """Rows of the jobs table, newest first."""
     rows = []
@@ -68,7 +94,7 @@ def job_rows(jobs: list, projects: dict) -> list[dict]:
         rows.append({
             "_key": job["id"], "id": job["id"], "status": status_label(job), "what": job_title(job),
             "project": projects.get(job.get("project_id"), job.get("project_id") or "-"),
-            "progress": progress_text(job), "created": job.get("created"),
+            "progress": progress_text(job), "created": job.get("created"), "duration": job_seconds(job),
         })
     return rows
 
@@ -116,6 +142,7 @@ class JobsScreen(Screen):
             Column("what", "Job", filter=True),
             Column("project", "Project", filter=True),
             Column("progress", "Progress", width=44),
+            Column("duration", "Took", numeric=True, fmt=duration_text),
             Column("created", "Created", fmt=lambda v: tables.format_timestamp(v)),
             Column("id", "Id", filter=True),
         ], id="jobs-table")

@@ -10,8 +10,9 @@ from textual.containers import Horizontal, Vertical
 from textual.widgets import Input, Label, Select, Static
 
 from sparsify_tui.tui.widgets.data_summary import DataSummary
-from sparsify_tui.tui.widgets.dialogs import FormDialog, form_buttons
+from sparsify_tui.tui.widgets.dialogs import FormDialog, dialog_css, form_buttons
 from sparsify_tui.tui.widgets.inputs import TextInput
+from sparsify_tui.tui.widgets.paths import PathInput
 from sparsify_tui.tui.widgets.toggles import TextCheckbox
 
 
@@ -19,19 +20,7 @@ class LossProfileDialog(FormDialog[Optional[dict]]):
     """New loss profile: name, method, levels, data file, batches, INT8, metric. Dismisses with the
     ``loss_profile`` job args, or None."""
 
-    DEFAULT_CSS = """
-    LossProfileDialog { align: center middle; }
-    LossProfileDialog > Vertical { width: 72; max-width: 98%; height: auto; max-height: 100%;
-        border: thick $accent; background: $surface; padding: 0 1; }
-    LossProfileDialog .dialog-title { text-style: bold; }
-    LossProfileDialog .row { height: 1; margin-top: 1; }
-    LossProfileDialog .row Label { width: 14; }
-    LossProfileDialog .row Input, LossProfileDialog .row Select { width: 1fr; }
-    LossProfileDialog .hint { color: $text-muted; }
-    LossProfileDialog .dialog-error { color: $error; height: auto; }
-    LossProfileDialog .buttons { height: auto; align: right middle; margin-top: 1; }
-    LossProfileDialog .buttons Button { margin-left: 1; }
-    """
+    DEFAULT_CSS = dialog_css("LossProfileDialog")
 
     BINDINGS = [
         Binding("escape", "close", "Cancel", id="loss.dialog.cancel", tooltip="Close without running"),
@@ -60,8 +49,8 @@ class LossProfileDialog(FormDialog[Optional[dict]]):
                                 compact=True)
             with Horizontal(classes="row"):
                 yield Label("Data file")
-                yield TextInput(str(d["data"] or ""), placeholder="synthetic; or FILE.npz / .npy", id="data",
-                                compact=True)
+                yield PathInput(str(d["data"] or ""), placeholder="synthetic, or .npz/.npy: ctrl+b",
+                                id="data", compact=True)
             yield DataSummary("#data")
             with Horizontal(classes="row"):
                 yield Label("Batches")

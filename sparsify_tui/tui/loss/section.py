@@ -30,7 +30,7 @@ from sparsify_tui.tui.loss.messages import LossProfileLoaded
 from sparsify_tui.tui.widgets import keys
 from sparsify_tui.tui.widgets.charts import BarChart
 from sparsify_tui.tui.widgets.dialogs import RecordDialog, analysis_fields, fresh_name
-from sparsify_tui.tui.widgets.labels import elide_middle
+from sparsify_tui.tui.widgets.labels import fit_name
 from sparsify_tui.tui.widgets.records import RecordListSection, RecordView, ViewKeys
 from sparsify_tui.tui.widgets.tables import Column, FilterableTable, format_count, format_percent
 from sparsify_tui.tui.widgets.tabs import ViewTabs
@@ -323,7 +323,7 @@ class LossSection(ViewKeys, RecordListSection):
 
     def compose(self) -> ComposeResult:
         with Horizontal():
-            with Vertical(id="loss-pane"):
+            with Vertical(id="loss-pane", classes="list-pane"):
                 yield Static("Loss profiles", classes="pane-title")
                 yield from self.compose_list()
             yield Vertical(LossProfileView(self.project_id, APPROX_ID), id="loss-view")
@@ -346,7 +346,7 @@ class LossSection(ViewKeys, RecordListSection):
         from sparsify_tui.formatting import safe_line
 
         method = f" ({record.get('method', '?')})"
-        return Option(elide_middle(safe_line(record.get("name") or record["id"]), self.LIST_WIDTH - len(method)) + method,
+        return Option(fit_name(safe_line(record.get("name") or record["id"]), self.LIST_WIDTH - len(method)) + method,
                       id=str(record["id"]))
 
     def record_signature(self, record: dict) -> tuple:

@@ -10,15 +10,14 @@ from __future__ import annotations
 import asyncio
 import os
 from pathlib import Path
-from typing import Iterable, Optional
+from typing import Optional
 
 from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Grid, Horizontal, Vertical, VerticalScroll
 from textual.screen import ModalScreen
-from textual.suggester import Suggester
-from textual.widgets import Button, DirectoryTree, Input, Label, ProgressBar, Static, Switch
+from textual.widgets import Button, Input, Label, ProgressBar, Static, Switch
 
 from sparsify_tui import settings
 from sparsify_tui.tui import messages
@@ -26,101 +25,10 @@ from sparsify_tui.tui.new_project.messages import CreateProgress, ModelInspected
 from sparsify_tui.tui.widgets.dialogs import error_message
 from sparsify_tui.tui.widgets.inputs import TextInput
 from sparsify_tui.tui.widgets.jobs import JobProgress
+from sparsify_tui.tui.widgets.labels import FittedLabel
+from sparsify_tui.tui.widgets.paths import ONNX, PathInput
 from sparsify_tui.tui.workers import app_work, post_result
 
-
-
-class PathSuggester(Suggester):
-    """Completes a filesystem path: directories (with a trailing `/`) and `.onnx` files."""
-
-    def __init__(self) -> None:
-        super().__init__(use_cache=False, case_sensitive=True)
-
-    async def get_suggestion(self, value: str) -> Optional[str]:
-        if not value:
-            return None
-        expanded = os.path.expanduser(value)
-        folder, prefix = os.path.split(expanded)
-        try:
-            entries = sorted(os.scandir(folder or "."), key=lambda e: e.name)
-        except OSError:
-            return None
-        for entry in entries:
-            if not entry.name.startswith(prefix) or entry.name == prefix:
-                continue
-            if entry.name.startswith(".") and not prefix.startswith("."):
-                continue
-            try:
-                is_dir = entry.is_dir()
-            except OSError:
-                continue
-            if is_dir or entry.name.lower().endswith(".onnx"):
-                completed = entry.name[len(prefix):] + ("/" if is_dir else "")
-                return value + completed
-        return None
-
-
-class OnnxTree(DirectoryTree):
-    """Directory tree showing folders (not hidden ones) and `.onnx` files only."""
-
-    def filter_paths(self, paths: Iterable[Path]) -> Iterable[Path]:
-        out = []
-        for p in paths:
-            if p.name.startswith("."):
-                continue
-            try:
-                if p.is_dir() or p.suffix.lower() == ".onnx":
-                    out.append(p)
-            except OSError:
-                continue
-        return out
-
-
-class FileBrowser(ModalScreen[Optional[str]]):
-    """Pick an .onnx file: arrows move, enter opens a folder or picks a file, `escape` cancels,
-    `backspace` goes to the parent folder."""
-
-    DEFAULT_CSS = """
-    FileBrowser { align: center middle; }
-    FileBrowser > Vertical { width: 90%; height: 90%; border: thick $primary; background: $surface; }
-    FileBrowser OnnxTree { height: 1fr; }
-    """
-
-    BINDINGS = [
-        Binding("escape", "cancel", "Cancel", id="browser.cancel", tooltip="Close the file browser"),
-        Binding("backspace", "parent", "Parent folder", id="browser.parent", tooltip="Show the parent folder"),
-    ]
-
-    def __init__(self, start: str) -> None:
-        super().__init__()
-        start_path = Path(os.path.expanduser(start or ".")).absolute()
-        while not start_path.is_dir() and start_path != start_path.parent:
-            start_path = start_path.parent
-        self.start = start_path
-
-    def compose(self) -> ComposeResult:
-        with Vertical():
-            yield Static(f"Pick an .onnx model in {self.start} (enter: open/pick, backspace: parent, escape: cancel)",
-                         id="browser-title", markup=False)
-            yield OnnxTree(self.start, id="tree")
-
-    def on_mount(self) -> None:
-        self.query_one(OnnxTree).focus()
-
-    def action_parent(self) -> None:
-        tree = self.query_one(OnnxTree)
-        parent = Path(tree.path).absolute().parent
-        tree.path = parent
-        self.query_one("#browser-title", Static).update(
-            f"Pick an .onnx model in {parent} (enter: open/pick, backspace: parent, escape: cancel)")
-
-    @on(DirectoryTree.FileSelected)
-    def _picked(self, event: DirectoryTree.FileSelected) -> None:
-        event.stop()
-        self.dismiss(str(event.path))
-
-    def action_cancel(self) -> None:
-        self.dismiss(None)
 
 
 def inspect_model(path: str) -> tuple[str, list[dict]]:
@@ -178,8 +86,8 @@ class NewProjectDialog(ModalScreen[Optional[str]]):
                 with Grid(id="form", classes="form"):
                     yield Label("Model (.onnx)")
                     with Horizontal(classes="path-row"):
-                        yield TextInput(self.initial_path, placeholder="path/to/model.onnx  (→ completes)",
-                                        suggester=PathSuggester(), id="model_path", compact=True)
+                        yield PathInput(self.initial_path, placeholder="path/to/model.onnx  (→ completes)",
+                                        suffixes=ONNX, id="model_path", compact=True)
                         yield Button("Browse", id="browse", compact=True)
                     yield Label("")
                     yield Static("", id="model-info", classes="hint")
@@ -207,10 +115,10 @@ class NewProjectDialog(ModalScreen[Optional[str]]):
                              "Symbolic dims (other than the batch) need a value. tab: next field · "
                              "→: complete the path · ctrl+b: browse", id="run-hint", classes="hint")
                 yield Vertical(id="progress-area")
-            with Horizontal(classes="buttons"):
-                yield Button("Cancel", id="cancel", compact=True)
+            with Horizontal(classes="buttons"):  # the actions first, Cancel last (every dialog)
                 yield Button("RUN (ctrl+r)", variant="primary", id="run", compact=True)
                 yield Button("COMPLETE", variant="success", id="complete", compact=True, disabled=True)
+                yield Button("Cancel", id="cancel", compact=True)
 
     async def on_mount(self) -> None:
         self.query_one("#model_path", Input).focus()
@@ -284,8 +192,11 @@ class NewProjectDialog(ModalScreen[Optional[str]]):
             await grid.remove_children()
             grid.display = bool(dims)
             widgets = []
-            for i, d in enumerate(dims):
-                widgets.append(Label(f"dim {d['label']}"))
+            labels = [f"dim {d['label']}" for d in dims]
+            # the labels' column as wide as the longest (within reason): a dim named DynamicDimension.1 was cut
+            grid.styles.grid_columns = f"{max(15, min(max(map(len, labels), default=0), 32))} 1fr"
+            for i, (d, label) in enumerate(zip(dims, labels)):
+                widgets.append(FittedLabel(label))
                 widgets.append(Input(placeholder=f"required, e.g. {d['suggestion']}", id=f"dim-{i}",
                                      type="integer", compact=True))
             if widgets:
@@ -308,14 +219,7 @@ class NewProjectDialog(ModalScreen[Optional[str]]):
         if self._creating or self.project:
             return
 
-        async def picked(path: Optional[str]) -> None:
-            if path:
-                inp = self.query_one("#model_path", Input)
-                inp.value = path
-                inp.cursor_position = len(path)
-                await self._inspect(path)
-
-        self.app.push_screen(FileBrowser(self.query_one("#model_path", Input).value), picked)
+        self.query_one("#model_path", PathInput).action_browse()  # the field reads the model when it changes
 
     # -- RUN -----------------------------------------------------------------------------
     def form_values(self) -> dict:

@@ -22,10 +22,11 @@ from textual.widgets import Input, Static
 
 from sparsify_tui.formatting import format_fixed
 from sparsify_tui.text import markup_lines
-from sparsify_tui.text.searches import budget_search_facts
-from sparsify_tui.tui.optimization.pane import PaneContext, RecordPane, plot_search
+from sparsify_tui.text.searches import budget_search_facts, metric_name
+from sparsify_tui.tui.optimization.pane import PaneContext, RecordPane, plot_search, show_trials
 from sparsify_tui.tui.widgets.charts import Plot
-from sparsify_tui.tui.optimization.dialogs import SEARCH_DIALOG_CSS, SearchDialog, search_keys
+from sparsify_tui.tui.optimization.dialogs import SearchDialog, search_keys
+from sparsify_tui.tui.widgets.dialogs import dialog_css
 from sparsify_tui.tui.widgets.tables import Column, FilterableTable
 
 if TYPE_CHECKING:
@@ -37,7 +38,7 @@ TRIAL_COLUMNS = [
     Column("target", "Target", numeric=True, fmt=lambda v: format_fixed(v) + "×"),
     Column("int8", "INT8"),
     Column("kept", "Kept ch"),
-    Column("metric_value", "Metric", numeric=True, fmt=lambda v: format_fixed(v, ".4g")),
+    Column("metric_value", "Metric", numeric=True, fmt=lambda v: format_fixed(v, ".4g")),  # named per search
     Column("within", "Fits"),
     Column("median_ms", "ms", numeric=True, fmt=lambda v: format_fixed(v, ".3f", "")),
     Column("speedup", "Speedup", numeric=True, fmt=lambda v: format_fixed(v) + "×" if v else ""),
@@ -86,14 +87,14 @@ class BudgetCard(Vertical):
 
     def show(self, rec: Optimization) -> None:
         self.query_one("#bs-summary", Static).update(summary_text(rec))
-        self.query_one("#bs-trials", FilterableTable).set_rows(trial_rows(rec))
+        show_trials(self.query_one("#bs-trials", FilterableTable), TRIAL_COLUMNS, rec.search, trial_rows(rec))
         self.query_one("#bs-trials", FilterableTable).display = rec.search is not None
         self._plot(rec)
 
     def _plot(self, rec: Optimization) -> None:
         s = rec.search
         plot_search(self.query_one("#bs-plot", Plot), s, f"{s.metric_label} worsening (held out)" if s is not None and s.user_metric else
-                    f"{s.metric} (held out)" if s is not None else "",
+                    f"{metric_name(s.metric)}{', points' if s.metric == 'top1' else ''} (held out)" if s is not None else "",
                     lambda timed: [([t for t in timed if t.quantized == quantized], marker, label)
                                    for quantized, marker, label in ((False, "●", "thinned"), (True, "▲", "+ INT8"))],
                     fp32=True)
@@ -128,10 +129,10 @@ class BudgetSearchDialog(SearchDialog):
 
     PREFIX = "bsd"
     TITLE = "Fastest model within an accuracy budget (a job: a new optimization)"
-    DATA_HINT = "FILE.npz (inputs + labels): required"
+    DATA_HINT = "a .npz of inputs + labels (required); ctrl+b"
     INPUT = Input
-    RUN_BUTTON_ID = "bsd-ok"
-    DEFAULT_CSS = SEARCH_DIALOG_CSS.format(name="BudgetSearchDialog")
+    JOB_TYPE = "budget_search"
+    DEFAULT_CSS = dialog_css("BudgetSearchDialog")
     BINDINGS = search_keys("optimization.budget", "budget search")
 
     def more_fields(self) -> list[tuple[str, str, str, str]]:

@@ -8,6 +8,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Dict, List, Optional, Tuple
 
 from sparsify_tui.formatting import format_fixed
+from sparsify_tui.tui.optimization.layers import override_mark
 from sparsify_tui.tui.optimization.pane import StructurePane
 from sparsify_tui.tui.widgets.tables import Column
 
@@ -31,15 +32,18 @@ def _num(spec: str, suffix: str = ""):
 
 
 GROUP_COLUMNS = [
-    Column("layer", "Group", filter=True, pin=True),
+    Column("name", "Group (node id)", filter=True, pin=True),
     Column("kept_of", "Kept"),
-    Column("sparsity", "Ratio", numeric=True, fmt=_num(".2f")),
+    Column("sparsity", "Ratio", numeric=True, fmt=_num(".2f"), mark=override_mark),
     Column("sens", "Sens", numeric=True, fmt=_num(".3g")),
     Column("est_ms", "Est ms*", numeric=True, fmt=_num(".3f")),
     Column("speedup", "Est×*", numeric=True, fmt=_num(".2f")),
     Column("measured", "Meas ms", numeric=True, fmt=_num(".3f")),
+    Column("weight", "Weight", filter=True),
     Column("note", "Note", filter=True),
 ]
+"""The Groups table: a group named by its first producer's node id (its weight, the group id of the recipe, in the
+last columns and the record); the ratio marked ``*`` when it is an override."""
 
 
 class GroupsPane(StructurePane):
@@ -55,7 +59,7 @@ class GroupsPane(StructurePane):
     FOCUS = "#group-table"
     TABLE_ID = "group-table"
     COLUMNS = GROUP_COLUMNS
-    HINT = "enter edit ratio · +/- 0.05 · x auto · * estimates (onnxruntime)"
+    HINT = "enter edit ratio · +/- 0.05 · x auto · ratio* override · est.*: estimates (onnxruntime)"
     ROW_NOUN = "group"
     HEADER_KIND = "channel · "
 
@@ -68,7 +72,8 @@ class GroupsPane(StructurePane):
             prunable = l.prunable
             meas = measured.get(l.weight_name)
             rows.append({
-                "_key": l.weight_name, "index": i, "layer": l.weight_name, "channels": l.channels,
+                "_key": l.weight_name, "index": i, "layer": l.weight_name, "name": l.node_id or l.weight_name,
+                "weight": l.weight_name, "override": bool(l.override), "channels": l.channels,
                 "kept": l.kept, "kept_of": f"{l.kept}/{l.channels}",
                 "sparsity": float(l.sparsity or 0.0), "sens": l.est_loss,
                 "est_ms": l.est_ms if (timed and prunable) else None, "speedup": l.est_speedup if prunable else None,

@@ -37,14 +37,11 @@ from sparsify_tui.tui.workers import app_work, post_result
 
 
 def value_text(v, unit: str = "") -> str:
-    """A compared value as text: ``2.50×`` for factors, 4 significant digits, yes/no, ``-`` for None."""
-    if v is None:
-        return "-"
-    if isinstance(v, bool):
-        return "yes" if v else "no"
-    if isinstance(v, float):
-        return f"{v:.2f}×" if unit == "x" else f"{v:.4g}"
-    return str(v)
+    """A compared value as text, in its unit (:func:`sparsify_tui.formatting.format_value`: ``2.50×``, ``95.00%``,
+    ``1.250 ms``), yes/no, ``-`` for None."""
+    from sparsify_tui.formatting import format_value
+
+    return format_value(v, unit)
 
 
 def settings_rows(cmp) -> list[dict]:
@@ -73,26 +70,17 @@ def layer_rows(cmp) -> list[dict]:
 
 
 def measured_text(cmp) -> str:
-    """The Measured tab: per optimization, the applied model's output difference and size, and benchmark runs."""
+    """The Measured tab: per optimization, the applied model's output difference and size, and benchmark runs
+    (:func:`sparsify_tui.text.comparison.measured_facts`, as ``compare --optimizations`` prints them)."""
+    from rich.markup import escape
+
+    from sparsify_tui.text import markup_lines
+    from sparsify_tui.text.comparison import measured_facts
+
     lines = []
     for name, m in zip(cmp.names, cmp.measured):
-        a = m.get("applied")
-        lines.append(f"[b]{name}[/b]")
-        if a:
-            d = a.get("output_diff") or {}
-            stale = " [yellow](stale: settings changed since)[/yellow]" if a.get("stale") else ""
-            lines.append(f"  applied{stale}: {a.get('file_size_bytes') or '?'} bytes · output NMSE "
-                         f"{value_text(d.get('nmse'))} · max |diff| {value_text(d.get('max_abs'))} · top-1 agreement "
-                         f"{value_text(d.get('top1_agreement'))}")
-        else:
-            lines.append("  not applied (a in Benchmarks, 5)")
-        for b in m.get("benchmarks") or []:
-            lines.append(f"  {b['benchmark']}: b{b['batch_size']} · {b['core_count']} cores · "
-                         f"{b['median_ms']:.3f} ms · {b['items_per_second']:.1f} items/s · "
-                         f"{b['speedup']:.2f}× (measured)")
-        if not m.get("benchmarks"):
-            lines.append("  no benchmark yet")
-    lines += [f"[dim]note: {n}[/dim]" for n in cmp.notes]
+        lines += [f"[b]{escape(name)}[/b]"] + ["  " + line for line in markup_lines(measured_facts(m))]
+    lines += [f"[dim]note: {escape(n)}[/dim]" for n in cmp.notes]
     return "\n".join(lines)
 
 
@@ -118,7 +106,7 @@ class OptimizationCompareScreen(ModalScreen[None]):
     OptimizationCompareScreen > Vertical { width: 100%; height: 100%; }
     OptimizationCompareScreen #ocmp-title { height: 1; padding: 0 1; text-style: bold; background: $panel; }
     OptimizationCompareScreen #ocmp-left { width: 24; border-right: solid $primary-darken-2; }
-    OptimizationCompareScreen #ocmp-list { height: 1fr; border: none; }
+    OptimizationCompareScreen #ocmp-list { height: 1fr; }
     OptimizationCompareScreen .hint { color: $text-muted; height: auto; padding: 0 1; }
     OptimizationCompareScreen ViewTabs { height: 1fr; width: 1fr; }
     OptimizationCompareScreen TabPane { padding: 0; }
@@ -149,7 +137,7 @@ class OptimizationCompareScreen(ModalScreen[None]):
         with Vertical():
             yield Static("Compare optimizations  [dim](escape: back)[/dim]", id="ocmp-title")
             with Horizontal():
-                with Vertical(id="ocmp-left"):
+                with Vertical(id="ocmp-left", classes="list-pane"):
                     yield TextSelectionList[str](id="ocmp-list")
                     yield Static("space: check", classes="hint")
                 with ViewTabs(initial="settings"):
@@ -257,4 +245,5 @@ class OptimizationCompareScreen(ModalScreen[None]):
         self.action_tab(keys.cycle(["settings", "layers", "measured"], self.query_one(ViewTabs).active, step))
 
     def action_focus_list(self) -> None:
+        self.app.remove_class("-list-collapsed")  # `p` shows the list again if `z` hid it
         self.query_one("#ocmp-list", SelectionList).focus()

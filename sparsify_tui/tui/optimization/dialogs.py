@@ -13,10 +13,12 @@ from textual.suggester import SuggestFromList
 from textual.widgets import Button, Input, Label, Select, Static, TabbedContent, TabPane, TextArea
 
 from sparsify_tui.settings import METRICS
-from sparsify_tui.tui.optimization.messages import ExportPreviewed, ExportWritten
+from sparsify_tui.tui.optimization.messages import ExportPreviewed, ExportWritten, SearchSubmitted
 from sparsify_tui.tui.widgets.data_summary import DataSummary
-from sparsify_tui.tui.widgets.dialogs import FormDialog, form_buttons
+from sparsify_tui.tui.widgets.dialogs import (FormDialog, dialog_css, error_message, field_row, form_buttons,
+                                              select_row)
 from sparsify_tui.tui.widgets.inputs import TextInput
+from sparsify_tui.tui.widgets.paths import PathInput
 from sparsify_tui.tui.widgets.toggles import TextCheckbox
 from sparsify_tui.tui.workers import app_work, post_result
 
@@ -30,35 +32,12 @@ FRAMEWORK_OPTIONS = [
     ("recipe only", ""),
 ]
 
-_DIALOG_CSS = """
-{name} {{ align: center middle; }}
-{name} > Vertical {{
-    width: 78; max-width: 100%; height: auto; max-height: 100%;
-    border: thick $primary; background: $surface; padding: 0 1;
-}}
-{name} .dialog-title {{ text-style: bold; height: 1; }}
-{name} .row {{ height: 3; }}
-{name} .row Label {{ width: 10; padding: 1 0 0 0; }}
-{name} .buttons {{ height: 3; align: right middle; }}
-{name} .hint {{ color: $text-muted; height: auto; }}
-{name} .msg {{ height: auto; max-height: 4; }}
-"""
 
-
-SEARCH_DIALOG_CSS = """
-{name} {{ align: center middle; }}
-{name} > Vertical {{ width: 74; max-width: 98%; height: auto; max-height: 100%;
-    border: thick $accent; background: $surface; padding: 0 1; }}
-{name} .dialog-title {{ text-style: bold; }}
-{name} .row {{ height: 1; margin-top: 1; }}
-{name} .row Label {{ width: 16; }}
-{name} .row Input, {name} .row Select {{ width: 1fr; }}
-{name} .dialog-error {{ color: $error; height: auto; }}
-{name} .buttons {{ height: auto; align: right middle; margin-top: 1; }}
-{name} .buttons Button {{ margin-left: 1; }}
-"""
-"""The layout of the dialogs that start a search job (INT8, budget): one-line fields, so they fit 80x24
-(``.format(name=<the dialog class>)``)."""
+def _dialog_css(name: str, width: int = 78) -> str:
+    """The one dialog style (:func:`~sparsify_tui.tui.widgets.dialogs.dialog_css`) and a message line."""
+    return dialog_css(name, width) + f"""
+    {name} .msg {{ height: auto; max-height: 4; }}
+    """
 
 
 METRIC_HINT = "auto; top1, nmse, kl, max_abs or FILE.py:FUNCTION (yours)"
@@ -78,20 +57,28 @@ class SearchDialog(FormDialog[Optional[dict]]):
     """Base of the dialogs that start a search job within an accuracy budget (INT8 search, budget search): a title,
     one-line text fields (name, max drop, sample data with its summary line, labels key, the metric: a built-in one
     or the user's own ``FILE.py:FUNCTION``, then :meth:`more_fields`), :meth:`more_selects`, the error line and
-    Search / Cancel; :attr:`SEARCH_DIALOG_CSS` layout, so it fits 80x24.
-    Every widget id starts with :attr:`PREFIX` (``"i8d-name"``). The subclass gives :meth:`values` (the job
-    arguments, from :meth:`search_values` and its own fields; raises a one-line error shown under the fields, the
-    dialog staying open). ``ctrl+r`` runs, ``escape`` closes (the subclass's ``BINDINGS``)."""
+    Search / Cancel in the one dialog style, so it fits 80x24. Every widget id starts with :attr:`PREFIX`
+    (``"i8d-name"``). The subclass gives :meth:`values` (the job arguments, from :meth:`search_values` and its own
+    fields). ``ctrl+r`` runs: the arguments are checked (here, then by the job kind's settings and the job's own
+    check, in a worker) and the job submitted; any refusal is said on the error line and the dialog stays open with
+    what was typed (a refusal closed the budget dialog and dropped the path). Dismisses with the job submitted, or
+    None."""
 
     PREFIX: ClassVar[str] = ""
     TITLE: ClassVar[str] = ""
     DATA_HINT: ClassVar[str] = ""
+    JOB_TYPE: ClassVar[str] = ""
     INPUT: ClassVar[type[Input]] = TextInput
 
-    def __init__(self, default_name: str, default_data: str = "") -> None:
+    def __init__(self, project_id: str, default_name: str, default_data: str = "") -> None:
         super().__init__()
+        self.project_id = project_id
         self.default_name = default_name
         self.default_data = default_data
+
+    @property
+    def RUN_BUTTON_ID(self) -> str:  # noqa: N802 - FormDialog's name
+        return f"{self.PREFIX}-ok"
 
     def more_fields(self) -> list[tuple[str, str, str, str]]:
         """The search's own text fields after the common ones: ``(label, id suffix, value, placeholder)``."""
@@ -109,18 +96,19 @@ class SearchDialog(FormDialog[Optional[dict]]):
                     ("Name", "name", self.default_name, ""),
                     ("Max drop", "drop", "0.01", "in the metric's units, e.g. 0.01 = 1 point of top-1"),
                     ("Sample data", "data", self.default_data, self.DATA_HINT),
-                    ("Labels key", "labels", "", "none; or the labels array in the .npz"),
+                    ("Labels key", "labels", "", "labels (if the .npz has it); or the key of the labels array"),
                     ("Metric", "metric", "", METRIC_HINT), *self.more_fields()):
-                with Horizontal(classes="row"):
-                    yield Label(label)
-                    yield self.INPUT(value, placeholder=hint, id=f"{p}-{key}", compact=True,
-                                     suggester=SuggestFromList(("auto", *METRICS)) if key == "metric" else None)
+                # the data file: completion and ctrl+b, the file browser, as the model field has
+                if key == "data":
+                    field = PathInput(value, placeholder=hint, id=f"{p}-{key}", compact=True)
+                else:
+                    field = self.INPUT(value, placeholder=hint, id=f"{p}-{key}", compact=True,
+                                       suggester=SuggestFromList(("auto", *METRICS)) if key == "metric" else None)
+                yield from field_row(label, field)
                 if key == "data":
                     yield DataSummary(f"#{p}-data")
             for label, key, options, value in self.more_selects():
-                with Horizontal(classes="row"):
-                    yield Label(label)
-                    yield Select(options, value=value, allow_blank=False, id=f"{p}-{key}", compact=True)
+                yield from select_row(label, f"{p}-{key}", options, value)
             yield from form_buttons("Search", f"{p}-ok", f"{p}-cancel")
 
     def on_mount(self) -> None:
@@ -147,10 +135,43 @@ class SearchDialog(FormDialog[Optional[dict]]):
         raise NotImplementedError
 
     def action_run(self) -> None:
+        from sparsify_tui.errors import SparsifyError
+
         try:
-            self.dismiss(self.values())
-        except Exception as err:  # noqa: BLE001 - shown in the dialog
+            values = self.values()
+        except SparsifyError as err:
             self.show_form_error(err)
+            return
+        self.show_form_error("")
+        self.query_one(f"#{self.RUN_BUTTON_ID}", Button).disabled = True
+        self._submit_search(values)
+
+    @app_work(group="opt-search-submit", description="submit a search job")
+    def _submit_search(self, values: dict) -> None:
+        """The job kind's settings (:mod:`sparsify_tui.services.job_settings`), a free name, and the job's own check
+        of the data and labels (``jobs.submit``); posts :class:`SearchSubmitted` with the job or the refusal."""
+        from sparsify_tui.jobs import submit
+        from sparsify_tui.services.job_settings import budget_settings, int8_settings
+        from sparsify_tui.services.optimizations import check_name_free
+
+        ws = self.app.workspace
+        validate = {"int8_search": int8_settings, "budget_search": budget_settings}[self.JOB_TYPE]
+        try:
+            s = validate(ws.get_project(self.project_id), values)
+            check_name_free(ws, self.project_id, s.get("name"))
+            args = {k: v for k, v in s.items() if k != "dims" and v is not None}
+            post_result(self, SearchSubmitted(self.JOB_TYPE, submit(ws, self.project_id, self.JOB_TYPE, args)))
+        except Exception as err:  # noqa: BLE001 - the answer to the form: said on it, the dialog stays open
+            post_result(self, SearchSubmitted(self.JOB_TYPE, None, err))
+
+    @on(SearchSubmitted)
+    def _search_submitted(self, message: SearchSubmitted) -> None:
+        message.stop()
+        if message.job is None:
+            self.query_one(f"#{self.RUN_BUTTON_ID}", Button).disabled = False
+            self.show_form_error(error_message(message.error))
+            return
+        self.dismiss(message.job)
 
 
 def _float(text: str, name: str, lo: float = 0.0, hi: float = 1.0) -> float:
@@ -174,11 +195,10 @@ class CreateOptimizationDialog(ModalScreen[Optional[dict]]):
     of the chosen structure (and Approximated), so an unstructured optimization is never built on channel groups.
     """
 
-    DEFAULT_CSS = _DIALOG_CSS.format(name="CreateOptimizationDialog") + """
-    CreateOptimizationDialog .row Input { width: 1fr; }
-    CreateOptimizationDialog .row Select { width: 1fr; }
+    DEFAULT_CSS = _dialog_css("CreateOptimizationDialog") + """
     CreateOptimizationDialog #create-sparsity, CreateOptimizationDialog #create-balance { width: 12; }
-    CreateOptimizationDialog TextCheckbox { width: auto; }
+    CreateOptimizationDialog .row > Label.inline { width: auto; margin: 0 1 0 2; }
+    CreateOptimizationDialog TextCheckbox { width: auto; margin-left: 2; }
     """
     BINDINGS = [Binding("escape", "cancel", "Cancel", id="optimization.create.cancel", tooltip="Close without creating")]
 
@@ -197,32 +217,24 @@ class CreateOptimizationDialog(ModalScreen[Optional[dict]]):
     def compose(self) -> ComposeResult:
         with Vertical():
             yield Static("New optimization", classes="dialog-title")
-            with Horizontal(classes="row"):
-                yield Label("Name")
-                yield TextInput(self.default_name, id="create-name")
-            with Horizontal(classes="row"):
-                yield Label("Perf")
-                yield Select(self.perf_options, value=self.perf_options[0][1], allow_blank=False, id="create-perf")
-            with Horizontal(classes="row"):
-                yield Label("Loss")
-                self._loss_shown = self._loss_options_for(self.choices[0][1])
-                yield Select(self._loss_shown, value=self._loss_shown[0][1], allow_blank=False, id="create-loss")
-            with Horizontal(classes="row"):
-                yield Label("Prune")
-                yield Select([(label, value) for label, value, _default in self.choices], value=self.choices[0][1],
-                             allow_blank=False, id="create-structure")
+            yield from field_row("Name", TextInput(self.default_name, id="create-name", compact=True))
+            yield from select_row("Perf profile", "create-perf", self.perf_options, self.perf_options[0][1])
+            self._loss_shown = self._loss_options_for(self.choices[0][1])
+            yield from select_row("Loss profile", "create-loss", self._loss_shown, self._loss_shown[0][1])
+            yield from select_row("Prune", "create-structure",
+                                  [(label, value) for label, value, _default in self.choices], self.choices[0][1])
             with Horizontal(classes="row"):
                 yield Label("Value")
-                yield TextInput(self.choices[0][2], id="create-sparsity")
-                yield Label(" Balance")
-                yield TextInput("0.5", id="create-balance")
-                yield TextCheckbox("INT8", id="create-quantize")
+                yield TextInput(self.choices[0][2], id="create-sparsity", compact=True)
+                yield Label("Balance", classes="inline")
+                yield TextInput("0.5", id="create-balance", compact=True)
+                yield TextCheckbox("INT8", id="create-quantize", compact=True)
             yield Static("value: sparsity, ratio R or target X · balance: 0 = by time saved, 1 = by loss only",
                          classes="hint")
             yield Static("", classes="msg", id="create-msg")
             with Horizontal(classes="buttons"):
-                yield Button("Create", variant="primary", id="create-ok")
-                yield Button("Cancel", id="create-cancel")
+                yield Button("Create", variant="primary", id="create-ok", compact=True)
+                yield Button("Cancel", id="create-cancel", compact=True)
 
     def on_mount(self) -> None:
         self.query_one("#create-name", Input).focus()
@@ -296,7 +308,7 @@ class SparsityDialog(ModalScreen[Optional[str]]):
 
     Dismisses with the text typed ("" = release) or None when cancelled."""
 
-    DEFAULT_CSS = _DIALOG_CSS.format(name="SparsityDialog") + """
+    DEFAULT_CSS = _dialog_css("SparsityDialog", 60) + """
     SparsityDialog > Vertical { width: 60; }
     SparsityDialog .row Input { width: 1fr; }
     """
@@ -310,12 +322,13 @@ class SparsityDialog(ModalScreen[Optional[str]]):
     def compose(self) -> ComposeResult:
         with Vertical():
             yield Static(f"Sparsity of {self.layer_name}", classes="dialog-title", markup=False)
-            with Horizontal(classes="row"):
-                yield Label("Sparsity")
-                yield TextInput(f"{self.current:.3f}", id="sparsity-value")
+            yield from field_row("Sparsity", TextInput(f"{self.current:.3f}", id="sparsity-value", compact=True))
             yield Static("0 to 0.99; kept when the optimization is re-evaluated. Empty: back to auto.",
                          classes="hint")
             yield Static("", classes="msg", id="sparsity-msg")
+            with Horizontal(classes="buttons"):
+                yield Button("Set (enter)", variant="primary", id="sparsity-ok", compact=True)
+                yield Button("Cancel", id="sparsity-cancel", compact=True)
 
     def on_mount(self) -> None:
         self.query_one(Input).focus()
@@ -323,9 +336,20 @@ class SparsityDialog(ModalScreen[Optional[str]]):
     def action_cancel(self) -> None:
         self.dismiss(None)
 
+    @on(Button.Pressed)
+    def _pressed(self, event: Button.Pressed) -> None:
+        event.stop()
+        if event.button.id == "sparsity-ok":
+            self._set(self.query_one("#sparsity-value", Input).value)
+        else:
+            self.dismiss(None)
+
     @on(Input.Submitted)
     def _submitted(self, event: Input.Submitted) -> None:
-        text = event.value.strip()
+        self._set(event.value)
+
+    def _set(self, value: str) -> None:
+        text = value.strip()
         if text:
             try:
                 _float(text, "sparsity", 0.0, 0.99)
@@ -341,7 +365,7 @@ class ExportDialog(ModalScreen[Optional[dict]]):
     does. Dismisses with the write result (``recipe_path``, ``code_path``...) or None.
     """
 
-    DEFAULT_CSS = _DIALOG_CSS.format(name="ExportDialog") + """
+    DEFAULT_CSS = _dialog_css("ExportDialog") + """
     ExportDialog > Vertical { height: 100%; }
     ExportDialog .row Input { width: 1fr; }
     ExportDialog .row Select { width: 1fr; }
@@ -364,12 +388,8 @@ class ExportDialog(ModalScreen[Optional[dict]]):
     def compose(self) -> ComposeResult:
         with Vertical():
             yield Static("Export recipe and code", classes="dialog-title")
-            with Horizontal(classes="row"):
-                yield Label("Recipe")
-                yield TextInput(self.default_path, id="export-path")
-            with Horizontal(classes="row"):
-                yield Label("Code")
-                yield Select(FRAMEWORK_OPTIONS, value=self.framework, allow_blank=False, id="export-framework")
+            yield from field_row("Recipe", TextInput(self.default_path, id="export-path", compact=True))
+            yield from select_row("Code", "export-framework", FRAMEWORK_OPTIONS, self.framework)
             with TabbedContent(id="export-preview"):
                 with TabPane("recipe.yaml", id="preview-recipe"):
                     yield TextArea("", language="yaml", read_only=True, id="export-yaml")
@@ -377,8 +397,8 @@ class ExportDialog(ModalScreen[Optional[dict]]):
                     yield TextArea("", language="python", read_only=True, id="export-code")
             yield Static("", classes="msg", id="export-msg")
             with Horizontal(classes="buttons"):
-                yield Button("Write", variant="primary", id="export-write")
-                yield Button("Close", id="export-close")
+                yield Button("Write", variant="primary", id="export-write", compact=True)
+                yield Button("Close", id="export-close", compact=True)
 
     def on_mount(self) -> None:
         self.query_one("#export-path", Input).focus()

@@ -25,11 +25,12 @@ from textual.widgets import SelectionList, Static
 from sparsify_tui.formatting import format_fixed
 from sparsify_tui.text.optimization import applied_facts
 from sparsify_tui.text import markup_lines
-from sparsify_tui.text.searches import int8_search_facts
+from sparsify_tui.text.searches import int8_search_facts, metric_name
 from sparsify_tui.tui.optimization.pane import (HINTS, PaneContext, RecordPane, ScheduleEdited, facts_markup,
-                                                plot_search)
+                                                plot_search, show_trials)
 from sparsify_tui.tui.widgets.charts import Plot
-from sparsify_tui.tui.optimization.dialogs import SEARCH_DIALOG_CSS, SearchDialog, search_keys
+from sparsify_tui.tui.optimization.dialogs import SearchDialog, search_keys
+from sparsify_tui.tui.widgets.dialogs import dialog_css
 from sparsify_tui.tui.widgets.labels import elide_middle
 from sparsify_tui.tui.widgets.tables import Column, FilterableTable
 from sparsify_tui.tui.widgets.toggles import TextCheckbox, TextSelectionList
@@ -42,7 +43,7 @@ TRIAL_COLUMNS = [
     Column("index", "#", numeric=True),
     Column("groups", "FP32 grp", numeric=True),
     Column("excluded_count", "FP32 nodes", numeric=True),
-    Column("metric_value", "Metric", numeric=True, fmt=lambda v: format_fixed(v, ".4g")),
+    Column("metric_value", "Metric", numeric=True, fmt=lambda v: format_fixed(v, ".4g")),  # named per search
     Column("within", "Fits"),
     Column("median_ms", "ms", numeric=True, fmt=lambda v: format_fixed(v, ".3f", "")),
     Column("speedup", "Speedup", numeric=True, fmt=lambda v: format_fixed(v) + "×" if v else ""),
@@ -109,13 +110,15 @@ class Int8Card(Widget):
         # the applied model's output difference and its measured speedup next to the estimate, worded as on the
         # Pruning tab's summary card and by `optimization show` (sparsify_tui.text.optimization)
         self.query_one("#i8-applied", Static).update(facts_markup(applied_facts(rec, HINTS)))
-        self.query_one("#i8-trials", FilterableTable).set_rows(trial_rows(rec))
+        show_trials(self.query_one("#i8-trials", FilterableTable), TRIAL_COLUMNS, rec.quantization.search,
+                    trial_rows(rec))
         self.query_one("#i8-layers", FilterableTable).set_rows(layer_rows(rec))
         self._plot(rec)
 
     def _plot(self, rec: Optimization) -> None:
         s = rec.quantization.search
-        plot_search(self.query_one("#i8-plot", Plot), s, str(s.metric_label or "metric") if s is not None else "",
+        plot_search(self.query_one("#i8-plot", Plot), s, (str(s.metric_label or "metric") if s.user_metric else
+                    metric_name(s.metric) + (", points" if s.metric == "top1" else "")) if s is not None else "",
                     lambda timed: [(timed, "●", "trials")])
 
 
@@ -175,9 +178,9 @@ class Int8SearchDialog(SearchDialog):
 
     PREFIX = "i8d"
     TITLE = "INT8 search within an accuracy budget (a job; makes an optimization)"
-    DATA_HINT = "synthetic; or FILE.npz (inputs + labels)"
-    RUN_BUTTON_ID = "i8d-ok"
-    DEFAULT_CSS = SEARCH_DIALOG_CSS.format(name="Int8SearchDialog")
+    DATA_HINT = "synthetic, or .npz of inputs + labels; ctrl+b"
+    JOB_TYPE = "int8_search"
+    DEFAULT_CSS = dialog_css("Int8SearchDialog")
     BINDINGS = search_keys("optimization.int8", "INT8 search")
 
     def more_selects(self) -> list[tuple[str, str, list, str]]:

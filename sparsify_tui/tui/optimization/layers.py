@@ -1,4 +1,5 @@
-"""The Layers pane of an unstructured optimization: the per-layer editor table (weight name and node id, sparsity,
+"""The Layers pane of an unstructured optimization: the per-layer editor table (node id, sparsity with ``*`` on an
+override,
 recoverability, estimated speedup, estimated and baseline ms, loss and perf sensitivity), and such a record's line
 in the section's list. `enter` edits the row's sparsity, `+`/`-` step it by 0.05, `x` releases the
 override, `i` shows the layer's full record (the section's keys).
@@ -16,9 +17,15 @@ if TYPE_CHECKING:
     from sparsify_tui.optimization.record import LayerRow, Optimization
 
 
+def override_mark(row: dict) -> str:
+    """``*`` after a value the user fixed (an override), a space otherwise (the numbers stay aligned): the mark sat
+    in the 10th column, off screen at 120 columns."""
+    return "*" if row.get("override") else " "
+
+
 LAYER_COLUMNS = [
-    Column("layer", "Layer (weight)", filter=True, pin=True),
-    Column("sparsity", "Sparsity", numeric=True, fmt=lambda v: f"{v:.3f}"),
+    Column("name", "Node id", filter=True, pin=True),
+    Column("sparsity", "Sparsity", numeric=True, fmt=lambda v: f"{v:.3f}", mark=override_mark),
     Column("recoverability", "Recov.", numeric=True, fmt=lambda v: format_fixed(v)),
     Column("speedup", "Speedup*", numeric=True, fmt=lambda v: format_fixed(v) + "×" if v else ""),
     Column("est_ms", "Est. ms*", numeric=True, fmt=lambda v: format_fixed(v, ".4g")),
@@ -26,9 +33,11 @@ LAYER_COLUMNS = [
     Column("loss", "Loss sens", numeric=True, fmt=lambda v: format_fixed(v, ".3f")),
     Column("perf", "Perf sens", numeric=True, fmt=lambda v: format_fixed(v, ".3f")),
     Column("op", "Op", filter=True),
-    Column("node", "Node id", filter=True),
+    Column("weight", "Weight", filter=True),
     Column("note", "Note", filter=True),
 ]
+"""The Layers table: a layer named by its node id, as in Performance and Loss (its weight, the recipe's name, in the
+last columns and in its record, `i`); its sparsity marked ``*`` when it is an override."""
 
 
 class LayersPane(StructurePane):
@@ -41,12 +50,13 @@ class LayersPane(StructurePane):
     FOCUS = "#layer-table"
     TABLE_ID = "layer-table"
     COLUMNS = LAYER_COLUMNS
-    HINT = "enter edit · +/- 0.05 · x auto · i record · * estimates"
+    HINT = "enter edit · +/- 0.05 · x auto · i record · sparsity* override · est.*: estimates"
 
     @classmethod
     def rows(cls, rec: Optimization) -> List[Dict[str, Any]]:
         return [{
-            "_key": l.weight_name, "index": i, "layer": l.weight_name, "node": l.node_id or "", "op": l.op_type,
+            "_key": l.weight_name, "index": i, "layer": l.weight_name, "name": l.node_id or l.weight_name,
+            "weight": l.weight_name, "override": bool(l.override), "op": l.op_type,
             "sparsity": float(l.sparsity or 0.0), "recoverability": l.recoverability, "speedup": l.est_speedup,
             "est_ms": l.est_ms, "base_ms": (l.time_curve or [None])[0], "loss": l.loss_sensitivity,
             "perf": l.perf_sensitivity, "note": "override" if l.override else (l.reason or ""),

@@ -196,6 +196,35 @@ def warnings_text(rec: "Optimization") -> str:
     return "".join(f"\n{_warning(w)}" for w in rec.all_warnings())
 
 
+def metric_columns(columns: list, metric: Optional[str]) -> list:
+    """A search's trial ``columns`` with its ``metric_value`` column named and formatted for ``metric``
+    (:func:`sparsify_tui.text.searches.metric_name`): "Top-1 drop (points)" for top1 (the value is a drop of
+    accuracy), else the metric ("Nmse")."""
+    from dataclasses import replace
+
+    from sparsify_tui.text.searches import metric_name
+
+    out = []
+    for col in columns:
+        if col.key == "metric_value":
+            if metric == "top1":
+                col = replace(col, label="Top-1 drop (points)",
+                              fmt=lambda v: "" if v is None else f"{float(v) * 100:.1f}")
+            else:
+                col = replace(col, label=metric_name(metric).upper() if metric in ("nmse", "kl") else
+                              metric_name(metric).capitalize())
+        out.append(col)
+    return out
+
+
+def show_trials(table: Any, columns: list, search: Any, rows: list) -> None:
+    """Fill a search's trial table: its columns named for the search's metric (:func:`metric_columns`), its rows."""
+    named = metric_columns(columns, getattr(search, "metric", None))
+    if [c.label for c in table.columns] != [c.label for c in named]:
+        table.set_columns(named)
+    table.set_rows(rows)
+
+
 def plot_search(plot: "Plot", search: Any, ylabel: str, groups: Callable[[list], list], *, fp32: bool = False) -> None:
     """Draw a search's trials (an INT8 or a budget search: ``trials`` with ``speedup``, ``metric_value``, ``index``;
     ``max_drop``, ``chosen``) on ``plot``: the metric against the measured speedup, the budget line, the FP32 point
@@ -209,22 +238,25 @@ def plot_search(plot: "Plot", search: Any, ylabel: str, groups: Callable[[list],
     plt.clear_data()
     plt.clear_figure()
     xs = [float(t.speedup) for t in timed]
+    scale = 100.0 if getattr(search, "metric", None) == "top1" else 1.0  # a top-1 drop in points, as the table
     # drawn in this order so the chosen config stays visible on the budget line's row
     lo, hi = min(xs + [1.0]), max(xs + [1.0])
-    plt.plot([lo, hi], [float(search.max_drop or 0)] * 2, label="budget")
+    plt.plot([lo, hi], [float(search.max_drop or 0) * scale] * 2, label="budget")
     if fp32:
         plt.scatter([1.0], [0.0], marker="○", label="FP32")
     for trials, marker, label in groups(timed):
         if trials:
-            plt.scatter([float(t.speedup) for t in trials], [float(t.metric_value) for t in trials], marker=marker,
-                        label=label)
+            plt.scatter([float(t.speedup) for t in trials], [float(t.metric_value) * scale for t in trials],
+                        marker=marker, label=label)
     chosen = [t for t in timed if t.index == search.chosen]
     if chosen:
-        plt.scatter([float(chosen[0].speedup)], [float(chosen[0].metric_value)], marker="◆", label="chosen")
+        plt.scatter([float(chosen[0].speedup)], [float(chosen[0].metric_value) * scale], marker="◆",
+                    label="chosen")
     plt.xlabel("measured speedup vs FP32 (×)")
-    plt.ylabel(ylabel)
+    plt.ylabel(ylabel)  # what the y values are: a top-1 search plots the drop, not top-1
     plot.redraw()
 
 
-__all__ = ["PaneContext", "ScheduleEdited", "RecordPane", "StructurePane", "plot_search", "warnings_text", "facts_markup",
+__all__ = ["PaneContext", "ScheduleEdited", "RecordPane", "StructurePane", "metric_columns", "plot_search",
+           "show_trials", "warnings_text", "facts_markup",
            "HINTS"]

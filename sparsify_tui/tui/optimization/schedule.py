@@ -11,7 +11,9 @@ from typing import TYPE_CHECKING, Any, Dict, Optional
 
 from textual.app import ComposeResult
 from textual.containers import VerticalScroll
-from textual.widgets import Static, TextArea
+from textual.widgets import Static
+
+from sparsify_tui.tui.widgets.inputs import FieldError, SectionTextArea
 
 from sparsify_tui.tui.optimization.pane import PaneContext, RecordPane, ScheduleEdited
 from sparsify_tui.tui.widgets.charts import LineChart
@@ -42,9 +44,13 @@ def training_text(rec: Optimization, project_training: Optional[Dict[str, Any]] 
         lines.append(f"[b reverse] ! [/] [b]The project's settings changed since: {p.get('optimizer', '?')} · epochs "
                      f"{p.get('epochs', '?')} · LR {p.get('init_lr', '?')} → {p.get('final_lr', '?')}.[/b] "
                      "Press [b]u[/b] to take them (the epoch plan and LR schedule are rebuilt).")
+    from rich.markup import escape
+
+    from sparsify_tui.text.optimization import epochs_why
+
     lines += [
         "",
-        "[b]Recipe epochs[/b]",
+        f"[b]Recipe epochs[/b]: {escape(epochs_why(rec))}",
         f"Stabilization 0 → {ep.pruning_start_epoch} ({ep.stabilization_epochs} epochs)",
         f"Pruning {ep.pruning_start_epoch} → {ep.pruning_end_epoch} "
         f"({ep.pruning_epochs} epochs, GMP cubic, update every {ep.update_frequency}, "
@@ -78,26 +84,33 @@ class LrPane(RecordPane):
     def compose(self) -> ComposeResult:
         with VerticalScroll():
             yield LineChart(title="Learning rate", x_label="epoch", y_label="LR", height=9, id="lr-chart")
-            yield Static("modifiers (set/step/multistep/exponential); ctrl+s applies", classes="hint")
-            yield TextArea("", id="lr-text")
+            yield Static("modifiers (set/step/multistep/exponential): enter edits, ctrl+s applies, escape reverts",
+                         classes="hint")
+            yield SectionTextArea("", id="lr-text")
+            yield FieldError(id="lr-error")
 
     def render_record(self, rec: Optimization, context: PaneContext) -> None:
         from sparsify_tui.optimization.schedule import format_lr_modifiers
 
         xs, ys = lr_series(rec)
         self.query_one("#lr-chart", LineChart).set_series({"lr": (xs, ys)})
-        ta = self.query_one("#lr-text", TextArea)
-        if not ta.has_focus:
+        ta = self.query_one("#lr-text", SectionTextArea)
+        if not ta.editing:
             ta.load_text(format_lr_modifiers(rec.lr_modifiers or []))
 
     def apply_text(self) -> Optional[str]:
-        """Ask the section to store the edited modifiers; returns the parse error (one line), or None."""
+        """Ask the section to store the edited modifiers; returns the parse error (one line, also shown under the
+        text), or None."""
         from sparsify_tui.optimization.schedule import parse_lr_modifiers
 
+        line = self.query_one("#lr-error", FieldError)
         try:
-            mods = parse_lr_modifiers(self.query_one("#lr-text", TextArea).text)
+            mods = parse_lr_modifiers(self.query_one("#lr-text", SectionTextArea).text)
         except ValueError as err:
-            return f"learning-rate modifiers: {err}"
+            line.say(f"learning-rate modifiers: {err} (escape puts the text back)")
+            return line.text
+        line.say(None)
+        self.query_one("#lr-text", SectionTextArea).stop_edit()
         self.query_one("#lr-chart").focus()
         self.post_message(ScheduleEdited({"lr_modifiers": mods}))
         return None

@@ -49,13 +49,13 @@ from sparsify_tui.tui.optimization.dialogs import CreateOptimizationDialog, Expo
 from sparsify_tui.tui.optimization.int8 import Int8SearchDialog, QuantPane
 from sparsify_tui.tui.optimization.layers import LayersPane
 from sparsify_tui.tui.optimization.messages import (CreateDialogReady, ExportDialogReady, OptimizationChanged,
-                                                    OptimizationsListed, SearchSubmitted)
+                                                    OptimizationsListed)
 from sparsify_tui.tui.optimization.pane import PaneContext, RecordPane, ScheduleEdited, StructurePane
 from sparsify_tui.tui.optimization.schedule import LrPane, TrainingPane, training_stale
 from sparsify_tui.tui.widgets import keys
 from sparsify_tui.tui.widgets.charts import BarChart
 from sparsify_tui.tui.widgets.dialogs import ConfirmDialog, RecordDialog
-from sparsify_tui.tui.widgets.inputs import TextInput
+from sparsify_tui.tui.widgets.inputs import FieldError, SectionField
 from sparsify_tui.tui.widgets.jobs import JobProgress, SectionJobs
 from sparsify_tui.tui.widgets.tables import FilterableTable
 from sparsify_tui.tui.widgets.tabs import ViewTabs
@@ -115,8 +115,13 @@ class OptimizationSection(Widget):
         keys.new("optimization", "optimization from the perf and loss profiles"),
         Binding("e", "export", "Export", id="optimization.export",
                 tooltip="Export the recipe (.yaml) and integration code"),
-        Binding("C", "copy", "Copy", id="optimization.copy", tooltip="Copy the optimization as a new version",
-                key_display="C"),
+        Binding("B", "budget_search", "Budget", id="optimization.budget_search", key_display="B",
+                tooltip="Search the fastest model within an accuracy budget: channels + reconstruction, INT8 "
+                        "optional, measured (a background job making a channel optimization)"),
+        Binding("I", "int8_search", "INT8", id="optimization.int8_search", key_display="I",
+                tooltip="Search the fastest INT8 config within an accuracy budget (a background job)"),
+        Binding("C", "copy", "Copy", show=False, id="optimization.copy",
+                tooltip="Copy the optimization as a new version", key_display="C"),
         keys.delete("optimization", "optimization"),
         Binding("u", "sync_training", "Update", id="optimization.sync_training",
                 tooltip="Take the project's changed training settings (the epoch plan and LR schedule are rebuilt)"),
@@ -135,11 +140,6 @@ class OptimizationSection(Widget):
                 tooltip="Apply the edited learning-rate modifiers"),
         keys.cancel_job("optimization"),
         keys.compare("optimization", "Optimizations (versions) side by side: settings, layers, estimates, measured"),
-        Binding("I", "int8_search", "INT8 search", show=False, id="optimization.int8_search", key_display="I",
-                tooltip="Search the fastest INT8 config within an accuracy budget (a background job)"),
-        Binding("B", "budget_search", "Budget search", show=False, id="optimization.budget_search", key_display="B",
-                tooltip="Search the fastest model within an accuracy budget: channels + reconstruction, INT8 "
-                        "optional, measured (a background job making a channel optimization)"),
     ]
 
     def __init__(self, project_id: str, **kwargs) -> None:
@@ -151,19 +151,24 @@ class OptimizationSection(Widget):
         self._rows_tab: Optional[str] = None  # the structure tab to show once render_record's tabs are drawn
         self._quiet = False
         self.project_training: Optional[dict] = None  # the project's training settings now
+        self.data_stamp: Any = None  # the project's change stamp read before the last list (SparsifyApp)
+        self._options: list[tuple[str, str]] = []  # (id, text) of the list's options
+        self._rendered: Any = None  # what render_record last drew: (record id, modified, project training)
 
     # ---------------------------------------------------------------------------------- layout
     def compose(self) -> ComposeResult:
         with Horizontal():
-            with Vertical(id="opt-left"):
+            with Vertical(id="opt-left", classes="list-pane"):
                 yield Static("Optimizations", classes="title")
                 yield OptionList(id="opt-list")
-                yield Static("n new · C copy\ne export · d del\n= compare · I INT8", classes="hint")
+                yield Static("n new · C copy\ne export · d del\n= compare\nB budget · I INT8", classes="hint")
                 yield SectionJobs(self.project_id, SEARCH_JOBS, section="optimization", id="opt-jobs")
             with Vertical(id="opt-main"):
                 yield Static("", id="opt-header")
                 yield Static("No optimization yet. Press [b]n[/b] to create one from the perf profile "
-                             "(or FLOPS) and the loss profile (or Approximated).", id="opt-empty")
+                             "(or FLOPS) and the loss profile (or Approximated), [b]B[/b] to search the fastest "
+                             "model within an accuracy budget (measured), or [b]I[/b] for INT8 within a budget.",
+                             id="opt-empty")
                 with ViewTabs(id="opt-tabs"):
                     with TabPane("Pruning (m)", id="tab-pruning"):
                         yield from self._compose_settings()
@@ -174,19 +179,24 @@ class OptimizationSection(Widget):
     def _compose_settings(self) -> ComposeResult:
         with VerticalScroll(id="pruning-scroll"):
             # one-line inputs sized to their content: nothing scrolls out of view when focused
+            # section fields: tab stops the section keys work on; enter edits, enter again applies, escape reverts
+            def field(fid: str, check) -> SectionField:
+                return SectionField(id=fid, compact=True, check=check, error_id="pruning-error")
+
             with Horizontal(classes="inputs"):
                 yield Label("Sparsity", id="lbl-sparsity")
-                yield TextInput(id="in-sparsity", compact=True)
+                yield field("in-sparsity", self._check_target)
                 yield Label("Balance")
-                yield TextInput(id="in-balance", compact=True)
+                yield field("in-balance", self._check_balance)
             with Horizontal(classes="inputs"):
                 yield Label("Pruning epochs")
-                yield TextInput(id="in-start", compact=True)
+                yield field("in-start", lambda text: self._check_epochs("pruning_start_epoch", text))
                 yield Label("to")
-                yield TextInput(id="in-end", compact=True)
+                yield field("in-end", lambda text: self._check_epochs("pruning_end_epoch", text))
                 yield Label("update every")
-                yield TextInput(id="in-update", compact=True)
-            yield Static("enter applies · balance 0 = time saved, 1 = loss", classes="hint")
+                yield field("in-update", lambda text: self._check_epochs("update_frequency", text))
+            yield FieldError(id="pruning-error")
+            yield Static("enter: edit, apply · escape: revert · balance 0 = time saved, 1 = loss", classes="hint")
             # the estimate cards, one under the other
             for key, title in CARDS.items():
                 yield Static(title, classes="card-title", id=f"est-{key}-title")
@@ -209,10 +219,16 @@ class OptimizationSection(Widget):
         return self.app.workspace
 
     # ---------------------------------------------------------------------------------- workers
+    def reload_data(self) -> None:
+        """The project changed on disk (the app's change-stamp watch: an apply, a benchmark, a search, saved
+        settings, an edit from the CLI): read the optimizations and the training settings again."""
+        self.load_records()
+
     @app_work(group="opt-load", description="list optimizations")
     def load_records(self) -> None:
         from sparsify_tui.services.optimizations import list_optimizations
 
+        self.data_stamp = self.ws.project_stamp(self.project_id)
         records = list_optimizations(self.ws, self.project_id)
         post_result(self, OptimizationsListed(records, (self.ws.get_project(self.project_id) or {}).get("training")))
 
@@ -284,22 +300,31 @@ class OptimizationSection(Widget):
 
     # ---------------------------------------------------------------------------------- list
     def _fill_list(self) -> None:
+        """The list from :attr:`records` (rebuilt only when an option's text changed) and the selected record
+        (drawn again only when it, or the project's training settings, changed since it was drawn)."""
         from sparsify_tui.formatting import safe_line
 
         ol = self.query_one("#opt-list", OptionList)
-        ol.clear_options()
-        for r in self.records:
-            ol.add_option(Option(f"{escape(safe_line(r.name))}\n{structure_pane(r).list_text(r)}", id=r.id))
+        options = [(r.id, f"{escape(safe_line(r.name))}\n{structure_pane(r).list_text(r)}") for r in self.records]
+        if options != self._options:
+            self._options = options
+            ol.clear_options()
+            ol.add_options([Option(text, id=rid) for rid, text in options])
         if not self.records:
-            self.rec = None
+            self.rec = self._rendered = None
             self._show_main(False)
             return
         want = self._select_after or (self.rec.id if self.rec is not None else None) or self.records[-1].id
         idx = next((i for i, r in enumerate(self.records) if r.id == want), len(self.records) - 1)
         self._select_after = None
-        ol.highlighted = idx
+        if ol.highlighted != idx:
+            ol.highlighted = idx
         self.rec = self.records[idx]
-        self.render_record()
+        if self._render_key(self.rec) != self._rendered:
+            self.render_record()
+
+    def _render_key(self, rec: Optional[Optimization]) -> Any:
+        return (rec.id, rec.extra.get("modified"), repr(self.project_training)) if rec is not None else None
 
     @on(OptionList.OptionSelected, "#opt-list")
     def _selected(self, event: OptionList.OptionSelected) -> None:
@@ -323,6 +348,7 @@ class OptimizationSection(Widget):
     # ---------------------------------------------------------------------------------- render
     def render_record(self) -> None:
         rec = self.rec
+        self._rendered = self._render_key(rec)
         if rec is None:
             self._show_main(False)
             return
@@ -380,13 +406,13 @@ class OptimizationSection(Widget):
         for wid, val in (("#in-sparsity", f"{getattr(st, target_field):.2f}"), ("#in-balance", f"{st.balance:.2f}"),
                          ("#in-start", f"{ep.pruning_start_epoch:g}"),
                          ("#in-end", f"{ep.pruning_end_epoch:g}"), ("#in-update", f"{ep.update_frequency:g}")):
-            inp = self.query_one(wid, Input)
-            if not inp.has_focus:
+            inp = self.query_one(wid, SectionField)
+            if not inp.editing:
                 inp.value = val
         for key, text in pane.estimate_texts(rec).items():
             self.query_one(f"#est-{key}-text", Static).update(text)
         self.query_one("#sparsity-chart", BarChart).set_data(
-            [l.weight_name for l in rec.layers], [float(l.sparsity or 0) for l in rec.layers],
+            [l.node_id or l.weight_name for l in rec.layers], [float(l.sparsity or 0) for l in rec.layers],
             title=pane.chart_title(rec))
 
     def _unquiet(self) -> None:
@@ -400,37 +426,16 @@ class OptimizationSection(Widget):
         return f"{prefix}-{k}"
 
     def action_int8_search(self) -> None:
-        def done(values: Optional[dict]) -> None:
-            if values:
-                self._submit_search("int8_search", values)
-
-        self.app.push_screen(Int8SearchDialog(self._free_name("int8")), done)
+        """`I`: the INT8 search dialog; it submits the job (a refused argument is said in it, the dialog stays)."""
+        self.app.push_screen(Int8SearchDialog(self.project_id, self._free_name("int8")),
+                             lambda job: self._search_started("int8_search", job))
 
     def action_budget_search(self) -> None:
-        """`B`: the budget search dialog (its data file defaults to the selected optimization's search's)."""
+        """`B`: the budget search dialog (its data file defaults to the selected optimization's search's); it
+        submits the job (a refused argument is said in it, the dialog stays open with what was typed)."""
         data = (self.rec.search.data if self.rec is not None and self.rec.search is not None else None) or ""
-
-        def done(values: Optional[dict]) -> None:
-            if values:
-                self._submit_search("budget_search", values)
-
-        self.app.push_screen(BudgetSearchDialog(self._free_name("budget"), data), done)
-
-    @app_work(group="opt-search-submit", description="submit a search job")
-    def _submit_search(self, job_type: str, values: dict) -> None:
-        from sparsify_tui.jobs import submit
-        from sparsify_tui.services.job_settings import budget_settings, int8_settings
-        from sparsify_tui.services.optimizations import check_name_free
-
-        validate = {"int8_search": int8_settings, "budget_search": budget_settings}[job_type]
-        try:
-            s = validate(self.ws.get_project(self.project_id), values)
-            check_name_free(self.ws, self.project_id, s.get("name"))
-            # submit checks the data and labels before a job record exists (jobs.registry.JOB_CHECKS)
-            args = {k: v for k, v in s.items() if k != "dims" and v is not None}
-            post_result(self, SearchSubmitted(job_type, submit(self.ws, self.project_id, job_type, args)))
-        except Exception as err:  # noqa: BLE001 - the answer to the dialog: shown, the app stays up
-            post_result(self, SearchSubmitted(job_type, None, err))
+        self.app.push_screen(BudgetSearchDialog(self.project_id, self._free_name("budget"), data),
+                             lambda job: self._search_started("budget_search", job))
 
     @on(JobProgress.Finished)
     def _search_job_finished(self, event: JobProgress.Finished) -> None:
@@ -444,16 +449,15 @@ class OptimizationSection(Widget):
             self.app.notify(f"{what} finished: {(job.get('result') or {}).get('status')}.", timeout=5)
         self.load_records()
 
-    @on(SearchSubmitted)
-    def _search_submitted(self, message: SearchSubmitted) -> None:
-        if message.error is not None:
-            self.app.show_error(message.error)
+    def _search_started(self, job_type: str, job: Optional[dict]) -> None:
+        """A search dialog submitted ``job`` (None: closed without searching): its progress shows under the list."""
+        if job is None:
             return
-        self.query_one(SectionJobs).follow(message.job)
-        if self.rec is not None and message.job_type == "int8_search":
+        self.query_one(SectionJobs).follow(job)
+        if self.rec is not None and job_type == "int8_search":
             self.query_one("#opt-tabs", ViewTabs).active = "tab-quant"
-        what = SEARCH_JOBS[message.job_type]
-        self.app.notify(f"{what} started (job {message.job.get('id')}): its progress shows under the list (c "
+        what = SEARCH_JOBS[job_type]
+        self.app.notify(f"{what} started (job {job.get('id')}): its progress shows under the list (c "
                         "cancels); the optimization appears when it ends. It keeps running if you quit.")
 
     def action_cancel_job(self) -> None:
@@ -473,16 +477,58 @@ class OptimizationSection(Widget):
         self.refresh_bindings()
 
     # ---------------------------------------------------------------------------------- edits
+    # the checks of the Pruning tab's fields (in place, under the fields): the core's own rules on the value typed
+    def _number(self, label: str, text: str) -> tuple[Optional[float], Optional[str]]:
+        try:
+            value = float(text)
+        except ValueError:
+            return None, f"{label}: {text.strip()!r} is not a number: type one, e.g. 0.5 (escape puts it back)"
+        if value != value or value in (float("inf"), float("-inf")):
+            return None, f"{label}: {text.strip()!r} is not a number: type one, e.g. 0.5 (escape puts it back)"
+        return value, None
+
+    def _check_setting(self, field: str, label: str, text: str) -> Optional[str]:
+        from sparsify_tui.errors import SparsifyError
+
+        value, problem = self._number(label, text)
+        if problem or self.rec is None:
+            return problem
+        try:
+            self.rec.settings.with_changes(**{field: value})
+        except SparsifyError as err:
+            return f"{label}: {str(err).replace(': fix the optimization setting', '')} (escape puts it back)"
+        return None
+
+    def _check_target(self, text: str) -> Optional[str]:
+        if self.rec is None:
+            return None
+        field, label = structure_pane(self.rec).target(self.rec)
+        return self._check_setting(field, label, text)
+
+    def _check_balance(self, text: str) -> Optional[str]:
+        return self._check_setting("balance", "Balance", text)
+
+    def _check_epochs(self, key: str, text: str) -> Optional[str]:
+        from sparsify_tui.errors import SparsifyError
+        from sparsify_tui.optimization.core import changed_epochs
+
+        label = {"pruning_start_epoch": "Pruning start", "pruning_end_epoch": "Pruning end",
+                 "update_frequency": "Update every"}[key]
+        value, problem = self._number(label, text)
+        if problem or self.rec is None:
+            return problem
+        try:
+            changed_epochs(self.rec, {key: value})
+        except SparsifyError as err:
+            return f"{label}: {err} (escape puts it back)"
+        return None
+
     @on(Input.Submitted, "#in-sparsity, #in-balance")
     def _settings_submitted(self) -> None:
         if self.rec is None:
             return
-        try:
-            sp = float(self.query_one("#in-sparsity", Input).value)
-            bal = float(self.query_one("#in-balance", Input).value)
-        except ValueError:
-            self.app.show_error(ValueError("sparsity and balance must be numbers between 0 and 1"))
-            return
+        sp = float(self.query_one("#in-sparsity", Input).value)  # checked by the field
+        bal = float(self.query_one("#in-balance", Input).value)
         field, _label = structure_pane(self.rec).target(self.rec)
         self._reevaluate(self.rec.id, balance=bal, **{field: sp})
 
@@ -490,23 +536,14 @@ class OptimizationSection(Widget):
     def _epochs_submitted(self) -> None:
         if self.rec is None:
             return
-        try:
-            ep = {"pruning_start_epoch": float(self.query_one("#in-start", Input).value),
-                  "pruning_end_epoch": float(self.query_one("#in-end", Input).value),
-                  "update_frequency": float(self.query_one("#in-update", Input).value)}
-        except ValueError:
-            self.app.show_error(ValueError("epochs and update frequency must be numbers"))
-            return
+        ep = {"pruning_start_epoch": float(self.query_one("#in-start", Input).value),  # checked by the field
+              "pruning_end_epoch": float(self.query_one("#in-end", Input).value),
+              "update_frequency": float(self.query_one("#in-update", Input).value)}
         self._update_schedule(self.rec.id, epochs=ep)
 
     def action_apply_lr(self) -> None:
-        if self.rec is None:
-            return
-        from sparsify_tui.errors import ProjectError
-
-        error = self.query_one(LrPane).apply_text()
-        if error:
-            self.app.show_error(ProjectError(error))
+        if self.rec is not None:
+            self.query_one(LrPane).apply_text()  # a parse error is said under the text
 
     def _rows_pane(self) -> StructurePane:
         return self.query_one(structure_pane(self.rec))
@@ -542,10 +579,11 @@ class OptimizationSection(Widget):
             value = float(text) if text else None
             self._set_override(self.rec.id, layer.weight_name, value)
 
-        self.app.push_screen(SparsityDialog(layer.weight_name, float(layer.sparsity or 0)), done)
+        self.app.push_screen(SparsityDialog(layer.node_id or layer.weight_name, float(layer.sparsity or 0)), done)
 
     # ---------------------------------------------------------------------------------- actions
     def action_focus_list(self) -> None:
+        self.app.remove_class("-list-collapsed")  # `p` shows the list again if `z` hid it
         self.query_one("#opt-list").focus()
 
     def action_new(self) -> None:
@@ -668,7 +706,7 @@ class OptimizationSection(Widget):
         layer = self._current_layer()
         if layer is not None:
             pane = structure_pane(self.rec)
-            self.app.push_screen(RecordDialog(f"{layer.weight_name} · {layer.op_type}",
+            self.app.push_screen(RecordDialog(f"{layer.node_id or layer.weight_name} · {layer.op_type}",
                                               pane.layer_record(self.rec, layer)))
 
     def action_sync_training(self) -> None:

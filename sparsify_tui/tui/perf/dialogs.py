@@ -13,8 +13,9 @@ from textual.widgets import Button, Input, Label, Static
 
 from sparsify_tui.tui.perf.messages import PerfJobSubmitted
 from sparsify_tui.tui.widgets.data_summary import DataSummary
-from sparsify_tui.tui.widgets.dialogs import FormDialog
+from sparsify_tui.tui.widgets.dialogs import FormDialog, dialog_css, form_buttons
 from sparsify_tui.tui.widgets.inputs import TextInput
+from sparsify_tui.tui.widgets.paths import PathInput
 from sparsify_tui.tui.widgets.jobs import JobProgress
 from sparsify_tui.tui.widgets.toggles import TextCheckbox
 
@@ -24,20 +25,10 @@ class PerfProfileDialog(FormDialog[Optional[dict]]):
     job completes, ``{"job"}`` when hidden while it runs (it keeps running; the section shows it), or None
     when closed before Run."""
 
-    DEFAULT_CSS = """
-    PerfProfileDialog { align: center middle; }
-    PerfProfileDialog > Vertical { width: 64; max-width: 100%; height: auto; max-height: 100%;
-        border: thick $accent; background: $surface; padding: 0 1; }
-    PerfProfileDialog .dialog-title { text-style: bold; height: auto; margin-bottom: 1; }
+    DEFAULT_CSS = dialog_css("PerfProfileDialog", 64) + """
     PerfProfileDialog #form { height: auto; }
     PerfProfileDialog #progress { height: auto; }
-    PerfProfileDialog .row { height: 1; }
-    PerfProfileDialog .row > Label { width: 16; }
-    PerfProfileDialog .row > Input { width: 1fr; }
     PerfProfileDialog #int8 { margin-top: 1; }
-    PerfProfileDialog #error { color: $error; height: auto; }
-    PerfProfileDialog .buttons { height: auto; align-horizontal: right; }
-    PerfProfileDialog .buttons Button { margin-left: 1; min-width: 10; }
     """
 
     BINDINGS = [
@@ -67,16 +58,13 @@ class PerfProfileDialog(FormDialog[Optional[dict]]):
                         yield TextInput(str(d.get(key, "")), id=key, type=kind, compact=True)
                 with Horizontal(classes="row"):
                     yield Label("Sample data")
-                    yield TextInput(str(d.get("data") or ""), placeholder="synthetic; or FILE.npz / .npy", id="data",
+                    yield PathInput(str(d.get("data") or ""), placeholder="synthetic, or .npz/.npy: ctrl+b", id="data",
                                     compact=True)
                 yield DataSummary("#data")
                 yield TextCheckbox("Also quantize to INT8 and measure it", bool(d.get("int8", True)), id="int8",
                                    compact=True)
-            yield Static("", id="error")
             yield Vertical(id="progress")
-            with Horizontal(classes="buttons"):
-                yield Button("Run", variant="primary", id="run")
-                yield Button("Close", id="close")
+            yield from form_buttons("Run", "run", "close", cancel_label="Close")
 
     def on_mount(self) -> None:
         if self.job is not None:

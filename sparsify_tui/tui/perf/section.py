@@ -30,7 +30,7 @@ from sparsify_tui.tui.perf.profile import TABLE, TABS, PerfProfileView
 from sparsify_tui.tui.widgets import keys
 from sparsify_tui.tui.widgets.charts import BarChart
 from sparsify_tui.tui.widgets.dialogs import ConfirmDialog, RecordDialog, analysis_fields, fresh_name
-from sparsify_tui.tui.widgets.labels import elide_middle
+from sparsify_tui.tui.widgets.labels import fit_name
 from sparsify_tui.tui.widgets.records import RecordListSection, RecordView, ViewKeys, newest
 from sparsify_tui.tui.widgets.tables import (Column, FilterableTable, format_count, format_percent,
                                              format_shape)
@@ -79,7 +79,7 @@ def record_label(record: dict, width: int = 0) -> str:
     if is_calibrated(record):
         extra.append("cal")
     suffix = f" ({', '.join(extra)})" if extra else ""
-    return elide_middle(label, width - len(suffix) if width else 0) + suffix
+    return fit_name(label, width - len(suffix) if width else 0) + suffix
 
 
 def op_type_flops(analysis: dict) -> list[tuple[str, float]]:
@@ -284,7 +284,7 @@ class PerfSection(ViewKeys, RecordListSection):
 
     def compose(self) -> ComposeResult:
         with Horizontal():
-            with Vertical(id="profile-pane"):
+            with Vertical(id="profile-pane", classes="list-pane"):
                 yield Static("Profiles", classes="pane-title")
                 yield from self.compose_list()
             # the measured view is mounted with the section (most projects open on a measured profile) and the

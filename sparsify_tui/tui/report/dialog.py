@@ -13,12 +13,13 @@ from typing import Optional
 from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Horizontal, Vertical
+from textual.containers import Vertical
 from textual.markup import escape
-from textual.widgets import Button, Input, Label, Select, Static
+from textual.widgets import Input, Select, Static
 
+from sparsify_tui.formatting import format_bytes
 from sparsify_tui.tui.report.messages import ReportPathsFound, ReportWritten
-from sparsify_tui.tui.widgets.dialogs import FormDialog
+from sparsify_tui.tui.widgets.dialogs import FormDialog, dialog_css, field_row, form_buttons, select_row
 from sparsify_tui.tui.widgets.inputs import TextInput
 from sparsify_tui.tui.workers import app_work, post_result
 
@@ -29,19 +30,8 @@ class ReportDialog(FormDialog[Optional[dict]]):
     """Write a project report. Dismisses with the last write's ``{"path", "format", "bytes"}`` (None when nothing
     was written)."""
 
-    DEFAULT_CSS = """
-    ReportDialog { align: center middle; }
-    ReportDialog > Vertical {
-        width: 78; max-width: 100%; height: auto; max-height: 100%;
-        border: thick $primary; background: $surface; padding: 0 1;
-    }
-    ReportDialog .dialog-title { text-style: bold; height: 1; }
-    ReportDialog .row { height: 3; }
-    ReportDialog .row Label { width: 8; padding: 1 0 0 0; }
-    ReportDialog .row Input, ReportDialog .row Select { width: 1fr; }
-    ReportDialog .hint { color: $text-muted; height: auto; }
-    ReportDialog #error { height: auto; max-height: 4; }
-    ReportDialog .buttons { height: 3; align: right middle; }
+    DEFAULT_CSS = dialog_css("ReportDialog", 78) + """
+    ReportDialog #error { max-height: 4; }
     """
 
     BINDINGS = [
@@ -60,16 +50,9 @@ class ReportDialog(FormDialog[Optional[dict]]):
             yield Static("Write a report of this project", classes="dialog-title")
             yield Static("One file for a ticket: model, machine, profiles, optimizations, benchmarks.",
                          classes="hint")
-            with Horizontal(classes="row"):
-                yield Label("Format")
-                yield Select(FORMAT_OPTIONS, value="html", allow_blank=False, id="report-format")
-            with Horizontal(classes="row"):
-                yield Label("File")
-                yield TextInput("", placeholder="report.html", id="report-path")
-            yield Static("", id="error")
-            with Horizontal(classes="buttons"):
-                yield Button("Write (ctrl+s)", variant="primary", id="run")
-                yield Button("Close", id="close")
+            yield from select_row("Format", "report-format", FORMAT_OPTIONS, "html")
+            yield from field_row("File", TextInput("", placeholder="report.html", id="report-path", compact=True))
+            yield from form_buttons("Write (ctrl+s)", "run", "close", cancel_label="Close")
 
     def on_mount(self) -> None:
         self.query_one("#report-path", Input).focus()
@@ -128,7 +111,7 @@ class ReportDialog(FormDialog[Optional[dict]]):
             return
         self.result = message.result
         r = message.result or {}
-        self.show_form_error(f"[b green]Wrote[/] {escape(str(r.get('path')))} ({r.get('bytes')} bytes, "
+        self.show_form_error(f"[b green]Wrote[/] {escape(str(r.get('path')))} ({format_bytes(r.get('bytes'), '?')}, "
                              f"{r.get('format')}).")
 
     def action_close(self) -> None:

@@ -19,6 +19,13 @@ class ProjectSettingsLoaded(Message):
 
 
 @dataclass
+class SettingsRefused(Message):
+    """The workspace refused the settings saved (a name another project has): said under the form."""
+
+    error: str
+
+
+@dataclass
 class ProjectDeleted(Message):
     """The project was deleted from Settings (`ctrl+d`)."""
 

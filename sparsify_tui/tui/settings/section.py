@@ -12,9 +12,9 @@ from textual.widgets import Button, Input, Label, Select, Static
 
 from sparsify_tui.tui import messages
 from sparsify_tui.tui.projects.messages import DeleteAsked
-from sparsify_tui.tui.settings.messages import ProjectDeleted, ProjectSettingsLoaded
+from sparsify_tui.tui.settings.messages import ProjectDeleted, ProjectSettingsLoaded, SettingsRefused
 from sparsify_tui.tui.widgets.dialogs import ConfirmDialog
-from sparsify_tui.tui.widgets.inputs import TextInput
+from sparsify_tui.tui.widgets.inputs import FieldError, SectionField
 from sparsify_tui.tui.widgets.tables import format_bytes, format_count, format_timestamp
 from sparsify_tui.tui.workers import app_work, post_result
 
@@ -33,28 +33,47 @@ class SettingsSection(Widget):
     def __init__(self, project_id: str, **kwargs) -> None:
         super().__init__(**kwargs)
         self.project_id = project_id
+        self.data_stamp = None  # the project's change stamp read before the last read (SparsifyApp)
+        self._filled: dict | None = None  # form_values() as last read: the form has no edit of the user's
 
     def compose(self) -> ComposeResult:
         with VerticalScroll():
-            yield Static("Settings  [dim](tab: next field · escape: leave a field · ctrl+s: save)[/dim]",
+            yield Static("Settings  [dim](enter: edit a field · escape: put it back · ctrl+s: save)[/dim]",
                          classes="section-title")
             with Grid(classes="form"):
                 yield Label("Name")
-                yield TextInput(id="name", compact=True)
+                yield self._field("name")
                 yield Label("Description")
-                yield TextInput(id="description", placeholder="what this project is for", compact=True)
+                yield self._field("description", placeholder="what this project is for")
                 yield Label("Optimizer")
                 yield Select([(o, o) for o in OPTIMIZERS], id="optimizer", allow_blank=False, value="SGD", compact=True)
                 yield Label("Epochs")
-                yield TextInput(id="epochs", type="integer", compact=True)
+                yield self._field("epochs")
                 yield Label("Initial LR")
-                yield TextInput(id="init_lr", type="number", compact=True)
+                yield self._field("init_lr")
                 yield Label("Final LR")
-                yield TextInput(id="final_lr", type="number", compact=True)
+                yield self._field("final_lr")
+            yield FieldError(id="settings-error")
             with Horizontal(classes="buttons"):
                 yield Button("Save (ctrl+s)", variant="primary", id="save", compact=True)
                 yield Button("Delete project (ctrl+d)", variant="error", id="delete", compact=True)
             yield Static("", id="setup-info", classes="info")
+
+    def _field(self, key: str, **kwargs) -> SectionField:
+        """A field of the form: enter edits it, enter again checks it in place (the line under the form),
+        escape reverts; ctrl+s saves the form."""
+
+        def check(text: str) -> str | None:
+            from sparsify_tui.errors import SparsifyError
+            from sparsify_tui.store.workspace import check_project_fields
+
+            try:
+                check_project_fields({key: text})
+            except SparsifyError as err:
+                return f"{err} (escape puts it back)"
+            return None
+
+        return SectionField(id=key, compact=True, check=check, error_id="settings-error", **kwargs)
 
     def on_mount(self) -> None:
         self._load()
@@ -63,9 +82,16 @@ class SettingsSection(Widget):
         # the scroll container, not a field: digits 1-6 must keep switching sections
         self.query_one(VerticalScroll).focus()
 
+    def reload_data(self) -> None:
+        """The project changed on disk (the app's change-stamp watch: the CLI, another TUI): read it again, unless
+        the form holds an edit not saved yet (it is kept; ctrl+s saves it)."""
+        if self._filled is None or self.form_values() == self._filled:
+            self._load()
+
     @app_work(group="settings", description="read project")
     def _load(self) -> None:
         ws = self.app.workspace
+        self.data_stamp = ws.project_stamp(self.project_id)
         project = ws.get_project(self.project_id)
         try:
             size = ws.project_size_bytes(self.project_id)
@@ -86,6 +112,7 @@ class SettingsSection(Widget):
         self.post_message(messages.ProjectsChanged(self.project_id, deleted=True))
 
     def _fill(self, project: dict, size: int | None) -> None:
+        self.query_one("#settings-error", FieldError).say(None)
         training = project.get("training") or {}
         self.query_one("#name", Input).value = project.get("name", "")
         self.query_one("#description", Input).value = project.get("description", "")
@@ -115,6 +142,7 @@ class SettingsSection(Widget):
             f"[b]modified[/b] {format_timestamp(project.get('modified'))}",
         ]
         self.query_one("#setup-info", Static).update("\n".join(lines))
+        self._filled = self.form_values()
 
     def form_values(self) -> dict:
         """The edited fields, as passed to `Workspace.update_project` (validation happens there)."""
@@ -128,13 +156,31 @@ class SettingsSection(Widget):
         }
 
     def action_save(self) -> None:
+        """ctrl+s: save the form; a field being edited is checked first (a bad value is said, nothing saved)."""
+        for field in self.query(SectionField):
+            if field.editing:
+                problem = field.problem()
+                field.say(problem)
+                if problem:
+                    return
+                field.editing = False
         self._save(self.form_values())
 
     @app_work(group="settings", description="save settings")
     def _save(self, fields: dict) -> None:
+        from sparsify_tui.errors import SparsifyError
+
         ws = self.app.workspace
-        project = ws.update_project(self.project_id, **fields)
+        try:
+            project = ws.update_project(self.project_id, **fields)
+        except SparsifyError as err:  # a bad value or a name taken: said under the form, the edits kept
+            post_result(self, SettingsRefused(str(err)))
+            return
         post_result(self, ProjectSettingsLoaded(project, ws.project_size_bytes(self.project_id), saved=True))
+
+    @on(SettingsRefused)
+    def _refused(self, message: SettingsRefused) -> None:
+        self.query_one("#settings-error", FieldError).say(f"Not saved: {message.error}")
 
     def action_delete_project(self) -> None:
         self._ask_delete(self.project_id, self.query_one("#name", Input).value or self.project_id)

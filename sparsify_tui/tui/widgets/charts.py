@@ -68,10 +68,15 @@ def si_scale(max_value: float) -> tuple[float, str]:
 
 
 def format_value(value: float, unit: str) -> str:
-    """Value with its unit: '1.20 GFLOPs', '3.41 ms'."""
+    """Value with its unit: '1.20 GFLOPs', '3.410 ms' (a unit the shared formats know, with its fixed decimals:
+    :func:`sparsify_tui.formatting.format_value`; 0.6 ms beside 0.4903 ms read as two precisions)."""
+    from sparsify_tui.formatting import format_value as shared
+
     if unit in SI_UNITS:
         text = format_count(value)
         return f"{text}{unit}" if text[-1:].isalpha() and unit else f"{text} {unit}".strip()
+    if unit in ("ms", "x", "MB"):
+        return shared(value, unit)
     return f"{value:.4g} {unit}".strip()
 
 

@@ -1,4 +1,12 @@
-"""Modal dialogs shared by every section: errors, yes/no confirmations, the full record of one row.
+"""Modal dialogs shared by every section: errors, yes/no confirmations, the full record of one row; and the one
+dialog style every dialog uses (issue 30: three styles, two button orders).
+
+**The dialog style** (:func:`dialog_css`): centred, one frame (thick ``$primary`` border), a bold title, one-line
+fields in rows (a label 16 wide, the field in the rest: :func:`field_row`, :func:`select_row`), the one-line error
+under the fields (``#error``, in ``$error``), then the buttons on the right, the action first and Cancel (or Close)
+last, compact (one line each: :func:`form_buttons`). The footer of the screen under a dialog is hidden
+(:class:`~sparsify_tui.tui.widgets.footer.KeysFooter`). A bad value is said on the error line and the dialog
+stays open with everything typed. A new choice in a form is one line: ``yield from select_row(...)``.
 
 Usage from any widget::
 
@@ -23,6 +31,44 @@ from sparsify_tui.tui.workers import app_work, post_result
 
 ResultT = TypeVar("ResultT")
 
+DIALOG_WIDTH = 74
+"""Width of a dialog's frame (cells; never wider than the screen)."""
+
+
+def dialog_css(name: str, width: int = DIALOG_WIDTH, border: str = "$primary") -> str:
+    """The one dialog style (module docstring) for dialog class ``name``, ``width`` cells wide (``border``: the
+    frame's colour; an error says it with ``$error``). A dialog adds its own rules after it."""
+    return f"""
+    {name} {{ align: center middle; }}
+    {name} > Vertical {{ width: {width}; max-width: 100%; height: auto; max-height: 100%;
+        border: thick {border}; background: $surface; padding: 0 1; }}
+    {name} .dialog-title {{ text-style: bold; height: auto; margin-bottom: 1; }}
+    {name} .row {{ height: 1; }}
+    {name} .row > Label {{ width: 16; color: $text-muted; }}
+    {name} .row > Input, {name} .row > Select {{ width: 1fr; }}
+    {name} .hint {{ color: $text-muted; height: auto; }}
+    {name} #error, {name} .dialog-error {{ color: $error; height: auto; }}
+    {name} .buttons {{ height: auto; align-horizontal: right; padding: 1 0 0 0; }}
+    {name} .buttons Button {{ margin-left: 2; min-width: 8; }}
+    """
+
+
+def field_row(label: str, field: Any) -> ComposeResult:
+    """One row of a form: ``label`` (16 cells) and ``field`` (the rest). ``yield from field_row(...)``."""
+    from textual.widgets import Label
+
+    with Horizontal(classes="row"):
+        yield Label(label)
+        yield field
+
+
+def select_row(label: str, select_id: str, options: list, value: Any) -> ComposeResult:
+    """One row of a form with a choice: ``label`` and a compact ``Select`` of ``options`` (``(text, value)``
+    pairs) set to ``value``, id ``select_id``. ``yield from select_row(...)``: a new choice is one line."""
+    from textual.widgets import Select
+
+    yield from field_row(label, Select(options, value=value, allow_blank=False, id=select_id, compact=True))
+
 
 def error_message(error: BaseException) -> str:
     """One-line text for an exception: SparsifyError messages as is, others prefixed with their type."""
@@ -37,15 +83,9 @@ def error_message(error: BaseException) -> str:
 class ErrorDialog(ModalScreen[None]):
     """Shows one error message; `enter`/`escape` closes it. The app stays up."""
 
-    DEFAULT_CSS = """
-    ErrorDialog { align: center middle; }
-    ErrorDialog > Vertical {
-        width: 70; max-width: 95%; height: auto; max-height: 90%;
-        border: thick $error; background: $surface; padding: 0 1;
-    }
-    ErrorDialog .dialog-title { text-style: bold; color: $error; padding: 0 0 1 0; }
+    DEFAULT_CSS = dialog_css("ErrorDialog", 70, border="$error") + """
+    ErrorDialog .dialog-title { color: $error; }
     ErrorDialog VerticalScroll { height: auto; max-height: 14; }
-    ErrorDialog Horizontal { height: auto; align: right middle; padding-top: 1; }
     """
 
     BINDINGS = [
@@ -62,8 +102,8 @@ class ErrorDialog(ModalScreen[None]):
             yield Static(self.dialog_title, classes="dialog-title")
             with VerticalScroll():
                 yield Static(self.message, id="error-message", markup=False)
-            with Horizontal():
-                yield Button("OK", variant="error", id="ok")
+            with Horizontal(classes="buttons"):
+                yield Button("OK", variant="error", id="ok", compact=True)
 
     def on_mount(self) -> None:
         self.query_one("#ok", Button).focus()
@@ -79,16 +119,7 @@ class ErrorDialog(ModalScreen[None]):
 class ConfirmDialog(ModalScreen[bool]):
     """Asks a yes/no question; dismisses with True (`y`, confirm button) or False (`n`, `escape`)."""
 
-    DEFAULT_CSS = """
-    ConfirmDialog { align: center middle; }
-    ConfirmDialog > Vertical {
-        width: 60; max-width: 95%; height: auto;
-        border: thick $warning; background: $surface; padding: 0 1;
-    }
-    ConfirmDialog #question { padding: 1 0; }
-    ConfirmDialog Horizontal { height: auto; align: right middle; }
-    ConfirmDialog Button { margin-left: 1; }
-    """
+    DEFAULT_CSS = dialog_css("ConfirmDialog", 60)
 
     BINDINGS = [
         Binding("y", "answer(True)", "Yes", id="dialog.confirm.yes", tooltip="Confirm"),
@@ -105,9 +136,9 @@ class ConfirmDialog(ModalScreen[bool]):
         with Vertical():
             yield Static(self.dialog_title, classes="dialog-title")
             yield Static(self.question, id="question", markup=False)
-            with Horizontal():
-                yield Button("Cancel (n)", id="no")
-                yield Button(f"{self.confirm_label} (y)", variant="error", id="yes")
+            with Horizontal(classes="buttons"):  # the action first, Cancel last (every dialog)
+                yield Button(f"{self.confirm_label} (y)", variant="error", id="yes", compact=True)
+                yield Button("Cancel (n)", id="no", compact=True)
 
     def on_mount(self) -> None:
         self.query_one("#no", Button).focus()
@@ -225,13 +256,13 @@ class FormDialog(ModalScreen[ResultT], Generic[ResultT]):
 
 
 def form_buttons(run_label: str = "Run", run_id: str = "run", cancel_id: str = "cancel", *,
-                 run_disabled: bool = False) -> ComposeResult:
+                 run_disabled: bool = False, cancel_label: str = "Cancel") -> ComposeResult:
     """The end of a :class:`FormDialog`'s form: its one-line error (``Static#error``) and the row of the run button
     (``run_id``, which :attr:`FormDialog.RUN_BUTTON_ID` names) and Cancel. ``yield from`` it inside the form."""
     yield Static("", id="error", classes="dialog-error")
     with Horizontal(classes="buttons"):
-        yield Button(run_label, variant="primary", id=run_id, disabled=run_disabled)
-        yield Button("Cancel", id=cancel_id)
+        yield Button(run_label, variant="primary", id=run_id, disabled=run_disabled, compact=True)
+        yield Button(cancel_label, id=cancel_id, compact=True)
 
 
 def format_field(value: object) -> str:
@@ -255,13 +286,8 @@ class RecordDialog(ModalScreen[None]):
     values wrap); arrows/page keys scroll, `escape` or `enter` closes. ``fields``: (name, value) pairs in the
     order shown; values are formatted by :func:`format_field`."""
 
-    DEFAULT_CSS = """
-    RecordDialog { align: center middle; }
-    RecordDialog > Vertical {
-        width: 96; max-width: 100%; height: auto; max-height: 100%;
-        border: thick $primary; background: $surface; padding: 0 1;
-    }
-    RecordDialog .dialog-title { text-style: bold; height: auto; }
+    DEFAULT_CSS = dialog_css("RecordDialog", 96) + """
+    RecordDialog .dialog-title { margin-bottom: 0; }
     RecordDialog VerticalScroll { height: auto; max-height: 100%; }
     RecordDialog .hint { color: $text-muted; height: 1; }
     """

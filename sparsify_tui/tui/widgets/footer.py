@@ -63,10 +63,20 @@ class KeysFooter(Static):
 
     def on_mount(self) -> None:
         self.screen.bindings_updated_signal.subscribe(self, self.bindings_changed)
+        self.app.screen_change_signal.subscribe(self, self.screen_changed)
         self.bindings_changed(self.screen)
 
     def on_unmount(self) -> None:
         self.screen.bindings_updated_signal.unsubscribe(self)
+        self.app.screen_change_signal.unsubscribe(self)
+
+    def screen_changed(self, top: Any) -> None:
+        """Shown only while its own screen is on top: under a dialog its keys do not work, and a footer of the
+        wrong keys under a dialog read as the dialog's (issue 30). The transparent key buffer that holds the keys
+        typed before a dialog shows (``App.hold_keys``) does not hide it."""
+        from sparsify_tui.tui.widgets.dialogs import KeyBuffer
+
+        self.display = top is self.screen or isinstance(top, KeyBuffer)
 
     def on_resize(self) -> None:
         self.bindings_changed(self.screen)

@@ -23,7 +23,9 @@ from textual.app import ComposeResult
 from textual.containers import Vertical
 from textual.message import Message
 from textual.widget import Widget
-from textual.widgets import Label, ProgressBar
+from textual.widgets import ProgressBar
+
+from sparsify_tui.tui.widgets.labels import FittedLabel
 
 from sparsify_tui.tui.workers import app_work, post_result
 
@@ -84,7 +86,7 @@ class JobProgress(Widget):
         height: auto;
         padding: 0 1;
     }
-    JobProgress > Label { width: 100%; }  /* wrap in a narrow list pane instead of cutting the text */
+    JobProgress > FittedLabel { width: 100%; }  /* wraps at words in a narrow list pane; a long word is elided */
     JobProgress > #job-title { text-style: bold; }
     JobProgress > #job-bar { width: 1fr; }
     JobProgress.-error > #job-status { color: $error; }
@@ -143,9 +145,9 @@ class JobProgress(Widget):
         return self._workspace
 
     def compose(self) -> ComposeResult:
-        yield Label(f"job {self.job_id}", id="job-title")
+        yield FittedLabel(f"job {self.job_id}", id="job-title")
         yield ProgressBar(total=100, show_eta=False, id="job-bar")
-        yield Label("loading…", id="job-status")
+        yield FittedLabel("loading…", id="job-status")
 
     def on_mount(self) -> None:
         self.workspace  # resolve on the event loop, not in the worker thread
@@ -178,13 +180,13 @@ class JobProgress(Widget):
         if job_id != self.job_id or self._finished or not self.is_mounted:
             return
         self.job = job
-        self.query_one("#job-title", Label).update(f"{job_title(job)} · {job_id}")
+        self.query_one("#job-title", FittedLabel).set_text(f"{job_title(job)} · {job_id}")
         bar = self.query_one("#job-bar", ProgressBar)
         fraction = float((job.get("progress") or {}).get("fraction") or 0.0)
         if job.get("status") == "completed":
             fraction = 1.0
         bar.update(total=100, progress=round(100 * fraction, 1))
-        self.query_one("#job-status", Label).update(job_status_text(job))
+        self.query_one("#job-status", FittedLabel).set_text(job_status_text(job))
         status = job.get("status")
         if status in FINAL:
             self._finished = True
@@ -204,7 +206,7 @@ class JobProgress(Widget):
         if self._finished:
             self.notify("The job has already ended", severity="warning")
             return
-        self.query_one("#job-status", Label).update("cancel requested…")
+        self.query_one("#job-status", FittedLabel).set_text("cancel requested…")
         self._cancel()
 
     @app_work(group="job-progress-cancel", description="cancel job", exclusive=False)

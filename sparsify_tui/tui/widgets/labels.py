@@ -2,12 +2,16 @@
 
 ONNX node names are often long module paths whose start is shared and whose distinguishing part is in the
 middle (``/features/features.13/conv/conv.0/conv.0.0/Conv``). Cutting them in the middle made every
-mobilenet_v2 row read the same; :func:`shorten_labels` keeps what tells them apart.
+mobilenet_v2 row read the same; :func:`shorten_labels` keeps what tells them apart. Text that wraps (a job's
+progress, a notification, a label in a narrow column) keeps every word whole or elides it in the middle:
+:func:`fit_words`, :class:`FittedLabel`.
 """
 
 from __future__ import annotations
 
 from typing import Sequence
+
+from textual.widgets import Label
 
 MAX_LABEL_CHARS = 28
 
@@ -111,6 +115,20 @@ def elide_middle(text: str, width: int) -> str:
     return head + "…" + tail
 
 
+def fit_name(text: str, width: int) -> str:
+    """A record's name in at most ``width`` cells, never cut inside a word it keeps: as is when it fits; a name of
+    several words keeps the whole words that fit, then ``…`` (:func:`abbreviate`); one word (or a first word wider
+    than ``width``) is elided in its middle (:func:`elide_middle`: "budg…earch" mixed two words). ``width`` ≤ 0:
+    unchanged."""
+    text = str(text)
+    if width <= 0 or len(text) <= width:
+        return text
+    first = text.split(" ", 1)[0]
+    if " " in text.strip() and len(first) < width:
+        return abbreviate(text, width)
+    return elide_middle(first if len(first) < len(text) else text, width)
+
+
 def abbreviate(text: str, width: int) -> str:
     """``text`` in at most ``width`` cells: the whole words that fit, then ``…`` (a sentence cut at a word boundary,
     never inside a word; a first word longer than ``width`` is cut). ``width`` ≤ 0: unchanged."""
@@ -121,3 +139,38 @@ def abbreviate(text: str, width: int) -> str:
     if text[width - 1] != " " and " " in head:
         head = head[: head.rfind(" ")]
     return head.rstrip(" ·,;:(") + "…"
+
+
+def fit_words(text: str, width: int) -> str:
+    """``text`` with every word wider than ``width`` cells elided in its middle (:func:`elide_middle`: a path keeps
+    its file name, a node id its ends), so that text wrapped at ``width`` breaks only between words: a word that
+    does not fit a line was folded inside it ("deepc" / "opy_124"). Spaces and line breaks are kept; a word with
+    markup brackets is left whole. ``width`` ≤ 0: unchanged."""
+    import re
+
+    from rich.cells import cell_len
+
+    if width <= 0:
+        return str(text)
+    return re.sub(r"[^\s]+", lambda m: m.group(0) if cell_len(m.group(0)) <= width or "[" in m.group(0)
+                  else elide_middle(m.group(0), width), str(text))
+
+
+class FittedLabel(Label):
+    """A ``Label`` that wraps at words and never folds a word: a word wider than the label is elided in its middle
+    for the width it has (:func:`fit_words`), again on every resize. ``full_text``: the text as given. Plain text
+    (no markup)."""
+
+    def __init__(self, text: str = "", **kwargs) -> None:
+        super().__init__(text, markup=False, **kwargs)
+        self.full_text = str(text)
+
+    def set_text(self, text: str) -> None:
+        self.full_text = str(text)
+        self._fit()
+
+    def on_resize(self) -> None:
+        self._fit()
+
+    def _fit(self) -> None:
+        self.update(fit_words(self.full_text, self.content_region.width))

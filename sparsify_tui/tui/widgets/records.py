@@ -4,8 +4,10 @@ Each of them is a list of stored records of one workspace table (perf profiles, 
 under it, the section's running and queued jobs (:class:`~sparsify_tui.tui.widgets.jobs.SectionJobs`), and on the
 right the view of the selected record. This base class holds the list and its life cycle:
 
-* **list and poll**: the records are read in a thread worker when the section mounts, every ``POLL_SECONDS`` while
-  the section is shown (records written by the CLI, another TUI or a job appear), and after every change made here;
+* **list and refresh**: the records are read in a thread worker when the section mounts, after every change made
+  here, and when the project's change stamp moved while the section is shown or before it is shown again (records
+  written by the CLI, another TUI or a job appear: :meth:`~sparsify_tui.tui.app.SparsifyApp._watch_project` calls
+  :meth:`RecordListSection.reload_data`);
   the options are rebuilt only when a record's signature changed (:meth:`record_signature`), grouped by fleet target;
 * **selection**: until the user picks a record, the newest is shown (a profile run from another shell shows up);
   after a job of the section finishes, its record is shown; a deleted record gives way to the fixed entry (FLOPS,
@@ -118,7 +120,6 @@ class RecordListSection(Widget):
     RESULT_KEY: ClassVar[str] = "record_id"
     #: width of the list's group headers (fleet targets)
     LIST_WIDTH: ClassVar[int] = 15
-    POLL_SECONDS: ClassVar[float] = 5.0
 
     @dataclass
     class Listed(Message, bubble=False):
@@ -150,6 +151,7 @@ class RecordListSection(Widget):
         self._user_chose = False  # until the user picks an entry, the newest record is shown
         self._select_after: Optional[str] = None  # record to show once the list has it (a finished job's)
         self.prefetched: Any = None  # what prefetch() read with the last list
+        self.data_stamp: Any = None  # the project's change stamp read before the last list (SparsifyApp)
         self._focus_after = False  # and move the focus into its view (the user just made it in a dialog)
 
     # -- to implement ---------------------------------------------------------------------------------
@@ -191,7 +193,6 @@ class RecordListSection(Widget):
 
     def on_mount(self) -> None:
         self.reload()
-        self.set_interval(self.POLL_SECONDS, self._poll)
 
     @property
     def option_list(self) -> OptionList:
@@ -205,6 +206,7 @@ class RecordListSection(Widget):
         self.option_list.focus()
 
     def action_focus_list(self) -> None:
+        self.app.remove_class("-list-collapsed")  # `p` shows the list again if `z` hid it
         self.focus_default()
 
     # -- the list ---------------------------------------------------------------------------------------
@@ -221,13 +223,14 @@ class RecordListSection(Widget):
         """Read the records again (thread worker); the list follows."""
         self._load_records()
 
-    def _poll(self) -> None:
-        if getattr(self.app, "section", None) == self.SECTION and self.is_mounted:
-            self._load_records()
+    def reload_data(self) -> None:
+        """The project changed on disk (the app's change-stamp watch): read the records again."""
+        self.reload()
 
     @app_work(group="record-list", description="list records")
     def _load_records(self) -> None:
         ws = self.app.workspace
+        self.data_stamp = ws.project_stamp(self.project_id)
         records = ws.list_records(self.project_id, self.TABLE)
         post_result(self, self.Listed(self.TABLE, records, self.prefetch(ws, records)))
 

@@ -33,19 +33,13 @@ from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.message import Message
+from textual.screen import ModalScreen
 from textual.widget import Widget
 from textual.widgets import DataTable, Input, Static
 
-from sparsify_tui.formatting import format_bytes, format_count  # noqa: F401 (column formatters)
+from sparsify_tui.formatting import format_bytes, format_count, format_percent  # noqa: F401 (column formatters)
 from sparsify_tui.tui.widgets.inputs import TextInput
 from sparsify_tui.tui.widgets.labels import abbreviate, fit_parts, shorten_labels
-
-
-def format_percent(value: Any) -> str:
-    """Fraction 0..1 as a percentage with two decimals ('12.34%')."""
-    if value is None or value == "":
-        return ""
-    return f"{float(value) * 100:.2f}%"
 
 
 def format_shape(value: Any) -> str:
@@ -77,6 +71,13 @@ class Column:
     #: :func:`sparsify_tui.tui.widgets.labels.shorten_labels`), "end" keeps the start (sentences, in whole words:
     #: :func:`sparsify_tui.tui.widgets.labels.abbreviate`)
     clip: str = "name"
+    #: a mark after the value, from the whole row (``row -> str``): the override ``*`` of a layer's sparsity
+    mark: Optional[Callable[[dict], str]] = None
+
+    def row_text(self, row: dict) -> str:
+        """The cell of ``row`` in this column: its value as :meth:`text` formats it, then the row's mark."""
+        text = self.text(row.get(self.key))
+        return text + self.mark(row) if self.mark is not None else text
 
     def text(self, value: Any) -> str:
         if self.fmt is not None:
@@ -97,6 +98,67 @@ def _cell_texts(texts: list, width: int, right: bool) -> list:
 
     out = [escape(t) if "[" in t else t for t in texts]
     return [t.rjust(width) for t in out] if right else out
+
+
+SORT_KEYS = "123456789abcdefghijklmnopqrtuvwxyz"
+"""The keys of a :class:`SortMenu`'s columns, in order (no ``s``: it opened the menu)."""
+
+
+class SortMenu(ModalScreen[Optional[str]]):
+    """`s` in a table: every column with the key that sorts by it (``SORT_KEYS``: 1-9, then letters), the one sorted
+    now marked; that key, or enter on the highlighted one, picks it (dismissed with the column's key); escape
+    closes."""
+
+    DEFAULT_CSS = """
+    SortMenu { align: center middle; }
+    SortMenu > Vertical { width: 44; max-width: 100%; height: auto; max-height: 100%; border: thick $primary;
+                          background: $surface; padding: 0 1; }
+    SortMenu .dialog-title { text-style: bold; height: auto; }
+    SortMenu OptionList { height: auto; max-height: 20; }
+    """
+
+    BINDINGS = [Binding("escape", "close", "Close", id="table.sort_menu.close", tooltip="Close without sorting")]
+
+    def __init__(self, columns: list[tuple[str, str]], current: Optional[str], reverse: bool = False) -> None:
+        super().__init__()
+        self.columns = columns[:len(SORT_KEYS)]
+        self.current = current
+        self.reverse = reverse
+
+    def compose(self) -> ComposeResult:
+        from textual.containers import Vertical
+        from textual.widgets import OptionList
+        from textual.widgets.option_list import Option
+
+        def label(key: str, text: str) -> str:
+            now = f"  (sorted {'desc' if self.reverse else 'asc'}: again reverses)" if key == self.current else ""
+            return f"{text}{now}"
+
+        with Vertical():
+            yield Static("Sort by (its key, or enter · escape: close)", classes="dialog-title")
+            yield OptionList(*(Option(f"{SORT_KEYS[i]}  {label(key, text)}", id=key)
+                               for i, (key, text) in enumerate(self.columns)), id="sort-columns")
+
+    def on_mount(self) -> None:
+        from textual.widgets import OptionList
+
+        menu = self.query_one(OptionList)
+        keys = [key for key, _ in self.columns]
+        menu.highlighted = keys.index(self.current) if self.current in keys else 0
+        menu.focus()
+
+    def on_key(self, event) -> None:
+        if event.character and event.character in SORT_KEYS[:len(self.columns)]:
+            event.stop()
+            event.prevent_default()
+            self.dismiss(self.columns[SORT_KEYS.index(event.character)][0])
+
+    def on_option_list_option_selected(self, event) -> None:
+        event.stop()
+        self.dismiss(str(event.option.id))
+
+    def action_close(self) -> None:
+        self.dismiss(None)
 
 
 class _Table(DataTable):
@@ -166,7 +228,8 @@ class FilterableTable(Widget):
     BINDINGS = [
         Binding("slash", "start_filter", "Filter", id="table.filter", tooltip="Filter rows (substring, case-insensitive)"),
         Binding("escape", "clear_filter", "Clear filter", show=False, id="table.clear_filter", tooltip="Clear the filter"),
-        Binding("s", "next_sort", "Sort", show=False, id="table.sort", tooltip="Sort by the next column"),
+        Binding("s", "next_sort", "Sort", show=False, id="table.sort",
+                tooltip="Sort by a column: a menu of the columns, each with the key that picks it (again: reversed)"),
         Binding("S", "reverse_sort", "Reverse", show=False, id="table.reverse", tooltip="Reverse the sort order"),
         Binding("o", "original_order", "Original order", show=False, id="table.original_order",
                 tooltip="Back to the original (graph) order"),
@@ -270,7 +333,7 @@ class FilterableTable(Widget):
     def _format_all(self) -> None:
         """Format every cell of every row once (a filter or a sort then only picks rows): ``_all_texts``, the
         widest text per column, and the caches built on them."""
-        self._all_texts = [[c.text(r.get(c.key)) for c in self.columns] for r in self._rows]
+        self._all_texts = [[c.row_text(r) for c in self.columns] for r in self._rows]
         self._position = {id(r): i for i, r in enumerate(self._rows)}
         self._text_widths = [max((len(t[j]) for t in self._all_texts), default=0) for j in range(len(self.columns))]
         self._fit_cache = {}
@@ -419,15 +482,19 @@ class FilterableTable(Widget):
         self._refresh()
 
     def action_next_sort(self) -> None:
-        keys = [c.key for c in self.columns]
-        if self.sort_key is None:
-            nxt = keys[0]
-        else:
-            i = keys.index(self.sort_key) + 1
-            nxt = keys[i] if i < len(keys) else None
-        # numbers read best largest first
-        col = next((c for c in self.columns if c.key == nxt), None)
-        self.sort_by(nxt, reverse=bool(col and col.numeric))
+        """`s`: the :class:`SortMenu` of the columns; the column picked sorts the rows (numbers largest first), the
+        column sorted already is reversed. Sorting by ms took three presses of `s` (it cycled the columns)."""
+        def picked(key: Optional[str]) -> None:
+            if key is None:
+                return
+            if key == self.sort_key:
+                self.sort_by(key, not self.sort_reverse)
+            else:
+                col = next(c for c in self.columns if c.key == key)
+                self.sort_by(key, reverse=col.numeric)  # numbers read best largest first
+
+        self.app.push_screen(SortMenu([(c.key, c.label) for c in self.columns], self.sort_key, self.sort_reverse),
+                             picked)
 
     def action_reverse_sort(self) -> None:
         if self.sort_key is not None:
