@@ -44,7 +44,7 @@ def register(sub) -> None:
     o.add_argument("--allocate", action="store_true",
                    help="channel: remove R of all prunable channels where it hurts least, instead of R per group")
     o.add_argument("--target-speedup", type=float, default=None, metavar="X",
-                   help="channel: thin to an estimated X times faster model on onnxruntime, at the least loss")
+                   help="channel: thin to an estimated X times faster model on the target runtime (--engine, --precision), at the least loss")
     o.add_argument("--macs-reduction", type=float, default=None, metavar="X",
                    help="channel: thin to X times fewer MACs, at the least loss")
     o.add_argument("--round-to", type=int, default=None, metavar="N",

@@ -59,7 +59,7 @@ def register(sub) -> None:
         "demo",
         help="create (or reuse) the demo project from the bundled model, profile it, and open it",
         description="Create (or reuse) the project 'demo' from the bundled PP-OCR classifier. The first time, run its "
-        "baseline performance profile (measured with onnxruntime, INT8 included) and a weight-magnitude loss profile, "
+        "baseline performance profile (measured on the default runtime, INT8 included) and a weight-magnitude loss profile, "
         "with progress on stderr; then open the TUI on it.",
     )
     m.add_argument("--headless", action="store_true", help="do not open the TUI; print the project summary")

@@ -149,7 +149,7 @@ class SectionBar(Static):
 
 #: (palette label, section, the section's action, help): what the palette can do in the open project
 PROJECT_ACTIONS = [
-    ("New performance profile", "perf", "new", "measure per-layer times with onnxruntime (n in Perf)"),
+    ("New performance profile", "perf", "new", "measure per-layer times on a runtime here (n in Perf)"),
     ("Rerun the selected perf profile", "perf", "rerun", "measure it again with its settings (r in Perf)"),
     ("New loss profile", "loss", "new", "per-layer pruning and INT8 sensitivity (n in Loss)"),
     ("Optimize: new optimization", "optimization", "new", "per-layer sparsity and INT8 from the profiles "
@@ -347,6 +347,12 @@ class SparsifyApp(App[int]):
                     importlib.import_module(module)
                 except Exception:  # noqa: BLE001 - the section reports it when it is opened
                     break
+            try:  # the dialogs' runtime choices (importing the runtimes takes about a second)
+                from sparsify_tui.tui.widgets.runtimes import single_runtimes
+
+                single_runtimes()
+            except Exception:  # noqa: BLE001 - a dialog reports it when it asks
+                pass
             if self._user_keymap.entries:  # every binding id now declared: name the ones nothing declares
                 from sparsify_tui.tui.keymap import declared_ids
 

@@ -9,13 +9,14 @@ from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
-from textual.widgets import Input, Label, OptionList, Static
+from textual.widgets import Input, Label, OptionList, Select, Static
 from textual.widgets.option_list import Option
 
 from sparsify_tui.tui.widgets.data_summary import DataSummary
 from sparsify_tui.tui.widgets.dialogs import FormDialog, dialog_css, form_buttons
 from sparsify_tui.tui.widgets.inputs import TextInput
 from sparsify_tui.tui.widgets.paths import PathInput
+from sparsify_tui.tui.widgets.runtimes import OWN, runtime_args, runtime_row
 from sparsify_tui.tui.widgets.labels import elide_middle
 from sparsify_tui.tui.widgets.toggles import TextSelectionList
 
@@ -28,8 +29,9 @@ def _dialog_css(cls: str) -> str:
 
 
 class BenchmarkDialog(FormDialog[Optional[dict]]):
-    """Create a benchmark: models (baseline always, plus the chosen optimizations), batch sizes, core
-    counts, warm-up, iterations and sample data. Dismisses with the ``benchmark`` job args, or None."""
+    """Create a benchmark: models (baseline always, plus the chosen optimizations), the runtimes (each
+    optimization's own by default; every runtime here; or one), batch sizes, core counts, warm-up, iterations and
+    sample data. Dismisses with the ``benchmark`` job args, or None."""
 
     DEFAULT_CSS = _dialog_css("BenchmarkDialog") + """
     BenchmarkDialog TextSelectionList { height: auto; max-height: 8; margin-bottom: 1; }
@@ -63,6 +65,8 @@ class BenchmarkDialog(FormDialog[Optional[dict]]):
                 yield TextSelectionList[str](
                     *[(o.get("name") or o["id"], o["id"], o["id"] in self.selected) for o in self.optimizations],
                     id="models")
+            # each optimization on the runtime it targets (and the reference), or every runtime here, or one
+            yield from runtime_row("runtime", OWN, many=True, own=True, label="Runtimes")
             with Horizontal(classes="row"):
                 yield Label("Batch sizes")
                 yield TextInput(d["batch_sizes"], placeholder="e.g. 1,8", id="batch_sizes", compact=True)
@@ -95,6 +99,7 @@ class BenchmarkDialog(FormDialog[Optional[dict]]):
         field = lambda key: self.query_one(f"#{key}", Input).value  # noqa: E731
         data = settings.data_file(field("data").strip(), "Sample data")
         return {"name": name, "optimizations": opts, **({"data": data} if data else {}),
+                **runtime_args(str(self.query_one("#runtime", Select).value), many=True),
                 "batch_sizes": settings.whole_list(field("batch_sizes"), settings.batch_size, "Batch sizes"),
                 "core_counts": settings.whole_list(field("core_counts"), settings.core_count, "Core counts"),
                 "warmup": settings.warmup(field("warmup") or None, "Warm-up runs"),

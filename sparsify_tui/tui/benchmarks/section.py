@@ -10,7 +10,7 @@ median, or rounds > 20 % apart: :meth:`sparsify_tui.benchmark.runner.BenchmarkRu
 "!" in the table and under the speedups, with the advice to rerun.
 
 What the numbers are: each (model, batch, cores) is timed in the job process with one live session
-(onnxruntime CPU, ORT_ENABLE_ALL, intra-op threads = cores): warm-up runs, then timed runs;
+on the runtime of the run (its engine's session: threads = cores, one stream): warm-up runs, then timed runs;
 median/mean/p90/p99 ms per batch; items/s = 1000·batch/median; speedup = baseline median / model
 median at the same batch size and cores.
 """

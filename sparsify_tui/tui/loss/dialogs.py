@@ -13,11 +13,12 @@ from sparsify_tui.tui.widgets.data_summary import DataSummary
 from sparsify_tui.tui.widgets.dialogs import FormDialog, dialog_css, form_buttons
 from sparsify_tui.tui.widgets.inputs import TextInput
 from sparsify_tui.tui.widgets.paths import PathInput
+from sparsify_tui.tui.widgets.runtimes import runtime_args, runtime_row, runtime_value
 from sparsify_tui.tui.widgets.toggles import TextCheckbox
 
 
 class LossProfileDialog(FormDialog[Optional[dict]]):
-    """New loss profile: name, method, levels, data file, batches, INT8, metric. Dismisses with the
+    """New loss profile: name, method, the runtime one-shot runs on, levels, data file, batches, INT8, metric. Dismisses with the
     ``loss_profile`` job args, or None."""
 
     DEFAULT_CSS = dialog_css("LossProfileDialog")
@@ -43,6 +44,8 @@ class LossProfileDialog(FormDialog[Optional[dict]]):
                 yield Label("Method")
                 yield Select([("one-shot (run on data)", "one-shot"), ("weight magnitude", "magnitude")],
                              value=d["method"], allow_blank=False, id="method", compact=True)
+            # one-shot runs the pruned model on this runtime (weight magnitude runs nothing)
+            yield from runtime_row("runtime", runtime_value(d.get("engine"), d.get("precision")))
             with Horizontal(classes="row"):
                 yield Label("Levels")
                 yield TextInput(str(d["levels"] or ""), placeholder="default; e.g. 0.2,0.4,0.9", id="levels",
@@ -80,6 +83,7 @@ class LossProfileDialog(FormDialog[Optional[dict]]):
         return {"name": name, "method": self.query_one("#method", Select).value, "levels": levels,
                 "data": data, "batches": batches,
                 "int8": bool(self.query_one("#int8", TextCheckbox).value),
+                **runtime_args(str(self.query_one("#runtime", Select).value)),
                 "metric": None if metric == "auto" else metric}
 
     def action_run(self) -> None:

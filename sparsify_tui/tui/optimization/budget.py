@@ -139,13 +139,17 @@ class BudgetSearchDialog(SearchDialog):
         return [("Calib. items", "cal", "", "64 (at most half the items); the rest score")]
 
     def more_selects(self) -> list[tuple[str, str, list, str]]:
-        return [("INT8", "int8", [("no: channels only", "no"), ("yes: INT8 on the best candidates", "yes")], "no")]
+        from sparsify_tui.tui.widgets.runtimes import EVERY, runtime_choices
+
+        return [("INT8", "int8", [("no: channels only", "no"), ("yes: INT8 on the best candidates", "yes")], "no"),
+                ("Runtimes", "runtime", runtime_choices(many=True), EVERY)]
 
     def values(self) -> dict:
         """The job arguments; raises ``SparsifyError`` (one line) for a bad budget, a missing data file or a bad
         item count."""
         from sparsify_tui import settings
         from sparsify_tui.errors import SparsifyError
+        from sparsify_tui.tui.widgets.runtimes import runtime_args
 
         if settings.data_file(self.text("data"), "Sample data") is None:
             raise SparsifyError("Sample data: the budget search needs a .npz of real items (the reconstruction fits "
@@ -153,7 +157,7 @@ class BudgetSearchDialog(SearchDialog):
         cal = self.text("cal")
         return {**self.search_values(),
                 "calibration_size": settings.calibration_size(cal, "Calib. items") if cal else None,
-                "quantize": self.choice("int8") == "yes"}
+                "quantize": self.choice("int8") == "yes", **runtime_args(str(self.choice("runtime")), many=True)}
 
 
 __all__ = ["BudgetCard", "BudgetPane", "BudgetSearchDialog", "summary_text", "trial_rows"]

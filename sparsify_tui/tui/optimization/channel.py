@@ -59,7 +59,7 @@ class GroupsPane(StructurePane):
     FOCUS = "#group-table"
     TABLE_ID = "group-table"
     COLUMNS = GROUP_COLUMNS
-    HINT = "enter edit ratio · +/- 0.05 · x auto · ratio* override · est.*: estimates (onnxruntime)"
+    HINT = "enter edit ratio · +/- 0.05 · x auto · ratio* override · est.*: estimates on its runtime"
     ROW_NOUN = "group"
     HEADER_KIND = "channel · "
 

@@ -23,7 +23,7 @@ from textual.widget import Widget
 from textual.widgets import SelectionList, Static
 
 from sparsify_tui.formatting import format_fixed
-from sparsify_tui.text.optimization import applied_facts
+from sparsify_tui.text.optimization import applied_facts, runtime_text
 from sparsify_tui.text import markup_lines
 from sparsify_tui.text.searches import int8_search_facts, metric_name
 from sparsify_tui.tui.optimization.pane import (HINTS, PaneContext, RecordPane, ScheduleEdited, facts_markup,
@@ -142,7 +142,7 @@ class QuantPane(RecordPane):
         self.query_one("#q-enabled", TextCheckbox).value = bool(q.enabled)
         self.query_one("#q-info", Static).update(
             f"Checked layers stay FP32 (default: INT8-sensitivity outliers). QAT from epoch "
-            f"{q.start_epoch}. Apply (section 5) quantizes with onnxruntime (static QDQ).")
+            f"{q.start_epoch}. Apply (section 5) quantizes for {runtime_text(rec)} (static QDQ, one .onnx).")
         sl = self.query_one("#q-excluded", SelectionList)
         sl.clear_options()
         excluded = set(q.excluded or [])
@@ -184,11 +184,18 @@ class Int8SearchDialog(SearchDialog):
     BINDINGS = search_keys("optimization.int8", "INT8 search")
 
     def more_selects(self) -> list[tuple[str, str, list, str]]:
-        return [("Calibration", "calibration", [(m, m) for m in ("minmax", "entropy", "percentile")], "minmax")]
+        from sparsify_tui.tui.widgets.runtimes import runtime_choices, runtime_value
+
+        return [("Calibration", "calibration", [(m, m) for m in ("minmax", "entropy", "percentile")], "minmax"),
+                ("Runtime", "runtime", runtime_choices(), runtime_value(None, None))]
 
     def values(self) -> dict:
-        """The job arguments; raises ``SparsifyError`` (one line) for a bad budget or data file."""
-        return {**self.search_values(), "calibration": self.choice("calibration")}
+        """The job arguments (the INT8 model is timed and quantized for the runtime chosen: each engine's own
+        activation type); raises ``SparsifyError`` (one line) for a bad budget or data file."""
+        from sparsify_tui.tui.widgets.runtimes import runtime_args
+
+        return {**self.search_values(), "calibration": self.choice("calibration"),
+                **runtime_args(str(self.choice("runtime")))}
 
 
 __all__ = ["Int8Card", "QuantPane", "Int8SearchDialog", "summary_text", "trial_rows", "layer_rows"]

@@ -22,7 +22,7 @@ one, tabs (`m` Pruning, `l` Layers or Groups, `<`/`>` any):
   takes the project's changed training settings.
 
 `e` opens the Export dialog (recipe path, framework, preview, write). Estimates are labelled as such and
-name their runtime: onnxruntime gets no speedup from unstructured sparsity. Keys: :mod:`sparsify_tui.tui.widgets.keys`.
+name their runtime: a dense runtime gets no speedup from unstructured sparsity. Keys: :mod:`sparsify_tui.tui.widgets.keys`.
 
 **A new pane**: a :class:`~sparsify_tui.tui.optimization.pane.RecordPane` in its own module and one line in
 :data:`PANES` (a budget-search card, say); **a new structure's pane**: a

@@ -9,13 +9,14 @@ from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
-from textual.widgets import Button, Input, Label, Static
+from textual.widgets import Button, Input, Label, Select, Static
 
 from sparsify_tui.tui.perf.messages import PerfJobSubmitted
 from sparsify_tui.tui.widgets.data_summary import DataSummary
 from sparsify_tui.tui.widgets.dialogs import FormDialog, dialog_css, form_buttons
 from sparsify_tui.tui.widgets.inputs import TextInput
 from sparsify_tui.tui.widgets.paths import PathInput
+from sparsify_tui.tui.widgets.runtimes import runtime_args, runtime_row, runtime_value
 from sparsify_tui.tui.widgets.jobs import JobProgress
 from sparsify_tui.tui.widgets.toggles import TextCheckbox
 
@@ -48,7 +49,7 @@ class PerfProfileDialog(FormDialog[Optional[dict]]):
     def compose(self) -> ComposeResult:
         d = self.defaults
         with Vertical():
-            yield Static("New performance profile (measured with onnxruntime)", classes="dialog-title")
+            yield Static("New performance profile (measured on this machine)", classes="dialog-title")
             with Vertical(id="form"):
                 for key, label, kind in (("name", "Name", "text"), ("batch_size", "Batch size", "integer"),
                                          ("core_count", "Cores", "integer"), ("warmup", "Warm-up runs", "integer"),
@@ -56,6 +57,7 @@ class PerfProfileDialog(FormDialog[Optional[dict]]):
                     with Horizontal(classes="row"):
                         yield Label(label)
                         yield TextInput(str(d.get(key, "")), id=key, type=kind, compact=True)
+                yield from runtime_row("runtime", runtime_value(d.get("engine"), d.get("precision")))
                 with Horizontal(classes="row"):
                     yield Label("Sample data")
                     yield PathInput(str(d.get("data") or ""), placeholder="synthetic, or .npz/.npy: ctrl+b", id="data",
@@ -80,6 +82,7 @@ class PerfProfileDialog(FormDialog[Optional[dict]]):
         name = self.query_one("#name", Input).value.strip() or "baseline"
         field = lambda key: self.query_one(f"#{key}", Input).value.strip()  # noqa: E731
         return {"name": name, "int8": self.query_one("#int8", TextCheckbox).value,
+                **runtime_args(str(self.query_one("#runtime", Select).value)),
                 "dims": self.defaults.get("dims") or {}, "data": settings.data_file(field("data"), "Sample data"),
                 "batch_size": settings.batch_size(field("batch_size"), "Batch size"),
                 "core_count": settings.core_count(field("core_count"), "Cores"),

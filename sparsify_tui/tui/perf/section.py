@@ -263,7 +263,7 @@ class PerfSection(ViewKeys, RecordListSection):
     VIEW_TABS = TABS
 
     BINDINGS = [
-        *keys.profile_list("perf", new_what="performance profile, measured with onnxruntime", record="profile",
+        *keys.profile_list("perf", new_what="performance profile, measured on a runtime here", record="profile",
                            records="profiles",
                            views=(("summary", "Summary", "Profile view: Model Summary and Layer Summaries"),
                                   ("layers", "Layers", "Profile view: Layer Results table (every node)"),

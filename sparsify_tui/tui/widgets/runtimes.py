@@ -8,7 +8,10 @@ precision this CPU runs, :data:`OWN` for a benchmark's default (each optimizatio
 
 from __future__ import annotations
 
+from functools import lru_cache
 from typing import Optional
+
+from textual.app import ComposeResult
 
 #: every installed engine, every precision this CPU runs
 EVERY = "every"
@@ -16,9 +19,8 @@ EVERY = "every"
 OWN = "own"
 
 
-def single_runtimes() -> list[tuple[str, str]]:
-    """``(label, value)`` of every runtime this machine runs, the default engine's fp32 first: ``("onnxruntime
-    1.32.0 · fp32", "onnxruntime:fp32")``."""
+@lru_cache(maxsize=1)
+def _runtimes() -> tuple:
     from sparsify_tui.engine import get_engine, installed_engines
 
     out = []
@@ -26,7 +28,14 @@ def single_runtimes() -> list[tuple[str, str]]:
         engine = get_engine(name)
         for precision in engine.precisions():
             out.append((get_engine(name, precision).label, f"{name}:{precision}"))
-    return out
+    return tuple(out)
+
+
+def single_runtimes() -> list[tuple[str, str]]:
+    """``(label, value)`` of every runtime this machine runs, the default engine's fp32 first: ``("onnxruntime
+    1.32.0 · fp32", "onnxruntime:fp32")``. Read once per process (importing the runtimes takes about a second: the
+    app reads it in its preload thread, before a dialog asks)."""
+    return list(_runtimes())
 
 
 def runtime_choices(*, many: bool = False, own: bool = False) -> list[tuple[str, str]]:
@@ -47,6 +56,18 @@ def runtime_value(engine: Optional[str], precision: Optional[str]) -> str:
     return f"{engine or DEFAULT_ENGINE}:{precision or 'fp32'}"
 
 
+def runtime_row(select_id: str, value: Optional[str] = None, *, many: bool = False, own: bool = False,
+                label: str = "Runtime") -> ComposeResult:
+    """A dialog's runtime row (:func:`~sparsify_tui.tui.widgets.dialogs.select_row`): the choices of
+    :func:`runtime_choices`, set to ``value`` when this machine runs it (a record's bf16 on a CPU without BF16: the
+    first choice). ``yield from runtime_row("runtime", ...)``; the job's arguments: :func:`runtime_args`."""
+    from sparsify_tui.tui.widgets.dialogs import select_row
+
+    choices = runtime_choices(many=many, own=own)
+    values = [v for _label, v in choices]
+    yield from select_row(label, select_id, choices, value if value in values else values[0])
+
+
 def runtime_args(value: str, *, many: bool = False) -> dict:
     """The job arguments of a choice: ``{"engine", "precision"}`` for one runtime, or with ``many``
     ``{"engines", "precisions"}`` (:data:`EVERY`: "all"; :data:`OWN`: none, the job's default)."""
@@ -60,4 +81,4 @@ def runtime_args(value: str, *, many: bool = False) -> dict:
     return {"engine": engine, "precision": precision or "fp32"}
 
 
-__all__ = ["EVERY", "OWN", "runtime_args", "runtime_choices", "runtime_value", "single_runtimes"]
+__all__ = ["EVERY", "OWN", "runtime_args", "runtime_choices", "runtime_row", "runtime_value", "single_runtimes"]
