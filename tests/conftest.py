@@ -115,9 +115,19 @@ def snapshot(snapshot):
     return snapshot
 
 
+#: The runtimes the dialogs offer in a snapshot (``tui/widgets/runtimes``), whatever is installed here and whether
+#: this CPU runs bf16: the versions and the precisions would otherwise differ between machines.
+SNAPSHOT_RUNTIMES = (("onnxruntime 1.32.0 · fp32", "onnxruntime:fp32"), ("OpenVINO 2026.4.1 · fp32", "openvino:fp32"),
+                     ("OpenVINO 2026.4.1 · bf16", "openvino:bf16"))
+
+
 @pytest.fixture
-def snap_compare(snap_compare, fake_isa):
-    """pytest-textual-snapshot's ``snap_compare``, run under each of :data:`FAKE_ISAS` (see :func:`fake_isa`)."""
+def snap_compare(snap_compare, fake_isa, monkeypatch):
+    """pytest-textual-snapshot's ``snap_compare``, run under each of :data:`FAKE_ISAS` (see :func:`fake_isa`), the
+    dialogs offering :data:`SNAPSHOT_RUNTIMES`."""
+    from sparsify_tui.tui.widgets import runtimes
+
+    monkeypatch.setattr(runtimes, "_runtimes", lambda: SNAPSHOT_RUNTIMES)
     return snap_compare
 
 

@@ -17,10 +17,13 @@ DIMS = {"x:2": 48, "x:3": 192}
 
 #: (name, section key, the keys that open the dialog (or None: the section itself), the select's id)
 SELECTS = [
-    ("budget_metric", "4", ["B"], "bsd-metric"),
     ("budget_int8", "4", ["B"], "bsd-int8"),
-    ("int8_metric", "4", ["I"], "i8d-metric"),
+    ("budget_runtime", "4", ["B"], "bsd-runtime"),
     ("int8_calibration", "4", ["I"], "i8d-calibration"),
+    ("int8_runtime", "4", ["I"], "i8d-runtime"),
+    ("perf_runtime", "2", ["n"], "runtime"),
+    ("loss_runtime", "3", ["n"], "runtime"),
+    ("benchmark_runtime", "5", ["n"], "runtime"),
     ("create_perf", "4", ["n"], "create-perf"),
     ("create_structure", "4", ["n"], "create-structure"),
     ("export_framework", "4", ["e"], "export-framework"),
