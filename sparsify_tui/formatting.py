@@ -24,11 +24,12 @@ def format_count(value: Any, sep: str = " ", none: str = "") -> str:
 
 
 def format_bytes(n: Any, none: str = "") -> str:
-    """A size in MB (1 MB = 10**6 bytes: one size unit on every screen, in the CLI and the README), two decimals:
-    705123 -> ``"0.71 MB"``, 6756831 -> ``"6.76 MB"``; None -> ``none``."""
+    """A size in MB (1 MB = 10**6 bytes: one size unit on every screen, in the CLI and the README), two decimals,
+    thousands grouped: 705123 -> ``"0.71 MB"``, 6756831 -> ``"6.76 MB"``, 2**40 -> ``"1,099,511.63 MB"``; None ->
+    ``none``."""
     if n is None:
         return none
-    return f"{float(n) / 1e6:.2f} MB"
+    return f"{float(n) / 1e6:,.2f} MB"
 
 
 def format_percent(value: Any, none: str = "") -> str:

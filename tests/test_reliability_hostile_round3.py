@@ -201,8 +201,8 @@ def test_runtime_allocation_beyond_the_limit_is_one_line(home, tmp_path, capsys,
     for args in (["profile", "perf", "big", "--warmup", "0", "--iterations", "2", "--no-int8"],
                  ["profile", "loss", "big", "--method", "one-shot", "--batches", "1"]):
         r = run_cli(*args, *extra, home=home)
-        line = assert_one_error(r, "ran out of memory", "1.0 TiB", "--max-memory")
-        assert ("1.0 GiB" in line) if limit else ("available" in line), line
+        line = assert_one_error(r, "ran out of memory", "1,099,511.63 MB", "--max-memory")  # 1 TiB
+        assert ("limit of 1,073.74 MB" in line) if limit else ("available" in line), line  # 1G: 1 GiB
     assert sorted(p.name for p in (home / "projects").iterdir()) == kept[1]
     assert run_main(capsys, "show", "big").code == 0
 
@@ -241,7 +241,7 @@ def test_sample_data_is_read_lazily_within_the_memory_limit(home, tmp_path, caps
     assert r.code == 0, r.err
     before = snapshot(home)
     assert_refused(run_main(capsys, "benchmark", "demo", "--data", data, "--max-memory", "256M"),
-                   "inflating.npz", "limit of 256.0 MiB", "--max-memory")
+                   "inflating.npz", "limit of 268.44 MB", "--max-memory")  # 256 MiB
     assert_nothing_left(before, home)
 
 
