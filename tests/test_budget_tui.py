@@ -128,7 +128,9 @@ def test_budget_card_shows_the_search_and_b_starts_one(workspace_home, demo_mode
             assert job_type == "budget_search" and args["max_drop"] == 0.02 and args["name"] == "budget-1"
             assert args["data"] == str(data) and args["calibration_size"] == 2 and args["quantize"] is False
             # by default the search tries every runtime this machine has (issue 28: it chooses the runtime too)
-            assert args["engines"] == "all" and args["precisions"] == "all"
+            from sparsify_tui.tui.widgets.runtimes import single_runtimes
+
+            assert [list(r) for r in args["runtimes"]] == [v.split(":") for _l, v in single_runtimes()], args
             await wait_for(pilot, lambda: sec.query_one("#opt-jobs").query("JobProgress"))
             assert sec.check_action("cancel_job", ()) is True
             # bad input: one line in the dialog, which stays open; no job

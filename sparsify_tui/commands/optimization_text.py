@@ -64,10 +64,10 @@ def render_budget_text(opt: "Optimization") -> str:
 
     def columns(t) -> str:
         q = f"yes ({t.fp32_groups})" if t.quantized else "no"
-        return f"{t.target:>5.2f}x  {q:<15}  {t.kept_channels:>5}/{t.channels:<5}  "
+        return f"{t.target:>5.2f}x  {t.runtime_text:<17}  {q:<15}  {t.kept_channels:>5}/{t.channels:<5}  "
 
-    return "\n".join(_search_lines(budget_search_facts(s), s, "trial  target  INT8 (FP32 grp)  kept ch     metric      "
-                                   "within  median ms  speedup  note", columns))
+    return "\n".join(_search_lines(budget_search_facts(s), s, "trial  target  runtime            INT8 (FP32 grp)  "
+                                   "kept ch     metric      within  median ms  speedup  note", columns))
 
 
 def _search_lines(facts: list, s, head: str, columns) -> list:

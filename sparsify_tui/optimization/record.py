@@ -357,6 +357,13 @@ class BudgetTrial(TrialMeasures):
         return (self.engine or "onnxruntime", self.precision or "fp32")
 
     @property
+    def runtime_text(self) -> str:
+        """The runtime the trial ran on, in words: "onnxruntime fp32", "OpenVINO bf16" (the trial tables' column)."""
+        from sparsify_tui.engine.run import display_name
+
+        return f"{display_name(self.runtime[0])} {self.runtime[1]}"
+
+    @property
     def label(self) -> str:
         """"2.25× target", "2.25× target + INT8 (3 groups FP32)", "INT8 only (3 groups FP32)", "dynamic INT8 only",
         with the runtime when it is not onnxruntime fp32: "2.25× target · OpenVINO fp32", "unthinned · OpenVINO

@@ -42,6 +42,7 @@ TRIAL_COLUMNS = [
     Column("within", "Fits"),
     Column("median_ms", "ms", numeric=True, fmt=lambda v: format_fixed(v, ".3f", "")),
     Column("speedup", "Speedup", numeric=True, fmt=lambda v: format_fixed(v) + "×" if v else ""),
+    Column("runtime", "Runtime", filter=True),
     Column("note", "Note", filter=True),
 ]
 
@@ -57,7 +58,7 @@ def summary_text(rec: Optimization) -> str:
 
 def trial_rows(rec: Optimization) -> list[dict]:
     s = rec.search
-    return [{"_key": t.index, "index": t.index, "target": t.target,
+    return [{"_key": t.index, "index": t.index, "target": t.target, "runtime": t.runtime_text,
              "int8": f"yes ({t.fp32_groups} FP32)" if t.quantized else "no",
              "kept": f"{t.kept_channels}/{t.channels}" if t.channels else "all",
              "metric_value": t.metric_value, "within": "yes" if t.within_budget else "no", "median_ms": t.median_ms,
