@@ -4,9 +4,16 @@ with INT8 and a benchmark of the baseline against it with accuracy on labelled d
 channel optimization (est. speedup 1.5×, round_to pinned to 8: the CPU's own block size is not used) whose channel
 calibration warned that the machine was busy.
 
-Used by the tests that walk every section and dialog (focus, cut text)."""
+Used by the tests that walk every section and dialog (focus, cut text). :func:`seed_demo` builds the records once per
+test process and copies them into each test's empty workspace."""
 
 from __future__ import annotations
+
+import atexit
+import json
+import shutil
+import tempfile
+from pathlib import Path
 
 from sparsify_tui.services.projects import create_project
 
@@ -92,8 +99,41 @@ def add_calibration_warning(ws, pid: str, name: str) -> None:
     ws.update_record(pid, "optimizations", rec["id"], model=model)
 
 
+#: (demo model, instruction sets the machine is described with) -> (template workspace folder, project id)
+_TEMPLATES: dict = {}
+
+
 def seed_demo(ws, demo_model) -> str:
-    """The demo project with every kind of record (module docstring); returns the project id."""
+    """The demo project with every kind of record (module docstring) in ``ws``; returns the project id.
+
+    The records are built once per test process, for each demo model and each set of instruction sets the machine
+    is described with (``fake_isa`` of tests/conftest.py), in a template workspace; an empty (or absent) ``ws``
+    gets a copy of it, in which only the model path ``project.json`` records is made ``ws``'s own. The copies share
+    the template's project id and creation times (a build in place gets new ones). A workspace that already holds
+    something gets the records built in place."""
+    from sparsify_tui.analysis import system
+    from sparsify_tui.store import Workspace
+
+    root = Path(ws.root)
+    if root.exists() and any(root.iterdir()):
+        return build_demo(ws, demo_model)
+    key = (str(demo_model), tuple(system.machine_info().instruction_sets))
+    if key not in _TEMPLATES:
+        folder = Path(tempfile.mkdtemp(prefix="sparsify-tui-seeded-"))
+        atexit.register(shutil.rmtree, folder, ignore_errors=True)
+        template = Workspace(folder / "workspace")
+        _TEMPLATES[key] = (template.root, build_demo(template, demo_model))
+    template_root, pid = _TEMPLATES[key]
+    shutil.copytree(template_root, root, symlinks=True, dirs_exist_ok=True)
+    project_json = root / "projects" / pid / "project.json"
+    # the model path as JSON writes it (a string's inside), the template's folder replaced by this workspace's
+    old, new = (json.dumps(str(r))[1:-1] for r in (template_root, root))
+    project_json.write_text(project_json.read_text(encoding="utf-8").replace(old, new), encoding="utf-8")
+    return pid
+
+
+def build_demo(ws, demo_model) -> str:
+    """Build the records of :func:`seed_demo` in ``ws`` (nothing copied); returns the project id."""
     from sparsify_tui.services.optimizations import create_optimization
 
     pid = create_project(ws, str(demo_model), name="demo", dims=DEMO_DIMS)["id"]
