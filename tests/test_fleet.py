@@ -22,8 +22,10 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 SCENARIO = ROOT / "tests" / "fleet_scenario.py"
-SCENARIO_TIMEOUT_S = 110
-"""The whole scenario (cluster start, every command, the namespace's end) must fit in this many seconds."""
+SCENARIO_TIMEOUT_S = 300
+"""The whole scenario (cluster start, every command, the namespace's end) must end within this many seconds: a guard
+against a hang, not a speed check (it takes about 50 s alone on a 2-core machine, and took 93 s within the suite on
+that machine loaded by other work; each of its steps gives up after at most 240 s)."""
 
 
 # ------------------------------------------------------------------------------------ without a cluster
