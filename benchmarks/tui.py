@@ -220,7 +220,7 @@ def tmux_round(home: Path, floor_app: Path) -> dict:
         time.sleep(2.0)
         out["open project (2 s after the list)"] = _tmux_key(pane, "Enter", "Measured", "Summary type")
         for label in ("first", "again"):
-            for key, texts in (("3", ("Model Summary · Approximated",)), ("4", ("No optimization yet",)),
+            for key, texts in (("3", ("Loss profile: Approximated",)), ("4", ("No optimization yet",)),
                                ("5", ("No benchmarks yet",)), ("6", ("Description", "Name")),
                                ("2", ("Measured", "Summary type"))):
                 out[f"section {key} {SECTION_NAMES[key]} ({label})"] = _tmux_key(pane, key, *texts)
