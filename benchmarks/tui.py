@@ -342,9 +342,13 @@ async def in_app_round(ws, pid) -> dict:
                 name = f"section {key} {section} ({label})"
                 out[name] = await timed(pilot, [key], section_ready(section), name)
         view = app.query_one(PerfProfileView)
-        table = view.query_one("#layer-table")
-        out["Layer Results (l)"] = await timed(pilot, ["l"], lambda: table.rows_shown() and table.data_table.row_count,
-                                               "Layer Results (l)")
+
+        def layer_table():  # built when the tab is first opened (a lazy tab)
+            return view.query_one("#layer-table")
+
+        out["Layer Results (l)"] = await timed(
+            pilot, ["l"], lambda: layer_table().rows_shown() and layer_table().data_table.row_count, "Layer Results (l)")
+        table = layer_table()
         await pilot.press("slash")
         await until_idle(pilot, lambda: table.has_class("-filtering"))
         per_key = []
