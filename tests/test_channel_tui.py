@@ -230,6 +230,7 @@ def test_loss_section_lists_a_channel_profile_per_group(workspace_home, demo_mod
             view.set_ref(rid)
             await wait_for(pilot, lambda: view.profile is not None and view.profile.name == "groups")
             assert [l.id for l in view.profile.layers] == [l.id for l in prof.layers]
+            await pilot.press("g")  # the Sensitivity tab (built when first opened)
             chart = view.query_one("#sens-chart")
             assert chart.labels == [l.id for l in prof.layers]
 
