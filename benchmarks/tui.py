@@ -220,7 +220,7 @@ def tmux_round(home: Path, floor_app: Path) -> dict:
         time.sleep(2.0)
         out["open project (2 s after the list)"] = _tmux_key(pane, "Enter", "Measured", "Summary type")
         for label in ("first", "again"):
-            for key, texts in (("3", ("Model Summary · Approximated",)), ("4", ("No optimization yet",)),
+            for key, texts in (("3", ("Loss profile: Approximated",)), ("4", ("No optimization yet",)),
                                ("5", ("No benchmarks yet",)), ("6", ("Description", "Name")),
                                ("2", ("Measured", "Summary type"))):
                 out[f"section {key} {SECTION_NAMES[key]} ({label})"] = _tmux_key(pane, key, *texts)
@@ -342,9 +342,13 @@ async def in_app_round(ws, pid) -> dict:
                 name = f"section {key} {section} ({label})"
                 out[name] = await timed(pilot, [key], section_ready(section), name)
         view = app.query_one(PerfProfileView)
-        table = view.query_one("#layer-table")
-        out["Layer Results (l)"] = await timed(pilot, ["l"], lambda: table.rows_shown() and table.data_table.row_count,
-                                               "Layer Results (l)")
+
+        def layer_table():  # built when the tab is first opened (a lazy tab)
+            return view.query_one("#layer-table")
+
+        out["Layer Results (l)"] = await timed(
+            pilot, ["l"], lambda: layer_table().rows_shown() and layer_table().data_table.row_count, "Layer Results (l)")
+        table = layer_table()
         await pilot.press("slash")
         await until_idle(pilot, lambda: table.has_class("-filtering"))
         per_key = []

@@ -76,6 +76,12 @@ async def open_section(pilot):
     raise AssertionError("benchmarks section did not load")
 
 
+async def open_tab(pilot, sec, tab: str) -> None:
+    """Show tab ``tab`` of the benchmark shown and wait until it is built (a tab is built when first shown)."""
+    sec.action_view_tab(tab)
+    await wait_for(pilot, lambda: sec.query_one("#bench-tabs").built(tab))
+
+
 def test_cards_views_and_table(workspace_home, demo_model):
     from sparsify_tui.store import Workspace
     from sparsify_tui.tui.widgets.tables import FilterableTable
@@ -92,18 +98,23 @@ def test_cards_views_and_table(workspace_home, demo_model):
             assert ids == ["bench1", "bench0"] and sec.selected == "bench1"
             assert sec.result.name == "newest run"
             assert sec.combo == (1, 1)
+            await open_tab(pilot, sec, "iter")
             iter_chart = sec.query_one("#iter-chart")
             assert set(iter_chart.series) == {"baseline", "opt one"} and len(iter_chart.series["baseline"][1]) == 6
             await pilot.press("b")  # the next (batch, cores) combination
             assert sec.combo == (1, 2)
+            await open_tab(pilot, sec, "batch")
             batch = sec.query_one("#batch-chart").series
             assert batch["baseline"][0] == [1.0, 4.0]
+            await open_tab(pilot, sec, "cores")
             cores = sec.query_one("#cores-chart").series
             assert cores["opt one"][0] == [1.0, 2.0]
+            await open_tab(pilot, sec, "compare")
             bars = sec.query_one("#compare-chart")
             assert bars.labels == ["baseline", "opt one"]
             assert "opt one 2.50×" in str(sec.query_one("#compare-speedup").render())
             assert bars.values == [sec.result.run(m, 1, 2).median_ms for m in ("baseline", "opt one")]
+            await open_tab(pilot, sec, "table")
             rows = sec.query_one("#bench-table", FilterableTable).all_rows
             assert len(rows) == 8
             r = next(x for x in rows if x["model"] == "opt one" and x["batch"] == 4 and x["cores"] == 2)
@@ -270,6 +281,7 @@ def test_noisy_runs_are_flagged(workspace_home, demo_model):
         app = make_app(ws, pid)
         async with app.run_test(size=(80, 24)) as pilot:
             sec = await open_section(pilot)
+            await open_tab(pilot, sec, "table")
             rows = sec.query_one("#bench-table", FilterableTable).all_rows
             flagged = [(r["model"], r["batch"], r["cores"]) for r in rows if r["noise"]]
             assert flagged == [("baseline", 4, 2)]
@@ -311,9 +323,11 @@ def test_accuracy_shows_beside_speed(workspace_home, demo_model):
             assert lines["top-1 accuracy"][-2:] == ["95.3%", "93.8%"]
             assert lines["top-1 agreement"][-2:] == ["100.0%", "96.9%"]
             assert lines["output NMSE"][-2:] == ["0", "0.0183"]
+            await open_tab(pilot, sec, "table")
             rows = sec.query_one("#bench-table", FilterableTable).all_rows
             opt = next(r for r in rows if r["model"] == "pruned 0.7 + INT8")
             assert (opt["top1"], opt["agree"], opt["nmse"]) == (0.9375, 0.96875, 0.0183)
+            await open_tab(pilot, sec, "compare")
 
             def first_words() -> set:
                 return {line.split()[0] for line in text_of(pilot.app, accuracy.region).splitlines() if line.split()}
@@ -358,6 +372,7 @@ def test_a_benchmark_without_data_shows_no_accuracy(workspace_home, demo_model):
             shown = " ".join(text_of(pilot.app, accuracy.region).split())
             assert shown.startswith("No accuracy: no data (benchmark with sample data to measure it).")
             assert "agreement on synthetic inputs 100.0% 0.0%" in shown and "top-1" not in shown
+            await open_tab(pilot, sec, "table")
             rows = sec.query_one("#bench-table", FilterableTable).all_rows
             assert all(r["top1"] is None and r["agree"] is None and r["nmse"] is None for r in rows)
 

@@ -92,14 +92,15 @@ def test_groups_tab_estimates_measured_and_override(workspace_home, demo_model):
             summary = str(sec.query_one("#est-summary-text").render())
             assert "Applied" in summary and "exactness" in summary and "NMSE 0.0912" in summary
             assert "measured 1.43×" in summary
+            tabs.active = "tab-groups"  # built when first opened
+            await wait_for(pilot, lambda: tabs.built("tab-groups"))
+            await pilot.pause(0.2)
             rows = sec.query_one("#group-table", FilterableTable).all_rows
             assert len(rows) == len(rec["layers"])
             assert all({"channels", "kept", "kept_of", "sparsity", "sens", "est_ms", "speedup", "measured"} <= set(r)
                        for r in rows)
             assert any(r["measured"] is not None for r in rows)
             # + on a group row raises its ratio by 0.05 as an override, kept by the allocation
-            tabs.active = "tab-groups"
-            await pilot.pause(0.2)
             table = sec.query_one("#group-table", FilterableTable)
             table.focus()
             target = next(i for i, r in enumerate(rows) if r["note"] == "" and r["sparsity"] < 0.6)
@@ -230,6 +231,7 @@ def test_loss_section_lists_a_channel_profile_per_group(workspace_home, demo_mod
             view.set_ref(rid)
             await wait_for(pilot, lambda: view.profile is not None and view.profile.name == "groups")
             assert [l.id for l in view.profile.layers] == [l.id for l in prof.layers]
+            await pilot.press("g")  # the Sensitivity tab (built when first opened)
             chart = view.query_one("#sens-chart")
             assert chart.labels == [l.id for l in prof.layers]
 

@@ -274,6 +274,7 @@ def test_training_tab_offers_the_changed_project_settings(workspace_home, demo_m
             await wait_for(pilot, lambda: sec.project_training is not None)
             assert sec.rec.training["epochs"] == 100
             sec.action_view_tab("tab-training")
+            await wait_for(pilot, lambda: sec.query_one("#opt-tabs").built("tab-training"))  # built when first opened
             text = str(sec.query_one("#training-text").render())
             assert "epochs 100" in text and "changed since" in text and "epochs 90" in text
             assert sec.check_action("sync_training", ()) is True

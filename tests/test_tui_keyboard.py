@@ -158,6 +158,7 @@ async def test_lr_text_is_read_only_until_enter(workspace_home, demo_model):
         sec = app.query_one("#optimization")
         await wait_for(pilot, lambda: sec.rec is not None)
         sec.query_one("#opt-tabs").active = "tab-lr"
+        await wait_for(pilot, lambda: sec.query_one("#opt-tabs").built("tab-lr"))  # built when first opened
         ta = sec.query_one("#lr-text")
         await wait_for(pilot, lambda: ta.text.strip() != "")
         before = ta.text

@@ -251,6 +251,8 @@ class SparsifyApp(App[int]):
     project_id: reactive[Optional[str]] = reactive(None, init=False)
     #: how often the open project's change stamp is read (:meth:`_watch_project`: one ``stat`` in a thread)
     WATCH_SECONDS: float = 1.0
+    #: the longest a key waits for a tab being built (:meth:`keys_wait_for`)
+    KEY_WAIT_SECONDS: float = 2.0
 
     def __init__(self, *, model: Optional[str] = None, project: Optional[str] = None,
                  workspace: Any = None, **kwargs) -> None:
@@ -275,6 +277,7 @@ class SparsifyApp(App[int]):
         self._start_project = project
         self._stamp: Any = None  # the open project's change stamp, last read (Workspace.project_stamp)
         self._stamp_reading = False
+        self._key_waits: set = set()  # tasks the next keys wait for (keys_wait_for)
         self._apply_user_keymap()
 
     # -- keys, in the order they are typed ------------------------------------------------------
@@ -285,7 +288,11 @@ class SparsifyApp(App[int]):
         the app, while it has already handed on the keys typed after it: typed at once (a fast typist over SSH, a
         paste, ``tmux send-keys``), "n" then a name sent the name to the list under the coming dialog, and "enter
         l" opened a profile after "l" had acted on the old one. A widget that takes keys itself (a text field, a
-        select's search, the :class:`~sparsify_tui.tui.widgets.dialogs.KeyBuffer`) still gets them first."""
+        select's search, the :class:`~sparsify_tui.tui.widgets.dialogs.KeyBuffer`) still gets them first.
+
+        A key read while a tab's widgets are being mounted (:meth:`keys_wait_for`) waits for them first."""
+        if isinstance(event, events.Key) and not event.is_forwarded and self._key_waits:
+            await asyncio.wait(list(self._key_waits), timeout=self.KEY_WAIT_SECONDS)
         if isinstance(event, events.Key) and not event.is_forwarded:
             keys = escape_then_key(event)
             if keys is not None:
@@ -299,6 +306,13 @@ class SparsifyApp(App[int]):
                 if await self._check_bindings(event.key, priority=True) or await self._check_bindings(event.key):
                     return
         await super().on_event(event)
+
+    def keys_wait_for(self, task: "asyncio.Future") -> None:
+        """The keys read until ``task`` is done wait for it (at most :attr:`KEY_WAIT_SECONDS`), then go on in the order
+        typed: a lazy tab's widgets being mounted (:meth:`sparsify_tui.tui.widgets.tabs.ViewTabs.build`), so the key
+        after the one that opened the tab reaches the tab's widget, not the one the focus was on before."""
+        self._key_waits.add(task)
+        task.add_done_callback(self._key_waits.discard)
 
     async def _on_app_blur(self, event: events.AppBlur) -> None:
         """The terminal window or the browser page lost the focus: the focused widget keeps it, so the footer still

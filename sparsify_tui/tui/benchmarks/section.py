@@ -306,7 +306,10 @@ class BenchmarksSection(RecordListSection):
                              "over batch sizes and core counts, or a to apply and export an optimized .onnx.",
                              id="bench-empty")
                 yield Static("", id="bench-header")
-                with ViewTabs(initial="compare", id="bench-tabs"):
+                # every pane is built when first shown (ViewTabs lazy; the tabs are hidden until there is a
+                # benchmark): _render_tab fills it
+                with ViewTabs(initial="compare", id="bench-tabs", lazy=True, build_initial=False,
+                              on_build=self._render_tab):
                     with TabPane("Compare (m)", id="compare"):
                         with VerticalScroll(id="compare-scroll"):
                             yield Static("", id="compare-speedup")
@@ -331,10 +334,11 @@ class BenchmarksSection(RecordListSection):
     def action_view_tab(self, tab: str) -> None:
         if self.result is None:
             return
-        self.query_one("#bench-tabs", ViewTabs).active = tab
+        tabs = self.query_one("#bench-tabs", ViewTabs)
+        tabs.active = tab
         target = {"compare": "#compare-chart", "iter": "#iter-chart", "batch": "#batch-chart",
                   "cores": "#cores-chart", "table": "#bench-table"}[tab]
-        self.query_one(target).focus()
+        tabs.after_build(tab, lambda: self.query_one(target).focus())
 
     def action_cycle_tab(self, step: int) -> None:
         self.action_view_tab(keys.cycle(list(TABS), self.query_one("#bench-tabs", ViewTabs).active, step))
@@ -359,7 +363,10 @@ class BenchmarksSection(RecordListSection):
     def _show_empty(self, empty: bool) -> None:
         self.query_one("#bench-empty").display = empty
         self.query_one("#bench-header").display = not empty
-        self.query_one("#bench-tabs").display = not empty
+        tabs = self.query_one("#bench-tabs", ViewTabs)
+        tabs.display = not empty
+        if not empty:
+            tabs.build()  # the tab shown (the first time: Compare)
         self.refresh_bindings()
 
     @app_work(group="bench-load", description="read benchmark")
@@ -397,22 +404,37 @@ class BenchmarksSection(RecordListSection):
         res = self.result
         if res is None:
             return
-        combo = self.combo
-        self.query_one("#bench-header", Static).update(header_text(res, combo))
-        if combo:
+        self.query_one("#bench-header", Static).update(header_text(res, self.combo))
+        for tab in TABS:
+            self._render_tab(tab)
+
+    def _render_tab(self, tab: str) -> None:
+        """Fill pane ``tab`` from the benchmark shown (nothing for a pane not built yet: it is filled when built)."""
+        res, combo = self.result, self.combo
+        if res is None or not self.query_one("#bench-tabs", ViewTabs).built(tab):
+            return
+        if tab == "compare":
+            if combo:
+                b, c = combo
+                labels, values = comparison_bars(res, b, c)
+                self.query_one("#compare-chart", BarChart).set_data(
+                    labels, values, title=f"median ms/batch, b{b} c{c}")
+                self.query_one("#compare-speedup", Static).update(speedup_text(res, b, c))
+            self.query_one("#compare-accuracy", AccuracyView).show(res.accuracy)
+        elif tab == "iter" and combo:
             b, c = combo
             self.query_one("#iter-chart", LineChart).set_series(
                 iteration_series(res, b, c), title=f"ms/batch of each timed run (b{b}, c{c})")
+        elif tab == "batch" and combo:
+            b, c = combo
             self.query_one("#batch-chart", LineChart).set_series(
                 batch_scaling(res, c), title=f"items/s by batch size (c{c})")
+        elif tab == "cores" and combo:
+            b, c = combo
             self.query_one("#cores-chart", LineChart).set_series(
                 core_scaling(res, b), title=f"median ms/batch by cores (b{b})")
-            labels, values = comparison_bars(res, b, c)
-            self.query_one("#compare-chart", BarChart).set_data(
-                labels, values, title=f"median ms/batch, b{b} c{c}")
-            self.query_one("#compare-speedup", Static).update(speedup_text(res, b, c))
-        self.query_one("#compare-accuracy", AccuracyView).show(res.accuracy)
-        self.query_one("#bench-table", FilterableTable).set_rows(table_rows(res))
+        elif tab == "table":
+            self.query_one("#bench-table", FilterableTable).set_rows(table_rows(res))
 
     def action_next_combo(self) -> None:
         if self.result is None:

@@ -141,7 +141,8 @@ class LossProfileView(RecordView):
         self.show_int8 = False
 
     def compose(self) -> ComposeResult:
-        with ViewTabs(initial="summary", id="loss-tabs"):
+        # the Sensitivity, Params and Table panes are built when first opened (ViewTabs lazy): _render_tab fills them
+        with ViewTabs(initial="summary", id="loss-tabs", lazy=True, on_build=self._render_tab):
             with TabPane("Summary (m)", id="summary"):
                 with VerticalScroll(id="summary-scroll"):
                     yield Static("Loading the loss profile…", id="loss-summary")
@@ -190,18 +191,30 @@ class LossProfileView(RecordView):
         self.profile = prof
         self.level = default_level(prof)
         self.show_int8 = False
-        self.query_one("#loss-summary", Static).update(summary_text(prof))
-        self.query_one("#params-chart", BarChart).set_data(
-            [x.id for x in prof.layers], [x.params for x in prof.layers], keys=list(range(len(prof.layers))),
-            title=f"Layer Params Counts ({format_count(prof.total_params)} total)", total=prof.total_params)
-        table = self.query_one("#loss-table", FilterableTable)
-        table.set_columns(table_columns(prof))
-        table.set_rows(table_rows(prof))
-        self._show_sens()
+        for tab in TABS:
+            self._render_tab(tab)
+
+    def _render_tab(self, tab: str) -> None:
+        """Fill pane ``tab`` from the profile shown (nothing for a pane not built yet: it is filled when built)."""
+        prof = self.profile
+        if prof is None or not self.query_one("#loss-tabs", ViewTabs).built(tab):
+            return
+        if tab == "summary":
+            self.query_one("#loss-summary", Static).update(summary_text(prof))
+        elif tab == "sens":
+            self._show_sens()
+        elif tab == "params":
+            self.query_one("#params-chart", BarChart).set_data(
+                [x.id for x in prof.layers], [x.params for x in prof.layers], keys=list(range(len(prof.layers))),
+                title=f"Layer Params Counts ({format_count(prof.total_params)} total)", total=prof.total_params)
+        elif tab == "table":
+            table = self.query_one("#loss-table", FilterableTable)
+            table.set_columns(table_columns(prof))
+            table.set_rows(table_rows(prof))
 
     def _show_sens(self) -> None:
         prof = self.profile
-        if prof is None:
+        if prof is None or not self.query_one("#loss-tabs", ViewTabs).built("sens"):
             return
         chart = self.query_one("#sens-chart", BarChart)
         hint = self.query_one("#sens-hint", Static)
@@ -250,10 +263,11 @@ class LossProfileView(RecordView):
         self.action_tab(self.current_tab())
 
     def action_tab(self, tab: str) -> None:
-        self.query_one("#loss-tabs", ViewTabs).active = tab
+        tabs = self.query_one("#loss-tabs", ViewTabs)
+        tabs.active = tab
         target = {"summary": "#summary-scroll", "sens": "#sens-chart", "params": "#params-chart",
                   "table": "#loss-table"}[tab]
-        self.query_one(target).focus(scroll_visible=False)
+        tabs.after_build(tab, lambda: self.query_one(target).focus(scroll_visible=False))
 
     def action_inspect(self) -> None:
         if self.profile is None:

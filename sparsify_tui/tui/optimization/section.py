@@ -169,7 +169,9 @@ class OptimizationSection(Widget):
                              "(or FLOPS) and the loss profile (or Approximated), [b]B[/b] to search the fastest "
                              "model within an accuracy budget (measured), or [b]I[/b] for INT8 within a budget.",
                              id="opt-empty")
-                with ViewTabs(id="opt-tabs"):
+                # every pane is built when first shown (ViewTabs lazy; the tabs are hidden until there is a record):
+                # _tab_built fills it
+                with ViewTabs(id="opt-tabs", lazy=True, build_initial=False, on_build=self._tab_built):
                     with TabPane("Pruning (m)", id="tab-pruning"):
                         yield from self._compose_settings()
                     for pane in (*STRUCTURE_PANES.values(), *PANES):
@@ -210,9 +212,28 @@ class OptimizationSection(Widget):
         self.load_records()
 
     def _show_main(self, has: bool) -> None:
-        self.query_one("#opt-tabs").display = has
+        tabs = self.query_one("#opt-tabs", ViewTabs)
+        tabs.display = has
         self.query_one("#opt-header").display = has
         self.query_one("#opt-empty").display = not has
+        if has:
+            tabs.build()  # the tab shown (the first time: the Pruning tab)
+
+    def _built(self, tab: str) -> bool:
+        return self.query_one("#opt-tabs", ViewTabs).built(tab)
+
+    def _tab_built(self, tab: str) -> None:
+        """A tab's widgets are mounted (first shown): it shows the selected record."""
+        rec = self.rec
+        if rec is None or rec.estimates is None:
+            return
+        pane = structure_pane(rec)
+        if tab == "tab-pruning":
+            self._render_settings(rec, pane)
+            return
+        shown = next((p for p in (pane, *PANES) if p.TAB_ID == tab), None)
+        if shown is not None:
+            self.query_one(shown).show(rec, PaneContext(project_training=self.project_training))
 
     @property
     def ws(self):
@@ -363,14 +384,15 @@ class OptimizationSection(Widget):
         try:
             pane = structure_pane(rec)
             self.query_one("#opt-header", Static).update(pane.header_text(rec))
-            self._render_settings(rec, pane)
+            if self._built("tab-pruning"):
+                self._render_settings(rec, pane)
             # on the rows of the record before: the rows of this one (Layers -> Groups), once the tab is shown
             self._rows_tab = pane.TAB_ID if self._layers_active() else None
             self._show_structure(pane)
             context = PaneContext(project_training=self.project_training)
-            self.query_one(pane).show(rec, context)
-            for other in PANES:
-                self.query_one(other).show(rec, context)
+            for shown in (pane, *PANES):  # a tab not built yet shows the record when it is (_tab_built)
+                if self._built(shown.TAB_ID):
+                    self.query_one(shown).show(rec, context)
             self.refresh_bindings()
         finally:
             self.call_after_refresh(self._unquiet)
@@ -393,10 +415,14 @@ class OptimizationSection(Widget):
         focused = self.screen.focused
         if focused is not None and focused.region.area > 0:
             return
-        tab = self.query_one("#opt-tabs", ViewTabs).active
-        focus = {p.TAB_ID: p.FOCUS for p in (*STRUCTURE_PANES.values(), *PANES)}.get(tab)
-        target = self.query(focus) if focus and self.rec is not None else None
-        (target.first() if target else self.query_one("#opt-list")).focus()
+        tab = tabs.active
+
+        def refocus() -> None:
+            focus = {p.TAB_ID: p.FOCUS for p in (*STRUCTURE_PANES.values(), *PANES)}.get(tab)
+            target = self.query(focus) if focus and self.rec is not None else None
+            (target.first() if target else self.query_one("#opt-list")).focus()
+
+        tabs.after_build(tab, refocus)
 
     def _render_settings(self, rec: Optimization, pane: type[StructurePane]) -> None:
         """The Pruning tab: the inputs, the estimate cards, the per-row chart."""
@@ -542,7 +568,7 @@ class OptimizationSection(Widget):
         self._update_schedule(self.rec.id, epochs=ep)
 
     def action_apply_lr(self) -> None:
-        if self.rec is not None:
+        if self.rec is not None and self._built(LrPane.TAB_ID):  # never shown: nothing edited
             self.query_one(LrPane).apply_text()  # a parse error is said under the text
 
     def _rows_pane(self) -> StructurePane:
@@ -687,9 +713,10 @@ class OptimizationSection(Widget):
         structure = {p.TAB_ID: p for p in STRUCTURE_PANES.values()}
         if tab in structure:
             tab = structure_pane(self.rec).TAB_ID
-        self.query_one("#opt-tabs", ViewTabs).active = tab
+        tabs = self.query_one("#opt-tabs", ViewTabs)
+        tabs.active = tab
         focus = {p.TAB_ID: p.FOCUS for p in (*STRUCTURE_PANES.values(), *PANES)}
-        self.query_one(focus.get(tab, "#in-sparsity")).focus()
+        tabs.after_build(tab, lambda: self.query_one(focus.get(tab, "#in-sparsity")).focus())
 
     def action_cycle_tab(self, step: int) -> None:
         if self.rec is not None:

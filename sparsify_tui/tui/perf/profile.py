@@ -148,7 +148,8 @@ class PerfProfileView(RecordView):
         self.top_n = 20
 
     def compose(self) -> ComposeResult:
-        with ViewTabs(initial="summary"):
+        # the Layer Results and Top Layers panes are built when first opened (ViewTabs lazy): _render_tab fills them
+        with ViewTabs(initial="summary", lazy=True, on_build=self._render_tab):
             with TabPane("Summary (m)", id="summary"):
                 with VerticalScroll():
                     yield Static("Loading the profile…", id="perf-summary")
@@ -243,10 +244,24 @@ class PerfProfileView(RecordView):
     # -- rendering -------------------------------------------------------------------------------
     def show_profile(self, profile) -> None:
         self.profile = profile
-        self._render_summary()
-        self._render_op_chart()
-        self._render_table()
-        self._render_top()
+        for tab in TABS:
+            self._render_tab(tab)
+
+    def _built(self, tab: str) -> bool:
+        """Whether pane ``tab`` is built (a lazy pane is built when first opened, then :meth:`_render_tab` fills it)."""
+        return self.query_one(ViewTabs).built(tab)
+
+    def _render_tab(self, tab: str) -> None:
+        """Fill pane ``tab`` from the profile shown (nothing for a pane not built yet: built, it is filled then)."""
+        if self.profile is None or not self._built(tab):
+            return
+        if tab == "summary":
+            self._render_summary()
+            self._render_op_chart()
+        elif tab == "layers":
+            self._render_table()
+        elif tab == "top":
+            self._render_top()
 
     def _has_int8(self) -> bool:
         return bool(self.profile and self.profile.int8.ok)
@@ -289,22 +304,22 @@ class PerfProfileView(RecordView):
         keys_ = [k for k, _ in summary_types(self._has_int8())]
         i = keys_.index(self.summary_type) if self.summary_type in keys_ else -1
         self.summary_type = keys_[(i + 1) % len(keys_)]
-        self._render_op_chart()
+        self._render_tab("summary")
 
     def action_level(self, step: int) -> None:
         if self.profile is None:
             return
         i = LEVELS.index(self.level) if self.level in LEVELS else 0
         self.level = LEVELS[max(0, min(len(LEVELS) - 1, i + step))]
-        self._render_summary()
-        self._render_table()
+        self._render_tab("summary")
+        self._render_tab("layers")
 
     def action_top_n(self, step: int) -> None:
         if self.profile is None:
             return
         i = TOP_N_CHOICES.index(self.top_n) if self.top_n in TOP_N_CHOICES else 0
         self.top_n = TOP_N_CHOICES[max(0, min(len(TOP_N_CHOICES) - 1, i + step))]
-        self._render_top()
+        self._render_tab("top")
 
     def current_tab(self) -> str:
         return self.query_one(ViewTabs).active or "summary"
@@ -313,7 +328,7 @@ class PerfProfileView(RecordView):
         tabs = self.query_one(ViewTabs)
         tabs.active = tab
         target = {"summary": "#op-chart", "layers": "#layer-table", "top": "#top-chart"}[tab]
-        self.query_one(target).focus(scroll_visible=False)
+        tabs.after_build(tab, lambda: self.query_one(target).focus(scroll_visible=False))
 
     def action_inspect(self) -> None:
         """`i`: the record of the Layer Results row under the cursor."""

@@ -151,7 +151,9 @@ class _ChartBase(Widget, can_focus=True):
         with ContentSwitcher(initial="chart-view"):
             with _ChartScroll(id="chart-view"):
                 yield Static("No data.", classes="chart-empty")
-                yield Plot(id="plot")
+                plot = Plot(id="plot")
+                plot.display = False  # shown by the first plot with data (an empty figure took a plotext render)
+                yield plot
 
     def on_mount(self) -> None:
         self._stale = True  # plotted when first shown (on_show), with its real width
@@ -248,6 +250,7 @@ class BarChart(_ChartBase):
         self.values: list[float] = []
         self.keys: list[Any] = []
         self.total: Optional[float] = None
+        self._plotted_width = 0  # the width the bars were last plotted at (their labels are fitted to it)
         self.set_reactive(BarChart.mode, mode)
 
     def _table_columns(self) -> list[Column]:
@@ -311,10 +314,13 @@ class BarChart(_ChartBase):
         return max(12, min(MAX_LABEL_CHARS + 12, width // 2 - 14))
 
     def on_resize(self) -> None:
-        if self.labels:
+        # the labels are fitted to the width: plotted again when it changed (not for a new height, which the plot
+        # itself sets, nor for a section shown again at the width it had: a 600-bar plot takes tens of ms)
+        if self.labels and self.size.width and self.size.width != self._plotted_width:
             self._replot()
 
     def _replot(self) -> None:
+        self._plotted_width = self.size.width
         self.query_one(".chart-title", Static).update(self._title_text())
         total = self.total or sum(self.values)
         self._set_table_rows([

@@ -12,12 +12,24 @@ opens it) and the switcher: the panes are the same ``TabPane`` widgets, written 
 
 ``active`` (get/set), ``hide_tab`` / ``show_tab`` and the :class:`ViewTabs.TabActivated` message are what the views
 used of ``TabbedContent``. The bar takes no focus: tabs switch with ``<`` / ``>`` and the letter keys.
+
+**Lazy panes** (``ViewTabs(lazy=True, on_build=...)``, issue 30 item 9): a pane's widgets are mounted the first
+time it is opened, not when the view is built (posting's lazy tabs). Mounting widgets (composing and styling
+them) is most of what a section's first open costs, and most of a view's panes are never opened. The initial
+pane is built with the view (``build_initial=False``: it too waits, for a view hidden at first, such as a
+section's empty state, until :meth:`ViewTabs.build`). The owner fills a pane only once it is built
+(:meth:`ViewTabs.built`), and ``on_build(tab)`` is called when a pane's widgets are mounted::
+
+    with ViewTabs(initial="summary", lazy=True, on_build=self._render_tab):
+        ...
+    def _render_tab(self, tab):  # on_build, and for every built tab when the data changes
+        if tab == "params" and tabs.built("params"): self.query_one("#params-chart").set_data(...)
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 from rich.markup import escape
 from textual.app import ComposeResult
@@ -54,14 +66,27 @@ class ViewTabs(Widget):
         def control(self) -> "ViewTabs":
             return self.view_tabs
 
-    def __init__(self, *, initial: str = "", id: Optional[str] = None, classes: Optional[str] = None) -> None:
+    def __init__(self, *, initial: str = "", id: Optional[str] = None, classes: Optional[str] = None,
+                 lazy: bool = False, build_initial: bool = True,
+                 on_build: Optional[Callable[[str], None]] = None) -> None:
         super().__init__(id=id, classes=classes)
         self._initial = initial
         self._panes: list[TabPane] = []
         self._hidden: set[str] = set()
+        self.lazy = lazy
+        self._build_initial = build_initial
+        self._on_build = on_build
+        self._unbuilt: dict[str, list[Widget]] = {}  # lazy: pane id -> its widgets, not mounted yet
+        self._mounting: dict[str, list[Callable[[], Any]]] = {}  # pane id -> what runs once its widgets are mounted
 
     def compose_add_child(self, widget: Widget) -> None:
+        first = not self._panes
         self._panes.append(widget)  # type: ignore[arg-type]
+        initial = widget.id == self._initial or (first and not self._initial)
+        if self.lazy and (not initial or not self._build_initial):
+            # the pane's widgets (composed into it) wait until it is first opened
+            self._unbuilt[str(widget.id)] = list(widget._pending_children)
+            widget._pending_children.clear()
 
     def compose(self) -> ComposeResult:
         yield _TabBar("")
@@ -69,6 +94,49 @@ class ViewTabs(Widget):
 
     def on_mount(self) -> None:
         self._draw()
+
+    def built(self, tab: str) -> bool:
+        """Whether pane ``tab``'s widgets are mounted: always, unless the view is lazy and the pane was never opened
+        or its widgets are being mounted (:meth:`build`)."""
+        return tab not in self._unbuilt and tab not in self._mounting
+
+    def build(self, tab: Optional[str] = None) -> None:
+        """Mount pane ``tab``'s widgets (default: the active pane's) if they are not yet; once they are mounted,
+        ``on_build(tab)`` fills them, then what :meth:`after_build` asked for runs. Nothing before the view is
+        mounted.
+
+        Until they are mounted, the keys typed next wait (``App.keys_wait_for``, when the app has it): a key typed
+        right after the one that opened the pane (`l` then `down`) reaches the pane's widget, as it did when every
+        pane was built up front."""
+        import asyncio
+
+        tab = tab or self.active
+        pane = next((p for p in self._panes if p.id == tab), None)
+        if tab not in self._unbuilt or pane is None or not pane.is_attached:
+            return
+        mounting = pane.mount_all(self._unbuilt.pop(tab))
+        self._mounting[tab] = []
+
+        async def mounted() -> None:
+            await mounting
+            calls = self._mounting.pop(tab, [])
+            if self._on_build is not None and self.is_attached:
+                self._on_build(tab)
+            for call in calls:
+                call()
+
+        task = asyncio.get_running_loop().create_task(mounted())
+        keys_wait_for = getattr(self.app, "keys_wait_for", None)
+        if callable(keys_wait_for):
+            keys_wait_for(task)
+
+    def after_build(self, tab: str, call: Callable[[], Any]) -> None:
+        """Run ``call`` once pane ``tab``'s widgets are mounted and filled: now if they are (or the pane is not
+        lazy), else right after :meth:`build` is done (a focus on a widget of a pane just opened)."""
+        if tab in self._mounting:
+            self._mounting[tab].append(call)
+        else:
+            call()
 
     @property
     def active(self) -> str:
@@ -84,6 +152,7 @@ class ViewTabs(Widget):
             return
         if switcher.first().current != tab:
             switcher.first().current = tab
+            self.build(tab)
             self._draw()
             self.post_message(self.TabActivated(self, tab))
 
