@@ -42,6 +42,8 @@ def project(workspace_home, monkeypatch):
 
     monkeypatch.chdir(Path(__file__).resolve().parents[1])
     monkeypatch.setattr(job_settings, "available_cores", lambda: 4)
+    # the snapshots show the project's created and modified times (Settings): fixed, not this run's clock
+    monkeypatch.setattr("sparsify_tui.store.workspace.now_iso", lambda: "2026-01-01T00:00:00+00:00")
     ws = Workspace()
     pid = create_project(ws, DEMO, "demo", dims=DIMS, setup={"core_count": 4})["id"]
     optimizations.create_optimization(ws, pid, "opt", sparsity=0.7)
@@ -60,6 +62,10 @@ async def open_select(pilot, section_key: str, keys: list, select_id: str):
     if keys:
         await pilot.press(*keys)
     await wait_for(pilot, lambda: app.screen.query(f"#{select_id}"))
+    if app.screen.query("#export-path"):  # the recipe path holds this run's temporary folder and project id
+        from textual.widgets import Input
+
+        app.screen.query_one("#export-path", Input).value = "recipes/opt.yaml"
     select = app.screen.query_one(f"#{select_id}", Select)
     select.focus()
     await wait_for(pilot, lambda: select.has_focus)

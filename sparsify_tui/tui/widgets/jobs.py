@@ -177,8 +177,8 @@ class JobProgress(Widget):
         self._show(message.job_id, message.job)
 
     def _show(self, job_id: str, job: Dict[str, Any]) -> None:
-        if job_id != self.job_id or self._finished or not self.is_mounted:
-            return
+        if job_id != self.job_id or self._finished or not self.is_mounted or not self.query("#job-title"):
+            return  # a poll's answer after the widget was replaced or is being removed (its children gone)
         self.job = job
         self.query_one("#job-title", FittedLabel).set_text(f"{job_title(job)} · {job_id}")
         bar = self.query_one("#job-bar", ProgressBar)
