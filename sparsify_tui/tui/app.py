@@ -550,6 +550,8 @@ class SparsifyApp(App[int]):
     def _refresh_section(self) -> None:
         """The section on screen reads its data again (its ``reload_data()``) when its ``data_stamp`` (the stamp its
         load worker read before reading) is not the project's stamp now; nothing for an up-to-date one."""
+        if self._exit or not self._running:
+            return  # the app is closing: its sections' fields are being removed (a tick may land meanwhile)
         widget = self.current_section_widget()
         if self.section == "projects" or widget is None or not widget.is_mounted or self._stamp is None:
             return
