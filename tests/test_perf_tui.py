@@ -5,6 +5,7 @@ from __future__ import annotations
 
 
 import pytest
+from textual import events
 from conftest import steady, wait_for
 
 from sparsify_tui.profiling import perf_estimate as est
@@ -331,3 +332,26 @@ def test_one_core_reads_one_core(ws, demo_model):
     prof.core_count = 1
     assert "batch 1 · 1 core · onnxruntime" in model_summary_text(prof, "0.9")
     assert [plural(n, "group") for n in (0, 1, 2)] == ["0 groups", "1 group", "2 groups"]
+
+
+async def test_a_key_typed_with_the_key_that_opens_a_tab_waits_for_it(ws, demo_model):
+    """Issue 30 item 9: a tab's widgets are built the first time it is opened (lazy tabs). `l` and `i` read at once (a
+    fast typist, `tmux send-keys`): `i` waits until Layer Results is built, then works on its table as it did when
+    every tab was built up front; it read a table whose widgets were not composed yet (an error dialog)."""
+    from sparsify_tui.tui.widgets.dialogs import ErrorDialog, RecordDialog
+
+    pid, prof = seed(ws, demo_model)
+    app = make_app(ws, pid)
+    async with app.run_test(size=SIZE) as pilot:
+        section, view = await open_profile(pilot)
+        assert view.current_tab() == "summary"
+        for key in ("l", "i"):
+            app.post_message(events.Key(key, key))  # in one burst, nothing awaited
+        await wait_for(pilot, lambda: view.query("#layer-table")
+                       and view.query_one("#layer-table").data_table.row_count == len(prof.nodes))
+        await pilot.pause(0.2)
+        assert view.current_tab() == "layers"
+        assert not any(isinstance(s, (ErrorDialog, RecordDialog)) for s in app.screen_stack)
+        await pilot.press("i")  # and the keys go on working on the table: the first row's record
+        await wait_for(pilot, lambda: isinstance(app.screen, RecordDialog))
+        assert f"Node id: {prof.nodes[0].id}" in app.screen.text()

@@ -136,7 +136,6 @@ class LossProfileView(RecordView):
         self.project_id = project_id
         self.ref = ref
         self.profile = None
-        self.analysis_nodes: dict = {}
         self.level: float = 0.9
         self.show_int8 = False
 
@@ -169,18 +168,13 @@ class LossProfileView(RecordView):
     def _load(self, ref: str) -> None:
         from sparsify_tui.services.profiles import load_loss_profile
 
-        ws = self.app.workspace
-        profile = load_loss_profile(ws, self.project_id, ref)
-        try:
-            nodes = {n.get("id"): n for n in (ws.analysis_of(self.project_id).get("nodes") or [])}
-        except Exception:  # noqa: BLE001 - the record dialog then shows the profile's own fields
-            nodes = {}
-        post_result(self, LossProfileLoaded(ref, profile, nodes))
+        # the analysis' nodes a layer's record adds are read when a record is first asked for (with_analysis_nodes)
+        post_result(self, LossProfileLoaded(ref, load_loss_profile(self.app.workspace, self.project_id, ref)))
 
     @on(LossProfileLoaded)
     def _loaded(self, message: LossProfileLoaded) -> None:
         if message.ref == self.ref:
-            self.analysis_nodes = message.analysis_nodes or {}
+            self.analysis_nodes = None  # read again for the next record asked for
             self.show_profile(message.profile)
 
     @on(messages.WorkFailed)
@@ -284,8 +278,8 @@ class LossProfileView(RecordView):
         prof = self.profile
         if prof is not None and 0 <= position < len(prof.layers):
             layer = prof.layers[position]
-            self.app.push_screen(RecordDialog(f"{layer.id} · {layer.op_type}",
-                                              layer_record(prof, layer, self.analysis_nodes.get(layer.id))))
+            self.with_analysis_nodes(self.project_id, lambda nodes: self.app.show_dialog(RecordDialog(
+                f"{layer.id} · {layer.op_type}", layer_record(prof, layer, nodes.get(layer.id)))))
 
     @on(FilterableTable.RowChosen, "#loss-table")
     def _row_chosen(self, event: FilterableTable.RowChosen) -> None:

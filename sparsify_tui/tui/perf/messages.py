@@ -18,12 +18,10 @@ class FlopsAnalysisLoaded(Message):
 
 @dataclass
 class PerfProfileLoaded(Message):
-    """One measured profile (``profiling.perf.PerfProfile``), for :class:`PerfProfileView`, with the stored
-    analysis' nodes by id (weights and shapes for a node's record)."""
+    """One measured profile (``profiling.perf.PerfProfile``), for :class:`PerfProfileView`."""
 
     record_id: str
     profile: Any
-    analysis_nodes: Optional[dict] = None
 
 
 @dataclass

@@ -142,7 +142,6 @@ class PerfProfileView(RecordView):
         # no profile chosen yet (mounted with the section before its list came): a plain flag, not a CSS class,
         # since changing a class restyles the view's every descendant (~70 ms of opening a project)
         self._unset = record_id is None
-        self.analysis_nodes: dict = {}
         self.level = DEFAULT_LEVEL
         self.summary_type = "baseline"
         self.top_n = 20
@@ -211,15 +210,11 @@ class PerfProfileView(RecordView):
 
     @staticmethod
     def read(ws, project_id: str, record_id: str) -> PerfProfileLoaded:
-        """Read a measured profile and the model analysis' nodes by id (in a thread): what the view shows."""
+        """Read a measured profile (in a thread): what the view shows. The model analysis' nodes a row's record adds
+        are read when a record is first asked for (:meth:`RecordView.with_analysis_nodes`)."""
         from sparsify_tui.services.profiles import load_perf_profile
 
-        profile = load_perf_profile(ws, project_id, record_id)
-        try:
-            nodes = {n.get("id"): n for n in (ws.analysis_of(project_id).get("nodes") or [])}
-        except Exception:  # noqa: BLE001 - the record dialog then shows the profile's own fields
-            nodes = {}
-        return PerfProfileLoaded(record_id, profile, nodes)
+        return PerfProfileLoaded(record_id, load_perf_profile(ws, project_id, record_id))
 
     @property
     def profile_id(self) -> Optional[str]:
@@ -233,7 +228,7 @@ class PerfProfileView(RecordView):
     @on(PerfProfileLoaded)
     def _loaded(self, message: PerfProfileLoaded) -> None:
         if message.record_id == self.record_id:
-            self.analysis_nodes = message.analysis_nodes or {}
+            self.analysis_nodes = None  # read again for the next record asked for
             self._shown_id = message.record_id
             self.show_profile(message.profile)
 
@@ -345,8 +340,9 @@ class PerfProfileView(RecordView):
     def show_record(self, index: int) -> None:
         node = next((n for n in self.profile.nodes if n.index == index), None) if self.profile else None
         if node is not None:
-            self.app.push_screen(RecordDialog(f"{node.id} · {node.op_type}",
-                                              node_record(self.profile, node, self.analysis_nodes.get(node.id))))
+            profile = self.profile
+            self.with_analysis_nodes(self.project_id, lambda nodes: self.app.show_dialog(RecordDialog(
+                f"{node.id} · {node.op_type}", node_record(profile, node, nodes.get(node.id)))))
 
     @on(FilterableTable.RowChosen, "#layer-table")
     def _row_chosen(self, event: FilterableTable.RowChosen) -> None:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Grid, Horizontal, VerticalScroll
+from textual.containers import Grid, Horizontal
 from textual.widget import Widget
 from textual.widgets import Button, Input, Label, Select, Static
 
@@ -15,6 +15,7 @@ from sparsify_tui.tui.projects.messages import DeleteAsked
 from sparsify_tui.tui.settings.messages import ProjectDeleted, ProjectSettingsLoaded, SettingsRefused
 from sparsify_tui.tui.widgets.dialogs import ConfirmDialog
 from sparsify_tui.tui.widgets.inputs import FieldError, SectionField
+from sparsify_tui.tui.widgets.scroll import FormScroll
 from sparsify_tui.tui.widgets.tables import format_bytes, format_count, format_timestamp
 from sparsify_tui.tui.workers import app_work, post_result
 
@@ -37,7 +38,7 @@ class SettingsSection(Widget):
         self._filled: dict | None = None  # form_values() as last read: the form has no edit of the user's
 
     def compose(self) -> ComposeResult:
-        with VerticalScroll():
+        with FormScroll():  # its focus restyles itself, not the whole form
             yield Static("Settings  [dim](enter: edit a field · escape: put it back · ctrl+s: save)[/dim]",
                          classes="section-title")
             with Grid(classes="form"):
@@ -80,7 +81,7 @@ class SettingsSection(Widget):
 
     def focus_default(self) -> None:
         # the scroll container, not a field: digits 1-6 must keep switching sections
-        self.query_one(VerticalScroll).focus()
+        self.query_one(FormScroll).focus()
 
     def reload_data(self) -> None:
         """The project changed on disk (the app's change-stamp watch: the CLI, another TUI): read it again, unless

@@ -38,6 +38,13 @@ class TextInput(Input):
         """Every key goes to the field first, so each takes effect in the order typed (module docstring)."""
         return True
 
+    def update_node_styles(self, animate: bool = True) -> None:
+        """Restyle the field on a class change, once it is in the DOM. Before (``compact`` and the validation classes
+        are set in ``Input.__init__``), Textual restyled the lone field each time, then styled it again when it was
+        mounted: 4 ms a field, most of building the Pruning tab's five (and every table's filter field)."""
+        if self.is_attached:
+            super().update_node_styles(animate)
+
     def can_type(self) -> bool:
         """The field takes printable keys now: it has the focus on the screen shown."""
         return self.has_focus and self.screen is self.app.screen

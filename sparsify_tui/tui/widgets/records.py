@@ -48,12 +48,22 @@ def newest(records: list[dict]) -> Optional[dict]:
 
 class RecordView(Widget):
     """Base of the view a :class:`RecordListSection` shows on the right: :meth:`when_mounted` runs a key's action
-    (a tab, a focus) once the view is mounted, so a key pressed right after the view appeared is not lost."""
+    (a tab, a focus) once the view is mounted, so a key pressed right after the view appeared is not lost;
+    :meth:`with_analysis_nodes` gives a row's record dialog the model analysis' nodes (read when first needed)."""
+
+    @dataclass
+    class NodesRead(Message, bubble=False):
+        """The model analysis' nodes by node id ({} when the analysis cannot be read), for :meth:`with_analysis_nodes`."""
+
+        nodes: dict
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
         self._after_mount: list[Callable[[], Any]] = []
         self._mounted = False
+        #: the model analysis' nodes by id, as read by :meth:`with_analysis_nodes` (None: not read, or to read again)
+        self.analysis_nodes: Optional[dict] = None
+        self._after_nodes: Optional[Callable[[dict], Any]] = None
 
     def on_mount(self) -> None:  # Textual runs each class's own on_mount: a subclass's too
         self.call_after_refresh(self._run_after_mount)
@@ -70,6 +80,34 @@ class RecordView(Widget):
             call()
         else:
             self._after_mount.append(call)
+
+    def with_analysis_nodes(self, project_id: str, call: Callable[[dict], Any]) -> None:
+        """Call ``call(nodes)`` with the model analysis' nodes by node id (weights and shapes for a row's record
+        dialog): now when they were read, else once a worker read them, the keys typed meanwhile held for the dialog
+        ``call`` shows (``App.hold_keys``; ``call`` shows it with ``App.show_dialog``). Read when first needed, not
+        with every profile: reading a 1,500-node model's analysis took 40-150 ms of each profile's first show. A
+        view sets :attr:`analysis_nodes` back to None when it shows a profile read again (they are read again)."""
+        if self.analysis_nodes is not None:
+            call(self.analysis_nodes)
+            return
+        self._after_nodes = call
+        self.app.hold_keys()
+        self._read_analysis_nodes(project_id)
+
+    @app_work(group="analysis-nodes", description="read the model analysis")
+    def _read_analysis_nodes(self, project_id: str) -> None:
+        try:
+            nodes = {n.get("id"): n for n in (self.app.workspace.analysis_of(project_id).get("nodes") or [])}
+        except Exception:  # noqa: BLE001 - the record dialog then shows the profile's own fields
+            nodes = {}
+        post_result(self, self.NodesRead(nodes))
+
+    @on(NodesRead)
+    def _analysis_nodes_read(self, message: "RecordView.NodesRead") -> None:
+        self.analysis_nodes = message.nodes
+        call, self._after_nodes = self._after_nodes, None
+        if call is not None:
+            call(message.nodes)
 
 
 class ViewKeys:

@@ -259,9 +259,9 @@ class FilterableTable(Widget):
         self.col_offset = 0  # first unpinned column shown
         self._layout: tuple = ()  # (visible column indexes, their widths): what the DataTable holds now
         self._fitted: dict = {}  # column index -> its shortened texts, for every row (columns capped in width)
-        self._all_texts: Optional[list] = None  # every row's formatted cells (None: to be formatted)
+        self._texts: Optional[dict] = None  # column index -> every row's formatted cell (None: rows changed)
         self._position: dict = {}  # id(row dict) -> its index in the rows
-        self._text_widths: list = []
+        self._text_widths: dict = {}  # column index -> its widest formatted cell
         self._fit_cache: dict = {}
         self._cell_cache: dict = {}  # "columns": every row's cell of each visible column, in the current layout
         self._stale = False  # rows set while the table was not on screen: drawn when it is shown
@@ -297,7 +297,7 @@ class FilterableTable(Widget):
         """Replace the columns (rows are redrawn; a sort by a column that is gone is dropped)."""
         self.columns = list(columns)
         self.col_offset = 0
-        self._all_texts = None
+        self._texts = None
         if self.sort_key is not None and all(c.key != self.sort_key for c in self.columns):
             self.sort_key, self.sort_reverse = None, False
         if self.is_mounted:
@@ -307,7 +307,7 @@ class FilterableTable(Widget):
         """Replace the rows (keeps the current sort and filter). A table that is not on screen (a hidden tab)
         draws them when it is shown: a 1,500-row table costs a few hundred ms to fill."""
         self._rows = list(rows)
-        self._all_texts = None
+        self._texts = None
         if self.is_mounted and self.region.width > 0:
             self._refresh()
         else:
@@ -331,44 +331,62 @@ class FilterableTable(Widget):
         return col.label
 
     def _format_all(self) -> None:
-        """Format every cell of every row once (a filter or a sort then only picks rows): ``_all_texts``, the
-        widest text per column, and the caches built on them."""
-        self._all_texts = [[c.row_text(r) for c in self.columns] for r in self._rows]
+        """New rows or columns: forget their formatted cells and the caches built on them. Each column's cells are
+        formatted once, for every row, the first time the column is laid out (:meth:`_column_texts`): a filter or a
+        sort then only picks rows, and columns paged out of view are not formatted until they are shown (half of a
+        1,500-row Layer Results table's 21,000 cells at 120 columns)."""
+        self._texts = {}
         self._position = {id(r): i for i, r in enumerate(self._rows)}
-        self._text_widths = [max((len(t[j]) for t in self._all_texts), default=0) for j in range(len(self.columns))]
+        self._text_widths = {}
         self._fit_cache = {}
         self._cell_cache = {}
+
+    def _column_texts(self, j: int) -> list:
+        """Every row's formatted cell of column ``j`` (in row order), formatted on first use."""
+        if self._texts is None:
+            self._format_all()
+        texts = self._texts.get(j)
+        if texts is None:
+            col = self.columns[j]
+            texts = self._texts[j] = [col.row_text(r) for r in self._rows]
+            self._text_widths[j] = max((len(t) for t in texts), default=0)
+        return texts
 
     def column_layout(self) -> tuple[list[int], list[int]]:
         """(indexes of the columns shown, their widths in characters) for the current width and column
         offset: every column as wide as its widest cell (over all rows, so a filter does not move them),
         pinned ones first, then whole columns while they fit."""
-        if self._all_texts is None:
+        if self._texts is None:
             self._format_all()
         n = len(self.columns)
-        widths = [max(len(self._label(c)), w) for c, w in zip(self.columns, self._text_widths)]
         width = self.size.width or 80
         room = width - 2  # the vertical scrollbar
         pinned = [j for j, _c in zip(range(n), self.columns) if all(c.pin for c in self.columns[: j + 1])]
         self._fitted = {}
-        for j, col in enumerate(self.columns):
+        widths: dict = {}
+
+        def column_width(j: int) -> int:  # its widest cell (shortened to its cap, if it has one)
+            col = self.columns[j]
+            texts = self._column_texts(j)
+            widths[j] = max(len(self._label(col)), self._text_widths[j])
             cap = col.width or (max(12, int(width * 0.4) - 2) if j in pinned else None)
             if cap is not None and widths[j] > max(cap, len(self._label(col))):
                 room_j = max(cap, len(self._label(col)))
                 if (j, room_j) not in self._fit_cache:
-                    texts = [t[j] for t in self._all_texts]
                     self._fit_cache[(j, room_j)] = (
                         shorten_labels(texts, room_j) if col.clip == "name"
                         else [abbreviate(t, room_j) for t in texts])
                 fitted = self._fit_cache[(j, room_j)]
                 self._fitted[j] = fitted
                 widths[j] = max([len(self._label(col))] + [len(t) for t in fitted])
-        used = sum(widths[j] + 2 for j in pinned)
+            return widths[j]
+
+        used = sum(column_width(j) + 2 for j in pinned)
         rest = [j for j in range(n) if j not in pinned]
         self.col_offset = max(0, min(self.col_offset, max(0, len(rest) - 1)))
         shown = list(pinned)
         for k, j in enumerate(rest[self.col_offset:]):
-            if used + widths[j] + 2 > room and (k > 0 or pinned):
+            if used + column_width(j) + 2 > room and (k > 0 or pinned):
                 break
             shown.append(j)
             used += widths[j] + 2
@@ -413,7 +431,7 @@ class FilterableTable(Widget):
     def _refresh(self) -> None:
         """Filter and sort the rows, then draw them (:meth:`_draw`)."""
         self._stale = False
-        if self._all_texts is None:
+        if self._texts is None:
             self._format_all()
         self._shown = self._visible_rows()
         self._draw(force=True)
@@ -422,7 +440,7 @@ class FilterableTable(Widget):
     def _draw(self, force: bool) -> None:
         """Put the visible columns and the rows in the DataTable; ``force=False`` only redraws when the
         column layout changed (a resize, `←`/`→`)."""
-        if self._all_texts is None:  # rows or columns replaced since the last draw: pick the rows again
+        if self._texts is None:  # rows or columns replaced since the last draw: pick the rows again
             self._format_all()
             self._shown = self._visible_rows()
             force = True
@@ -444,7 +462,7 @@ class FilterableTable(Widget):
         # column layout
         if not self._cell_cache:
             self._cell_cache = {"columns": [
-                _cell_texts(self._fitted.get(j) or [t[j] for t in self._all_texts], w, self.columns[j].numeric)
+                _cell_texts(self._fitted.get(j) or self._column_texts(j), w, self.columns[j].numeric)
                 for j, w in zip(shown, widths)]}
         columns = self._cell_cache["columns"]
         positions = [self._position[id(r)] for r in self._shown]
