@@ -153,6 +153,13 @@ async def test_navigate_a_finished_profile(ws, demo_model):
         record = app.screen.text()
         assert f"Node id: {conv.id}" in record and "Weight shape: " in record and "Output shapes: 1×" in record
         assert f"ms (raw, profiled pass): {conv.time_ms:.6g}" in record and "Est. pruned 0.99 ms" in record
+        # at 80 columns a long field name wraps at its words and the values keep the width: the weight's name is
+        # whole on the line of its field name (a 64-cell name column once left the values 8 cells: "conv1_we|ights")
+        await pilot.pause()
+        lines = ["".join(seg.text for seg in strip) for strip in app.screen._compositor.render_strips()]
+        weight = next(line for line in lines if "Weight  " in line and "shape" not in line)
+        assert conv.weight_name and conv.weight_name in weight
+        assert any("ms (median over the profiled" in line and "runs, scaled" not in line for line in lines)
         await pilot.press("escape")
         await wait_for(pilot, lambda: not isinstance(app.screen, RecordDialog))
 

@@ -296,6 +296,9 @@ class RecordDialog(ModalScreen[None]):
         Binding("escape,enter", "close", "Close", id="dialog.record.close", tooltip="Close the record"),
     ]
 
+    #: the widest the field names' column gets (cells); longer names wrap (at 80 columns the values get the rest)
+    NAME_WIDTH = 28
+
     def __init__(self, title: str, fields: list) -> None:
         super().__init__()
         self.dialog_title = title
@@ -305,7 +308,8 @@ class RecordDialog(ModalScreen[None]):
         from rich.table import Table
 
         table = Table.grid(padding=(0, 1))
-        table.add_column(style="bold", no_wrap=True)
+        # a long field name wraps at its words (at most NAME_WIDTH cells): the values keep the rest of the width
+        table.add_column(style="bold", max_width=self.NAME_WIDTH)
         table.add_column(overflow="fold")
         for name, value in self.fields:
             table.add_row(name, value)
