@@ -290,7 +290,10 @@ class SparsifyApp(App[int]):
         l" opened a profile after "l" had acted on the old one. A widget that takes keys itself (a text field, a
         select's search, the :class:`~sparsify_tui.tui.widgets.dialogs.KeyBuffer`) still gets them first.
 
-        A key read while a tab's widgets are being mounted (:meth:`keys_wait_for`) waits for them first."""
+        A key read while a tab's widgets are being mounted (:meth:`keys_wait_for`) waits for them first. A key still
+        on its way when the app closes (its screens are gone) is dropped."""
+        if isinstance(event, events.Key) and (not self._running or not self._screen_stack):
+            return
         if isinstance(event, events.Key) and not event.is_forwarded and self._key_waits:
             await asyncio.wait(list(self._key_waits), timeout=self.KEY_WAIT_SECONDS)
         if isinstance(event, events.Key) and not event.is_forwarded:
