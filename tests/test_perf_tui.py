@@ -354,11 +354,14 @@ async def test_a_key_typed_with_the_key_that_opens_a_tab_waits_for_it(ws, demo_m
         assert view.current_tab() == "summary"
         for key in ("l", "i"):
             app.post_message(events.Key(key, key))  # in one burst, nothing awaited
-        await wait_for(pilot, lambda: view.query("#layer-table")
-                       and view.query_one("#layer-table").data_table.row_count == len(prof.nodes))
-        await pilot.pause(0.2)
-        assert view.current_tab() == "layers"
-        assert not any(isinstance(s, (ErrorDialog, RecordDialog)) for s in app.screen_stack)
-        await pilot.press("i")  # and the keys go on working on the table: the first row's record
+        # `i` acts on the table `l` opened, whether or not its rows were drawn yet: the first row's record
         await wait_for(pilot, lambda: isinstance(app.screen, RecordDialog))
         assert f"Node id: {prof.nodes[0].id}" in app.screen.text()
+        assert view.current_tab() == "layers" and not any(isinstance(s, ErrorDialog) for s in app.screen_stack)
+        await pilot.press("escape")
+        await wait_for(pilot, lambda: not isinstance(app.screen, RecordDialog))
+        table = view.query_one("#layer-table")
+        await wait_for(pilot, lambda: table.data_table.row_count == len(prof.nodes))
+        await pilot.press("down", "i")  # and the keys go on working on the drawn table: the second row's record
+        await wait_for(pilot, lambda: isinstance(app.screen, RecordDialog))
+        assert f"Node id: {table.rows_shown()[1]['id']}\n" in app.screen.text()

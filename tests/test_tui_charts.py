@@ -8,7 +8,7 @@ import math
 import pytest
 from textual.app import App, ComposeResult
 
-from sparsify_tui.tui.widgets.charts import BarChart, LineChart, even_ticks, log_scale, tick_label
+from sparsify_tui.tui.widgets.charts import BarChart, LineChart, even_ticks, log_scale, nice_ticks, tick_label
 from sparsify_tui.tui.widgets.labels import collapse_path, shorten_labels
 from sparsify_tui.tui.widgets.tables import Column, FilterableTable
 
@@ -67,6 +67,22 @@ def test_even_ticks_are_evenly_spaced_and_distinct():
     assert len(ticks) == 5 and max(steps) - min(steps) < 1e-12
     labels = [tick_label(t, ticks) for t in ticks]
     assert len(set(labels)) == 5 and labels[0] == "0.0001" and labels[-1] == "0.01"
+
+
+@pytest.mark.parametrize("lo, hi", [(-1.56, 1.0), (0.0, 1.0), (0.0001, 0.01), (-0.02, 0.05), (0.0, 0.0),
+                                    (3.0, 3.0), (-3.1, 0.0), (12.5, 980.0)])
+def test_nice_ticks_are_round_values_around_the_data(lo, hi):
+    """A search chart's y ticks: round steps, every value inside them, and 0 a tick when the data spans it (a trial
+    with a drop of 0 was drawn on a row labelled -0.28 with ticks from min to max)."""
+    ticks = nice_ticks(lo, hi)
+    assert ticks[0] <= lo and ticks[-1] >= hi and 3 <= len(ticks) <= 7
+    step = ticks[1] - ticks[0]
+    assert all(abs((b - a) - step) < 1e-9 * max(1.0, abs(step)) for a, b in zip(ticks, ticks[1:]))
+    mantissa = step / 10 ** math.floor(math.log10(step))
+    assert any(abs(mantissa - m) < 1e-9 for m in (1, 2, 2.5, 5))
+    if lo <= 0 <= hi:
+        assert 0.0 in ticks
+    assert len({tick_label(t, ticks) for t in ticks}) == len(ticks)
 
 
 async def test_line_chart_legend_is_its_own_line():

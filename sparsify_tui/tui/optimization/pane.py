@@ -24,6 +24,7 @@ from textual.widget import Widget
 from sparsify_tui.text import Fact, markup_lines
 from sparsify_tui.text.optimization import Hints, estimate_facts, header_facts, inline, profiles_fact
 from sparsify_tui.tui.widgets.tables import Column, FilterableTable
+from sparsify_tui.tui.widgets.charts import nice_ticks, tick_label
 
 if TYPE_CHECKING:
     from sparsify_tui.optimization.record import LayerRow, Optimization
@@ -252,6 +253,11 @@ def plot_search(plot: "Plot", search: Any, ylabel: str, groups: Callable[[list],
     if chosen:
         plt.scatter([float(chosen[0].speedup)], [float(chosen[0].metric_value) * scale], marker="◆",
                     label="chosen")
+    # round y ticks spanning every value drawn: a trial on a tick's value (a drop of 0) is drawn on its label's row
+    ys = [float(search.max_drop or 0) * scale, 0.0] + [float(t.metric_value) * scale for t in timed]
+    ticks = nice_ticks(min(ys), max(ys))
+    plt.ylim(ticks[0], ticks[-1])
+    plt.yticks(ticks, [tick_label(t, ticks) for t in ticks])
     plt.xlabel("measured speedup vs FP32 (×)")
     plt.ylabel(ylabel)  # what the y values are: a top-1 search plots the drop, not top-1
     plot.redraw()

@@ -447,6 +447,22 @@ def even_ticks(values: Sequence[float], count: int = 5) -> list[float]:
     return [lo + k * step for k in range(count)]
 
 
+def nice_ticks(lo: float, hi: float, count: int = 5) -> list[float]:
+    """About ``count`` tick positions at round values (a step of 1, 2, 2.5 or 5 times a power of ten) from at or below
+    ``lo`` to at or above ``hi``, so a value on a tick (a drop of 0, a budget of 1 point) is drawn on the row of its
+    label. Heckbert's "nice numbers for graph labels" (Graphics Gems, 1990), with 2.5 added to the steps.
+    ``lo == hi``: one step of a tenth of the value (1 for 0) either side."""
+    lo, hi = min(lo, hi), max(lo, hi)
+    if hi == lo:
+        pad = abs(lo) / 10 or 1.0
+        lo, hi = lo - pad, hi + pad
+    raw = (hi - lo) / max(count - 1, 1)
+    magnitude = 10.0 ** math.floor(math.log10(raw))
+    step = next(m * magnitude for m in (1, 2, 2.5, 5, 10) if m * magnitude >= raw * (1 - 1e-9))
+    first, last = math.floor(lo / step + 1e-9), math.ceil(hi / step - 1e-9)
+    return [round(k * step, 12) for k in range(first, last + 1)]
+
+
 def tick_label(value: float, ticks: Sequence[float]) -> str:
     """A tick's label with just enough digits to tell the ticks apart ('0.0025', '1.2e-05')."""
     for digits in range(2, 8):

@@ -538,9 +538,14 @@ class FilterableTable(Widget):
             self.post_message(self.RowChosen(self, self._shown[event.cursor_row]))
 
     def current_row(self) -> Optional[dict]:
-        """The row dict under the cursor, or None when the table is empty."""
+        """The row dict under the cursor, or None when the table is empty. A table whose rows are not drawn yet (a
+        tab opened by the key just before, :meth:`set_rows` while hidden) answers with the row the cursor will be
+        on once they are: a key typed right after the one that opened the table acts on it as on a drawn one."""
         row = self.data_table.cursor_row
-        return self._shown[row] if 0 <= row < len(self._shown) else None
+        shown = self._visible_rows() if self._stale else self._shown
+        if self._stale and shown:
+            row = min(max(row, 0), len(shown) - 1)
+        return shown[row] if 0 <= row < len(shown) else None
 
     # -- filtering ------------------------------------------------------------------------
     def set_filter(self, text: str) -> None:
