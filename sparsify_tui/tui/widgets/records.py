@@ -23,6 +23,7 @@ A subclass sets the class attributes below and implements :meth:`record_option`,
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from typing import Any, Callable, ClassVar, Optional
 
@@ -191,6 +192,7 @@ class RecordListSection(Widget):
         self.prefetched: Any = None  # what prefetch() read with the last list
         self.data_stamp: Any = None  # the project's change stamp read before the last list (SparsifyApp)
         self._focus_after = False  # and move the focus into its view (the user just made it in a dialog)
+        self._picked_at = 0.0  # when the user last picked an entry (epoch s): a job made before it does not jump
 
     # -- to implement ---------------------------------------------------------------------------------
     def record_option(self, record: dict) -> Option:
@@ -346,6 +348,10 @@ class RecordListSection(Widget):
             return
         event.stop()
         self._user_chose = True
+        # the user's pick wins over a job's record still to be shown when it is listed (show_when_listed) and over
+        # one of a job made before the pick when it finishes (_section_job_finished)
+        self._select_after, self._focus_after = None, False
+        self._picked_at = time.time()
         self.select(str(event.option.id), focus=True)
 
     # -- rerun / delete / cancel / submit --------------------------------------------------------------
@@ -423,6 +429,16 @@ class RecordListSection(Widget):
         self.reload()
 
     # -- finished jobs --------------------------------------------------------------------------------
+    def _picked_after(self, job: dict) -> bool:
+        """Whether the user picked an entry of the list after ``job`` was made (its ``created`` ISO time)."""
+        from datetime import datetime
+
+        try:
+            created = datetime.fromisoformat(str(job.get("created")).replace("Z", "+00:00")).timestamp()
+        except ValueError:
+            return False
+        return self._picked_at > created
+
     @on(JobProgress.Finished)
     def _section_job_finished(self, event: JobProgress.Finished) -> None:
         if not isinstance(event.control.parent, SectionJobs):
@@ -431,7 +447,7 @@ class RecordListSection(Widget):
         job = event.job
         if job.get("status") == "completed":
             record_id = (job.get("result") or {}).get(self.RESULT_KEY)
-            if record_id:
+            if record_id and not self._picked_after(job):  # else the user went on to another record meanwhile
                 self._select_after = str(record_id)
             self.notify(f"The {job_title(job)} job finished.", timeout=3)
         elif job.get("status") == "error":
