@@ -90,17 +90,22 @@ def fake_isa(request, monkeypatch) -> str:
     the test runs once as an AVX2-only machine and once as an AVX-512 VNNI one, whatever the real CPU is.
     Reaches every caller in this process (they import ``machine_info`` at call time); job subprocesses see
     the real CPU."""
+    return describe_machine_as(monkeypatch, request.param)
+
+
+def describe_machine_as(monkeypatch, isa: str) -> str:
+    """Describe this machine with the instruction sets of ``FAKE_ISAS[isa]`` for the test (see :func:`fake_isa`)."""
     from sparsify_tui.analysis import system
 
     real = system.machine_info
 
     def described(*args, **kwargs):
         info = real(*args, **kwargs)
-        info.instruction_sets = list(FAKE_ISAS[request.param])
+        info.instruction_sets = list(FAKE_ISAS[isa])
         return info
 
     monkeypatch.setattr(system, "machine_info", described)
-    return request.param
+    return isa
 
 
 @pytest.fixture
@@ -122,10 +127,17 @@ SNAPSHOT_RUNTIMES = (("onnxruntime 1.32.0 · fp32", "onnxruntime:fp32"), ("OpenV
 
 
 @pytest.fixture
-def snap_compare(snap_compare, fake_isa, monkeypatch):
-    """pytest-textual-snapshot's ``snap_compare``, run under each of :data:`FAKE_ISAS` (see :func:`fake_isa`), the
-    dialogs offering :data:`SNAPSHOT_RUNTIMES`."""
+def snap_compare(snap_compare, request, monkeypatch):
+    """pytest-textual-snapshot's ``snap_compare``, the machine described as one of :data:`FAKE_ISAS` (picked by the
+    test's name, so the suite's snapshots cover both; see :func:`fake_isa`), the dialogs offering
+    :data:`SNAPSHOT_RUNTIMES`. What a snapshot shows then depends on the described ISA, never on this CPU's. (Each
+    snapshot ran under both once: the stored SVGs are the same under either, and one run halves their time.)"""
+    import zlib
+
     from sparsify_tui.tui.widgets import runtimes
+
+    isas = sorted(FAKE_ISAS)
+    describe_machine_as(monkeypatch, isas[zlib.crc32(request.node.originalname.encode()) % len(isas)])
 
     monkeypatch.setattr(runtimes, "_runtimes", lambda: SNAPSHOT_RUNTIMES)
     return snap_compare
