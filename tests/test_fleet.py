@@ -23,6 +23,9 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 SCENARIO = ROOT / "tests" / "fleet_scenario.py"
 SCENARIO_TIMEOUT_S = 300
+# one pytest-xdist worker runs this module (`--dist loadgroup` in pyproject.toml): the module-scoped scenario starts
+# its Ray cluster once, not once per worker (spread over 4 workers it ran 4 clusters at once, 158 s each)
+pytestmark = pytest.mark.xdist_group("fleet")
 """The whole scenario (cluster start, every command, the namespace's end) must end within this many seconds: a guard
 against a hang, not a speed check (it takes about 50 s alone on a 2-core machine, and took 93 s within the suite on
 that machine loaded by other work; each of its steps gives up after at most 240 s)."""
