@@ -292,7 +292,7 @@ class SparsifyApp(App[int]):
 
         A key read while a tab's widgets are being mounted (:meth:`keys_wait_for`) waits for them first. A key still
         on its way when the app closes (its screens are gone) is dropped."""
-        if isinstance(event, events.Key) and (not self._running or not self._screen_stack):
+        if isinstance(event, events.Key) and self.closing:
             return
         if isinstance(event, events.Key) and not event.is_forwarded and self._key_waits:
             await asyncio.wait(list(self._key_waits), timeout=self.KEY_WAIT_SECONDS)
@@ -550,11 +550,17 @@ class SparsifyApp(App[int]):
         self._stamp = stamp
         self._refresh_section()
 
+    @property
+    def closing(self) -> bool:
+        """The app is ending (``exit()`` called, or shutting down: its screens are being closed): a key or a watch
+        tick still on its way is dropped."""
+        return self._exit or not self._running or not self._screen_stack
+
     def _refresh_section(self) -> None:
         """The section on screen reads its data again (its ``reload_data()``) when its ``data_stamp`` (the stamp its
         load worker read before reading) is not the project's stamp now; nothing for an up-to-date one."""
-        if self._exit or not self._running:
-            return  # the app is closing: its sections' fields are being removed (a tick may land meanwhile)
+        if self.closing:
+            return  # its sections' fields are being removed (a tick may land meanwhile)
         widget = self.current_section_widget()
         if self.section == "projects" or widget is None or not widget.is_mounted or self._stamp is None:
             return

@@ -23,7 +23,6 @@ A subclass sets the class attributes below and implements :meth:`record_option`,
 
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass
 from typing import Any, Callable, ClassVar, Optional
 
@@ -34,6 +33,7 @@ from textual.widget import Widget
 from textual.widgets import OptionList
 from textual.widgets.option_list import Option
 
+from sparsify_tui.store.workspace import now_iso
 from sparsify_tui.tui import messages
 from sparsify_tui.tui.widgets import keys
 from sparsify_tui.tui.widgets.grouping import grouped_options, target_label
@@ -192,7 +192,7 @@ class RecordListSection(Widget):
         self.prefetched: Any = None  # what prefetch() read with the last list
         self.data_stamp: Any = None  # the project's change stamp read before the last list (SparsifyApp)
         self._focus_after = False  # and move the focus into its view (the user just made it in a dialog)
-        self._picked_at = 0.0  # when the user last picked an entry (epoch s): a job made before it does not jump
+        self._picked_at = ""  # when the user last picked an entry (``now_iso``): a job made before it does not jump
 
     # -- to implement ---------------------------------------------------------------------------------
     def record_option(self, record: dict) -> Option:
@@ -351,7 +351,7 @@ class RecordListSection(Widget):
         # the user's pick wins over a job's record still to be shown when it is listed (show_when_listed) and over
         # one of a job made before the pick when it finishes (_section_job_finished)
         self._select_after, self._focus_after = None, False
-        self._picked_at = time.time()
+        self._picked_at = now_iso()
         self.select(str(event.option.id), focus=True)
 
     # -- rerun / delete / cancel / submit --------------------------------------------------------------
@@ -429,16 +429,6 @@ class RecordListSection(Widget):
         self.reload()
 
     # -- finished jobs --------------------------------------------------------------------------------
-    def _picked_after(self, job: dict) -> bool:
-        """Whether the user picked an entry of the list after ``job`` was made (its ``created`` ISO time)."""
-        from datetime import datetime
-
-        try:
-            created = datetime.fromisoformat(str(job.get("created")).replace("Z", "+00:00")).timestamp()
-        except ValueError:
-            return False
-        return self._picked_at > created
-
     @on(JobProgress.Finished)
     def _section_job_finished(self, event: JobProgress.Finished) -> None:
         if not isinstance(event.control.parent, SectionJobs):
@@ -447,7 +437,8 @@ class RecordListSection(Widget):
         job = event.job
         if job.get("status") == "completed":
             record_id = (job.get("result") or {}).get(self.RESULT_KEY)
-            if record_id and not self._picked_after(job):  # else the user went on to another record meanwhile
+            # not when the user picked another entry after the job was made (both ``now_iso`` times: they sort)
+            if record_id and self._picked_at <= str(job.get("created") or ""):
                 self._select_after = str(record_id)
             self.notify(f"The {job_title(job)} job finished.", timeout=3)
         elif job.get("status") == "error":

@@ -542,7 +542,7 @@ class FilterableTable(Widget):
         tab opened by the key just before, :meth:`set_rows` while hidden) answers with the row the cursor will be
         on once they are: a key typed right after the one that opened the table acts on it as on a drawn one."""
         row = self.data_table.cursor_row
-        shown = self._visible_rows() if self._stale else self._shown
+        shown = self.rows_shown()
         if self._stale and shown:
             row = min(max(row, 0), len(shown) - 1)
         return shown[row] if 0 <= row < len(shown) else None
